@@ -1,0 +1,254 @@
+//! Agent configuration file (`fare agent --config FILE`); the contract is in DESIGN.md.
+//! Unknown keys are errors, so a typo never silently changes behaviour.
+
+use crate::bandwidth::Mode;
+use crate::dataplane::{GroupMode, MacAddr};
+use crate::yamlfile::{self, FileError};
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct AgentConfig {
+    pub name: String,
+    pub router_id: Ipv4Addr,
+    pub asn: u32,
+    #[serde(default)]
+    pub management: Management,
+    #[serde(default)]
+    pub fare: FareConfig,
+    #[serde(default)]
+    pub dataplane: DataplaneConfig,
+    #[serde(default)]
+    pub neighbors: Vec<NeighborConfig>,
+    /// Prefixes this node originates into BGP.
+    #[serde(default)]
+    pub prefixes: Vec<IpNet>,
+    /// Groups installed without BGP, through the same data path.
+    #[serde(default, rename = "static")]
+    pub static_groups: Vec<StaticGroup>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Management {
+    /// Unix socket of the gRPC management API (`fare show --socket PATH`).
+    #[serde(default = "default_socket")]
+    pub socket: PathBuf,
+    /// Opt-in Prometheus metrics listener, e.g. `127.0.0.1:9100`.
+    #[serde(default)]
+    pub metrics: Option<SocketAddr>,
+}
+
+fn default_socket() -> PathBuf {
+    PathBuf::from("/run/fare/fare.sock")
+}
+
+impl Default for Management {
+    fn default() -> Self {
+        Management {
+            socket: default_socket(),
+            metrics: None,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FareConfig {
+    #[serde(default)]
+    pub mode: Mode,
+}
+
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
+pub enum DataplaneConfig {
+    /// XDP program attached to `interfaces` (ingress); members may egress any of them.
+    Xdp {
+        interfaces: Vec<String>,
+    },
+    /// Linux weighted nexthop groups (flow hashing only): the baseline.
+    Kernel {
+        #[serde(default)]
+        interfaces: Vec<String>,
+    },
+    P4runtime(P4RuntimeConfig),
+    /// No forwarding state: control plane only.
+    #[default]
+    None,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct P4RuntimeConfig {
+    /// `simple_switch_grpc --grpc-server-addr`, e.g. `127.0.0.1:9559`.
+    pub address: String,
+    #[serde(default = "one")]
+    pub device_id: u64,
+    #[serde(default = "one")]
+    pub election_id: u64,
+    pub pipeline: Option<Pipeline>,
+    /// Interface name used in members -> P4 port number.
+    #[serde(default)]
+    pub ports: BTreeMap<String, u32>,
+}
+
+fn one() -> u64 {
+    1
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Pipeline {
+    pub p4info: PathBuf,
+    pub config: PathBuf,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NeighborConfig {
+    pub address: IpAddr,
+    pub remote_as: u32,
+    /// Interface the session runs over; its speed is the link bandwidth when
+    /// `bandwidth_gbps` is not given.
+    #[serde(default)]
+    pub interface: Option<String>,
+    #[serde(default)]
+    pub bandwidth_gbps: Option<f64>,
+    /// DPF session color (32-bit).
+    #[serde(default)]
+    pub color: Option<u32>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StaticGroup {
+    pub prefix: IpNet,
+    #[serde(default)]
+    pub mode: GroupMode,
+    pub members: Vec<StaticMember>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StaticMember {
+    pub interface: String,
+    pub neighbor_mac: MacAddr,
+    pub weight: u32,
+    /// Next-hop address, needed by the kernel backend.
+    #[serde(default)]
+    pub next_hop: Option<IpAddr>,
+}
+
+impl AgentConfig {
+    /// Loads and validates a configuration file; every error names file, line and field.
+    pub fn load(path: &Path) -> Result<AgentConfig, FileError> {
+        let (config, text): (AgentConfig, String) = yamlfile::load(path)?;
+        config.validate(path, &text)?;
+        Ok(config)
+    }
+
+    fn validate(&self, path: &Path, text: &str) -> Result<(), FileError> {
+        let at = |needle: &str, problem: String| {
+            FileError::new(path, yamlfile::find_line(text, needle, 1), problem)
+        };
+        for group in &self.static_groups {
+            let p = group.prefix.to_string();
+            if group.members.is_empty() {
+                return Err(at(&p, format!("static group {p}: no members")));
+            }
+            if let Some(m) = group.members.iter().find(|m| m.weight == 0) {
+                return Err(at(
+                    &p,
+                    format!("static group {p}: member on {} has weight 0", m.interface),
+                ));
+            }
+        }
+        for n in &self.neighbors {
+            if let Some(bw) = n.bandwidth_gbps {
+                if !(bw.is_finite() && bw > 0.0) {
+                    return Err(at(
+                        &n.address.to_string(),
+                        format!("neighbor {}: bandwidth_gbps must be positive", n.address),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+name: leaf1
+router_id: 10.0.0.1
+asn: 65001
+management: {socket: /run/fare/leaf1.sock}
+fare: {mode: draft}
+dataplane: {kind: xdp, interfaces: [eth1, eth2]}
+neighbors:
+  - {address: 10.1.0.2, remote_as: 65100, interface: eth1, bandwidth_gbps: 100}
+prefixes: [192.0.2.0/24]
+static:
+  - prefix: 198.18.0.0/16
+    mode: spray
+    members:
+      - {interface: eth1, neighbor_mac: "02:00:00:00:00:01", weight: 3}
+      - {interface: eth2, neighbor_mac: "02:00:00:00:00:02", weight: 4}
+"#;
+
+    #[test]
+    fn design_example_parses() {
+        let c: AgentConfig = yamlfile::parse(Path::new("a.yaml"), EXAMPLE).unwrap();
+        c.validate(Path::new("a.yaml"), EXAMPLE).unwrap();
+        assert_eq!(c.static_groups[0].members[1].weight, 4);
+        assert_eq!(
+            c.dataplane,
+            DataplaneConfig::Xdp {
+                interfaces: vec!["eth1".into(), "eth2".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn p4runtime_block_parses() {
+        let text = r#"
+name: s1
+router_id: 10.0.0.9
+asn: 65100
+dataplane:
+  kind: p4runtime
+  address: 127.0.0.1:9559
+  device_id: 1
+  election_id: 1
+  pipeline: {p4info: p4/build/fare.p4info.txtpb, config: p4/build/fare.json}
+  ports: {e1: 1, e2: 2}
+"#;
+        let c: AgentConfig = yamlfile::parse(Path::new("s.yaml"), text).unwrap();
+        match c.dataplane {
+            DataplaneConfig::P4runtime(p) => assert_eq!(p.ports["e2"], 2),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn zero_weight_names_the_line() {
+        let text = EXAMPLE.replace("weight: 4", "weight: 0");
+        let c: AgentConfig = yamlfile::parse(Path::new("a.yaml"), &text).unwrap();
+        let e = c.validate(Path::new("a.yaml"), &text).unwrap_err();
+        assert_eq!(e.line, Some(12), "{e}");
+    }
+
+    #[test]
+    fn bad_mac_is_an_error_with_line() {
+        let text = EXAMPLE.replace("02:00:00:00:00:02", "02:00:00:00:00");
+        let e = yamlfile::parse::<AgentConfig>(Path::new("a.yaml"), &text).unwrap_err();
+        assert_eq!(e.line, Some(16), "{e}");
+    }
+}

@@ -1,0 +1,1 @@
+//! Adaptive Routing Notifications (draft-wh-rtgwg-adaptive-routing-arn): codec, monitor, sender/receiver.

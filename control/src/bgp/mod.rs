@@ -1,0 +1,1 @@
+//! BGP: wire codec, session FSM, RIB and the FARE/DPF/suppression policy.

@@ -1,0 +1,1 @@
+//! `kernel` data plane backend (to be implemented).

@@ -1,0 +1,212 @@
+//! Data plane backends behind one trait.
+//!
+//! The control plane (static config, BGP, the simulator) produces [`Group`]s; a backend
+//! turns them into forwarding state: `xdp` (aya, Linux hosts), `kernel` (Linux weighted
+//! nexthop groups via rtnetlink, the baseline), `p4rt` (P4Runtime over gRPC).
+//!
+//! Contract every backend keeps:
+//! - `install` of a prefix that already has a group is a make-before-break replacement:
+//!   no packet ever sees a half-written group.
+//! - A group never reaches the data plane with zero active members (see `remove`).
+
+pub mod kernel;
+pub mod mac;
+pub mod p4rt;
+pub mod xdp;
+
+pub use mac::MacAddr;
+
+use async_trait::async_trait;
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use std::net::IpAddr;
+
+/// How a group spreads traffic over its members.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum GroupMode {
+    /// Per packet: each window of sum(weights) packets follows the weights exactly.
+    #[default]
+    Spray,
+    /// Per flow: 5-tuple hash onto the replicated members; a flow stays on one member.
+    Flow,
+}
+
+/// One member of a WCMP group: an egress interface toward one neighbor.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Member {
+    /// What the member points at, for display: the neighbor address, or its MAC for
+    /// static members.
+    pub via: String,
+    /// Egress interface name (for `p4rt`: a key of the `ports` map).
+    pub interface: String,
+    /// Next-hop address (BGP neighbor); the kernel backend needs it.
+    pub next_hop: Option<IpAddr>,
+    /// Neighbor MAC; the XDP and P4 backends rewrite the destination MAC to it.
+    /// When absent, the backend resolves `next_hop` through the neighbor table.
+    pub neighbor_mac: Option<MacAddr>,
+    pub weight: u32,
+    /// Path bandwidth the weight came from (informational).
+    pub bandwidth_gbps: f64,
+}
+
+/// A WCMP group for one destination prefix.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Group {
+    pub prefix: IpNet,
+    pub mode: GroupMode,
+    pub members: Vec<Member>,
+}
+
+/// Counters and state of one member as the data plane reports them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberStatus {
+    pub packets: u64,
+    pub bytes: u64,
+    /// False while the member is removed (by an ARN, or a watched port is down).
+    pub active: bool,
+}
+
+/// A group as installed, with one status per member (same order as `group.members`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GroupStatus {
+    pub group: Group,
+    pub members: Vec<MemberStatus>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DataplaneError {
+    #[error("{backend}: {what}")]
+    Backend { backend: &'static str, what: String },
+    #[error("{backend}: {what}: {source}")]
+    Io {
+        backend: &'static str,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("group for {prefix} is invalid: {why}")]
+    InvalidGroup { prefix: IpNet, why: String },
+    #[error("no group for {0}")]
+    NoSuchGroup(IpNet),
+}
+
+impl DataplaneError {
+    pub fn backend(backend: &'static str, what: impl Into<String>) -> Self {
+        DataplaneError::Backend {
+            backend,
+            what: what.into(),
+        }
+    }
+}
+
+/// Checks what every backend requires of a group before touching the data plane.
+pub fn validate(group: &Group) -> Result<(), DataplaneError> {
+    let invalid = |why: &str| DataplaneError::InvalidGroup {
+        prefix: group.prefix,
+        why: why.to_string(),
+    };
+    if group.members.is_empty() {
+        return Err(invalid("no members (remove the group instead)"));
+    }
+    if group.members.iter().any(|m| m.weight == 0) {
+        return Err(invalid("a member has weight 0"));
+    }
+    Ok(())
+}
+
+#[async_trait]
+pub trait Dataplane: Send {
+    /// Short backend name for logs (`xdp`, `kernel`, `p4runtime`, `none`).
+    fn name(&self) -> &'static str;
+
+    /// Installs the group for `group.prefix`, replacing any previous one make-before-break.
+    async fn install(&mut self, group: &Group) -> Result<(), DataplaneError>;
+
+    /// Removes the group and route for `prefix` (traffic falls back to the kernel stack).
+    async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError>;
+
+    /// Every installed group with its per-member counters and state.
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError>;
+
+    /// Marks member `index` of the group for `prefix` removed (`active = false`) or active,
+    /// without rewriting the group. A backend refuses to deactivate the last active member.
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        active: bool,
+    ) -> Result<(), DataplaneError>;
+}
+
+/// The `none` backend: keeps groups in memory only (control-plane-only nodes, tests).
+#[derive(Default)]
+pub struct NullDataplane {
+    groups: std::collections::BTreeMap<IpNet, GroupStatus>,
+}
+
+#[async_trait]
+impl Dataplane for NullDataplane {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+        validate(group)?;
+        let members = vec![
+            MemberStatus {
+                active: true,
+                ..Default::default()
+            };
+            group.members.len()
+        ];
+        self.groups.insert(
+            group.prefix,
+            GroupStatus {
+                group: group.clone(),
+                members,
+            },
+        );
+        Ok(())
+    }
+
+    async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        self.groups
+            .remove(&prefix)
+            .map(|_| ())
+            .ok_or(DataplaneError::NoSuchGroup(prefix))
+    }
+
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
+        Ok(self.groups.values().cloned().collect())
+    }
+
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        active: bool,
+    ) -> Result<(), DataplaneError> {
+        let status = self
+            .groups
+            .get_mut(&prefix)
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        let others_active = status
+            .members
+            .iter()
+            .enumerate()
+            .any(|(i, m)| i != index && m.active);
+        let member = status
+            .members
+            .get_mut(index)
+            .ok_or_else(|| DataplaneError::backend("none", format!("no member {index}")))?;
+        if !active && !others_active {
+            return Err(DataplaneError::backend(
+                "none",
+                "refusing to deactivate the last active member",
+            ));
+        }
+        member.active = active;
+        Ok(())
+    }
+}

@@ -1,0 +1,1 @@
+//! `p4rt` data plane backend (to be implemented).

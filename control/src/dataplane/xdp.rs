@@ -1,0 +1,1 @@
+//! `xdp` data plane backend (to be implemented).

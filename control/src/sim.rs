@@ -1,0 +1,1 @@
+//! Offline fabric-wide propagation (no root, no daemons).

@@ -1,0 +1,1 @@
+//! Fabric model and YAML loader (`topologies/`).

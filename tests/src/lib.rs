@@ -1,0 +1,162 @@
+//! Helpers for fare's integration tests: network namespaces that clean themselves up,
+//! veth links, skip rules for missing privileges or tools, the `fare` binary.
+//!
+//! Every namespace a test makes has a unique name (`fare-<tag>-<pid>-<n>`) and is deleted
+//! in `Drop`, also when the test fails; processes left inside are killed first.
+
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// True when running as root; otherwise prints why the test is skipped.
+pub fn have_root(test: &str) -> bool {
+    // SAFETY-free check: uid 0 owns /proc/self.
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
+        .unwrap_or(false);
+    if !root {
+        eprintln!("SKIPPED {test}: needs root (network namespaces)");
+    }
+    root
+}
+
+/// True when `tool` is on PATH; otherwise prints why the test is skipped.
+pub fn have_tool(test: &str, tool: &str) -> bool {
+    let found = Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .stdout(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !found {
+        eprintln!("SKIPPED {test}: `{tool}` is not on PATH");
+    }
+    found
+}
+
+/// Runs a command, failing with its stderr when it exits non-zero.
+pub fn run(cmd: &str, args: &[&str]) -> Result<Output> {
+    let out = Command::new(cmd)
+        .args(args)
+        .output()
+        .with_context(|| format!("spawning {cmd}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd} {} failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(out)
+}
+
+/// A network namespace owned by the test.
+pub struct Netns {
+    pub name: String,
+}
+
+impl Netns {
+    /// Creates `fare-<tag>-<pid>-<n>` with loopback up. `tag` should be short: the
+    /// name also prefixes interface names in some tests (15-character limit).
+    pub fn new(tag: &str) -> Result<Netns> {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let name = format!("fare-{tag}-{}-{n}", std::process::id());
+        run("ip", &["netns", "add", &name])?;
+        let ns = Netns { name };
+        ns.exec("ip", &["link", "set", "lo", "up"])?;
+        Ok(ns)
+    }
+
+    /// Runs a command inside the namespace and waits for it.
+    pub fn exec(&self, cmd: &str, args: &[&str]) -> Result<Output> {
+        let mut full = vec!["netns", "exec", &self.name, cmd];
+        full.extend_from_slice(args);
+        run("ip", &full)
+    }
+
+    /// Runs a shell snippet inside the namespace.
+    pub fn sh(&self, script: &str) -> Result<Output> {
+        self.exec("sh", &["-c", script])
+    }
+
+    /// A `Command` that will run inside the namespace (for spawning daemons).
+    pub fn command(&self, cmd: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, cmd]);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        if let Ok(out) = Command::new("ip")
+            .args(["netns", "pids", &self.name])
+            .output()
+        {
+            for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+                let _ = Command::new("kill").args(["-9", pid]).status();
+            }
+        }
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+/// Creates a veth pair `a_if` (in `a`) <-> `b_if` (in `b`), both up.
+pub fn veth(a: &Netns, a_if: &str, b: &Netns, b_if: &str) -> Result<()> {
+    run(
+        "ip",
+        &[
+            "link", "add", a_if, "netns", &a.name, "type", "veth", "peer", "name", b_if, "netns",
+            &b.name,
+        ],
+    )?;
+    a.exec("ip", &["link", "set", a_if, "up"])?;
+    b.exec("ip", &["link", "set", b_if, "up"])?;
+    Ok(())
+}
+
+/// Polls `check` every 20 ms until it returns true or `timeout` passes.
+pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if check() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    false
+}
+
+/// Path of the `fare` binary of this build (built on demand when missing).
+pub fn fare_bin() -> Result<PathBuf> {
+    // target/<profile>/deps/<test-binary> -> target/<profile>/fare
+    let exe = std::env::current_exe()?;
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .context("unexpected test binary location")?;
+    let bin = profile_dir.join("fare");
+    if !bin.exists() {
+        let mut args = vec!["build", "-p", "fare", "--bin", "fare"];
+        if profile_dir.ends_with("release") {
+            args.push("--release");
+        }
+        run("cargo", &args)?;
+    }
+    Ok(bin)
+}
+
+/// Root of the repository (for topologies/, p4/build/).
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(PathBuf::from)
+        .unwrap_or_default()
+}
