@@ -1,0 +1,3 @@
+//! (to be implemented)
+
+pub fn build() {}
