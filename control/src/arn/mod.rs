@@ -1,1 +1,10 @@
 //! Adaptive Routing Notifications (draft-wh-rtgwg-adaptive-routing-arn): codec, monitor, sender/receiver.
+//!
+//! - `codec`: message types and the wire format (shared bit for bit with the XDP and P4
+//!   data planes; the layout is documented there and in docs/CODEPOINTS.md).
+//! - `transport`: UDP socket with TTL 255 / DSCP CS6 out, TTL and interface reporting in.
+
+pub mod codec;
+pub mod transport;
+
+pub use codec::{ArnMessage, ArnType, DecodeError, Family, FlowId};

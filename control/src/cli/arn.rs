@@ -1,8 +1,382 @@
-//! `fare arn` (to be implemented).
+//! `fare arn decode` and `fare arn send`: operator tools for Adaptive Routing Notifications.
+
+use crate::arn::codec::{ArnJson, ArnMessage, ArnType, Family, FlowId};
+use crate::arn::transport::{self, ArnSocket};
+use crate::cli::InputError;
+use anyhow::{bail, Context, Result};
+use pcap_file::pcapng::Block;
+use pcap_file::DataLink;
+use std::io::Read;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Print every field of ARN messages.
+    ///
+    /// Input is either HEX, the ARN message itself starting at its Type octet (spaces,
+    /// colons and a leading 0x are ignored), or --pcap FILE, a capture (pcap or pcapng;
+    /// Ethernet, Linux cooked or raw IP) of whole packets: every UDP datagram to the ARN
+    /// port is decoded, everything else is skipped.
+    ///
+    /// A malformed message prints one line naming the byte offset (from the Type octet)
+    /// and the field, and the command exits with status 2.
+    #[command(verbatim_doc_comment)]
+    Decode(DecodeArgs),
+    /// Send one ARN by hand (UDP, TTL 255, DSCP CS6), or print it as hex with --hex.
+    Send(SendArgs),
+}
 
-pub fn run(command: Command) -> anyhow::Result<()> {
-    match command {}
+#[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("input").required(true).args(["hex", "pcap"])))]
+pub struct DecodeArgs {
+    /// The ARN message in hex, from its Type octet, e.g. `0100 2a40 0a000002`.
+    pub hex: Vec<String>,
+    /// Read whole packets from a pcap/pcapng capture instead.
+    #[arg(long, value_name = "FILE", conflicts_with = "hex")]
+    pub pcap: Option<PathBuf>,
+    /// UDP destination port that carries ARN in the capture.
+    #[arg(long, default_value_t = transport::DEFAULT_PORT)]
+    pub port: u16,
+    /// Print JSON: one object `{type, version, metric, para_type, flow?, path_id?}` per
+    /// message (one line per message for --pcap).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct SendArgs {
+    /// Destination (an upstream neighbor's address); required unless --hex.
+    #[arg(long, required_unless_present = "hex")]
+    pub to: Option<IpAddr>,
+    /// Destination UDP port.
+    #[arg(long, default_value_t = transport::DEFAULT_PORT)]
+    pub port: u16,
+    /// Source address to send from (default: chosen by the routing table).
+    #[arg(long)]
+    pub from: Option<IpAddr>,
+    /// Send through this interface (SO_BINDTODEVICE), e.g. for link-local or multicast.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Type: 1 or congestion, 2 or congestion-end, 3 or failure, 4 or failure-end.
+    #[arg(long = "type", default_value = "1", value_parser = parse_type)]
+    pub kind: ArnType,
+    /// Metric octet (e.g. the congestion level).
+    #[arg(long, default_value_t = 0)]
+    pub metric: u8,
+    /// Path ID: the router ID of the node at the far end of the affected link, as an IPv4
+    /// address (10.0.0.2) or a number (167772162, 0x0a000002).
+    #[arg(long, value_parser = parse_path_id)]
+    pub path_id: Option<u32>,
+    /// Flow identifier: protocol number (sets the Protocol Mask bit).
+    #[arg(long)]
+    pub protocol: Option<u8>,
+    /// Flow identifier: source address.
+    #[arg(long)]
+    pub src: Option<IpAddr>,
+    /// Flow identifier: destination address.
+    #[arg(long)]
+    pub dst: Option<IpAddr>,
+    /// Flow identifier: source port.
+    #[arg(long)]
+    pub src_port: Option<u16>,
+    /// Flow identifier: destination port.
+    #[arg(long)]
+    pub dst_port: Option<u16>,
+    /// Flow identifier family when no address is given.
+    #[arg(long)]
+    pub ipv6_flow: bool,
+    /// Repeat the message this many times.
+    #[arg(long, default_value_t = 1)]
+    pub count: u32,
+    /// Print the encoded message as hex instead of sending it.
+    #[arg(long)]
+    pub hex: bool,
+}
+
+fn parse_type(s: &str) -> Result<ArnType, String> {
+    let t = match s {
+        "1" | "congestion" => 1,
+        "2" | "congestion-end" => 2,
+        "3" | "failure" => 3,
+        "4" | "failure-end" => 4,
+        _ => return Err("expected 1-4, congestion, congestion-end, failure or failure-end".into()),
+    };
+    ArnType::from_u8(t).ok_or_else(|| "bad type".into())
+}
+
+/// Parses a Path ID written as an IPv4 address, decimal or 0x-hex number.
+pub fn parse_path_id(s: &str) -> Result<u32, String> {
+    if let Ok(a) = s.parse::<Ipv4Addr>() {
+        return Ok(u32::from(a));
+    }
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => s.parse::<u32>(),
+    };
+    parsed.map_err(|_| format!("`{s}` is not an IPv4 address or a 32-bit number"))
+}
+
+pub fn run(command: Command) -> Result<()> {
+    match command {
+        Command::Decode(a) => decode(a),
+        Command::Send(a) => send(a),
+    }
+}
+
+/// Parses hex text; the error names the offending character position.
+pub fn parse_hex(words: &[String]) -> Result<Vec<u8>, InputError> {
+    let joined = words.join("");
+    let text = joined
+        .strip_prefix("0x")
+        .or_else(|| joined.strip_prefix("0X"))
+        .unwrap_or(&joined);
+    let digits: Vec<(usize, char)> = text
+        .char_indices()
+        .filter(|(_, c)| !c.is_whitespace() && *c != ':' && *c != '-' && *c != '_')
+        .collect();
+    if let Some((i, c)) = digits.iter().find(|(_, c)| !c.is_ascii_hexdigit()) {
+        return Err(InputError(format!(
+            "hex input: character {} `{c}` is not a hex digit",
+            i + 1
+        )));
+    }
+    if !digits.len().is_multiple_of(2) {
+        return Err(InputError(format!(
+            "hex input: odd number of hex digits ({}); byte {} is incomplete",
+            digits.len(),
+            digits.len() / 2
+        )));
+    }
+    Ok(digits
+        .chunks(2)
+        .map(|p| {
+            let hi = p[0].1.to_digit(16).unwrap_or(0);
+            let lo = p[1].1.to_digit(16).unwrap_or(0);
+            (hi * 16 + lo) as u8
+        })
+        .collect())
+}
+
+fn print(msg: &ArnMessage, json: bool) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(&ArnJson::from(msg))?);
+    } else {
+        println!("{msg}");
+    }
+    Ok(())
+}
+
+fn decode(args: DecodeArgs) -> Result<()> {
+    if let Some(path) = &args.pcap {
+        return decode_pcap(path, args.port, args.json);
+    }
+    let bytes = parse_hex(&args.hex)?;
+    let msg = ArnMessage::decode(&bytes).map_err(|e| InputError(format!("malformed ARN: {e}")))?;
+    print(&msg, args.json)
+}
+
+/// One ARN datagram found in a capture.
+pub struct CapturedArn {
+    /// 1-based packet number in the capture.
+    pub packet: usize,
+    pub source: IpAddr,
+    pub payload: Vec<u8>,
+}
+
+fn decode_pcap(path: &Path, port: u16, json: bool) -> Result<()> {
+    let found = read_pcap(path, port)?;
+    let mut first_error = None;
+    for arn in &found {
+        match ArnMessage::decode(&arn.payload) {
+            Ok(msg) => {
+                if json {
+                    print(&msg, true)?;
+                } else {
+                    println!("packet {} from {}: {msg}", arn.packet, arn.source);
+                }
+            }
+            Err(e) => {
+                let line = format!(
+                    "{}: packet {} from {}: malformed ARN: {e}",
+                    path.display(),
+                    arn.packet,
+                    arn.source
+                );
+                eprintln!("fare: {line}");
+                first_error.get_or_insert(line);
+            }
+        }
+    }
+    if let Some(line) = first_error {
+        return Err(InputError(line).into());
+    }
+    if found.is_empty() {
+        tracing::warn!("{}: no UDP datagram to port {port}", path.display());
+    }
+    Ok(())
+}
+
+/// Extracts the payloads of UDP datagrams to `port` from a pcap or pcapng file.
+pub fn read_pcap(path: &Path, port: u16) -> Result<Vec<CapturedArn>> {
+    let bad = |why: String| InputError(format!("{}: {why}", path.display()));
+    let mut data = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_to_end(&mut data))
+        .map_err(|e| bad(format!("cannot read: {e}")))?;
+    let mut frames: Vec<(DataLink, Vec<u8>)> = Vec::new();
+    // pcapng starts with a Section Header Block (0x0a0d0d0a); anything else is tried as pcap.
+    if data.starts_with(&[0x0a, 0x0d, 0x0d, 0x0a]) {
+        let mut reader = pcap_file::pcapng::PcapNgReader::new(&data[..])
+            .map_err(|e| bad(format!("not a pcapng file: {e}")))?;
+        let mut links = Vec::new();
+        while let Some(block) = reader.next_block() {
+            match block.map_err(|e| bad(format!("pcapng block {}: {e}", frames.len() + 1)))? {
+                Block::InterfaceDescription(idb) => links.push(idb.linktype),
+                Block::EnhancedPacket(epb) => {
+                    let link = links
+                        .get(epb.interface_id as usize)
+                        .copied()
+                        .unwrap_or(DataLink::ETHERNET);
+                    frames.push((link, epb.data.into_owned()));
+                }
+                Block::SimplePacket(spb) => {
+                    let link = links.first().copied().unwrap_or(DataLink::ETHERNET);
+                    frames.push((link, spb.data.into_owned()));
+                }
+                _ => {}
+            }
+        }
+    } else {
+        let mut reader = pcap_file::pcap::PcapReader::new(&data[..])
+            .map_err(|e| bad(format!("not a pcap or pcapng file: {e}")))?;
+        let link = reader.header().datalink;
+        while let Some(packet) = reader.next_packet() {
+            let packet =
+                packet.map_err(|e| bad(format!("pcap packet {}: {e}", frames.len() + 1)))?;
+            frames.push((link, packet.data.into_owned()));
+        }
+    }
+    let mut out = Vec::new();
+    for (i, (link, frame)) in frames.iter().enumerate() {
+        if let Some((source, payload)) = udp_payload(*link, frame, port) {
+            out.push(CapturedArn {
+                packet: i + 1,
+                source,
+                payload,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Source address and payload of a UDP datagram to `port` in one captured frame.
+fn udp_payload(link: DataLink, frame: &[u8], port: u16) -> Option<(IpAddr, Vec<u8>)> {
+    use etherparse::{NetSlice, SlicedPacket, TransportSlice};
+    let sliced = match link {
+        DataLink::ETHERNET => SlicedPacket::from_ethernet(frame).ok()?,
+        DataLink::LINUX_SLL => SlicedPacket::from_linux_sll(frame).ok()?,
+        DataLink::RAW | DataLink::IPV4 | DataLink::IPV6 => SlicedPacket::from_ip(frame).ok()?,
+        _ => return None,
+    };
+    let source = match sliced.net? {
+        NetSlice::Ipv4(ip) => IpAddr::V4(ip.header().source_addr()),
+        NetSlice::Ipv6(ip) => IpAddr::V6(ip.header().source_addr()),
+        _ => return None,
+    };
+    match sliced.transport? {
+        TransportSlice::Udp(udp) if udp.destination_port() == port => {
+            Some((source, udp.payload().to_vec()))
+        }
+        _ => None,
+    }
+}
+
+fn send(args: SendArgs) -> Result<()> {
+    let has_flow = args.protocol.is_some()
+        || args.src.is_some()
+        || args.dst.is_some()
+        || args.src_port.is_some()
+        || args.dst_port.is_some()
+        || args.ipv6_flow;
+    let family = match (args.src.or(args.dst), args.ipv6_flow) {
+        (Some(a), _) => Family::of(&a),
+        (None, true) => Family::Ipv6,
+        (None, false) => Family::Ipv4,
+    };
+    let msg = ArnMessage {
+        kind: args.kind,
+        metric: args.metric,
+        flow: has_flow.then_some(FlowId {
+            family,
+            protocol: args.protocol,
+            src: args.src,
+            dst: args.dst,
+            src_port: args.src_port,
+            dst_port: args.dst_port,
+        }),
+        path_id: args.path_id,
+    };
+    let bytes = msg.encode().map_err(|e| {
+        InputError(format!(
+            "cannot encode: {e} (--src and --dst must be the same family)"
+        ))
+    })?;
+    if args.hex {
+        println!("{}", to_hex(&bytes));
+        return Ok(());
+    }
+    let Some(to) = args.to else {
+        bail!(InputError("--to is required".into()));
+    };
+    let to = SocketAddr::new(to, args.port);
+    let local = match (args.from, to) {
+        (Some(a), _) => SocketAddr::new(a, 0),
+        (None, SocketAddr::V4(_)) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+        (None, SocketAddr::V6(_)) => SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let socket = ArnSocket::bind(local, args.device.as_deref())?;
+        for _ in 0..args.count {
+            socket
+                .send_to(&bytes, to)
+                .await
+                .with_context(|| format!("sending ARN to {to}"))?;
+        }
+        println!("sent {} x {msg} to {to}", args.count);
+        Ok(())
+    })
+}
+
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_parsing() {
+        assert_eq!(
+            parse_hex(&["0x0100".into(), "2a:40".into()]).unwrap(),
+            vec![1, 0, 0x2a, 0x40]
+        );
+        assert!(parse_hex(&["01z0".into()])
+            .unwrap_err()
+            .0
+            .contains("character 3"));
+        assert!(parse_hex(&["010".into()]).is_err());
+    }
+
+    #[test]
+    fn path_id_forms() {
+        assert_eq!(parse_path_id("10.0.0.2"), Ok(0x0a00_0002));
+        assert_eq!(parse_path_id("0x0a000002"), Ok(0x0a00_0002));
+        assert_eq!(parse_path_id("167772162"), Ok(0x0a00_0002));
+        assert!(parse_path_id("x").is_err());
+    }
 }
