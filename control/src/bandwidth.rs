@@ -1,10 +1,18 @@
 //! Path-bandwidth algebra: how a node derives the bandwidth of each of its routes and the
-//! value it re-advertises (draft-xu-idr-fare and the white paper's averaging rule).
+//! value it re-advertises (draft-xu-idr-fare §3–4 and the white paper's averaging rule,
+//! §2.2.1). Pure functions over numbers in Gbps, shared by the offline simulator (`sim`)
+//! and the BGP speaker, so both compute the same groups.
+//!
+//! On the wire the Path Bandwidth community carries GB/s as float32; converting is the
+//! codec's business (1 GB/s = 8 Gbps).
 
+use crate::topology::Role;
 use serde::{Deserialize, Serialize};
 
 /// Which propagation rule a node applies when it re-advertises a route.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// draft-xu-idr-fare: advertise the sum over equal-cost routes.
@@ -13,4 +21,267 @@ pub enum Mode {
     /// White paper §2.2.1: sum over incoming routes / eligible outgoing interfaces,
     /// then min with the outgoing link.
     Averaged,
+}
+
+/// The value an originator attaches in draft mode: "a maximum bandwidth value". Every
+/// receiver takes the min with its link, so the first hop's link is what counts.
+pub const ORIGIN_MAX_GBPS: f64 = f64::INFINITY;
+
+/// The optional parts of draft-xu-idr-fare §4.2 (5-stage Clos), as switches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DraftOptions {
+    /// Super-spines attach a non-transitive Path Bandwidth community with the bandwidth of
+    /// their link(s) toward the advertising spine ("COULD optionally attach"). Without it,
+    /// spines of other PoDs fall back to plain ECMP over the super-spines.
+    pub link_community: bool,
+    /// Spines of other PoDs lower the transitive value to the total bandwidth toward the
+    /// next-next hop when that is smaller ("COULD optionally update"; off by default).
+    pub remote_spine_update: bool,
+}
+
+impl Default for DraftOptions {
+    fn default() -> Self {
+        DraftOptions {
+            link_community: true,
+            remote_spine_update: false,
+        }
+    }
+}
+
+/// How a node treats a route under draft-xu-idr-fare, by its role and where its
+/// equal-cost routes came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Rule {
+    /// Leaves and spines that learned the route from below (§4.1, first part of §4.2):
+    /// weight = min(link, received), advertise the sum of the weights.
+    Normal,
+    /// A super-spine (§4.2): the transitive value passes unchanged; optionally a
+    /// non-transitive value with the bandwidth of the link toward the advertiser.
+    SuperSpine,
+    /// A spine that learned the route from super-spines (§4.2, "a spine node in another
+    /// PoD"): weight = min(link, non-transitive value), ECMP if a route lacks it; the
+    /// transitive value passes unchanged (optionally lowered).
+    RemoteSpine,
+}
+
+impl Rule {
+    pub fn for_node(role: Role, learned_from_above: bool) -> Rule {
+        match role {
+            Role::SuperSpine => Rule::SuperSpine,
+            Role::Spine if learned_from_above => Rule::RemoteSpine,
+            _ => Rule::Normal,
+        }
+    }
+}
+
+/// One of a node's equal-cost routes for a prefix, as received.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Received {
+    /// Capacity of the link the route came over.
+    pub link_gbps: f64,
+    /// Transitive Path Bandwidth value, if the route carries one.
+    pub path_gbps: Option<f64>,
+    /// Non-transitive Path Bandwidth value (attached by super-spines), if any.
+    pub link_value_gbps: Option<f64>,
+}
+
+/// How a group spreads traffic over its routes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Spread {
+    /// WCMP in proportion to these bandwidths (one per route).
+    Weighted(Vec<f64>),
+    /// Plain ECMP: some route lacks the community the rule needs (§4: "SHOULD NOT be
+    /// performed unless all equal-cost routes ... carry" it).
+    Equal,
+}
+
+impl Spread {
+    /// The bandwidth to report for route `i`: its weight, or the link under ECMP.
+    pub fn bandwidth(&self, i: usize, routes: &[Received]) -> f64 {
+        match self {
+            Spread::Weighted(b) => b[i],
+            Spread::Equal => routes[i].link_gbps,
+        }
+    }
+}
+
+/// The bandwidth of each equal-cost route of a node (its WCMP weights before rounding).
+/// In averaged mode the sender already took the min with the link; the min here is a
+/// no-op then, and keeps a receiver safe from a sender that did not.
+pub fn route_bandwidths(mode: Mode, rule: Rule, routes: &[Received]) -> Spread {
+    let value = |r: &Received| match (mode, rule) {
+        (Mode::Draft, Rule::RemoteSpine) => r.link_value_gbps,
+        _ => r.path_gbps,
+    };
+    if routes.iter().any(|r| value(r).is_none()) {
+        return Spread::Equal;
+    }
+    Spread::Weighted(
+        routes
+            .iter()
+            .map(|r| r.link_gbps.min(value(r).unwrap_or(r.link_gbps)))
+            .collect(),
+    )
+}
+
+/// The communities a node attaches when it re-advertises a route (draft mode).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Advertised {
+    pub path_gbps: Option<f64>,
+    pub link_value_gbps: Option<f64>,
+}
+
+/// Draft mode: what a node advertises given its equal-cost routes and their spread.
+pub fn draft_advertise(
+    rule: Rule,
+    routes: &[Received],
+    spread: &Spread,
+    options: &DraftOptions,
+) -> Advertised {
+    // The transitive value as received; several routes normally carry the same one (set
+    // by the same spine), else the largest is kept.
+    let received = || {
+        routes
+            .iter()
+            .map(|r| r.path_gbps)
+            .try_fold(f64::NEG_INFINITY, |acc, v| v.map(|v| acc.max(v)))
+            .filter(|v| *v > f64::NEG_INFINITY)
+    };
+    match rule {
+        Rule::Normal => Advertised {
+            path_gbps: match spread {
+                Spread::Weighted(b) => Some(b.iter().sum()),
+                Spread::Equal => None,
+            },
+            link_value_gbps: None,
+        },
+        Rule::SuperSpine => Advertised {
+            path_gbps: received(),
+            link_value_gbps: options
+                .link_community
+                .then(|| routes.iter().map(|r| r.link_gbps).sum()),
+        },
+        Rule::RemoteSpine => {
+            let mut path = received();
+            if options.remote_spine_update {
+                if let (Some(p), Spread::Weighted(b)) = (path, spread) {
+                    path = Some(p.min(b.iter().sum()));
+                }
+            }
+            Advertised {
+                path_gbps: path,
+                link_value_gbps: None,
+            }
+        }
+    }
+}
+
+/// Averaged mode (white paper §2.2.1): the value sent on one outgoing link,
+/// min(PathBWsum / N, link), N = eligible outgoing interfaces (not the incoming ones).
+pub fn averaged_advertise(path_sum_gbps: f64, outgoing: usize, link_gbps: f64) -> f64 {
+    if outgoing == 0 {
+        return link_gbps;
+    }
+    (path_sum_gbps / outgoing as f64).min(link_gbps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(link: f64, path: Option<f64>) -> Received {
+        Received {
+            link_gbps: link,
+            path_gbps: path,
+            link_value_gbps: None,
+        }
+    }
+
+    #[test]
+    fn draft_weight_is_min_and_advert_is_sum() {
+        let routes = [r(50.0, Some(ORIGIN_MAX_GBPS)), r(100.0, Some(80.0))];
+        let s = route_bandwidths(Mode::Draft, Rule::Normal, &routes);
+        assert_eq!(s, Spread::Weighted(vec![50.0, 80.0]));
+        let adv = draft_advertise(Rule::Normal, &routes, &s, &DraftOptions::default());
+        assert_eq!(adv.path_gbps, Some(130.0));
+    }
+
+    #[test]
+    fn ecmp_unless_every_route_carries_the_community() {
+        let routes = [r(100.0, Some(10.0)), r(100.0, None)];
+        assert_eq!(
+            route_bandwidths(Mode::Draft, Rule::Normal, &routes),
+            Spread::Equal
+        );
+        let s = Spread::Equal;
+        assert_eq!(s.bandwidth(1, &routes), 100.0);
+        let adv = draft_advertise(Rule::Normal, &routes, &s, &DraftOptions::default());
+        assert_eq!(adv.path_gbps, None);
+    }
+
+    #[test]
+    fn super_spine_keeps_transitive_and_adds_link_value() {
+        let routes = [r(400.0, Some(1600.0)), r(400.0, Some(1600.0))];
+        let s = route_bandwidths(Mode::Draft, Rule::SuperSpine, &routes);
+        let adv = draft_advertise(Rule::SuperSpine, &routes, &s, &DraftOptions::default());
+        assert_eq!(adv.path_gbps, Some(1600.0));
+        assert_eq!(adv.link_value_gbps, Some(800.0));
+        let off = DraftOptions {
+            link_community: false,
+            ..Default::default()
+        };
+        assert_eq!(
+            draft_advertise(Rule::SuperSpine, &routes, &s, &off).link_value_gbps,
+            None
+        );
+    }
+
+    #[test]
+    fn remote_spine_uses_link_value_or_falls_back_to_ecmp() {
+        let with = |lv| Received {
+            link_gbps: 400.0,
+            path_gbps: Some(1600.0),
+            link_value_gbps: lv,
+        };
+        let routes = [with(Some(200.0)), with(Some(400.0))];
+        let s = route_bandwidths(Mode::Draft, Rule::RemoteSpine, &routes);
+        assert_eq!(s, Spread::Weighted(vec![200.0, 400.0]));
+        let adv = draft_advertise(Rule::RemoteSpine, &routes, &s, &DraftOptions::default());
+        assert_eq!(adv.path_gbps, Some(1600.0), "not updated by default");
+        let upd = DraftOptions {
+            remote_spine_update: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            draft_advertise(Rule::RemoteSpine, &routes, &s, &upd).path_gbps,
+            Some(600.0)
+        );
+        let routes = [with(Some(200.0)), with(None)];
+        assert_eq!(
+            route_bandwidths(Mode::Draft, Rule::RemoteSpine, &routes),
+            Spread::Equal
+        );
+        // Averaged mode has no 5-stage special case.
+        assert_eq!(
+            route_bandwidths(Mode::Averaged, Rule::RemoteSpine, &routes),
+            Spread::Weighted(vec![400.0, 400.0])
+        );
+    }
+
+    #[test]
+    fn white_paper_averaging() {
+        // Spine 1: L1 + L3 = 50 + 100 = 150 over N = 2 -> 75 on L5 and L6.
+        assert_eq!(averaged_advertise(150.0, 2, 100.0), 75.0);
+        // Spine 2: 200 / 2 = 100, min with the 100G link.
+        assert_eq!(averaged_advertise(200.0, 2, 100.0), 100.0);
+        assert_eq!(averaged_advertise(200.0, 0, 40.0), 40.0);
+    }
+
+    #[test]
+    fn rules_by_role() {
+        assert_eq!(Rule::for_node(Role::SuperSpine, false), Rule::SuperSpine);
+        assert_eq!(Rule::for_node(Role::Spine, true), Rule::RemoteSpine);
+        assert_eq!(Rule::for_node(Role::Spine, false), Rule::Normal);
+        assert_eq!(Rule::for_node(Role::Leaf, true), Rule::Normal);
+    }
 }

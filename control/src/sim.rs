@@ -1,1 +1,857 @@
-//! Offline fabric-wide propagation (no root, no daemons).
+//! Offline fabric-wide propagation (no root, no daemons): what every node's WCMP group for
+//! every prefix is once BGP has converged, in draft or averaged mode.
+//!
+//! ```no_run
+//! # use fare::{sim, topology};
+//! let topo = topology::load("topologies/whitepaper-asymmetric.yaml".as_ref()).unwrap();
+//! let solution = sim::solve(&topo, &sim::Options::default());
+//! for g in solution.route_groups() {
+//!     println!("{} {} {:?}", g.node, g.prefix, g.members);
+//! }
+//! ```
+//!
+//! Model: eBGP along the links, each leaf its own AS and the spines of a stage sharing
+//! one, which makes every best path valley-free (up the stages, then down) and the
+//! equal-cost routes of a node those from neighbors one hop closer on such a path.
+//! Stubs (RNICs, hosts) originate and receive but never re-advertise.
+//!
+//! Cost: prefixes with the same set of originating nodes share one propagation (next-hop
+//! group sharing, as switch ASICs do); stubs with identical links share one computation;
+//! identical groups are stored once. Work grows with origin sets x switches and with
+//! distinct groups, not with nodes x prefixes.
+
+use crate::bandwidth::{self, Advertised, DraftOptions, Mode, Received, Rule, Spread};
+use crate::topology::{LinkId, NodeId, Topology};
+use crate::wcmp;
+use ipnet::IpNet;
+use rustc_hash::FxHashMap;
+use serde::Serialize;
+
+/// What to compute.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    pub mode: Mode,
+    /// Sum of weights per group at most this (ASIC table limit).
+    pub max_group_size: Option<u32>,
+    pub draft: DraftOptions,
+    /// Worker threads; 0 = one per core.
+    pub threads: usize,
+    /// Compute every stub on its own instead of once per class of identical stubs: the
+    /// baseline `fare bench sim` compares against. Same results, more work.
+    pub no_stub_sharing: bool,
+}
+
+/// A failure or degradation applied before computing, as BGP would see it converged.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// Every link between the two nodes is down.
+    Fail(String, String),
+    /// Every link between the two nodes runs at this many Gbps.
+    Degrade(String, String, f64),
+}
+
+impl Change {
+    pub fn apply(&self, topo: &mut Topology) -> Result<usize, crate::topology::ChangeError> {
+        match self {
+            Change::Fail(a, b) => topo.fail(a, b),
+            Change::Degrade(a, b, g) => topo.degrade(a, b, *g),
+        }
+    }
+}
+
+/// One member of a (node, prefix) group: the `fare weights --json` contract.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Member {
+    /// The neighbor the route came from.
+    pub via: String,
+    /// The link it came over (parallel links are separate members).
+    pub link: String,
+    pub bandwidth_gbps: f64,
+    pub weight: u32,
+}
+
+/// The group of one node for one prefix.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RouteGroup {
+    pub node: String,
+    pub prefix: IpNet,
+    pub members: Vec<Member>,
+    /// Oversubscription of the integer weights against the bandwidths (1.0 = exact).
+    #[serde(skip)]
+    pub delta: f64,
+    /// Plain ECMP because some route lacked the Path Bandwidth community.
+    #[serde(skip)]
+    pub ecmp: bool,
+}
+
+/// A distinct group, stored once however many (node, origin set) pairs share it.
+/// Members name the neighbor and which of the parallel links to it (0-based), so stubs
+/// with identical links can share a group although their links have different names.
+#[derive(Clone, Debug)]
+pub struct SharedGroup {
+    pub members: Vec<(NodeId, u32, f64)>,
+    pub ecmp: bool,
+    pub weights: wcmp::Weights,
+}
+
+/// Prefixes originated by exactly the same nodes.
+#[derive(Clone, Debug)]
+pub struct OriginSet {
+    pub origins: Vec<NodeId>,
+    pub prefixes: Vec<IpNet>,
+}
+
+const NONE: u32 = u32::MAX;
+
+/// Every group of the fabric, compressed: per origin set and computation unit (a switch,
+/// or a class of identical stubs) the id of a shared group.
+pub struct Solution<'t> {
+    topo: &'t Topology,
+    adjacency: Vec<Vec<(NodeId, LinkId)>>,
+    pub origin_sets: Vec<OriginSet>,
+    /// node -> computation unit.
+    unit_of: Vec<u32>,
+    units: usize,
+    /// origin set * units + unit -> group id or NONE.
+    table: Vec<u32>,
+    pub groups: Vec<SharedGroup>,
+}
+
+/// Computes every node's group for every prefix of `topo`.
+pub fn solve<'t>(topo: &'t Topology, options: &Options) -> Solution<'t> {
+    let adjacency = topo.adjacency();
+    let origin_sets = origin_sets(topo);
+    let (unit_of, units, stub_classes) = units(topo, &adjacency, !options.no_stub_sharing);
+    let ctx = Context {
+        topo,
+        adj: &adjacency,
+        options,
+        unit_of: &unit_of,
+        stub_classes: &stub_classes,
+        units,
+    };
+
+    let threads = match options.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+    .clamp(1, origin_sets.len().max(1));
+    let chunk = origin_sets.len().div_ceil(threads).max(1);
+    let parts: Vec<(Vec<u32>, Interner)> = std::thread::scope(|s| {
+        let handles: Vec<_> = origin_sets
+            .chunks(chunk)
+            .map(|sets| {
+                let ctx = &ctx;
+                s.spawn(move || {
+                    let mut worker = Worker::new(ctx);
+                    let mut table = Vec::with_capacity(sets.len() * units);
+                    for set in sets {
+                        worker.propagate(&set.origins, &mut table);
+                    }
+                    (table, worker.interner)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| match h.join() {
+                Ok(part) => part,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+
+    // Merge the workers' interners into one list of distinct groups.
+    let mut global = Interner::default();
+    let mut table = Vec::with_capacity(origin_sets.len() * units);
+    for (part, interner) in parts {
+        let remap: Vec<u32> = interner
+            .groups
+            .into_iter()
+            .map(|(key, ecmp)| global.intern(key, ecmp))
+            .collect();
+        table.extend(
+            part.into_iter()
+                .map(|g| if g == NONE { NONE } else { remap[g as usize] }),
+        );
+    }
+    let groups = global
+        .groups
+        .into_iter()
+        .map(|(members, ecmp)| {
+            let bandwidths: Vec<f64> = if ecmp {
+                vec![1.0; members.len()]
+            } else {
+                members.iter().map(|m| f64::from_bits(m.2)).collect()
+            };
+            SharedGroup {
+                weights: wcmp::weights(&bandwidths, options.max_group_size),
+                members: members
+                    .into_iter()
+                    .map(|(n, k, b)| (n as NodeId, k, f64::from_bits(b)))
+                    .collect(),
+                ecmp,
+            }
+        })
+        .collect();
+    Solution {
+        topo,
+        adjacency,
+        origin_sets,
+        unit_of,
+        units,
+        table,
+        groups,
+    }
+}
+
+impl<'t> Solution<'t> {
+    /// Number of distinct groups (shared across nodes and prefixes).
+    pub fn distinct_groups(&self) -> usize {
+        self.groups.len()
+    }
+
+    /// Number of (node, origin set) pairs that have a group.
+    pub fn node_group_count(&self) -> usize {
+        let mut n = 0;
+        for (s, set) in self.origin_sets.iter().enumerate() {
+            for node in 0..self.topo.nodes.len() {
+                if self.shared(s, node).is_some() && !set.origins.contains(&node) {
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
+
+    fn shared(&self, set: usize, node: NodeId) -> Option<&SharedGroup> {
+        let g = self.table[set * self.units + self.unit_of[node] as usize];
+        (g != NONE).then(|| &self.groups[g as usize])
+    }
+
+    fn view(&self, node: NodeId, prefix: IpNet, g: &SharedGroup) -> RouteGroup {
+        let members = g
+            .members
+            .iter()
+            .zip(&g.weights.weights)
+            .map(|(&(via, nth, bw), &weight)| {
+                let link = self.link_to(node, via, nth);
+                Member {
+                    via: self.topo.nodes[via].name.clone(),
+                    link: link.map_or_else(String::new, |l| self.topo.links[l].name.clone()),
+                    bandwidth_gbps: bw,
+                    weight,
+                }
+            })
+            .collect();
+        RouteGroup {
+            node: self.topo.nodes[node].name.clone(),
+            prefix,
+            members,
+            delta: g.weights.delta,
+            ecmp: g.ecmp,
+        }
+    }
+
+    /// The `nth` link (0-based) from `node` to `via`.
+    fn link_to(&self, node: NodeId, via: NodeId, nth: u32) -> Option<LinkId> {
+        let adj = &self.adjacency[node];
+        let start = adj.partition_point(|&(n, _)| n < via);
+        adj.get(start + nth as usize)
+            .filter(|(n, _)| *n == via)
+            .map(|&(_, l)| l)
+    }
+
+    /// The group of `node` (by name) for `prefix`, if it has one.
+    pub fn group(&self, node: &str, prefix: IpNet) -> Option<RouteGroup> {
+        let id = self.topo.node_id(node)?;
+        let s = self
+            .origin_sets
+            .iter()
+            .position(|set| set.prefixes.contains(&prefix))?;
+        if self.origin_sets[s].origins.contains(&id) {
+            return None;
+        }
+        self.shared(s, id).map(|g| self.view(id, prefix, g))
+    }
+
+    /// Every (node, prefix) group: nodes in file order, prefixes in order of appearance.
+    pub fn route_groups(&self) -> Vec<RouteGroup> {
+        let mut out = Vec::new();
+        let mut prefixes: Vec<(usize, IpNet)> = self
+            .origin_sets
+            .iter()
+            .enumerate()
+            .flat_map(|(s, set)| set.prefixes.iter().map(move |&p| (s, p)))
+            .collect();
+        prefixes.sort_by_key(|&(s, p)| (self.prefix_rank(s, p), s));
+        for node in 0..self.topo.nodes.len() {
+            for &(s, prefix) in &prefixes {
+                if self.origin_sets[s].origins.contains(&node) {
+                    continue;
+                }
+                if let Some(g) = self.shared(s, node) {
+                    out.push(self.view(node, prefix, g));
+                }
+            }
+        }
+        out
+    }
+
+    /// Position of a prefix in the file: node order of its first origin, then list order.
+    fn prefix_rank(&self, s: usize, p: IpNet) -> (usize, usize) {
+        let set = &self.origin_sets[s];
+        let first = set.origins[0];
+        let pos = self.topo.nodes[first]
+            .prefixes
+            .iter()
+            .position(|&x| x == p)
+            .unwrap_or(0);
+        (first, pos)
+    }
+}
+
+/// Prefixes grouped by the set of nodes that originate them, in order of appearance.
+fn origin_sets(topo: &Topology) -> Vec<OriginSet> {
+    let mut origins: Vec<(IpNet, Vec<NodeId>)> = Vec::new();
+    let mut index: FxHashMap<IpNet, usize> = FxHashMap::default();
+    for (id, n) in topo.nodes.iter().enumerate() {
+        for &p in &n.prefixes {
+            let i = *index.entry(p).or_insert_with(|| {
+                origins.push((p, Vec::new()));
+                origins.len() - 1
+            });
+            if !origins[i].1.contains(&id) {
+                origins[i].1.push(id);
+            }
+        }
+    }
+    let mut sets: Vec<OriginSet> = Vec::new();
+    let mut by_origins: FxHashMap<Vec<NodeId>, usize> = FxHashMap::default();
+    for (p, o) in origins {
+        let i = *by_origins.entry(o.clone()).or_insert_with(|| {
+            sets.push(OriginSet {
+                origins: o,
+                prefixes: Vec::new(),
+            });
+            sets.len() - 1
+        });
+        sets[i].prefixes.push(p);
+    }
+    sets
+}
+
+/// Computation units: one per non-stub node, one per class of stubs with identical links
+/// (same neighbors, same capacities in the same order). Returns (node -> unit, unit
+/// count, per stub class: a representative node).
+fn units(
+    topo: &Topology,
+    adj: &[Vec<(NodeId, LinkId)>],
+    share: bool,
+) -> (Vec<u32>, usize, Vec<NodeId>) {
+    let mut unit_of = vec![0u32; topo.nodes.len()];
+    let mut units = 0u32;
+    let mut classes: FxHashMap<Vec<(NodeId, u64)>, u32> = FxHashMap::default();
+    let mut representatives = Vec::new();
+    for (id, n) in topo.nodes.iter().enumerate() {
+        if n.role.is_stub() {
+            let mut signature: Vec<(NodeId, u64)> = adj[id]
+                .iter()
+                .map(|&(m, l)| (m, topo.links[l].gbps.to_bits()))
+                .collect();
+            if !share {
+                // A signature no other stub has: its own class.
+                signature.push((id, u64::MAX));
+            }
+            unit_of[id] = *classes.entry(signature).or_insert_with(|| {
+                representatives.push(id);
+                units += 1;
+                units - 1
+            });
+        } else {
+            unit_of[id] = units;
+            units += 1;
+        }
+    }
+    // Stub classes keep their unit; record which units are stub classes.
+    let mut stub_units = vec![usize::MAX; units as usize];
+    for &rep in &representatives {
+        stub_units[unit_of[rep] as usize] = rep;
+    }
+    (unit_of, units as usize, stub_units)
+}
+
+struct Context<'a> {
+    topo: &'a Topology,
+    adj: &'a [Vec<(NodeId, LinkId)>],
+    options: &'a Options,
+    unit_of: &'a [u32],
+    /// unit -> representative stub, or usize::MAX for a switch unit.
+    stub_classes: &'a [NodeId],
+    units: usize,
+}
+
+type GroupKey = Vec<(u32, u32, u64)>;
+
+#[derive(Default)]
+struct Interner {
+    ids: FxHashMap<(GroupKey, bool), u32>,
+    groups: Vec<(GroupKey, bool)>,
+}
+
+impl Interner {
+    fn intern(&mut self, key: GroupKey, ecmp: bool) -> u32 {
+        let next = self.groups.len() as u32;
+        let k = (key, ecmp);
+        if let Some(&id) = self.ids.get(&k) {
+            return id;
+        }
+        self.groups.push(k.clone());
+        self.ids.insert(k, next);
+        next
+    }
+}
+
+/// Per-node state of one propagation.
+#[derive(Clone, Copy)]
+struct State {
+    dist: u32,
+    /// Some best route came from a lower stage (or the node originates): it may advertise
+    /// upward; otherwise only downward (valley-free).
+    up: bool,
+    origin: bool,
+    /// What it advertises (draft: path and link values; averaged: PathBWsum / N in
+    /// `path_gbps`, to be min'ed with each outgoing link).
+    adv: Advertised,
+}
+
+const UNREACHED: State = State {
+    dist: u32::MAX,
+    up: false,
+    origin: false,
+    adv: Advertised {
+        path_gbps: None,
+        link_value_gbps: None,
+    },
+};
+
+struct Worker<'a> {
+    ctx: &'a Context<'a>,
+    state: Vec<State>,
+    touched: Vec<NodeId>,
+    interner: Interner,
+    // Scratch buffers reused across nodes.
+    routes: Vec<Received>,
+    members: Vec<(NodeId, LinkId)>,
+}
+
+impl<'a> Worker<'a> {
+    fn new(ctx: &'a Context<'a>) -> Self {
+        Worker {
+            ctx,
+            state: vec![UNREACHED; ctx.topo.nodes.len()],
+            touched: Vec::new(),
+            interner: Interner::default(),
+            routes: Vec::new(),
+            members: Vec::new(),
+        }
+    }
+
+    fn stage(&self, n: NodeId) -> u8 {
+        self.ctx.topo.nodes[n].role.stage()
+    }
+
+    /// Whether `m` (already reached) advertises its route to neighbor `n`.
+    fn advertises(&self, m: NodeId, n: NodeId) -> bool {
+        let s = &self.state[m];
+        s.dist != u32::MAX
+            && !self.state[n].origin
+            && (s.origin
+                || (!self.ctx.topo.nodes[m].role.is_stub()
+                    && (s.up || self.stage(n) < self.stage(m))))
+    }
+
+    /// One origin set: BFS by levels over the switches, then the stub classes; appends
+    /// one group id per unit to `table`.
+    fn propagate(&mut self, origins: &[NodeId], table: &mut Vec<u32>) {
+        for n in self.touched.drain(..) {
+            self.state[n] = UNREACHED;
+        }
+        let base = table.len();
+        table.resize(base + self.ctx.units, NONE);
+        let mode = self.ctx.options.mode;
+        let mut frontier: Vec<NodeId> = Vec::new();
+        for &o in origins {
+            self.state[o] = State {
+                dist: 0,
+                up: true,
+                origin: true,
+                adv: Advertised {
+                    path_gbps: Some(bandwidth::ORIGIN_MAX_GBPS),
+                    link_value_gbps: None,
+                },
+            };
+            self.touched.push(o);
+            frontier.push(o);
+        }
+        let mut next: Vec<NodeId> = Vec::new();
+        let mut dist = 0;
+        while !frontier.is_empty() {
+            // Reach the next level: switches one hop further that some frontier node
+            // advertises to.
+            for &m in &frontier {
+                for &(n, _) in &self.ctx.adj[m] {
+                    if self.state[n].dist == u32::MAX
+                        && !self.ctx.topo.nodes[n].role.is_stub()
+                        && self.advertises(m, n)
+                    {
+                        self.state[n].dist = dist + 1;
+                        self.touched.push(n);
+                        next.push(n);
+                    }
+                }
+            }
+            // Their groups and advertisements, from the (final) frontier states.
+            for &n in &next {
+                let group = self.node_group(n, n, dist);
+                let unit = self.ctx.unit_of[n] as usize;
+                table[base + unit] = group;
+            }
+            if mode == Mode::Averaged {
+                for &n in &next {
+                    self.state[n].adv.path_gbps = self.averaged_value(n, dist);
+                }
+            }
+            dist += 1;
+            std::mem::swap(&mut frontier, &mut next);
+            next.clear();
+        }
+        // Stub classes: a representative's group stands for the whole class.
+        for (unit, &rep) in self.ctx.stub_classes.iter().enumerate() {
+            if rep == usize::MAX {
+                continue;
+            }
+            let best = self.ctx.adj[rep]
+                .iter()
+                .filter(|&&(m, _)| self.advertises_to_stub(m, rep))
+                .map(|&(m, _)| self.state[m].dist)
+                .min();
+            if let Some(d) = best {
+                table[base + unit] = self.node_group(rep, rep, d);
+            }
+        }
+    }
+
+    fn advertises_to_stub(&self, m: NodeId, stub: NodeId) -> bool {
+        let s = &self.state[m];
+        s.dist != u32::MAX
+            && (s.origin
+                || (!self.ctx.topo.nodes[m].role.is_stub()
+                    && (s.up || self.stage(stub) < self.stage(m))))
+    }
+
+    /// Computes node `n`'s group from its neighbors at distance `d` that advertise to it,
+    /// records its own state (draft advertisement, `up`), and interns the group.
+    fn node_group(&mut self, n: NodeId, rep: NodeId, d: u32) -> u32 {
+        let topo = self.ctx.topo;
+        let stub = topo.nodes[n].role.is_stub();
+        self.members.clear();
+        self.routes.clear();
+        let mut from_below = false;
+        let mut from_above = false;
+        let mut key: GroupKey = Vec::new();
+        let mut prev: Option<NodeId> = None;
+        let mut nth = 0u32;
+        for &(m, l) in &self.ctx.adj[rep] {
+            // Parallel-link index among the links to the same neighbor.
+            if prev == Some(m) {
+                nth += 1;
+            } else {
+                prev = Some(m);
+                nth = 0;
+            }
+            let sm = self.state[m];
+            let ok = if stub {
+                self.advertises_to_stub(m, rep)
+            } else {
+                self.advertises(m, n)
+            };
+            if sm.dist != d || !ok {
+                continue;
+            }
+            let link = topo.links[l].gbps;
+            if self.stage(m) < self.stage(n) || sm.origin && self.stage(m) <= self.stage(n) {
+                from_below = true;
+            } else {
+                from_above = true;
+            }
+            let path = match self.ctx.options.mode {
+                // Averaged: the sender's PathBWsum / N, min'ed with this link.
+                Mode::Averaged => sm.adv.path_gbps.map(|v| v.min(link)),
+                Mode::Draft => sm.adv.path_gbps,
+            };
+            self.routes.push(Received {
+                link_gbps: link,
+                path_gbps: path,
+                link_value_gbps: sm.adv.link_value_gbps,
+            });
+            self.members.push((m, l));
+            key.push((m as u32, nth, 0));
+        }
+        if self.routes.is_empty() {
+            return NONE;
+        }
+        let role = topo.nodes[n].role;
+        let rule = Rule::for_node(role, from_above && !from_below);
+        let spread = bandwidth::route_bandwidths(self.ctx.options.mode, rule, &self.routes);
+        for (i, k) in key.iter_mut().enumerate() {
+            k.2 = spread.bandwidth(i, &self.routes).to_bits();
+        }
+        if !stub {
+            let s = &mut self.state[n];
+            s.up = from_below;
+            s.adv = match self.ctx.options.mode {
+                Mode::Draft => {
+                    bandwidth::draft_advertise(rule, &self.routes, &spread, &self.ctx.options.draft)
+                }
+                // PathBWsum for now; averaged_value divides by N once `up` is known.
+                Mode::Averaged => Advertised {
+                    path_gbps: match &spread {
+                        Spread::Weighted(b) => Some(b.iter().sum()),
+                        Spread::Equal => None,
+                    },
+                    link_value_gbps: None,
+                },
+            };
+        }
+        let ecmp = spread == Spread::Equal;
+        self.interner.intern(key, ecmp)
+    }
+
+    /// Averaged mode: PathBWsum / N, N = links the node advertises the route on (all but
+    /// the incoming ones; only downward ones when it learned the route from above).
+    fn averaged_value(&self, n: NodeId, d: u32) -> Option<f64> {
+        let sum = self.state[n].adv.path_gbps?;
+        let mut outgoing = 0usize;
+        for &(x, _) in &self.ctx.adj[n] {
+            let sx = &self.state[x];
+            let incoming = sx.dist == d && self.advertises(x, n);
+            if incoming || sx.origin {
+                continue;
+            }
+            if self.state[n].up || self.stage(x) < self.stage(n) {
+                outgoing += 1;
+            }
+        }
+        Some(sum / outgoing.max(1) as f64)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{gen, parse};
+    use std::path::Path;
+
+    fn topo(text: &str) -> Topology {
+        parse(Path::new("t.yaml"), text).unwrap()
+    }
+
+    /// The white paper's asymmetric example (§2.2.1): Leaf 1 reaches Spine 1 over L1 (50G)
+    /// and L3 (100G), Spine 2 over L2 and L4 (100G); Leaf 2 hangs off Spine 1 by L5, L6
+    /// and off Spine 2 by L7, L8 (100G each).
+    const ASYMMETRIC: &str = "
+nodes:
+  - {name: Leaf1, role: leaf, asn: 65001, prefixes: [192.0.2.0/24]}
+  - {name: Leaf2, role: leaf, asn: 65002}
+  - {name: Spine1, role: spine, asn: 65100}
+  - {name: Spine2, role: spine, asn: 65100}
+links:
+  - {a: Leaf1, b: Spine1, gbps: 50, name: L1}
+  - {a: Leaf1, b: Spine2, gbps: 100, name: L2}
+  - {a: Leaf1, b: Spine1, gbps: 100, name: L3}
+  - {a: Leaf1, b: Spine2, gbps: 100, name: L4}
+  - {a: Spine1, b: Leaf2, gbps: 100, name: L5}
+  - {a: Spine1, b: Leaf2, gbps: 100, name: L6}
+  - {a: Spine2, b: Leaf2, gbps: 100, name: L7}
+  - {a: Spine2, b: Leaf2, gbps: 100, name: L8}
+";
+
+    fn summary(g: &RouteGroup) -> Vec<(String, f64, u32)> {
+        g.members
+            .iter()
+            .map(|m| (m.link.clone(), m.bandwidth_gbps, m.weight))
+            .collect()
+    }
+
+    #[test]
+    fn white_paper_asymmetric_averaged_is_3_3_4_4() {
+        let t = topo(ASYMMETRIC);
+        let opts = Options {
+            mode: Mode::Averaged,
+            ..Default::default()
+        };
+        let s = solve(&t, &opts);
+        let g = s.group("Leaf2", "192.0.2.0/24".parse().unwrap()).unwrap();
+        assert_eq!(
+            summary(&g),
+            [
+                ("L5".into(), 75.0, 3),
+                ("L6".into(), 75.0, 3),
+                ("L7".into(), 100.0, 4),
+                ("L8".into(), 100.0, 4)
+            ]
+        );
+        // Spine 1's own group: the parallel links to Leaf 1 as separate members, 1:2.
+        let g = s.group("Spine1", "192.0.2.0/24".parse().unwrap()).unwrap();
+        assert_eq!(
+            summary(&g),
+            [("L1".into(), 50.0, 1), ("L3".into(), 100.0, 2)]
+        );
+        assert!(s.group("Leaf1", "192.0.2.0/24".parse().unwrap()).is_none());
+    }
+
+    #[test]
+    fn white_paper_asymmetric_draft_sees_no_difference() {
+        // Draft: every spine advertises its full sum (150, 200), each min'ed with a 100G
+        // link at Leaf 2: 1:1:1:1. This is where the two modes differ.
+        let t = topo(ASYMMETRIC);
+        let s = solve(&t, &Options::default());
+        let g = s.group("Leaf2", "192.0.2.0/24".parse().unwrap()).unwrap();
+        let w: Vec<u32> = g.members.iter().map(|m| m.weight).collect();
+        assert_eq!(w, [1, 1, 1, 1]);
+    }
+
+    #[test]
+    fn heterogeneous_spines_one_third_two_thirds() {
+        let mut text = String::from("nodes:\n  - {name: Leaf1, role: leaf}\n  - {name: Leaf2, role: leaf, prefixes: [198.51.100.0/24]}\n");
+        for s in 1..=8 {
+            text += &format!("  - {{name: Spine{s}, role: spine, asn: 65100}}\n");
+        }
+        text += "links:\n";
+        for s in 1..=8 {
+            let g = if s <= 4 { 100 } else { 200 };
+            text += &format!("  - {{a: Spine{s}, b: Leaf1, gbps: {g}}}\n  - {{a: Spine{s}, b: Leaf2, gbps: {g}}}\n");
+        }
+        let t = topo(&text);
+        for mode in [Mode::Draft, Mode::Averaged] {
+            let s = solve(
+                &t,
+                &Options {
+                    mode,
+                    ..Default::default()
+                },
+            );
+            let g = s
+                .group("Leaf1", "198.51.100.0/24".parse().unwrap())
+                .unwrap();
+            let w: Vec<u32> = g.members.iter().map(|m| m.weight).collect();
+            assert_eq!(w, [1, 1, 1, 1, 2, 2, 2, 2], "{mode:?}");
+            let total: u32 = w.iter().sum();
+            let low: u32 = w[..4].iter().sum();
+            assert_eq!((low * 3, total), (total, 12));
+        }
+    }
+
+    #[test]
+    fn figure1_failure_moves_weight_away() {
+        let mut t = gen::clos3(8, 4, 100.0, 1);
+        let p = gen::block_prefix(0);
+        let s = solve(&t, &Options::default());
+        let g = s.group("L8", p).unwrap();
+        assert!(g.members.iter().all(|m| m.weight == 1));
+        // S4 loses its link to L1: L8 no longer uses S4 for L1's prefix.
+        Change::Fail("S4".into(), "L1".into())
+            .apply(&mut t)
+            .unwrap();
+        let s = solve(&t, &Options::default());
+        let g = s.group("L8", p).unwrap();
+        let via: Vec<&str> = g.members.iter().map(|m| m.via.as_str()).collect();
+        assert_eq!(via, ["S1", "S2", "S3"]);
+        // A degraded link instead: S4 carries a quarter of the others' share.
+        let mut t = gen::clos3(8, 4, 100.0, 1);
+        Change::Degrade("L1".into(), "S4".into(), 25.0)
+            .apply(&mut t)
+            .unwrap();
+        let s = solve(&t, &Options::default());
+        let w: Vec<u32> = s
+            .group("L8", p)
+            .unwrap()
+            .members
+            .iter()
+            .map(|m| m.weight)
+            .collect();
+        assert_eq!(w, [4, 4, 4, 1]);
+    }
+
+    #[test]
+    fn five_stage_rules() {
+        // Figure 2 scaled down: 2 PoDs, 2 leaves, 2 planes, 2 super-spines per plane.
+        let mut t = gen::clos5(2, 2, 2, 2, 100.0);
+        let p = gen::block_prefix(0); // L1@PoD1
+                                      // Degrade one super-spine's link toward S1@PoD1.
+        Change::Degrade("SS1@Plane1".into(), "S1@PoD1".into(), 50.0)
+            .apply(&mut t)
+            .unwrap();
+        let s = solve(&t, &Options::default());
+        // S1@PoD2 weighs the super-spines by their non-transitive link value: 50 vs 100.
+        let g = s.group("S1@PoD2", p).unwrap();
+        assert_eq!(
+            g.members
+                .iter()
+                .map(|m| (m.via.as_str(), m.weight))
+                .collect::<Vec<_>>(),
+            [("SS1@Plane1", 1), ("SS2@Plane1", 2)]
+        );
+        // The transitive value is what S1@PoD1 set (sum of its leaf link: 100), so a
+        // leaf of PoD2 splits 1:1 over the planes.
+        let g = s.group("L1@PoD2", p).unwrap();
+        assert!(g
+            .members
+            .iter()
+            .all(|m| m.weight == 1 && m.bandwidth_gbps == 100.0));
+        // Without the optional link community: plain ECMP at the remote spine.
+        let opts = Options {
+            draft: DraftOptions {
+                link_community: false,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let s = solve(&t, &opts);
+        let g = s.group("S1@PoD2", p).unwrap();
+        assert!(g.ecmp);
+        assert!(g.members.iter().all(|m| m.weight == 1));
+    }
+
+    #[test]
+    fn multiplane_rnics_share_groups() {
+        let t = gen::multiplane(&gen::MultiPlane {
+            gpus: 32,
+            planes: 4,
+            rnics_per_leaf: 8,
+            spines_per_plane: 2,
+            ..Default::default()
+        });
+        let s = solve(&t, &Options::default());
+        let p = gen::block_prefix(1);
+        let g = s.group("R1", p).unwrap();
+        assert_eq!(g.members.len(), 4, "one member per plane");
+        assert_eq!(g.members[0].link, "L1@Plane1-R1");
+        let g2 = s.group("R2", p).unwrap();
+        assert_eq!(g2.members[0].link, "L1@Plane1-R2");
+        // RNICs behind a leaf are one unit: far fewer distinct groups than pairs.
+        assert!(s.distinct_groups() * 4 < s.node_group_count());
+    }
+
+    #[test]
+    fn unreachable_and_isolated_nodes_have_no_group() {
+        let mut t = gen::clos3(2, 1, 100.0, 1);
+        Change::Fail("S1".into(), "L2".into())
+            .apply(&mut t)
+            .unwrap();
+        let s = solve(&t, &Options::default());
+        assert!(s.group("L2", gen::block_prefix(0)).is_none());
+        assert!(s.group("S1", gen::block_prefix(0)).is_some());
+    }
+}

@@ -82,6 +82,68 @@ pub fn find_line(text: &str, needle: &str, from_line: usize) -> Option<usize> {
         .map(|(i, _)| i + 1)
 }
 
+/// The 1-based start lines of the items of the top-level block sequence under `key:`
+/// (`key:` at column 0, then `- ...` items). Empty when the key is absent or holds a flow
+/// sequence; used to point validation errors (duplicate name, unknown node) at an item.
+pub fn sequence_item_lines(text: &str, key: &str) -> Vec<usize> {
+    let mut lines = text.lines().enumerate();
+    let header = lines.find(|(_, l)| {
+        l.strip_prefix(key)
+            .and_then(|rest| rest.strip_prefix(':'))
+            .is_some_and(|rest| {
+                let rest = rest.trim();
+                rest.is_empty() || rest.starts_with('#')
+            })
+    });
+    if header.is_none() {
+        return Vec::new();
+    }
+    let mut items = Vec::new();
+    let mut indent = None;
+    for (i, line) in lines {
+        let trimmed = line.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') {
+            continue;
+        }
+        let this = line.len() - trimmed.len();
+        let is_item = trimmed == "-" || trimmed.starts_with("- ");
+        match indent {
+            None if is_item => indent = Some(this),
+            None => break,
+            Some(ind) if this < ind || (this == ind && !is_item) => break,
+            Some(_) => {}
+        }
+        if is_item && Some(this) == indent {
+            items.push(i + 1);
+        }
+        if this == 0 && !is_item {
+            break;
+        }
+    }
+    items
+}
+
+/// The line of `field:` within the item that starts at `items[index]` (items as from
+/// `sequence_item_lines`), else the item's own line.
+pub fn item_field_line(text: &str, items: &[usize], index: usize, field: &str) -> Option<usize> {
+    let start = *items.get(index)?;
+    let end = items.get(index + 1).copied().unwrap_or(usize::MAX);
+    let needle = format!("{field}:");
+    text.lines()
+        .enumerate()
+        .skip(start - 1)
+        .take_while(|(i, _)| i + 1 < end)
+        .find(|(_, l)| {
+            l.match_indices(&needle).any(|(pos, _)| {
+                pos == 0
+                    || !l.as_bytes()[pos - 1].is_ascii_alphanumeric()
+                        && l.as_bytes()[pos - 1] != b'_'
+            })
+        })
+        .map(|(i, _)| i + 1)
+        .or(Some(start))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -100,5 +162,20 @@ mod tests {
         assert!(s.starts_with("x.yaml:2:"), "{s}");
         assert!(s.contains("unknown field `b`"), "{s}");
         assert!(!s.contains('\n'));
+    }
+
+    #[test]
+    fn sequence_items_block_and_flow_styles() {
+        let text = "name: x\nnodes:\n  - {name: a}\n  # comment\n  - name: b\n    role: leaf\nlinks:\n- {a: a, b: b}\n- a: b\n  b: a\n";
+        assert_eq!(sequence_item_lines(text, "nodes"), [3, 5]);
+        assert_eq!(sequence_item_lines(text, "links"), [8, 9]);
+        assert_eq!(sequence_item_lines(text, "other"), Vec::<usize>::new());
+        let links = sequence_item_lines(text, "links");
+        assert_eq!(item_field_line(text, &links, 1, "b"), Some(10));
+        assert_eq!(item_field_line(text, &links, 0, "b"), Some(8));
+        assert_eq!(
+            sequence_item_lines("nodes: [{name: a}]\n", "nodes"),
+            Vec::<usize>::new()
+        );
     }
 }

@@ -1,8 +1,159 @@
-//! `fare topo` (to be implemented).
+//! `fare topo check FILE` and `fare topo gen ...`.
+
+use crate::topology::{self, gen, Topology};
+use std::collections::HashSet;
+use std::io::Write;
+use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Validate a topology file; on error print FILE:LINE: problem and exit 2.
+    Check { file: PathBuf },
+    /// Generate a fabric as topology YAML (for benchmarks and experiments).
+    #[command(subcommand)]
+    Gen(Gen),
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Gen {
+    /// 3-stage Clos (draft-xu-idr-fare Figure 1): every leaf linked to every spine.
+    Clos3 {
+        #[arg(long, default_value_t = 8)]
+        leaves: u32,
+        #[arg(long, default_value_t = 4)]
+        spines: u32,
+        #[arg(long, default_value_t = 100.0)]
+        gbps: f64,
+        /// Parallel links per leaf-spine pair.
+        #[arg(long, default_value_t = 1)]
+        parallel: u32,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// 5-stage Clos (draft-xu-idr-fare Figure 2): PoDs of leaves and spines, spine k of
+    /// every PoD linked to the super-spines of plane k.
+    Clos5 {
+        #[arg(long, default_value_t = 8)]
+        pods: u32,
+        #[arg(long, default_value_t = 4)]
+        leaves: u32,
+        /// Spines per PoD = PoD-interconnect planes.
+        #[arg(long, default_value_t = 4)]
+        planes: u32,
+        #[arg(long, default_value_t = 4)]
+        super_spines: u32,
+        #[arg(long, default_value_t = 400.0)]
+        gbps: f64,
+        #[command(flatten)]
+        out: Output,
+    },
+    /// Multi-plane scale-out fabric of RNICs (draft-xu-idr-fare-in-mpson Figure 1); the
+    /// defaults are 100,000 GPUs on 4 planes of 512 x 100G switches.
+    Multiplane {
+        #[arg(long, default_value_t = 100_000)]
+        gpus: u32,
+        #[arg(long, default_value_t = 4)]
+        planes: u32,
+        #[arg(long, default_value_t = 256)]
+        rnics_per_leaf: u32,
+        #[arg(long, default_value_t = 256)]
+        spines_per_plane: u32,
+        #[arg(long, default_value_t = 100.0)]
+        rnic_gbps: f64,
+        #[arg(long, default_value_t = 100.0)]
+        fabric_gbps: f64,
+        #[command(flatten)]
+        out: Output,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Output {
+    /// Write here instead of standard output.
+    #[arg(short, long)]
+    output: Option<PathBuf>,
+}
 
 pub fn run(command: Command) -> anyhow::Result<()> {
-    match command {}
+    match command {
+        Command::Check { file } => {
+            let t = topology::load(&file)?;
+            println!("{}: ok: {}", file.display(), summary(&t));
+            Ok(())
+        }
+        Command::Gen(g) => {
+            let (t, out) = match g {
+                Gen::Clos3 {
+                    leaves,
+                    spines,
+                    gbps,
+                    parallel,
+                    out,
+                } => (gen::clos3(leaves, spines, gbps, parallel), out),
+                Gen::Clos5 {
+                    pods,
+                    leaves,
+                    planes,
+                    super_spines,
+                    gbps,
+                    out,
+                } => (gen::clos5(pods, leaves, planes, super_spines, gbps), out),
+                Gen::Multiplane {
+                    gpus,
+                    planes,
+                    rnics_per_leaf,
+                    spines_per_plane,
+                    rnic_gbps,
+                    fabric_gbps,
+                    out,
+                } => (
+                    gen::multiplane(&gen::MultiPlane {
+                        gpus,
+                        planes,
+                        rnics_per_leaf,
+                        spines_per_plane,
+                        rnic_gbps,
+                        fabric_gbps,
+                    }),
+                    out,
+                ),
+            };
+            let yaml = t.to_yaml();
+            match out.output {
+                Some(path) => {
+                    std::fs::write(&path, yaml)?;
+                    eprintln!("{}: {}", path.display(), summary(&t));
+                }
+                None => std::io::stdout().lock().write_all(yaml.as_bytes())?,
+            }
+            Ok(())
+        }
+    }
+}
+
+/// "N nodes (roles), M links (K parallel), P prefixes".
+pub fn summary(t: &Topology) -> String {
+    let mut roles: Vec<(&str, usize)> = Vec::new();
+    for n in &t.nodes {
+        match roles.iter_mut().find(|(r, _)| *r == n.role.as_str()) {
+            Some((_, c)) => *c += 1,
+            None => roles.push((n.role.as_str(), 1)),
+        }
+    }
+    let roles: Vec<String> = roles.iter().map(|(r, c)| format!("{c} {r}")).collect();
+    let mut pairs = HashSet::new();
+    let parallel = t
+        .links
+        .iter()
+        .filter(|l| !pairs.insert((l.a.min(l.b), l.a.max(l.b))))
+        .count();
+    let prefixes: HashSet<_> = t.nodes.iter().flat_map(|n| n.prefixes.iter()).collect();
+    format!(
+        "{} nodes ({}), {} links ({} parallel), {} prefixes",
+        t.nodes.len(),
+        roles.join(", "),
+        t.links.len(),
+        parallel,
+        prefixes.len()
+    )
 }

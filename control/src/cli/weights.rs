@@ -1,8 +1,237 @@
-//! `fare weights` (to be implemented).
+//! `fare weights`: the WCMP group of every (node, prefix) of a topology, computed offline
+//! as BGP with the Path Bandwidth community would leave it after convergence.
+
+use super::InputError;
+use crate::bandwidth::{DraftOptions, Mode};
+use crate::sim::{self, Change, RouteGroup};
+use crate::topology::{self, Topology};
+use ipnet::IpNet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(
+    long_about = "Computes, for every node of a topology file, the WCMP group of every prefix it \
+reaches: the members (neighbor and link), each member's path bandwidth and its integer weight. \
+Failures and degradations are applied first, as BGP would see them once converged.\n\n\
+Example: fare weights topologies/whitepaper-asymmetric.yaml --mode averaged --node Leaf2"
+)]
+pub struct Args {
+    /// Topology YAML file (see topologies/).
+    pub topology: PathBuf,
+    /// Print a JSON array: [{"node","prefix","members":[{"via","link","bandwidth_gbps","weight"}]}].
+    #[arg(long)]
+    pub json: bool,
+    /// Propagation rule: `draft` (min/sum, draft-xu-idr-fare) or `averaged` (white paper:
+    /// sum / outgoing interfaces).
+    #[arg(long, value_enum, default_value_t = Mode::Draft)]
+    pub mode: Mode,
+    /// Largest group (sum of weights) the data plane accepts; weights are reduced with the
+    /// smallest oversubscription possible.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_group_size: Option<u32>,
+    /// Take every link between nodes A and B down (repeatable).
+    #[arg(long, value_name = "A-B")]
+    pub fail: Vec<String>,
+    /// Set every link between A and B to GBPS, e.g. a partial-lane failure (repeatable).
+    #[arg(long, value_name = "A-B=GBPS")]
+    pub degrade: Vec<String>,
+    /// Only this node's groups.
+    #[arg(long)]
+    pub node: Option<String>,
+    /// Only this prefix's groups.
+    #[arg(long)]
+    pub prefix: Option<IpNet>,
+    /// Draft, 5-stage: super-spines do not attach the optional non-transitive link
+    /// bandwidth (spines of other PoDs then use plain ECMP).
+    #[arg(long)]
+    pub no_link_community: bool,
+    /// Draft, 5-stage: spines of other PoDs lower the transitive value to their total
+    /// bandwidth toward the next-next hop when smaller (optional in the draft).
+    #[arg(long)]
+    pub remote_spine_update: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`fare weights` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut topo = topology::load(&args.topology)?;
+    for change in changes(&topo, &args)? {
+        change
+            .apply(&mut topo)
+            .map_err(|e| InputError(format!("{}: {e}", args.topology.display())))?;
+    }
+    if let Some(node) = &args.node {
+        if topo.node_id(node).is_none() {
+            return Err(InputError(format!(
+                "{}: --node: unknown node `{node}`",
+                args.topology.display()
+            ))
+            .into());
+        }
+    }
+    let options = sim::Options {
+        mode: args.mode,
+        max_group_size: args.max_group_size,
+        draft: DraftOptions {
+            link_community: !args.no_link_community,
+            remote_spine_update: args.remote_spine_update,
+        },
+        threads: 0,
+        no_stub_sharing: false,
+    };
+    let solution = sim::solve(&topo, &options);
+    let groups: Vec<RouteGroup> = solution
+        .route_groups()
+        .into_iter()
+        .filter(|g| args.node.as_ref().is_none_or(|n| &g.node == n))
+        .filter(|g| args.prefix.is_none_or(|p| g.prefix == p))
+        .collect();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.json {
+        serde_json::to_writer(&mut out, &groups)?;
+        writeln!(out)?;
+    } else {
+        write_table(&mut out, &groups)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The --fail and --degrade arguments as changes, with node names checked.
+fn changes(topo: &Topology, args: &Args) -> Result<Vec<Change>, InputError> {
+    let file = args.topology.display();
+    let mut out = Vec::new();
+    for f in &args.fail {
+        let (a, b) =
+            split_pair(topo, f).map_err(|e| InputError(format!("{file}: --fail {f}: {e}")))?;
+        out.push(Change::Fail(a, b));
+    }
+    for d in &args.degrade {
+        let err = |e: String| InputError(format!("{file}: --degrade {d}: {e}"));
+        let (pair, gbps) = d
+            .rsplit_once('=')
+            .ok_or_else(|| err("expected A-B=GBPS".into()))?;
+        let gbps: f64 = gbps
+            .trim()
+            .parse()
+            .map_err(|_| err(format!("`{gbps}` is not a number of Gbps")))?;
+        if !(gbps.is_finite() && gbps > 0.0) {
+            return Err(err("capacity must be a positive number of Gbps".into()));
+        }
+        let (a, b) = split_pair(topo, pair).map_err(err)?;
+        out.push(Change::Degrade(a, b, gbps));
+    }
+    Ok(out)
+}
+
+/// Splits "A-B" at the dash that separates two known node names (names may hold dashes).
+fn split_pair(topo: &Topology, s: &str) -> Result<(String, String), String> {
+    let mut unknown = None;
+    for (i, _) in s.match_indices('-') {
+        let (a, b) = (&s[..i], &s[i + 1..]);
+        match (topo.node_id(a), topo.node_id(b)) {
+            (Some(_), Some(_)) => return Ok((a.to_string(), b.to_string())),
+            (None, _) if unknown.is_none() => unknown = Some(a.to_string()),
+            (_, None) if unknown.is_none() => unknown = Some(b.to_string()),
+            _ => {}
+        }
+    }
+    match unknown {
+        Some(n) => Err(format!("unknown node `{n}`")),
+        None => Err("expected two node names joined by `-`".into()),
+    }
+}
+
+fn write_table(out: &mut impl Write, groups: &[RouteGroup]) -> std::io::Result<()> {
+    if groups.is_empty() {
+        return writeln!(out, "(no groups)");
+    }
+    let w_via = groups
+        .iter()
+        .flat_map(|g| g.members.iter().map(|m| m.via.len()))
+        .max()
+        .unwrap_or(3)
+        .max(3);
+    let w_link = groups
+        .iter()
+        .flat_map(|g| g.members.iter().map(|m| m.link.len()))
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    for g in groups {
+        let total: u64 = g.members.iter().map(|m| u64::from(m.weight)).sum();
+        let kind = if g.ecmp { "ECMP" } else { "WCMP" };
+        writeln!(
+            out,
+            "{} {}  {kind}, {} member{}, group size {total}, delta {:.4}",
+            g.node,
+            g.prefix,
+            g.members.len(),
+            if g.members.len() == 1 { "" } else { "s" },
+            g.delta
+        )?;
+        for m in &g.members {
+            let share = if total > 0 {
+                100.0 * m.weight as f64 / total as f64
+            } else {
+                0.0
+            };
+            writeln!(
+                out,
+                "    via {:w_via$}  link {:w_link$}  {:>9} Gbps  weight {:>4}  {:>5.1}%",
+                m.via,
+                m.link,
+                trim_float(m.bandwidth_gbps),
+                m.weight,
+                share
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn trim_float(x: f64) -> String {
+    if x.fract() == 0.0 && x.abs() < 1e15 {
+        format!("{x:.0}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+/// Loads `path` and applies `changes`: the same input `fare weights` computes from, for
+/// other tools (lab, tests).
+pub fn load_with_changes(path: &Path, changes: &[Change]) -> anyhow::Result<Topology> {
+    let mut topo = topology::load(path)?;
+    for c in changes {
+        c.apply(&mut topo)
+            .map_err(|e| InputError(format!("{}: {e}", path.display())))?;
+    }
+    Ok(topo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::gen;
+
+    #[test]
+    fn pairs_split_at_the_right_dash() {
+        let mut t = gen::clos3(2, 1, 100.0, 1);
+        t.add_node(crate::topology::Node {
+            name: "a-b".into(),
+            role: crate::topology::Role::Host,
+            asn: None,
+            router_id: None,
+            prefixes: vec![],
+            pod: None,
+            plane: None,
+        });
+        assert_eq!(split_pair(&t, "S1-L1").unwrap(), ("S1".into(), "L1".into()));
+        assert_eq!(
+            split_pair(&t, "a-b-S1").unwrap(),
+            ("a-b".into(), "S1".into())
+        );
+        assert_eq!(split_pair(&t, "S9-L1").unwrap_err(), "unknown node `S9`");
+        assert!(split_pair(&t, "S1").is_err());
+    }
 }

@@ -1,1 +1,307 @@
 //! Fabric model and YAML loader (`topologies/`).
+//!
+//! A topology is a list of nodes (with a role that places them in a Clos stage) and a list
+//! of links; several links between the same pair are parallel links, each its own member
+//! of a WCMP group. `load` reads the YAML format of DESIGN.md, `gen` builds large fabrics.
+
+pub mod gen;
+pub mod load;
+
+use ipnet::IpNet;
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+
+pub use load::{load, parse};
+
+/// Index of a node in `Topology::nodes`.
+pub type NodeId = usize;
+/// Index of a link in `Topology::links`.
+pub type LinkId = usize;
+
+/// Where a node sits in the Clos: routes go up the stages and then down (valley-free).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Role {
+    /// A RoCE NIC: a stub BGP speaker per plane (draft-xu-idr-fare-in-mpson).
+    Rnic,
+    /// A server that only originates and receives routes.
+    Host,
+    Leaf,
+    Spine,
+    SuperSpine,
+}
+
+impl Role {
+    /// Clos stage: 0 for end points, 1 leaf, 2 spine, 3 super-spine.
+    pub fn stage(self) -> u8 {
+        match self {
+            Role::Rnic | Role::Host => 0,
+            Role::Leaf => 1,
+            Role::Spine => 2,
+            Role::SuperSpine => 3,
+        }
+    }
+
+    /// Stubs originate and receive routes but never re-advertise them.
+    pub fn is_stub(self) -> bool {
+        self.stage() == 0
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Rnic => "rnic",
+            Role::Host => "host",
+            Role::Leaf => "leaf",
+            Role::Spine => "spine",
+            Role::SuperSpine => "super-spine",
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Node {
+    pub name: String,
+    pub role: Role,
+    pub asn: Option<u32>,
+    pub router_id: Option<Ipv4Addr>,
+    /// Prefixes this node originates.
+    pub prefixes: Vec<IpNet>,
+    pub pod: Option<u32>,
+    pub plane: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Link {
+    pub a: NodeId,
+    pub b: NodeId,
+    /// Capacity in Gbps (line rate, or what is left after a partial-lane failure).
+    pub gbps: f64,
+    /// "A-B", then "A-B#2", ... for parallel links, unless the file names it.
+    pub name: String,
+    /// DPF session color, if any.
+    pub color: Option<String>,
+}
+
+impl Link {
+    /// The node at the other end from `n`.
+    pub fn other(&self, n: NodeId) -> NodeId {
+        if self.a == n {
+            self.b
+        } else {
+            self.a
+        }
+    }
+
+    fn joins(&self, x: NodeId, y: NodeId) -> bool {
+        (self.a == x && self.b == y) || (self.a == y && self.b == x)
+    }
+}
+
+/// A validated fabric: every link joins two distinct known nodes with a positive capacity,
+/// names are unique.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Topology {
+    pub name: String,
+    pub nodes: Vec<Node>,
+    pub links: Vec<Link>,
+    by_name: HashMap<String, NodeId>,
+    /// Links added so far per unordered node pair, for default names of parallel links.
+    pair_count: HashMap<(NodeId, NodeId), u32>,
+}
+
+/// Why a change to a topology (failure, degradation) cannot be applied.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ChangeError {
+    #[error("unknown node `{0}`")]
+    UnknownNode(String),
+    #[error("no link between `{0}` and `{1}`")]
+    NoLink(String, String),
+    #[error("capacity of `{0}-{1}` must be a positive number of Gbps, not {2}")]
+    BadCapacity(String, String, f64),
+}
+
+impl Topology {
+    /// An empty topology; add nodes and links with `add_node` / `add_link`.
+    pub fn new(name: impl Into<String>) -> Self {
+        Topology {
+            name: name.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Adds a node; returns its id. Names must be unique (the loader checks; generators
+    /// make them so).
+    pub fn add_node(&mut self, node: Node) -> NodeId {
+        let id = self.nodes.len();
+        self.by_name.insert(node.name.clone(), id);
+        self.nodes.push(node);
+        id
+    }
+
+    /// Adds a link with the default name ("A-B", "A-B#2", ...) unless `name` is given.
+    pub fn add_link(&mut self, a: NodeId, b: NodeId, gbps: f64, name: Option<String>) -> LinkId {
+        let default = self.default_link_name(a, b);
+        *self.pair_count.entry((a.min(b), a.max(b))).or_insert(0) += 1;
+        let name = name.unwrap_or(default);
+        self.links.push(Link {
+            a,
+            b,
+            gbps,
+            name,
+            color: None,
+        });
+        self.links.len() - 1
+    }
+
+    /// The default name of the next link between A and B: "A-B" for the first,
+    /// "A-B#k" for the k-th.
+    pub fn default_link_name(&self, a: NodeId, b: NodeId) -> String {
+        let nth = 1 + self
+            .pair_count
+            .get(&(a.min(b), a.max(b)))
+            .copied()
+            .unwrap_or(0);
+        let base = format!("{}-{}", self.nodes[a].name, self.nodes[b].name);
+        if nth == 1 {
+            base
+        } else {
+            format!("{base}#{nth}")
+        }
+    }
+
+    pub fn node_id(&self, name: &str) -> Option<NodeId> {
+        self.by_name.get(name).copied()
+    }
+
+    pub fn node(&self, id: NodeId) -> &Node {
+        &self.nodes[id]
+    }
+
+    /// Links between `a` and `b`, in file order.
+    pub fn links_between(&self, a: NodeId, b: NodeId) -> impl Iterator<Item = LinkId> + '_ {
+        (0..self.links.len()).filter(move |&l| self.links[l].joins(a, b))
+    }
+
+    fn pair(&self, a: &str, b: &str) -> Result<(NodeId, NodeId), ChangeError> {
+        let x = self
+            .node_id(a)
+            .ok_or_else(|| ChangeError::UnknownNode(a.to_string()))?;
+        let y = self
+            .node_id(b)
+            .ok_or_else(|| ChangeError::UnknownNode(b.to_string()))?;
+        if self.links_between(x, y).next().is_none() {
+            return Err(ChangeError::NoLink(a.to_string(), b.to_string()));
+        }
+        Ok((x, y))
+    }
+
+    /// Removes every link between `a` and `b` (a link failure after BGP converged).
+    /// Returns how many were removed.
+    pub fn fail(&mut self, a: &str, b: &str) -> Result<usize, ChangeError> {
+        let (x, y) = self.pair(a, b)?;
+        let before = self.links.len();
+        self.links.retain(|l| !l.joins(x, y));
+        Ok(before - self.links.len())
+    }
+
+    /// Sets the capacity of every link between `a` and `b` to `gbps` (a partial-lane
+    /// failure). Returns how many links changed.
+    pub fn degrade(&mut self, a: &str, b: &str, gbps: f64) -> Result<usize, ChangeError> {
+        if !(gbps.is_finite() && gbps > 0.0) {
+            return Err(ChangeError::BadCapacity(a.to_string(), b.to_string(), gbps));
+        }
+        let (x, y) = self.pair(a, b)?;
+        let mut n = 0;
+        for l in self.links.iter_mut().filter(|l| l.joins(x, y)) {
+            l.gbps = gbps;
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    /// Per node, its links as (neighbor, link), ordered by neighbor then file order.
+    pub fn adjacency(&self) -> Vec<Vec<(NodeId, LinkId)>> {
+        let mut adj = vec![Vec::new(); self.nodes.len()];
+        for (id, l) in self.links.iter().enumerate() {
+            adj[l.a].push((l.b, id));
+            adj[l.b].push((l.a, id));
+        }
+        for list in &mut adj {
+            list.sort_unstable();
+        }
+        adj
+    }
+
+    /// The topology as YAML in the format `load` reads (one flow mapping per line).
+    pub fn to_yaml(&self) -> String {
+        use std::fmt::Write;
+        let mut s = String::with_capacity(64 * (self.nodes.len() + self.links.len()));
+        let _ = writeln!(s, "name: {}", yaml_str(&self.name));
+        s.push_str("nodes:\n");
+        for n in &self.nodes {
+            let _ = write!(
+                s,
+                "  - {{name: {}, role: {}",
+                yaml_str(&n.name),
+                n.role.as_str()
+            );
+            if let Some(asn) = n.asn {
+                let _ = write!(s, ", asn: {asn}");
+            }
+            if let Some(id) = n.router_id {
+                let _ = write!(s, ", router_id: {id}");
+            }
+            if let Some(p) = n.pod {
+                let _ = write!(s, ", pod: {p}");
+            }
+            if let Some(p) = n.plane {
+                let _ = write!(s, ", plane: {p}");
+            }
+            if !n.prefixes.is_empty() {
+                let list: Vec<String> = n.prefixes.iter().map(|p| p.to_string()).collect();
+                let _ = write!(s, ", prefixes: [{}]", list.join(", "));
+            }
+            s.push_str("}\n");
+        }
+        s.push_str("links:\n");
+        let mut seen: HashMap<(NodeId, NodeId), u32> = HashMap::new();
+        for l in &self.links {
+            let (a, b) = (&self.nodes[l.a].name, &self.nodes[l.b].name);
+            let _ = write!(
+                s,
+                "  - {{a: {}, b: {}, gbps: {}",
+                yaml_str(a),
+                yaml_str(b),
+                l.gbps
+            );
+            let nth = seen.entry((l.a.min(l.b), l.a.max(l.b))).or_insert(0);
+            *nth += 1;
+            let default = if *nth == 1 {
+                format!("{a}-{b}")
+            } else {
+                format!("{a}-{b}#{nth}")
+            };
+            if l.name != default {
+                let _ = write!(s, ", name: {}", yaml_str(&l.name));
+            }
+            if let Some(c) = &l.color {
+                let _ = write!(s, ", color: {}", yaml_str(c));
+            }
+            s.push_str("}\n");
+        }
+        s
+    }
+}
+
+/// A YAML scalar for a name: plain when safe, quoted otherwise.
+fn yaml_str(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '@' | '#' | '/'))
+        && !s.starts_with(['-', '#', '@']);
+    if plain {
+        s.to_string()
+    } else {
+        format!("{s:?}")
+    }
+}

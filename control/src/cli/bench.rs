@@ -1,8 +1,0 @@
-//! `fare bench` (to be implemented).
-
-#[derive(clap::Args, Debug)]
-pub struct Args {}
-
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`fare bench` is not implemented yet")
-}

@@ -1,0 +1,98 @@
+//! `fare bench SUITE`: benchmarks as named suites. Each suite prints its results and
+//! rewrites its own section of bench/RESULTS.md (see `results`). To add a suite, add a
+//! module here with `Args` and `run(args) -> anyhow::Result<String>` (the Markdown
+//! section) and a variant to `Suite`.
+
+pub mod results;
+pub mod sim;
+pub mod wcmp;
+
+use std::path::PathBuf;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub suite: Suite,
+    /// Results file; the suite rewrites only its own section.
+    #[arg(long, global = true, default_value = "bench/RESULTS.md")]
+    pub results: PathBuf,
+    /// Print the results without touching the results file.
+    #[arg(long, global = true)]
+    pub no_write: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Suite {
+    /// Fabric-wide propagation on a generated multi-plane fabric (default 100,000 GPUs):
+    /// wall time and peak memory, and the speedup of group sharing over per-node work.
+    Sim(sim::Args),
+    /// WCMP group reduction: groups/s and oversubscription against proportional rounding
+    /// and against the exhaustive-search optimum.
+    Wcmp(wcmp::Args),
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let (name, body) = match args.suite {
+        Suite::Sim(a) => ("sim", sim::run(a)?),
+        Suite::Wcmp(a) => ("wcmp", wcmp::run(a)?),
+    };
+    println!("{body}");
+    if !args.no_write {
+        results::write_section(&args.results, name, &body)?;
+        eprintln!("wrote section `{name}` of {}", args.results.display());
+    }
+    Ok(())
+}
+
+/// Peak resident set size of this process so far, in bytes (Linux VmHWM).
+pub fn peak_rss_bytes() -> Option<u64> {
+    proc_status_kb("VmHWM:").map(|kb| kb * 1024)
+}
+
+/// Current resident set size, in bytes (Linux VmRSS).
+pub fn rss_bytes() -> Option<u64> {
+    proc_status_kb("VmRSS:").map(|kb| kb * 1024)
+}
+
+/// Resets the peak RSS to the current RSS, so the next peak belongs to what runs next.
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn proc_status_kb(key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The command line that produced a result, for the results file.
+pub fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    format!("fare {}", args.join(" "))
+}
+
+/// A small deterministic PRNG (xorshift64*) so runs are repeatable without extra crates.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng(seed.max(1))
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform in 0..n.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}

@@ -1,0 +1,219 @@
+//! Generated fabrics for benchmarks and tests: 3-stage and 5-stage Clos (draft-xu-idr-fare
+//! Figures 1 and 2, any size) and multi-plane scale-out fabrics of RNICs
+//! (draft-xu-idr-fare-in-mpson Figure 1, up to 100,000 GPUs and more).
+//!
+//! AS numbers follow RFC 7938: every leaf its own AS, the spines of a 3-stage fabric (or of
+//! one PoD) share an AS, the super-spines of a plane share an AS; RNICs are stubs with
+//! their own AS each.
+
+use super::{Node, NodeId, Role, Topology};
+use ipnet::{IpNet, Ipv4Net};
+use std::net::Ipv4Addr;
+
+/// The /24 that holds the hosts behind leaf (or block) number `i` (0-based): 10.x.y.0/24.
+pub fn block_prefix(i: u32) -> IpNet {
+    let [_, _, x, y] = i.to_be_bytes();
+    let net = Ipv4Net::new(Ipv4Addr::new(10, x, y, 0), 24).unwrap_or_default();
+    IpNet::V4(net)
+}
+
+/// A router ID in 172.16.0.0/12 from a running number.
+fn router_id(n: u32) -> Ipv4Addr {
+    Ipv4Addr::from(0xac10_0000u32 | (n & 0x000f_ffff))
+}
+
+fn node(name: String, role: Role, asn: u32, rid: u32) -> Node {
+    Node {
+        name,
+        role,
+        asn: Some(asn),
+        router_id: Some(router_id(rid)),
+        prefixes: Vec::new(),
+        pod: None,
+        plane: None,
+    }
+}
+
+/// 3-stage Clos: `leaves` leaves each linked to every one of `spines` spines by
+/// `parallel` links of `gbps`. Leaf i originates `block_prefix(i)`.
+pub fn clos3(leaves: u32, spines: u32, gbps: f64, parallel: u32) -> Topology {
+    let mut t = Topology::new(format!("clos3-{leaves}x{spines}"));
+    let spine_ids: Vec<NodeId> = (1..=spines)
+        .map(|s| t.add_node(node(format!("S{s}"), Role::Spine, 65100, 1000 + s)))
+        .collect();
+    for l in 1..=leaves {
+        let mut n = node(format!("L{l}"), Role::Leaf, 65000 + l, l);
+        n.prefixes.push(block_prefix(l - 1));
+        let id = t.add_node(n);
+        for &s in &spine_ids {
+            for _ in 0..parallel.max(1) {
+                t.add_link(s, id, gbps, None);
+            }
+        }
+    }
+    t
+}
+
+/// 5-stage Clos (draft-xu-idr-fare Figure 2): `pods` PoDs of `leaves` leaves and `planes`
+/// spines (spine k of every PoD is in plane k), and `super_spines` super-spines per plane.
+pub fn clos5(pods: u32, leaves: u32, planes: u32, super_spines: u32, gbps: f64) -> Topology {
+    let mut t = Topology::new(format!("clos5-{pods}pods"));
+    let mut rid = 0;
+    let mut next = || {
+        rid += 1;
+        rid
+    };
+    let ss: Vec<Vec<NodeId>> = (1..=planes)
+        .map(|k| {
+            (1..=super_spines)
+                .map(|j| {
+                    let mut n = node(
+                        format!("SS{j}@Plane{k}"),
+                        Role::SuperSpine,
+                        65500 + k,
+                        next(),
+                    );
+                    n.plane = Some(k);
+                    t.add_node(n)
+                })
+                .collect()
+        })
+        .collect();
+    for p in 1..=pods {
+        let spines: Vec<NodeId> = (1..=planes)
+            .map(|k| {
+                let mut n = node(format!("S{k}@PoD{p}"), Role::Spine, 65300 + p, next());
+                n.pod = Some(p);
+                n.plane = Some(k);
+                let id = t.add_node(n);
+                for &s in &ss[(k - 1) as usize] {
+                    t.add_link(s, id, gbps, None);
+                }
+                id
+            })
+            .collect();
+        for l in 1..=leaves {
+            let mut n = node(
+                format!("L{l}@PoD{p}"),
+                Role::Leaf,
+                4_200_000_000 + p * 1000 + l,
+                next(),
+            );
+            n.pod = Some(p);
+            n.prefixes.push(block_prefix((p - 1) * leaves + (l - 1)));
+            let id = t.add_node(n);
+            for &s in &spines {
+                t.add_link(s, id, gbps, None);
+            }
+        }
+    }
+    t
+}
+
+/// Parameters of a multi-plane scale-out fabric.
+#[derive(Clone, Debug)]
+pub struct MultiPlane {
+    /// RNICs (one per GPU).
+    pub gpus: u32,
+    pub planes: u32,
+    /// RNICs behind one leaf: a block of RNICs shares one leaf in every plane.
+    pub rnics_per_leaf: u32,
+    /// Spines per plane; every leaf of the plane links to every spine.
+    pub spines_per_plane: u32,
+    /// Capacity of an RNIC's link into one plane.
+    pub rnic_gbps: f64,
+    /// Capacity of one leaf-spine link.
+    pub fabric_gbps: f64,
+}
+
+impl Default for MultiPlane {
+    /// 100,000 GPUs on 4 planes of 51.2T switches (512 x 100G): 256 RNICs and 256
+    /// uplinks per leaf, 391 leaves and 256 spines per plane.
+    fn default() -> Self {
+        MultiPlane {
+            gpus: 100_000,
+            planes: 4,
+            rnics_per_leaf: 256,
+            spines_per_plane: 256,
+            rnic_gbps: 100.0,
+            fabric_gbps: 100.0,
+        }
+    }
+}
+
+/// Multi-plane fabric (draft-xu-idr-fare-in-mpson Figure 1): every RNIC has one link into
+/// each plane, to the leaf of its block; each plane is a 2-tier leaf-spine Clos. Host
+/// routes are aggregated at the leaves (mpson §4.1): the leaf of block b in every plane
+/// originates `block_prefix(b)`, so an RNIC spreads traffic to block b over the planes.
+pub fn multiplane(p: &MultiPlane) -> Topology {
+    let per_leaf = p.rnics_per_leaf.max(1);
+    let blocks = p.gpus.div_ceil(per_leaf);
+    let mut t = Topology::new(format!("multiplane-{}gpus-{}planes", p.gpus, p.planes));
+    let mut rid = 0;
+    let mut next = || {
+        rid += 1;
+        rid
+    };
+    // leaves[k][b]: the leaf of block b in plane k.
+    let mut leaves: Vec<Vec<NodeId>> = Vec::new();
+    for k in 1..=p.planes {
+        let spines: Vec<NodeId> = (1..=p.spines_per_plane)
+            .map(|s| {
+                let mut n = node(format!("S{s}@Plane{k}"), Role::Spine, 65100 + k, next());
+                n.plane = Some(k);
+                t.add_node(n)
+            })
+            .collect();
+        let plane_leaves = (1..=blocks)
+            .map(|b| {
+                let mut n = node(
+                    format!("L{b}@Plane{k}"),
+                    Role::Leaf,
+                    4_100_000_000 + k * 100_000 + b,
+                    next(),
+                );
+                n.plane = Some(k);
+                n.prefixes.push(block_prefix(b - 1));
+                let id = t.add_node(n);
+                for &s in &spines {
+                    t.add_link(s, id, p.fabric_gbps, None);
+                }
+                id
+            })
+            .collect();
+        leaves.push(plane_leaves);
+    }
+    for r in 1..=p.gpus {
+        let b = ((r - 1) / per_leaf) as usize;
+        let id = t.add_node(node(format!("R{r}"), Role::Rnic, 4_200_000_000 + r, next()));
+        for plane in &leaves {
+            t.add_link(plane[b], id, p.rnic_gbps, None);
+        }
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        let t = clos3(8, 4, 100.0, 1);
+        assert_eq!((t.nodes.len(), t.links.len()), (12, 32));
+        let t = clos5(8, 4, 4, 4, 400.0);
+        assert_eq!(t.nodes.len(), 16 + 8 * 8);
+        assert_eq!(t.links.len(), 8 * 4 * 4 + 8 * 4 * 4);
+        let t = multiplane(&MultiPlane {
+            gpus: 10,
+            planes: 2,
+            rnics_per_leaf: 4,
+            spines_per_plane: 2,
+            ..Default::default()
+        });
+        // 3 blocks: 2 planes x (2 spines + 3 leaves) + 10 RNICs.
+        assert_eq!(t.nodes.len(), 2 * 5 + 10);
+        assert_eq!(t.links.len(), 2 * 3 * 2 + 10 * 2);
+        assert_eq!(block_prefix(258).to_string(), "10.1.2.0/24");
+    }
+}

@@ -1,0 +1,268 @@
+//! The topology YAML format (DESIGN.md) and its validation. Every problem comes back as
+//! one `FileError` naming the file, the line and the problem; nothing here panics on input.
+
+use super::{Node, Role, Topology};
+use crate::yamlfile::{self, FileError};
+use ipnet::IpNet;
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use std::path::Path;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileSchema {
+    #[serde(default)]
+    name: Option<String>,
+    nodes: Vec<NodeEntry>,
+    #[serde(default)]
+    links: Vec<LinkEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NodeEntry {
+    name: String,
+    role: Role,
+    #[serde(default)]
+    asn: Option<u32>,
+    #[serde(default)]
+    router_id: Option<Ipv4Addr>,
+    #[serde(default)]
+    prefixes: Vec<IpNet>,
+    #[serde(default)]
+    pod: Option<u32>,
+    #[serde(default)]
+    plane: Option<u32>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LinkEntry {
+    a: String,
+    b: String,
+    gbps: f64,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    color: Option<Color>,
+}
+
+/// A DPF color: a name (`red`) or the 32-bit Color value of RFC 9012.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Color {
+    Number(u32),
+    Name(String),
+}
+
+/// Reads and validates a topology file.
+pub fn load(path: &Path) -> Result<Topology, FileError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| FileError::new(path, None, format!("cannot read: {e}")))?;
+    parse(path, &text)
+}
+
+/// Validates topology YAML `text` that came from `path` (used in error messages).
+pub fn parse(path: &Path, text: &str) -> Result<Topology, FileError> {
+    let file: FileSchema = yamlfile::parse(path, text)?;
+    let node_lines = yamlfile::sequence_item_lines(text, "nodes");
+    let link_lines = yamlfile::sequence_item_lines(text, "links");
+    let at = |lines: &[usize], i: usize, field: &str, problem: String| {
+        let line = yamlfile::item_field_line(text, lines, i, field)
+            .or_else(|| yamlfile::find_line(text, field, 1));
+        FileError::new(path, line, problem)
+    };
+
+    let name = file.name.unwrap_or_else(|| {
+        path.file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let mut topo = Topology::new(name);
+    let mut first_line: HashMap<String, usize> = HashMap::new();
+    for (i, n) in file.nodes.into_iter().enumerate() {
+        if n.name.trim().is_empty() {
+            return Err(at(&node_lines, i, "name", "node name is empty".into()));
+        }
+        if topo.node_id(&n.name).is_some() {
+            let first = first_line
+                .get(&n.name)
+                .map(|l| format!(" (first at line {l})"))
+                .unwrap_or_default();
+            return Err(at(
+                &node_lines,
+                i,
+                "name",
+                format!("duplicate node name `{}`{first}", n.name),
+            ));
+        }
+        if let Some(line) = node_lines.get(i) {
+            first_line.insert(n.name.clone(), *line);
+        }
+        topo.add_node(Node {
+            name: n.name,
+            role: n.role,
+            asn: n.asn,
+            router_id: n.router_id,
+            prefixes: n.prefixes,
+            pod: n.pod,
+            plane: n.plane,
+        });
+    }
+
+    let mut link_names: HashMap<String, usize> = HashMap::new();
+    for (i, l) in file.links.into_iter().enumerate() {
+        let a = topo.node_id(&l.a).ok_or_else(|| {
+            at(
+                &link_lines,
+                i,
+                "a",
+                format!("link to unknown node `{}`", l.a),
+            )
+        })?;
+        let b = topo.node_id(&l.b).ok_or_else(|| {
+            at(
+                &link_lines,
+                i,
+                "b",
+                format!("link to unknown node `{}`", l.b),
+            )
+        })?;
+        if a == b {
+            return Err(at(
+                &link_lines,
+                i,
+                "b",
+                format!("link joins `{}` to itself", l.a),
+            ));
+        }
+        if !(l.gbps.is_finite() && l.gbps > 0.0) {
+            return Err(at(
+                &link_lines,
+                i,
+                "gbps",
+                format!(
+                    "link {}-{}: capacity must be a positive number of Gbps, not {}",
+                    l.a, l.b, l.gbps
+                ),
+            ));
+        }
+        if let Some(name) = &l.name {
+            if name.trim().is_empty() {
+                return Err(at(&link_lines, i, "name", "link name is empty".into()));
+            }
+        }
+        let id = topo.add_link(a, b, l.gbps, l.name);
+        topo.links[id].color = l.color.map(|c| match c {
+            Color::Number(n) => n.to_string(),
+            Color::Name(s) => s,
+        });
+        let name = topo.links[id].name.clone();
+        if let Some(first) = link_names.get(&name) {
+            let first = link_lines
+                .get(*first)
+                .map(|l| format!(" (first at line {l})"))
+                .unwrap_or_default();
+            return Err(at(
+                &link_lines,
+                i,
+                "a",
+                format!("duplicate link name `{name}`{first}"),
+            ));
+        }
+        link_names.insert(name, i);
+    }
+    Ok(topo)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse(Path::new("t.yaml"), text).unwrap_err().to_string()
+    }
+
+    const BASE: &str = "name: t\nnodes:\n  - {name: L1, role: leaf, asn: 65001, prefixes: [192.0.2.0/24]}\n  - {name: S1, role: spine, asn: 65100, router_id: 10.0.1.1}\n";
+
+    #[test]
+    fn loads_nodes_links_and_parallel_names() {
+        let t = parse(
+            Path::new("t.yaml"),
+            &format!(
+                "{BASE}links:\n  - {{a: L1, b: S1, gbps: 100}}\n  - {{a: L1, b: S1, gbps: 50}}\n  - {{a: S1, b: L1, gbps: 25, name: x, color: red}}\n"
+            ),
+        )
+        .unwrap();
+        assert_eq!(t.nodes.len(), 2);
+        let names: Vec<&str> = t.links.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(names, ["L1-S1", "L1-S1#2", "x"]);
+        assert_eq!(t.links[2].color.as_deref(), Some("red"));
+        assert_eq!(t.nodes[0].prefixes[0].to_string(), "192.0.2.0/24");
+        // The writer's output reads back to the same topology.
+        assert_eq!(parse(Path::new("t.yaml"), &t.to_yaml()).unwrap(), t);
+    }
+
+    #[test]
+    fn unknown_node_names_its_line() {
+        let e = err(&format!(
+            "{BASE}links:\n  - {{a: L1, b: S1, gbps: 100}}\n  - a: L1\n    b: S9\n    gbps: 100\n"
+        ));
+        assert_eq!(e, "t.yaml:8: link to unknown node `S9`");
+    }
+
+    #[test]
+    fn duplicate_node_names_its_line() {
+        let e = err(&format!("{BASE}  - {{name: L1, role: leaf}}\n"));
+        assert_eq!(e, "t.yaml:5: duplicate node name `L1` (first at line 3)");
+    }
+
+    #[test]
+    fn non_positive_capacity_is_rejected() {
+        let e = err(&format!("{BASE}links:\n  - {{a: L1, b: S1, gbps: 0}}\n"));
+        assert_eq!(
+            e,
+            "t.yaml:6: link L1-S1: capacity must be a positive number of Gbps, not 0"
+        );
+        let e = err(&format!("{BASE}links:\n  - {{a: L1, b: S1, gbps: -5}}\n"));
+        assert!(e.starts_with("t.yaml:6: "), "{e}");
+        let e = err(&format!("{BASE}links:\n  - {{a: L1, b: S1, gbps: .nan}}\n"));
+        assert!(e.starts_with("t.yaml:6: "), "{e}");
+    }
+
+    #[test]
+    fn bad_prefix_role_and_self_link() {
+        let e = err("nodes:\n  - {name: L1, role: leaf, prefixes: [192.0.2.0/33]}\n");
+        assert!(e.starts_with("t.yaml:2:"), "{e}");
+        let e = err("nodes:\n  - {name: L1, role: router}\n");
+        assert!(
+            e.starts_with("t.yaml:2:") && e.contains("unknown variant"),
+            "{e}"
+        );
+        let e = err("nodes:\n  - {name: L1, role: leaf}\nlinks:\n  - {a: L1, b: L1, gbps: 1}\n");
+        assert_eq!(e, "t.yaml:4: link joins `L1` to itself");
+    }
+
+    #[test]
+    fn duplicate_link_name() {
+        let e = err(&format!(
+            "{BASE}links:\n  - {{a: L1, b: S1, gbps: 1, name: x}}\n  - {{a: L1, b: S1, gbps: 1, name: x}}\n"
+        ));
+        assert_eq!(e, "t.yaml:7: duplicate link name `x` (first at line 6)");
+    }
+
+    #[test]
+    fn garbage_never_panics() {
+        for text in [
+            "",
+            "[",
+            "nodes: 5",
+            "nodes:\n  - 7\n",
+            "\u{0}",
+            "nodes: []\nlinks: [{}]",
+        ] {
+            assert!(parse(Path::new("t.yaml"), text).is_err() || text.contains("[]"));
+        }
+    }
+}
