@@ -1,1 +1,2 @@
 //! BGP: wire codec, session FSM, RIB and the FARE/DPF/suppression policy.
+pub mod packet;

@@ -1,0 +1,104 @@
+//! Extended communities (RFC 4360) and FARE's Path Bandwidth community
+//! (draft-xu-idr-fare §3): an IPv4-address-specific extended community, type 0x01
+//! (transitive) or 0x41 (non-transitive), subtype configurable (see docs/CODEPOINTS.md),
+//! global administrator = router ID of the node that set the value, local administrator =
+//! IEEE-754 float32 path bandwidth in gigabytes per second (1 GB/s = 8 Gbps).
+
+use std::net::Ipv4Addr;
+
+/// Default Path Bandwidth subtype (the draft leaves it TBD).
+pub const DEFAULT_PATH_BANDWIDTH_SUBTYPE: u8 = 0xa0;
+/// IPv4-address-specific extended community types.
+pub const TYPE_IPV4_TRANSITIVE: u8 = 0x01;
+pub const TYPE_IPV4_NON_TRANSITIVE: u8 = 0x41;
+/// Bit of the type octet that marks a community non-transitive (RFC 4360 §2).
+pub const NON_TRANSITIVE_BIT: u8 = 0x40;
+
+/// One extended community exactly as on the wire; unknown ones pass through unchanged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ExtCommunity(pub [u8; 8]);
+
+impl ExtCommunity {
+    pub fn is_transitive(&self) -> bool {
+        self.0[0] & NON_TRANSITIVE_BIT == 0
+    }
+
+    /// This community read as a Path Bandwidth community of `subtype`, if it is one.
+    pub fn path_bandwidth(&self, subtype: u8) -> Option<PathBandwidth> {
+        let [t, s, a, b, c, d, hi, lo] = self.0;
+        if s != subtype || (t != TYPE_IPV4_TRANSITIVE && t != TYPE_IPV4_NON_TRANSITIVE) {
+            return None;
+        }
+        Some(PathBandwidth {
+            transitive: t == TYPE_IPV4_TRANSITIVE,
+            router_id: Ipv4Addr::new(a, b, c, d),
+            gbytes_per_s: f32::from_bits(u32::from_be_bytes([hi, lo, 0, 0])),
+        })
+    }
+}
+
+/// The decoded Path Bandwidth community.
+///
+/// Layout note: an IPv4-address-specific extended community has 4 octets of global
+/// administrator and 2 of local administrator; a float32 does not fit in 2. fare follows
+/// the draft's intent with the layout the deployed Link Bandwidth community uses for its
+/// float: global administrator = router ID (4 octets), local administrator = the upper
+/// 16 bits of the float32 (bfloat16-style truncation). See docs/CODEPOINTS.md.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PathBandwidth {
+    pub transitive: bool,
+    pub router_id: Ipv4Addr,
+    pub gbytes_per_s: f32,
+}
+
+impl PathBandwidth {
+    pub fn new(transitive: bool, router_id: Ipv4Addr, gbps: f64) -> Self {
+        PathBandwidth {
+            transitive,
+            router_id,
+            gbytes_per_s: (gbps / 8.0) as f32,
+        }
+    }
+
+    /// The value in gigabits per second (what topologies and `fare weights` use).
+    /// Negative, NaN and infinite values read as 0 (no usable bandwidth).
+    pub fn gbps(&self) -> f64 {
+        let v = self.gbytes_per_s as f64 * 8.0;
+        if v.is_finite() && v > 0.0 {
+            v
+        } else {
+            0.0
+        }
+    }
+
+    pub fn to_community(&self, subtype: u8) -> ExtCommunity {
+        let t = if self.transitive {
+            TYPE_IPV4_TRANSITIVE
+        } else {
+            TYPE_IPV4_NON_TRANSITIVE
+        };
+        let [a, b, c, d] = self.router_id.octets();
+        let [hi, lo] = float_to_16(self.gbytes_per_s);
+        ExtCommunity([t, subtype, a, b, c, d, hi, lo])
+    }
+}
+
+/// The upper half of a float32, rounded to nearest (ties to even).
+fn float_to_16(v: f32) -> [u8; 2] {
+    let bits = v.to_bits();
+    if v.is_nan() {
+        return [0x7f, 0xc0];
+    }
+    let round = 0x7fff + ((bits >> 16) & 1);
+    let hi = (bits.saturating_add(round) >> 16) as u16;
+    hi.to_be_bytes()
+}
+
+/// The value a bandwidth in Gbps has after one trip through the community.
+pub fn quantize_gbps(gbps: f64) -> f64 {
+    let pb = PathBandwidth::new(true, Ipv4Addr::UNSPECIFIED, gbps);
+    pb.to_community(DEFAULT_PATH_BANDWIDTH_SUBTYPE)
+        .path_bandwidth(DEFAULT_PATH_BANDWIDTH_SUBTYPE)
+        .map(|p| p.gbps())
+        .unwrap_or(0.0)
+}
