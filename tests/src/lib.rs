@@ -4,6 +4,8 @@
 //! Every namespace a test makes has a unique name (`fare-<tag>-<pid>-<n>`) and is deleted
 //! in `Drop`, also when the test fails; processes left inside are killed first.
 
+pub mod bgp;
+
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};

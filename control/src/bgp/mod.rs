@@ -1,2 +1,10 @@
 //! BGP: wire codec, session FSM, RIB and the FARE/DPF/suppression policy.
+pub mod fare;
+pub mod link;
+pub mod neighbor;
 pub mod packet;
+pub mod rib;
+pub mod socket;
+pub mod speaker;
+
+pub use packet::community;

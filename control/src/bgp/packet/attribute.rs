@@ -155,7 +155,7 @@ impl AsPath {
 }
 
 /// MP_REACH_NLRI (RFC 4760 §3) for a family fare carries.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MpReach {
     pub family: Family,
     /// One next hop, or for IPv6 a global and a link-local one (RFC 2545).
@@ -164,7 +164,7 @@ pub struct MpReach {
 }
 
 /// MP_UNREACH_NLRI (RFC 4760 §4) for a family fare carries.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct MpUnreach {
     pub family: Family,
     pub withdrawn: Vec<IpNet>,
@@ -187,7 +187,7 @@ impl RawAttribute {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PathAttributes {
     pub origin: Option<Origin>,
     pub as_path: Option<AsPath>,

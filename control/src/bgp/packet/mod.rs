@@ -54,7 +54,8 @@ pub const AFI_IPV6: u16 = 2;
 pub const SAFI_UNICAST: u8 = 1;
 
 /// An address family + subsequent address family we can carry routes for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum Family {
     Ipv4Unicast,
     Ipv6Unicast,

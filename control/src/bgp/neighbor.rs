@@ -1,0 +1,608 @@
+//! One BGP neighbor: the RFC 4271 §8 finite state machine over one TCP connection at a
+//! time, with hold / keepalive / connect-retry (exponential backoff) timers, connection
+//! collision resolution (§6.8) and capability negotiation.
+//!
+//! The task talks to the rest of the speaker through channels only: it reports
+//! [`SessionEvent`]s (up, UPDATE received, down) and sends what it is given as
+//! [`Command`]s. Its observable state lives in a shared [`NeighborStatus`].
+
+use super::packet::error::{cease, code};
+use super::packet::{
+    frame_len, Capability, Context, Family, Message, MessageError, Notification, Open,
+    RouteRefresh, Update,
+};
+use super::socket::{self, Protection};
+use serde::Serialize;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+/// RFC 4271 §8.2.2 states.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum State {
+    Idle,
+    Connect,
+    Active,
+    OpenSent,
+    OpenConfirm,
+    Established,
+}
+
+/// What one neighbor needs to run.
+#[derive(Clone, Debug)]
+pub struct PeerConfig {
+    pub address: IpAddr,
+    pub remote_as: u32,
+    pub local_as: u32,
+    pub router_id: Ipv4Addr,
+    pub port: u16,
+    /// Proposed hold time (seconds); 0 disables keepalives.
+    pub hold_time: u16,
+    /// First connect-retry delay; doubles on each failure up to `connect_retry_max`.
+    pub connect_retry: Duration,
+    pub connect_retry_max: Duration,
+    /// Only accept connections, never connect.
+    pub passive: bool,
+    pub local_address: Option<IpAddr>,
+    pub protection: Protection,
+    pub families: Vec<Family>,
+}
+
+/// Negotiated session parameters, reported when the session comes up.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SessionInfo {
+    pub remote_id: Ipv4Addr,
+    pub remote_as: u32,
+    pub local_address: IpAddr,
+    pub hold_time: u16,
+    pub families: Vec<Family>,
+    pub four_octet_as: bool,
+    pub route_refresh: bool,
+    /// Every capability the peer sent (DPF's SESSION-COLOR will be read from here).
+    #[serde(skip)]
+    pub capabilities: Vec<Capability>,
+}
+
+#[derive(Debug)]
+pub enum SessionEvent {
+    Up {
+        peer: IpAddr,
+        info: SessionInfo,
+    },
+    Update {
+        peer: IpAddr,
+        update: Box<Update>,
+    },
+    RouteRefresh {
+        peer: IpAddr,
+        family: Option<Family>,
+    },
+    Down {
+        peer: IpAddr,
+        reason: String,
+    },
+}
+
+#[derive(Debug)]
+pub enum Command {
+    /// Send these UPDATEs (ignored unless Established).
+    Send(Vec<Update>),
+    /// Close the session (Cease / administrative reset) and reconnect after the backoff:
+    /// the link under it went down.
+    Reset,
+    /// Retry connecting now (the link came back).
+    Kick,
+    /// Close the session with Cease / administrative shutdown and stop.
+    Shutdown,
+}
+
+/// Counters and state shown by `fare show neighbors`.
+#[derive(Clone, Debug, Serialize)]
+pub struct NeighborStatus {
+    pub address: IpAddr,
+    pub remote_as: u32,
+    pub state: State,
+    pub remote_id: Option<Ipv4Addr>,
+    /// Seconds since the UNIX epoch when the session last reached Established.
+    pub established_at: Option<u64>,
+    pub updates_received: u64,
+    pub updates_sent: u64,
+    pub prefixes_received: u64,
+    pub notifications_received: u64,
+    pub notifications_sent: u64,
+    /// UPDATEs with a malformed attribute handled per RFC 7606 (discard / treat-as-withdraw).
+    pub malformed_updates: u64,
+    pub flaps: u64,
+    pub last_error: Option<String>,
+}
+
+impl NeighborStatus {
+    pub fn new(address: IpAddr, remote_as: u32) -> Self {
+        NeighborStatus {
+            address,
+            remote_as,
+            state: State::Idle,
+            remote_id: None,
+            established_at: None,
+            updates_received: 0,
+            updates_sent: 0,
+            prefixes_received: 0,
+            notifications_received: 0,
+            notifications_sent: 0,
+            malformed_updates: 0,
+            flaps: 0,
+            last_error: None,
+        }
+    }
+}
+
+pub type SharedStatus = Arc<Mutex<NeighborStatus>>;
+
+/// Why a session ended; the NOTIFICATION we sent, if any, is in the text.
+type Ended = String;
+
+/// A connection and who opened it.
+struct Conn {
+    stream: TcpStream,
+    outbound: bool,
+}
+
+pub struct Neighbor {
+    pub config: PeerConfig,
+    pub status: SharedStatus,
+    pub incoming: mpsc::Receiver<TcpStream>,
+    pub events: mpsc::Sender<SessionEvent>,
+    pub commands: mpsc::UnboundedReceiver<Command>,
+}
+
+impl Neighbor {
+    fn set_state(&self, state: State) {
+        if let Ok(mut s) = self.status.lock() {
+            if s.state != state {
+                debug!(peer = %self.config.address, from = ?s.state, to = ?state, "fsm");
+            }
+            s.state = state;
+        }
+    }
+
+    fn count(&self, f: impl FnOnce(&mut NeighborStatus)) {
+        if let Ok(mut s) = self.status.lock() {
+            f(&mut s);
+        }
+    }
+
+    /// Runs until a `Shutdown` command or until the speaker drops its command sender.
+    pub async fn run(mut self) {
+        let mut backoff = self.config.connect_retry;
+        let mut first = true;
+        loop {
+            self.set_state(if self.config.passive {
+                State::Active
+            } else {
+                State::Connect
+            });
+            let delay = if first { Duration::ZERO } else { backoff };
+            first = false;
+            let conn = tokio::select! {
+                c = connect_after(&self.config, delay) => c,
+                Some(stream) = self.incoming.recv() => Conn { stream, outbound: false },
+                cmd = self.commands.recv() => match cmd {
+                    Some(Command::Send(_)) | Some(Command::Reset) => continue,
+                    Some(Command::Kick) => { first = true; continue }
+                    Some(Command::Shutdown) | None => return,
+                },
+            };
+            let started = Instant::now();
+            let result = self.session(conn).await;
+            self.set_state(State::Idle);
+            let reason = match result {
+                Ok(()) => return,
+                Err(e) => e,
+            };
+            info!(peer = %self.config.address, %reason, "session down");
+            self.count(|s| s.last_error = Some(reason.clone()));
+            let _ = self
+                .events
+                .send(SessionEvent::Down {
+                    peer: self.config.address,
+                    reason,
+                })
+                .await;
+            // A session that stayed up a while restarts the backoff.
+            backoff = if started.elapsed() > self.config.connect_retry_max {
+                self.config.connect_retry
+            } else {
+                (backoff * 2).min(self.config.connect_retry_max)
+            };
+        }
+    }
+
+    async fn session(&mut self, mut conn: Conn) -> Result<(), Ended> {
+        let cfg = self.config.clone();
+        let mut caps: Vec<Capability> = cfg
+            .families
+            .iter()
+            .map(|f| {
+                let (afi, safi) = f.afi_safi();
+                Capability::Multiprotocol { afi, safi }
+            })
+            .collect();
+        caps.push(Capability::RouteRefresh);
+        caps.push(Capability::FourOctetAs(cfg.local_as));
+        let our_open = Open::new(cfg.local_as, cfg.hold_time, cfg.router_id, caps);
+        let mut pending: Option<TcpStream> = None;
+
+        // OpenSent / OpenConfirm, possibly twice after a collision.
+        let (mut reader, mut writer, info) = 'handshake: loop {
+            let Conn { stream, outbound } = conn;
+            let local_address = stream
+                .local_addr()
+                .map(|a| a.ip().to_canonical())
+                .map_err(|e| e.to_string())?;
+            let (rd, wr) = stream.into_split();
+            let mut reader = Reader::new(rd);
+            let mut writer = Writer::new(wr);
+            writer
+                .send(&Message::Open(our_open.clone()), Context::default())
+                .await?;
+            self.set_state(State::OpenSent);
+            // RFC 4271 §8.2.2: a large hold timer while waiting for the OPEN.
+            let open = loop {
+                let msg = tokio::select! {
+                    m = reader.next(Context::default(), Duration::from_secs(240)) => m,
+                    Some(s) = self.incoming.recv() => {
+                        // Peer raced us; decide once its OPEN tells us its BGP ID.
+                        pending = Some(s);
+                        continue;
+                    }
+                };
+                match msg {
+                    Ok(Message::Open(o)) => break o,
+                    Ok(Message::Notification(n)) => return Err(self.notified(n)),
+                    Ok(_) => {
+                        return Err(self
+                            .fail(&mut writer, Notification::new(code::FSM, 1), "not an OPEN")
+                            .await)
+                    }
+                    Err(ReadError::Message(e)) => {
+                        return Err(self.fail(&mut writer, e.notification, e.reason).await)
+                    }
+                    Err(ReadError::Io(e)) => return Err(e),
+                }
+            };
+            if open.asn() != cfg.remote_as {
+                let n = Notification {
+                    code: code::OPEN,
+                    subcode: super::packet::error::open::BAD_PEER_AS,
+                    data: open.my_as.to_be_bytes().to_vec(),
+                };
+                return Err(self.fail(&mut writer, n, "peer AS mismatch").await);
+            }
+            if open.bgp_id == cfg.router_id {
+                let n =
+                    Notification::new(code::OPEN, super::packet::error::open::BAD_BGP_IDENTIFIER);
+                return Err(self
+                    .fail(&mut writer, n, "peer uses our BGP identifier")
+                    .await);
+            }
+            // Collision (RFC 4271 §6.8): the connection opened by the higher BGP ID wins.
+            if let Some(other) = pending.take() {
+                let keep_ours = u32::from(cfg.router_id) > u32::from(open.bgp_id);
+                let current_wins = outbound == keep_ours;
+                if current_wins {
+                    close_with(
+                        other,
+                        Notification::new(code::CEASE, cease::CONNECTION_COLLISION),
+                    )
+                    .await;
+                } else {
+                    let _ = writer
+                        .send(
+                            &Message::Notification(Notification::new(
+                                code::CEASE,
+                                cease::CONNECTION_COLLISION,
+                            )),
+                            Context::default(),
+                        )
+                        .await;
+                    conn = Conn {
+                        stream: other,
+                        outbound: false,
+                    };
+                    continue 'handshake;
+                }
+            }
+            let peer_families = open.families();
+            let families: Vec<Family> = if open
+                .capabilities
+                .iter()
+                .any(|c| matches!(c, Capability::Multiprotocol { .. }))
+            {
+                cfg.families
+                    .iter()
+                    .copied()
+                    .filter(|f| peer_families.contains(f))
+                    .collect()
+            } else {
+                // RFC 4760 §8: no MP capability means IPv4 unicast only.
+                cfg.families
+                    .iter()
+                    .copied()
+                    .filter(|f| *f == Family::Ipv4Unicast)
+                    .collect()
+            };
+            let info = SessionInfo {
+                remote_id: open.bgp_id,
+                remote_as: open.asn(),
+                local_address,
+                hold_time: cfg.hold_time.min(open.hold_time),
+                families,
+                four_octet_as: open
+                    .capabilities
+                    .iter()
+                    .any(|c| matches!(c, Capability::FourOctetAs(_))),
+                route_refresh: open.has(&Capability::RouteRefresh),
+                capabilities: open.capabilities.clone(),
+            };
+            writer.send(&Message::Keepalive, Context::default()).await?;
+            self.set_state(State::OpenConfirm);
+            break (reader, writer, info);
+        };
+
+        let ctx = Context {
+            four_octet_as: info.four_octet_as,
+        };
+        let hold = Duration::from_secs(info.hold_time as u64);
+        let no_timer = Duration::from_secs(u32::MAX as u64);
+        // OpenConfirm: wait for the peer's KEEPALIVE.
+        loop {
+            match reader
+                .next(ctx, if hold.is_zero() { no_timer } else { hold })
+                .await
+            {
+                Ok(Message::Keepalive) => break,
+                Ok(Message::Notification(n)) => return Err(self.notified(n)),
+                Ok(_) => {
+                    return Err(self
+                        .fail(
+                            &mut writer,
+                            Notification::new(code::FSM, 2),
+                            "unexpected message in OpenConfirm",
+                        )
+                        .await)
+                }
+                Err(ReadError::Message(e)) => {
+                    return Err(self.fail(&mut writer, e.notification, e.reason).await)
+                }
+                Err(ReadError::Io(e)) => return Err(e),
+            }
+        }
+        self.set_state(State::Established);
+        info!(peer = %cfg.address, remote_id = %info.remote_id, families = ?info.families, "session established");
+        self.count(|s| {
+            s.remote_id = Some(info.remote_id);
+            s.established_at = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .ok()
+                .map(|d| d.as_secs());
+            s.flaps += 1;
+        });
+        let families = info.families.clone();
+        self.events
+            .send(SessionEvent::Up {
+                peer: cfg.address,
+                info,
+            })
+            .await
+            .map_err(|_| "speaker stopped".to_string())?;
+
+        let keepalive_every = if hold.is_zero() { no_timer } else { hold / 3 };
+        let mut keepalive = tokio::time::interval_at(
+            tokio::time::Instant::now() + keepalive_every,
+            keepalive_every,
+        );
+        loop {
+            tokio::select! {
+                msg = reader.next(ctx, if hold.is_zero() { no_timer } else { hold }) => {
+                    match msg {
+                        Ok(Message::Update(u)) => {
+                            let prefixes = u.announced().count() as u64;
+                            let malformed = !u.errors.is_empty();
+                            if malformed {
+                                for e in &u.errors {
+                                    warn!(peer = %cfg.address, "malformed UPDATE: {e}");
+                                }
+                            }
+                            self.count(|s| {
+                                s.updates_received += 1;
+                                s.prefixes_received += prefixes;
+                                s.malformed_updates += malformed as u64;
+                            });
+                            self.events
+                                .send(SessionEvent::Update { peer: cfg.address, update: Box::new(u) })
+                                .await
+                                .map_err(|_| "speaker stopped".to_string())?;
+                        }
+                        Ok(Message::Keepalive) => {}
+                        Ok(Message::RouteRefresh(RouteRefresh { afi, safi, .. })) => {
+                            let family = Family::from_afi_safi(afi, safi);
+                            let _ = self.events.send(SessionEvent::RouteRefresh { peer: cfg.address, family }).await;
+                        }
+                        Ok(Message::Notification(n)) => return Err(self.notified(n)),
+                        Ok(Message::Open(_)) => {
+                            return Err(self.fail(&mut writer, Notification::new(code::FSM, 3), "OPEN while Established").await)
+                        }
+                        Err(ReadError::Message(e)) => {
+                            return Err(self.fail(&mut writer, e.notification, e.reason).await)
+                        }
+                        Err(ReadError::Io(e)) => return Err(e),
+                    }
+                }
+                _ = keepalive.tick() => writer.send(&Message::Keepalive, ctx).await?,
+                cmd = self.commands.recv() => match cmd {
+                    Some(Command::Send(updates)) => {
+                        let n = updates.len() as u64;
+                        let mut buf = Vec::new();
+                        for u in updates {
+                            let fam_ok = u.announced().chain(u.withdrawn_all()).all(|p| {
+                                families.contains(&super::packet::nlri::family_of(&p))
+                            });
+                            if fam_ok {
+                                buf.extend_from_slice(&Message::Update(u).encode(ctx));
+                            }
+                        }
+                        writer.write_raw(&buf).await?;
+                        self.count(|s| s.updates_sent += n);
+                    }
+                    Some(Command::Kick) => {}
+                    Some(Command::Reset) => {
+                        let n = Notification::new(code::CEASE, cease::ADMINISTRATIVE_RESET);
+                        let _ = writer.send(&Message::Notification(n), ctx).await;
+                        self.count(|s| s.notifications_sent += 1);
+                        return Err("link down".into());
+                    }
+                    Some(Command::Shutdown) | None => {
+                        let n = Notification::new(code::CEASE, cease::ADMINISTRATIVE_SHUTDOWN);
+                        let _ = writer.send(&Message::Notification(n), ctx).await;
+                        self.count(|s| s.notifications_sent += 1);
+                        return Ok(());
+                    }
+                },
+                Some(s) = self.incoming.recv() => {
+                    // RFC 4271 §6.8: an Established session wins any collision.
+                    close_with(s, Notification::new(code::CEASE, cease::CONNECTION_COLLISION)).await;
+                }
+            }
+        }
+    }
+
+    fn notified(&self, n: Notification) -> Ended {
+        self.count(|s| s.notifications_received += 1);
+        format!("received NOTIFICATION {n}")
+    }
+
+    async fn fail(&self, writer: &mut Writer, n: Notification, reason: &str) -> Ended {
+        warn!(peer = %self.config.address, %reason, "sending NOTIFICATION {n}");
+        let text = format!("sent NOTIFICATION {n}: {reason}");
+        let _ = writer
+            .send(&Message::Notification(n), Context::default())
+            .await;
+        self.count(|s| s.notifications_sent += 1);
+        text
+    }
+}
+
+async fn connect_after(cfg: &PeerConfig, delay: Duration) -> Conn {
+    tokio::time::sleep(delay).await;
+    if cfg.passive {
+        std::future::pending::<()>().await;
+    }
+    let mut wait = cfg.connect_retry;
+    loop {
+        let addr = SocketAddr::new(cfg.address, cfg.port);
+        match socket::connect(addr, cfg.local_address, &cfg.protection).await {
+            Ok(stream) => {
+                return Conn {
+                    stream,
+                    outbound: true,
+                }
+            }
+            Err(e) => {
+                debug!(peer = %cfg.address, "connect: {e}");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(cfg.connect_retry_max);
+            }
+        }
+    }
+}
+
+async fn close_with(stream: TcpStream, n: Notification) {
+    let mut stream = stream;
+    let _ = stream
+        .write_all(&Message::Notification(n).encode(Context::default()))
+        .await;
+}
+
+enum ReadError {
+    /// The peer sent something we must answer with this NOTIFICATION.
+    Message(MessageError),
+    /// The connection failed or the hold timer expired.
+    Io(Ended),
+}
+
+/// Reads whole messages from the socket.
+struct Reader {
+    half: OwnedReadHalf,
+    buf: Vec<u8>,
+    start: usize,
+}
+
+impl Reader {
+    fn new(half: OwnedReadHalf) -> Self {
+        Reader {
+            half,
+            buf: Vec::with_capacity(1 << 16),
+            start: 0,
+        }
+    }
+
+    /// The next message; the hold timer is the time allowed for it to arrive.
+    async fn next(&mut self, ctx: Context, hold: Duration) -> Result<Message, ReadError> {
+        let deadline = tokio::time::Instant::now() + hold;
+        loop {
+            let avail = &self.buf[self.start..];
+            if let Some(len) = frame_len(avail).map_err(ReadError::Message)? {
+                if avail.len() >= len {
+                    let msg = Message::decode(&avail[..len], ctx).map_err(ReadError::Message);
+                    self.start += len;
+                    return msg;
+                }
+            }
+            if self.start > 0 && self.start * 2 >= self.buf.len() {
+                self.buf.drain(..self.start);
+                self.start = 0;
+            }
+            if self.buf.capacity() - self.buf.len() < 8192 {
+                self.buf.reserve(1 << 16);
+            }
+            // `read_buf` is cancel safe: nothing is lost if another select arm wins.
+            match tokio::time::timeout_at(deadline, self.half.read_buf(&mut self.buf)).await {
+                Err(_) => {
+                    return Err(ReadError::Message(MessageError::new(
+                        code::HOLD_TIMER_EXPIRED,
+                        0,
+                        vec![],
+                        "hold timer expired",
+                    )))
+                }
+                Ok(Ok(0)) => return Err(ReadError::Io("connection closed by peer".into())),
+                Ok(Ok(_)) => {}
+                Ok(Err(e)) => return Err(ReadError::Io(format!("read: {e}"))),
+            }
+        }
+    }
+}
+
+struct Writer {
+    half: tokio::net::tcp::OwnedWriteHalf,
+}
+
+impl Writer {
+    fn new(half: tokio::net::tcp::OwnedWriteHalf) -> Self {
+        Writer { half }
+    }
+    async fn send(&mut self, m: &Message, ctx: Context) -> Result<(), Ended> {
+        self.write_raw(&m.encode(ctx)).await
+    }
+    async fn write_raw(&mut self, b: &[u8]) -> Result<(), Ended> {
+        self.half
+            .write_all(b)
+            .await
+            .map_err(|e| format!("write: {e}"))
+    }
+}

@@ -1,0 +1,783 @@
+//! The BGP speaker of one node: listeners, one task per neighbor, and the task that owns
+//! the RIBs and applies the FARE policy.
+//!
+//! Outputs go to one channel of [`SpeakerEvent`]s: WCMP groups for the data plane,
+//! route views for `fare show routes`, neighbor status changes. The agent forwards them
+//! to its data plane task and shared state; tests and benchmarks read them directly.
+
+use super::community::PathBandwidth;
+use super::fare::{Decision, PathInput, Policy, WeightSource};
+use super::neighbor::{
+    Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
+};
+use super::packet::attribute::flag;
+use super::packet::{
+    community, nlri, update, AsPath, Context, Family, MpReach, Origin, PathAttributes, Update,
+};
+use super::rib::{LocRoute, Path, Rib};
+use super::socket::{self, Protection};
+use crate::dataplane::{Group, GroupMode, Member};
+use ipnet::IpNet;
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tracing::{debug, info, warn};
+
+/// One configured neighbor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NeighborSpec {
+    pub address: IpAddr,
+    pub remote_as: u32,
+    /// Interface toward the neighbor: group member egress, link events, speed.
+    pub interface: Option<String>,
+    /// Link bandwidth; when absent, the interface speed is used.
+    pub bandwidth_gbps: Option<f64>,
+    pub passive: bool,
+    pub local_address: Option<IpAddr>,
+    pub protection: Protection,
+}
+
+#[derive(Clone, Debug)]
+pub struct SpeakerConfig {
+    pub router_id: Ipv4Addr,
+    pub asn: u32,
+    /// TCP port to listen on and connect to (179).
+    pub port: u16,
+    /// Accept incoming sessions (one listener per address family).
+    pub listen: bool,
+    pub hold_time: u16,
+    pub connect_retry: Duration,
+    pub connect_retry_max: Duration,
+    pub policy: Policy,
+    pub group_mode: GroupMode,
+    pub neighbors: Vec<NeighborSpec>,
+    pub prefixes: Vec<IpNet>,
+    /// Emit a [`SpeakerEvent::Route`] per changed prefix (off for bulk benchmarks).
+    pub route_events: bool,
+}
+
+/// One path of a route as `fare show routes` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PathView {
+    pub neighbor: IpAddr,
+    pub next_hop: Option<IpAddr>,
+    pub as_path: Vec<u32>,
+    /// From the Path Bandwidth community (the one weights used), Gbps.
+    pub path_bandwidth_gbps: Option<f64>,
+    pub weight: u32,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RouteView {
+    pub prefix: IpNet,
+    pub local: bool,
+    pub weights_from: Option<WeightSource>,
+    pub paths: Vec<PathView>,
+}
+
+#[derive(Debug)]
+pub enum SpeakerEvent {
+    /// Install (Some) or remove (None) the group of a prefix.
+    Group {
+        prefix: IpNet,
+        group: Option<Group>,
+    },
+    Route {
+        prefix: IpNet,
+        route: Option<RouteView>,
+    },
+    Neighbor(NeighborStatus),
+}
+
+/// Requests to a running speaker.
+#[derive(Debug)]
+pub enum SpeakerCommand {
+    /// An interface changed: down -> its sessions' routes go at once and the sessions are
+    /// reset; up -> reconnect now. `speed_gbps` updates the link bandwidth when the
+    /// neighbor has none configured.
+    Link {
+        interface: String,
+        up: bool,
+        speed_gbps: Option<f64>,
+    },
+    /// Every route as `fare show routes` shows it.
+    Routes(tokio::sync::oneshot::Sender<Vec<RouteView>>),
+    Shutdown,
+}
+
+/// A running speaker.
+#[derive(Clone)]
+pub struct SpeakerHandle {
+    pub commands: mpsc::Sender<SpeakerCommand>,
+    pub neighbors: Vec<SharedStatus>,
+}
+
+struct Peer {
+    spec: NeighborSpec,
+    status: SharedStatus,
+    commands: mpsc::UnboundedSender<Command>,
+    incoming: mpsc::Sender<tokio::net::TcpStream>,
+    session: Option<SessionInfo>,
+    link_gbps: Option<f64>,
+    link_up: bool,
+}
+
+/// Starts listeners, neighbor tasks and the RIB task. Fails when a listener cannot bind.
+pub async fn start(
+    config: SpeakerConfig,
+    events: mpsc::Sender<SpeakerEvent>,
+) -> std::io::Result<SpeakerHandle> {
+    let (session_tx, session_rx) = mpsc::channel(1024);
+    let mut peers = HashMap::new();
+    let mut statuses = Vec::new();
+    for spec in &config.neighbors {
+        let status = Arc::new(Mutex::new(NeighborStatus::new(
+            spec.address,
+            spec.remote_as,
+        )));
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (in_tx, in_rx) = mpsc::channel(4);
+        let families = vec![Family::Ipv4Unicast, Family::Ipv6Unicast];
+        let neighbor = Neighbor {
+            config: PeerConfig {
+                address: spec.address,
+                remote_as: spec.remote_as,
+                local_as: config.asn,
+                router_id: config.router_id,
+                port: config.port,
+                hold_time: config.hold_time,
+                connect_retry: config.connect_retry,
+                connect_retry_max: config.connect_retry_max,
+                passive: spec.passive,
+                local_address: spec.local_address,
+                protection: spec.protection.clone(),
+                families,
+            },
+            status: status.clone(),
+            incoming: in_rx,
+            events: session_tx.clone(),
+            commands: cmd_rx,
+        };
+        tokio::spawn(neighbor.run());
+        let link_gbps = spec.bandwidth_gbps.or_else(|| {
+            spec.interface
+                .as_deref()
+                .and_then(super::link::interface_speed_gbps)
+        });
+        statuses.push(status.clone());
+        peers.insert(
+            spec.address,
+            Peer {
+                spec: spec.clone(),
+                status,
+                commands: cmd_tx,
+                incoming: in_tx,
+                session: None,
+                link_gbps,
+                link_up: true,
+            },
+        );
+    }
+    let accept_to: HashMap<IpAddr, mpsc::Sender<tokio::net::TcpStream>> = peers
+        .iter()
+        .map(|(a, p)| (*a, p.incoming.clone()))
+        .collect();
+    if config.listen {
+        let mut keys: Vec<(IpAddr, Protection)> = config
+            .neighbors
+            .iter()
+            .map(|n| (n.address, n.protection.clone()))
+            .collect();
+        keys.sort_by_key(|k| k.0);
+        for (any, v6) in [
+            (IpAddr::V4(Ipv4Addr::UNSPECIFIED), false),
+            (IpAddr::V6(Ipv6Addr::UNSPECIFIED), true),
+        ] {
+            let wanted: Vec<_> = keys.iter().filter(|k| k.0.is_ipv6() == v6).collect();
+            if wanted.is_empty() {
+                continue;
+            }
+            let listener = socket::listen(SocketAddr::new(any, config.port))?;
+            for (peer, prot) in &wanted {
+                if let Some(key) = &prot.md5_key {
+                    socket::set_md5(&listener, *peer, Some(key))?;
+                }
+            }
+            // GTSM on the listener only when every neighbor of the family uses it, so
+            // the SYN is checked too; otherwise it is set per accepted connection.
+            let all_gtsm = wanted.iter().all(|k| k.1.gtsm);
+            if all_gtsm {
+                socket::set_gtsm(&listener, v6)?;
+            }
+            let gtsm_peers: HashSet<IpAddr> =
+                wanted.iter().filter(|k| k.1.gtsm).map(|k| k.0).collect();
+            tokio::spawn(accept_loop(listener, accept_to.clone(), gtsm_peers));
+        }
+    }
+    let (cmd_tx, cmd_rx) = mpsc::channel(64);
+    let mut rib = Rib::default();
+    for p in &config.prefixes {
+        rib.local.insert(p.trunc());
+    }
+    let task = RibTask {
+        dirty: config.prefixes.iter().map(|p| p.trunc()).collect(),
+        config,
+        rib,
+        peers,
+        events,
+        fib: HashMap::new(),
+    };
+    tokio::spawn(task.run(session_rx, cmd_rx));
+    Ok(SpeakerHandle {
+        commands: cmd_tx,
+        neighbors: statuses,
+    })
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    peers: HashMap<IpAddr, mpsc::Sender<tokio::net::TcpStream>>,
+    gtsm: HashSet<IpAddr>,
+) {
+    loop {
+        let (stream, from) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                warn!("accept: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let ip = from.ip().to_canonical();
+        match peers.get(&ip) {
+            Some(tx) => {
+                if gtsm.contains(&ip) {
+                    if let Err(e) = socket::set_gtsm(&stream, ip.is_ipv6()) {
+                        warn!(peer = %ip, "GTSM: {e}");
+                    }
+                }
+                let _ = stream.set_nodelay(true);
+                let _ = tx.try_send(stream);
+            }
+            None => debug!(%ip, "connection from an unconfigured address refused"),
+        }
+    }
+}
+
+struct RibTask {
+    config: SpeakerConfig,
+    rib: Rib,
+    peers: HashMap<IpAddr, Peer>,
+    events: mpsc::Sender<SpeakerEvent>,
+    /// Members (neighbor, weight) of each installed group, to send only changes.
+    fib: HashMap<IpNet, Vec<(IpAddr, u32)>>,
+    dirty: HashSet<IpNet>,
+}
+
+impl RibTask {
+    async fn run(
+        mut self,
+        mut sessions: mpsc::Receiver<SessionEvent>,
+        mut commands: mpsc::Receiver<SpeakerCommand>,
+    ) {
+        self.flush().await;
+        loop {
+            tokio::select! {
+                ev = sessions.recv() => {
+                    let Some(ev) = ev else { return };
+                    self.on_session(ev).await;
+                    // Drain what is queued, then decide once for the batch.
+                    for _ in 0..4096 {
+                        match sessions.try_recv() {
+                            Ok(ev) => self.on_session(ev).await,
+                            Err(_) => break,
+                        }
+                    }
+                }
+                cmd = commands.recv() => match cmd {
+                    Some(SpeakerCommand::Link { interface, up, speed_gbps }) => {
+                        self.on_link(&interface, up, speed_gbps);
+                    }
+                    Some(SpeakerCommand::Routes(reply)) => {
+                        let mut all: Vec<RouteView> =
+                            self.rib.loc.keys().copied().collect::<Vec<_>>()
+                                .into_iter().filter_map(|p| self.view(p)).collect();
+                        all.sort_by_key(|r| r.prefix);
+                        let _ = reply.send(all);
+                    }
+                    Some(SpeakerCommand::Shutdown) | None => {
+                        for p in self.peers.values() {
+                            let _ = p.commands.send(Command::Shutdown);
+                        }
+                        return;
+                    }
+                },
+            }
+            self.flush().await;
+        }
+    }
+
+    async fn on_session(&mut self, ev: SessionEvent) {
+        match ev {
+            SessionEvent::Up { peer, info } => {
+                if let Some(p) = self.peers.get_mut(&peer) {
+                    p.session = Some(info);
+                    self.rib.adj_out.remove(&peer);
+                    self.dirty.extend(self.rib.loc.keys().copied());
+                    self.neighbor_event(peer).await;
+                }
+            }
+            SessionEvent::Down { peer, .. } => {
+                if let Some(p) = self.peers.get_mut(&peer) {
+                    p.session = None;
+                }
+                let gone = self.rib.forget_peer(peer);
+                self.dirty.extend(gone);
+                self.neighbor_event(peer).await;
+            }
+            SessionEvent::RouteRefresh { peer, .. } => {
+                self.rib.adj_out.remove(&peer);
+                self.dirty.extend(self.rib.loc.keys().copied());
+            }
+            SessionEvent::Update { peer, update } => self.on_update(peer, *update),
+        }
+    }
+
+    async fn neighbor_event(&self, peer: IpAddr) {
+        if let Some(p) = self.peers.get(&peer) {
+            let status = p.status.lock().ok().map(|s| s.clone());
+            if let Some(s) = status {
+                let _ = self.events.send(SpeakerEvent::Neighbor(s)).await;
+            }
+        }
+    }
+
+    fn on_update(&mut self, peer: IpAddr, mut u: Update) {
+        let Some(p) = self.peers.get(&peer) else {
+            return;
+        };
+        let remote_as = p.spec.remote_as;
+        for prefix in u.withdrawn_all().collect::<Vec<_>>() {
+            if self.rib.forget(peer, prefix) {
+                self.dirty.insert(prefix);
+            }
+        }
+        let announced: Vec<IpNet> = u.announced().collect();
+        if announced.is_empty() {
+            return;
+        }
+        let withdraw = u.treat_as_withdraw();
+        let a = &mut u.attributes;
+        // RFC 4271 §9.1.2 loop detection and §6.3 first-AS check (RFC 7606: withdraw).
+        let looped = a
+            .as_path
+            .as_ref()
+            .is_some_and(|p| p.contains(self.config.asn));
+        let wrong_first = a.as_path.as_ref().and_then(AsPath::first_as) != Some(remote_as);
+        if withdraw || looped || wrong_first {
+            if wrong_first && !looped && !withdraw {
+                warn!(%peer, "first AS of AS_PATH is not the neighbor's: treat-as-withdraw");
+            }
+            for prefix in announced {
+                if self.rib.forget(peer, prefix) {
+                    self.dirty.insert(prefix);
+                }
+            }
+            return;
+        }
+        // LOCAL_PREF from an external neighbor is ignored (RFC 4271 §5.1.5).
+        a.local_pref = None;
+        a.mp_unreach = None;
+        if let Some(m) = a.mp_reach.as_mut() {
+            m.nlri.clear();
+        }
+        let attrs = Arc::new(u.attributes);
+        for prefix in announced {
+            if self.rib.learn(peer, prefix, attrs.clone()) {
+                self.dirty.insert(prefix);
+            }
+        }
+    }
+
+    fn on_link(&mut self, interface: &str, up: bool, speed_gbps: Option<f64>) {
+        let mut affected = Vec::new();
+        for (addr, p) in self.peers.iter_mut() {
+            if p.spec.interface.as_deref() != Some(interface) {
+                continue;
+            }
+            if p.spec.bandwidth_gbps.is_none() && speed_gbps.is_some() {
+                p.link_gbps = speed_gbps;
+            }
+            if p.link_up != up {
+                info!(peer = %addr, %interface, up, "link event");
+                p.link_up = up;
+                let _ = p
+                    .commands
+                    .send(if up { Command::Kick } else { Command::Reset });
+            }
+            affected.push(*addr);
+        }
+        for addr in affected {
+            if !up {
+                if let Some(p) = self.peers.get_mut(&addr) {
+                    p.session = None;
+                }
+                let gone = self.rib.forget_peer(addr);
+                self.dirty.extend(gone);
+            }
+        }
+        // Bandwidth of a link feeds every weight and every advertised value.
+        self.dirty.extend(self.rib.loc.keys().copied());
+    }
+
+    fn inputs(&self, paths: &[Path]) -> Vec<PathInput> {
+        let subtype = self.config.policy.subtype;
+        paths
+            .iter()
+            .map(|p| {
+                let mut input = PathInput {
+                    link_gbps: self.peers.get(&p.peer).and_then(|x| x.link_gbps),
+                    ..Default::default()
+                };
+                for c in &p.attrs.ext_communities {
+                    if let Some(pb) = c.path_bandwidth(subtype) {
+                        if pb.transitive {
+                            input.transitive_gbps.get_or_insert(pb.gbps());
+                        } else {
+                            input.non_transitive_gbps.get_or_insert(pb.gbps());
+                        }
+                    }
+                }
+                input
+            })
+            .collect()
+    }
+
+    fn next_hop(p: &Path, peer: &IpAddr) -> IpAddr {
+        if let Some(m) = &p.attrs.mp_reach {
+            if let Some(nh) = m.next_hops.first() {
+                return *nh;
+            }
+        }
+        p.attrs.next_hop.map(IpAddr::V4).unwrap_or(*peer)
+    }
+
+    fn view(&self, prefix: IpNet) -> Option<RouteView> {
+        Some(match self.rib.loc.get(&prefix)? {
+            LocRoute::Local => RouteView {
+                prefix,
+                local: true,
+                weights_from: None,
+                paths: vec![],
+            },
+            LocRoute::Learned(paths) => {
+                let d = self.config.policy.decide(&self.inputs(paths));
+                RouteView {
+                    prefix,
+                    local: false,
+                    weights_from: Some(d.source),
+                    paths: paths
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| PathView {
+                            neighbor: p.peer,
+                            next_hop: Some(Self::next_hop(p, &p.peer)),
+                            as_path: p
+                                .attrs
+                                .as_path
+                                .iter()
+                                .flat_map(|a| a.segments.iter().flat_map(|s| s.asns.clone()))
+                                .collect(),
+                            path_bandwidth_gbps: (d.source != WeightSource::Ecmp)
+                                .then(|| d.bandwidths_gbps[i]),
+                            weight: d.weights[i],
+                        })
+                        .collect(),
+                }
+            }
+        })
+    }
+
+    /// Decides every dirty prefix, then sends group changes and UPDATEs.
+    async fn flush(&mut self) {
+        if self.dirty.is_empty() {
+            return;
+        }
+        let dirty: Vec<IpNet> = self.dirty.drain().collect();
+        let established: Vec<IpAddr> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| p.session.is_some())
+            .map(|(a, _)| *a)
+            .collect();
+        // Per neighbor: attributes -> prefixes to announce, and prefixes to withdraw.
+        let mut announce: HashMap<IpAddr, HashMap<Arc<PathAttributes>, Vec<IpNet>>> =
+            HashMap::new();
+        let mut withdraw: HashMap<IpAddr, Vec<IpNet>> = HashMap::new();
+        let mut interned: HashSet<Arc<PathAttributes>> = HashSet::new();
+        for prefix in dirty {
+            self.rib.decide(prefix);
+            let route = self.rib.loc.get(&prefix).cloned();
+            let decision = match &route {
+                Some(LocRoute::Learned(paths)) => {
+                    let d = self.config.policy.decide(&self.inputs(paths));
+                    self.program(prefix, paths, &d).await;
+                    Some(d)
+                }
+                _ => {
+                    self.program_none(prefix).await;
+                    None
+                }
+            };
+            if self.config.route_events {
+                let view = self.view(prefix);
+                let _ = self
+                    .events
+                    .send(SpeakerEvent::Route {
+                        prefix,
+                        route: view,
+                    })
+                    .await;
+            }
+            // Which neighbors get the route at all (averaged mode divides by their count).
+            let targets: Vec<IpAddr> = established
+                .iter()
+                .copied()
+                .filter(|a| self.eligible(&route, *a))
+                .collect();
+            for &peer in &established {
+                let out = if targets.contains(&peer) {
+                    self.outgoing(
+                        prefix,
+                        route.as_ref(),
+                        decision.as_ref(),
+                        peer,
+                        targets.len(),
+                    )
+                } else {
+                    None
+                };
+                let out = out.map(|a| match interned.get(&a) {
+                    Some(x) => x.clone(),
+                    None => {
+                        let x = Arc::new(a);
+                        interned.insert(x.clone());
+                        x
+                    }
+                });
+                let table = self.rib.adj_out.entry(peer).or_default();
+                match out {
+                    Some(a) => {
+                        if table.get(&prefix) != Some(&a) {
+                            table.insert(prefix, a.clone());
+                            announce
+                                .entry(peer)
+                                .or_default()
+                                .entry(a)
+                                .or_default()
+                                .push(prefix);
+                        }
+                    }
+                    None => {
+                        if table.remove(&prefix).is_some() {
+                            withdraw.entry(peer).or_default().push(prefix);
+                        }
+                    }
+                }
+            }
+        }
+        let ctx = Context::default();
+        for peer in established {
+            let mut updates = Vec::new();
+            if let Some(w) = withdraw.remove(&peer) {
+                updates.extend(update::pack_withdraw(&w));
+            }
+            if let Some(groups) = announce.remove(&peer) {
+                for (attrs, mut prefixes) in groups {
+                    prefixes.sort();
+                    updates.extend(update::pack(&attrs, &prefixes, ctx));
+                }
+            }
+            if !updates.is_empty() {
+                if let Some(p) = self.peers.get(&peer) {
+                    let _ = p.commands.send(Command::Send(updates));
+                }
+            }
+        }
+    }
+
+    fn eligible(&self, route: &Option<LocRoute>, peer: IpAddr) -> bool {
+        let Some(p) = self.peers.get(&peer) else {
+            return false;
+        };
+        match route {
+            None => false,
+            Some(LocRoute::Local) => true,
+            // Sender-side loop check: a neighbor already on the AS path would drop it.
+            Some(LocRoute::Learned(paths)) => !paths[0]
+                .attrs
+                .as_path
+                .as_ref()
+                .is_some_and(|a| a.contains(p.spec.remote_as)),
+        }
+    }
+
+    /// The attributes `prefix` is advertised with to `peer`.
+    fn outgoing(
+        &self,
+        prefix: IpNet,
+        route: Option<&LocRoute>,
+        decision: Option<&Decision>,
+        peer: IpAddr,
+        outgoing_neighbors: usize,
+    ) -> Option<PathAttributes> {
+        let p = self.peers.get(&peer)?;
+        let session = p.session.as_ref()?;
+        let policy = &self.config.policy;
+        let subtype = policy.subtype;
+        let mut a = PathAttributes::default();
+        match route? {
+            LocRoute::Local => {
+                a.origin = Some(Origin::Igp);
+                a.as_path = Some(AsPath::sequence(vec![self.config.asn]));
+                if let Some(bw) = p.link_gbps {
+                    a.ext_communities.push(
+                        PathBandwidth::new(true, self.config.router_id, bw).to_community(subtype),
+                    );
+                }
+            }
+            LocRoute::Learned(paths) => {
+                let best = &paths[0].attrs;
+                let d = decision?;
+                a.origin = best.origin;
+                a.as_path = Some(
+                    best.as_path
+                        .clone()
+                        .unwrap_or_default()
+                        .prepend(self.config.asn),
+                );
+                let new_value = policy.readvertise(d, p.link_gbps, outgoing_neighbors);
+                for c in &best.ext_communities {
+                    // Non-transitive communities stop at the AS boundary (RFC 4360 §6).
+                    if !c.is_transitive() {
+                        continue;
+                    }
+                    let ours = c.path_bandwidth(subtype).is_some();
+                    if ours && (new_value.is_some() || d.source == WeightSource::Ecmp) {
+                        continue;
+                    }
+                    a.ext_communities.push(*c);
+                }
+                if let Some(v) = new_value {
+                    a.ext_communities.push(
+                        PathBandwidth::new(true, self.config.router_id, v).to_community(subtype),
+                    );
+                }
+                if let Some(v) = policy.non_transitive(&self.inputs(paths)) {
+                    a.ext_communities.push(
+                        PathBandwidth::new(false, self.config.router_id, v).to_community(subtype),
+                    );
+                }
+                for raw in &best.other {
+                    if raw.is_optional() && !raw.is_transitive() {
+                        continue;
+                    }
+                    if matches!(raw.type_code, 14 | 15 | 17 | 18) {
+                        continue;
+                    }
+                    let mut raw = raw.clone();
+                    if raw.is_optional() && !is_known(raw.type_code) {
+                        raw.flags |= flag::PARTIAL;
+                    }
+                    a.other.push(raw);
+                }
+            }
+        }
+        a.ext_communities.sort();
+        a.ext_communities.dedup();
+        // NEXT_HOP = our address on this session (eBGP next-hop-self).
+        let local = session.local_address;
+        match (nlri::family_of(&prefix), local) {
+            (Family::Ipv4Unicast, IpAddr::V4(v4)) => a.next_hop = Some(v4),
+            (Family::Ipv4Unicast, IpAddr::V6(_)) => return None,
+            (Family::Ipv6Unicast, local) => {
+                let nh = match local {
+                    IpAddr::V6(v6) => v6,
+                    IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                };
+                a.mp_reach = Some(MpReach {
+                    family: Family::Ipv6Unicast,
+                    next_hops: vec![IpAddr::V6(nh)],
+                    nlri: vec![],
+                });
+            }
+        }
+        session
+            .families
+            .contains(&nlri::family_of(&prefix))
+            .then_some(a)
+    }
+
+    async fn program(&mut self, prefix: IpNet, paths: &[Path], d: &Decision) {
+        let key: Vec<(IpAddr, u32)> = paths
+            .iter()
+            .map(|p| p.peer)
+            .zip(d.weights.iter().copied())
+            .collect();
+        if self.fib.get(&prefix) == Some(&key) {
+            return;
+        }
+        let members = paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                let spec = self.peers.get(&p.peer).map(|x| &x.spec);
+                Member {
+                    via: p.peer.to_string(),
+                    interface: spec.and_then(|s| s.interface.clone()).unwrap_or_default(),
+                    next_hop: Some(Self::next_hop(p, &p.peer)),
+                    neighbor_mac: None,
+                    weight: d.weights[i],
+                    bandwidth_gbps: d.bandwidths_gbps[i],
+                }
+            })
+            .collect();
+        self.fib.insert(prefix, key);
+        let group = Group {
+            prefix,
+            mode: self.config.group_mode,
+            members,
+        };
+        let _ = self
+            .events
+            .send(SpeakerEvent::Group {
+                prefix,
+                group: Some(group),
+            })
+            .await;
+    }
+
+    async fn program_none(&mut self, prefix: IpNet) {
+        if self.fib.remove(&prefix).is_some() {
+            let _ = self
+                .events
+                .send(SpeakerEvent::Group {
+                    prefix,
+                    group: None,
+                })
+                .await;
+        }
+    }
+}
+
+fn is_known(type_code: u8) -> bool {
+    matches!(type_code, 1..=8 | 14..=16 | 32)
+}
+
+/// The value the community carries for `gbps` (see [`community::quantize_gbps`]).
+pub fn advertised_gbps(gbps: f64) -> f64 {
+    community::quantize_gbps(gbps)
+}

@@ -1,0 +1,267 @@
+//! Helpers for the BGP tests: run fare's speaker inside a namespace, start FRR bgpd,
+//! GoBGP or BIRD as real peers in namespaces and query them.
+
+use crate::{run, Netns};
+use anyhow::{bail, Context, Result};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Runs `f` on a new thread whose network namespace is `ns`, with a single-threaded tokio
+/// runtime, so every socket the future opens lives in that namespace.
+pub fn spawn_in_netns<T, F, Fut>(ns: &Netns, f: F) -> std::thread::JoinHandle<Result<T>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let path = format!("/var/run/netns/{}", ns.name);
+    std::thread::spawn(move || {
+        let file = std::fs::File::open(&path).with_context(|| format!("open {path}"))?;
+        // SAFETY: plain syscall on a valid fd; it only changes this thread's namespace.
+        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
+        if rc != 0 {
+            bail!("setns {path}: {}", std::io::Error::last_os_error());
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(f())
+    })
+}
+
+/// A directory owned by the `frr` user for one bgpd instance (removed on drop).
+pub struct FrrDir(pub PathBuf);
+
+impl Drop for FrrDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// FRR bgpd running standalone (no zebra) inside `ns`; killed on drop.
+pub struct Frr {
+    pub dir: FrrDir,
+    child: Option<Child>,
+}
+
+impl Frr {
+    pub fn start(ns: &Netns, config: &str) -> Result<Frr> {
+        let dir = std::env::temp_dir().join(format!("fare-frr-{}", ns.name));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir)?;
+        let dir = FrrDir(dir);
+        let conf = dir.0.join("bgpd.conf");
+        std::fs::write(&conf, config)?;
+        run("chown", &["-R", "frr:frr", &dir.0.to_string_lossy()])?;
+        let child = ns
+            .command("/usr/lib/frr/bgpd")
+            .args(["-f", &conf.to_string_lossy(), "-Z", "-i"])
+            .arg(dir.0.join("bgpd.pid"))
+            .arg("--vty_socket")
+            .arg(&dir.0)
+            .args(["-A", "127.0.0.1", "-P", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting bgpd")?;
+        Ok(Frr {
+            dir,
+            child: Some(child),
+        })
+    }
+
+    /// Runs a vtysh command against this bgpd (its output, or the error as text).
+    pub fn vtysh(&self, cmd: &str) -> String {
+        match Command::new("vtysh")
+            .arg("--vty_socket")
+            .arg(&self.dir.0)
+            .args(["-c", cmd])
+            .output()
+        {
+            Ok(out) => String::from_utf8_lossy(&out.stdout).into_owned(),
+            Err(e) => format!("vtysh: {e}"),
+        }
+    }
+
+    /// vtysh output parsed as JSON (`Null` when it is not JSON yet).
+    pub fn json(&self, cmd: &str) -> serde_json::Value {
+        serde_json::from_str(&self.vtysh(cmd)).unwrap_or(serde_json::Value::Null)
+    }
+}
+
+impl Drop for Frr {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A child process killed on drop (gobgpd, bird, tshark...).
+pub struct Daemon(pub Child);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Waits for `check` to return Some, polling every 50 ms, at most `timeout`.
+pub fn wait_for<T>(timeout: Duration, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    while start.elapsed() < timeout {
+        if let Some(v) = check() {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+use fare::bgp::speaker::{self, NeighborSpec, SpeakerCommand, SpeakerConfig, SpeakerEvent};
+use fare::dataplane::Group;
+use ipnet::IpNet;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::{Arc, Mutex};
+
+/// What a fare speaker under test has produced so far.
+#[derive(Default, Debug)]
+pub struct Observed {
+    pub groups: BTreeMap<IpNet, Group>,
+    pub established: std::collections::BTreeSet<IpAddr>,
+    /// (time since start, prefix) of every group change.
+    pub group_changes: Vec<(Duration, IpNet)>,
+}
+
+/// fare's speaker running in a namespace (in-process, on its own thread).
+pub struct FareSpeaker {
+    pub observed: Arc<Mutex<Observed>>,
+    pub commands: tokio::sync::mpsc::Sender<SpeakerCommand>,
+    pub started: Instant,
+    thread: Option<std::thread::JoinHandle<Result<()>>>,
+}
+
+/// A speaker configuration with test defaults (short timers, draft mode).
+pub fn config(
+    router_id: &str,
+    asn: u32,
+    neighbors: &[(&str, u32, f64)],
+    prefixes: &[&str],
+) -> SpeakerConfig {
+    SpeakerConfig {
+        router_id: router_id.parse::<Ipv4Addr>().expect("router id"),
+        asn,
+        port: 179,
+        listen: true,
+        hold_time: 9,
+        connect_retry: Duration::from_millis(500),
+        connect_retry_max: Duration::from_secs(4),
+        policy: fare::bgp::fare::Policy {
+            mode: fare::bandwidth::Mode::Draft,
+            role: fare::bgp::fare::Role::Default,
+            subtype: fare::bgp::community::DEFAULT_PATH_BANDWIDTH_SUBTYPE,
+            max_group_size: None,
+        },
+        group_mode: fare::dataplane::GroupMode::Spray,
+        neighbors: neighbors
+            .iter()
+            .map(|(a, asn, bw)| NeighborSpec {
+                address: a.parse().expect("neighbor address"),
+                remote_as: *asn,
+                interface: None,
+                bandwidth_gbps: Some(*bw),
+                passive: false,
+                local_address: None,
+                protection: Default::default(),
+            })
+            .collect(),
+        prefixes: prefixes
+            .iter()
+            .map(|p| p.parse().expect("prefix"))
+            .collect(),
+        route_events: false,
+    }
+}
+
+impl FareSpeaker {
+    pub fn start(ns: &Netns, config: SpeakerConfig) -> Result<FareSpeaker> {
+        let observed = Arc::new(Mutex::new(Observed::default()));
+        let obs = observed.clone();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let started = Instant::now();
+        let thread = spawn_in_netns(ns, move || async move {
+            let (ev_tx, mut ev_rx) = tokio::sync::mpsc::channel(1024);
+            let handle = speaker::start(config, ev_tx).await?;
+            let _ = tx.send(handle.commands.clone());
+            while let Some(ev) = ev_rx.recv().await {
+                let mut o = obs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
+                match ev {
+                    SpeakerEvent::Group { prefix, group } => {
+                        o.group_changes.push((started.elapsed(), prefix));
+                        match group {
+                            Some(g) => o.groups.insert(prefix, g),
+                            None => o.groups.remove(&prefix),
+                        };
+                    }
+                    SpeakerEvent::Neighbor(n) => {
+                        if n.state == fare::bgp::neighbor::State::Established {
+                            o.established.insert(n.address);
+                        } else {
+                            o.established.remove(&n.address);
+                        }
+                    }
+                    SpeakerEvent::Route { .. } => {}
+                }
+            }
+            Ok(())
+        });
+        let commands = rx
+            .recv_timeout(Duration::from_secs(5))
+            .context("speaker did not start")?;
+        Ok(FareSpeaker {
+            observed,
+            commands,
+            started,
+            thread: Some(thread),
+        })
+    }
+
+    pub fn group(&self, prefix: &str) -> Option<Group> {
+        let p: IpNet = prefix.parse().ok()?;
+        self.observed.lock().ok()?.groups.get(&p).cloned()
+    }
+
+    pub fn is_established(&self, peer: &str) -> bool {
+        let Ok(p) = peer.parse::<IpAddr>() else {
+            return false;
+        };
+        self.observed
+            .lock()
+            .map(|o| o.established.contains(&p))
+            .unwrap_or(false)
+    }
+
+    pub fn routes(&self) -> Vec<speaker::RouteView> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        if self
+            .commands
+            .blocking_send(SpeakerCommand::Routes(tx))
+            .is_err()
+        {
+            return vec![];
+        }
+        rx.blocking_recv().unwrap_or_default()
+    }
+}
+
+impl Drop for FareSpeaker {
+    fn drop(&mut self) {
+        let _ = self.commands.blocking_send(SpeakerCommand::Shutdown);
+        // The thread ends with its namespace's processes; do not wait on it.
+        drop(self.thread.take());
+    }
+}
