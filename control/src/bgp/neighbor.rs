@@ -360,28 +360,27 @@ impl Neighbor {
         let hold = Duration::from_secs(info.hold_time as u64);
         let no_timer = Duration::from_secs(u32::MAX as u64);
         // OpenConfirm: wait for the peer's KEEPALIVE.
-        loop {
-            match reader
-                .next(ctx, if hold.is_zero() { no_timer } else { hold })
-                .await
-            {
-                Ok(Message::Keepalive) => break,
-                Ok(Message::Notification(n)) => return Err(self.notified(n)),
-                Ok(_) => {
-                    return Err(self
-                        .fail(
-                            &mut writer,
-                            Notification::new(code::FSM, 2),
-                            "unexpected message in OpenConfirm",
-                        )
-                        .await)
-                }
-                Err(ReadError::Message(e)) => {
-                    return Err(self.fail(&mut writer, e.notification, e.reason).await)
-                }
-                Err(ReadError::Io(e)) => return Err(e),
+        match reader
+            .next(ctx, if hold.is_zero() { no_timer } else { hold })
+            .await
+        {
+            Ok(Message::Keepalive) => {}
+            Ok(Message::Notification(n)) => return Err(self.notified(n)),
+            Ok(_) => {
+                return Err(self
+                    .fail(
+                        &mut writer,
+                        Notification::new(code::FSM, 2),
+                        "unexpected message in OpenConfirm",
+                    )
+                    .await)
             }
+            Err(ReadError::Message(e)) => {
+                return Err(self.fail(&mut writer, e.notification, e.reason).await)
+            }
+            Err(ReadError::Io(e)) => return Err(e),
         }
+
         self.set_state(State::Established);
         info!(peer = %cfg.address, remote_id = %info.remote_id, families = ?info.families, "session established");
         self.count(|s| {

@@ -365,7 +365,7 @@ impl PathAttributes {
                 )
             }
             t::EXTENDED_COMMUNITIES => {
-                if value.len() % 8 != 0 {
+                if !value.len().is_multiple_of(8) {
                     return Err((
                         sub::OPTIONAL_ATTRIBUTE,
                         "EXTENDED_COMMUNITIES length is not a multiple of 8",
@@ -386,8 +386,8 @@ impl PathAttributes {
                 let ok = match type_code {
                     t::ATOMIC_AGGREGATE => value.is_empty(),
                     t::AGGREGATOR => value.len() == if ctx.four_octet_as { 8 } else { 6 },
-                    t::COMMUNITIES => value.len() % 4 == 0,
-                    t::LARGE_COMMUNITIES => value.len() % 12 == 0,
+                    t::COMMUNITIES => value.len().is_multiple_of(4),
+                    t::LARGE_COMMUNITIES => value.len().is_multiple_of(12),
                     _ => true,
                 };
                 if !ok {

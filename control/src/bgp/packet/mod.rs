@@ -102,6 +102,8 @@ pub struct RouteRefresh {
     pub safi: u8,
 }
 
+// UPDATE is by far the most frequent message: boxing it would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
 pub enum Message {
     Open(Open),
