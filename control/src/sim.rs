@@ -845,6 +845,44 @@ links:
     }
 
     #[test]
+    fn stub_sharing_is_transparent() {
+        let mut t = gen::multiplane(&gen::MultiPlane {
+            gpus: 24,
+            planes: 3,
+            rnics_per_leaf: 4,
+            spines_per_plane: 2,
+            ..Default::default()
+        });
+        for (a, b, g) in [("L1@Plane2", "R3", 25.0), ("S1@Plane3", "L2@Plane3", 40.0)] {
+            Change::Degrade(a.into(), b.into(), g)
+                .apply(&mut t)
+                .unwrap();
+        }
+        Change::Fail("L6@Plane1".into(), "R22".into())
+            .apply(&mut t)
+            .unwrap();
+        for mode in [Mode::Draft, Mode::Averaged] {
+            let shared = solve(
+                &t,
+                &Options {
+                    mode,
+                    ..Default::default()
+                },
+            );
+            let alone = solve(
+                &t,
+                &Options {
+                    mode,
+                    no_stub_sharing: true,
+                    threads: 1,
+                    ..Default::default()
+                },
+            );
+            assert_eq!(shared.route_groups(), alone.route_groups());
+        }
+    }
+
+    #[test]
     fn unreachable_and_isolated_nodes_have_no_group() {
         let mut t = gen::clos3(2, 1, 100.0, 1);
         Change::Fail("S1".into(), "L2".into())
@@ -853,5 +891,101 @@ links:
         let s = solve(&t, &Options::default());
         assert!(s.group("L2", gen::block_prefix(0)).is_none());
         assert!(s.group("S1", gen::block_prefix(0)).is_some());
+    }
+
+    /// A random 3-stage fabric: every leaf-spine pair has 0-2 links of random capacity.
+    fn random_clos3() -> impl proptest::strategy::Strategy<Value = Topology> {
+        use proptest::prelude::*;
+        (2usize..6, 1usize..5)
+            .prop_flat_map(|(leaves, spines)| {
+                (
+                    Just((leaves, spines)),
+                    prop::collection::vec(
+                        prop::collection::vec(
+                            prop_oneof![Just(25.0), Just(50.0), Just(100.0), Just(400.0)],
+                            0..3,
+                        ),
+                        leaves * spines,
+                    ),
+                )
+            })
+            .prop_map(|((leaves, spines), caps)| {
+                let mut t = Topology::new("random");
+                let node = |name: String, role| crate::topology::Node {
+                    name,
+                    role,
+                    asn: None,
+                    router_id: None,
+                    prefixes: vec![],
+                    pod: None,
+                    plane: None,
+                };
+                let s: Vec<NodeId> = (0..spines)
+                    .map(|i| t.add_node(node(format!("S{i}"), crate::topology::Role::Spine)))
+                    .collect();
+                for l in 0..leaves {
+                    let mut n = node(format!("L{l}"), crate::topology::Role::Leaf);
+                    n.prefixes.push(gen::block_prefix(l as u32));
+                    let id = t.add_node(n);
+                    for (j, &sp) in s.iter().enumerate() {
+                        for &c in &caps[l * spines + j] {
+                            t.add_link(sp, id, c, None);
+                        }
+                    }
+                }
+                t
+            })
+    }
+
+    proptest::proptest! {
+        /// Draft mode on a 3-stage fabric, checked against the rule written out directly:
+        /// a leaf's member via spine S over link k has bandwidth min(link k, sum of S's
+        /// links to the origin leaf), and groups respect the size limit.
+        #[test]
+        fn draft_clos3_matches_the_rule(t in random_clos3(), limit in proptest::option::of(1u32..20)) {
+            let s = solve(&t, &Options { max_group_size: limit, ..Default::default() });
+            let sum_to = |sp: NodeId, leaf: NodeId| -> f64 {
+                t.links_between(sp, leaf).map(|l| t.links[l].gbps).sum()
+            };
+            for g in s.route_groups() {
+                let total: u32 = g.members.iter().map(|m| m.weight).sum();
+                if let Some(limit) = limit {
+                    proptest::prop_assert!(total <= limit);
+                }
+                proptest::prop_assert!(total >= 1);
+                let node = t.node_id(&g.node).unwrap();
+                let origin = s.origin_sets.iter().find(|o| o.prefixes.contains(&g.prefix)).unwrap().origins[0];
+                if t.nodes[node].role == crate::topology::Role::Leaf {
+                    for m in &g.members {
+                        let via = t.node_id(&m.via).unwrap();
+                        let link = t.links.iter().find(|l| l.name == m.link).unwrap();
+                        let expect = link.gbps.min(sum_to(via, origin));
+                        proptest::prop_assert_eq!(m.bandwidth_gbps, expect);
+                    }
+                    // Every spine linked to both leaves appears, once per parallel link.
+                    let expect_members: usize = (0..t.nodes.len())
+                        .filter(|&sp| t.nodes[sp].role == crate::topology::Role::Spine && sum_to(sp, origin) > 0.0)
+                        .map(|sp| t.links_between(sp, node).count())
+                        .sum();
+                    proptest::prop_assert_eq!(g.members.len(), expect_members);
+                }
+            }
+        }
+
+        /// Averaged mode never gives a member more than its link, and shared computation
+        /// equals per-node computation.
+        #[test]
+        fn averaged_bounded_and_sharing_is_transparent(t in random_clos3()) {
+            let opts = Options { mode: Mode::Averaged, ..Default::default() };
+            let a = solve(&t, &opts).route_groups();
+            let b = solve(&t, &Options { no_stub_sharing: true, threads: 1, ..opts }).route_groups();
+            proptest::prop_assert_eq!(&a, &b);
+            for g in &a {
+                for m in &g.members {
+                    let link = t.links.iter().find(|l| l.name == m.link).unwrap();
+                    proptest::prop_assert!(m.bandwidth_gbps <= link.gbps);
+                }
+            }
+        }
     }
 }
