@@ -160,12 +160,7 @@ pub fn config(
         hold_time: 9,
         connect_retry: Duration::from_millis(500),
         connect_retry_max: Duration::from_secs(4),
-        policy: fare::bgp::fare::Policy {
-            mode: fare::bandwidth::Mode::Draft,
-            role: fare::bgp::fare::Role::Default,
-            subtype: fare::bgp::community::DEFAULT_PATH_BANDWIDTH_SUBTYPE,
-            max_group_size: None,
-        },
+        policy: fare::bgp::fare::Policy::default(),
         group_mode: fare::dataplane::GroupMode::Spray,
         neighbors: neighbors
             .iter()
@@ -177,6 +172,7 @@ pub fn config(
                 passive: false,
                 local_address: None,
                 protection: Default::default(),
+                role: None,
             })
             .collect(),
         prefixes: prefixes

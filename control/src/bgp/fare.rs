@@ -1,134 +1,128 @@
-//! The FARE policy of one node (draft-xu-idr-fare §4, white paper §2.2): which bandwidth
-//! each path of a multipath set gets, the WCMP weights (computed by [`crate::wcmp`]), and
-//! the Path Bandwidth value to re-advertise.
+//! The FARE policy of one node: a thin layer between the speaker's RIB and the
+//! foundation's path-bandwidth algebra ([`crate::bandwidth`]) and WCMP weights
+//! ([`crate::wcmp`]) — the same code `fare weights` and the simulator use, so a fabric of
+//! agents computes the groups `fare weights` predicts.
 //!
-//! - Path bandwidth of path i = min(link bandwidth toward its neighbor, the community's
-//!   value). Weights follow path bandwidths only when *every* path of the set carries the
-//!   community (draft §4.1); otherwise the group is plain ECMP.
-//! - 5-stage: when every path carries the non-transitive community (set by super-spines),
-//!   it is used instead of the transitive one and the transitive value passes unchanged
-//!   (draft §4.2). A node with role `super-spine` never updates the transitive value and
-//!   attaches a non-transitive one with the bandwidth of its links toward the advertiser.
-//! - Re-advertised value: draft mode = the sum of the path bandwidths; averaged mode
-//!   (white paper §2.2.1) = min(sum / N, outgoing link), N = outgoing neighbors.
-//! - Originated prefixes carry the bandwidth of the link they are advertised on.
+//! - Each path of a multipath set becomes a [`Received`] (link bandwidth toward its
+//!   neighbor, transitive and non-transitive Path Bandwidth values).
+//! - [`Rule`] by the node's role and where the set came from (draft §4.2: super-spine,
+//!   spine that learned from super-spines, everything else).
+//! - Weights only when every path carries the community the rule needs (draft §4.1),
+//!   else ECMP.
+//! - Re-advertised value: draft mode per [`bandwidth::draft_advertise`] (the sum; the
+//!   super-spine keeps the transitive value and adds a non-transitive one), averaged mode
+//!   per [`bandwidth::averaged_advertise`] (sum / N, min with the outgoing link).
 
-use crate::bandwidth::Mode;
-use serde::{Deserialize, Serialize};
-
-/// What a node does with the Path Bandwidth community.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Role {
-    /// Leaf or spine: update the transitive community when re-advertising.
-    #[default]
-    Default,
-    /// Super-spine of a 5-stage Clos: keep the transitive value, add a non-transitive one.
-    SuperSpine,
-}
+use crate::bandwidth::{self, Advertised, DraftOptions, Mode, Received, Rule, Spread};
+use crate::topology::Role;
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct Policy {
     pub mode: Mode,
+    /// This node's place in the Clos (leaf, spine, super-spine).
     pub role: Role,
     /// Path Bandwidth community subtype (docs/CODEPOINTS.md).
     pub subtype: u8,
     pub max_group_size: Option<u32>,
+    pub draft: DraftOptions,
 }
 
-/// One path of a multipath set as the policy sees it.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct PathInput {
-    /// Bandwidth of the link toward the neighbor the path came from (None = unknown).
-    pub link_gbps: Option<f64>,
-    pub transitive_gbps: Option<f64>,
-    pub non_transitive_gbps: Option<f64>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum WeightSource {
-    Transitive,
-    NonTransitive,
-    /// Some path lacks the community (or a link bandwidth): equal weights.
-    Ecmp,
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            mode: Mode::Draft,
+            role: Role::Leaf,
+            subtype: super::community::DEFAULT_PATH_BANDWIDTH_SUBTYPE,
+            max_group_size: None,
+            draft: DraftOptions::default(),
+        }
+    }
 }
 
 /// The outcome for one multipath set.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Decision {
-    pub source: WeightSource,
-    /// Per path, same order as the input.
+    pub rule: Rule,
+    pub spread: Spread,
+    /// Per path, same order as the input (the link bandwidth under ECMP).
     pub bandwidths_gbps: Vec<f64>,
     pub weights: Vec<u32>,
-    /// Sum of the path bandwidths (what draft mode re-advertises).
-    pub total_gbps: f64,
+}
+
+impl Decision {
+    pub fn weighted(&self) -> bool {
+        matches!(self.spread, Spread::Weighted(_))
+    }
 }
 
 impl Policy {
-    pub fn decide(&self, paths: &[PathInput]) -> Decision {
-        let pick = |f: fn(&PathInput) -> Option<f64>| -> Option<Vec<f64>> {
-            paths
-                .iter()
-                .map(|p| {
-                    let c = f(p)?;
-                    Some(match p.link_gbps {
-                        Some(l) => l.min(c),
-                        None => c,
-                    })
-                })
-                .collect()
-        };
-        let chosen = pick(|p| p.non_transitive_gbps)
-            .map(|b| (WeightSource::NonTransitive, b))
-            .or_else(|| pick(|p| p.transitive_gbps).map(|b| (WeightSource::Transitive, b)))
-            .filter(|(_, b)| !b.is_empty() && b.iter().all(|v| *v > 0.0));
-        match chosen {
-            Some((source, bandwidths_gbps)) => {
-                let w = crate::wcmp::weights(&bandwidths_gbps, self.max_group_size);
-                Decision {
-                    source,
-                    total_gbps: bandwidths_gbps.iter().sum(),
-                    bandwidths_gbps,
-                    weights: w.weights,
-                }
+    /// `from_above`: the set was learned from super-spines (only matters for a spine).
+    pub fn decide(&self, routes: &[Received], from_above: bool) -> Decision {
+        let rule = Rule::for_node(self.role, from_above);
+        let spread = bandwidth::route_bandwidths(self.mode, rule, routes);
+        let bandwidths_gbps: Vec<f64> = (0..routes.len())
+            .map(|i| spread.bandwidth(i, routes))
+            .collect();
+        let weights = match &spread {
+            Spread::Weighted(b) if b.iter().all(|v| v.is_finite() && *v > 0.0) => {
+                crate::wcmp::weights(b, self.max_group_size).weights
             }
-            None => Decision {
-                source: WeightSource::Ecmp,
-                bandwidths_gbps: paths.iter().map(|p| p.link_gbps.unwrap_or(0.0)).collect(),
-                weights: vec![1; paths.len()],
-                total_gbps: 0.0,
+            _ => vec![1; routes.len()],
+        };
+        Decision {
+            rule,
+            spread,
+            bandwidths_gbps,
+            weights,
+        }
+    }
+
+    /// What to attach when re-advertising the set to one neighbor. `path_gbps: None`
+    /// means no transitive community (ECMP set), except for the rules that pass the
+    /// received one unchanged (see [`Policy::passes_transitive`]).
+    pub fn readvertise(
+        &self,
+        routes: &[Received],
+        decision: &Decision,
+        out_link_gbps: Option<f64>,
+        outgoing_neighbors: usize,
+    ) -> Advertised {
+        match self.mode {
+            Mode::Draft => {
+                bandwidth::draft_advertise(decision.rule, routes, &decision.spread, &self.draft)
+            }
+            Mode::Averaged => Advertised {
+                path_gbps: match &decision.spread {
+                    Spread::Weighted(b) => Some(bandwidth::averaged_advertise(
+                        b.iter().sum(),
+                        outgoing_neighbors,
+                        out_link_gbps.unwrap_or(f64::INFINITY),
+                    )),
+                    Spread::Equal => None,
+                },
+                link_value_gbps: None,
             },
         }
     }
 
-    /// The transitive value to advertise to one neighbor. `None` = pass the received
-    /// community unchanged (or none at all when the set is ECMP).
-    pub fn readvertise(
-        &self,
-        decision: &Decision,
-        out_link_gbps: Option<f64>,
-        outgoing_neighbors: usize,
-    ) -> Option<f64> {
-        if self.role == Role::SuperSpine || decision.source != WeightSource::Transitive {
-            return None;
-        }
-        Some(match self.mode {
-            Mode::Draft => decision.total_gbps,
-            Mode::Averaged => {
-                let avg = decision.total_gbps / outgoing_neighbors.max(1) as f64;
-                out_link_gbps.map_or(avg, |l| avg.min(l))
+    /// True when the transitive community crosses this node unchanged (super-spine, and
+    /// a spine that learned the route from super-spines without the optional update).
+    pub fn passes_transitive(&self, decision: &Decision) -> bool {
+        self.mode == Mode::Draft
+            && match decision.rule {
+                Rule::SuperSpine => true,
+                Rule::RemoteSpine => !self.draft.remote_spine_update,
+                Rule::Normal => false,
             }
-        })
     }
 
-    /// The non-transitive value a super-spine attaches: the bandwidth of its links toward
-    /// the advertiser of the set.
-    pub fn non_transitive(&self, paths: &[PathInput]) -> Option<f64> {
-        if self.role != Role::SuperSpine {
-            return None;
+    /// The value a node attaches to the prefixes it originates, on a link of `link_gbps`:
+    /// "a maximum bandwidth value" in draft mode, the line rate in averaged mode.
+    pub fn originate(&self, link_gbps: Option<f64>) -> f64 {
+        match (self.mode, link_gbps) {
+            (Mode::Averaged, Some(l)) => l,
+            _ => bandwidth::ORIGIN_MAX_GBPS,
         }
-        paths.iter().map(|p| p.link_gbps).sum()
     }
 }
 
@@ -136,83 +130,75 @@ impl Policy {
 mod tests {
     use super::*;
 
-    fn policy(mode: Mode) -> Policy {
-        Policy {
-            mode,
-            role: Role::Default,
-            subtype: 0xa0,
-            max_group_size: None,
-        }
-    }
-
-    fn t(link: f64, c: f64) -> PathInput {
-        PathInput {
-            link_gbps: Some(link),
-            transitive_gbps: Some(c),
-            non_transitive_gbps: None,
+    fn r(link: f64, c: Option<f64>) -> Received {
+        Received {
+            link_gbps: link,
+            path_gbps: c,
+            link_value_gbps: None,
         }
     }
 
     /// White paper §2.2.2: Leaf 2 sees 75, 75, 100, 100 -> 3:3:4:4.
     #[test]
     fn white_paper_weights() {
-        let d = policy(Mode::Averaged).decide(&[
-            t(100.0, 75.0),
-            t(100.0, 75.0),
-            t(100.0, 100.0),
-            t(100.0, 100.0),
-        ]);
-        assert_eq!(d.weights, [3, 3, 4, 4]);
-        assert_eq!(d.source, WeightSource::Transitive);
+        let p = Policy {
+            mode: Mode::Averaged,
+            ..Default::default()
+        };
+        let routes = [
+            r(100.0, Some(75.0)),
+            r(100.0, Some(75.0)),
+            r(100.0, Some(100.0)),
+            r(100.0, Some(100.0)),
+        ];
+        assert_eq!(p.decide(&routes, false).weights, [3, 3, 4, 4]);
     }
 
     /// White paper §2.2.1: Spine 1 sums 50 + 100 and averages over 2 outgoing links.
     #[test]
-    fn averaged_readvertisement() {
-        let p = policy(Mode::Averaged);
-        let d = p.decide(&[t(50.0, 400.0), t(100.0, 400.0)]);
-        assert_eq!(d.total_gbps, 150.0);
-        assert_eq!(p.readvertise(&d, Some(100.0), 2), Some(75.0));
-        let d = policy(Mode::Draft).decide(&[t(50.0, 400.0), t(100.0, 400.0)]);
+    fn averaged_and_draft_readvertisement() {
+        let routes = [r(50.0, Some(f64::INFINITY)), r(100.0, Some(f64::INFINITY))];
+        let p = Policy {
+            mode: Mode::Averaged,
+            role: Role::Spine,
+            ..Default::default()
+        };
+        let d = p.decide(&routes, false);
         assert_eq!(
-            policy(Mode::Draft).readvertise(&d, Some(100.0), 2),
+            p.readvertise(&routes, &d, Some(100.0), 2).path_gbps,
+            Some(75.0)
+        );
+        let p = Policy {
+            role: Role::Spine,
+            ..Default::default()
+        };
+        let d = p.decide(&routes, false);
+        assert_eq!(
+            p.readvertise(&routes, &d, Some(100.0), 2).path_gbps,
             Some(150.0)
         );
     }
 
     #[test]
     fn ecmp_unless_every_path_carries_the_community() {
-        let mut missing = t(100.0, 100.0);
-        missing.transitive_gbps = None;
-        let d = policy(Mode::Draft).decide(&[t(100.0, 50.0), missing]);
-        assert_eq!(d.source, WeightSource::Ecmp);
+        let p = Policy::default();
+        let routes = [r(100.0, Some(50.0)), r(100.0, None)];
+        let d = p.decide(&routes, false);
+        assert!(!d.weighted());
         assert_eq!(d.weights, [1, 1]);
-        assert_eq!(policy(Mode::Draft).readvertise(&d, Some(100.0), 2), None);
+        assert_eq!(p.readvertise(&routes, &d, Some(100.0), 2).path_gbps, None);
     }
 
     #[test]
-    fn non_transitive_wins_and_transitive_passes_unchanged() {
-        let p = PathInput {
-            link_gbps: Some(100.0),
-            transitive_gbps: Some(400.0),
-            non_transitive_gbps: Some(40.0),
-        };
-        let q = PathInput {
-            non_transitive_gbps: Some(80.0),
-            ..p
-        };
-        let d = policy(Mode::Draft).decide(&[p, q]);
-        assert_eq!(d.source, WeightSource::NonTransitive);
-        assert_eq!(d.weights, [1, 2]);
-        assert_eq!(policy(Mode::Draft).readvertise(&d, None, 1), None);
-        let ss = Policy {
+    fn super_spine_keeps_transitive_and_adds_link_value() {
+        let p = Policy {
             role: Role::SuperSpine,
-            ..policy(Mode::Draft)
+            ..Default::default()
         };
-        assert_eq!(
-            ss.non_transitive(&[t(100.0, 1.0), t(50.0, 1.0)]),
-            Some(150.0)
-        );
-        assert_eq!(ss.readvertise(&ss.decide(&[t(100.0, 1.0)]), None, 1), None);
+        let routes = [r(100.0, Some(400.0))];
+        let d = p.decide(&routes, false);
+        assert!(p.passes_transitive(&d));
+        let adv = p.readvertise(&routes, &d, None, 4);
+        assert_eq!(adv.link_value_gbps, Some(100.0));
     }
 }

@@ -6,7 +6,7 @@
 //! to its data plane task and shared state; tests and benchmarks read them directly.
 
 use super::community::PathBandwidth;
-use super::fare::{Decision, PathInput, Policy, WeightSource};
+use super::fare::{Decision, Policy};
 use super::neighbor::{
     Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
 };
@@ -16,7 +16,9 @@ use super::packet::{
 };
 use super::rib::{LocRoute, Path, Rib};
 use super::socket::{self, Protection};
+use crate::bandwidth::Received;
 use crate::dataplane::{Group, GroupMode, Member};
+use crate::topology::Role;
 use ipnet::IpNet;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -38,6 +40,9 @@ pub struct NeighborSpec {
     pub passive: bool,
     pub local_address: Option<IpAddr>,
     pub protection: Protection,
+    /// The neighbor's place in the Clos, when known: a spine whose multipath set comes
+    /// from super-spines applies draft §4.2's "spine in another PoD" rule.
+    pub role: Option<Role>,
 }
 
 #[derive(Clone, Debug)]
@@ -74,7 +79,8 @@ pub struct PathView {
 pub struct RouteView {
     pub prefix: IpNet,
     pub local: bool,
-    pub weights_from: Option<WeightSource>,
+    /// WCMP from path bandwidths (false: ECMP, some path lacks the community).
+    pub weighted: bool,
     pub paths: Vec<PathView>,
 }
 
@@ -433,27 +439,54 @@ impl RibTask {
         self.dirty.extend(self.rib.loc.keys().copied());
     }
 
-    fn inputs(&self, paths: &[Path]) -> Vec<PathInput> {
+    fn link_gbps(&self, peer: &IpAddr) -> Option<f64> {
+        self.peers.get(peer).and_then(|x| x.link_gbps)
+    }
+
+    fn inputs(&self, paths: &[Path]) -> Vec<Received> {
         let subtype = self.config.policy.subtype;
         paths
             .iter()
             .map(|p| {
-                let mut input = PathInput {
-                    link_gbps: self.peers.get(&p.peer).and_then(|x| x.link_gbps),
-                    ..Default::default()
+                let mut input = Received {
+                    // Unknown link speed: the community alone decides.
+                    link_gbps: self.link_gbps(&p.peer).unwrap_or(f64::INFINITY),
+                    path_gbps: None,
+                    link_value_gbps: None,
                 };
                 for c in &p.attrs.ext_communities {
                     if let Some(pb) = c.path_bandwidth(subtype) {
                         if pb.transitive {
-                            input.transitive_gbps.get_or_insert(pb.gbps());
+                            input.path_gbps.get_or_insert(pb.gbps());
                         } else {
-                            input.non_transitive_gbps.get_or_insert(pb.gbps());
+                            input.link_value_gbps.get_or_insert(pb.gbps());
                         }
                     }
                 }
                 input
             })
             .collect()
+    }
+
+    /// Whether a set was learned from super-spines: by the neighbors' configured roles,
+    /// else by every path carrying the non-transitive value only super-spines attach.
+    fn learned_from_above(&self, paths: &[Path], inputs: &[Received]) -> bool {
+        let roles: Vec<Option<Role>> = paths
+            .iter()
+            .map(|p| self.peers.get(&p.peer).and_then(|x| x.spec.role))
+            .collect();
+        if roles.iter().all(Option::is_some) {
+            roles.iter().all(|r| *r == Some(Role::SuperSpine))
+        } else {
+            inputs.iter().all(|r| r.link_value_gbps.is_some())
+        }
+    }
+
+    fn decide(&self, paths: &[Path]) -> (Vec<Received>, Decision) {
+        let inputs = self.inputs(paths);
+        let above = self.learned_from_above(paths, &inputs);
+        let d = self.config.policy.decide(&inputs, above);
+        (inputs, d)
     }
 
     fn next_hop(p: &Path, peer: &IpAddr) -> IpAddr {
@@ -470,15 +503,15 @@ impl RibTask {
             LocRoute::Local => RouteView {
                 prefix,
                 local: true,
-                weights_from: None,
+                weighted: false,
                 paths: vec![],
             },
             LocRoute::Learned(paths) => {
-                let d = self.config.policy.decide(&self.inputs(paths));
+                let (_, d) = self.decide(paths);
                 RouteView {
                     prefix,
                     local: false,
-                    weights_from: Some(d.source),
+                    weighted: d.weighted(),
                     paths: paths
                         .iter()
                         .enumerate()
@@ -491,8 +524,7 @@ impl RibTask {
                                 .iter()
                                 .flat_map(|a| a.segments.iter().flat_map(|s| s.asns.clone()))
                                 .collect(),
-                            path_bandwidth_gbps: (d.source != WeightSource::Ecmp)
-                                .then(|| d.bandwidths_gbps[i]),
+                            path_bandwidth_gbps: d.weighted().then(|| d.bandwidths_gbps[i]),
                             weight: d.weights[i],
                         })
                         .collect(),
@@ -523,9 +555,9 @@ impl RibTask {
             let route = self.rib.loc.get(&prefix).cloned();
             let decision = match &route {
                 Some(LocRoute::Learned(paths)) => {
-                    let d = self.config.policy.decide(&self.inputs(paths));
+                    let (inputs, d) = self.decide(paths);
                     self.program(prefix, paths, &d).await;
-                    Some(d)
+                    Some((inputs, d))
                 }
                 _ => {
                     self.program_none(prefix).await;
@@ -542,11 +574,16 @@ impl RibTask {
                     })
                     .await;
             }
-            // Which neighbors get the route at all (averaged mode divides by their count).
+            // Which neighbors get the route at all (averaged mode divides by their count):
+            // not those it came from, not those already on its AS path.
+            let incoming: Vec<IpAddr> = match &route {
+                Some(LocRoute::Learned(paths)) => paths.iter().map(|p| p.peer).collect(),
+                _ => vec![],
+            };
             let targets: Vec<IpAddr> = established
                 .iter()
                 .copied()
-                .filter(|a| self.eligible(&route, *a))
+                .filter(|a| !incoming.contains(a) && self.eligible(&route, *a))
                 .collect();
             for &peer in &established {
                 let out = if targets.contains(&peer) {
@@ -630,7 +667,7 @@ impl RibTask {
         &self,
         prefix: IpNet,
         route: Option<&LocRoute>,
-        decision: Option<&Decision>,
+        decision: Option<&(Vec<Received>, Decision)>,
         peer: IpAddr,
         outgoing_neighbors: usize,
     ) -> Option<PathAttributes> {
@@ -643,15 +680,14 @@ impl RibTask {
             LocRoute::Local => {
                 a.origin = Some(Origin::Igp);
                 a.as_path = Some(AsPath::sequence(vec![self.config.asn]));
-                if let Some(bw) = p.link_gbps {
-                    a.ext_communities.push(
-                        PathBandwidth::new(true, self.config.router_id, bw).to_community(subtype),
-                    );
-                }
+                let value = policy.originate(p.link_gbps);
+                a.ext_communities.push(
+                    PathBandwidth::new(true, self.config.router_id, value).to_community(subtype),
+                );
             }
             LocRoute::Learned(paths) => {
                 let best = &paths[0].attrs;
-                let d = decision?;
+                let (inputs, d) = decision?;
                 a.origin = best.origin;
                 a.as_path = Some(
                     best.as_path
@@ -659,24 +695,27 @@ impl RibTask {
                         .unwrap_or_default()
                         .prepend(self.config.asn),
                 );
-                let new_value = policy.readvertise(d, p.link_gbps, outgoing_neighbors);
+                let keep = policy.passes_transitive(d);
+                let adv = policy.readvertise(inputs, d, p.link_gbps, outgoing_neighbors);
                 for c in &best.ext_communities {
                     // Non-transitive communities stop at the AS boundary (RFC 4360 §6).
                     if !c.is_transitive() {
                         continue;
                     }
-                    let ours = c.path_bandwidth(subtype).is_some();
-                    if ours && (new_value.is_some() || d.source == WeightSource::Ecmp) {
+                    if c.path_bandwidth(subtype).is_some() && !keep {
                         continue;
                     }
                     a.ext_communities.push(*c);
                 }
-                if let Some(v) = new_value {
-                    a.ext_communities.push(
-                        PathBandwidth::new(true, self.config.router_id, v).to_community(subtype),
-                    );
+                if !keep {
+                    if let Some(v) = adv.path_gbps {
+                        a.ext_communities.push(
+                            PathBandwidth::new(true, self.config.router_id, v)
+                                .to_community(subtype),
+                        );
+                    }
                 }
-                if let Some(v) = policy.non_transitive(&self.inputs(paths)) {
+                if let Some(v) = adv.link_value_gbps {
                     a.ext_communities.push(
                         PathBandwidth::new(false, self.config.router_id, v).to_community(subtype),
                     );

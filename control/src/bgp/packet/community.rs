@@ -61,10 +61,11 @@ impl PathBandwidth {
     }
 
     /// The value in gigabits per second (what topologies and `fare weights` use).
-    /// Negative, NaN and infinite values read as 0 (no usable bandwidth).
+    /// Negative and NaN values read as 0 (no usable bandwidth); +infinity is the
+    /// "maximum bandwidth value" an originator may attach (draft §4.2).
     pub fn gbps(&self) -> f64 {
         let v = self.gbytes_per_s as f64 * 8.0;
-        if v.is_finite() && v > 0.0 {
+        if v > 0.0 {
             v
         } else {
             0.0
