@@ -73,6 +73,8 @@ pub struct PathView {
     /// From the Path Bandwidth community (the one weights used), Gbps.
     pub path_bandwidth_gbps: Option<f64>,
     pub weight: u32,
+    /// Extended communities as received, 16 hex digits each.
+    pub ext_communities: Vec<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -526,6 +528,12 @@ impl RibTask {
                                 .collect(),
                             path_bandwidth_gbps: d.weighted().then(|| d.bandwidths_gbps[i]),
                             weight: d.weights[i],
+                            ext_communities: p
+                                .attrs
+                                .ext_communities
+                                .iter()
+                                .map(|c| c.0.iter().map(|b| format!("{b:02x}")).collect())
+                                .collect(),
                         })
                         .collect(),
                 }
@@ -684,6 +692,15 @@ impl RibTask {
                 a.ext_communities.push(
                     PathBandwidth::new(true, self.config.router_id, value).to_community(subtype),
                 );
+                // A super-spine attaches its link value to what it originates too.
+                if policy.role == Role::SuperSpine && policy.draft.link_community {
+                    if let Some(l) = p.link_gbps {
+                        a.ext_communities.push(
+                            PathBandwidth::new(false, self.config.router_id, l)
+                                .to_community(subtype),
+                        );
+                    }
+                }
             }
             LocRoute::Learned(paths) => {
                 let best = &paths[0].attrs;
