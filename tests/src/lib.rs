@@ -5,6 +5,9 @@
 //! in `Drop`, also when the test fails; processes left inside are killed first.
 
 pub mod bgp;
+pub mod inns;
+pub mod packets;
+pub mod xdp_lab;
 
 use anyhow::{bail, Context, Result};
 use std::path::PathBuf;

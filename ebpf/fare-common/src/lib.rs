@@ -1,3 +1,183 @@
 //! Map keys and values shared by the XDP program (`fare-xdp`) and the control plane.
-//! One definition of every map type, `#[repr(C)]`, used by both sides.
+//! One definition of every map type, `#[repr(C)]`, used by both sides; the map names
+//! and sizes live here too so that the loader and the program cannot disagree.
+//!
+//! Layout of the forwarding state (all maps pinned by name, see [`map_names`]):
+//! ```text
+//! ROUTES_V4 / ROUTES_V6  LPM trie   prefix -> RouteValue { group }
+//! GROUPS                 array      group id -> Group { mode, slots[] of member index }
+//! MEMBERS                array      group id * MAX_MEMBERS_PER_GROUP + index -> Member
+//! MEMBER_STATS           per-CPU    same index -> MemberCounters
+//! SPRAY_CURSOR           per-CPU    group id -> next slot (spray mode)
+//! STATS                  per-CPU    Stat -> packets
+//! EGRESS                 devmap     ifindex -> ifindex (XDP_REDIRECT targets)
+//! ```
 #![no_std]
+
+/// Group ids (slots of GROUPS). Replacement needs a free one besides every live group.
+pub const MAX_GROUPS: u32 = 1024;
+/// Members (distinct next hops) of one group.
+pub const MAX_MEMBERS_PER_GROUP: u32 = 64;
+/// Entries of MEMBERS and MEMBER_STATS.
+pub const MAX_MEMBERS: u32 = MAX_GROUPS * MAX_MEMBERS_PER_GROUP;
+/// Replicated-member slots of one group: the sum of the weights may not exceed it.
+pub const MAX_SLOTS: usize = 256;
+/// Prefixes per address family.
+pub const MAX_ROUTES: u32 = 16384;
+/// Egress interfaces (entries of the EGRESS devmap).
+pub const MAX_EGRESS: u32 = 256;
+
+/// Map names as they appear in the object and under the pin directory.
+pub mod map_names {
+    pub const ROUTES_V4: &str = "ROUTES_V4";
+    pub const ROUTES_V6: &str = "ROUTES_V6";
+    pub const GROUPS: &str = "GROUPS";
+    pub const MEMBERS: &str = "MEMBERS";
+    pub const MEMBER_STATS: &str = "MEMBER_STATS";
+    pub const SPRAY_CURSOR: &str = "SPRAY_CURSOR";
+    pub const STATS: &str = "STATS";
+    pub const EGRESS: &str = "EGRESS";
+}
+
+/// Name of the XDP program in the object.
+pub const PROGRAM_NAME: &str = "fare_xdp";
+
+/// Value of ROUTES_V4/ROUTES_V6 (keys are `{prefix_len: u32, addr: [u8; 4|16]}` in
+/// network byte order, the LPM trie key layout).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RouteValue {
+    pub group: u32,
+}
+
+/// `Group::mode`: per packet, a per-CPU cursor walks the slots.
+pub const MODE_SPRAY: u8 = 0;
+/// `Group::mode`: per flow, a 5-tuple hash picks the slot.
+pub const MODE_FLOW: u8 = 1;
+
+/// A WCMP group: replicated members in spray order. Slot `i` holds the index (within the
+/// group, < `n_members`) of the member that slot `i` sends to; a member of weight `w`
+/// fills `w` slots.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Group {
+    /// Number of used slots (the sum of the weights), 1..=MAX_SLOTS; 0 = unused.
+    pub n_slots: u16,
+    pub mode: u8,
+    pub n_members: u8,
+    /// Bumped by the loader at every write, for debugging and reconciliation.
+    pub generation: u32,
+    pub slots: [u8; MAX_SLOTS],
+}
+
+impl Default for Group {
+    fn default() -> Self {
+        Group {
+            n_slots: 0,
+            mode: MODE_SPRAY,
+            n_members: 0,
+            generation: 0,
+            slots: [0; MAX_SLOTS],
+        }
+    }
+}
+
+/// `Member::state` bit: taken out of service by the control plane (`set_member_active`).
+pub const MEMBER_ADMIN_DOWN: u32 = 1;
+/// `Member::state` bit: removed by an Adaptive Routing Notification (set by the XDP
+/// program on ARN reception, or by user space); cleared by the control plane.
+pub const MEMBER_REMOVED_BY_ARN: u32 = 2;
+
+/// One next hop of a group: where to send and how to rewrite the Ethernet header.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Member {
+    /// Egress interface (must be in EGRESS).
+    pub ifindex: u32,
+    /// 0 = in service; otherwise a set of `MEMBER_*` bits saying why it is not.
+    pub state: u32,
+    /// MAC of the egress interface (new source MAC).
+    pub src_mac: [u8; 6],
+    /// MAC of the neighbor (new destination MAC).
+    pub dst_mac: [u8; 6],
+}
+
+impl Member {
+    pub const fn active(&self) -> bool {
+        self.state == 0
+    }
+}
+
+/// Index of a member in MEMBERS / MEMBER_STATS.
+pub const fn member_id(group: u32, index: u32) -> u32 {
+    group * MAX_MEMBERS_PER_GROUP + index
+}
+
+/// Per-CPU packet and byte counters of one member.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MemberCounters {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// Indices of the STATS per-CPU array: what happened to each packet.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stat {
+    /// Every packet the program saw.
+    Received = 0,
+    /// Redirected to a member.
+    Forwarded = 1,
+    /// Not IPv4/IPv6, or not unicast to us: passed to the kernel.
+    NotIp = 2,
+    /// No route for the destination: passed to the kernel.
+    NoRoute = 3,
+    /// TTL / hop limit 0 or 1: passed to the kernel (it answers ICMP time exceeded).
+    TtlExceeded = 4,
+    /// Truncated or malformed Ethernet/VLAN/IP header: dropped.
+    Malformed = 5,
+    /// The route's group has no active member (or is being torn down): passed.
+    NoMember = 6,
+    /// bpf_redirect_map refused (egress not in EGRESS): dropped.
+    RedirectFailed = 7,
+}
+
+/// Entries of STATS (room for later counters, e.g. ARN reception).
+pub const STAT_COUNT: u32 = 16;
+
+impl Stat {
+    pub const ALL: [Stat; 8] = [
+        Stat::Received,
+        Stat::Forwarded,
+        Stat::NotIp,
+        Stat::NoRoute,
+        Stat::TtlExceeded,
+        Stat::Malformed,
+        Stat::NoMember,
+        Stat::RedirectFailed,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Stat::Received => "received",
+            Stat::Forwarded => "forwarded",
+            Stat::NotIp => "not_ip",
+            Stat::NoRoute => "no_route",
+            Stat::TtlExceeded => "ttl_exceeded",
+            Stat::Malformed => "malformed",
+            Stat::NoMember => "no_member",
+            Stat::RedirectFailed => "redirect_failed",
+        }
+    }
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    // SAFETY: plain #[repr(C)] structs of integers and byte arrays, no padding holes
+    // that could leak uninitialised memory into the kernel (all fields are written).
+    unsafe impl aya::Pod for super::RouteValue {}
+    unsafe impl aya::Pod for super::Group {}
+    unsafe impl aya::Pod for super::Member {}
+    unsafe impl aya::Pod for super::MemberCounters {}
+}

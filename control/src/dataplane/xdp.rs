@@ -1,1 +1,0 @@
-//! `xdp` data plane backend (to be implemented).

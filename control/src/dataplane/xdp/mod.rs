@@ -1,0 +1,561 @@
+//! `xdp` data plane backend: loads the fare XDP program (ebpf/fare-xdp) with aya,
+//! attaches it to the node's interfaces and keeps its maps in step with the groups.
+//!
+//! - Group replacement is make-before-break: the new group is written into a free group
+//!   id (members, counters, cursor, then the group row), the route is repointed with one
+//!   LPM map update, and only then is the old id freed (reused after a grace period).
+//! - Maps and links are pinned under `<pin_root>/<node>/` (see [`pins`]); `open` loads
+//!   the program against the pinned maps, swaps it into the pinned links atomically and
+//!   adopts the groups it finds, so a restarted agent (also after `kill -9`) causes no
+//!   forwarding gap. Installing an identical group again is a no-op.
+//! - Per-member counters survive replacements (carried to the new member with the same
+//!   interface and neighbor MAC) and restarts (they live in the pinned maps).
+
+mod encode;
+mod group_ids;
+mod logs;
+pub mod netdev;
+mod object;
+pub mod pins;
+pub mod testrun;
+
+use crate::dataplane::{Dataplane, DataplaneError, Group, GroupStatus, MemberStatus};
+use async_trait::async_trait;
+use aya::maps::lpm_trie::{Key, LpmTrie};
+use aya::maps::{Array, DevMapHash, MapData, PerCpuArray, PerCpuValues};
+use aya::programs::links::{FdLink, PinnedLink};
+use aya::programs::xdp::XdpLink;
+use aya::programs::{Xdp, XdpMode};
+use aya::{Ebpf, EbpfLoader};
+use encode::{Egress, Encoded};
+use fare_common::{self as fc, map_names, member_id, MemberCounters, RouteValue, Stat};
+use group_ids::GroupIds;
+use ipnet::IpNet;
+use pins::PinDir;
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::path::PathBuf;
+
+pub use testrun::{TestRun, TestRunOptions};
+
+/// True when this binary embeds the XDP program (bpf-linker was there at build time).
+pub fn embedded() -> bool {
+    object::bytes().is_some()
+}
+
+const BACKEND: &str = "xdp";
+
+fn err(what: impl Display) -> DataplaneError {
+    DataplaneError::backend(BACKEND, what.to_string())
+}
+
+/// Where and on what the backend runs.
+#[derive(Clone, Debug)]
+pub struct XdpOptions {
+    /// Node name: the pin directory `<pin_root>/<node>` (unique per agent on a host).
+    pub node: String,
+    /// Interfaces that get the XDP program (ingress); members may use any interface.
+    pub interfaces: Vec<String>,
+    /// bpffs directory for fare's pins (default /sys/fs/bpf/fare).
+    pub pin_root: PathBuf,
+}
+
+impl XdpOptions {
+    pub fn new(node: impl Into<String>, interfaces: Vec<String>) -> XdpOptions {
+        XdpOptions {
+            node: node.into(),
+            interfaces,
+            pin_root: PathBuf::from(pins::DEFAULT_ROOT),
+        }
+    }
+}
+
+/// A group as written to the maps.
+struct Installed {
+    gid: u32,
+    group: Group,
+    encoded: Encoded,
+}
+
+pub struct XdpDataplane {
+    /// Owns the loaded program (the links below keep it attached).
+    ebpf: Ebpf,
+    pins: PinDir,
+    links: Vec<(String, FdLink)>,
+    routes_v4: LpmTrie<MapData, [u8; 4], RouteValue>,
+    routes_v6: LpmTrie<MapData, [u8; 16], RouteValue>,
+    group_rows: Array<MapData, fc::Group>,
+    member_rows: Array<MapData, fc::Member>,
+    member_stats: PerCpuArray<MapData, MemberCounters>,
+    cursors: PerCpuArray<MapData, u32>,
+    stats: PerCpuArray<MapData, u64>,
+    egress: DevMapHash<MapData>,
+    installed: BTreeMap<IpNet, Installed>,
+    ids: GroupIds,
+    generation: u32,
+    ncpus: usize,
+    log_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+fn take_map<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, DataplaneError>
+where
+    T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf
+        .take_map(name)
+        .ok_or_else(|| err(format!("map {name} missing from the XDP object")))?;
+    T::try_from(map).map_err(|e| err(format!("map {name}: {e}")))
+}
+
+impl XdpDataplane {
+    /// Loads the program against the pinned maps (creating them the first time),
+    /// attaches it to every interface (atomically replacing a pinned earlier instance)
+    /// and adopts the groups already in the maps.
+    pub fn open(opts: &XdpOptions) -> Result<XdpDataplane, DataplaneError> {
+        let bytes = object::bytes().ok_or_else(|| err(object::MISSING))?;
+        let pins = PinDir::new(&opts.pin_root, &opts.node);
+        pins.prepare(&opts.pin_root)
+            .map_err(|source| DataplaneError::Io {
+                backend: BACKEND,
+                what: format!("preparing pin directory {}", pins.node.display()),
+                source,
+            })?;
+        let level = logs::kernel_level();
+        let mut ebpf = EbpfLoader::new()
+            .default_map_pin_directory(pins.maps())
+            .override_global("AYA_LOG_LEVEL", &level, false)
+            .load(bytes)
+            .map_err(|e| err(format!("loading the XDP object: {e}")))?;
+        let log_task = logs::spawn(&mut ebpf);
+        let program: &mut Xdp = ebpf
+            .program_mut(fc::PROGRAM_NAME)
+            .ok_or_else(|| err("program fare_xdp missing from the object"))?
+            .try_into()
+            .map_err(|e| err(format!("program fare_xdp: {e}")))?;
+        program
+            .load()
+            .map_err(|e| err(format!("the kernel refused the XDP program: {e:?}")))?;
+        let mut links = Vec::new();
+        for ifname in &opts.interfaces {
+            let link = attach(program, &pins, ifname)?;
+            links.push((ifname.clone(), link));
+        }
+        let ncpus = aya::util::nr_cpus().map_err(|(what, e)| err(format!("{what}: {e}")))?;
+        let mut dp = XdpDataplane {
+            routes_v4: take_map(&mut ebpf, map_names::ROUTES_V4)?,
+            routes_v6: take_map(&mut ebpf, map_names::ROUTES_V6)?,
+            group_rows: take_map(&mut ebpf, map_names::GROUPS)?,
+            member_rows: take_map(&mut ebpf, map_names::MEMBERS)?,
+            member_stats: take_map(&mut ebpf, map_names::MEMBER_STATS)?,
+            cursors: take_map(&mut ebpf, map_names::SPRAY_CURSOR)?,
+            stats: take_map(&mut ebpf, map_names::STATS)?,
+            egress: take_map(&mut ebpf, map_names::EGRESS)?,
+            ebpf,
+            pins,
+            links,
+            installed: BTreeMap::new(),
+            ids: GroupIds::new(0, |_| false),
+            generation: 0,
+            ncpus,
+            log_task,
+        };
+        dp.adopt()?;
+        tracing::info!(
+            node = %opts.node,
+            interfaces = ?opts.interfaces,
+            adopted = dp.installed.len(),
+            "xdp: program attached"
+        );
+        Ok(dp)
+    }
+
+    /// Reads the routes and groups left in the pinned maps by an earlier agent.
+    fn adopt(&mut self) -> Result<(), DataplaneError> {
+        let mut routes: Vec<(IpNet, u32)> = Vec::new();
+        for key in self.routes_v4.keys() {
+            let key = key.map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
+            let value = self
+                .routes_v4
+                .get(&key, 0)
+                .map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
+            let addr = std::net::Ipv4Addr::from(key.data());
+            if let Ok(net) = ipnet::Ipv4Net::new(addr, key.prefix_len() as u8) {
+                routes.push((IpNet::V4(net), value.group));
+            }
+        }
+        for key in self.routes_v6.keys() {
+            let key = key.map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
+            let value = self
+                .routes_v6
+                .get(&key, 0)
+                .map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
+            let addr = std::net::Ipv6Addr::from(key.data());
+            if let Ok(net) = ipnet::Ipv6Net::new(addr, key.prefix_len() as u8) {
+                routes.push((IpNet::V6(net), value.group));
+            }
+        }
+        for (prefix, gid) in routes {
+            let Ok(row) = self.group_rows.get(&gid, 0) else {
+                continue;
+            };
+            let members: Vec<fc::Member> = (0..u32::from(row.n_members))
+                .filter_map(|i| self.member_rows.get(&member_id(gid, i), 0).ok())
+                .collect();
+            let mut name = |ifindex: u32| {
+                netdev::ifname(ifindex).unwrap_or_else(|_| format!("ifindex{ifindex}"))
+            };
+            match encode::decode(prefix, &row, &members, &mut name) {
+                Some(group) => {
+                    self.generation = self.generation.max(row.generation);
+                    self.installed.insert(
+                        prefix,
+                        Installed {
+                            gid,
+                            group,
+                            encoded: Encoded {
+                                group: row,
+                                members,
+                            },
+                        },
+                    );
+                }
+                None => tracing::warn!(%prefix, gid, "xdp: pinned group unreadable, ignored"),
+            }
+        }
+        let used: std::collections::BTreeSet<u32> =
+            self.installed.values().map(|i| i.gid).collect();
+        self.ids = GroupIds::new(fc::MAX_GROUPS, |g| used.contains(&g));
+        Ok(())
+    }
+
+    /// Program counters (`received`, `forwarded`, `malformed`, ...) summed over CPUs.
+    pub fn stats(&self) -> Result<BTreeMap<&'static str, u64>, DataplaneError> {
+        let mut out = BTreeMap::new();
+        for stat in Stat::ALL {
+            let values = self
+                .stats
+                .get(&(stat as u32), 0)
+                .map_err(|e| err(format!("reading STATS: {e}")))?;
+            out.insert(stat.name(), values.iter().sum());
+        }
+        Ok(out)
+    }
+
+    /// File descriptor of the loaded program (for `BPF_PROG_TEST_RUN`).
+    pub fn program_fd(&self) -> Result<RawFd, DataplaneError> {
+        let program: &Xdp = self
+            .ebpf
+            .program(fc::PROGRAM_NAME)
+            .ok_or_else(|| err("program missing"))?
+            .try_into()
+            .map_err(|e| err(format!("{e}")))?;
+        let fd = program.fd().map_err(|e| err(format!("{e}")))?;
+        Ok(fd.as_fd().as_raw_fd())
+    }
+
+    /// Runs the program on `frame` with `BPF_PROG_TEST_RUN` (see [`testrun`]).
+    pub fn test_run(&self, frame: &[u8], opts: TestRunOptions) -> Result<TestRun, DataplaneError> {
+        testrun::run(self.program_fd()?, frame, opts).map_err(|source| DataplaneError::Io {
+            backend: BACKEND,
+            what: "BPF_PROG_TEST_RUN".into(),
+            source,
+        })
+    }
+
+    /// Interfaces with the program attached.
+    pub fn interfaces(&self) -> impl Iterator<Item = &str> {
+        self.links.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// Detaches from every interface and removes all pins of this node (forwarding
+    /// stops). A plain drop leaves everything attached and pinned instead.
+    pub fn destroy(mut self) -> Result<(), DataplaneError> {
+        self.links.clear();
+        self.pins.remove_all().map_err(|source| DataplaneError::Io {
+            backend: BACKEND,
+            what: format!("removing {}", self.pins.node.display()),
+            source,
+        })
+    }
+
+    fn egress(&mut self, name: &str) -> Result<Egress, DataplaneError> {
+        let io = |what: String| {
+            move |source| DataplaneError::Io {
+                backend: BACKEND,
+                what,
+                source,
+            }
+        };
+        let ifindex = netdev::ifindex(name).map_err(io(format!("interface {name}")))?;
+        let mac = netdev::mac(name).map_err(io(format!("MAC address of {name}")))?;
+        if self.egress.get(ifindex, 0).is_err() {
+            self.egress
+                .insert(ifindex, ifindex, None, 0)
+                .map_err(|e| err(format!("adding {name} to EGRESS: {e}")))?;
+        }
+        Ok(Egress { ifindex, mac })
+    }
+
+    fn per_cpu<T: aya::Pod>(&self, value: T) -> Result<PerCpuValues<T>, DataplaneError> {
+        PerCpuValues::try_from(vec![value; self.ncpus]).map_err(|e| err(format!("{e}")))
+    }
+
+    /// Writes members, counters, cursor and finally the group row of `gid`.
+    fn write_group(
+        &mut self,
+        gid: u32,
+        encoded: &mut Encoded,
+        old: Option<(u32, &Encoded)>,
+    ) -> Result<(), DataplaneError> {
+        for (i, m) in encoded.members.iter().enumerate() {
+            let id = member_id(gid, i as u32);
+            // Carry the counters of the same next hop in the group being replaced.
+            let carried = old.and_then(|(old_gid, old_enc)| {
+                let j = old_enc
+                    .members
+                    .iter()
+                    .position(|o| o.ifindex == m.ifindex && o.dst_mac == m.dst_mac)?;
+                self.member_stats.get(&member_id(old_gid, j as u32), 0).ok()
+            });
+            let counters = match carried {
+                Some(c) => c,
+                None => self.per_cpu(MemberCounters::default())?,
+            };
+            self.member_stats
+                .set(id, counters, 0)
+                .map_err(|e| err(format!("MEMBER_STATS[{id}]: {e}")))?;
+            self.member_rows
+                .set(id, m, 0)
+                .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
+        }
+        let zero = self.per_cpu(0u32)?;
+        self.cursors
+            .set(gid, zero, 0)
+            .map_err(|e| err(format!("SPRAY_CURSOR[{gid}]: {e}")))?;
+        self.generation = self.generation.wrapping_add(1);
+        encoded.group.generation = self.generation;
+        self.group_rows
+            .set(gid, encoded.group, 0)
+            .map_err(|e| err(format!("GROUPS[{gid}]: {e}")))
+    }
+
+    fn set_route(&mut self, prefix: IpNet, gid: u32) -> Result<(), DataplaneError> {
+        let value = RouteValue { group: gid };
+        let r = match prefix.trunc() {
+            IpNet::V4(n) => self.routes_v4.insert(
+                &Key::new(u32::from(n.prefix_len()), n.network().octets()),
+                value,
+                0,
+            ),
+            IpNet::V6(n) => self.routes_v6.insert(
+                &Key::new(u32::from(n.prefix_len()), n.network().octets()),
+                value,
+                0,
+            ),
+        };
+        r.map_err(|e| err(format!("route {prefix}: {e}")))
+    }
+
+    fn delete_route(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        let r = match prefix.trunc() {
+            IpNet::V4(n) => self
+                .routes_v4
+                .remove(&Key::new(u32::from(n.prefix_len()), n.network().octets())),
+            IpNet::V6(n) => self
+                .routes_v6
+                .remove(&Key::new(u32::from(n.prefix_len()), n.network().octets())),
+        };
+        r.map_err(|e| err(format!("route {prefix}: {e}")))
+    }
+
+    fn member_row(&self, gid: u32, index: usize) -> Result<fc::Member, DataplaneError> {
+        let id = member_id(gid, index as u32);
+        self.member_rows
+            .get(&id, 0)
+            .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))
+    }
+}
+
+impl Drop for XdpDataplane {
+    fn drop(&mut self) {
+        if let Some(task) = self.log_task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Attaches `program` to `ifname`: through the pinned link when there is one (atomic
+/// replacement of the earlier program, no gap), else with a new link that is pinned.
+fn attach(program: &mut Xdp, pins: &PinDir, ifname: &str) -> Result<FdLink, DataplaneError> {
+    let path = pins.link(ifname);
+    if path.exists() {
+        let replaced = PinnedLink::from_pin(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|pinned| XdpLink::try_from(FdLink::from(pinned)).map_err(|e| e.to_string()))
+            .and_then(|link| program.attach_to_link(link).map_err(|e| e.to_string()))
+            .and_then(|id| program.take_link(id).map_err(|e| e.to_string()))
+            .and_then(|link| FdLink::try_from(link).map_err(|e| e.to_string()));
+        match replaced {
+            Ok(link) => {
+                tracing::info!(
+                    interface = ifname,
+                    "xdp: replaced the program in the pinned link"
+                );
+                return Ok(link);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    interface = ifname,
+                    "xdp: pinned link unusable ({e}), attaching anew"
+                );
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    let ifindex = netdev::ifindex(ifname).map_err(|source| DataplaneError::Io {
+        backend: BACKEND,
+        what: format!("interface {ifname}"),
+        source,
+    })?;
+    let id = program
+        .attach_to_if_index(ifindex, XdpMode::Default)
+        .map_err(|e| err(format!("attaching to {ifname}: {e}")))?;
+    let link = program
+        .take_link(id)
+        .map_err(|e| err(format!("attaching to {ifname}: {e}")))?;
+    let link = FdLink::try_from(link).map_err(|e| {
+        err(format!(
+            "attaching to {ifname}: no bpf_link (kernel too old to pin XDP links): {e}"
+        ))
+    })?;
+    let pinned = link
+        .pin(&path)
+        .map_err(|e| err(format!("pinning {}: {e}", path.display())))?;
+    Ok(FdLink::from(pinned))
+}
+
+#[async_trait]
+impl Dataplane for XdpDataplane {
+    fn name(&self) -> &'static str {
+        BACKEND
+    }
+
+    async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+        let mut encoded = encode::encode(group, &mut |name| self.egress(name))?;
+        if let Some(cur) = self.installed.get_mut(&group.prefix) {
+            if cur.encoded.same_forwarding(&encoded) {
+                cur.group = group.clone();
+                return Ok(());
+            }
+        }
+        let (gid, wait) = self.ids.take().ok_or_else(|| {
+            err(format!(
+                "all {} group ids in use: cannot install {}",
+                fc::MAX_GROUPS,
+                group.prefix
+            ))
+        })?;
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        let old = self.installed.remove(&group.prefix);
+        let written = self
+            .write_group(gid, &mut encoded, old.as_ref().map(|o| (o.gid, &o.encoded)))
+            .and_then(|()| self.set_route(group.prefix, gid));
+        if let Err(e) = written {
+            self.ids.release(gid);
+            if let Some(old) = old {
+                self.installed.insert(group.prefix, old);
+            }
+            return Err(e);
+        }
+        if let Some(old) = old {
+            self.ids.release(old.gid);
+        }
+        self.installed.insert(
+            group.prefix,
+            Installed {
+                gid,
+                group: group.clone(),
+                encoded,
+            },
+        );
+        tracing::debug!(prefix = %group.prefix, gid, "xdp: group installed");
+        Ok(())
+    }
+
+    async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        let old = self
+            .installed
+            .remove(&prefix)
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        if let Err(e) = self.delete_route(prefix) {
+            self.installed.insert(prefix, old);
+            return Err(e);
+        }
+        self.ids.release(old.gid);
+        Ok(())
+    }
+
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
+        let mut out = Vec::with_capacity(self.installed.len());
+        for inst in self.installed.values() {
+            let mut members = Vec::with_capacity(inst.group.members.len());
+            for i in 0..inst.group.members.len() {
+                let id = member_id(inst.gid, i as u32);
+                let counters = self
+                    .member_stats
+                    .get(&id, 0)
+                    .map_err(|e| err(format!("MEMBER_STATS[{id}]: {e}")))?;
+                let row = self.member_row(inst.gid, i)?;
+                members.push(MemberStatus {
+                    packets: counters.iter().map(|c| c.packets).sum(),
+                    bytes: counters.iter().map(|c| c.bytes).sum(),
+                    active: row.active(),
+                });
+            }
+            out.push(GroupStatus {
+                group: inst.group.clone(),
+                members,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        active: bool,
+    ) -> Result<(), DataplaneError> {
+        let inst = self
+            .installed
+            .get(&prefix)
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        let gid = inst.gid;
+        let n = inst.group.members.len();
+        if index >= n {
+            return Err(err(format!("{prefix} has no member {index}")));
+        }
+        let mut others_active = false;
+        for i in (0..n).filter(|&i| i != index) {
+            others_active |= self.member_row(gid, i)?.active();
+        }
+        if !active && !others_active {
+            return Err(err(format!(
+                "{prefix}: refusing to deactivate the last active member"
+            )));
+        }
+        let mut row = self.member_row(gid, index)?;
+        row.state = if active {
+            0
+        } else {
+            row.state | fc::MEMBER_ADMIN_DOWN
+        };
+        let id = member_id(gid, index as u32);
+        self.member_rows
+            .set(id, row, 0)
+            .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))
+    }
+}

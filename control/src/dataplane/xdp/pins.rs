@@ -1,0 +1,100 @@
+//! Where the XDP state lives in bpffs, per node:
+//! ```text
+//! <root>/<node>/maps/<MAP>      every map of the program (pinned by name)
+//! <root>/<node>/links/<ifname>  the XDP link of each interface
+//! ```
+//! A link pinned there keeps the program attached after the agent exits (also after
+//! `kill -9`); a restarted agent loads the program against the same maps and swaps it
+//! into the links atomically, so forwarding never stops.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Default bpffs root of fare's pins.
+pub const DEFAULT_ROOT: &str = "/sys/fs/bpf/fare";
+const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
+
+#[derive(Clone, Debug)]
+pub struct PinDir {
+    pub node: PathBuf,
+}
+
+impl PinDir {
+    pub fn new(root: &Path, node: &str) -> PinDir {
+        PinDir {
+            node: root.join(node),
+        }
+    }
+
+    pub fn maps(&self) -> PathBuf {
+        self.node.join("maps")
+    }
+
+    pub fn link(&self, ifname: &str) -> PathBuf {
+        self.node.join("links").join(ifname)
+    }
+
+    /// Makes sure bpffs is mounted under `root` and creates the directories.
+    pub fn prepare(&self, root: &Path) -> io::Result<()> {
+        ensure_bpffs(root)?;
+        std::fs::create_dir_all(self.maps())?;
+        std::fs::create_dir_all(self.node.join("links"))?;
+        Ok(())
+    }
+
+    /// Removes every pin of the node (the program detaches once nothing holds it).
+    pub fn remove_all(&self) -> io::Result<()> {
+        match std::fs::remove_dir_all(&self.node) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        }
+    }
+}
+
+fn is_bpffs(path: &Path) -> bool {
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
+        return false;
+    };
+    // SAFETY: statfs fills `st`; c is NUL-terminated.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
+    rc == 0 && st.f_type as i64 == BPF_FS_MAGIC
+}
+
+/// bpffs must hold `root`: when neither it nor /sys/fs/bpf is bpffs, mount it on
+/// /sys/fs/bpf (the usual place; systemd normally does this).
+fn ensure_bpffs(root: &Path) -> io::Result<()> {
+    let mut probe = root.to_path_buf();
+    while !probe.exists() {
+        if !probe.pop() {
+            break;
+        }
+    }
+    if is_bpffs(&probe) {
+        return Ok(());
+    }
+    let sys = Path::new("/sys/fs/bpf");
+    if root.starts_with(sys) && !is_bpffs(sys) {
+        std::fs::create_dir_all(sys)?;
+        let rc = unsafe {
+            libc::mount(
+                c"bpf".as_ptr(),
+                c"/sys/fs/bpf".as_ptr(),
+                c"bpf".as_ptr(),
+                0,
+                std::ptr::null(),
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        return Ok(());
+    }
+    if root.starts_with(sys) {
+        return Ok(());
+    }
+    Err(io::Error::other(format!(
+        "{} is not on a bpf filesystem",
+        root.display()
+    )))
+}

@@ -1,0 +1,39 @@
+//! Ethernet with at most one VLAN tag (802.1Q or 802.1ad): finds the L3 header.
+
+use aya_ebpf::programs::XdpContext;
+
+use crate::consts::*;
+use crate::packet::{ptr_at, read_be16, Malformed};
+
+pub enum L3 {
+    Ipv4,
+    Ipv6,
+    Other,
+}
+
+pub struct Frame {
+    pub l3: L3,
+    /// Offset of the L3 header (after the optional tag).
+    pub l3_offset: usize,
+}
+
+#[inline(always)]
+pub fn parse(ctx: &XdpContext) -> Result<Frame, Malformed> {
+    let dst: *const [u8; 6] = ptr_at(ctx, 0)?;
+    let mut ethertype = read_be16(ctx, 12)?;
+    let mut l3_offset = ETH_HLEN;
+    if ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
+        ethertype = read_be16(ctx, ETH_HLEN + 2)?;
+        l3_offset += VLAN_HLEN;
+    }
+    // SAFETY: ptr_at checked the bounds.
+    let multicast = unsafe { (*dst)[0] } & 1 != 0;
+    let l3 = match ethertype {
+        // Broadcast/multicast frames are never routed by us.
+        _ if multicast => L3::Other,
+        ETH_P_IP => L3::Ipv4,
+        ETH_P_IPV6 => L3::Ipv6,
+        _ => L3::Other,
+    };
+    Ok(Frame { l3, l3_offset })
+}

@@ -1,0 +1,135 @@
+//! Routing: destination -> LPM route -> group -> member; then rewrite and redirect.
+
+use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
+use aya_log_ebpf::{debug, warn};
+use fare_common::{member_id, Stat, MAX_MEMBERS_PER_GROUP, MAX_SLOTS, MODE_FLOW};
+
+use crate::flow::FlowKey;
+use crate::ipv4::{self, Ipv4};
+use crate::ipv6::{self, Ipv6};
+use crate::maps::{EGRESS, GROUPS, MEMBERS, ROUTES_V4, ROUTES_V6, SPRAY_CURSOR};
+use crate::packet::{self, ptr_at, Malformed};
+use crate::stats;
+
+#[inline(always)]
+pub fn ipv4(ctx: &XdpContext, ip: &Ipv4) -> Result<u32, Malformed> {
+    let Some(route) = ROUTES_V4.get(Key::new(32, ip.dst)) else {
+        stats::count(Stat::NoRoute);
+        return Ok(xdp_action::XDP_PASS);
+    };
+    let group = route.group;
+    if ip.ttl <= 1 {
+        // The kernel answers with ICMP time exceeded.
+        stats::count(Stat::TtlExceeded);
+        debug!(ctx, "ttl exceeded, to the kernel");
+        return Ok(xdp_action::XDP_PASS);
+    }
+    let Some(next) = select(group, &ip.flow) else {
+        stats::count(Stat::NoMember);
+        return Ok(xdp_action::XDP_PASS);
+    };
+    ipv4::decrement_ttl(ctx, ip.offset)?;
+    send(ctx, &next)
+}
+
+#[inline(always)]
+pub fn ipv6(ctx: &XdpContext, ip: &Ipv6) -> Result<u32, Malformed> {
+    let Some(route) = ROUTES_V6.get(Key::new(128, ip.dst)) else {
+        stats::count(Stat::NoRoute);
+        return Ok(xdp_action::XDP_PASS);
+    };
+    let group = route.group;
+    if ip.hop_limit <= 1 {
+        stats::count(Stat::TtlExceeded);
+        debug!(ctx, "hop limit exceeded, to the kernel");
+        return Ok(xdp_action::XDP_PASS);
+    }
+    let Some(next) = select(group, &ip.flow) else {
+        stats::count(Stat::NoMember);
+        return Ok(xdp_action::XDP_PASS);
+    };
+    ipv6::decrement_hop_limit(ctx, ip.offset)?;
+    send(ctx, &next)
+}
+
+/// The member a packet goes to.
+struct NextHop {
+    member_id: u32,
+    ifindex: u32,
+    src_mac: [u8; 6],
+    dst_mac: [u8; 6],
+}
+
+/// Picks the slot (spray: the per-CPU cursor; flow: the hash), then walks forward past
+/// members that are out of service. None when the group is empty or all are out.
+#[inline(always)]
+fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
+    let g = GROUPS.get(group)?;
+    let n = g.n_slots as u32;
+    if n == 0 || n > MAX_SLOTS as u32 {
+        return None;
+    }
+    let flow_mode = g.mode == MODE_FLOW;
+    let cursor = SPRAY_CURSOR.get_ptr_mut(group)?;
+    let start = if flow_mode {
+        // Multiply-shift maps the hash uniformly onto 0..n without a division.
+        ((flow.hash() as u64 * n as u64) >> 32) as u32
+    } else {
+        // SAFETY: per-CPU slot, only this CPU touches it while we run.
+        let c = unsafe { *cursor };
+        if c >= n {
+            0
+        } else {
+            c
+        }
+    };
+    for i in 0..MAX_SLOTS as u32 {
+        if i >= n {
+            break;
+        }
+        let mut slot = start + i;
+        if slot >= n {
+            slot -= n;
+        }
+        let index = g.slots[slot as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);
+        let id = member_id(group, index);
+        let m = MEMBERS.get(id)?;
+        if m.active() {
+            if !flow_mode {
+                let next = slot + 1;
+                // SAFETY: per-CPU slot.
+                unsafe { *cursor = if next >= n { 0 } else { next } };
+            }
+            return Some(NextHop {
+                member_id: id,
+                ifindex: m.ifindex,
+                src_mac: m.src_mac,
+                dst_mac: m.dst_mac,
+            });
+        }
+    }
+    None
+}
+
+#[inline(always)]
+fn send(ctx: &XdpContext, next: &NextHop) -> Result<u32, Malformed> {
+    let dst: *mut [u8; 6] = ptr_at(ctx, 0)?;
+    let src: *mut [u8; 6] = ptr_at(ctx, 6)?;
+    // SAFETY: ptr_at checked both 6-byte fields.
+    unsafe {
+        *dst = next.dst_mac;
+        *src = next.src_mac;
+    }
+    match EGRESS.redirect(next.ifindex, 0) {
+        Ok(action) => {
+            stats::count(Stat::Forwarded);
+            stats::count_member(next.member_id, packet::len(ctx));
+            Ok(action)
+        }
+        Err(_) => {
+            stats::count(Stat::RedirectFailed);
+            warn!(ctx, "redirect to ifindex {} refused", next.ifindex);
+            Ok(xdp_action::XDP_DROP)
+        }
+    }
+}

@@ -1,0 +1,71 @@
+//! fare XDP program: Ethernet (+ one 802.1Q tag) -> IPv4/IPv6 -> LPM route -> WCMP group
+//! -> member (spray: per-CPU cursor over the slots; flow: 5-tuple hash onto the slots)
+//! -> MAC rewrite, TTL/hop-limit decrement -> XDP_REDIRECT through the EGRESS devmap.
+//!
+//! Anything we do not route goes to the kernel (XDP_PASS): non-IP, no route, TTL <= 1.
+//! Malformed or truncated headers are counted and dropped.
+//!
+//! Layout: `maps` (all maps), `consts` (protocol numbers), `packet` (bounds-checked
+//! access), one parser per protocol (`eth`, `ipv4`, `ipv6`), `flow` (5-tuple hash),
+//! `forward` (group -> member -> rewrite -> redirect), `stats` (counters).
+#![no_std]
+#![no_main]
+
+mod consts;
+mod eth;
+mod flow;
+mod forward;
+mod ipv4;
+mod ipv6;
+mod maps;
+mod packet;
+mod stats;
+
+use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};
+use aya_log_ebpf::debug;
+use fare_common::Stat;
+
+use crate::eth::L3;
+use crate::packet::Malformed;
+
+#[xdp]
+pub fn fare_xdp(ctx: XdpContext) -> u32 {
+    stats::count(Stat::Received);
+    match try_fare_xdp(&ctx) {
+        Ok(action) => action,
+        Err(Malformed) => {
+            stats::count(Stat::Malformed);
+            debug!(&ctx, "malformed packet dropped");
+            xdp_action::XDP_DROP
+        }
+    }
+}
+
+#[inline(always)]
+fn try_fare_xdp(ctx: &XdpContext) -> Result<u32, Malformed> {
+    let frame = eth::parse(ctx)?;
+    match frame.l3 {
+        L3::Ipv4 => {
+            let ip = ipv4::parse(ctx, frame.l3_offset)?;
+            forward::ipv4(ctx, &ip)
+        }
+        L3::Ipv6 => {
+            let ip = ipv6::parse(ctx, frame.l3_offset)?;
+            forward::ipv6(ctx, &ip)
+        }
+        L3::Other => {
+            stats::count(Stat::NotIp);
+            Ok(xdp_action::XDP_PASS)
+        }
+    }
+}
+
+#[cfg(not(test))]
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

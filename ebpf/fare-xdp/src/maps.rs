@@ -1,0 +1,35 @@
+//! Every map of the program, pinned by name so that a restarted agent finds them again
+//! (the loader passes the pin directory). Types and sizes come from `fare_common`.
+
+use aya_ebpf::{
+    macros::map,
+    maps::{lpm_trie::LpmTrie, Array, DevMapHash, PerCpuArray},
+};
+use fare_common::{
+    Group, Member, MemberCounters, RouteValue, MAX_EGRESS, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES,
+    STAT_COUNT,
+};
+
+#[map]
+pub static ROUTES_V4: LpmTrie<[u8; 4], RouteValue> = LpmTrie::pinned(MAX_ROUTES, 0);
+
+#[map]
+pub static ROUTES_V6: LpmTrie<[u8; 16], RouteValue> = LpmTrie::pinned(MAX_ROUTES, 0);
+
+#[map]
+pub static GROUPS: Array<Group> = Array::pinned(MAX_GROUPS, 0);
+
+#[map]
+pub static MEMBERS: Array<Member> = Array::pinned(MAX_MEMBERS, 0);
+
+#[map]
+pub static MEMBER_STATS: PerCpuArray<MemberCounters> = PerCpuArray::pinned(MAX_MEMBERS, 0);
+
+#[map]
+pub static SPRAY_CURSOR: PerCpuArray<u32> = PerCpuArray::pinned(MAX_GROUPS, 0);
+
+#[map]
+pub static STATS: PerCpuArray<u64> = PerCpuArray::pinned(STAT_COUNT, 0);
+
+#[map]
+pub static EGRESS: DevMapHash = DevMapHash::pinned(MAX_EGRESS, 0);

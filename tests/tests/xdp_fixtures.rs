@@ -1,0 +1,500 @@
+//! Data-path fixtures for the XDP program, run with BPF_PROG_TEST_RUN (Katran-style):
+//! a table of (description, input frame, expected action, expected output frame,
+//! counter that must move), plus exact spray counts and member removal. No traffic
+//! crosses an interface; the router namespace only provides real egress interfaces.
+//!
+//! Run: `cargo test -p fare-integration --test xdp_fixtures -- --test-threads=1` (root).
+
+use anyhow::{ensure, Result};
+use fare::dataplane::xdp::{TestRunOptions, XdpDataplane, XdpOptions};
+use fare::dataplane::{Dataplane, GroupMode};
+use fare_integration::packets::*;
+use fare_integration::xdp_lab::{
+    egress_mac, group, have_xdp, sink_mac, XdpLab, GEN_MAC, ROUTER_MAC,
+};
+use fare_integration::{have_root, have_tool, inns};
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+const XDP_DROP: u32 = 1;
+const XDP_PASS: u32 = 2;
+const XDP_REDIRECT: u32 = 4;
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+fn skip(test: &str) -> bool {
+    !(have_root(test) && have_tool(test, "ethtool") && have_xdp(test))
+}
+
+/// The frame after forwarding to member `m` (1-based): MACs rewritten, TTL or hop
+/// limit decremented, IPv4 checksum recomputed from scratch.
+fn forwarded(frame: &[u8], m: usize, l3: usize) -> Vec<u8> {
+    let mut f = frame.to_vec();
+    f[..6].copy_from_slice(&sink_mac(m));
+    f[6..12].copy_from_slice(&egress_mac(m));
+    if f[l3] >> 4 == 4 {
+        f[l3 + 8] -= 1;
+        f[l3 + 10..l3 + 12].copy_from_slice(&[0, 0]);
+        let ihl = usize::from(f[l3] & 0xf) * 4;
+        let c = checksum(&f[l3..l3 + ihl]);
+        f[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+    } else {
+        f[l3 + 7] -= 1;
+    }
+    f
+}
+
+struct Case {
+    what: &'static str,
+    frame: Vec<u8>,
+    action: u32,
+    /// Expected output frame (None: unchanged).
+    out: Option<Vec<u8>>,
+    /// Program counter that must move by one.
+    stat: &'static str,
+}
+
+fn v4(dst: [u8; 4], ttl: u8) -> Vec<u8> {
+    udp4_frame(
+        ROUTER_MAC,
+        GEN_MAC,
+        Ipv4Addr::new(10, 0, 0, 1),
+        Ipv4Addr::from(dst),
+        1000,
+        2000,
+        ttl,
+    )
+}
+
+fn v6(dst: &str, hop: u8) -> Vec<u8> {
+    udp6_frame(
+        ROUTER_MAC,
+        GEN_MAC,
+        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1),
+        dst.parse().unwrap_or(Ipv6Addr::UNSPECIFIED),
+        1000,
+        2000,
+        hop,
+    )
+}
+
+fn case(
+    what: &'static str,
+    frame: Vec<u8>,
+    action: u32,
+    out: Option<Vec<u8>>,
+    stat: &'static str,
+) -> Case {
+    Case {
+        what,
+        frame,
+        action,
+        out,
+        stat,
+    }
+}
+
+fn cases() -> Vec<Case> {
+    let routed = v4([198, 18, 1, 1], 64);
+    let mut vlan = ethernet(ROUTER_MAC, GEN_MAC, Some(7), ETH_P_IP);
+    vlan.extend_from_slice(&routed[14..]);
+    // IHL 6: one word of options (NOPs) after the 20-byte header.
+    let mut hdr = ipv4(
+        Ipv4Addr::new(10, 0, 0, 1),
+        Ipv4Addr::new(198, 18, 2, 2),
+        17,
+        9,
+        &udp(1, 2, &[0; 8]),
+    );
+    hdr[0] = 0x46;
+    hdr.splice(20..20, [1, 1, 1, 1]);
+    let total = hdr.len() as u16;
+    hdr[2..4].copy_from_slice(&total.to_be_bytes());
+    hdr[10..12].copy_from_slice(&[0, 0]);
+    let c = checksum(&hdr[..24]);
+    hdr[10..12].copy_from_slice(&c.to_be_bytes());
+    let mut options = ethernet(ROUTER_MAC, GEN_MAC, None, ETH_P_IP);
+    options.extend(hdr);
+    let v6_routed = v6("2001:db8:18::5", 64);
+    let mut arp = ethernet(ROUTER_MAC, GEN_MAC, None, ETH_P_ARP);
+    arp.extend_from_slice(&[0; 28]);
+    let mut bcast = routed.clone();
+    bcast[..6].copy_from_slice(&[0xff; 6]);
+    let mut bad_version = routed.clone();
+    bad_version[14] = 0x65;
+    let mut bad_ihl = routed.clone();
+    bad_ihl[14] = 0x44;
+    let mut long_total = routed.clone();
+    long_total[16..18].copy_from_slice(&1500u16.to_be_bytes());
+    let mut v6_long = v6_routed.clone();
+    v6_long[18..20].copy_from_slice(&1400u16.to_be_bytes());
+    let mut v6_bad_version = v6_routed.clone();
+    v6_bad_version[14] = 0x40;
+    let mut vlan_cut = ethernet(ROUTER_MAC, GEN_MAC, None, 0x8100);
+    vlan_cut.extend_from_slice(&[0, 7]);
+    let fwd = "forwarded";
+    let bad = "malformed";
+    vec![
+        case(
+            "IPv4 routed: redirect, MACs rewritten, TTL-1, checksum patched",
+            routed.clone(),
+            XDP_REDIRECT,
+            Some(forwarded(&routed, 1, 14)),
+            fwd,
+        ),
+        case(
+            "IPv4 with options: checksum over 24 bytes still right",
+            options.clone(),
+            XDP_REDIRECT,
+            Some(forwarded(&options, 1, 14)),
+            fwd,
+        ),
+        case(
+            "802.1Q tagged IPv4: tag kept, routed",
+            vlan.clone(),
+            XDP_REDIRECT,
+            Some(forwarded(&vlan, 1, 18)),
+            fwd,
+        ),
+        case(
+            "IPv6 routed: hop limit -1",
+            v6_routed.clone(),
+            XDP_REDIRECT,
+            Some(forwarded(&v6_routed, 1, 14)),
+            fwd,
+        ),
+        case(
+            "IPv4 TTL 1: to the kernel (ICMP time exceeded), counted",
+            v4([198, 18, 1, 1], 1),
+            XDP_PASS,
+            None,
+            "ttl_exceeded",
+        ),
+        case(
+            "IPv4 TTL 0: to the kernel, counted",
+            v4([198, 18, 1, 1], 0),
+            XDP_PASS,
+            None,
+            "ttl_exceeded",
+        ),
+        case(
+            "IPv6 hop limit 1: to the kernel, counted",
+            v6("2001:db8:18::5", 1),
+            XDP_PASS,
+            None,
+            "ttl_exceeded",
+        ),
+        case(
+            "IPv4 without a route: to the kernel",
+            v4([203, 0, 113, 1], 64),
+            XDP_PASS,
+            None,
+            "no_route",
+        ),
+        case(
+            "IPv6 without a route: to the kernel",
+            v6("2001:db8:99::1", 64),
+            XDP_PASS,
+            None,
+            "no_route",
+        ),
+        case("ARP: to the kernel", arp, XDP_PASS, None, "not_ip"),
+        case(
+            "broadcast destination MAC: never routed",
+            bcast,
+            XDP_PASS,
+            None,
+            "not_ip",
+        ),
+        case(
+            "IPv4 header cut short: dropped, counted",
+            routed[..14 + 12].to_vec(),
+            XDP_DROP,
+            None,
+            bad,
+        ),
+        case(
+            "IPv4 version field 6: dropped",
+            bad_version,
+            XDP_DROP,
+            None,
+            bad,
+        ),
+        case(
+            "IPv4 IHL 4 (< 20 bytes): dropped",
+            bad_ihl,
+            XDP_DROP,
+            None,
+            bad,
+        ),
+        case(
+            "IPv4 total length beyond the frame: dropped",
+            long_total,
+            XDP_DROP,
+            None,
+            bad,
+        ),
+        case(
+            "IPv6 header cut short: dropped",
+            v6_routed[..14 + 30].to_vec(),
+            XDP_DROP,
+            None,
+            bad,
+        ),
+        case(
+            "IPv6 payload length beyond the frame: dropped",
+            v6_long,
+            XDP_DROP,
+            None,
+            bad,
+        ),
+        case(
+            "IPv6 version field 4: dropped",
+            v6_bad_version,
+            XDP_DROP,
+            None,
+            bad,
+        ),
+        case(
+            "VLAN tag without inner ethertype: dropped",
+            vlan_cut,
+            XDP_DROP,
+            None,
+            bad,
+        ),
+    ]
+}
+
+/// Opens the backend inside the lab's router namespace and runs `f` there.
+fn with_dataplane<T: Send + 'static>(
+    lab: &XdpLab,
+    f: impl FnOnce(&tokio::runtime::Runtime, &mut XdpDataplane) -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let node = lab.node.clone();
+    inns::run(&lab.router.name, move || {
+        let rt = runtime()?;
+        let _enter = rt.enter();
+        let mut dp = XdpDataplane::open(&XdpOptions::new(node, vec![]))?;
+        let out = f(&rt, &mut dp);
+        dp.destroy()?;
+        out
+    })
+}
+
+#[test]
+fn xdp_fixture_table() -> Result<()> {
+    if skip("xdp_fixture_table") {
+        return Ok(());
+    }
+    let lab = XdpLab::new("xf")?;
+    with_dataplane(&lab, |rt, dp| {
+        // One member only, so every routed case goes to e1.
+        rt.block_on(dp.install(&group("198.18.0.0/16", &[1], GroupMode::Spray)?))?;
+        rt.block_on(dp.install(&group("2001:db8:18::/48", &[1], GroupMode::Flow)?))?;
+        let mut failures = Vec::new();
+        for case in cases() {
+            let before = dp.stats()?;
+            let run = dp.test_run(&case.frame, TestRunOptions::default())?;
+            let after = dp.stats()?;
+            let expected = case.out.clone().unwrap_or_else(|| case.frame.clone());
+            let moved = after[case.stat] - before[case.stat];
+            if run.action != case.action || run.frame != expected || moved != 1 {
+                failures.push(format!(
+                    "{}: action {} (want {}), output frame {}, `{}` moved by {moved}",
+                    case.what,
+                    run.action,
+                    case.action,
+                    if run.frame == expected {
+                        "ok"
+                    } else {
+                        "differs"
+                    },
+                    case.stat
+                ));
+            }
+        }
+        ensure!(
+            failures.is_empty(),
+            "fixtures failed:\n{}",
+            failures.join("\n")
+        );
+        Ok(())
+    })
+}
+
+/// Member index (1-based) a forwarded frame went to, from its destination MAC.
+fn member_of(frame: &[u8]) -> usize {
+    usize::from(frame[5])
+}
+
+#[test]
+fn xdp_spray_exact_and_member_removal() -> Result<()> {
+    if skip("xdp_spray_exact_and_member_removal") {
+        return Ok(());
+    }
+    let lab = XdpLab::new("xe")?;
+    with_dataplane(&lab, |rt, dp| {
+        for (weights, prefix) in [
+            ([3u32, 3, 4, 4], "198.18.0.0/16"),
+            ([1, 1, 2, 2], "198.19.0.0/16"),
+        ] {
+            rt.block_on(dp.install(&group(prefix, &weights, GroupMode::Spray)?))?;
+            let dst = prefix
+                .split('/')
+                .next()
+                .unwrap_or_default()
+                .parse::<Ipv4Addr>()?;
+            let frame = udp4_frame(
+                ROUTER_MAC,
+                GEN_MAC,
+                Ipv4Addr::new(10, 0, 0, 1),
+                dst,
+                1,
+                2,
+                64,
+            );
+            // One window of sum(w) packets follows the weights exactly, whatever the start.
+            let total: u32 = weights.iter().sum();
+            let mut counts = [0u32; 4];
+            for _ in 0..total {
+                let run = dp.test_run(&frame, TestRunOptions::default())?;
+                ensure!(run.action == XDP_REDIRECT, "action {}", run.action);
+                counts[member_of(&run.frame) - 1] += 1;
+            }
+            ensure!(
+                counts == weights,
+                "{prefix}: one window gave {counts:?}, want {weights:?}"
+            );
+            // Many windows in one kernel call: the member counters follow exactly.
+            let before = rt.block_on(dp.groups())?;
+            // The kernel reuses the (rewritten) frame between repeats: start at TTL 255.
+            let windows = 254 / total;
+            let fresh = udp4_frame(
+                ROUTER_MAC,
+                GEN_MAC,
+                Ipv4Addr::new(10, 0, 0, 1),
+                dst,
+                1,
+                2,
+                255,
+            );
+            dp.test_run(
+                &fresh,
+                TestRunOptions {
+                    repeat: total * windows,
+                    ..Default::default()
+                },
+            )?;
+            let after = rt.block_on(dp.groups())?;
+            let g = after
+                .iter()
+                .position(|g| g.group.prefix.to_string() == prefix)
+                .unwrap_or(0);
+            let moved: Vec<u64> = (0..weights.len())
+                .map(|i| after[g].members[i].packets - before[g].members[i].packets)
+                .collect();
+            let want: Vec<u64> = weights.iter().map(|&w| u64::from(w * windows)).collect();
+            ensure!(
+                moved == want,
+                "{prefix}: {moved:?} packets per member, want {want:?}"
+            );
+        }
+        // A member taken out of service gets nothing; the rest keep their ratio.
+        let prefix: ipnet::IpNet = "198.18.0.0/16".parse()?;
+        rt.block_on(dp.set_member_active(prefix, 2, false))?;
+        let frame = udp4_frame(
+            ROUTER_MAC,
+            GEN_MAC,
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(198, 18, 0, 9),
+            1,
+            2,
+            64,
+        );
+        let mut counts = [0u32; 4];
+        for _ in 0..140 {
+            counts[member_of(&dp.test_run(&frame, TestRunOptions::default())?.frame) - 1] += 1;
+        }
+        ensure!(counts[2] == 0, "inactive member got {counts:?}");
+        ensure!(counts.iter().sum::<u32>() == 140);
+        let groups = rt.block_on(dp.groups())?;
+        ensure!(
+            !groups[0].members[2].active,
+            "member 2 still reported active"
+        );
+        // The last active member cannot be removed.
+        rt.block_on(dp.set_member_active(prefix, 0, false))?;
+        rt.block_on(dp.set_member_active(prefix, 1, false))?;
+        ensure!(rt.block_on(dp.set_member_active(prefix, 3, false)).is_err());
+        rt.block_on(dp.set_member_active(prefix, 2, true))?;
+        Ok(())
+    })
+}
+
+#[test]
+fn xdp_flow_mode_sticks_and_spreads() -> Result<()> {
+    if skip("xdp_flow_mode_sticks_and_spreads") {
+        return Ok(());
+    }
+    let lab = XdpLab::new("xh")?;
+    with_dataplane(&lab, |rt, dp| {
+        let weights = [3u32, 3, 4, 4];
+        rt.block_on(dp.install(&group("198.18.0.0/16", &weights, GroupMode::Flow)?))?;
+        rt.block_on(dp.install(&group("2001:db8:18::/48", &weights, GroupMode::Flow)?))?;
+        let flows = 10_000u32;
+        for v6 in [false, true] {
+            let mut counts = [0u32; 4];
+            for f in 0..flows {
+                let sport = 1024 + (f % 50_000) as u16;
+                let frame = if v6 {
+                    let dst =
+                        Ipv6Addr::new(0x2001, 0xdb8, 0x18, 0, 0, 0, (f >> 8) as u16, f as u16);
+                    udp6_frame(
+                        ROUTER_MAC,
+                        GEN_MAC,
+                        Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1),
+                        dst,
+                        sport,
+                        4791,
+                        64,
+                    )
+                } else {
+                    let dst = Ipv4Addr::new(198, 18, (f >> 8) as u8, f as u8);
+                    udp4_frame(
+                        ROUTER_MAC,
+                        GEN_MAC,
+                        Ipv4Addr::new(10, 0, 0, 1),
+                        dst,
+                        sport,
+                        4791,
+                        64,
+                    )
+                };
+                let first = member_of(&dp.test_run(&frame, TestRunOptions::default())?.frame);
+                if f % 1000 == 0 {
+                    // The same flow always takes the same member.
+                    for _ in 0..20 {
+                        let again =
+                            member_of(&dp.test_run(&frame, TestRunOptions::default())?.frame);
+                        ensure!(again == first, "flow {f} moved from {first} to {again}");
+                    }
+                }
+                counts[first - 1] += 1;
+            }
+            let sum: u32 = weights.iter().sum();
+            for (i, w) in weights.iter().enumerate() {
+                let share = f64::from(counts[i]) / f64::from(flows);
+                let want = f64::from(*w) / f64::from(sum);
+                ensure!(
+                    (share - want).abs() <= 0.03,
+                    "v6={v6} member {i}: share {share:.4}, want {want:.4} ({counts:?})"
+                );
+            }
+            eprintln!("flow mode v6={v6}: {counts:?} over {flows} flows");
+        }
+        Ok(())
+    })
+}
