@@ -10,10 +10,15 @@
 //! Sinks have GRO on so that their veth accepts redirected frames (veth needs NAPI on
 //! the receiving side). The lab's pin directory is removed on drop.
 
-use crate::{veth, Netns};
+use crate::packets::RawSender;
+use crate::{inns, veth, Netns};
 use anyhow::{Context, Result};
 use fare::dataplane::{Group, GroupMode, MacAddr, Member};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 pub const GEN_MAC: [u8; 6] = [2, 0, 0, 0, 0x10, 1];
 pub const ROUTER_MAC: [u8; 6] = [2, 0, 0, 0, 0x20, 0];
@@ -62,6 +67,11 @@ impl XdpLab {
     pub fn new(tag: &str) -> Result<XdpLab> {
         let gen = Netns::new(&format!("{tag}g"))?;
         let router = Netns::new(&format!("{tag}r"))?;
+        // No IPv6 chatter (router solicitations, MLD) from the router into the sinks,
+        // so that sink counters count only forwarded frames.
+        router.sh(
+            "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1",
+        )?;
         let mut sinks = Vec::new();
         for i in 1..=4 {
             sinks.push(Netns::new(&format!("{tag}s{i}"))?);
@@ -87,6 +97,25 @@ impl XdpLab {
             sink.exec("ethtool", &["-K", "s0", "gro", "on"])
                 .context("enabling GRO on a sink veth (needed to receive redirected frames)")?;
         }
+        // Addresses only for the kernel path: TTL-expired packets go to the kernel, which
+        // answers the generator with ICMP time exceeded.
+        gen.exec("ip", &["addr", "add", "10.0.0.1/24", "dev", "g0"])?;
+        router.exec("ip", &["addr", "add", "10.0.0.254/24", "dev", "r0"])?;
+        router.exec("ip", &["addr", "add", "10.1.1.254/24", "dev", "e1"])?;
+        router.exec(
+            "ip",
+            &[
+                "route",
+                "add",
+                "198.18.0.0/15",
+                "via",
+                "10.1.1.1",
+                "dev",
+                "e1",
+                "onlink",
+            ],
+        )?;
+        router.sh("sysctl -qw net.ipv4.ip_forward=1 net.ipv4.icmp_ratelimit=0")?;
         let node = router.name.clone();
         Ok(XdpLab {
             gen,
@@ -105,6 +134,50 @@ impl XdpLab {
                 Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
             })
             .collect()
+    }
+
+    /// ICMP time-exceeded messages the generator has received.
+    pub fn gen_icmp_time_exceeded(&self) -> Result<u64> {
+        let out = self.gen.exec("cat", &["/proc/net/snmp"])?;
+        let text = String::from_utf8_lossy(&out.stdout);
+        let mut lines = text.lines().filter(|l| l.starts_with("Icmp:"));
+        let (Some(names), Some(values)) = (lines.next(), lines.next()) else {
+            anyhow::bail!("no Icmp lines in /proc/net/snmp");
+        };
+        let at = names
+            .split_whitespace()
+            .position(|n| n == "InTimeExcds")
+            .context("no InTimeExcds")?;
+        Ok(values
+            .split_whitespace()
+            .nth(at)
+            .context("short Icmp line")?
+            .parse()?)
+    }
+
+    /// Sends frames from the generator namespace on g0, pinned to `cpu`, until `count`
+    /// frames are sent or `stop` is set (bounded by `limit`); returns how many were sent.
+    pub fn spawn_sender(
+        &self,
+        cpu: usize,
+        count: u64,
+        stop: Arc<AtomicBool>,
+        limit: Duration,
+        frame: impl Fn(u64) -> Vec<u8> + Send + 'static,
+    ) -> JoinHandle<Result<u64>> {
+        let ns = self.gen.name.clone();
+        std::thread::spawn(move || {
+            inns::enter(&ns)?;
+            inns::pin_to_cpu(cpu)?;
+            let tx = RawSender::new("g0")?;
+            let start = Instant::now();
+            let mut sent = 0;
+            while sent < count && !stop.load(Ordering::Relaxed) && start.elapsed() < limit {
+                tx.send(&frame(sent))?;
+                sent += 1;
+            }
+            Ok(sent)
+        })
     }
 
     pub fn pin_dir(&self) -> PathBuf {
