@@ -6,6 +6,7 @@
 pub mod results;
 pub mod sim;
 pub mod wcmp;
+pub mod xdp;
 
 use std::path::PathBuf;
 
@@ -29,12 +30,15 @@ pub enum Suite {
     /// WCMP group reduction: groups/s and oversubscription against proportional rounding
     /// and against the exhaustive-search optimum.
     Wcmp(wcmp::Args),
+    /// XDP program cost per packet with BPF_PROG_TEST_RUN (IPv4/IPv6, spray/flow); root.
+    Xdp(xdp::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (name, body) = match args.suite {
         Suite::Sim(a) => ("sim", sim::run(a)?),
         Suite::Wcmp(a) => ("wcmp", wcmp::run(a)?),
+        Suite::Xdp(a) => ("xdp", xdp::run(a)?),
     };
     println!("{body}");
     if !args.no_write {
