@@ -211,6 +211,8 @@ impl Open {
         out.extend_from_slice(&self.my_as.to_be_bytes());
         out.extend_from_slice(&self.hold_time.to_be_bytes());
         out.extend_from_slice(&self.bgp_id.octets());
+        // One capability per parameter (as most speakers send them); all in one parameter
+        // when that would not fit the 255-octet parameters length.
         let mut params = Vec::new();
         for cap in &self.capabilities {
             let mut c = Vec::new();
@@ -218,6 +220,15 @@ impl Open {
             params.push(2);
             params.push(c.len() as u8);
             params.extend_from_slice(&c);
+        }
+        if params.len() > 255 {
+            let mut caps = Vec::new();
+            for cap in &self.capabilities {
+                cap.encode(&mut caps);
+            }
+            caps.truncate(255 - 2);
+            params = vec![2, caps.len() as u8];
+            params.extend_from_slice(&caps);
         }
         out.push(params.len().min(255) as u8);
         out.extend_from_slice(&params);
