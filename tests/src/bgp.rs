@@ -261,3 +261,43 @@ impl Drop for FareSpeaker {
         drop(self.thread.take());
     }
 }
+
+/// Two namespaces joined by one veth: `a` has 10.0.0.1/30 and fd00::1, `b` 10.0.0.2/30
+/// and fd00::2 (fare runs in `a`, the peer under test in `b`).
+pub fn pair(tag: &str) -> Result<(Netns, Netns)> {
+    let a = Netns::new(&format!("{tag}a"))?;
+    let b = Netns::new(&format!("{tag}b"))?;
+    crate::veth(&a, "pa0", &b, "pb0")?;
+    a.sh("ip addr add 10.0.0.1/30 dev pa0 && ip addr add fd00::1/64 dev pa0 nodad")?;
+    b.sh("ip addr add 10.0.0.2/30 dev pb0 && ip addr add fd00::2/64 dev pb0 nodad")?;
+    Ok((a, b))
+}
+
+/// A temporary file removed on drop.
+pub struct TempFile(pub PathBuf);
+
+impl TempFile {
+    pub fn new(name: &str, text: &str) -> Result<TempFile> {
+        let path = std::env::temp_dir().join(format!("fare-{}-{name}", std::process::id()));
+        std::fs::write(&path, text)?;
+        Ok(TempFile(path))
+    }
+    pub fn path(&self) -> &str {
+        self.0.to_str().unwrap_or_default()
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Runs a command in `ns` and returns its stdout (empty on failure).
+pub fn output(ns: &Netns, cmd: &str, args: &[&str]) -> String {
+    ns.command(cmd)
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
