@@ -30,6 +30,35 @@ pub struct AgentConfig {
     /// Groups installed without BGP, through the same data path.
     #[serde(default, rename = "static")]
     pub static_groups: Vec<StaticGroup>,
+    /// More static groups, taken from `fare weights --json` output (see `statics`).
+    #[serde(default)]
+    pub static_from: Option<StaticFrom>,
+}
+
+/// Drives an agent with groups computed offline by `fare weights TOPO --json`:
+/// the entries of `node` become static groups, each member's topology link mapped to
+/// this node's interface and neighbor.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StaticFrom {
+    /// The JSON file; a relative path is relative to the configuration file.
+    pub weights: PathBuf,
+    /// The topology node this agent is.
+    pub node: String,
+    #[serde(default)]
+    pub mode: GroupMode,
+    /// Topology link name (the `link` of each member) -> how to reach it here.
+    pub links: BTreeMap<String, LinkMapping>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkMapping {
+    pub interface: String,
+    pub neighbor_mac: MacAddr,
+    /// Next-hop address, needed by the kernel backend.
+    #[serde(default)]
+    pub next_hop: Option<IpAddr>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -79,6 +108,18 @@ pub enum DataplaneConfig {
     /// No forwarding state: control plane only.
     #[default]
     None,
+}
+
+impl DataplaneConfig {
+    /// The `kind:` value.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            DataplaneConfig::Xdp { .. } => "xdp",
+            DataplaneConfig::Kernel { .. } => "kernel",
+            DataplaneConfig::P4runtime(_) => "p4runtime",
+            DataplaneConfig::None => "none",
+        }
+    }
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -141,12 +182,20 @@ pub struct StaticMember {
     /// Next-hop address, needed by the kernel backend.
     #[serde(default)]
     pub next_hop: Option<IpAddr>,
+    /// Bandwidth behind this member (informational, shown by `fare show groups`).
+    #[serde(default)]
+    pub bandwidth_gbps: Option<f64>,
 }
 
 impl AgentConfig {
     /// Loads and validates a configuration file; every error names file, line and field.
     pub fn load(path: &Path) -> Result<AgentConfig, FileError> {
-        let (config, text): (AgentConfig, String) = yamlfile::load(path)?;
+        let (mut config, text): (AgentConfig, String) = yamlfile::load(path)?;
+        // `static_from` groups join the `static:` ones, then both are validated together.
+        if let Some(from) = &config.static_from {
+            let groups = super::statics::from_weights(from, path, &text)?;
+            config.static_groups.extend(groups);
+        }
         config.validate(path, &text)?;
         Ok(config)
     }
@@ -155,10 +204,23 @@ impl AgentConfig {
         let at = |needle: &str, problem: String| {
             FileError::new(path, yamlfile::find_line(text, needle, 1), problem)
         };
+        let mut seen = std::collections::BTreeSet::new();
         for group in &self.static_groups {
             let p = group.prefix.to_string();
+            if !seen.insert(group.prefix) {
+                return Err(at(&p, format!("static group {p} is given twice")));
+            }
             if group.members.is_empty() {
                 return Err(at(&p, format!("static group {p}: no members")));
+            }
+            if let Some(m) = group.members.iter().find(|m| m.interface.is_empty()) {
+                return Err(at(
+                    &p,
+                    format!(
+                        "static group {p}: member {} has no interface",
+                        m.neighbor_mac
+                    ),
+                ));
             }
             if let Some(m) = group.members.iter().find(|m| m.weight == 0) {
                 return Err(at(

@@ -1,8 +1,39 @@
-//! `fare agent` (to be implemented).
+//! `fare agent --config FILE`: runs the per-node agent until SIGTERM/SIGINT.
+
+use crate::agent::{self, config::AgentConfig};
+use anyhow::Context;
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+#[command(
+    long_about = "Runs the per-node agent: programs the data plane backend \
+(`dataplane.kind`: xdp, kernel, p4runtime or none) with the `static:` groups and the groups \
+computed from BGP, and serves the management API on `management.socket` (see `fare show`). \
+SIGTERM or SIGINT stops the agent and leaves the data plane forwarding. A bad configuration \
+exits with code 2 and one line naming the file, line and problem."
+)]
+pub struct Args {
+    /// Agent configuration file (YAML; see README "fare agent").
+    #[arg(long, short)]
+    pub config: PathBuf,
+    /// Only load and check the configuration, then exit.
+    #[arg(long)]
+    pub check: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`fare agent` is not implemented yet")
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = AgentConfig::load(&args.config)?;
+    if args.check {
+        println!(
+            "{}: ok ({} neighbors, {} static groups, data plane {})",
+            args.config.display(),
+            config.neighbors.len(),
+            config.static_groups.len(),
+            config.dataplane.kind()
+        );
+        return Ok(());
+    }
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(agent::run(config))?;
+    Ok(())
 }

@@ -1,8 +1,341 @@
-//! `fare show` (to be implemented).
+//! `fare show --socket PATH neighbors|routes|groups [--json]`: the state of a running
+//! agent, read through its management API.
+//!
+//! JSON contracts (DESIGN.md):
+//! - neighbors: `[{"address", "remote_as", "state": "Established", ...}]`
+//! - groups: `[{"prefix", "mode": "spray"|"flow", "members": [{"via", "interface",
+//!   "weight", "bandwidth_gbps", "packets"}]}]` (`via` = neighbor address, or the
+//!   neighbor MAC for static members)
+//! - routes: `[{"prefix", "source", "paths": [{"next_hop", "neighbor", "as_path",
+//!   "path_bandwidth_gbps", "selected"}]}]`
+
+use crate::mgmt::{client, pb};
+use anyhow::Context;
+use serde_json::{json, Value};
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
-pub struct Args {}
+pub struct Args {
+    /// Management socket of the agent (`management.socket` in its configuration).
+    #[arg(long, env = "FARE_SOCKET", default_value = "/run/fare/fare.sock")]
+    pub socket: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub what: What,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    anyhow::bail!("`fare show` is not implemented yet")
+#[derive(clap::Subcommand, Debug, Clone, Copy)]
+pub enum What {
+    /// BGP neighbors and their session state.
+    Neighbors,
+    /// Routes known to the agent (BGP, static, originated).
+    Routes,
+    /// Groups installed in the data plane, with per-member packet counters.
+    Groups,
+    /// Agent name, router ID, ASN, data plane backend.
+    Info,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let text = runtime.block_on(fetch(&args))?;
+    print!("{text}");
+    Ok(())
+}
+
+async fn fetch(args: &Args) -> anyhow::Result<String> {
+    let mut c = client::connect(&args.socket).await?;
+    Ok(match args.what {
+        What::Neighbors => {
+            let list = c
+                .list_neighbors(pb::ListNeighborsRequest {})
+                .await?
+                .into_inner()
+                .neighbors;
+            if args.json {
+                to_json(list.iter().map(neighbor_json).collect())
+            } else {
+                neighbors_table(&list)
+            }
+        }
+        What::Routes => {
+            let list = c
+                .list_routes(pb::ListRoutesRequest {})
+                .await?
+                .into_inner()
+                .routes;
+            if args.json {
+                to_json(list.iter().map(route_json).collect())
+            } else {
+                routes_table(&list)
+            }
+        }
+        What::Groups => {
+            let list = c
+                .list_groups(pb::ListGroupsRequest {})
+                .await?
+                .into_inner()
+                .groups;
+            if args.json {
+                to_json(list.iter().map(group_json).collect())
+            } else {
+                groups_table(&list)
+            }
+        }
+        What::Info => {
+            let i = c.get_info(pb::GetInfoRequest {}).await?.into_inner();
+            if args.json {
+                to_json(vec![json!({
+                    "name": i.name, "router_id": i.router_id, "asn": i.asn,
+                    "dataplane": i.dataplane, "uptime_seconds": i.uptime_seconds,
+                    "version": i.version,
+                })])
+                .trim_start_matches('[')
+                .to_string()
+            } else {
+                format!(
+                    "name {}\nrouter id {}\nAS {}\ndata plane {}\nuptime {} s\nversion {}\n",
+                    i.name, i.router_id, i.asn, i.dataplane, i.uptime_seconds, i.version
+                )
+            }
+        }
+    })
+}
+
+fn to_json(items: Vec<Value>) -> String {
+    let mut s = serde_json::to_string_pretty(&Value::Array(items)).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+fn non_empty(s: &str) -> Value {
+    if s.is_empty() {
+        Value::Null
+    } else {
+        Value::String(s.to_string())
+    }
+}
+
+pub fn neighbor_json(n: &pb::Neighbor) -> Value {
+    json!({
+        "address": n.address,
+        "remote_as": n.remote_as,
+        "state": n.state,
+        "interface": non_empty(&n.interface),
+        "bandwidth_gbps": n.bandwidth_gbps,
+        "color": n.color,
+        "uptime_seconds": n.uptime_seconds,
+        "prefixes_received": n.prefixes_received,
+        "updates_received": n.updates_received,
+        "updates_sent": n.updates_sent,
+        "last_error": non_empty(&n.last_error),
+    })
+}
+
+pub fn route_json(r: &pb::Route) -> Value {
+    json!({
+        "prefix": r.prefix,
+        "source": r.source,
+        "paths": r.paths.iter().map(|p| json!({
+            "next_hop": non_empty(&p.next_hop),
+            "neighbor": non_empty(&p.neighbor),
+            "as_path": p.as_path,
+            "path_bandwidth_gbps": p.path_bandwidth_gbps,
+            "selected": p.selected,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Exactly the keys of the DESIGN.md contract.
+pub fn group_json(g: &pb::Group) -> Value {
+    json!({
+        "prefix": g.prefix,
+        "mode": g.mode,
+        "members": g.members.iter().map(|m| json!({
+            "via": m.via,
+            "interface": m.interface,
+            "weight": m.weight,
+            "bandwidth_gbps": m.bandwidth_gbps,
+            "packets": m.packets,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Left-aligned columns separated by two spaces.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.len());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let mut s = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect::<Vec<_>>()
+            .join("  ");
+        s.truncate(s.trim_end().len());
+        s.push('\n');
+        s
+    };
+    let mut out = line(header.to_vec());
+    for row in rows {
+        out.push_str(&line(row.iter().map(String::as_str).collect()));
+    }
+    out
+}
+
+fn neighbors_table(list: &[pb::Neighbor]) -> String {
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|n| {
+            vec![
+                n.address.clone(),
+                n.remote_as.to_string(),
+                n.state.clone(),
+                format!("{}s", n.uptime_seconds),
+                n.interface.clone(),
+                format!("{}", n.bandwidth_gbps),
+                n.prefixes_received.to_string(),
+                n.last_error.clone(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "NEIGHBOR",
+            "AS",
+            "STATE",
+            "FOR",
+            "INTERFACE",
+            "GBPS",
+            "PREFIXES",
+            "LAST ERROR",
+        ],
+        &rows,
+    )
+}
+
+fn routes_table(list: &[pb::Route]) -> String {
+    let mut rows = Vec::new();
+    for r in list {
+        for (i, p) in r.paths.iter().enumerate() {
+            let first = i == 0;
+            rows.push(vec![
+                if first {
+                    r.prefix.clone()
+                } else {
+                    String::new()
+                },
+                if first {
+                    r.source.clone()
+                } else {
+                    String::new()
+                },
+                if p.selected { "*" } else { "" }.to_string(),
+                p.next_hop.clone(),
+                p.neighbor.clone(),
+                p.as_path
+                    .iter()
+                    .map(u32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                p.path_bandwidth_gbps
+                    .map(|b| format!("{b}"))
+                    .unwrap_or_default(),
+            ]);
+        }
+    }
+    table(
+        &[
+            "PREFIX",
+            "SOURCE",
+            "SEL",
+            "NEXT HOP",
+            "NEIGHBOR",
+            "AS PATH",
+            "PATH GBPS",
+        ],
+        &rows,
+    )
+}
+
+fn groups_table(list: &[pb::Group]) -> String {
+    let mut rows = Vec::new();
+    for g in list {
+        for (i, m) in g.members.iter().enumerate() {
+            let first = i == 0;
+            rows.push(vec![
+                if first {
+                    g.prefix.clone()
+                } else {
+                    String::new()
+                },
+                if first { g.mode.clone() } else { String::new() },
+                m.via.clone(),
+                m.interface.clone(),
+                m.next_hop.clone(),
+                m.weight.to_string(),
+                format!("{}", m.bandwidth_gbps),
+                if m.active { "up" } else { "removed" }.to_string(),
+                m.packets.to_string(),
+                m.bytes.to_string(),
+            ]);
+        }
+    }
+    table(
+        &[
+            "PREFIX",
+            "MODE",
+            "VIA",
+            "INTERFACE",
+            "NEXT HOP",
+            "WEIGHT",
+            "GBPS",
+            "STATE",
+            "PACKETS",
+            "BYTES",
+        ],
+        &rows,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn group_json_has_exactly_the_contract_keys() {
+        let g = pb::Group {
+            prefix: "198.18.0.0/16".into(),
+            mode: "spray".into(),
+            members: vec![pb::Member {
+                via: "02:00:00:00:00:01".into(),
+                interface: "eth1".into(),
+                weight: 3,
+                bandwidth_gbps: 100.0,
+                packets: 7,
+                bytes: 700,
+                active: true,
+                next_hop: String::new(),
+                neighbor_mac: "02:00:00:00:00:01".into(),
+            }],
+        };
+        assert_eq!(
+            group_json(&g),
+            json!({"prefix": "198.18.0.0/16", "mode": "spray", "members": [
+                {"via": "02:00:00:00:00:01", "interface": "eth1", "weight": 3,
+                 "bandwidth_gbps": 100.0, "packets": 7}]})
+        );
+        let t = groups_table(&[g]);
+        assert!(t.starts_with("PREFIX"), "{t}");
+        assert!(t.contains("198.18.0.0/16  spray"), "{t}");
+    }
 }

@@ -1,0 +1,29 @@
+//! Builds the data plane backend named by `dataplane.kind`.
+//!
+//! One `match` arm per backend. The `xdp` and `p4runtime` arms are filled in by their
+//! backends' modules (`crate::dataplane::xdp`, `crate::dataplane::p4rt`); until then
+//! they answer with a clear "not built yet" error.
+
+use super::config::{AgentConfig, DataplaneConfig};
+use crate::dataplane::{kernel::KernelDataplane, Dataplane, DataplaneError, NullDataplane};
+
+/// Opens (or re-attaches to) the data plane of this node. Backends must keep any state
+/// they find (pinned maps, kernel routes, switch tables) so a restarted agent does not
+/// interrupt forwarding; `install` then replaces it make-before-break.
+pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneError> {
+    match &config.dataplane {
+        DataplaneConfig::None => Ok(Box::new(NullDataplane::default())),
+        DataplaneConfig::Kernel { interfaces } => {
+            Ok(Box::new(KernelDataplane::open(interfaces).await?))
+        }
+        DataplaneConfig::Xdp { .. } => Err(not_built("xdp")),
+        DataplaneConfig::P4runtime(_) => Err(not_built("p4runtime")),
+    }
+}
+
+fn not_built(kind: &'static str) -> DataplaneError {
+    DataplaneError::backend(
+        kind,
+        format!("the `{kind}` data plane backend is not built into this fare yet"),
+    )
+}
