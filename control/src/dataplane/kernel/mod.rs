@@ -1,0 +1,525 @@
+//! `kernel` data plane backend: the same groups as Linux weighted nexthop groups, the
+//! baseline users would otherwise pick and a fallback where XDP is unavailable.
+//!
+//! Per group: one nexthop object per member (`via NEXT_HOP dev INTERFACE`), one
+//! multipath group object with the members' weights (u16 weights, Linux 6.12+), and the
+//! route `PREFIX nhid GROUP proto fare(250)`. A replacement is make-before-break: new
+//! member nexthops and a new group id, the route repointed with `NLM_F_REPLACE`, then
+//! the old objects deleted. Every object carries protocol 250, so a restarted agent
+//! finds (adopts) what the previous one installed and the routes keep forwarding.
+//!
+//! Limits (documented in README):
+//! - The kernel hashes flows onto members: `spray` groups are installed, but traffic is
+//!   spread per flow (the kernel has no per-packet multipath).
+//! - Every member needs `next_hop` (an IP address) and `interface`.
+//! - Counters: packets per member from the kernel's nexthop group statistics
+//!   (`NHA_OP_FLAGS` DUMP_STATS, Linux 6.7+; 0 on older kernels); no byte counters (0).
+//! - `set_member_active(false)` rebuilds the group without that member (the kernel has
+//!   no per-entry switch), make-before-break as for any replacement.
+//! - Routes go to the main table.
+
+pub mod nexthop;
+
+use super::{
+    validate, Dataplane, DataplaneError, Group, GroupMode, GroupStatus, Member, MemberStatus,
+};
+use async_trait::async_trait;
+use futures::StreamExt;
+use ipnet::IpNet;
+use netlink_packet_core::{
+    NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
+    NLM_F_REQUEST,
+};
+use netlink_packet_route::route::{RouteAttribute, RouteMessage, RouteProtocol};
+use nexthop::{GroupEntry, NexthopMessage, MAX_WEIGHT};
+use rtnetlink::RouteMessageBuilder;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use tracing::{debug, info, warn};
+
+/// Route and nexthop protocol number of fare's objects (unassigned in
+/// /etc/iproute2/rt_protos; see docs/CODEPOINTS.md).
+pub const RTPROT_FARE: u8 = 250;
+/// First nexthop id fare allocates (ids are per network namespace; this keeps clear of
+/// the small ids people type by hand).
+const FIRST_ID: u32 = 0x0fa0_0000;
+const NAME: &str = "kernel";
+
+struct Installed {
+    group: Group,
+    group_id: u32,
+    /// One nexthop id per member of `group`.
+    member_ids: Vec<u32>,
+    active: Vec<bool>,
+    /// Packets counted by earlier incarnations of this group (a replacement with the
+    /// same members, e.g. an ARN on/off, must not reset the counters).
+    carried: Vec<u64>,
+}
+
+pub struct KernelDataplane {
+    routes: rtnetlink::Handle,
+    nexthops: netlink_proto::ConnectionHandle<NexthopMessage>,
+    installed: BTreeMap<IpNet, Installed>,
+    used_ids: BTreeSet<u32>,
+    next_id: u32,
+    ifindex: HashMap<String, u32>,
+}
+
+fn err(what: impl Into<String>) -> DataplaneError {
+    DataplaneError::backend(NAME, what)
+}
+
+fn os_err(what: String, code: i32) -> DataplaneError {
+    DataplaneError::Io {
+        backend: NAME,
+        what,
+        source: std::io::Error::from_raw_os_error(code.abs()),
+    }
+}
+
+impl KernelDataplane {
+    /// Opens netlink connections and adopts the groups a previous agent left.
+    /// `_interfaces` is informational: members name their interface.
+    pub async fn open(_interfaces: &[String]) -> Result<KernelDataplane, DataplaneError> {
+        let (conn, routes, _) =
+            rtnetlink::new_connection().map_err(|source| DataplaneError::Io {
+                backend: NAME,
+                what: "opening rtnetlink".into(),
+                source,
+            })?;
+        tokio::spawn(conn);
+        let (conn, nexthops, _) =
+            netlink_proto::new_connection::<NexthopMessage>(netlink_sys::protocols::NETLINK_ROUTE)
+                .map_err(|source| DataplaneError::Io {
+                    backend: NAME,
+                    what: "opening netlink for nexthops".into(),
+                    source,
+                })?;
+        tokio::spawn(conn);
+        let mut dp = KernelDataplane {
+            routes,
+            nexthops,
+            installed: BTreeMap::new(),
+            used_ids: BTreeSet::new(),
+            next_id: FIRST_ID,
+            ifindex: HashMap::new(),
+        };
+        dp.adopt().await?;
+        Ok(dp)
+    }
+
+    /// Sends one nexthop request and collects the answers; a NACK becomes an error.
+    async fn nh_request(
+        &self,
+        msg: NexthopMessage,
+        flags: u16,
+        what: String,
+    ) -> Result<Vec<NexthopMessage>, DataplaneError> {
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | flags;
+        let mut req = NetlinkMessage::new(header, NetlinkPayload::InnerMessage(msg));
+        req.finalize();
+        let mut answers = self
+            .nexthops
+            .request(req, netlink_sys::SocketAddr::new(0, 0))
+            .map_err(|e| err(format!("{what}: {e}")))?;
+        let mut out = Vec::new();
+        while let Some(answer) = answers.next().await {
+            match answer.payload {
+                NetlinkPayload::InnerMessage(m) => out.push(m),
+                NetlinkPayload::Error(e) => {
+                    if let Some(code) = e.code {
+                        return Err(os_err(what, code.get()));
+                    }
+                }
+                NetlinkPayload::Done(_) => break,
+                _ => {}
+            }
+        }
+        Ok(out)
+    }
+
+    fn alloc_id(&mut self) -> u32 {
+        while self.used_ids.contains(&self.next_id) || self.next_id == 0 {
+            self.next_id = self.next_id.wrapping_add(1);
+        }
+        let id = self.next_id;
+        self.used_ids.insert(id);
+        self.next_id = self.next_id.wrapping_add(1);
+        id
+    }
+
+    async fn ifindex(&mut self, name: &str) -> Result<u32, DataplaneError> {
+        if let Some(i) = self.ifindex.get(name) {
+            return Ok(*i);
+        }
+        let mut links = self
+            .routes
+            .link()
+            .get()
+            .match_name(name.to_string())
+            .execute();
+        match links.next().await {
+            Some(Ok(link)) => {
+                self.ifindex.insert(name.to_string(), link.header.index);
+                Ok(link.header.index)
+            }
+            Some(Err(e)) => Err(err(format!("interface {name}: {e}"))),
+            None => Err(err(format!("interface {name} not found"))),
+        }
+    }
+
+    async fn ifname(&self, index: u32) -> String {
+        use netlink_packet_route::link::LinkAttribute;
+        let mut links = self.routes.link().get().match_index(index).execute();
+        if let Some(Ok(link)) = links.next().await {
+            for a in link.attributes {
+                if let LinkAttribute::IfName(n) = a {
+                    return n;
+                }
+            }
+        }
+        format!("if{index}")
+    }
+
+    /// Finds fare's routes and groups left by a previous agent and takes them over.
+    async fn adopt(&mut self) -> Result<(), DataplaneError> {
+        let all = self
+            .nh_request(
+                NexthopMessage::dump(),
+                NLM_F_DUMP,
+                "dumping nexthops".into(),
+            )
+            .await?;
+        let by_id: HashMap<u32, &NexthopMessage> = all
+            .iter()
+            .filter_map(|m| m.id().map(|id| (id, m)))
+            .collect();
+        self.used_ids = by_id.keys().copied().collect();
+        let mut routes = Vec::new();
+        for family in [false, true] {
+            let msg = if family {
+                RouteMessageBuilder::<Ipv6Addr>::new().build()
+            } else {
+                RouteMessageBuilder::<Ipv4Addr>::new().build()
+            };
+            let mut dump = self.routes.route().get(msg).execute();
+            while let Some(r) = dump.next().await {
+                let r = r.map_err(|e| err(format!("dumping routes: {e}")))?;
+                if r.header.protocol == RouteProtocol::Other(RTPROT_FARE) {
+                    routes.push(r);
+                }
+            }
+        }
+        for r in routes {
+            let (Some(prefix), Some(group_id)) = (route_prefix(&r), route_nhid(&r)) else {
+                continue;
+            };
+            let Some(entries) = by_id.get(&group_id).and_then(|g| g.group_entries()) else {
+                continue;
+            };
+            let mut members = Vec::new();
+            let mut member_ids = Vec::new();
+            for e in entries {
+                let Some(nh) = by_id.get(&e.id) else { continue };
+                let next_hop = nh.gateway();
+                let interface = match nh.oif() {
+                    Some(i) => self.ifname(i).await,
+                    None => String::new(),
+                };
+                members.push(Member {
+                    via: next_hop.map(|a| a.to_string()).unwrap_or_default(),
+                    interface,
+                    next_hop,
+                    neighbor_mac: None,
+                    weight: e.weight,
+                    bandwidth_gbps: 0.0,
+                });
+                member_ids.push(e.id);
+            }
+            if members.is_empty() {
+                continue;
+            }
+            info!(%prefix, group_id, members = members.len(), "adopted kernel group left by a previous agent");
+            let n = members.len();
+            self.installed.insert(
+                prefix,
+                Installed {
+                    group: Group {
+                        prefix,
+                        mode: GroupMode::Flow,
+                        members,
+                    },
+                    group_id,
+                    member_ids,
+                    active: vec![true; n],
+                    carried: vec![0; n],
+                },
+            );
+        }
+        Ok(())
+    }
+
+    /// Creates member nexthops and the group for the active members of `group`;
+    /// returns (group id, member ids with 0 for inactive members).
+    async fn create(
+        &mut self,
+        group: &Group,
+        active: &[bool],
+    ) -> Result<(u32, Vec<u32>), DataplaneError> {
+        let mut member_ids = Vec::with_capacity(group.members.len());
+        let mut entries = Vec::new();
+        for (i, m) in group.members.iter().enumerate() {
+            let oif = self.ifindex(&m.interface).await?;
+            let gateway = m.next_hop.ok_or_else(|| DataplaneError::InvalidGroup {
+                prefix: group.prefix,
+                why: format!(
+                    "member via {} on {} has no next_hop (the kernel backend needs one)",
+                    m.via, m.interface
+                ),
+            })?;
+            let id = self.alloc_id();
+            let created = self
+                .nh_request(
+                    NexthopMessage::nexthop(id, gateway, oif, RTPROT_FARE),
+                    NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+                    format!("nexthop {id} via {gateway} dev {}", m.interface),
+                )
+                .await;
+            if let Err(e) = created {
+                self.delete_ids(&member_ids).await;
+                return Err(e);
+            }
+            member_ids.push(id);
+            if active.get(i).copied().unwrap_or(true) {
+                entries.push(GroupEntry {
+                    id,
+                    weight: m.weight.min(MAX_WEIGHT),
+                });
+            }
+        }
+        let group_id = self.alloc_id();
+        let created = self
+            .nh_request(
+                NexthopMessage::group(group_id, entries, RTPROT_FARE),
+                NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
+                format!("nexthop group {group_id} for {}", group.prefix),
+            )
+            .await;
+        if let Err(e) = created {
+            self.delete_ids(&member_ids).await;
+            return Err(e);
+        }
+        Ok((group_id, member_ids))
+    }
+
+    /// Points the route of `prefix` at `group_id` (create or replace).
+    async fn point_route(&self, prefix: IpNet, group_id: u32) -> Result<(), DataplaneError> {
+        let msg = RouteMessageBuilder::<IpAddr>::new()
+            .destination_prefix(prefix.network(), prefix.prefix_len())
+            .map_err(|e| err(format!("route {prefix}: {e}")))?
+            .nhid(group_id)
+            .protocol(RouteProtocol::Other(RTPROT_FARE))
+            .build();
+        self.routes
+            .route()
+            .add(msg)
+            .replace()
+            .execute()
+            .await
+            .map_err(|e| err(format!("route {prefix} nhid {group_id}: {e}")))
+    }
+
+    /// Deletes nexthop objects, logging failures (cleanup must go on).
+    async fn delete_ids(&mut self, ids: &[u32]) {
+        for &id in ids {
+            if let Err(e) = self
+                .nh_request(
+                    NexthopMessage::delete(id),
+                    NLM_F_ACK,
+                    format!("deleting nexthop {id}"),
+                )
+                .await
+            {
+                debug!("{e}");
+            }
+            self.used_ids.remove(&id);
+        }
+    }
+
+    /// Make-before-break: new objects, repoint the route, delete the old objects.
+    async fn replace(&mut self, group: Group, active: Vec<bool>) -> Result<(), DataplaneError> {
+        // Counters carry over when the members stay the same (only weights or states change).
+        let mut carried = vec![0; group.members.len()];
+        if let Some(old) = self.installed.get(&group.prefix) {
+            let same = old.group.members.len() == group.members.len()
+                && old
+                    .group
+                    .members
+                    .iter()
+                    .zip(&group.members)
+                    .all(|(a, b)| a.interface == b.interface && a.next_hop == b.next_hop);
+            if same {
+                let packets = self.packets(old.group_id).await;
+                for (i, id) in old.member_ids.iter().enumerate() {
+                    carried[i] = old.carried.get(i).copied().unwrap_or(0)
+                        + packets.get(id).copied().unwrap_or(0);
+                }
+            }
+        }
+        let (group_id, member_ids) = self.create(&group, &active).await?;
+        if let Err(e) = self.point_route(group.prefix, group_id).await {
+            let mut ids = vec![group_id];
+            ids.extend(&member_ids);
+            self.delete_ids(&ids).await;
+            return Err(e);
+        }
+        if let Some(old) = self.installed.insert(
+            group.prefix,
+            Installed {
+                group,
+                group_id,
+                member_ids,
+                active,
+                carried,
+            },
+        ) {
+            let mut ids = vec![old.group_id];
+            ids.extend(&old.member_ids);
+            self.delete_ids(&ids).await;
+        }
+        Ok(())
+    }
+
+    async fn packets(&self, group_id: u32) -> HashMap<u32, u64> {
+        let mut msg = NexthopMessage::delete(group_id);
+        msg.kind = nexthop::RTM_GETNEXTHOP;
+        msg.attrs
+            .push(nexthop::Attr::OpFlags(nexthop::NHA_OP_FLAG_DUMP_STATS));
+        match self
+            .nh_request(msg, 0, format!("reading nexthop group {group_id}"))
+            .await
+        {
+            Ok(answers) => answers
+                .iter()
+                .filter_map(|m| m.group_stats())
+                .flatten()
+                .copied()
+                .collect(),
+            Err(e) => {
+                debug!("{e}");
+                HashMap::new()
+            }
+        }
+    }
+}
+
+fn route_prefix(r: &RouteMessage) -> Option<IpNet> {
+    use netlink_packet_route::route::RouteAddress;
+    let len = r.header.destination_prefix_length;
+    let addr = r.attributes.iter().find_map(|a| match a {
+        RouteAttribute::Destination(RouteAddress::Inet(a)) => Some(IpAddr::V4(*a)),
+        RouteAttribute::Destination(RouteAddress::Inet6(a)) => Some(IpAddr::V6(*a)),
+        _ => None,
+    })?;
+    IpNet::new(addr, len).ok()
+}
+
+fn route_nhid(r: &RouteMessage) -> Option<u32> {
+    r.attributes.iter().find_map(|a| match a {
+        RouteAttribute::NhId(id) => Some(*id),
+        _ => None,
+    })
+}
+
+#[async_trait]
+impl Dataplane for KernelDataplane {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+        validate(group)?;
+        if group.mode == GroupMode::Spray {
+            warn!(prefix = %group.prefix, "kernel backend: spray requested, the kernel spreads per flow");
+        }
+        if let Some(m) = group.members.iter().find(|m| m.weight > MAX_WEIGHT) {
+            return Err(DataplaneError::InvalidGroup {
+                prefix: group.prefix,
+                why: format!("weight {} of {} exceeds {MAX_WEIGHT}", m.weight, m.via),
+            });
+        }
+        let active = vec![true; group.members.len()];
+        self.replace(group.clone(), active).await
+    }
+
+    async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        let old = self
+            .installed
+            .remove(&prefix)
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        let msg = RouteMessageBuilder::<IpAddr>::new()
+            .destination_prefix(prefix.network(), prefix.prefix_len())
+            .map_err(|e| err(format!("route {prefix}: {e}")))?
+            .protocol(RouteProtocol::Other(RTPROT_FARE))
+            .build();
+        self.routes
+            .route()
+            .del(msg)
+            .execute()
+            .await
+            .map_err(|e| err(format!("deleting route {prefix}: {e}")))?;
+        let mut ids = vec![old.group_id];
+        ids.extend(&old.member_ids);
+        self.delete_ids(&ids).await;
+        Ok(())
+    }
+
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
+        let mut out = Vec::with_capacity(self.installed.len());
+        for inst in self.installed.values() {
+            let packets = self.packets(inst.group_id).await;
+            let members = inst
+                .member_ids
+                .iter()
+                .zip(&inst.active)
+                .zip(&inst.carried)
+                .map(|((id, &active), carried)| MemberStatus {
+                    packets: carried + packets.get(id).copied().unwrap_or(0),
+                    bytes: 0,
+                    active,
+                })
+                .collect();
+            out.push(GroupStatus {
+                group: inst.group.clone(),
+                members,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        active: bool,
+    ) -> Result<(), DataplaneError> {
+        let inst = self
+            .installed
+            .get(&prefix)
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        if index >= inst.active.len() {
+            return Err(err(format!("{prefix} has no member {index}")));
+        }
+        let mut states = inst.active.clone();
+        states[index] = active;
+        if !states.iter().any(|a| *a) {
+            return Err(err("refusing to deactivate the last active member"));
+        }
+        if states == inst.active {
+            return Ok(());
+        }
+        let group = inst.group.clone();
+        self.replace(group, states).await
+    }
+}
