@@ -4,6 +4,7 @@
 //! Every namespace a test makes has a unique name (`fare-<tag>-<pid>-<n>`) and is deleted
 //! in `Drop`, also when the test fails; processes left inside are killed first.
 
+pub mod agent;
 pub mod bgp;
 pub mod inns;
 pub mod packets;

@@ -223,8 +223,13 @@ impl AgentConfig {
                 ));
             }
             if let Some(m) = group.members.iter().find(|m| m.weight == 0) {
-                return Err(at(
-                    &p,
+                // Point at the member's own line when it can be found after the prefix.
+                let start = yamlfile::find_line(text, &p, 1).unwrap_or(1);
+                let line = yamlfile::find_line(text, &m.neighbor_mac.to_string(), start)
+                    .or_else(|| yamlfile::find_line(text, &p, 1));
+                return Err(FileError::new(
+                    path,
+                    line,
                     format!("static group {p}: member on {} has weight 0", m.interface),
                 ));
             }
@@ -304,7 +309,7 @@ dataplane:
         let text = EXAMPLE.replace("weight: 4", "weight: 0");
         let c: AgentConfig = yamlfile::parse(Path::new("a.yaml"), &text).unwrap();
         let e = c.validate(Path::new("a.yaml"), &text).unwrap_err();
-        assert_eq!(e.line, Some(12), "{e}");
+        assert_eq!(e.line, Some(16), "{e}");
     }
 
     #[test]

@@ -1,0 +1,134 @@
+//! Helpers for `fare agent` tests: a running agent that stops on drop, temp config dirs,
+//! `fare show` as JSON.
+
+use crate::{fare_bin, wait_until, Netns};
+use anyhow::{bail, Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+static DIRS: AtomicUsize = AtomicUsize::new(0);
+
+/// A temporary directory removed on drop.
+pub struct TempDir(pub PathBuf);
+
+impl TempDir {
+    pub fn new(tag: &str) -> Result<TempDir> {
+        let n = DIRS.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("fare-{tag}-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir)?;
+        Ok(TempDir(dir))
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> Result<PathBuf> {
+        let path = self.0.join(name);
+        std::fs::write(&path, text)?;
+        Ok(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A `fare agent` process (inside a namespace, or not). Dropping it sends SIGTERM and
+/// waits (bounded), then SIGKILL.
+pub struct Agent {
+    pub child: Child,
+    pub socket: PathBuf,
+    pub log: PathBuf,
+}
+
+impl Agent {
+    /// Starts `fare agent --config CONFIG` and waits (up to 10 s) for its socket.
+    pub fn start(ns: Option<&Netns>, config: &Path, socket: &Path) -> Result<Agent> {
+        let bin = fare_bin()?;
+        let log = config.with_extension("log");
+        let mut cmd = match ns {
+            Some(ns) => {
+                let mut c = ns.command(bin.to_str().context("binary path")?);
+                c.arg("agent");
+                c
+            }
+            None => {
+                let mut c = Command::new(&bin);
+                c.arg("agent");
+                c
+            }
+        };
+        let child = cmd
+            .arg("--config")
+            .arg(config)
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .context("spawning fare agent")?;
+        let mut agent = Agent {
+            child,
+            socket: socket.to_path_buf(),
+            log,
+        };
+        let up = wait_until(Duration::from_secs(10), || {
+            socket.exists() || matches!(agent.child.try_wait(), Ok(Some(_)))
+        });
+        if !up || !socket.exists() {
+            bail!("agent did not come up: {}", agent.log_text());
+        }
+        Ok(agent)
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// SIGTERM and wait up to 10 s; returns the exit code.
+    pub fn stop(&mut self) -> Result<Option<i32>> {
+        // SAFETY: plain kill(2) on our own child's pid.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let mut code = None;
+        let exited = wait_until(Duration::from_secs(10), || match self.child.try_wait() {
+            Ok(Some(status)) => {
+                code = status.code();
+                true
+            }
+            _ => false,
+        });
+        if !exited {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+            bail!("agent did not stop within 10 s after SIGTERM");
+        }
+        Ok(code)
+    }
+
+    /// `fare show --socket S WHAT --json`, parsed.
+    pub fn show(&self, what: &str) -> Result<serde_json::Value> {
+        show(&self.socket, what)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.stop();
+        }
+    }
+}
+
+pub fn show(socket: &Path, what: &str) -> Result<serde_json::Value> {
+    let out = Command::new(fare_bin()?)
+        .arg("show")
+        .arg("--socket")
+        .arg(socket)
+        .args([what, "--json"])
+        .output()?;
+    if !out.status.success() {
+        bail!("fare show {what}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(serde_json::from_slice(&out.stdout)?)
+}

@@ -1,0 +1,99 @@
+//! `fare agent` + `fare show` without a data plane (`kind: none`): JSON contracts,
+//! configuration errors (exit 2, one line naming file and line), missing socket.
+
+use anyhow::{ensure, Result};
+use fare_integration::agent::{show, Agent, TempDir};
+use fare_integration::fare_bin;
+use serde_json::json;
+
+fn config(dir: &TempDir, weight2: u32) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let socket = dir.0.join("run/leaf1.sock");
+    let path = dir.write(
+        "leaf1.yaml",
+        &format!(
+            r#"name: leaf1
+router_id: 10.0.0.1
+asn: 65001
+management: {{socket: {}}}
+dataplane: {{kind: none}}
+neighbors:
+  - {{address: 10.1.0.2, remote_as: 65100, interface: eth1, bandwidth_gbps: 100}}
+static:
+  - prefix: 198.18.0.0/16
+    mode: spray
+    members:
+      - {{interface: eth1, neighbor_mac: "02:00:00:00:00:01", weight: 3}}
+      - {{interface: eth2, neighbor_mac: "02:00:00:00:00:02", weight: {weight2}}}
+"#,
+            socket.display()
+        ),
+    )?;
+    Ok((path, socket))
+}
+
+#[test]
+fn agent_show_json_contracts() -> Result<()> {
+    let dir = TempDir::new("agent-cli")?;
+    let (path, socket) = config(&dir, 4)?;
+    let mut agent = Agent::start(None, &path, &socket)?;
+    let groups = agent.show("groups")?;
+    ensure!(
+        groups
+            == json!([{"prefix": "198.18.0.0/16", "mode": "spray", "members": [
+                {"via": "02:00:00:00:00:01", "interface": "eth1", "weight": 3, "bandwidth_gbps": 0.0, "packets": 0},
+                {"via": "02:00:00:00:00:02", "interface": "eth2", "weight": 4, "bandwidth_gbps": 0.0, "packets": 0}]}]),
+        "{groups}"
+    );
+    let neighbors = agent.show("neighbors")?;
+    let n = &neighbors[0];
+    ensure!(
+        n["address"] == "10.1.0.2" && n["remote_as"] == 65100,
+        "{neighbors}"
+    );
+    ensure!(n["state"].is_string(), "{neighbors}");
+    let routes = agent.show("routes")?;
+    ensure!(
+        routes[0]["prefix"] == "198.18.0.0/16" && routes[0]["source"] == "static",
+        "{routes}"
+    );
+    ensure!(agent.stop()? == Some(0), "{}", agent.log_text());
+    Ok(())
+}
+
+#[test]
+fn agent_bad_config_exits_2_with_file_and_line() -> Result<()> {
+    let dir = TempDir::new("agent-bad")?;
+    let (path, _) = config(&dir, 0)?;
+    let out = std::process::Command::new(fare_bin()?)
+        .args(["agent", "--config"])
+        .arg(&path)
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.code() == Some(2), "{err}");
+    let prefix = format!("fare: {}:13", path.display());
+    ensure!(err.starts_with(&prefix), "{err}");
+    ensure!(err.trim_end().lines().count() == 1, "{err}");
+
+    // Unknown key: names its line too.
+    let bad = dir.write(
+        "typo.yaml",
+        "name: a\nrouter_id: 10.0.0.1\nasn: 1\nneighbours: []\n",
+    )?;
+    let out = std::process::Command::new(fare_bin()?)
+        .args(["agent", "--config"])
+        .arg(&bad)
+        .output()?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.code() == Some(2), "{err}");
+    ensure!(err.contains("typo.yaml:4"), "{err}");
+    Ok(())
+}
+
+#[test]
+fn show_without_agent_says_so() -> Result<()> {
+    let dir = TempDir::new("agent-none")?;
+    let missing = dir.0.join("nothing.sock");
+    let e = show(&missing, "groups").unwrap_err().to_string();
+    ensure!(e.contains("is the agent running?"), "{e}");
+    Ok(())
+}
