@@ -48,9 +48,13 @@ impl Agent {
         let bin = fare_bin()?;
         let log = config.with_extension("log");
         let mut cmd = match ns {
+            // nsenter --net, not `ip netns exec`: the latter gives the agent a private
+            // mount namespace whose /sys/fs/bpf (XDP pins) vanishes when the agent exits.
             Some(ns) => {
-                let mut c = ns.command(bin.to_str().context("binary path")?);
-                c.arg("agent");
+                let mut c = Command::new("nsenter");
+                c.arg(format!("--net=/run/netns/{}", ns.name))
+                    .arg(&bin)
+                    .arg("agent");
                 c
             }
             None => {

@@ -1,11 +1,13 @@
 //! Builds the data plane backend named by `dataplane.kind`.
 //!
-//! One `match` arm per backend. The `xdp` and `p4runtime` arms are filled in by their
-//! backends' modules (`crate::dataplane::xdp`, `crate::dataplane::p4rt`); until then
-//! they answer with a clear "not built yet" error.
+//! One `match` arm per backend. The `p4runtime` arm is filled in by its backend's
+//! module (`crate::dataplane::p4rt`); until then it answers with a clear "not built
+//! yet" error.
 
 use super::config::{AgentConfig, DataplaneConfig};
-use crate::dataplane::{kernel::KernelDataplane, Dataplane, DataplaneError, NullDataplane};
+use crate::dataplane::kernel::KernelDataplane;
+use crate::dataplane::xdp::{XdpDataplane, XdpOptions};
+use crate::dataplane::{Dataplane, DataplaneError, NullDataplane};
 
 /// Opens (or re-attaches to) the data plane of this node. Backends must keep any state
 /// they find (pinned maps, kernel routes, switch tables) so a restarted agent does not
@@ -16,7 +18,12 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
         DataplaneConfig::Kernel { interfaces } => {
             Ok(Box::new(KernelDataplane::open(interfaces).await?))
         }
-        DataplaneConfig::Xdp { .. } => Err(not_built("xdp")),
+        DataplaneConfig::Xdp { interfaces } => {
+            // Pins live under /sys/fs/bpf/fare/<name>: a restarted agent of the same
+            // name re-attaches to them without a forwarding gap.
+            let options = XdpOptions::new(config.name.clone(), interfaces.clone());
+            Ok(Box::new(XdpDataplane::open(&options)?))
+        }
         DataplaneConfig::P4runtime(_) => Err(not_built("p4runtime")),
     }
 }
