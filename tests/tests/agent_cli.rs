@@ -14,7 +14,7 @@ fn config(dir: &TempDir, weight2: u32) -> Result<(std::path::PathBuf, std::path:
             r#"name: leaf1
 router_id: 10.0.0.1
 asn: 65001
-management: {{socket: {}}}
+management: {{socket: {}, metrics: "127.0.0.1:{}"}}
 dataplane: {{kind: none}}
 neighbors:
   - {{address: 10.1.0.2, remote_as: 65100, interface: eth1, bandwidth_gbps: 100}}
@@ -25,10 +25,27 @@ static:
       - {{interface: eth1, neighbor_mac: "02:00:00:00:00:01", weight: 3}}
       - {{interface: eth2, neighbor_mac: "02:00:00:00:00:02", weight: {weight2}}}
 "#,
-            socket.display()
+            socket.display(),
+            metrics_port()
         ),
     )?;
     Ok((path, socket))
+}
+
+/// A loopback port unlikely to collide between concurrent test runs.
+fn metrics_port() -> u16 {
+    20_000 + (std::process::id() % 20_000) as u16
+}
+
+/// GET /metrics over plain HTTP/1.0 on loopback.
+fn scrape() -> Result<String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", metrics_port()))?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    Ok(out)
 }
 
 #[test]
@@ -56,6 +73,15 @@ fn agent_show_json_contracts() -> Result<()> {
         routes[0]["prefix"] == "198.18.0.0/16" && routes[0]["source"] == "static",
         "{routes}"
     );
+    let metrics = scrape()?;
+    for line in [
+        "fare_groups 1",
+        "fare_bgp_sessions{state=\"Idle\"} 1",
+        "fare_routes{source=\"static\"} 1",
+        "fare_member_weight{prefix=\"198.18.0.0/16\",via=\"02:00:00:00:00:02\",interface=\"eth2\"} 4",
+    ] {
+        ensure!(metrics.lines().any(|l| l == line), "missing {line} in {metrics}");
+    }
     ensure!(agent.stop()? == Some(0), "{}", agent.log_text());
     Ok(())
 }
