@@ -25,16 +25,22 @@ fn lab() -> Result<Lab> {
     veth(&src, "s0", &rt, "r0")?;
     veth(&rt, "r1", &k1, "k1")?;
     veth(&rt, "r2", &k2, "k2")?;
-    src.sh("ip addr add 10.0.0.1/24 dev s0 && ip route add default via 10.0.0.2")?;
+    src.sh(
+        "ip addr add 10.0.0.1/24 dev s0 && ip route add default via 10.0.0.2 && \
+         ip -6 addr add fd00::1/64 dev s0 nodad && ip -6 route add default via fd00::2",
+    )?;
     rt.sh(
         "ip addr add 10.0.0.2/24 dev r0 && ip addr add 10.1.1.1/24 dev r1 && \
          ip addr add 10.1.2.1/24 dev r2 && sysctl -qw net.ipv4.ip_forward=1 && \
+         ip -6 addr add fd00::2/64 dev r0 nodad && ip -6 addr add fd00:1::1/64 dev r1 nodad && \
+         ip -6 addr add fd00:2::1/64 dev r2 nodad && sysctl -qw net.ipv6.conf.all.forwarding=1 && \
          sysctl -qw net.ipv4.fib_multipath_hash_policy=1",
     )?;
     for (i, k) in [(1, &k1), (2, &k2)] {
         k.sh(&format!(
             "ip addr add 10.1.{i}.2/24 dev k{i} && ip addr add 198.18.0.1/32 dev lo && \
-             ip route add default via 10.1.{i}.1"
+             ip route add default via 10.1.{i}.1 && ip -6 addr add fd00:{i}::2/64 dev k{i} nodad && \
+             ip -6 addr add 2001:db8:18::1/128 dev lo && ip -6 route add default via fd00:{i}::1"
         ))?;
     }
     Ok(Lab {
@@ -61,6 +67,11 @@ static:
     members:
       - {{interface: r1, neighbor_mac: "02:00:00:00:00:01", next_hop: 10.1.1.2, weight: 3, bandwidth_gbps: 300}}
       - {{interface: r2, neighbor_mac: "02:00:00:00:00:02", next_hop: 10.1.2.2, weight: 1, bandwidth_gbps: 100}}
+  - prefix: 2001:db8:18::/48
+    mode: flow
+    members:
+      - {{interface: r1, neighbor_mac: "02:00:00:00:00:01", next_hop: "fd00:1::2", weight: 1}}
+      - {{interface: r2, neighbor_mac: "02:00:00:00:00:02", next_hop: "fd00:2::2", weight: 2}}
 "#,
             socket.display()
         ),
@@ -128,6 +139,12 @@ fn agent_kernel_static_groups_forward_and_survive_restart() -> Result<()> {
     );
     let nh = String::from_utf8(lab.rt.exec("ip", &["nexthop", "show"])?.stdout)?;
     ensure!(nh.contains("group") && nh.contains(",3/"), "{nh}");
+    let route6 = String::from_utf8(
+        lab.rt
+            .exec("ip", &["-6", "route", "show", "2001:db8:18::/48"])?
+            .stdout,
+    )?;
+    ensure!(route6.contains("nhid"), "{route6}");
 
     ensure!(ping(&lab.src), "no forwarding through the group");
     send_flows(&lab.src)?;
@@ -183,7 +200,7 @@ fn agent_kernel_static_groups_forward_and_survive_restart() -> Result<()> {
     ensure!(agent.log_text().contains("adopted"), "{}", agent.log_text());
     ensure!(ping(&lab.src));
     let nh = String::from_utf8(lab.rt.exec("ip", &["nexthop", "show"])?.stdout)?;
-    ensure!(nh.lines().count() == 3, "stale nexthop objects: {nh}");
+    ensure!(nh.lines().count() == 6, "stale nexthop objects: {nh}");
     let after = member_packets(&agent.show("groups")?);
     ensure!(
         after.iter().sum::<u64>() >= total,
