@@ -123,3 +123,69 @@ fn show_without_agent_says_so() -> Result<()> {
     ensure!(e.contains("is the agent running?"), "{e}");
     Ok(())
 }
+
+/// The documented conversion: `fare weights --json` output drives an agent through
+/// `static_from` (white paper asymmetric example, averaged mode: Leaf2 gets 3:3:4:4).
+#[test]
+fn agent_static_from_fare_weights() -> Result<()> {
+    let dir = TempDir::new("agent-weights")?;
+    let topo = fare_integration::repo_root().join("topologies/whitepaper-asymmetric.yaml");
+    let out = std::process::Command::new(fare_bin()?)
+        .arg("weights")
+        .arg(&topo)
+        .args(["--mode", "averaged", "--json"])
+        .output()?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir.write("w.json", &String::from_utf8(out.stdout)?)?;
+    let socket = dir.0.join("leaf2.sock");
+    let links: String = (5..=8)
+        .map(|l| {
+            format!(
+                "    L{l}: {{interface: e{}, neighbor_mac: \"02:00:00:00:00:0{l}\"}}\n",
+                l - 4
+            )
+        })
+        .collect();
+    let config = dir.write(
+        "leaf2.yaml",
+        &format!(
+            "name: leaf2\nrouter_id: 10.0.0.2\nasn: 65002\nmanagement: {{socket: {}}}\n\
+             static_from:\n  weights: w.json\n  node: Leaf2\n  links:\n{links}",
+            socket.display()
+        ),
+    )?;
+    let agent = Agent::start(None, &config, &socket)?;
+    let groups = agent.show("groups")?;
+    let g = &groups[0];
+    ensure!(
+        g["prefix"] == "192.0.2.0/24" && g["mode"] == "spray",
+        "{groups}"
+    );
+    let got: Vec<(String, u64, f64)> = g["members"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| {
+                    (
+                        m["interface"].as_str().unwrap_or("").to_string(),
+                        m["weight"].as_u64().unwrap_or(0),
+                        m["bandwidth_gbps"].as_f64().unwrap_or(0.0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let want: Vec<(String, u64, f64)> = vec![
+        ("e1".into(), 3, 75.0),
+        ("e2".into(), 3, 75.0),
+        ("e3".into(), 4, 100.0),
+        ("e4".into(), 4, 100.0),
+    ];
+    ensure!(got == want, "{got:?}");
+    ensure!(g["members"][0]["via"] == "02:00:00:00:00:05", "{groups}");
+    Ok(())
+}
