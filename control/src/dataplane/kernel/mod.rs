@@ -440,7 +440,18 @@ impl Dataplane for KernelDataplane {
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
         validate(group)?;
-        if group.mode == GroupMode::Spray {
+        if let Some(inst) = self.installed.get(&group.prefix) {
+            // The same group again (a BGP re-advertisement, a restarted agent's static
+            // groups): nothing to change.
+            if inst.group == *group && inst.active.iter().all(|a| *a) {
+                return Ok(());
+            }
+        }
+        let was_spray = self
+            .installed
+            .get(&group.prefix)
+            .is_some_and(|i| i.group.mode == GroupMode::Spray);
+        if group.mode == GroupMode::Spray && !was_spray {
             warn!(prefix = %group.prefix, "kernel backend: spray requested, the kernel spreads per flow");
         }
         if let Some(m) = group.members.iter().find(|m| m.weight > MAX_WEIGHT) {
