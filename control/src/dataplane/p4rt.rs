@@ -1,1 +1,0 @@
-//! `p4rt` data plane backend (to be implemented).

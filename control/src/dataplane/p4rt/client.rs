@@ -1,0 +1,491 @@
+//! P4Runtime v1 client over tonic: arbitration (primary election), pipeline config,
+//! Write/Read, packet-in/out on the stream channel, and gRPC errors decoded into the
+//! per-update `p4.v1.Error`s the target put in the status details.
+
+use super::p4info::P4Info;
+use super::proto::google::rpc;
+use super::proto::p4::v1 as p4;
+use super::proto::p4::v1::p4_runtime_client::P4RuntimeClient;
+use prost::Message;
+use std::fmt;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::StreamExt;
+use tonic::transport::Channel;
+
+/// Why a P4Runtime call failed, with the target's per-update errors when it gave them.
+#[derive(Debug, thiserror::Error)]
+pub enum P4rtError {
+    #[error("P4Runtime target {addr}: {what}")]
+    Connect { addr: String, what: String },
+    #[error("P4Runtime {op}: {error}")]
+    Rpc { op: &'static str, error: RpcError },
+    #[error("not primary for device {device_id}: {why}")]
+    NotPrimary { device_id: u64, why: String },
+    #[error("P4Runtime stream channel closed")]
+    StreamClosed,
+    #[error("timed out waiting for {0}")]
+    Timeout(&'static str),
+    #[error(transparent)]
+    P4Info(#[from] super::p4info::P4InfoError),
+    #[error("value {value:#x} does not fit {bits} bits ({what})")]
+    Width { what: String, value: u128, bits: i32 },
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// A failed RPC: gRPC code and message, plus one entry per failed update of a Write.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub code: tonic::Code,
+    pub message: String,
+    pub updates: Vec<UpdateError>,
+}
+
+/// One update of a batch that the target rejected (`p4.v1.Error` in the status details).
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpdateError {
+    /// Position of the update in the WriteRequest.
+    pub index: usize,
+    pub code: tonic::Code,
+    pub message: String,
+}
+
+impl fmt::Display for RpcError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.code, self.message)?;
+        for u in &self.updates {
+            write!(f, "; update #{}: {:?}: {}", u.index, u.code, u.message)?;
+        }
+        Ok(())
+    }
+}
+
+impl RpcError {
+    /// Decodes a gRPC status, including `grpc-status-details-bin` (a google.rpc.Status
+    /// whose details are `p4.v1.Error`s, one per update, OK for those that succeeded).
+    pub fn from_status(status: &tonic::Status) -> RpcError {
+        let mut updates = Vec::new();
+        if let Ok(details) = rpc::Status::decode(status.details()) {
+            for (index, any) in details.details.iter().enumerate() {
+                if !any.type_url.ends_with("p4.v1.Error") {
+                    continue;
+                }
+                let Ok(e) = p4::Error::decode(any.value.as_slice()) else {
+                    continue;
+                };
+                if e.canonical_code != 0 {
+                    updates.push(UpdateError {
+                        index,
+                        code: tonic::Code::from_i32(e.canonical_code),
+                        message: e.message,
+                    });
+                }
+            }
+        }
+        RpcError {
+            code: status.code(),
+            message: status.message().to_string(),
+            updates,
+        }
+    }
+}
+
+fn rpc_error(op: &'static str) -> impl Fn(tonic::Status) -> P4rtError {
+    move |status| P4rtError::Rpc {
+        op,
+        error: RpcError::from_status(&status),
+    }
+}
+
+/// A packet the switch sent to the controller, with its metadata by id.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PacketIn {
+    pub payload: Vec<u8>,
+    pub metadata: Vec<(u32, Vec<u8>)>,
+}
+
+/// Arbitration state as last reported by the switch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Arbitration {
+    Pending,
+    Primary,
+    Backup(String),
+}
+
+/// A connected P4Runtime session with one device.
+pub struct Client {
+    grpc: P4RuntimeClient<Channel>,
+    pub device_id: u64,
+    election_id: p4::Uint128,
+    stream_tx: mpsc::Sender<p4::StreamMessageRequest>,
+    arbitration: watch::Receiver<Arbitration>,
+    packets: mpsc::Receiver<PacketIn>,
+}
+
+impl Client {
+    /// Connects to `addr` (`host:port`), opens the stream channel and becomes primary with
+    /// `election_id` (errors if another controller holds a higher one).
+    pub async fn connect(addr: &str, device_id: u64, election_id: u64) -> Result<Client, P4rtError> {
+        let connect_err = |what: String| P4rtError::Connect {
+            addr: addr.to_string(),
+            what,
+        };
+        let endpoint = Channel::from_shared(format!("http://{addr}"))
+            .map_err(|e| connect_err(e.to_string()))?
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true);
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| connect_err(e.to_string()))?;
+        let mut grpc = P4RuntimeClient::new(channel)
+            .max_decoding_message_size(256 << 20)
+            .max_encoding_message_size(256 << 20);
+
+        let (stream_tx, stream_rx) = mpsc::channel(1024);
+        let election_id = p4::Uint128 {
+            high: 0,
+            low: election_id,
+        };
+        stream_tx
+            .send(p4::StreamMessageRequest {
+                update: Some(p4::stream_message_request::Update::Arbitration(
+                    p4::MasterArbitrationUpdate {
+                        device_id,
+                        role: None,
+                        election_id: Some(election_id),
+                        status: None,
+                    },
+                )),
+            })
+            .await
+            .map_err(|_| P4rtError::StreamClosed)?;
+        let inbound = grpc
+            .stream_channel(ReceiverStream::new(stream_rx))
+            .await
+            .map_err(rpc_error("StreamChannel"))?
+            .into_inner();
+
+        let (arb_tx, arbitration) = watch::channel(Arbitration::Pending);
+        let (packet_tx, packets) = mpsc::channel(4096);
+        tokio::spawn(read_stream(inbound, arb_tx, packet_tx));
+
+        let mut client = Client {
+            grpc,
+            device_id,
+            election_id,
+            stream_tx,
+            arbitration,
+            packets,
+        };
+        client.wait_primary(Duration::from_secs(5)).await?;
+        Ok(client)
+    }
+
+    async fn wait_primary(&mut self, limit: Duration) -> Result<(), P4rtError> {
+        let wait = async {
+            loop {
+                match &*self.arbitration.borrow_and_update() {
+                    Arbitration::Primary => return Ok(()),
+                    Arbitration::Backup(why) => {
+                        return Err(P4rtError::NotPrimary {
+                            device_id: self.device_id,
+                            why: why.clone(),
+                        })
+                    }
+                    Arbitration::Pending => {}
+                }
+                if self.arbitration.changed().await.is_err() {
+                    return Err(P4rtError::StreamClosed);
+                }
+            }
+        };
+        tokio::time::timeout(limit, wait)
+            .await
+            .map_err(|_| P4rtError::Timeout("arbitration"))?
+    }
+
+    /// `Capabilities`: the P4Runtime API version the target speaks.
+    pub async fn capabilities(&mut self) -> Result<String, P4rtError> {
+        let r = self
+            .grpc
+            .capabilities(p4::CapabilitiesRequest {})
+            .await
+            .map_err(rpc_error("Capabilities"))?;
+        Ok(r.into_inner().p4runtime_api_version)
+    }
+
+    /// Pushes a pipeline with VERIFY_AND_COMMIT (the switch verifies, then replaces the
+    /// running program and clears its state). `cookie` identifies this config for
+    /// [`Client::pipeline_cookie`].
+    pub async fn set_pipeline(
+        &mut self,
+        p4info: &P4Info,
+        device_config: Vec<u8>,
+        cookie: u64,
+    ) -> Result<(), P4rtError> {
+        let request = set_pipeline_request(
+            self.device_id,
+            self.election_id,
+            p4info,
+            device_config,
+            cookie,
+        );
+        self.grpc
+            .set_forwarding_pipeline_config(request)
+            .await
+            .map_err(rpc_error("SetForwardingPipelineConfig"))?;
+        Ok(())
+    }
+
+    /// The cookie of the running pipeline, or None when the switch has none.
+    pub async fn pipeline_cookie(&mut self) -> Result<Option<u64>, P4rtError> {
+        let request = p4::GetForwardingPipelineConfigRequest {
+            device_id: self.device_id,
+            response_type: p4::get_forwarding_pipeline_config_request::ResponseType::CookieOnly
+                as i32,
+        };
+        match self.grpc.get_forwarding_pipeline_config(request).await {
+            Ok(r) => Ok(r
+                .into_inner()
+                .config
+                .and_then(|c| c.cookie)
+                .map(|c| c.cookie)),
+            // No pipeline yet.
+            Err(s) if s.code() == tonic::Code::FailedPrecondition => Ok(None),
+            Err(s) => Err(rpc_error("GetForwardingPipelineConfig")(s)),
+        }
+    }
+
+    /// The P4Info of the running pipeline (when the agent pushes none itself).
+    pub async fn pipeline_p4info(&mut self) -> Result<P4Info, P4rtError> {
+        let request = p4::GetForwardingPipelineConfigRequest {
+            device_id: self.device_id,
+            response_type: p4::get_forwarding_pipeline_config_request::ResponseType::P4infoAndCookie
+                as i32,
+        };
+        let r = self
+            .grpc
+            .get_forwarding_pipeline_config(request)
+            .await
+            .map_err(rpc_error("GetForwardingPipelineConfig"))?;
+        r.into_inner()
+            .config
+            .and_then(|c| c.p4info)
+            .map(|info| P4Info { info })
+            .ok_or_else(|| P4rtError::Invalid("the switch runs no pipeline".into()))
+    }
+
+    /// One Write RPC with the given updates (applied in order; CONTINUE_ON_ERROR, the only
+    /// atomicity every target supports).
+    pub async fn write(&mut self, updates: Vec<p4::Update>) -> Result<(), P4rtError> {
+        if updates.is_empty() {
+            return Ok(());
+        }
+        let request = write_request(self.device_id, self.election_id, updates);
+        self.grpc
+            .write(request)
+            .await
+            .map_err(rpc_error("Write"))?;
+        Ok(())
+    }
+
+    /// One Read RPC; collects every entity of the response stream.
+    pub async fn read(&mut self, entities: Vec<p4::Entity>) -> Result<Vec<p4::Entity>, P4rtError> {
+        let request = p4::ReadRequest {
+            device_id: self.device_id,
+            entities,
+            role: String::new(),
+        };
+        let mut stream = self
+            .grpc
+            .read(request)
+            .await
+            .map_err(rpc_error("Read"))?
+            .into_inner();
+        let mut out = Vec::new();
+        while let Some(response) = stream.next().await {
+            out.extend(response.map_err(rpc_error("Read"))?.entities);
+        }
+        Ok(out)
+    }
+
+    /// Sends a packet out through the switch (metadata by id, values as bytes).
+    pub async fn packet_out(
+        &mut self,
+        payload: Vec<u8>,
+        metadata: Vec<(u32, Vec<u8>)>,
+    ) -> Result<(), P4rtError> {
+        let packet = p4::PacketOut {
+            payload,
+            metadata: metadata
+                .into_iter()
+                .map(|(metadata_id, value)| p4::PacketMetadata { metadata_id, value })
+                .collect(),
+        };
+        self.stream_tx
+            .send(p4::StreamMessageRequest {
+                update: Some(p4::stream_message_request::Update::Packet(packet)),
+            })
+            .await
+            .map_err(|_| P4rtError::StreamClosed)
+    }
+
+    /// Next packet-in, waiting at most `limit`.
+    pub async fn packet_in(&mut self, limit: Duration) -> Result<PacketIn, P4rtError> {
+        match tokio::time::timeout(limit, self.packets.recv()).await {
+            Ok(Some(p)) => Ok(p),
+            Ok(None) => Err(P4rtError::StreamClosed),
+            Err(_) => Err(P4rtError::Timeout("packet-in")),
+        }
+    }
+
+    /// A packet-in if one is queued, without waiting.
+    pub fn try_packet_in(&mut self) -> Option<PacketIn> {
+        self.packets.try_recv().ok()
+    }
+
+    /// True while the switch reports this client as primary.
+    pub fn is_primary(&self) -> bool {
+        *self.arbitration.borrow() == Arbitration::Primary
+    }
+}
+
+async fn read_stream(
+    mut inbound: tonic::Streaming<p4::StreamMessageResponse>,
+    arbitration: watch::Sender<Arbitration>,
+    packets: mpsc::Sender<PacketIn>,
+) {
+    use p4::stream_message_response::Update;
+    while let Some(message) = inbound.next().await {
+        let message = match message {
+            Ok(m) => m,
+            Err(status) => {
+                tracing::warn!(error = %RpcError::from_status(&status), "P4Runtime stream ended");
+                break;
+            }
+        };
+        match message.update {
+            Some(Update::Arbitration(a)) => {
+                let state = match a.status {
+                    Some(s) if s.code != 0 => Arbitration::Backup(format!(
+                        "{:?}: {}",
+                        tonic::Code::from_i32(s.code),
+                        s.message
+                    )),
+                    _ => Arbitration::Primary,
+                };
+                let _ = arbitration.send(state);
+            }
+            Some(Update::Packet(p)) => {
+                let packet = PacketIn {
+                    payload: p.payload,
+                    metadata: p
+                        .metadata
+                        .into_iter()
+                        .map(|m| (m.metadata_id, m.value))
+                        .collect(),
+                };
+                if packets.try_send(packet).is_err() {
+                    tracing::debug!("packet-in queue full or closed; dropping one");
+                }
+            }
+            Some(Update::Error(e)) => {
+                tracing::warn!(code = e.canonical_code, message = %e.message, "P4Runtime stream error");
+            }
+            None => {}
+        }
+    }
+    let _ = arbitration.send(Arbitration::Backup("stream closed".into()));
+}
+
+/// The WriteRequest for `updates` (exposed for tests and benchmarks).
+pub fn write_request(
+    device_id: u64,
+    election_id: p4::Uint128,
+    updates: Vec<p4::Update>,
+) -> p4::WriteRequest {
+    p4::WriteRequest {
+        device_id,
+        election_id: Some(election_id),
+        updates,
+        atomicity: p4::write_request::Atomicity::ContinueOnError as i32,
+        role: String::new(),
+    }
+}
+
+/// The SetForwardingPipelineConfigRequest (VERIFY_AND_COMMIT) for a program.
+pub fn set_pipeline_request(
+    device_id: u64,
+    election_id: p4::Uint128,
+    p4info: &P4Info,
+    device_config: Vec<u8>,
+    cookie: u64,
+) -> p4::SetForwardingPipelineConfigRequest {
+    p4::SetForwardingPipelineConfigRequest {
+        device_id,
+        election_id: Some(election_id),
+        action: p4::set_forwarding_pipeline_config_request::Action::VerifyAndCommit as i32,
+        config: Some(p4::ForwardingPipelineConfig {
+            p4info: Some(p4info.info.clone()),
+            p4_device_config: device_config,
+            cookie: Some(p4::forwarding_pipeline_config::Cookie { cookie }),
+        }),
+        role: String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_details_become_per_update_errors() {
+        let ok = p4::Error {
+            canonical_code: 0,
+            ..Default::default()
+        };
+        let bad = p4::Error {
+            canonical_code: tonic::Code::ResourceExhausted as i32,
+            message: "group full".into(),
+            ..Default::default()
+        };
+        let any = |e: &p4::Error| prost_types::Any {
+            type_url: "type.googleapis.com/p4.v1.Error".into(),
+            value: e.encode_to_vec(),
+        };
+        let details = rpc::Status {
+            code: tonic::Code::Unknown as i32,
+            message: "write failed".into(),
+            details: vec![any(&ok), any(&bad)],
+        };
+        let status = tonic::Status::with_details(
+            tonic::Code::Unknown,
+            "write failed",
+            details.encode_to_vec().into(),
+        );
+        let e = RpcError::from_status(&status);
+        assert_eq!(
+            e.updates,
+            vec![UpdateError {
+                index: 1,
+                code: tonic::Code::ResourceExhausted,
+                message: "group full".into()
+            }]
+        );
+        assert_eq!(
+            e.to_string(),
+            "Unknown: write failed; update #1: ResourceExhausted: group full"
+        );
+    }
+
+    #[test]
+    fn garbage_details_do_not_panic() {
+        let status =
+            tonic::Status::with_details(tonic::Code::Internal, "x", vec![0xff, 0x01, 0x02].into());
+        let e = RpcError::from_status(&status);
+        assert!(e.updates.is_empty());
+    }
+}

@@ -1,0 +1,531 @@
+//! fare.p4 as seen from the controller: every table, action, parameter, profile, counter,
+//! register and controller header it uses, resolved by name from the P4Info once at load
+//! (a renamed object fails here, with its name, instead of at the first write), and the
+//! builders of every P4Runtime entity the backend writes.
+
+use super::client::P4rtError;
+use super::p4info::{self, id_of, P4Info};
+use super::proto::p4::v1 as p4;
+use crate::dataplane::MacAddr;
+use ipnet::IpNet;
+use std::net::{IpAddr, Ipv4Addr};
+
+/// Id and width of one match field / action parameter / packet metadata field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    pub id: u32,
+    pub bits: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RouteTable {
+    pub table: u32,
+    pub dst: Field,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetGroup {
+    pub action: u32,
+    pub group_id: Field,
+    pub spray: Field,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetNexthop {
+    pub action: u32,
+    pub port: Field,
+    pub dst_mac: Field,
+    pub src_mac: Field,
+    pub arn_slot: Field,
+    pub member_index: Field,
+}
+
+/// Resolved ids of fare.p4.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FareProgram {
+    pub route_v4: RouteTable,
+    pub route_v6: RouteTable,
+    pub set_group: SetGroup,
+    pub wcmp_group: u32,
+    pub wcmp_group_id: Field,
+    pub selector: u32,
+    pub set_nexthop: SetNexthop,
+    pub arn_rx: u32,
+    pub arn_rx_port: Field,
+    pub arn_rx_path: Field,
+    pub mark_slot: u32,
+    pub mark_slot_slot: Field,
+    pub arn_monitor: u32,
+    pub arn_monitor_port: Field,
+    pub monitor: u32,
+    pub monitor_params: [Field; 4],
+    pub arn_encap: u32,
+    pub arn_encap_port: Field,
+    pub encap_v4: u32,
+    pub encap_v4_params: [Field; 4],
+    pub member_packets: u32,
+    pub arn_tx_counter: u32,
+    pub arn_rx_counter: u32,
+    pub arn_removed: u32,
+    pub arn_timeout_us: u32,
+    pub spray_counter: u32,
+    pub port_congested: u32,
+    pub packet_in_port: Field,
+    pub packet_in_reason: Field,
+    pub packet_out_port: Field,
+    pub packet_out_pad: Field,
+}
+
+/// `packet_in.reason` values (constants.p4).
+pub const PUNT_REASON_ARN: u8 = 1;
+pub const PUNT_REASON_ARN_BAD: u8 = 2;
+
+fn field_of(f: &super::proto::p4::config::v1::MatchField) -> Field {
+    Field {
+        id: f.id,
+        bits: f.bitwidth,
+    }
+}
+
+fn param_of(a: &super::proto::p4::config::v1::Action, name: &str) -> Result<Field, P4rtError> {
+    let p = p4info::param(a, name)?;
+    Ok(Field {
+        id: p.id,
+        bits: p.bitwidth,
+    })
+}
+
+impl FareProgram {
+    pub fn resolve(info: &P4Info) -> Result<FareProgram, P4rtError> {
+        let route = |name: &str| -> Result<RouteTable, P4rtError> {
+            let t = info.table(name)?;
+            Ok(RouteTable {
+                table: id_of(t),
+                dst: field_of(p4info::match_field(t, "dst_addr")?),
+            })
+        };
+        let set_group = info.action("routing.set_group")?;
+        let wcmp_group = info.table("wcmp.wcmp_group")?;
+        let set_nexthop = info.action("wcmp.set_nexthop")?;
+        let arn_rx = info.table("arn_receive.arn_rx")?;
+        let mark_slot = info.action("arn_receive.mark_slot")?;
+        let arn_monitor = info.table("arn_monitor.arn_monitor")?;
+        let monitor = info.action("arn_monitor.monitor")?;
+        let arn_encap = info.table("arn_build.arn_encap")?;
+        let encap_v4 = info.action("arn_build.encap_v4")?;
+        let packet_in = info.controller_header("packet_in")?;
+        let packet_out = info.controller_header("packet_out")?;
+        let meta = |h, name| -> Result<Field, P4rtError> {
+            let m = p4info::packet_metadata(h, name)?;
+            Ok(Field {
+                id: m.id,
+                bits: m.bitwidth,
+            })
+        };
+        Ok(FareProgram {
+            route_v4: route("routing.route_v4")?,
+            route_v6: route("routing.route_v6")?,
+            set_group: SetGroup {
+                action: id_of(set_group),
+                group_id: param_of(set_group, "group_id")?,
+                spray: param_of(set_group, "spray")?,
+            },
+            wcmp_group: id_of(wcmp_group),
+            wcmp_group_id: field_of(p4info::match_field(wcmp_group, "group_id")?),
+            selector: id_of(info.action_profile("wcmp.wcmp_selector")?),
+            set_nexthop: SetNexthop {
+                action: id_of(set_nexthop),
+                port: param_of(set_nexthop, "port")?,
+                dst_mac: param_of(set_nexthop, "dst_mac")?,
+                src_mac: param_of(set_nexthop, "src_mac")?,
+                arn_slot: param_of(set_nexthop, "arn_slot")?,
+                member_index: param_of(set_nexthop, "member_index")?,
+            },
+            arn_rx: id_of(arn_rx),
+            arn_rx_port: field_of(p4info::match_field(arn_rx, "ingress_port")?),
+            arn_rx_path: field_of(p4info::match_field(arn_rx, "path_id")?),
+            mark_slot: id_of(mark_slot),
+            mark_slot_slot: param_of(mark_slot, "slot")?,
+            arn_monitor: id_of(arn_monitor),
+            arn_monitor_port: field_of(p4info::match_field(arn_monitor, "egress_port")?),
+            monitor: id_of(monitor),
+            monitor_params: [
+                param_of(monitor, "high_threshold")?,
+                param_of(monitor, "low_threshold")?,
+                param_of(monitor, "neighbor_router_id")?,
+                param_of(monitor, "clone_session")?,
+            ],
+            arn_encap: id_of(arn_encap),
+            arn_encap_port: field_of(p4info::match_field(arn_encap, "egress_port")?),
+            encap_v4: id_of(encap_v4),
+            encap_v4_params: [
+                param_of(encap_v4, "dst_mac")?,
+                param_of(encap_v4, "src_mac")?,
+                param_of(encap_v4, "src_addr")?,
+                param_of(encap_v4, "dst_addr")?,
+            ],
+            member_packets: id_of(info.counter("wcmp.member_packets")?),
+            arn_tx_counter: id_of(info.counter("arn_monitor.arn_tx_counter")?),
+            arn_rx_counter: id_of(info.counter("arn_receive.arn_rx_counter")?),
+            arn_removed: id_of(info.register("arn_removed")?),
+            arn_timeout_us: id_of(info.register("arn_timeout_us")?),
+            spray_counter: id_of(info.register("wcmp.spray_counter")?),
+            port_congested: id_of(info.register("arn_monitor.port_congested")?),
+            packet_in_port: meta(packet_in, "ingress_port")?,
+            packet_in_reason: meta(packet_in, "reason")?,
+            packet_out_port: meta(packet_out, "egress_port")?,
+            packet_out_pad: meta(packet_out, "pad")?,
+        })
+    }
+}
+
+/// P4Runtime canonical byte string of `value` for a `bits`-wide field: big-endian, no
+/// leading zero octets, at least one octet.
+pub fn canonical(value: u128, bits: i32, what: &str) -> Result<Vec<u8>, P4rtError> {
+    if bits <= 0 || (bits < 128 && value >> bits != 0) {
+        return Err(P4rtError::Width {
+            what: what.to_string(),
+            value,
+            bits,
+        });
+    }
+    let bytes = value.to_be_bytes();
+    let first = bytes.iter().position(|b| *b != 0).unwrap_or(15);
+    Ok(bytes[first..].to_vec())
+}
+
+/// Value of a P4Runtime byte string (padded or canonical).
+pub fn value_of(bytes: &[u8]) -> u128 {
+    bytes
+        .iter()
+        .rev()
+        .take(16)
+        .rev()
+        .fold(0u128, |acc, b| (acc << 8) | u128::from(*b))
+}
+
+fn mac_value(mac: MacAddr) -> u128 {
+    value_of(&mac.0)
+}
+
+fn param(field: Field, value: u128, what: &str) -> Result<p4::action::Param, P4rtError> {
+    Ok(p4::action::Param {
+        param_id: field.id,
+        value: canonical(value, field.bits, what)?,
+    })
+}
+
+fn exact(field: Field, value: u128, what: &str) -> Result<p4::FieldMatch, P4rtError> {
+    Ok(p4::FieldMatch {
+        field_id: field.id,
+        field_match_type: Some(p4::field_match::FieldMatchType::Exact(
+            p4::field_match::Exact {
+                value: canonical(value, field.bits, what)?,
+            },
+        )),
+    })
+}
+
+pub fn entity_table(entry: p4::TableEntry) -> p4::Entity {
+    p4::Entity {
+        entity: Some(p4::entity::Entity::TableEntry(entry)),
+    }
+}
+
+pub fn update(kind: p4::update::Type, entity: p4::Entity) -> p4::Update {
+    p4::Update {
+        r#type: kind as i32,
+        entity: Some(entity),
+    }
+}
+
+/// One weighted member of an action-profile group.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupMember {
+    pub member_id: u32,
+    pub weight: i32,
+    pub watch_port: Option<u32>,
+}
+
+impl FareProgram {
+    /// Route entry: `prefix` -> WCMP group `group_id`, spray or per-flow.
+    pub fn route(&self, prefix: IpNet, group_id: u16, spray: bool) -> Result<p4::TableEntry, P4rtError> {
+        let prefix = prefix.trunc();
+        let (table, value) = match prefix.addr() {
+            IpAddr::V4(a) => (&self.route_v4, u128::from(u32::from(a))),
+            IpAddr::V6(a) => (&self.route_v6, u128::from(a)),
+        };
+        // P4Runtime: an LPM match of length 0 is expressed by omitting the field.
+        let mut matches = Vec::new();
+        if prefix.prefix_len() > 0 {
+            matches.push(p4::FieldMatch {
+                field_id: table.dst.id,
+                field_match_type: Some(p4::field_match::FieldMatchType::Lpm(
+                    p4::field_match::Lpm {
+                        value: canonical(value, table.dst.bits, "route prefix")?,
+                        prefix_len: i32::from(prefix.prefix_len()),
+                    },
+                )),
+            });
+        }
+        Ok(p4::TableEntry {
+            table_id: table.table,
+            r#match: matches,
+            action: Some(p4::TableAction {
+                r#type: Some(p4::table_action::Type::Action(p4::Action {
+                    action_id: self.set_group.action,
+                    params: vec![
+                        param(self.set_group.group_id, u128::from(group_id), "group_id")?,
+                        param(self.set_group.spray, u128::from(spray), "spray")?,
+                    ],
+                })),
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// Group table entry: WCMP group `group_id` -> action-profile group `profile_group`.
+    pub fn group_entry(&self, group_id: u16, profile_group: u32) -> Result<p4::TableEntry, P4rtError> {
+        Ok(p4::TableEntry {
+            table_id: self.wcmp_group,
+            r#match: vec![exact(self.wcmp_group_id, u128::from(group_id), "group_id")?],
+            action: Some(p4::TableAction {
+                r#type: Some(p4::table_action::Type::ActionProfileGroupId(profile_group)),
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// Key-only group table entry (for DELETE and reads).
+    pub fn group_key(&self, group_id: u16) -> Result<p4::TableEntry, P4rtError> {
+        Ok(p4::TableEntry {
+            table_id: self.wcmp_group,
+            r#match: vec![exact(self.wcmp_group_id, u128::from(group_id), "group_id")?],
+            ..Default::default()
+        })
+    }
+
+    /// Action-profile member: one next hop.
+    pub fn member(
+        &self,
+        member_id: u32,
+        port: u32,
+        dst_mac: MacAddr,
+        src_mac: MacAddr,
+        arn_slot: u16,
+        member_index: u16,
+    ) -> Result<p4::ActionProfileMember, P4rtError> {
+        let a = &self.set_nexthop;
+        Ok(p4::ActionProfileMember {
+            action_profile_id: self.selector,
+            member_id,
+            action: Some(p4::Action {
+                action_id: a.action,
+                params: vec![
+                    param(a.port, u128::from(port), "port")?,
+                    param(a.dst_mac, mac_value(dst_mac), "dst_mac")?,
+                    param(a.src_mac, mac_value(src_mac), "src_mac")?,
+                    param(a.arn_slot, u128::from(arn_slot), "arn_slot")?,
+                    param(a.member_index, u128::from(member_index), "member_index")?,
+                ],
+            }),
+        })
+    }
+
+    /// Action-profile group with weighted members; `max_size` = sum of weights.
+    pub fn profile_group(
+        &self,
+        group_id: u32,
+        members: &[GroupMember],
+        port_bits: i32,
+    ) -> Result<p4::ActionProfileGroup, P4rtError> {
+        let mut out = Vec::with_capacity(members.len());
+        let mut max_size: i32 = 0;
+        for m in members {
+            if m.weight <= 0 {
+                return Err(P4rtError::Invalid(format!(
+                    "member {} has weight {} (must be positive)",
+                    m.member_id, m.weight
+                )));
+            }
+            max_size = max_size.saturating_add(m.weight);
+            let watch = match m.watch_port {
+                Some(p) => Some(p4::action_profile_group::member::WatchKind::WatchPort(
+                    canonical(u128::from(p), port_bits, "watch_port")?,
+                )),
+                None => None,
+            };
+            out.push(p4::action_profile_group::Member {
+                member_id: m.member_id,
+                weight: m.weight,
+                watch_kind: watch,
+            });
+        }
+        Ok(p4::ActionProfileGroup {
+            action_profile_id: self.selector,
+            group_id,
+            members: out,
+            max_size,
+        })
+    }
+
+    /// ARN reception: (arrival port, Path ID) -> removal slot.
+    pub fn arn_rx_entry(&self, port: u32, path_id: Ipv4Addr, slot: u16) -> Result<p4::TableEntry, P4rtError> {
+        Ok(p4::TableEntry {
+            table_id: self.arn_rx,
+            r#match: vec![
+                exact(self.arn_rx_port, u128::from(port), "ingress_port")?,
+                exact(self.arn_rx_path, u128::from(u32::from(path_id)), "path_id")?,
+            ],
+            action: Some(p4::TableAction {
+                r#type: Some(p4::table_action::Type::Action(p4::Action {
+                    action_id: self.mark_slot,
+                    params: vec![param(self.mark_slot_slot, u128::from(slot), "slot")?],
+                })),
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// ARN generation: monitor `port`'s queue (thresholds in packets); the neighbor there
+    /// has router ID `neighbor` (the Path ID); notify through clone `session`.
+    pub fn arn_monitor_entry(
+        &self,
+        port: u32,
+        high: u32,
+        low: u32,
+        neighbor: Ipv4Addr,
+        session: u32,
+    ) -> Result<p4::TableEntry, P4rtError> {
+        let [h, l, n, s] = self.monitor_params;
+        Ok(p4::TableEntry {
+            table_id: self.arn_monitor,
+            r#match: vec![exact(self.arn_monitor_port, u128::from(port), "egress_port")?],
+            action: Some(p4::TableAction {
+                r#type: Some(p4::table_action::Type::Action(p4::Action {
+                    action_id: self.monitor,
+                    params: vec![
+                        param(h, u128::from(high), "high_threshold")?,
+                        param(l, u128::from(low), "low_threshold")?,
+                        param(n, u128::from(u32::from(neighbor)), "neighbor_router_id")?,
+                        param(s, u128::from(session), "clone_session")?,
+                    ],
+                })),
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// Addresses of ARNs sent out of `port`.
+    pub fn arn_encap_entry(
+        &self,
+        port: u32,
+        dst_mac: MacAddr,
+        src_mac: MacAddr,
+        src: Ipv4Addr,
+        dst: Ipv4Addr,
+    ) -> Result<p4::TableEntry, P4rtError> {
+        let [dm, sm, sa, da] = self.encap_v4_params;
+        Ok(p4::TableEntry {
+            table_id: self.arn_encap,
+            r#match: vec![exact(self.arn_encap_port, u128::from(port), "egress_port")?],
+            action: Some(p4::TableAction {
+                r#type: Some(p4::table_action::Type::Action(p4::Action {
+                    action_id: self.encap_v4,
+                    params: vec![
+                        param(dm, mac_value(dst_mac), "dst_mac")?,
+                        param(sm, mac_value(src_mac), "src_mac")?,
+                        param(sa, u128::from(u32::from(src)), "src_addr")?,
+                        param(da, u128::from(u32::from(dst)), "dst_addr")?,
+                    ],
+                })),
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// Clone session whose replicas are the ports ARNs are sent to. Uses the numeric
+    /// `egress_port` (P4Runtime 1.3, what BMv2's server speaks) rather than 1.4's bytes.
+    #[allow(deprecated)]
+    pub fn clone_session(&self, session: u32, ports: &[u32]) -> p4::Entity {
+        p4::Entity {
+            entity: Some(p4::entity::Entity::PacketReplicationEngineEntry(
+                p4::PacketReplicationEngineEntry {
+                    r#type: Some(p4::packet_replication_engine_entry::Type::CloneSessionEntry(
+                        p4::CloneSessionEntry {
+                            session_id: session,
+                            replicas: ports
+                                .iter()
+                                .map(|p| p4::Replica {
+                                    port_kind: Some(p4::replica::PortKind::EgressPort(*p)),
+                                    instance: 1,
+                                })
+                                .collect(),
+                            class_of_service: 0,
+                            packet_length_bytes: 0,
+                        },
+                    )),
+                },
+            )),
+        }
+    }
+
+    /// A register cell (index Some) or the whole register (None, for reads).
+    pub fn register_entry(&self, register: u32, index: Option<i64>, value: Option<Vec<u8>>) -> p4::Entity {
+        p4::Entity {
+            entity: Some(p4::entity::Entity::RegisterEntry(p4::RegisterEntry {
+                register_id: register,
+                index: index.map(|index| p4::Index { index }),
+                data: value.map(|v| p4::P4Data {
+                    data: Some(p4::p4_data::Data::Bitstring(v)),
+                }),
+            })),
+        }
+    }
+
+    /// A counter cell (index Some) or every cell (None), for reads.
+    pub fn counter_entry(&self, counter: u32, index: Option<i64>) -> p4::Entity {
+        p4::Entity {
+            entity: Some(p4::entity::Entity::CounterEntry(p4::CounterEntry {
+                counter_id: counter,
+                index: index.map(|index| p4::Index { index }),
+                data: None,
+            })),
+        }
+    }
+
+    /// PacketOut metadata sending the payload out of `port`.
+    pub fn packet_out_metadata(&self, port: u32) -> Result<Vec<(u32, Vec<u8>)>, P4rtError> {
+        Ok(vec![
+            (
+                self.packet_out_port.id,
+                canonical(u128::from(port), self.packet_out_port.bits, "egress_port")?,
+            ),
+            (self.packet_out_pad.id, vec![0]),
+        ])
+    }
+
+    /// (ingress port, reason) of a packet-in; None when the metadata is missing.
+    pub fn packet_in_meta(&self, metadata: &[(u32, Vec<u8>)]) -> Option<(u32, u8)> {
+        let get = |f: Field| metadata.iter().find(|(id, _)| *id == f.id).map(|(_, v)| value_of(v));
+        let port = u32::try_from(get(self.packet_in_port)?).ok()?;
+        let reason = u8::try_from(get(self.packet_in_reason)?).ok()?;
+        Some((port, reason))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_strips_leading_zeros_and_checks_width() {
+        assert_eq!(canonical(0, 9, "p").unwrap(), vec![0]);
+        assert_eq!(canonical(1, 9, "p").unwrap(), vec![1]);
+        assert_eq!(canonical(511, 9, "p").unwrap(), vec![1, 0xff]);
+        assert!(canonical(512, 9, "p").is_err());
+        assert_eq!(canonical(0x0a000000, 32, "a").unwrap(), vec![10, 0, 0, 0]);
+        assert_eq!(value_of(&[0, 0, 1, 2]), 0x102);
+        assert_eq!(value_of(&[]), 0);
+    }
+}

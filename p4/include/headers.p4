@@ -1,0 +1,150 @@
+/* fare: header and metadata types, shared by every architecture (v1model, TNA).
+ *
+ * The ARN layout follows draft-wh-rtgwg-adaptive-routing-arn section 3.2 with the decisions
+ * recorded in docs/CODEPOINTS.md: IPv4/IPv6 + UDP to port ARN_UDP_PORT, DSCP CS6, TTL /
+ * hop limit 255, bit 0 = most significant bit, Path ID = router ID of the node at the far
+ * end of the affected link (seen from the sender).
+ */
+#ifndef FARE_HEADERS_P4
+#define FARE_HEADERS_P4
+
+#include "constants.p4"
+
+typedef bit<48>  mac_addr_t;
+typedef bit<32>  ipv4_addr_t;
+typedef bit<128> ipv6_addr_t;
+
+/* Sent to the controller (P4Runtime PacketIn metadata). */
+@controller_header("packet_in")
+header packet_in_h {
+    bit<16> ingress_port;   // wider than any target's port type; P4Runtime carries it as bytes
+    bit<8>  reason;         // PUNT_REASON_*
+    bit<8>  pad;
+}
+
+/* Received from the controller (P4Runtime PacketOut metadata). */
+@controller_header("packet_out")
+header packet_out_h {
+    bit<16> egress_port;
+    bit<16> pad;
+}
+
+header ethernet_h {
+    mac_addr_t dst_addr;
+    mac_addr_t src_addr;
+    bit<16>    ether_type;
+}
+
+header ipv4_h {
+    bit<4>      version;
+    bit<4>      ihl;
+    bit<6>      dscp;
+    bit<2>      ecn;
+    bit<16>     total_len;
+    bit<16>     identification;
+    bit<3>      flags;
+    bit<13>     frag_offset;
+    bit<8>      ttl;
+    bit<8>      protocol;
+    bit<16>     hdr_checksum;
+    ipv4_addr_t src_addr;
+    ipv4_addr_t dst_addr;
+}
+
+header ipv6_h {
+    bit<4>      version;
+    bit<6>      dscp;
+    bit<2>      ecn;
+    bit<20>     flow_label;
+    bit<16>     payload_len;
+    bit<8>      next_hdr;
+    bit<8>      hop_limit;
+    ipv6_addr_t src_addr;
+    ipv6_addr_t dst_addr;
+}
+
+header udp_h {
+    bit<16> src_port;
+    bit<16> dst_port;
+    bit<16> length;
+    bit<16> checksum;
+}
+
+/* Only the ports: the rest of TCP is never touched. */
+header tcp_ports_h {
+    bit<16> src_port;
+    bit<16> dst_port;
+}
+
+/* ARN common header (first word). */
+header arn_h {
+    bit<8> arn_type;      // 1 congestion detected, 2 eliminated, 3 failure detected, 4 eliminated
+    bit<4> version;       // 0
+    bit<4> rsvd;
+    bit<8> metric;
+    bit<8> para_type;     // 0x80 flow identifier, 0x40 Path ID
+}
+
+/* Para-Type bit 0: flow identifier, first word. Address and port fields follow only when
+ * their Mask bit is set. */
+header arn_flow_h {
+    bit<4>  opcode;       // 0 IPv4, 1 IPv6
+    bit<5>  mask;         // 0x10 protocol, 0x08 src, 0x04 dst, 0x02 sport, 0x01 dport
+    bit<15> rsvd;
+    bit<8>  protocol;
+}
+
+header arn_addr4_h { ipv4_addr_t addr; }
+header arn_addr6_h { ipv6_addr_t addr; }
+header arn_port_h  { bit<16> port; }
+
+/* Para-Type bit 1: Path ID. */
+header arn_path_h {
+    bit<32> path_id;
+}
+
+struct headers_t {
+    packet_in_h  packet_in;
+    packet_out_h packet_out;
+    ethernet_h   ethernet;
+    ipv4_h       ipv4;
+    ipv6_h       ipv6;
+    udp_h        udp;
+    tcp_ports_h  tcp;
+    arn_h        arn;
+    arn_flow_h   arn_flow;
+    arn_addr4_h  arn_src4;
+    arn_addr6_h  arn_src6;
+    arn_addr4_h  arn_dst4;
+    arn_addr6_h  arn_dst6;
+    arn_port_h   arn_sport;
+    arn_port_h   arn_dport;
+    arn_path_h   arn_path;
+}
+
+struct metadata_t {
+    /* Routing result. */
+    bit<16> group_id;
+    bit<1>  spray;
+    bit<1>  routed;
+    /* Selector input: a per-packet counter (spray) or a 5-tuple hash (flow). */
+    bit<32> selector_input;
+    bit<32> flow_hash;
+    bit<16> l4_src_port;
+    bit<16> l4_dst_port;
+    /* Chosen member. */
+    bit<16> arn_slot;
+    bit<16> member_index;
+    /* Resubmissions spent steering around members removed by ARN. Preserved on resubmit. */
+    @field_list(FL_RESUBMIT)
+    bit<8>  reselect;
+    /* ARN generation (egress); preserved into the egress clone that becomes the ARN. */
+    @field_list(FL_ARN_CLONE)
+    bit<8>  arn_type;
+    @field_list(FL_ARN_CLONE)
+    bit<8>  arn_metric;
+    @field_list(FL_ARN_CLONE)
+    bit<32> arn_path_id;
+}
+
+#endif

@@ -1,0 +1,42 @@
+/* fare: longest-prefix routes -> WCMP group. Architecture independent. */
+#ifndef FARE_ROUTING_P4
+#define FARE_ROUTING_P4
+
+control Routing(in headers_t hdr, inout metadata_t meta) {
+    /* group_id names a row of the wcmp group table; spray = 1 sprays per packet, 0 hashes
+     * the 5-tuple (per flow). */
+    action set_group(bit<16> group_id, bit<1> spray) {
+        meta.group_id = group_id;
+        meta.spray = spray;
+        meta.routed = 1;
+    }
+
+    action no_route() {
+        meta.routed = 0;
+    }
+
+    table route_v4 {
+        key = { hdr.ipv4.dst_addr: lpm @name("dst_addr"); }
+        actions = { set_group; @defaultonly no_route; }
+        const default_action = no_route();
+        size = ROUTE_V4_SIZE;
+    }
+
+    table route_v6 {
+        key = { hdr.ipv6.dst_addr: lpm @name("dst_addr"); }
+        actions = { set_group; @defaultonly no_route; }
+        const default_action = no_route();
+        size = ROUTE_V6_SIZE;
+    }
+
+    apply {
+        meta.routed = 0;
+        if (hdr.ipv4.isValid()) {
+            route_v4.apply();
+        } else if (hdr.ipv6.isValid()) {
+            route_v6.apply();
+        }
+    }
+}
+
+#endif

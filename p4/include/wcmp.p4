@@ -1,0 +1,125 @@
+/* fare: WCMP member selection and next-hop rewrite (v1model externs).
+ *
+ * The group table is keyed by the group id the route chose; its action selector picks one
+ * member of the group's action-profile group. Weights are P4Runtime member weights (BMv2
+ * replicates a member weight w as w copies, the selector picks a copy uniformly) or, for
+ * targets that reject weights, explicit replicated members of weight 1: same table, same
+ * program.
+ *
+ * The selector hash is `identity`, so the selector input alone decides the copy:
+ *   spray (per packet): input = a per-group packet counter, so copy = counter mod size and
+ *                       every window of sum(weights) packets carries exactly w_i on member i;
+ *   flow:               input = CRC32 of the 5-tuple, so a flow stays on one member.
+ *
+ * Members removed by an ARN (arn_removed[slot] = 1, see arn.p4) are skipped at once: the
+ * packet is resubmitted with a re-hashed input, at most MAX_RESELECT times.
+ * TNA port: ActionSelector(..., SelectorMode_t.FAIR, ...) with the same keys; the spray
+ * counter becomes a RegisterAction; resubmit becomes a second selector stage.
+ */
+#ifndef FARE_WCMP_P4
+#define FARE_WCMP_P4
+
+/* ARN removal state, written by ArnReceive and read here: one slot per (neighbor port,
+ * Path ID). Slot 0 is never marked (members without an ARN mapping). */
+register<bit<1>>(ARN_SLOTS)  arn_removed;
+register<bit<48>>(ARN_SLOTS) arn_removed_at;
+/* Removal lifetime in microseconds; 0 = ARN_DEFAULT_TIMEOUT_US. */
+register<bit<48>>(1)         arn_timeout_us;
+
+control Wcmp(inout headers_t hdr,
+             inout metadata_t meta,
+             inout standard_metadata_t standard_metadata) {
+    register<bit<32>>(GROUP_TABLE_SIZE) spray_counter;
+    action_selector(HashAlgorithm.identity, SELECTOR_SIZE, 32) wcmp_selector;
+    counter(MEMBER_COUNTERS, CounterType.packets_and_bytes) member_packets;
+
+    /* One member: the egress port and the MACs of the hop toward the neighbor. arn_slot is
+     * the ARN removal slot this member belongs to; member_index its counter. */
+    action set_nexthop(bit<9> port, mac_addr_t dst_mac, mac_addr_t src_mac,
+                       bit<16> arn_slot, bit<16> member_index) {
+        standard_metadata.egress_spec = port;
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ethernet.src_addr = src_mac;
+        meta.arn_slot = arn_slot;
+        meta.member_index = member_index;
+    }
+
+    action drop() {
+        mark_to_drop(standard_metadata);
+    }
+
+    table wcmp_group {
+        key = {
+            meta.group_id: exact @name("group_id");
+            meta.selector_input: selector @name("selector_input");
+        }
+        actions = { set_nexthop; @defaultonly drop; }
+        const default_action = drop();
+        implementation = wcmp_selector;
+        size = GROUP_TABLE_SIZE;
+    }
+
+    apply {
+        if (meta.spray == 1) {
+            bit<32> count;
+            spray_counter.read(count, (bit<32>)meta.group_id);
+            spray_counter.write((bit<32>)meta.group_id, count + 1);
+            meta.selector_input = count;
+        } else {
+            meta.selector_input = meta.flow_hash;
+        }
+        if (meta.reselect != 0) {
+            hash(meta.selector_input, HashAlgorithm.crc32, 32w0,
+                 { meta.selector_input, meta.reselect }, 64w4294967296);
+        }
+
+        wcmp_group.apply();
+
+        bit<1> removed = 0;
+        if (meta.arn_slot != 0) {
+            arn_removed.read(removed, (bit<32>)meta.arn_slot);
+        }
+        if (removed == 1) {
+            bit<48> removed_at;
+            bit<48> timeout;
+            arn_removed_at.read(removed_at, (bit<32>)meta.arn_slot);
+            arn_timeout_us.read(timeout, 0);
+            if (timeout == 0) {
+                timeout = ARN_DEFAULT_TIMEOUT_US;
+            }
+            if (standard_metadata.ingress_global_timestamp - removed_at >= timeout) {
+                /* Revoked by timeout (no Type 2/4 arrived). */
+                arn_removed.write((bit<32>)meta.arn_slot, 0);
+                removed = 0;
+            }
+        }
+        if (removed == 1 && meta.reselect < MAX_RESELECT) {
+            meta.reselect = meta.reselect + 1;
+            resubmit_preserving_field_list(FL_RESUBMIT);
+        } else {
+            member_packets.count((bit<32>)meta.member_index);
+            if (hdr.ipv4.isValid()) {
+                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+            } else if (hdr.ipv6.isValid()) {
+                hdr.ipv6.hop_limit = hdr.ipv6.hop_limit - 1;
+            }
+        }
+    }
+}
+
+/* 5-tuple hash for per-flow mode. */
+control FlowHash(in headers_t hdr, inout metadata_t meta) {
+    apply {
+        if (hdr.ipv4.isValid()) {
+            hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,
+                 { hdr.ipv4.src_addr, hdr.ipv4.dst_addr, hdr.ipv4.protocol,
+                   meta.l4_src_port, meta.l4_dst_port }, 64w4294967296);
+        } else if (hdr.ipv6.isValid()) {
+            hash(meta.flow_hash, HashAlgorithm.crc32, 32w0,
+                 { hdr.ipv6.src_addr, hdr.ipv6.dst_addr, hdr.ipv6.next_hdr,
+                   meta.l4_src_port, meta.l4_dst_port }, 64w4294967296);
+        }
+    }
+}
+
+#endif
