@@ -23,7 +23,7 @@
 
 /* How many times a packet is resubmitted to steer around members an ARN removed before it
  * takes the removed member anyway (a removed path is better than a black hole). */
-#define MAX_RESELECT      3
+#define MAX_RESELECT      8
 
 /* Removal by ARN expires after this many microseconds unless the controller sets
  * arn_timeout_us[0] (0 = use this default). */

@@ -16,6 +16,8 @@ use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+pub mod p4;
+
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// True when running as root; otherwise prints why the test is skipped.

@@ -123,7 +123,11 @@ impl Ids {
     fn take(&mut self) -> Option<u32> {
         for _ in 0..self.limit {
             let id = self.next;
-            self.next = if self.next + 1 >= self.limit { 1 } else { self.next + 1 };
+            self.next = if self.next + 1 >= self.limit {
+                1
+            } else {
+                self.next + 1
+            };
             if self.used.insert(id) {
                 return Some(id);
             }
@@ -305,7 +309,10 @@ impl P4RuntimeDataplane {
                 let Some(action) = state.members.get(member_id) else {
                     continue;
                 };
-                match merged.iter_mut().find(|(a, _, _)| a.counter == action.counter) {
+                match merged
+                    .iter_mut()
+                    .find(|(a, _, _)| a.counter == action.counter)
+                {
                     Some((_, w, ids)) => {
                         *w += *weight;
                         ids.push(*member_id);
@@ -397,15 +404,17 @@ impl P4RuntimeDataplane {
                     .members
                     .iter()
                     .zip(&o.members)
-                    .find(|(om, im)| {
-                        im.port == *port && om.neighbor_mac == m.neighbor_mac
-                    })
+                    .find(|(om, im)| im.port == *port && om.neighbor_mac == m.neighbor_mac)
                     .map(|(_, im)| im.counter)
             });
             let c = match kept {
                 Some(c) if !counters.contains(&c) => c,
                 _ => {
-                    let c = self.counters.take().ok_or_else(|| exhausted("member counters"))? as u16;
+                    let c = self
+                        .counters
+                        .take()
+                        .ok_or_else(|| exhausted("member counters"))?
+                        as u16;
                     new_counters.push(c);
                     c
                 }
@@ -442,7 +451,10 @@ impl P4RuntimeDataplane {
                     GroupForm::Replicated => m.weight,
                 };
                 for _ in 0..copies {
-                    let id = self.member_ids.take().ok_or_else(|| exhausted("member ids"))?;
+                    let id = self
+                        .member_ids
+                        .take()
+                        .ok_or_else(|| exhausted("member ids"))?;
                     ids.push(id);
                     let entity = prog
                         .member(id, *port, mac, self.options.router_mac, slot, counters[i])
@@ -479,9 +491,14 @@ impl P4RuntimeDataplane {
             .ok_or_else(|| exhausted("profile group ids"))?;
         let group_id = match &old {
             Some(o) => o.group_id,
-            None => self.group_ids.take().ok_or_else(|| exhausted("group ids"))? as u16,
+            None => self
+                .group_ids
+                .take()
+                .ok_or_else(|| exhausted("group ids"))? as u16,
         };
-        let profile = prog.profile_group(pg, &group_members, port_bits).map_err(err)?;
+        let profile = prog
+            .profile_group(pg, &group_members, port_bits)
+            .map_err(err)?;
         let mut make = member_updates;
         make.push(update(
             p4::update::Type::Insert,
@@ -550,7 +567,11 @@ impl P4RuntimeDataplane {
 
         // 3. Break: the old profile group and its members.
         if let Some(o) = &old {
-            let old_ids: Vec<u32> = o.members.iter().flat_map(|m| m.member_ids.clone()).collect();
+            let old_ids: Vec<u32> = o
+                .members
+                .iter()
+                .flat_map(|m| m.member_ids.clone())
+                .collect();
             self.undo(o.profile_group, &old_ids).await;
             for m in &o.members {
                 if !counters.contains(&m.counter) {
@@ -577,22 +598,26 @@ impl P4RuntimeDataplane {
         let mut updates = vec![update(
             p4::update::Type::Delete,
             p4::Entity {
-                entity: Some(p4::entity::Entity::ActionProfileGroup(p4::ActionProfileGroup {
-                    action_profile_id: prog.selector,
-                    group_id: profile_group,
-                    ..Default::default()
-                })),
+                entity: Some(p4::entity::Entity::ActionProfileGroup(
+                    p4::ActionProfileGroup {
+                        action_profile_id: prog.selector,
+                        group_id: profile_group,
+                        ..Default::default()
+                    },
+                )),
             },
         )];
         for id in member_ids {
             updates.push(update(
                 p4::update::Type::Delete,
                 p4::Entity {
-                    entity: Some(p4::entity::Entity::ActionProfileMember(p4::ActionProfileMember {
-                        action_profile_id: prog.selector,
-                        member_id: *id,
-                        action: None,
-                    })),
+                    entity: Some(p4::entity::Entity::ActionProfileMember(
+                        p4::ActionProfileMember {
+                            action_profile_id: prog.selector,
+                            member_id: *id,
+                            action: None,
+                        },
+                    )),
                 },
             ));
         }
@@ -668,7 +693,10 @@ impl P4RuntimeDataplane {
                 .program
                 .arn_encap_entry(p, *mac, self.options.router_mac, *src, *dst)
                 .map_err(err)?;
-            updates.push(update(p4::update::Type::Insert, program::entity_table(entry)));
+            updates.push(update(
+                p4::update::Type::Insert,
+                program::entity_table(entry),
+            ));
         }
         updates.push(update(
             p4::update::Type::Insert,
@@ -678,13 +706,16 @@ impl P4RuntimeDataplane {
             .program
             .arn_monitor_entry(port, high, low, neighbor_router_id, session)
             .map_err(err)?;
-        updates.push(update(p4::update::Type::Insert, program::entity_table(monitor)));
+        updates.push(update(
+            p4::update::Type::Insert,
+            program::entity_table(monitor),
+        ));
         self.client.write(updates).await.map_err(err)
     }
 
     /// Lifetime of a data-plane removal that no Type 2/4 revokes.
     pub async fn set_arn_timeout(&mut self, timeout: Duration) -> Result<(), DataplaneError> {
-        let us = u128::try_from(timeout.as_micros()).unwrap_or(u128::MAX).min((1 << 48) - 1);
+        let us = timeout.as_micros().min((1 << 48) - 1);
         let value = program::canonical(us, 48, "arn_timeout_us").map_err(err)?;
         let entity = self
             .program
@@ -696,14 +727,21 @@ impl P4RuntimeDataplane {
     }
 
     /// Sends a complete Ethernet frame out of `interface` (ARN Types 3/4 on link failure).
-    pub async fn packet_out(&mut self, interface: &str, frame: Vec<u8>) -> Result<(), DataplaneError> {
+    pub async fn packet_out(
+        &mut self,
+        interface: &str,
+        frame: Vec<u8>,
+    ) -> Result<(), DataplaneError> {
         let port = self.port(interface)?;
         let meta = self.program.packet_out_metadata(port).map_err(err)?;
         self.client.packet_out(frame, meta).await.map_err(err)
     }
 
     /// Next packet sent to the controller: (arrival interface, reason, frame).
-    pub async fn packet_in(&mut self, limit: Duration) -> Result<(String, u8, Vec<u8>), DataplaneError> {
+    pub async fn packet_in(
+        &mut self,
+        limit: Duration,
+    ) -> Result<(String, u8, Vec<u8>), DataplaneError> {
         let PacketIn { payload, metadata } = self.client.packet_in(limit).await.map_err(err)?;
         let (port, reason) = self
             .program
@@ -752,14 +790,17 @@ impl SwitchState {
         let mut s = SwitchState::default();
         for entity in entities {
             match entity.entity {
-                Some(E::TableEntry(t)) if t.table_id == prog.route_v4.table || t.table_id == prog.route_v6.table => {
+                Some(E::TableEntry(t))
+                    if t.table_id == prog.route_v4.table || t.table_id == prog.route_v6.table =>
+                {
                     let v6 = t.table_id == prog.route_v6.table;
-                    let (addr, len) = match t.r#match.first().and_then(|m| m.field_match_type.as_ref()) {
-                        Some(p4::field_match::FieldMatchType::Lpm(l)) => {
-                            (program::value_of(&l.value), l.prefix_len)
-                        }
-                        _ => (0, 0),
-                    };
+                    let (addr, len) =
+                        match t.r#match.first().and_then(|m| m.field_match_type.as_ref()) {
+                            Some(p4::field_match::FieldMatchType::Lpm(l)) => {
+                                (program::value_of(&l.value), l.prefix_len)
+                            }
+                            _ => (0, 0),
+                        };
                     let Ok(len) = u8::try_from(len) else { continue };
                     let prefix = if v6 {
                         IpNet::new(IpAddr::V6(addr.into()), len)
@@ -768,13 +809,15 @@ impl SwitchState {
                         IpNet::new(IpAddr::V4(Ipv4Addr::from(a)), len)
                     };
                     let Ok(prefix) = prefix else { continue };
-                    let Some(p4::table_action::Type::Action(a)) = t.action.and_then(|a| a.r#type) else {
+                    let Some(p4::table_action::Type::Action(a)) = t.action.and_then(|a| a.r#type)
+                    else {
                         continue;
                     };
                     if a.action_id != prog.set_group.action {
                         continue;
                     }
-                    let Ok(group_id) = u16::try_from(param_value(&a, prog.set_group.group_id.id)) else {
+                    let Ok(group_id) = u16::try_from(param_value(&a, prog.set_group.group_id.id))
+                    else {
                         continue;
                     };
                     s.routes.insert(
@@ -787,10 +830,14 @@ impl SwitchState {
                 }
                 Some(E::TableEntry(t)) if t.table_id == prog.wcmp_group => {
                     let gid = match t.r#match.first().and_then(|m| m.field_match_type.as_ref()) {
-                        Some(p4::field_match::FieldMatchType::Exact(e)) => program::value_of(&e.value),
+                        Some(p4::field_match::FieldMatchType::Exact(e)) => {
+                            program::value_of(&e.value)
+                        }
                         _ => continue,
                     };
-                    let Ok(gid) = u16::try_from(gid) else { continue };
+                    let Ok(gid) = u16::try_from(gid) else {
+                        continue;
+                    };
                     if let Some(p4::table_action::Type::ActionProfileGroupId(pg)) =
                         t.action.and_then(|a| a.r#type)
                     {
@@ -889,7 +936,11 @@ impl Dataplane for P4RuntimeDataplane {
             ])
             .await
             .map_err(err)?;
-        let ids: Vec<u32> = inst.members.iter().flat_map(|m| m.member_ids.clone()).collect();
+        let ids: Vec<u32> = inst
+            .members
+            .iter()
+            .flat_map(|m| m.member_ids.clone())
+            .collect();
         self.undo(inst.profile_group, &ids).await;
         for m in &inst.members {
             self.counters.free(u32::from(m.counter));

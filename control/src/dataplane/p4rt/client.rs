@@ -30,7 +30,11 @@ pub enum P4rtError {
     #[error(transparent)]
     P4Info(#[from] super::p4info::P4InfoError),
     #[error("value {value:#x} does not fit {bits} bits ({what})")]
-    Width { what: String, value: u128, bits: i32 },
+    Width {
+        what: String,
+        value: u128,
+        bits: i32,
+    },
     #[error("{0}")]
     Invalid(String),
 }
@@ -127,7 +131,11 @@ pub struct Client {
 impl Client {
     /// Connects to `addr` (`host:port`), opens the stream channel and becomes primary with
     /// `election_id` (errors if another controller holds a higher one).
-    pub async fn connect(addr: &str, device_id: u64, election_id: u64) -> Result<Client, P4rtError> {
+    pub async fn connect(
+        addr: &str,
+        device_id: u64,
+        election_id: u64,
+    ) -> Result<Client, P4rtError> {
         let connect_err = |what: String| P4rtError::Connect {
             addr: addr.to_string(),
             what,
@@ -285,10 +293,7 @@ impl Client {
             return Ok(());
         }
         let request = write_request(self.device_id, self.election_id, updates);
-        self.grpc
-            .write(request)
-            .await
-            .map_err(rpc_error("Write"))?;
+        self.grpc.write(request).await.map_err(rpc_error("Write"))?;
         Ok(())
     }
 

@@ -274,10 +274,7 @@ actions {
     #[test]
     fn missing_names_are_errors_not_panics() {
         let p = P4Info::from_text(SMALL).unwrap();
-        assert!(matches!(
-            p.table("nope"),
-            Err(P4InfoError::Missing { .. })
-        ));
+        assert!(matches!(p.table("nope"), Err(P4InfoError::Missing { .. })));
         let t = p.table("route_v4").unwrap();
         assert!(match_field(t, "src_addr").is_err());
         assert!(P4Info::from_text("tables { bogus: 1 }").is_err());

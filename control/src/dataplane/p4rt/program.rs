@@ -249,7 +249,12 @@ pub struct GroupMember {
 
 impl FareProgram {
     /// Route entry: `prefix` -> WCMP group `group_id`, spray or per-flow.
-    pub fn route(&self, prefix: IpNet, group_id: u16, spray: bool) -> Result<p4::TableEntry, P4rtError> {
+    pub fn route(
+        &self,
+        prefix: IpNet,
+        group_id: u16,
+        spray: bool,
+    ) -> Result<p4::TableEntry, P4rtError> {
         let prefix = prefix.trunc();
         let (table, value) = match prefix.addr() {
             IpAddr::V4(a) => (&self.route_v4, u128::from(u32::from(a))),
@@ -285,7 +290,11 @@ impl FareProgram {
     }
 
     /// Group table entry: WCMP group `group_id` -> action-profile group `profile_group`.
-    pub fn group_entry(&self, group_id: u16, profile_group: u32) -> Result<p4::TableEntry, P4rtError> {
+    pub fn group_entry(
+        &self,
+        group_id: u16,
+        profile_group: u32,
+    ) -> Result<p4::TableEntry, P4rtError> {
         Ok(p4::TableEntry {
             table_id: self.wcmp_group,
             r#match: vec![exact(self.wcmp_group_id, u128::from(group_id), "group_id")?],
@@ -370,7 +379,12 @@ impl FareProgram {
     }
 
     /// ARN reception: (arrival port, Path ID) -> removal slot.
-    pub fn arn_rx_entry(&self, port: u32, path_id: Ipv4Addr, slot: u16) -> Result<p4::TableEntry, P4rtError> {
+    pub fn arn_rx_entry(
+        &self,
+        port: u32,
+        path_id: Ipv4Addr,
+        slot: u16,
+    ) -> Result<p4::TableEntry, P4rtError> {
         Ok(p4::TableEntry {
             table_id: self.arn_rx,
             r#match: vec![
@@ -400,7 +414,11 @@ impl FareProgram {
         let [h, l, n, s] = self.monitor_params;
         Ok(p4::TableEntry {
             table_id: self.arn_monitor,
-            r#match: vec![exact(self.arn_monitor_port, u128::from(port), "egress_port")?],
+            r#match: vec![exact(
+                self.arn_monitor_port,
+                u128::from(port),
+                "egress_port",
+            )?],
             action: Some(p4::TableAction {
                 r#type: Some(p4::table_action::Type::Action(p4::Action {
                     action_id: self.monitor,
@@ -451,27 +469,34 @@ impl FareProgram {
         p4::Entity {
             entity: Some(p4::entity::Entity::PacketReplicationEngineEntry(
                 p4::PacketReplicationEngineEntry {
-                    r#type: Some(p4::packet_replication_engine_entry::Type::CloneSessionEntry(
-                        p4::CloneSessionEntry {
-                            session_id: session,
-                            replicas: ports
-                                .iter()
-                                .map(|p| p4::Replica {
-                                    port_kind: Some(p4::replica::PortKind::EgressPort(*p)),
-                                    instance: 1,
-                                })
-                                .collect(),
-                            class_of_service: 0,
-                            packet_length_bytes: 0,
-                        },
-                    )),
+                    r#type: Some(
+                        p4::packet_replication_engine_entry::Type::CloneSessionEntry(
+                            p4::CloneSessionEntry {
+                                session_id: session,
+                                replicas: ports
+                                    .iter()
+                                    .map(|p| p4::Replica {
+                                        port_kind: Some(p4::replica::PortKind::EgressPort(*p)),
+                                        instance: 1,
+                                    })
+                                    .collect(),
+                                class_of_service: 0,
+                                packet_length_bytes: 0,
+                            },
+                        ),
+                    ),
                 },
             )),
         }
     }
 
     /// A register cell (index Some) or the whole register (None, for reads).
-    pub fn register_entry(&self, register: u32, index: Option<i64>, value: Option<Vec<u8>>) -> p4::Entity {
+    pub fn register_entry(
+        &self,
+        register: u32,
+        index: Option<i64>,
+        value: Option<Vec<u8>>,
+    ) -> p4::Entity {
         p4::Entity {
             entity: Some(p4::entity::Entity::RegisterEntry(p4::RegisterEntry {
                 register_id: register,
@@ -507,7 +532,12 @@ impl FareProgram {
 
     /// (ingress port, reason) of a packet-in; None when the metadata is missing.
     pub fn packet_in_meta(&self, metadata: &[(u32, Vec<u8>)]) -> Option<(u32, u8)> {
-        let get = |f: Field| metadata.iter().find(|(id, _)| *id == f.id).map(|(_, v)| value_of(v));
+        let get = |f: Field| {
+            metadata
+                .iter()
+                .find(|(id, _)| *id == f.id)
+                .map(|(_, v)| value_of(v))
+        };
         let port = u32::try_from(get(self.packet_in_port)?).ok()?;
         let reason = u8::try_from(get(self.packet_in_reason)?).ok()?;
         Some((port, reason))

@@ -19,4 +19,5 @@ pub mod google {
 }
 
 /// Descriptor set of the protos above, for parsing P4Info text format.
-pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/p4runtime_fds.bin"));
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/p4runtime_fds.bin"));

@@ -1,0 +1,238 @@
+//! BMv2 harness for the P4 tests and benchmark: `simple_switch_grpc` in its own network
+//! namespace with veth ports, gRPC on that namespace's loopback, and a way to run async
+//! client code inside the namespace (setns moves only the calling thread).
+
+use crate::{have_root, have_tool, repo_root, run, veth, wait_until, Netns};
+use anyhow::{bail, Context, Result};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub const GRPC_ADDR: &str = "127.0.0.1:9559";
+pub const THRIFT_PORT: &str = "9090";
+
+/// Paths of the committed p4c outputs.
+pub fn pipeline() -> (PathBuf, PathBuf) {
+    let build = repo_root().join("p4/build");
+    (build.join("fare.p4info.txtpb"), build.join("fare.json"))
+}
+
+/// True when BMv2 and the compiled program are present; prints the SKIPPED line otherwise.
+pub fn bmv2_available(test: &str) -> bool {
+    if !have_root(test) || !have_tool(test, "simple_switch_grpc") {
+        return false;
+    }
+    let (p4info, json) = pipeline();
+    if !p4info.exists() || !json.exists() {
+        eprintln!(
+            "SKIPPED {test}: p4/build/fare.json or fare.p4info.txtpb missing (run make -C p4)"
+        );
+        return false;
+    }
+    true
+}
+
+/// Runs `f` on a thread that has joined namespace `ns`, with its own tokio runtime.
+pub fn in_netns<T, F, Fut>(ns: &str, f: F) -> Result<T>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let path = format!("/var/run/netns/{ns}");
+    let handle = std::thread::spawn(move || -> Result<T> {
+        let file = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
+        // SAFETY: setns on a valid namespace fd affects only this thread.
+        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
+        if rc != 0 {
+            bail!("setns {path}: {}", std::io::Error::last_os_error());
+        }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(f())
+    });
+    match handle.join() {
+        Ok(r) => r,
+        Err(_) => bail!("test thread in namespace {ns} panicked"),
+    }
+}
+
+/// A running simple_switch_grpc with `ports` (P4 port -> interface in the switch namespace).
+pub struct Bmv2 {
+    pub sw: Netns,
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Bmv2 {
+    /// Starts the switch in `sw` on the given (already created) interfaces.
+    pub fn start(sw: Netns, ports: &BTreeMap<u32, String>) -> Result<Bmv2> {
+        let log = std::env::temp_dir().join(format!("{}.bmv2.log", sw.name));
+        let mut cmd = sw.command("simple_switch_grpc");
+        cmd.args(["--device-id", "1", "--no-p4", "--thrift-port", THRIFT_PORT]);
+        for (port, iface) in ports {
+            cmd.args(["-i", &format!("{port}@{iface}")]);
+        }
+        cmd.args(["--", "--grpc-server-addr", GRPC_ADDR, "--cpu-port", "255"]);
+        let logfile = std::fs::File::create(&log)?;
+        let child = cmd
+            .stdout(Stdio::from(logfile.try_clone()?))
+            .stderr(Stdio::from(logfile))
+            .spawn()
+            .context("spawning simple_switch_grpc")?;
+        let mut b = Bmv2 { sw, child, log };
+        let name = b.sw.name.clone();
+        let up = wait_until(Duration::from_secs(20), || {
+            Command::new("ip")
+                .args(["netns", "exec", &name, "ss", "-Hltn", "sport", "=", ":9559"])
+                .output()
+                .map(|o| !o.stdout.is_empty())
+                .unwrap_or(false)
+        });
+        if !up {
+            let _ = b.child.kill();
+            bail!(
+                "simple_switch_grpc did not listen on {GRPC_ADDR}: {}",
+                std::fs::read_to_string(&b.log).unwrap_or_default()
+            );
+        }
+        if let Ok(Some(status)) = b.child.try_wait() {
+            bail!("simple_switch_grpc exited: {status}");
+        }
+        Ok(b)
+    }
+
+    /// True while the switch process runs (a crash is a test failure).
+    pub fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Runs a simple_switch_CLI command (thrift); None when the CLI is not installed.
+    pub fn cli(&self, command: &str) -> Option<Result<String>> {
+        let present = Command::new("sh")
+            .args(["-c", "command -v simple_switch_CLI"])
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false);
+        if !present {
+            return None;
+        }
+        Some((|| {
+            let mut child = self
+                .sw
+                .command("simple_switch_CLI")
+                .args(["--thrift-port", THRIFT_PORT])
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()?;
+            if let Some(stdin) = child.stdin.as_mut() {
+                use std::io::Write;
+                writeln!(stdin, "{command}")?;
+            }
+            let out = child.wait_with_output()?;
+            Ok(String::from_utf8_lossy(&out.stdout).to_string())
+        })())
+    }
+}
+
+impl Drop for Bmv2 {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A switch with one source namespace (`src`, interface `s0` on switch port 0) and one
+/// sink namespace (`dst`, interfaces `d1..dN` on switch ports 1..N).
+pub struct Fabric {
+    pub src: Netns,
+    pub dst: Netns,
+    pub bmv2: Bmv2,
+    pub n: u32,
+}
+
+impl Fabric {
+    pub fn new(tag: &str, n: u32) -> Result<Fabric> {
+        let sw = Netns::new(&format!("{tag}s"))?;
+        let src = Netns::new(&format!("{tag}a"))?;
+        let dst = Netns::new(&format!("{tag}b"))?;
+        for ns in [&sw, &src, &dst] {
+            ns.sh(
+                "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 net.ipv6.conf.default.disable_ipv6=1",
+            )?;
+        }
+        let mut ports = BTreeMap::new();
+        veth(&src, "s0", &sw, "p0")?;
+        ports.insert(0, "p0".to_string());
+        for i in 1..=n {
+            veth(&dst, &format!("d{i}"), &sw, &format!("p{i}"))?;
+            ports.insert(i, format!("p{i}"));
+        }
+        src.sh("ip addr add 10.0.0.1/24 dev s0")?;
+        for iface in ports.values() {
+            sw.sh(&format!(
+                "ethtool -K {iface} tx off rx off >/dev/null 2>&1 || true"
+            ))?;
+        }
+        let bmv2 = Bmv2::start(sw, &ports)?;
+        Ok(Fabric { src, dst, bmv2, n })
+    }
+
+    /// Name -> port map for the backend (`p0`..`pN` as interface names).
+    pub fn port_map(&self) -> BTreeMap<String, u32> {
+        (0..=self.n).map(|i| (format!("p{i}"), i)).collect()
+    }
+
+    /// Packets received so far by the sink on d1..dN.
+    pub fn sink_counts(&self) -> Result<Vec<u64>> {
+        (1..=self.n)
+            .map(|i| {
+                let out = self.dst.exec(
+                    "cat",
+                    &[&format!("/sys/class/net/d{i}/statistics/rx_packets")],
+                )?;
+                Ok(String::from_utf8_lossy(&out.stdout).trim().parse()?)
+            })
+            .collect()
+    }
+
+    /// MAC address of `iface` in `ns`.
+    pub fn mac(ns: &Netns, iface: &str) -> Result<String> {
+        let out = ns.exec("cat", &[&format!("/sys/class/net/{iface}/address")])?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+    }
+}
+
+/// Runs a python3 snippet (scapy) inside `ns`.
+pub fn python(ns: &Netns, script: &str) -> Result<String> {
+    let out = run("ip", &["netns", "exec", &ns.name, "python3", "-c", script])?;
+    Ok(String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+/// The Python virtualenv with the PyPI `p4runtime` package (scripts/setup makes it).
+pub fn p4runtime_venv() -> PathBuf {
+    std::env::var_os("FARE_P4RT_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/opt/fare/p4rt-venv"))
+}
+
+/// True when the venv's python imports the p4runtime bindings; prints SKIPPED otherwise.
+pub fn have_p4runtime_python(test: &str) -> bool {
+    let py = p4runtime_venv().join("bin/python3");
+    let ok = Command::new(&py)
+        .args(["-c", "import p4.v1.p4runtime_pb2, p4.v1.p4runtime_pb2_grpc"])
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!(
+            "SKIPPED {test}: PyPI p4runtime not importable from {} (run scripts/setup)",
+            py.display()
+        );
+    }
+    ok
+}
