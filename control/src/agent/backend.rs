@@ -1,8 +1,6 @@
 //! Builds the data plane backend named by `dataplane.kind`.
 //!
-//! One `match` arm per backend. The `p4runtime` arm is filled in by its backend's
-//! module (`crate::dataplane::p4rt`); until then it answers with a clear "not built
-//! yet" error.
+//! One `match` arm per backend.
 
 use super::config::{AgentConfig, DataplaneConfig};
 use crate::dataplane::kernel::KernelDataplane;
@@ -24,13 +22,8 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
             let options = XdpOptions::new(config.name.clone(), interfaces.clone());
             Ok(Box::new(XdpDataplane::open(&options)?))
         }
-        DataplaneConfig::P4runtime(_) => Err(not_built("p4runtime")),
+        DataplaneConfig::P4runtime(p4) => Ok(Box::new(
+            crate::dataplane::p4rt::P4RuntimeDataplane::open(p4).await?,
+        )),
     }
-}
-
-fn not_built(kind: &'static str) -> DataplaneError {
-    DataplaneError::backend(
-        kind,
-        format!("the `{kind}` data plane backend is not built into this fare yet"),
-    )
 }
