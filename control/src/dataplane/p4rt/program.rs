@@ -559,3 +559,421 @@ mod tests {
         assert_eq!(value_of(&[]), 0);
     }
 }
+
+/// Request builders checked field by field against a P4Info. The fixture below is written
+/// for these tests in the shape p4c gives fare.p4 (qualified names, aliases, widths); ids
+/// are arbitrary on purpose, so a builder that hard-coded an id would fail. The committed
+/// p4c output, when present, must resolve too (`committed_p4info_resolves`).
+#[cfg(test)]
+mod builder_tests {
+    use super::*;
+    use p4::field_match::FieldMatchType;
+
+    const FIXTURE: &str = r#"
+pkg_info { arch: "v1model" }
+tables {
+  preamble { id: 40001 name: "FareIngress.routing.route_v4" alias: "route_v4" }
+  match_fields { id: 1 name: "dst_addr" bitwidth: 32 match_type: LPM }
+  action_refs { id: 50001 }
+  size: 4096
+}
+tables {
+  preamble { id: 40002 name: "FareIngress.routing.route_v6" alias: "route_v6" }
+  match_fields { id: 1 name: "dst_addr" bitwidth: 128 match_type: LPM }
+  action_refs { id: 50001 }
+}
+tables {
+  preamble { id: 40003 name: "FareIngress.wcmp.wcmp_group" alias: "wcmp_group" }
+  match_fields { id: 1 name: "group_id" bitwidth: 16 match_type: EXACT }
+  match_fields { id: 2 name: "selector_input" bitwidth: 32 other_match_type: "selector" }
+  action_refs { id: 50002 }
+  implementation_id: 60001
+}
+tables {
+  preamble { id: 40004 name: "FareIngress.arn_receive.arn_rx" alias: "arn_rx" }
+  match_fields { id: 1 name: "ingress_port" bitwidth: 9 match_type: EXACT }
+  match_fields { id: 2 name: "path_id" bitwidth: 32 match_type: EXACT }
+  action_refs { id: 50003 }
+}
+tables {
+  preamble { id: 40005 name: "FareEgress.arn_monitor.arn_monitor" alias: "arn_monitor" }
+  match_fields { id: 1 name: "egress_port" bitwidth: 9 match_type: EXACT }
+  action_refs { id: 50004 }
+}
+tables {
+  preamble { id: 40006 name: "FareEgress.arn_build.arn_encap" alias: "arn_encap" }
+  match_fields { id: 1 name: "egress_port" bitwidth: 9 match_type: EXACT }
+  action_refs { id: 50005 }
+}
+actions {
+  preamble { id: 50001 name: "FareIngress.routing.set_group" alias: "set_group" }
+  params { id: 1 name: "group_id" bitwidth: 16 }
+  params { id: 2 name: "spray" bitwidth: 1 }
+}
+actions {
+  preamble { id: 50002 name: "FareIngress.wcmp.set_nexthop" alias: "set_nexthop" }
+  params { id: 1 name: "port" bitwidth: 9 }
+  params { id: 2 name: "dst_mac" bitwidth: 48 }
+  params { id: 3 name: "src_mac" bitwidth: 48 }
+  params { id: 4 name: "arn_slot" bitwidth: 16 }
+  params { id: 5 name: "member_index" bitwidth: 16 }
+}
+actions {
+  preamble { id: 50003 name: "FareIngress.arn_receive.mark_slot" alias: "mark_slot" }
+  params { id: 1 name: "slot" bitwidth: 16 }
+}
+actions {
+  preamble { id: 50004 name: "FareEgress.arn_monitor.monitor" alias: "monitor" }
+  params { id: 1 name: "high_threshold" bitwidth: 19 }
+  params { id: 2 name: "low_threshold" bitwidth: 19 }
+  params { id: 3 name: "neighbor_router_id" bitwidth: 32 }
+  params { id: 4 name: "clone_session" bitwidth: 32 }
+}
+actions {
+  preamble { id: 50005 name: "FareEgress.arn_build.encap_v4" alias: "encap_v4" }
+  params { id: 1 name: "dst_mac" bitwidth: 48 }
+  params { id: 2 name: "src_mac" bitwidth: 48 }
+  params { id: 3 name: "src_addr" bitwidth: 32 }
+  params { id: 4 name: "dst_addr" bitwidth: 32 }
+}
+action_profiles {
+  preamble { id: 60001 name: "FareIngress.wcmp.wcmp_selector" alias: "wcmp_selector" }
+  table_ids: 40003
+  with_selector: true
+  size: 16384
+}
+counters {
+  preamble { id: 70001 name: "FareIngress.wcmp.member_packets" alias: "member_packets" }
+  spec { unit: BOTH }
+  size: 16384
+}
+counters {
+  preamble { id: 70002 name: "FareEgress.arn_monitor.arn_tx_counter" alias: "arn_tx_counter" }
+  spec { unit: PACKETS }
+  size: 512
+}
+counters {
+  preamble { id: 70003 name: "FareIngress.arn_receive.arn_rx_counter" alias: "arn_rx_counter" }
+  spec { unit: PACKETS }
+  size: 4
+}
+controller_packet_metadata {
+  preamble { id: 80001 name: "packet_in" alias: "packet_in" annotations: "@controller_header(\"packet_in\")" }
+  metadata { id: 1 name: "ingress_port" bitwidth: 16 }
+  metadata { id: 2 name: "reason" bitwidth: 8 }
+  metadata { id: 3 name: "pad" bitwidth: 8 }
+}
+controller_packet_metadata {
+  preamble { id: 80002 name: "packet_out" alias: "packet_out" }
+  metadata { id: 1 name: "egress_port" bitwidth: 16 }
+  metadata { id: 2 name: "pad" bitwidth: 16 }
+}
+registers {
+  preamble { id: 90001 name: "arn_removed" alias: "arn_removed" }
+  type_spec { bitstring { bit { bitwidth: 1 } } }
+  size: 4096
+}
+registers {
+  preamble { id: 90002 name: "arn_timeout_us" alias: "arn_timeout_us" }
+  type_spec { bitstring { bit { bitwidth: 48 } } }
+  size: 1
+}
+registers {
+  preamble { id: 90003 name: "FareIngress.wcmp.spray_counter" alias: "spray_counter" }
+  type_spec { bitstring { bit { bitwidth: 32 } } }
+  size: 1024
+}
+registers {
+  preamble { id: 90004 name: "FareEgress.arn_monitor.port_congested" alias: "port_congested" }
+  type_spec { bitstring { bit { bitwidth: 1 } } }
+  size: 512
+}
+"#;
+
+    fn prog() -> FareProgram {
+        FareProgram::resolve(&P4Info::from_text(FIXTURE).expect("fixture parses"))
+            .expect("fixture resolves")
+    }
+
+    fn action(e: &p4::TableEntry) -> &p4::Action {
+        match e.action.as_ref().and_then(|a| a.r#type.as_ref()) {
+            Some(p4::table_action::Type::Action(a)) => a,
+            other => panic!("not a direct action: {other:?}"),
+        }
+    }
+
+    fn params(a: &p4::Action) -> Vec<(u32, Vec<u8>)> {
+        a.params
+            .iter()
+            .map(|p| (p.param_id, p.value.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn route_v4_entry() {
+        let e = prog()
+            .route("198.18.7.9/16".parse().unwrap(), 7, true)
+            .unwrap();
+        assert_eq!(e.table_id, 40001);
+        assert_eq!(e.r#match.len(), 1);
+        assert_eq!(e.r#match[0].field_id, 1);
+        match &e.r#match[0].field_match_type {
+            // Host bits are cleared; canonical bytes.
+            Some(FieldMatchType::Lpm(l)) => {
+                assert_eq!(l.value, vec![198, 18, 0, 0]);
+                assert_eq!(l.prefix_len, 16);
+            }
+            other => panic!("{other:?}"),
+        }
+        let a = action(&e);
+        assert_eq!(a.action_id, 50001);
+        assert_eq!(params(a), vec![(1, vec![7]), (2, vec![1])]);
+        assert_eq!(e.priority, 0);
+        assert!(!e.is_default_action);
+    }
+
+    #[test]
+    fn route_v6_and_default_route() {
+        let p = prog();
+        let e = p
+            .route("2001:db8::/32".parse().unwrap(), 300, false)
+            .unwrap();
+        assert_eq!(e.table_id, 40002);
+        match &e.r#match[0].field_match_type {
+            Some(FieldMatchType::Lpm(l)) => {
+                let mut v = vec![0x20, 0x01, 0x0d, 0xb8];
+                v.extend([0u8; 12]);
+                assert_eq!(l.value, v);
+                assert_eq!(l.prefix_len, 32);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(params(action(&e)), vec![(1, vec![1, 44]), (2, vec![0])]);
+        // /0: the LPM field is omitted (P4Runtime's wildcard).
+        let d = p.route("0.0.0.0/0".parse().unwrap(), 1, true).unwrap();
+        assert!(d.r#match.is_empty());
+    }
+
+    #[test]
+    fn group_entry_points_at_profile_group() {
+        let e = prog().group_entry(5, 123_456).unwrap();
+        assert_eq!(e.table_id, 40003);
+        assert_eq!(
+            e.r#match.len(),
+            1,
+            "selector fields are not matched by P4Runtime"
+        );
+        match &e.r#match[0].field_match_type {
+            Some(FieldMatchType::Exact(x)) => assert_eq!(x.value, vec![5]),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            e.action.unwrap().r#type,
+            Some(p4::table_action::Type::ActionProfileGroupId(123_456))
+        );
+    }
+
+    #[test]
+    fn member_and_weighted_group() {
+        let p = prog();
+        let m = p
+            .member(
+                9,
+                3,
+                MacAddr([2, 0, 0, 0, 0, 1]),
+                MacAddr([2, 0xfa, 0, 0, 0, 0xfe]),
+                4,
+                11,
+            )
+            .unwrap();
+        assert_eq!(m.action_profile_id, 60001);
+        assert_eq!(m.member_id, 9);
+        let a = m.action.unwrap();
+        assert_eq!(a.action_id, 50002);
+        assert_eq!(
+            params(&a),
+            vec![
+                (1, vec![3]),
+                (2, vec![2, 0, 0, 0, 0, 1]),
+                (3, vec![2, 0xfa, 0, 0, 0, 0xfe]),
+                (4, vec![4]),
+                (5, vec![11]),
+            ]
+        );
+        let members = [
+            GroupMember {
+                member_id: 1,
+                weight: 3,
+                watch_port: None,
+            },
+            GroupMember {
+                member_id: 2,
+                weight: 3,
+                watch_port: Some(2),
+            },
+            GroupMember {
+                member_id: 3,
+                weight: 4,
+                watch_port: Some(3),
+            },
+            GroupMember {
+                member_id: 4,
+                weight: 4,
+                watch_port: Some(4),
+            },
+        ];
+        let g = p.profile_group(77, &members, 9).unwrap();
+        assert_eq!(g.action_profile_id, 60001);
+        assert_eq!(g.group_id, 77);
+        assert_eq!(g.max_size, 14, "max_size = sum of weights");
+        let got: Vec<(u32, i32)> = g.members.iter().map(|m| (m.member_id, m.weight)).collect();
+        assert_eq!(got, vec![(1, 3), (2, 3), (3, 4), (4, 4)]);
+        assert_eq!(g.members[0].watch_kind, None);
+        assert_eq!(
+            g.members[1].watch_kind,
+            Some(p4::action_profile_group::member::WatchKind::WatchPort(
+                vec![2]
+            ))
+        );
+        let zero = [GroupMember {
+            member_id: 1,
+            weight: 0,
+            watch_port: None,
+        }];
+        assert!(p.profile_group(1, &zero, 9).is_err(), "weight 0 is refused");
+    }
+
+    #[test]
+    fn arn_entries() {
+        let p = prog();
+        let rx = p.arn_rx_entry(1, Ipv4Addr::new(10, 0, 0, 42), 3).unwrap();
+        assert_eq!(rx.table_id, 40004);
+        let keys: Vec<(u32, Vec<u8>)> = rx
+            .r#match
+            .iter()
+            .map(|m| match &m.field_match_type {
+                Some(FieldMatchType::Exact(x)) => (m.field_id, x.value.clone()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(keys, vec![(1, vec![1]), (2, vec![10, 0, 0, 42])]);
+        assert_eq!(action(&rx).action_id, 50003);
+        assert_eq!(params(action(&rx)), vec![(1, vec![3])]);
+
+        let mon = p
+            .arn_monitor_entry(2, 20, 5, Ipv4Addr::new(10, 0, 0, 2), 3)
+            .unwrap();
+        assert_eq!(mon.table_id, 40005);
+        assert_eq!(action(&mon).action_id, 50004);
+        assert_eq!(
+            params(action(&mon)),
+            vec![
+                (1, vec![20]),
+                (2, vec![5]),
+                (3, vec![10, 0, 0, 2]),
+                (4, vec![3])
+            ]
+        );
+        assert!(p
+            .arn_monitor_entry(2, 1 << 19, 5, Ipv4Addr::LOCALHOST, 3)
+            .is_err());
+
+        let enc = p
+            .arn_encap_entry(
+                0,
+                MacAddr([2, 0, 0, 0, 0, 0xaa]),
+                MacAddr([2, 0xfa, 0, 0, 0, 0xfe]),
+                Ipv4Addr::new(10, 0, 0, 254),
+                Ipv4Addr::new(10, 0, 0, 1),
+            )
+            .unwrap();
+        assert_eq!(enc.table_id, 40006);
+        assert_eq!(action(&enc).action_id, 50005);
+        assert_eq!(
+            params(action(&enc)),
+            vec![
+                (1, vec![2, 0, 0, 0, 0, 0xaa]),
+                (2, vec![2, 0xfa, 0, 0, 0, 0xfe]),
+                (3, vec![10, 0, 0, 254]),
+                (4, vec![10, 0, 0, 1]),
+            ]
+        );
+    }
+
+    #[test]
+    #[allow(deprecated)]
+    fn clone_session_registers_counters_packet_io() {
+        let p = prog();
+        match p.clone_session(3, &[0, 4]).entity {
+            Some(p4::entity::Entity::PacketReplicationEngineEntry(e)) => match e.r#type {
+                Some(p4::packet_replication_engine_entry::Type::CloneSessionEntry(c)) => {
+                    assert_eq!(c.session_id, 3);
+                    let ports: Vec<_> = c.replicas.iter().map(|r| r.port_kind.clone()).collect();
+                    assert_eq!(
+                        ports,
+                        vec![
+                            Some(p4::replica::PortKind::EgressPort(0)),
+                            Some(p4::replica::PortKind::EgressPort(4))
+                        ]
+                    );
+                    assert!(c.replicas.iter().all(|r| r.instance == 1));
+                }
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+        match p
+            .register_entry(p.arn_timeout_us, Some(0), Some(vec![0x0f, 0x42, 0x40]))
+            .entity
+        {
+            Some(p4::entity::Entity::RegisterEntry(r)) => {
+                assert_eq!(r.register_id, 90002);
+                assert_eq!(r.index, Some(p4::Index { index: 0 }));
+                assert_eq!(
+                    r.data.and_then(|d| d.data),
+                    Some(p4::p4_data::Data::Bitstring(vec![0x0f, 0x42, 0x40]))
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        match p.counter_entry(p.member_packets, None).entity {
+            Some(p4::entity::Entity::CounterEntry(c)) => {
+                assert_eq!(c.counter_id, 70001);
+                assert_eq!(c.index, None, "no index = every cell");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            p.packet_out_metadata(3).unwrap(),
+            vec![(1, vec![3]), (2, vec![0])]
+        );
+        assert_eq!(
+            p.packet_in_meta(&[(1, vec![0, 7]), (2, vec![1])]),
+            Some((7, 1))
+        );
+        assert_eq!(p.packet_in_meta(&[(2, vec![1])]), None);
+    }
+
+    #[test]
+    fn renamed_object_fails_at_resolve_with_its_name() {
+        let broken = FIXTURE.replace("wcmp.set_nexthop", "wcmp.set_next_hop");
+        let e = FareProgram::resolve(&P4Info::from_text(&broken).unwrap()).unwrap_err();
+        assert!(e.to_string().contains("wcmp.set_nexthop"), "{e}");
+    }
+
+    #[test]
+    fn committed_p4info_resolves() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../p4/build/fare.p4info.txtpb");
+        if !path.exists() {
+            eprintln!(
+                "SKIPPED committed_p4info_resolves: p4/build/fare.p4info.txtpb not generated"
+            );
+            return;
+        }
+        let info = P4Info::load(&path).unwrap();
+        let p = FareProgram::resolve(&info).unwrap();
+        assert_eq!(p.set_nexthop.port.bits, 9);
+        assert_eq!(p.route_v6.dst.bits, 128);
+    }
+}
