@@ -20,8 +20,8 @@
 //! identical groups are stored once. Work grows with origin sets x switches and with
 //! distinct groups, not with nodes x prefixes.
 
-use crate::bandwidth::{self, Advertised, DraftOptions, Mode, Received, Rule, Spread};
-use crate::topology::{LinkId, NodeId, Topology};
+use crate::bandwidth::{self, DraftOptions, Mode, Received, Rule, Spread};
+use crate::topology::{LinkId, NodeId, Role, Topology};
 use crate::wcmp;
 use ipnet::IpNet;
 use rustc_hash::FxHashMap;
@@ -122,14 +122,7 @@ pub fn solve<'t>(topo: &'t Topology, options: &Options) -> Solution<'t> {
     let adjacency = topo.adjacency();
     let origin_sets = origin_sets(topo);
     let (unit_of, units, stub_classes) = units(topo, &adjacency, !options.no_stub_sharing);
-    let ctx = Context {
-        topo,
-        adj: &adjacency,
-        options,
-        unit_of: &unit_of,
-        stub_classes: &stub_classes,
-        units,
-    };
+    let ctx = Context::new(topo, &adjacency, options, &unit_of, &stub_classes, units);
 
     let threads = match options.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -382,268 +375,400 @@ fn units(
 }
 
 struct Context<'a> {
-    topo: &'a Topology,
-    adj: &'a [Vec<(NodeId, LinkId)>],
     options: &'a Options,
+    /// Full adjacency (neighbor, link), ordered by neighbor then link.
+    adj: &'a [Vec<(NodeId, LinkId)>],
+    /// Per non-stub node, its links to non-stub neighbors only, in the same order: the
+    /// hot loops never walk the (many) stub links, and u32s keep them dense in cache.
+    core: Vec<Vec<(u32, u32)>>,
+    stage: Vec<u8>,
+    stub: Vec<bool>,
+    roles: Vec<Role>,
+    /// Link capacities by link id.
+    gbps: Vec<f64>,
+    /// Per non-stub node, the part of `core` toward lower stages: all a node walks when it
+    /// learned the route from above (valley-free).
+    down: Vec<Vec<(u32, u32)>>,
+    /// Links per node, and links to lower stages (stubs included): averaged mode's N.
+    total_links: Vec<u32>,
+    down_links: Vec<u32>,
     unit_of: &'a [u32],
     /// unit -> representative stub, or usize::MAX for a switch unit.
     stub_classes: &'a [NodeId],
     units: usize,
 }
 
-type GroupKey = Vec<(u32, u32, u64)>;
-
-#[derive(Default)]
-struct Interner {
-    ids: FxHashMap<(GroupKey, bool), u32>,
-    groups: Vec<(GroupKey, bool)>,
-}
-
-impl Interner {
-    fn intern(&mut self, key: GroupKey, ecmp: bool) -> u32 {
-        let next = self.groups.len() as u32;
-        let k = (key, ecmp);
-        if let Some(&id) = self.ids.get(&k) {
-            return id;
+impl<'a> Context<'a> {
+    fn new(
+        topo: &Topology,
+        adj: &'a [Vec<(NodeId, LinkId)>],
+        options: &'a Options,
+        unit_of: &'a [u32],
+        stub_classes: &'a [NodeId],
+        units: usize,
+    ) -> Self {
+        let stub: Vec<bool> = topo.nodes.iter().map(|n| n.role.is_stub()).collect();
+        let core: Vec<Vec<(u32, u32)>> = adj
+            .iter()
+            .enumerate()
+            .map(|(n, list)| {
+                if stub[n] {
+                    return Vec::new();
+                }
+                list.iter()
+                    .filter(|&&(m, _)| !stub[m])
+                    .map(|&(m, l)| (m as u32, l as u32))
+                    .collect()
+            })
+            .collect();
+        let stage: Vec<u8> = topo.nodes.iter().map(|n| n.role.stage()).collect();
+        let down: Vec<Vec<(u32, u32)>> = core
+            .iter()
+            .enumerate()
+            .map(|(n, list): (usize, &Vec<(u32, u32)>)| {
+                list.iter()
+                    .filter(|&&(m, _)| stage[m as usize] < stage[n])
+                    .copied()
+                    .collect()
+            })
+            .collect();
+        let down_links = adj
+            .iter()
+            .enumerate()
+            .map(|(n, list)| list.iter().filter(|&&(m, _)| stage[m] < stage[n]).count() as u32)
+            .collect();
+        Context {
+            options,
+            adj,
+            core,
+            down,
+            total_links: adj.iter().map(|l| l.len() as u32).collect(),
+            down_links,
+            stage,
+            roles: topo.nodes.iter().map(|n| n.role).collect(),
+            stub,
+            gbps: topo.links.iter().map(|l| l.gbps).collect(),
+            unit_of,
+            stub_classes,
+            units,
         }
-        self.groups.push(k.clone());
-        self.ids.insert(k, next);
-        next
     }
 }
 
-/// Per-node state of one propagation.
-#[derive(Clone, Copy)]
-struct State {
-    dist: u32,
-    /// Some best route came from a lower stage (or the node originates): it may advertise
-    /// upward; otherwise only downward (valley-free).
-    up: bool,
-    origin: bool,
-    /// What it advertises (draft: path and link values; averaged: PathBWsum / N in
-    /// `path_gbps`, to be min'ed with each outgoing link).
-    adv: Advertised,
+/// A group as (neighbor, parallel index, bandwidth bits) per member.
+type Entry = (u32, u32, u64);
+type GroupKey = Vec<Entry>;
+
+/// Distinct groups, each stored once. The ECMP flag rides as a trailing sentinel entry
+/// so lookups can borrow a scratch slice without allocating.
+#[derive(Default)]
+struct Interner {
+    ids: FxHashMap<Vec<Entry>, u32>,
+    groups: Vec<(GroupKey, bool)>,
 }
 
-const UNREACHED: State = State {
-    dist: u32::MAX,
-    up: false,
-    origin: false,
-    adv: Advertised {
-        path_gbps: None,
-        link_value_gbps: None,
-    },
-};
+const ECMP_SENTINEL: u32 = u32::MAX;
 
+impl Interner {
+    /// `key` ends with the sentinel entry (ECMP_SENTINEL, ecmp as u32, 0).
+    fn intern_slice(&mut self, key: &[Entry]) -> u32 {
+        if let Some(&id) = self.ids.get(key) {
+            return id;
+        }
+        let id = self.groups.len() as u32;
+        let (members, flag) = key.split_at(key.len() - 1);
+        self.groups.push((members.to_vec(), flag[0].1 == 1));
+        self.ids.insert(key.to_vec(), id);
+        id
+    }
+
+    fn intern(&mut self, mut key: GroupKey, ecmp: bool) -> u32 {
+        key.push((ECMP_SENTINEL, u32::from(ecmp), 0));
+        self.intern_slice(&key)
+    }
+}
+
+const UP: u8 = 1;
+const ORIGIN: u8 = 2;
+
+/// `None` is stored as NaN in the per-node value arrays.
+fn opt(x: f64) -> Option<f64> {
+    (!x.is_nan()).then_some(x)
+}
+
+/// Adds the parallel-link index (0-based, among links to the same neighbor) to an
+/// adjacency list ordered by neighbor.
+fn with_nth(
+    list: impl Iterator<Item = (NodeId, LinkId)>,
+) -> impl Iterator<Item = (NodeId, LinkId, u32)> {
+    let mut prev = usize::MAX;
+    let mut nth = 0u32;
+    list.map(move |(m, l)| {
+        if m == prev {
+            nth += 1;
+        } else {
+            prev = m;
+            nth = 0;
+        }
+        (m, l, nth)
+    })
+}
+
+/// One propagation at a time; its per-node state lives in flat arrays reused across
+/// origin sets (only the touched entries are reset).
 struct Worker<'a> {
     ctx: &'a Context<'a>,
-    state: Vec<State>,
+    dist: Vec<u32>,
+    /// UP: some best route came from a lower stage (or the node originates), so it may
+    /// advertise upward; otherwise only downward (valley-free). ORIGIN: originates.
+    flags: Vec<u8>,
+    /// What the node advertises: draft, the transitive value; averaged, PathBWsum / N
+    /// (each outgoing link then takes the min with itself).
+    path: Vec<f64>,
+    /// Draft: the non-transitive value a super-spine attaches.
+    link_value: Vec<f64>,
     touched: Vec<NodeId>,
+    /// Per node, its links to the current origins: (all, those to a lower stage).
+    origin_links: FxHashMap<NodeId, (u32, u32)>,
+    /// Per switch, the members collected while its level is reached.
+    members_of: Vec<Vec<(NodeId, LinkId, u32)>>,
+    scratch: Vec<(NodeId, LinkId, u32)>,
     interner: Interner,
-    // Scratch buffers reused across nodes.
     routes: Vec<Received>,
-    members: Vec<(NodeId, LinkId)>,
+    key: GroupKey,
 }
 
 impl<'a> Worker<'a> {
     fn new(ctx: &'a Context<'a>) -> Self {
+        let n = ctx.stage.len();
         Worker {
             ctx,
-            state: vec![UNREACHED; ctx.topo.nodes.len()],
+            dist: vec![u32::MAX; n],
+            flags: vec![0; n],
+            path: vec![f64::NAN; n],
+            link_value: vec![f64::NAN; n],
             touched: Vec::new(),
+            origin_links: FxHashMap::default(),
+            members_of: vec![Vec::new(); n],
+            scratch: Vec::new(),
             interner: Interner::default(),
             routes: Vec::new(),
-            members: Vec::new(),
+            key: Vec::new(),
         }
     }
 
-    fn stage(&self, n: NodeId) -> u8 {
-        self.ctx.topo.nodes[n].role.stage()
-    }
-
-    /// Whether `m` (already reached) advertises its route to neighbor `n`.
-    fn advertises(&self, m: NodeId, n: NodeId) -> bool {
-        let s = &self.state[m];
-        s.dist != u32::MAX
-            && !self.state[n].origin
-            && (s.origin
-                || (!self.ctx.topo.nodes[m].role.is_stub()
-                    && (s.up || self.stage(n) < self.stage(m))))
+    /// Whether `m` advertises its route to a stub: stubs sit below everything, so any
+    /// reached switch does, and an originating stub does.
+    #[inline]
+    fn advertises_to_stub(&self, m: NodeId) -> bool {
+        self.dist[m] != u32::MAX && (self.flags[m] & ORIGIN != 0 || !self.ctx.stub[m])
     }
 
     /// One origin set: BFS by levels over the switches, then the stub classes; appends
     /// one group id per unit to `table`.
+    ///
+    /// Each level's members are collected while the level is reached: a frontier node
+    /// walks its links once (only the downward ones when it may not advertise up), and
+    /// frontiers are kept in node order so every member list comes out in adjacency order.
     fn propagate(&mut self, origins: &[NodeId], table: &mut Vec<u32>) {
+        let ctx = self.ctx;
         for n in self.touched.drain(..) {
-            self.state[n] = UNREACHED;
+            self.dist[n] = u32::MAX;
+            self.flags[n] = 0;
+            self.path[n] = f64::NAN;
+            self.link_value[n] = f64::NAN;
+            self.members_of[n].clear();
         }
+        self.origin_links.clear();
         let base = table.len();
-        table.resize(base + self.ctx.units, NONE);
-        let mode = self.ctx.options.mode;
-        let mut frontier: Vec<NodeId> = Vec::new();
-        for &o in origins {
-            self.state[o] = State {
-                dist: 0,
-                up: true,
-                origin: true,
-                adv: Advertised {
-                    path_gbps: Some(bandwidth::ORIGIN_MAX_GBPS),
-                    link_value_gbps: None,
-                },
-            };
+        table.resize(base + ctx.units, NONE);
+        let mode = ctx.options.mode;
+        let mut frontier: Vec<NodeId> = origins.to_vec();
+        frontier.sort_unstable();
+        for &o in &frontier {
+            self.dist[o] = 0;
+            self.flags[o] = UP | ORIGIN;
+            self.path[o] = bandwidth::ORIGIN_MAX_GBPS;
             self.touched.push(o);
-            frontier.push(o);
+        }
+        for &o in &frontier {
+            for &(n, _) in &ctx.adj[o] {
+                let e = self.origin_links.entry(n).or_insert((0, 0));
+                e.0 += 1;
+                if ctx.stage[o] < ctx.stage[n] {
+                    e.1 += 1;
+                }
+            }
         }
         let mut next: Vec<NodeId> = Vec::new();
         let mut dist = 0;
         while !frontier.is_empty() {
-            // Reach the next level: switches one hop further that some frontier node
-            // advertises to.
             for &m in &frontier {
-                for &(n, _) in &self.ctx.adj[m] {
-                    if self.state[n].dist == u32::MAX
-                        && !self.ctx.topo.nodes[n].role.is_stub()
-                        && self.advertises(m, n)
+                let fm = self.flags[m];
+                if ctx.stub[m] {
+                    // An originating stub: every switch neighbor hears it.
+                    for (n, l, nth) in with_nth(ctx.adj[m].iter().copied()) {
+                        if !ctx.stub[n] {
+                            self.offer(m, n, l, nth, dist + 1, &mut next);
+                        }
+                    }
+                } else {
+                    let list = if fm & UP != 0 {
+                        &ctx.core[m]
+                    } else {
+                        &ctx.down[m]
+                    };
+                    for (n, l, nth) in
+                        with_nth(list.iter().map(|&(n, l)| (n as NodeId, l as LinkId)))
                     {
-                        self.state[n].dist = dist + 1;
-                        self.touched.push(n);
-                        next.push(n);
+                        self.offer(m, n, l, nth, dist + 1, &mut next);
                     }
                 }
             }
-            // Their groups and advertisements, from the (final) frontier states.
+            next.sort_unstable();
             for &n in &next {
-                let group = self.node_group(n, n, dist);
-                let unit = self.ctx.unit_of[n] as usize;
-                table[base + unit] = group;
-            }
-            if mode == Mode::Averaged {
-                for &n in &next {
-                    self.state[n].adv.path_gbps = self.averaged_value(n, dist);
+                let members = std::mem::take(&mut self.members_of[n]);
+                let group = self.group(n, &members);
+                if mode == Mode::Averaged {
+                    self.path[n] = self.averaged_value(n, &members);
                 }
+                self.members_of[n] = members;
+                table[base + ctx.unit_of[n] as usize] = group;
             }
             dist += 1;
             std::mem::swap(&mut frontier, &mut next);
             next.clear();
         }
         // Stub classes: a representative's group stands for the whole class.
-        for (unit, &rep) in self.ctx.stub_classes.iter().enumerate() {
+        for (unit, &rep) in ctx.stub_classes.iter().enumerate() {
             if rep == usize::MAX {
                 continue;
             }
-            let best = self.ctx.adj[rep]
+            let best = ctx.adj[rep]
                 .iter()
-                .filter(|&&(m, _)| self.advertises_to_stub(m, rep))
-                .map(|&(m, _)| self.state[m].dist)
+                .filter(|&&(m, _)| self.advertises_to_stub(m))
+                .map(|&(m, _)| self.dist[m])
                 .min();
             if let Some(d) = best {
-                table[base + unit] = self.node_group(rep, rep, d);
+                let mut members = std::mem::take(&mut self.scratch);
+                members.clear();
+                members.extend(
+                    with_nth(ctx.adj[rep].iter().copied())
+                        .filter(|&(m, _, _)| self.dist[m] == d && self.advertises_to_stub(m)),
+                );
+                table[base + unit] = self.group(rep, &members);
+                self.scratch = members;
             }
         }
     }
 
-    fn advertises_to_stub(&self, m: NodeId, stub: NodeId) -> bool {
-        let s = &self.state[m];
-        s.dist != u32::MAX
-            && (s.origin
-                || (!self.ctx.topo.nodes[m].role.is_stub()
-                    && (s.up || self.stage(stub) < self.stage(m))))
+    /// Frontier node `m` advertises to switch `n` over link `l`: `n` joins the next level
+    /// (at distance `d`) unless it is already closer, and `m` becomes one of its members.
+    #[inline]
+    fn offer(&mut self, m: NodeId, n: NodeId, l: LinkId, nth: u32, d: u32, next: &mut Vec<NodeId>) {
+        let dn = self.dist[n];
+        if dn == u32::MAX {
+            if self.flags[n] & ORIGIN != 0 {
+                return;
+            }
+            self.dist[n] = d;
+            self.touched.push(n);
+            next.push(n);
+        } else if dn != d {
+            return;
+        }
+        self.members_of[n].push((m, l, nth));
     }
 
-    /// Computes node `n`'s group from its neighbors at distance `d` that advertise to it,
-    /// records its own state (draft advertisement, `up`), and interns the group.
-    fn node_group(&mut self, n: NodeId, rep: NodeId, d: u32) -> u32 {
-        let topo = self.ctx.topo;
-        let stub = topo.nodes[n].role.is_stub();
-        self.members.clear();
+    /// Node `n`'s group over `members` (neighbor, link), in adjacency order: applies the
+    /// bandwidth rules, records the node's own advertisement and `up` flag (switches),
+    /// and interns the group.
+    fn group(&mut self, n: NodeId, members: &[(NodeId, LinkId, u32)]) -> u32 {
+        let ctx = self.ctx;
+        let mode = ctx.options.mode;
         self.routes.clear();
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
         let mut from_below = false;
         let mut from_above = false;
-        let mut key: GroupKey = Vec::new();
-        let mut prev: Option<NodeId> = None;
-        let mut nth = 0u32;
-        for &(m, l) in &self.ctx.adj[rep] {
-            // Parallel-link index among the links to the same neighbor.
-            if prev == Some(m) {
-                nth += 1;
-            } else {
-                prev = Some(m);
-                nth = 0;
-            }
-            let sm = self.state[m];
-            let ok = if stub {
-                self.advertises_to_stub(m, rep)
-            } else {
-                self.advertises(m, n)
-            };
-            if sm.dist != d || !ok {
-                continue;
-            }
-            let link = topo.links[l].gbps;
-            if self.stage(m) < self.stage(n) || sm.origin && self.stage(m) <= self.stage(n) {
+        for &(m, l, nth) in members {
+            let link = ctx.gbps[l];
+            let origin = self.flags[m] & ORIGIN != 0;
+            if ctx.stage[m] < ctx.stage[n] || (origin && ctx.stage[m] <= ctx.stage[n]) {
                 from_below = true;
             } else {
                 from_above = true;
             }
-            let path = match self.ctx.options.mode {
+            let path = match mode {
                 // Averaged: the sender's PathBWsum / N, min'ed with this link.
-                Mode::Averaged => sm.adv.path_gbps.map(|v| v.min(link)),
-                Mode::Draft => sm.adv.path_gbps,
+                Mode::Averaged => opt(self.path[m]).map(|v| v.min(link)),
+                Mode::Draft => opt(self.path[m]),
             };
             self.routes.push(Received {
                 link_gbps: link,
                 path_gbps: path,
-                link_value_gbps: sm.adv.link_value_gbps,
+                link_value_gbps: opt(self.link_value[m]),
             });
-            self.members.push((m, l));
             key.push((m as u32, nth, 0));
         }
         if self.routes.is_empty() {
+            self.key = key;
             return NONE;
         }
-        let role = topo.nodes[n].role;
-        let rule = Rule::for_node(role, from_above && !from_below);
-        let spread = bandwidth::route_bandwidths(self.ctx.options.mode, rule, &self.routes);
+        let rule = Rule::for_node(ctx.roles[n], from_above && !from_below);
+        let spread = bandwidth::route_bandwidths(mode, rule, &self.routes);
         for (i, k) in key.iter_mut().enumerate() {
             k.2 = spread.bandwidth(i, &self.routes).to_bits();
         }
-        if !stub {
-            let s = &mut self.state[n];
-            s.up = from_below;
-            s.adv = match self.ctx.options.mode {
+        if !ctx.stub[n] {
+            if from_below {
+                self.flags[n] |= UP;
+            }
+            match mode {
                 Mode::Draft => {
-                    bandwidth::draft_advertise(rule, &self.routes, &spread, &self.ctx.options.draft)
+                    let adv =
+                        bandwidth::draft_advertise(rule, &self.routes, &spread, &ctx.options.draft);
+                    self.path[n] = adv.path_gbps.unwrap_or(f64::NAN);
+                    self.link_value[n] = adv.link_value_gbps.unwrap_or(f64::NAN);
                 }
-                // PathBWsum for now; averaged_value divides by N once `up` is known.
-                Mode::Averaged => Advertised {
-                    path_gbps: match &spread {
-                        Spread::Weighted(b) => Some(b.iter().sum()),
-                        Spread::Equal => None,
-                    },
-                    link_value_gbps: None,
-                },
-            };
+                // PathBWsum for now; averaged_value divides by N once all of this level
+                // know their `up` flag.
+                Mode::Averaged => {
+                    self.path[n] = match &spread {
+                        Spread::Weighted(b) => b.iter().sum(),
+                        Spread::Equal => f64::NAN,
+                    };
+                }
+            }
         }
         let ecmp = spread == Spread::Equal;
-        self.interner.intern(key, ecmp)
+        key.push((ECMP_SENTINEL, u32::from(ecmp), 0));
+        let id = self.interner.intern_slice(&key);
+        self.key = key;
+        id
     }
 
-    /// Averaged mode: PathBWsum / N, N = links the node advertises the route on (all but
-    /// the incoming ones; only downward ones when it learned the route from above).
-    fn averaged_value(&self, n: NodeId, d: u32) -> Option<f64> {
-        let sum = self.state[n].adv.path_gbps?;
-        let mut outgoing = 0usize;
-        for &(x, _) in &self.ctx.adj[n] {
-            let sx = &self.state[x];
-            let incoming = sx.dist == d && self.advertises(x, n);
-            if incoming || sx.origin {
-                continue;
-            }
-            if self.state[n].up || self.stage(x) < self.stage(n) {
-                outgoing += 1;
-            }
+    /// Averaged mode: PathBWsum / N, N = links the node advertises the route on: all but
+    /// the incoming ones and those to originators; only the downward ones when it learned
+    /// the route from above.
+    fn averaged_value(&self, n: NodeId, members: &[(NodeId, LinkId, u32)]) -> f64 {
+        let ctx = self.ctx;
+        let sum = self.path[n];
+        if sum.is_nan() {
+            return sum;
         }
-        Some(sum / outgoing.max(1) as f64)
+        let (to_origins, to_lower_origins) = self.origin_links.get(&n).copied().unwrap_or((0, 0));
+        let outgoing = if self.flags[n] & UP != 0 {
+            let origin_members = members
+                .iter()
+                .filter(|&&(m, _, _)| self.flags[m] & ORIGIN != 0)
+                .count() as u32;
+            ctx.total_links[n] - members.len() as u32 - (to_origins - origin_members)
+        } else {
+            // Learned from above: every member is above, so no downward link is incoming.
+            ctx.down_links[n] - to_lower_origins
+        };
+        sum / outgoing.max(1) as f64
     }
 }
 

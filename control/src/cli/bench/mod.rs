@@ -69,6 +69,18 @@ fn proc_status_kb(key: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// CPU time (user + system) this process has used so far, in seconds: on a shared
+/// machine it shows the work apart from waiting for a core.
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // USER_HZ is 100 on Linux/x86-64.
+    Some(ticks as f64 / 100.0)
+}
+
 /// The command line that produced a result, for the results file.
 pub fn command_line() -> String {
     let args: Vec<String> = std::env::args().skip(1).collect();

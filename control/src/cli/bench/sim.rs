@@ -1,6 +1,6 @@
 //! `fare bench sim`: fabric-wide propagation on a generated multi-plane fabric.
 
-use super::{command_line, peak_rss_bytes, reset_peak_rss, rss_bytes};
+use super::{command_line, cpu_seconds, peak_rss_bytes, reset_peak_rss, rss_bytes};
 use crate::bandwidth::Mode;
 use crate::sim;
 use crate::topology::gen::{self, MultiPlane};
@@ -78,9 +78,9 @@ pub fn run(args: Args) -> anyhow::Result<String> {
 
     writeln!(
         md,
-        "| mode | wall time | peak RSS during solve | origin sets | distinct groups | (node, origin set) groups |"
+        "| mode | wall time | CPU time | peak RSS during solve | origin sets | distinct groups | (node, origin set) groups |"
     )?;
-    writeln!(md, "|---|---|---|---|---|---|")?;
+    writeln!(md, "|---|---|---|---|---|---|---|")?;
     for mode in [Mode::Draft, Mode::Averaged] {
         let options = sim::Options {
             mode,
@@ -88,14 +88,18 @@ pub fn run(args: Args) -> anyhow::Result<String> {
             ..Default::default()
         };
         reset_peak_rss();
+        let cpu = cpu_seconds();
         let t = Instant::now();
         let solution = sim::solve(&topo, &options);
         let solve_s = t.elapsed().as_secs_f64();
+        let cpu = cpu_seconds()
+            .zip(cpu)
+            .map_or("n/a".into(), |(b, a)| format!("{:.2} s", b - a));
         let peak = peak_rss_bytes();
         let pairs = solution.node_group_count();
         writeln!(
             md,
-            "| {mode:?} | {solve_s:.2} s | {} | {} | {} | {pairs} |",
+            "| {mode:?} | {solve_s:.2} s | {cpu} | {} | {} | {} | {pairs} |",
             mib(peak),
             solution.origin_sets.len(),
             solution.distinct_groups()
@@ -104,7 +108,12 @@ pub fn run(args: Args) -> anyhow::Result<String> {
     writeln!(
         md,
         "\nPeak RSS is the process's VmHWM, reset just before each solve (it includes the \
-         fabric itself, already resident). Targets: < 5 s, < 2 GiB."
+         fabric itself, already resident). CPU time is summed over the worker threads. \
+         Targets: < 5 s, < 2 GiB. Machine load (1-min average) at the start: {}.",
+        std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|l| l.split_whitespace().next().map(str::to_string))
+            .unwrap_or_else(|| "n/a".into())
     )?;
 
     // Baseline, same run: the same algorithm without sharing stub computations.
