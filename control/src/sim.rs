@@ -532,6 +532,9 @@ struct Worker<'a> {
     origin_links: FxHashMap<NodeId, (u32, u32)>,
     /// Per switch, the members collected while its level is reached.
     members_of: Vec<Vec<(NodeId, LinkId, u32)>>,
+    /// Per switch, its group id and (averaged mode) its PathBWsum before dividing by N.
+    group_of: Vec<u32>,
+    path_sum: Vec<f64>,
     scratch: Vec<(NodeId, LinkId, u32)>,
     interner: Interner,
     routes: Vec<Received>,
@@ -550,6 +553,8 @@ impl<'a> Worker<'a> {
             touched: Vec::new(),
             origin_links: FxHashMap::default(),
             members_of: vec![Vec::new(); n],
+            group_of: vec![NONE; n],
+            path_sum: vec![f64::NAN; n],
             scratch: Vec::new(),
             interner: Interner::default(),
             routes: Vec::new(),
@@ -626,9 +631,33 @@ impl<'a> Worker<'a> {
                 }
             }
             next.sort_unstable();
+            // Nodes of one level with the same role and the same members over links of
+            // the same capacities get the same group and advertisement (all leaves of a
+            // plane, say): compute it once per level and copy.
+            let mut same: FxHashMap<u64, NodeId> = FxHashMap::default();
             for &n in &next {
                 let members = std::mem::take(&mut self.members_of[n]);
-                let group = self.group(n, &members);
+                let signature = self.signature(n, &members);
+                let twin = same
+                    .get(&signature)
+                    .copied()
+                    .filter(|&t| self.same_inputs(t, n, &members));
+                let group = match twin {
+                    Some(t) => {
+                        self.flags[n] |= self.flags[t] & UP;
+                        self.path[n] = self.path_sum[t];
+                        self.path_sum[n] = self.path_sum[t];
+                        self.link_value[n] = self.link_value[t];
+                        self.group_of[t]
+                    }
+                    None => {
+                        same.entry(signature).or_insert(n);
+                        let g = self.group(n, &members);
+                        self.path_sum[n] = self.path[n];
+                        g
+                    }
+                };
+                self.group_of[n] = group;
                 if mode == Mode::Averaged {
                     self.path[n] = self.averaged_value(n, &members);
                 }
@@ -660,6 +689,32 @@ impl<'a> Worker<'a> {
                 self.scratch = members;
             }
         }
+    }
+
+    /// A hash of what `n`'s group depends on: its stage and, per member, the neighbor,
+    /// the parallel index and the link capacity.
+    fn signature(&self, n: NodeId, members: &[(NodeId, LinkId, u32)]) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        self.ctx.roles[n].hash(&mut h);
+        for &(m, l, nth) in members {
+            (m, nth, self.ctx.gbps[l].to_bits()).hash(&mut h);
+        }
+        h.finish()
+    }
+
+    /// Whether twin `t` (already computed) had exactly `n`'s inputs.
+    fn same_inputs(&self, t: NodeId, n: NodeId, members: &[(NodeId, LinkId, u32)]) -> bool {
+        let ctx = self.ctx;
+        let theirs = &self.members_of[t];
+        ctx.roles[t] == ctx.roles[n]
+            && theirs.len() == members.len()
+            && theirs
+                .iter()
+                .zip(members)
+                .all(|(&(m1, l1, k1), &(m2, l2, k2))| {
+                    m1 == m2 && k1 == k2 && ctx.gbps[l1].to_bits() == ctx.gbps[l2].to_bits()
+                })
     }
 
     /// Frontier node `m` advertises to switch `n` over link `l`: `n` joins the next level
