@@ -496,6 +496,10 @@ fn opt(x: f64) -> Option<f64> {
     (!x.is_nan()).then_some(x)
 }
 
+/// A member as (neighbor, link): 8 bytes, because a level's member lists are the
+/// largest data the propagation touches.
+type M = (u32, u32);
+
 /// Adds the parallel-link index (0-based, among links to the same neighbor) to an
 /// adjacency list ordered by neighbor.
 fn with_nth(
@@ -531,11 +535,11 @@ struct Worker<'a> {
     /// Per node, its links to the current origins: (all, those to a lower stage).
     origin_links: FxHashMap<NodeId, (u32, u32)>,
     /// Per switch, the members collected while its level is reached.
-    members_of: Vec<Vec<(NodeId, LinkId, u32)>>,
+    members_of: Vec<Vec<M>>,
     /// Per switch, its group id and (averaged mode) its PathBWsum before dividing by N.
     group_of: Vec<u32>,
     path_sum: Vec<f64>,
-    scratch: Vec<(NodeId, LinkId, u32)>,
+    scratch: Vec<M>,
     interner: Interner,
     routes: Vec<Received>,
     key: GroupKey,
@@ -612,9 +616,9 @@ impl<'a> Worker<'a> {
                 let fm = self.flags[m];
                 if ctx.stub[m] {
                     // An originating stub: every switch neighbor hears it.
-                    for (n, l, nth) in with_nth(ctx.adj[m].iter().copied()) {
+                    for &(n, l) in &ctx.adj[m] {
                         if !ctx.stub[n] {
-                            self.offer(m, n, l, nth, dist + 1, &mut next);
+                            self.offer(m, n, l, dist + 1, &mut next);
                         }
                     }
                 } else {
@@ -623,10 +627,8 @@ impl<'a> Worker<'a> {
                     } else {
                         &ctx.down[m]
                     };
-                    for (n, l, nth) in
-                        with_nth(list.iter().map(|&(n, l)| (n as NodeId, l as LinkId)))
-                    {
-                        self.offer(m, n, l, nth, dist + 1, &mut next);
+                    for &(n, l) in list {
+                        self.offer(m, n as NodeId, l as LinkId, dist + 1, &mut next);
                     }
                 }
             }
@@ -682,8 +684,10 @@ impl<'a> Worker<'a> {
                 let mut members = std::mem::take(&mut self.scratch);
                 members.clear();
                 members.extend(
-                    with_nth(ctx.adj[rep].iter().copied())
-                        .filter(|&(m, _, _)| self.dist[m] == d && self.advertises_to_stub(m)),
+                    ctx.adj[rep]
+                        .iter()
+                        .filter(|&&(m, _)| self.dist[m] == d && self.advertises_to_stub(m))
+                        .map(|&(m, l)| (m as u32, l as u32)),
                 );
                 table[base + unit] = self.group(rep, &members);
                 self.scratch = members;
@@ -693,34 +697,32 @@ impl<'a> Worker<'a> {
 
     /// A hash of what `n`'s group depends on: its stage and, per member, the neighbor,
     /// the parallel index and the link capacity.
-    fn signature(&self, n: NodeId, members: &[(NodeId, LinkId, u32)]) -> u64 {
+    /// (Parallel indexes follow from the neighbor sequence: all links to a member are.)
+    fn signature(&self, n: NodeId, members: &[M]) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
         self.ctx.roles[n].hash(&mut h);
-        for &(m, l, nth) in members {
-            (m, nth, self.ctx.gbps[l].to_bits()).hash(&mut h);
+        for &(m, l) in members {
+            (m, self.ctx.gbps[l as usize].to_bits()).hash(&mut h);
         }
         h.finish()
     }
 
     /// Whether twin `t` (already computed) had exactly `n`'s inputs.
-    fn same_inputs(&self, t: NodeId, n: NodeId, members: &[(NodeId, LinkId, u32)]) -> bool {
+    fn same_inputs(&self, t: NodeId, n: NodeId, members: &[M]) -> bool {
         let ctx = self.ctx;
         let theirs = &self.members_of[t];
         ctx.roles[t] == ctx.roles[n]
             && theirs.len() == members.len()
-            && theirs
-                .iter()
-                .zip(members)
-                .all(|(&(m1, l1, k1), &(m2, l2, k2))| {
-                    m1 == m2 && k1 == k2 && ctx.gbps[l1].to_bits() == ctx.gbps[l2].to_bits()
-                })
+            && theirs.iter().zip(members).all(|(&(m1, l1), &(m2, l2))| {
+                m1 == m2 && ctx.gbps[l1 as usize].to_bits() == ctx.gbps[l2 as usize].to_bits()
+            })
     }
 
     /// Frontier node `m` advertises to switch `n` over link `l`: `n` joins the next level
     /// (at distance `d`) unless it is already closer, and `m` becomes one of its members.
     #[inline]
-    fn offer(&mut self, m: NodeId, n: NodeId, l: LinkId, nth: u32, d: u32, next: &mut Vec<NodeId>) {
+    fn offer(&mut self, m: NodeId, n: NodeId, l: LinkId, d: u32, next: &mut Vec<NodeId>) {
         let dn = self.dist[n];
         if dn == u32::MAX {
             if self.flags[n] & ORIGIN != 0 {
@@ -732,13 +734,13 @@ impl<'a> Worker<'a> {
         } else if dn != d {
             return;
         }
-        self.members_of[n].push((m, l, nth));
+        self.members_of[n].push((m as u32, l as u32));
     }
 
     /// Node `n`'s group over `members` (neighbor, link), in adjacency order: applies the
     /// bandwidth rules, records the node's own advertisement and `up` flag (switches),
     /// and interns the group.
-    fn group(&mut self, n: NodeId, members: &[(NodeId, LinkId, u32)]) -> u32 {
+    fn group(&mut self, n: NodeId, members: &[M]) -> u32 {
         let ctx = self.ctx;
         let mode = ctx.options.mode;
         self.routes.clear();
@@ -746,7 +748,8 @@ impl<'a> Worker<'a> {
         key.clear();
         let mut from_below = false;
         let mut from_above = false;
-        for &(m, l, nth) in members {
+        let members = with_nth(members.iter().map(|&(m, l)| (m as NodeId, l as LinkId)));
+        for (m, l, nth) in members {
             let link = ctx.gbps[l];
             let origin = self.flags[m] & ORIGIN != 0;
             if ctx.stage[m] < ctx.stage[n] || (origin && ctx.stage[m] <= ctx.stage[n]) {
@@ -806,7 +809,7 @@ impl<'a> Worker<'a> {
     /// Averaged mode: PathBWsum / N, N = links the node advertises the route on: all but
     /// the incoming ones and those to originators; only the downward ones when it learned
     /// the route from above.
-    fn averaged_value(&self, n: NodeId, members: &[(NodeId, LinkId, u32)]) -> f64 {
+    fn averaged_value(&self, n: NodeId, members: &[M]) -> f64 {
         let ctx = self.ctx;
         let sum = self.path[n];
         if sum.is_nan() {
@@ -816,7 +819,7 @@ impl<'a> Worker<'a> {
         let outgoing = if self.flags[n] & UP != 0 {
             let origin_members = members
                 .iter()
-                .filter(|&&(m, _, _)| self.flags[m] & ORIGIN != 0)
+                .filter(|&&(m, _)| self.flags[m as usize] & ORIGIN != 0)
                 .count() as u32;
             ctx.total_links[n] - members.len() as u32 - (to_origins - origin_members)
         } else {
