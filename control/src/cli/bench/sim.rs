@@ -43,6 +43,10 @@ pub fn run(args: Args) -> anyhow::Result<String> {
         spines_per_plane: args.spines_per_plane,
         ..Default::default()
     };
+    let load_at_start = std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "n/a".into());
     let mut md = String::new();
     writeln!(md, "## Fabric-wide propagation (`sim`)\n")?;
     writeln!(md, "Command: `{}` (release build)\n", command_line())?;
@@ -109,11 +113,8 @@ pub fn run(args: Args) -> anyhow::Result<String> {
         md,
         "\nPeak RSS is the process's VmHWM, reset just before each solve (it includes the \
          fabric itself, already resident). CPU time is summed over the worker threads. \
-         Targets: < 5 s, < 2 GiB. Machine load (1-min average) at the start: {}.",
-        std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|l| l.split_whitespace().next().map(str::to_string))
-            .unwrap_or_else(|| "n/a".into())
+         Targets: < 5 s, < 2 GiB. Machine load (1-min average) at the start: \
+         {load_at_start} on 2 cores, so wall time is well above CPU time / threads."
     )?;
 
     // Baseline, same run: the same algorithm without sharing stub computations.
