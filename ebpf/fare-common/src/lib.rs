@@ -41,6 +41,15 @@ pub mod map_names {
 
 /// Name of the XDP program in the object.
 pub const PROGRAM_NAME: &str = "fare_xdp";
+/// The benchmark traffic generator in the same object (redirects to `GEN_TX[0]`).
+pub const GENERATOR_NAME: &str = "fare_gen";
+pub const GENERATOR_MAP: &str = "GEN_TX";
+pub const GENERATOR_TEMPLATE: &str = "GEN_TEMPLATE";
+/// The benchmark sink program (counts in `SINK_RX[0]` and drops).
+pub const SINK_NAME: &str = "fare_sink";
+pub const SINK_MAP: &str = "SINK_RX";
+/// Length of the generator's frames (its template is copied over each one).
+pub const GEN_FRAME_LEN: usize = 64;
 
 /// Value of ROUTES_V4/ROUTES_V6 (keys are `{prefix_len: u32, addr: [u8; 4|16]}` in
 /// network byte order, the LPM trie key layout).

@@ -15,6 +15,7 @@ mod consts;
 mod eth;
 mod flow;
 mod forward;
+mod gen;
 mod ipv4;
 mod ipv6;
 mod maps;

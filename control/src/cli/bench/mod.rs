@@ -7,6 +7,7 @@ pub mod results;
 pub mod sim;
 pub mod wcmp;
 pub mod xdp;
+pub mod xdp_forward;
 
 use std::path::PathBuf;
 
@@ -32,6 +33,9 @@ pub enum Suite {
     Wcmp(wcmp::Args),
     /// XDP program cost per packet with BPF_PROG_TEST_RUN (IPv4/IPv6, spray/flow); root.
     Xdp(xdp::Args),
+    /// Forwarding rate of the XDP spray path vs the kernel's weighted nexthop group, one
+    /// router core, same namespaces and run; root.
+    XdpForward(xdp_forward::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -39,6 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Sim(a) => ("sim", sim::run(a)?),
         Suite::Wcmp(a) => ("wcmp", wcmp::run(a)?),
         Suite::Xdp(a) => ("xdp", xdp::run(a)?),
+        Suite::XdpForward(a) => ("xdp-forward", xdp_forward::run_bench(a)?),
     };
     println!("{body}");
     if !args.no_write {

@@ -12,6 +12,7 @@
 //!   interface and neighbor MAC) and restarts (they live in the pinned maps).
 
 mod encode;
+pub mod generator;
 mod group_ids;
 mod logs;
 pub mod netdev;
