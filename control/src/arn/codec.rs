@@ -440,7 +440,7 @@ pub enum EncodeError {
 }
 
 /// The JSON form printed by `fare arn decode --json` (field names are a contract).
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct ArnJson {
     #[serde(rename = "type")]
     pub kind: u8,
@@ -453,7 +453,7 @@ pub struct ArnJson {
     pub path_id: Option<u32>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, serde::Deserialize)]
 pub struct FlowJson {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub protocol: Option<u8>,

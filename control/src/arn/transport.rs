@@ -98,6 +98,15 @@ impl ArnSocket {
         Ok(ArnSocket { socket, local })
     }
 
+    /// Overrides the TTL / hop limit of what this socket sends (tests of receivers only).
+    pub fn set_ttl(&self, ttl: u8) -> io::Result<()> {
+        let s = socket2::SockRef::from(&self.socket);
+        match self.local {
+            SocketAddr::V4(_) => s.set_ttl_v4(u32::from(ttl)),
+            SocketAddr::V6(_) => s.set_unicast_hops_v6(u32::from(ttl)),
+        }
+    }
+
     pub fn local_addr(&self) -> SocketAddr {
         self.local
     }

@@ -25,6 +25,89 @@ pub enum Command {
     Decode(DecodeArgs),
     /// Send one ARN by hand (UDP, TTL 255, DSCP CS6), or print it as hex with --hex.
     Send(SendArgs),
+    /// Watch egress queues and links; send Types 1-4 to upstream neighbors (no agent needed).
+    ///
+    /// Samples the root qdisc backlog of each --interface every --interval-us; crossing
+    /// --high-bytes sends Type 1 (Metric = 255 * backlog / limit), falling to --low-bytes
+    /// sends Type 2; the link stopping sends Type 3 and coming back Type 4. Prints one
+    /// line (JSON with --json) per event until interrupted or --duration-ms passes.
+    #[command(verbatim_doc_comment)]
+    Monitor(MonitorArgs),
+    /// Receive ARN and print what the receiver decides (accept / drop reason), one line per
+    /// datagram, and the counters at the end (no agent, no data plane changes).
+    Listen(ListenArgs),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct MonitorArgs {
+    /// Interface to watch, `IF=PATH_ID` (PATH_ID: router ID of the node at the far end).
+    #[arg(long = "interface", required = true, value_parser = parse_interface)]
+    pub interfaces: Vec<(String, Ipv4Addr)>,
+    /// Backlog in bytes at or above which the queue is congested.
+    #[arg(long)]
+    pub high_bytes: u32,
+    /// Backlog in bytes at or below which congestion has ended.
+    #[arg(long)]
+    pub low_bytes: u32,
+    /// Backlog that maps to Metric 255 (default 2 x high).
+    #[arg(long)]
+    pub limit_bytes: Option<u32>,
+    /// Sampling period in microseconds (>= 100).
+    #[arg(long, default_value_t = 1000)]
+    pub interval_us: u64,
+    /// Upstream neighbor to notify (repeat for several).
+    #[arg(long)]
+    pub notify: Vec<IpAddr>,
+    #[arg(long, default_value_t = transport::DEFAULT_PORT)]
+    pub port: u16,
+    /// Repeat Types 1/3 this often while the condition lasts.
+    #[arg(long, default_value_t = 250)]
+    pub refresh_ms: u64,
+    /// Stop after this long (default: run until interrupted).
+    #[arg(long)]
+    pub duration_ms: Option<u64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_interface(s: &str) -> Result<(String, Ipv4Addr), String> {
+    let (name, id) = s
+        .split_once('=')
+        .ok_or_else(|| format!("`{s}`: expected IF=PATH_ID, e.g. eth1=10.0.0.2"))?;
+    let id = parse_path_id(id)?;
+    Ok((name.to_string(), Ipv4Addr::from(id)))
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ListenArgs {
+    /// Accepted sender, `ADDRESS@INTERFACE` (repeat for several).
+    #[arg(long = "neighbor", value_parser = parse_neighbor)]
+    pub neighbors: Vec<crate::arn::config::ArnNeighbor>,
+    /// Address to listen on (0.0.0.0 or ::).
+    #[arg(long, default_value = "0.0.0.0")]
+    pub address: IpAddr,
+    #[arg(long, default_value_t = transport::DEFAULT_PORT)]
+    pub port: u16,
+    /// Stop after this many datagrams.
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Stop after this long.
+    #[arg(long)]
+    pub duration_ms: Option<u64>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_neighbor(s: &str) -> Result<crate::arn::config::ArnNeighbor, String> {
+    let (a, i) = s
+        .split_once('@')
+        .ok_or_else(|| format!("`{s}`: expected ADDRESS@INTERFACE, e.g. 10.1.0.2@eth1"))?;
+    Ok(crate::arn::config::ArnNeighbor {
+        address: a
+            .parse()
+            .map_err(|_| format!("`{a}` is not an IP address"))?,
+        interface: i.to_string(),
+    })
 }
 
 #[derive(clap::Args, Debug)]
@@ -92,6 +175,13 @@ pub struct SendArgs {
     /// Print the encoded message as hex instead of sending it.
     #[arg(long)]
     pub hex: bool,
+    /// Send these bytes (hex) instead of an encoded message, e.g. to test receivers with
+    /// malformed input.
+    #[arg(long, value_name = "HEX", conflicts_with = "hex")]
+    pub raw: Option<String>,
+    /// TTL / hop limit to send with (receivers accept only 255; other values are for tests).
+    #[arg(long, default_value_t = transport::TTL)]
+    pub ttl: u8,
 }
 
 fn parse_type(s: &str) -> Result<ArnType, String> {
@@ -121,7 +211,162 @@ pub fn run(command: Command) -> Result<()> {
     match command {
         Command::Decode(a) => decode(a),
         Command::Send(a) => send(a),
+        Command::Monitor(a) => monitor(a),
+        Command::Listen(a) => listen(a),
     }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+async fn stop_after(duration_ms: Option<u64>) {
+    match duration_ms {
+        Some(ms) => {
+            tokio::select! {
+                _ = tokio::time::sleep(std::time::Duration::from_millis(ms)) => {}
+                _ = tokio::signal::ctrl_c() => {}
+            }
+        }
+        None => {
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}
+
+fn monitor(args: MonitorArgs) -> Result<()> {
+    use crate::arn::config::{MonitorConfig, MonitoredInterface};
+    use crate::arn::monitor;
+    if args.low_bytes >= args.high_bytes {
+        bail!(InputError("--low-bytes must be below --high-bytes".into()));
+    }
+    let config = MonitorConfig {
+        interval_us: args.interval_us,
+        interfaces: args
+            .interfaces
+            .iter()
+            .map(|(name, path_id)| MonitoredInterface {
+                interface: name.clone(),
+                path_id: *path_id,
+                high_bytes: args.high_bytes,
+                low_bytes: args.low_bytes,
+                limit_bytes: args.limit_bytes,
+                notify: Vec::new(),
+            })
+            .collect(),
+    };
+    for (name, _) in &args.interfaces {
+        if transport::ifindex(name) == 0 {
+            bail!(InputError(format!("--interface {name}: no such interface")));
+        }
+    }
+    runtime()?.block_on(async {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (sent_tx, mut sent_rx) = tokio::sync::mpsc::unbounded_channel();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let thread = monitor::spawn(
+            config,
+            args.notify.clone(),
+            std::time::Duration::from_millis(args.refresh_ms),
+            tx,
+            stop.clone(),
+        )
+        .context("starting the queue monitor (rtnetlink)")?;
+        let sender = tokio::spawn(monitor::send_events(args.port, rx, Some(sent_tx)));
+        let printer = async {
+            while let Some(e) = sent_rx.recv().await {
+                if args.json {
+                    println!("{}", serde_json::to_string(&e).unwrap_or_default());
+                } else {
+                    println!(
+                        "{:>10} us {} {}{} backlog {} B",
+                        e.t_us,
+                        e.interface,
+                        e.message,
+                        if e.refresh { " (refresh)" } else { "" },
+                        e.backlog_bytes
+                    );
+                }
+            }
+        };
+        tokio::select! {
+            _ = stop_after(args.duration_ms) => {}
+            _ = printer => {}
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = thread.join();
+        sender.abort();
+        Ok(())
+    })
+}
+
+fn listen(args: ListenArgs) -> Result<()> {
+    use crate::arn::receiver::{self, Receiver};
+    let config = crate::arn::ArnConfig {
+        udp_port: args.port,
+        neighbors: args.neighbors.clone(),
+        ..Default::default()
+    };
+    runtime()?.block_on(async {
+        let socket = ArnSocket::bind(SocketAddr::new(args.address, args.port), None)?;
+        let receiver = Receiver::new(&config, &[]);
+        let counters = receiver.counters();
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<receiver::ReceiverEvent>();
+        // No data plane: the receiver still admits, decodes and counts.
+        let mut dataplane = crate::dataplane::NullDataplane::default();
+        let notify = std::sync::Arc::new(tokio::sync::Notify::new());
+        let count = args.count;
+        let json = args.json;
+        let printer = async move {
+            let mut n = 0u64;
+            while let Some(e) = rx.recv().await {
+                if json {
+                    println!("{}", serde_json::to_string(&e).unwrap_or_default());
+                } else {
+                    match (&e.message, &e.dropped) {
+                        (Some(m), _) => println!(
+                            "from {} ttl {:?}: accepted {}",
+                            e.from,
+                            e.ttl,
+                            serde_json::to_string(m).unwrap_or_default()
+                        ),
+                        (None, Some(why)) => {
+                            println!("from {} ttl {:?}: dropped: {why}", e.from, e.ttl)
+                        }
+                        _ => {}
+                    }
+                }
+                n += 1;
+                if count.is_some_and(|c| n >= c) {
+                    return;
+                }
+            }
+        };
+        let stop = async {
+            tokio::select! {
+                _ = stop_after(args.duration_ms) => {}
+                _ = printer => {}
+            }
+        };
+        receiver::run(
+            receiver,
+            vec![socket],
+            &mut dataplane,
+            notify,
+            Some(tx),
+            stop,
+        )
+        .await;
+        let snapshot = counters.snapshot();
+        if args.json {
+            println!("{}", serde_json::json!({ "counters": snapshot }));
+        } else {
+            println!("counters: {}", serde_json::to_string(&snapshot)?);
+        }
+        Ok(())
+    })
 }
 
 /// Parses hex text; the error names the offending character position.
@@ -326,6 +571,10 @@ fn send(args: SendArgs) -> Result<()> {
         println!("{}", to_hex(&bytes));
         return Ok(());
     }
+    let bytes = match &args.raw {
+        Some(raw) => parse_hex(std::slice::from_ref(raw))?,
+        None => bytes,
+    };
     let Some(to) = args.to else {
         bail!(InputError("--to is required".into()));
     };
@@ -335,18 +584,22 @@ fn send(args: SendArgs) -> Result<()> {
         (None, SocketAddr::V4(_)) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
         (None, SocketAddr::V6(_)) => SocketAddr::from((std::net::Ipv6Addr::UNSPECIFIED, 0)),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    runtime.block_on(async {
+    runtime()?.block_on(async {
         let socket = ArnSocket::bind(local, args.device.as_deref())?;
+        if args.ttl != transport::TTL {
+            socket.set_ttl(args.ttl)?;
+        }
         for _ in 0..args.count {
             socket
                 .send_to(&bytes, to)
                 .await
                 .with_context(|| format!("sending ARN to {to}"))?;
         }
-        println!("sent {} x {msg} to {to}", args.count);
+        if args.raw.is_some() {
+            println!("sent {} x {} raw octets to {to}", args.count, bytes.len());
+        } else {
+            println!("sent {} x {msg} to {to}", args.count);
+        }
         Ok(())
     })
 }

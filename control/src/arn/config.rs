@@ -1,0 +1,194 @@
+//! The `arn:` block of the agent configuration. Every key is optional; an agent without the
+//! block still accepts ARN from its BGP neighbors that name an interface, on the default port.
+//!
+//! ```yaml
+//! arn:
+//!   udp_port: 9961
+//!   hold_ms: 1000              # a removal ends by itself unless refreshed (timeout restore)
+//!   rate_limit: {per_second: 2000, burst: 200}   # per sender; excess is counted and dropped
+//!   neighbors:                 # accepted senders besides BGP neighbors with an interface
+//!     - {address: 10.1.0.2, interface: eth1}
+//!   paths:                     # path id (far-end router ID) -> destinations behind it
+//!     - {path_id: 10.0.0.2, prefixes: [192.0.2.0/24]}
+//!   notify: [10.1.0.1]         # upstream neighbors that receive this node's ARNs
+//!   refresh_ms: 250            # repeat Types 1/3 while the condition lasts
+//!   monitor:
+//!     interval_us: 100         # queue sampling period (>= 100)
+//!     interfaces:
+//!       - {interface: eth2, path_id: 10.0.0.2, high_bytes: 30000, low_bytes: 10000,
+//!          limit_bytes: 60000}
+//! ```
+
+use ipnet::IpNet;
+use serde::{Deserialize, Serialize};
+use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
+
+use super::transport::DEFAULT_PORT;
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ArnConfig {
+    #[serde(default = "default_port")]
+    pub udp_port: u16,
+    #[serde(default = "default_hold_ms")]
+    pub hold_ms: u64,
+    #[serde(default)]
+    pub rate_limit: RateLimit,
+    #[serde(default)]
+    pub neighbors: Vec<ArnNeighbor>,
+    #[serde(default)]
+    pub paths: Vec<PathPrefixes>,
+    #[serde(default)]
+    pub notify: Vec<IpAddr>,
+    #[serde(default = "default_refresh_ms")]
+    pub refresh_ms: u64,
+    #[serde(default)]
+    pub monitor: Option<MonitorConfig>,
+}
+
+impl Default for ArnConfig {
+    fn default() -> Self {
+        ArnConfig {
+            udp_port: DEFAULT_PORT,
+            hold_ms: default_hold_ms(),
+            rate_limit: RateLimit::default(),
+            neighbors: Vec::new(),
+            paths: Vec::new(),
+            notify: Vec::new(),
+            refresh_ms: default_refresh_ms(),
+            monitor: None,
+        }
+    }
+}
+
+impl ArnConfig {
+    pub fn hold(&self) -> Duration {
+        Duration::from_millis(self.hold_ms)
+    }
+
+    pub fn refresh(&self) -> Duration {
+        Duration::from_millis(self.refresh_ms.max(1))
+    }
+}
+
+fn default_port() -> u16 {
+    DEFAULT_PORT
+}
+fn default_hold_ms() -> u64 {
+    1000
+}
+fn default_refresh_ms() -> u64 {
+    250
+}
+
+/// A sender this node accepts ARN from: its address on the shared link and the local
+/// interface of that link (the ARN must arrive there, with TTL 255).
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct ArnNeighbor {
+    pub address: IpAddr,
+    pub interface: String,
+}
+
+/// Destinations reached through the node whose router ID is `path_id`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct PathPrefixes {
+    pub path_id: Ipv4Addr,
+    pub prefixes: Vec<IpNet>,
+}
+
+/// Token bucket per sender.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    pub per_second: u32,
+    pub burst: u32,
+}
+
+impl Default for RateLimit {
+    fn default() -> Self {
+        RateLimit {
+            per_second: 2000,
+            burst: 200,
+        }
+    }
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MonitorConfig {
+    #[serde(default = "default_interval_us")]
+    pub interval_us: u64,
+    pub interfaces: Vec<MonitoredInterface>,
+}
+
+fn default_interval_us() -> u64 {
+    1000
+}
+
+impl MonitorConfig {
+    /// The sampling period, never below 100 µs.
+    pub fn interval(&self) -> Duration {
+        Duration::from_micros(self.interval_us.max(100))
+    }
+}
+
+/// One egress interface whose root qdisc backlog is watched.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MonitoredInterface {
+    pub interface: String,
+    /// Router ID of the node at the far end of this interface's link.
+    pub path_id: Ipv4Addr,
+    /// Backlog (bytes) at or above which the queue is congested (Type 1).
+    pub high_bytes: u32,
+    /// Backlog (bytes) at or below which congestion has ended (Type 2). Must be < high.
+    pub low_bytes: u32,
+    /// Backlog that maps to Metric 255 (default: 2 x high_bytes).
+    #[serde(default)]
+    pub limit_bytes: Option<u32>,
+    /// Upstream neighbors to notify (default: `arn.notify`).
+    #[serde(default)]
+    pub notify: Vec<IpAddr>,
+}
+
+impl MonitoredInterface {
+    pub fn limit(&self) -> u32 {
+        self.limit_bytes
+            .unwrap_or(self.high_bytes.saturating_mul(2))
+            .max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documented_example_parses() {
+        let text = r#"
+udp_port: 9961
+hold_ms: 1000
+rate_limit: {per_second: 2000, burst: 200}
+neighbors:
+  - {address: 10.1.0.2, interface: eth1}
+paths:
+  - {path_id: 10.0.0.2, prefixes: [192.0.2.0/24]}
+notify: [10.1.0.1]
+refresh_ms: 250
+monitor:
+  interval_us: 100
+  interfaces:
+    - {interface: eth2, path_id: 10.0.0.2, high_bytes: 30000, low_bytes: 10000, limit_bytes: 60000}
+"#;
+        let c: ArnConfig = serde_norway::from_str(text).unwrap();
+        assert_eq!(c.paths[0].path_id, Ipv4Addr::new(10, 0, 0, 2));
+        let m = c.monitor.unwrap();
+        assert_eq!(m.interval(), Duration::from_micros(100));
+        assert_eq!(m.interfaces[0].limit(), 60000);
+        let empty: ArnConfig = serde_norway::from_str("{}").unwrap();
+        assert_eq!(empty, ArnConfig::default());
+    }
+}

@@ -1,0 +1,454 @@
+//! ARN generation: a congestion and link monitor for egress interfaces.
+//!
+//! A dedicated thread samples, every `interval` (down to 100 µs), the backlog of each
+//! watched interface's root qdisc (RTM_GETQDISC for parent TC_H_ROOT, `TCA_STATS2` queue
+//! stats: for a tbf root that is the bytes waiting to be shaped) and, at most every
+//! millisecond, the interface's IFF_RUNNING flag (RTM_GETLINK). Thresholds have
+//! hysteresis: backlog >= `high_bytes` -> Type 1 (Metric = 255 * backlog / limit);
+//! backlog <= `low_bytes` afterwards -> Type 2. A link that stops running -> Type 3, unless
+//! another watched interface toward the same far-end node is still running (local repair
+//! absorbs it, as the draft asks); running again -> Type 4. While a condition lasts, its
+//! Type 1/3 is repeated every `refresh` so receivers' hold timers do not expire.
+//!
+//! Events go to a channel; [`send_events`] sends them to the upstream neighbors.
+
+use super::codec::{ArnMessage, ArnType};
+use super::config::{MonitorConfig, MonitoredInterface};
+use super::transport::{self, ArnSocket};
+use netlink_packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_ECHO, NLM_F_REQUEST};
+use netlink_packet_route::link::{LinkFlags, LinkMessage};
+use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcStats2};
+use netlink_packet_route::RouteNetlinkMessage;
+use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr as NlAddr};
+use serde::Serialize;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::UnboundedSender;
+use tracing::{info, warn};
+
+/// One sample of a root qdisc.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QdiscSample {
+    pub kind: String,
+    pub backlog_bytes: u32,
+    pub qlen: u32,
+    pub drops: u32,
+}
+
+/// Synchronous rtnetlink queries (one socket, one request at a time): fast enough to
+/// sample every 100 µs without an async runtime in the loop.
+pub struct QueueReader {
+    socket: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+impl QueueReader {
+    pub fn new() -> io::Result<QueueReader> {
+        let mut socket = Socket::new(NETLINK_ROUTE)?;
+        socket.bind_auto()?;
+        socket.connect(&NlAddr::new(0, 0))?;
+        // Never block the sampling loop for long, whatever the kernel does.
+        nix::sys::socket::setsockopt(
+            &socket,
+            nix::sys::socket::sockopt::ReceiveTimeout,
+            &nix::sys::time::TimeVal::new(1, 0),
+        )
+        .map_err(io::Error::from)?;
+        Ok(QueueReader {
+            socket,
+            seq: 0,
+            buf: Vec::with_capacity(64 * 1024),
+        })
+    }
+
+    fn request(
+        &mut self,
+        message: RouteNetlinkMessage,
+        extra_flags: u16,
+    ) -> io::Result<Vec<RouteNetlinkMessage>> {
+        let mut m = NetlinkMessage::from(message);
+        self.seq = self.seq.wrapping_add(1);
+        // With an ACK every request ends in a known message: a GET for a built-in qdisc
+        // (noqueue) has no reply of its own.
+        m.header.flags = NLM_F_REQUEST | NLM_F_ACK | extra_flags;
+        m.header.sequence_number = self.seq;
+        m.finalize();
+        let mut out = vec![0u8; m.buffer_len()];
+        m.serialize(&mut out);
+        self.socket.send(&out, 0)?;
+        let mut replies = Vec::new();
+        loop {
+            self.buf.clear();
+            let n = self.socket.recv(&mut self.buf, 0)?;
+            let mut offset = 0;
+            while offset < n {
+                let reply =
+                    NetlinkMessage::<RouteNetlinkMessage>::deserialize(&self.buf[offset..n])
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
+                let len = reply.header.length as usize;
+                if reply.header.sequence_number == self.seq {
+                    match reply.payload {
+                        NetlinkPayload::InnerMessage(inner) => replies.push(inner),
+                        NetlinkPayload::Error(e) => {
+                            if let Some(code) = e.code {
+                                return Err(io::Error::from_raw_os_error(-code.get()));
+                            }
+                            return Ok(replies);
+                        }
+                        NetlinkPayload::Done(_) => return Ok(replies),
+                        _ => {}
+                    }
+                }
+                if len == 0 {
+                    break;
+                }
+                offset += len;
+            }
+        }
+    }
+
+    /// Statistics of the root qdisc of `ifindex`. The kernel answers a qdisc GET through
+    /// its notification path, which reaches the requester only with NLM_F_ECHO.
+    pub fn root_qdisc(&mut self, ifindex: u32) -> io::Result<QdiscSample> {
+        let mut tc = TcMessage::with_index(ifindex as i32);
+        tc.header.parent = TcHandle::ROOT;
+        let replies = self.request(RouteNetlinkMessage::GetQueueDiscipline(tc), NLM_F_ECHO)?;
+        for reply in replies {
+            if let RouteNetlinkMessage::NewQueueDiscipline(m) = reply {
+                let mut s = QdiscSample::default();
+                for attr in m.attributes {
+                    match attr {
+                        TcAttribute::Kind(k) => s.kind = k,
+                        TcAttribute::Stats(st) => {
+                            s.backlog_bytes = st.backlog;
+                            s.qlen = st.qlen;
+                            s.drops = st.drops;
+                        }
+                        TcAttribute::Stats2(list) => {
+                            for st in list {
+                                if let TcStats2::Queue(q) = st {
+                                    s.backlog_bytes = q.backlog;
+                                    s.qlen = q.qlen;
+                                    s.drops = q.drops;
+                                }
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                return Ok(s);
+            }
+        }
+        // A built-in qdisc (noqueue, noop) is not reported: nothing is ever queued there.
+        Ok(QdiscSample {
+            kind: "noqueue".into(),
+            ..Default::default()
+        })
+    }
+
+    /// True when the interface is up with carrier (IFF_RUNNING).
+    pub fn link_running(&mut self, ifindex: u32) -> io::Result<bool> {
+        let mut link = LinkMessage::default();
+        link.header.index = ifindex;
+        let replies = self.request(RouteNetlinkMessage::GetLink(link), 0)?;
+        for reply in replies {
+            if let RouteNetlinkMessage::NewLink(m) = reply {
+                return Ok(m.header.flags.contains(LinkFlags::Running));
+            }
+        }
+        Err(io::Error::other("no link in the reply"))
+    }
+}
+
+/// Threshold crossing with hysteresis.
+#[derive(Clone, Debug)]
+pub struct Hysteresis {
+    pub high: u32,
+    pub low: u32,
+    pub limit: u32,
+    pub congested: bool,
+}
+
+/// An edge of the congestion state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Edge {
+    /// Crossed up: congestion with this Metric.
+    Up(u8),
+    /// Crossed down: congestion over.
+    Down,
+}
+
+impl Hysteresis {
+    pub fn new(high: u32, low: u32, limit: u32) -> Hysteresis {
+        Hysteresis {
+            high,
+            low: low.min(high.saturating_sub(1)),
+            limit: limit.max(1),
+            congested: false,
+        }
+    }
+
+    /// The congestion level as an ARN Metric: 255 * backlog / limit, 1..=255.
+    pub fn metric(&self, backlog: u32) -> u8 {
+        let m = u64::from(backlog) * 255 / u64::from(self.limit);
+        m.clamp(1, 255) as u8
+    }
+
+    pub fn sample(&mut self, backlog: u32) -> Option<Edge> {
+        if !self.congested && backlog >= self.high {
+            self.congested = true;
+            Some(Edge::Up(self.metric(backlog)))
+        } else if self.congested && backlog <= self.low {
+            self.congested = false;
+            Some(Edge::Down)
+        } else {
+            None
+        }
+    }
+}
+
+/// One ARN the monitor wants sent.
+#[derive(Clone, Debug, Serialize)]
+pub struct MonitorEvent {
+    pub interface: String,
+    #[serde(skip)]
+    pub message: ArnMessage,
+    #[serde(rename = "type")]
+    pub kind: u8,
+    pub metric: u8,
+    pub path_id: u32,
+    pub backlog_bytes: u32,
+    /// A repetition of a condition already announced.
+    pub refresh: bool,
+    #[serde(skip)]
+    pub notify: Vec<IpAddr>,
+    /// Microseconds since the monitor started (for logs and benchmarks).
+    pub t_us: u64,
+    #[serde(skip)]
+    pub at: Option<Instant>,
+}
+
+struct Watched {
+    cfg: MonitoredInterface,
+    ifindex: u32,
+    hysteresis: Hysteresis,
+    running: Option<bool>,
+    /// A Type 3 went out and no Type 4 yet.
+    failed: bool,
+    last_backlog: u32,
+    last_sent: Instant,
+}
+
+/// Runs the monitor on a thread of its own until `stop` is set.
+pub fn spawn(
+    config: MonitorConfig,
+    default_notify: Vec<IpAddr>,
+    refresh: Duration,
+    events: UnboundedSender<MonitorEvent>,
+    stop: Arc<AtomicBool>,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    let mut reader = QueueReader::new()?;
+    std::thread::Builder::new()
+        .name("arn-monitor".into())
+        .spawn(move || {
+            let interval = config.interval();
+            let link_every = (1_000u64 / interval.as_micros().max(1) as u64).max(1);
+            let start = Instant::now();
+            let mut watched: Vec<Watched> = config
+                .interfaces
+                .iter()
+                .map(|c| {
+                    let mut cfg = c.clone();
+                    if cfg.notify.is_empty() {
+                        cfg.notify = default_notify.clone();
+                    }
+                    Watched {
+                        ifindex: transport::ifindex(&cfg.interface),
+                        hysteresis: Hysteresis::new(cfg.high_bytes, cfg.low_bytes, cfg.limit()),
+                        cfg,
+                        running: None,
+                        failed: false,
+                        last_backlog: 0,
+                        last_sent: start,
+                    }
+                })
+                .collect();
+            let mut tick: u64 = 0;
+            let mut next = Instant::now();
+            while !stop.load(Ordering::Relaxed) {
+                let now = Instant::now();
+                let emit = |w: &Watched, kind: ArnType, metric: u8, refresh: bool| MonitorEvent {
+                    interface: w.cfg.interface.clone(),
+                    message: ArnMessage::path(kind, metric, u32::from(w.cfg.path_id)),
+                    kind: kind.code(),
+                    metric,
+                    path_id: u32::from(w.cfg.path_id),
+                    backlog_bytes: w.last_backlog,
+                    refresh,
+                    notify: w.cfg.notify.clone(),
+                    t_us: now.duration_since(start).as_micros() as u64,
+                    at: Some(now),
+                };
+                let mut out: Vec<MonitorEvent> = Vec::new();
+                // Link state (at most every millisecond).
+                if tick.is_multiple_of(link_every) {
+                    let states: Vec<Option<bool>> = watched
+                        .iter_mut()
+                        .map(|w| {
+                            if w.ifindex == 0 {
+                                w.ifindex = transport::ifindex(&w.cfg.interface);
+                            }
+                            reader.link_running(w.ifindex).ok()
+                        })
+                        .collect();
+                    for i in 0..watched.len() {
+                        let Some(up) = states[i] else { continue };
+                        let was = watched[i].running.replace(up);
+                        if was == Some(true) && !up {
+                            let path = watched[i].cfg.path_id;
+                            let alternative = watched.iter().enumerate().any(|(j, o)| {
+                                j != i && o.cfg.path_id == path && states[j] == Some(true)
+                            });
+                            watched[i].hysteresis.congested = false;
+                            if alternative {
+                                info!(interface = %watched[i].cfg.interface, "link down; a parallel link to the same node remains: no ARN");
+                            } else {
+                                watched[i].failed = true;
+                                watched[i].last_sent = now;
+                                out.push(emit(&watched[i], ArnType::FailureDetected, 255, false));
+                            }
+                        } else if up && was == Some(false) && watched[i].failed {
+                            watched[i].failed = false;
+                            watched[i].last_sent = now;
+                            out.push(emit(&watched[i], ArnType::FailureEliminated, 0, false));
+                        }
+                    }
+                }
+                // Queue backlog.
+                for w in watched.iter_mut() {
+                    if w.running == Some(false) {
+                        if w.failed && now.duration_since(w.last_sent) >= refresh {
+                            w.last_sent = now;
+                            out.push(emit(w, ArnType::FailureDetected, 255, true));
+                        }
+                        continue;
+                    }
+                    let Ok(sample) = reader.root_qdisc(w.ifindex) else {
+                        continue;
+                    };
+                    w.last_backlog = sample.backlog_bytes;
+                    match w.hysteresis.sample(sample.backlog_bytes) {
+                        Some(Edge::Up(metric)) => {
+                            w.last_sent = now;
+                            out.push(emit(w, ArnType::CongestionDetected, metric, false));
+                        }
+                        Some(Edge::Down) => {
+                            w.last_sent = now;
+                            out.push(emit(w, ArnType::CongestionEliminated, 0, false));
+                        }
+                        None if w.hysteresis.congested
+                            && now.duration_since(w.last_sent) >= refresh =>
+                        {
+                            w.last_sent = now;
+                            let metric = w.hysteresis.metric(sample.backlog_bytes);
+                            out.push(emit(w, ArnType::CongestionDetected, metric, true));
+                        }
+                        None => {}
+                    }
+                }
+                for e in out {
+                    if events.send(e).is_err() {
+                        return;
+                    }
+                }
+                tick += 1;
+                next += interval;
+                let now = Instant::now();
+                if next > now {
+                    std::thread::sleep(next - now);
+                } else {
+                    next = now; // fell behind: do not burst
+                }
+            }
+        })
+}
+
+/// Sends every event to its upstream neighbors (one socket per address family).
+/// `sent` (optional) receives each event after it went out, for logs and benchmarks.
+pub async fn send_events(
+    port: u16,
+    mut events: tokio::sync::mpsc::UnboundedReceiver<MonitorEvent>,
+    sent: Option<UnboundedSender<MonitorEvent>>,
+) -> Result<(), transport::TransportError> {
+    let v4 = ArnSocket::bind(SocketAddr::from(([0, 0, 0, 0], 0)), None)?;
+    let v6 = ArnSocket::bind(SocketAddr::from(([0u16; 8], 0)), None).ok();
+    while let Some(event) = events.recv().await {
+        let Ok(bytes) = event.message.encode() else {
+            continue;
+        };
+        for to in &event.notify {
+            let socket = match to {
+                IpAddr::V4(_) => Some(&v4),
+                IpAddr::V6(_) => v6.as_ref(),
+            };
+            let Some(socket) = socket else { continue };
+            if let Err(e) = socket.send_to(&bytes, SocketAddr::new(*to, port)).await {
+                warn!(%to, error = %e, "sending ARN failed");
+            }
+        }
+        if !event.refresh {
+            info!(interface = %event.interface, message = %event.message, backlog = event.backlog_bytes, "ARN sent");
+        }
+        if let Some(tx) = &sent {
+            let _ = tx.send(event);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hysteresis_emits_one_edge_per_crossing() {
+        let mut h = Hysteresis::new(30_000, 10_000, 60_000);
+        let edges: Vec<Option<Edge>> = [
+            0, 29_999, 30_000, 50_000, 20_000, 10_001, 10_000, 5_000, 31_000,
+        ]
+        .into_iter()
+        .map(|b| h.sample(b))
+        .collect();
+        assert_eq!(
+            edges,
+            vec![
+                None,
+                None,
+                Some(Edge::Up(127)),
+                None,
+                None,
+                None,
+                Some(Edge::Down),
+                None,
+                Some(Edge::Up(131))
+            ]
+        );
+        assert_eq!(h.metric(1_000_000), 255);
+        assert_eq!(h.metric(0), 1);
+    }
+
+    #[test]
+    fn loopback_qdisc_and_link_can_be_read() {
+        let Ok(mut r) = QueueReader::new() else {
+            return;
+        };
+        let lo = transport::ifindex("lo");
+        assert!(r.link_running(lo).unwrap());
+        let s = r.root_qdisc(lo).unwrap();
+        assert!(!s.kind.is_empty(), "{s:?}");
+    }
+}

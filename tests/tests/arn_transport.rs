@@ -1,0 +1,388 @@
+//! ARN over real links between network namespaces: the TTL 255 / neighbor / interface
+//! checks of the receiver, malformed and spoofed input counted and ignored, and the queue
+//! monitor seeing a tbf-shaped queue build up (Type 1) and drain (Type 2).
+//!
+//! Topology (addresses only inside the namespaces this test creates):
+//!
+//! ```text
+//!   snd (a0 10.99.0.1/24) ---- (b0 10.99.0.2/24) rcv (b1 10.99.1.2/24) ---- (c0 10.99.1.1/24) spoof
+//! ```
+
+use anyhow::{Context, Result};
+use fare_integration::{fare_bin, have_root, veth, wait_until, Netns};
+use serde_json::Value;
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+struct Lab {
+    snd: Netns,
+    rcv: Netns,
+    spoof: Netns,
+}
+
+fn lab() -> Result<Lab> {
+    let snd = Netns::new("arnS")?;
+    let rcv = Netns::new("arnR")?;
+    let spoof = Netns::new("arnX")?;
+    veth(&snd, "a0", &rcv, "b0")?;
+    veth(&spoof, "c0", &rcv, "b1")?;
+    snd.exec("ip", &["addr", "add", "10.99.0.1/24", "dev", "a0"])?;
+    rcv.exec("ip", &["addr", "add", "10.99.0.2/24", "dev", "b0"])?;
+    rcv.exec("ip", &["addr", "add", "10.99.1.2/24", "dev", "b1"])?;
+    spoof.exec("ip", &["addr", "add", "10.99.1.1/24", "dev", "c0"])?;
+    // The spoofer also claims the sender's address, and routes it toward the receiver.
+    spoof.exec("ip", &["addr", "add", "10.99.0.1/32", "dev", "c0"])?;
+    spoof.exec("ip", &["route", "add", "10.99.0.2/32", "dev", "c0"])?;
+    // The receiver must not drop the spoofed packets in rp_filter before the socket sees them.
+    rcv.sh("sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.b1.rp_filter=0 net.ipv4.conf.default.rp_filter=0")?;
+    Ok(Lab { snd, rcv, spoof })
+}
+
+fn spawn_listen(ns: &Netns, count: u64) -> Result<Child> {
+    let fare = fare_bin()?;
+    ns.command(fare.to_str().context("path")?)
+        .args([
+            "arn",
+            "listen",
+            "--neighbor",
+            "10.99.0.1@b0",
+            "--json",
+            "--count",
+            &count.to_string(),
+            "--duration-ms",
+            "8000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("spawning fare arn listen")
+}
+
+fn send(ns: &Netns, extra: &[&str]) -> Result<()> {
+    let fare = fare_bin()?;
+    let mut args = vec!["arn", "send", "--to", "10.99.0.2"];
+    args.extend_from_slice(extra);
+    ns.exec(fare.to_str().context("path")?, &args)?;
+    Ok(())
+}
+
+fn json_lines(out: &[u8]) -> Vec<Value> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[test]
+fn arn_receiver_accepts_only_ttl_255_from_configured_neighbor() -> Result<()> {
+    if !have_root("arn_receiver_accepts_only_ttl_255_from_configured_neighbor") {
+        return Ok(());
+    }
+    let lab = lab()?;
+    let listener = spawn_listen(&lab.rcv, 6)?;
+    std::thread::sleep(Duration::from_millis(300));
+    // 1. the neighbor, TTL 255: accepted
+    send(
+        &lab.snd,
+        &["--type", "1", "--metric", "77", "--path-id", "10.0.0.2"],
+    )?;
+    // 2. the neighbor, TTL 254 (as if routed over one hop): dropped
+    send(
+        &lab.snd,
+        &["--type", "1", "--path-id", "10.0.0.2", "--ttl", "254"],
+    )?;
+    // 3. the neighbor, malformed (version 1): counted as malformed
+    send(&lab.snd, &["--raw", "01100040 0a000002"])?;
+    // 4. a non-neighbor (its own address): dropped
+    send(
+        &lab.spoof,
+        &[
+            "--type",
+            "3",
+            "--path-id",
+            "10.0.0.2",
+            "--from",
+            "10.99.1.1",
+        ],
+    )?;
+    // 5. spoofed source = the neighbor's address, but over another interface: dropped
+    send(
+        &lab.spoof,
+        &[
+            "--type",
+            "3",
+            "--path-id",
+            "10.0.0.2",
+            "--from",
+            "10.99.0.1",
+        ],
+    )?;
+    // 6. the neighbor again, Type 2 with a flow identifier: accepted
+    send(
+        &lab.snd,
+        &[
+            "--type",
+            "2",
+            "--protocol",
+            "17",
+            "--dst",
+            "192.0.2.9",
+            "--dst-port",
+            "4791",
+            "--path-id",
+            "10.0.0.2",
+        ],
+    )?;
+    let out = listener.wait_with_output()?;
+    let lines = json_lines(&out.stdout);
+    let events: Vec<&Value> = lines
+        .iter()
+        .filter(|v| v.get("counters").is_none())
+        .collect();
+    assert_eq!(events.len(), 6, "{lines:#?}");
+    assert_eq!(events[0]["message"]["type"], 1);
+    assert_eq!(events[0]["message"]["metric"], 77);
+    assert_eq!(events[0]["message"]["path_id"], 0x0a00_0002);
+    assert_eq!(events[0]["ttl"], 255);
+    assert!(
+        events[1]["dropped"].as_str().unwrap_or("").contains("TTL"),
+        "{:?}",
+        events[1]
+    );
+    assert!(
+        events[2]["dropped"]
+            .as_str()
+            .unwrap_or("")
+            .contains("version"),
+        "{:?}",
+        events[2]
+    );
+    assert!(
+        events[3]["dropped"]
+            .as_str()
+            .unwrap_or("")
+            .contains("neighbor"),
+        "{:?}",
+        events[3]
+    );
+    assert!(
+        events[4]["dropped"]
+            .as_str()
+            .unwrap_or("")
+            .contains("interface"),
+        "{:?}",
+        events[4]
+    );
+    assert_eq!(events[5]["message"]["type"], 2);
+    assert_eq!(events[5]["message"]["flow"]["dst_port"], 4791);
+    let counters = &lines.last().context("no counters line")?["counters"];
+    assert_eq!(counters["received"], 6);
+    assert_eq!(counters["accepted"], 2);
+    assert_eq!(counters["dropped_ttl"], 1);
+    assert_eq!(counters["malformed"], 1);
+    assert_eq!(counters["dropped_not_neighbor"], 1);
+    assert_eq!(counters["dropped_wrong_interface"], 1);
+    Ok(())
+}
+
+#[test]
+fn arn_decode_reads_a_capture_of_the_wire() -> Result<()> {
+    if !have_root("arn_decode_reads_a_capture_of_the_wire") {
+        return Ok(());
+    }
+    if !fare_integration::have_tool("arn_decode_reads_a_capture_of_the_wire", "tcpdump") {
+        return Ok(());
+    }
+    let lab = lab()?;
+    let dir = std::env::temp_dir().join(format!("fare-arn-pcap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let pcap = dir.join("arn.pcap");
+    let mut capture = lab
+        .rcv
+        .command("tcpdump")
+        .args([
+            "-i",
+            "b0",
+            "-U",
+            "-c",
+            "1",
+            "-w",
+            pcap.to_str().context("path")?,
+            "udp",
+            "port",
+            "9961",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()?;
+    std::thread::sleep(Duration::from_millis(500));
+    let got = (0..20).any(|_| {
+        let _ = send(
+            &lab.snd,
+            &["--type", "3", "--metric", "255", "--path-id", "10.0.0.7"],
+        );
+        wait_until(Duration::from_millis(200), || {
+            matches!(capture.try_wait(), Ok(Some(_)))
+        })
+    });
+    if !got {
+        let _ = capture.kill();
+    }
+    let _ = capture.wait();
+    assert!(got, "tcpdump captured nothing");
+    let out = std::process::Command::new(fare_bin()?)
+        .args([
+            "arn",
+            "decode",
+            "--json",
+            "--pcap",
+            pcap.to_str().context("path")?,
+        ])
+        .output()?;
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines = json_lines(&out.stdout);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(
+        lines[0],
+        serde_json::json!({"type": 3, "version": 0, "metric": 255, "para_type": 64, "path_id": 0x0a00_0007u32})
+    );
+    Ok(())
+}
+
+#[test]
+fn arn_monitor_sees_tbf_queue_build_up_and_drain() -> Result<()> {
+    if !have_root("arn_monitor_sees_tbf_queue_build_up_and_drain") {
+        return Ok(());
+    }
+    if !fare_integration::have_tool("arn_monitor_sees_tbf_queue_build_up_and_drain", "python3") {
+        return Ok(());
+    }
+    let lab = lab()?;
+    // 8 Mbit/s with room for ~150 kB: a UDP burst fills it within milliseconds.
+    lab.snd.exec(
+        "tc",
+        &[
+            "qdisc", "add", "dev", "a0", "root", "tbf", "rate", "8mbit", "burst", "16kb", "limit",
+            "150kb",
+        ],
+    )?;
+    let fare = fare_bin()?;
+    let listener = spawn_listen(&lab.rcv, 2)?;
+    let monitor = lab
+        .snd
+        .command(fare.to_str().context("path")?)
+        .args([
+            "arn",
+            "monitor",
+            "--interface",
+            "a0=10.0.0.2",
+            "--high-bytes",
+            "40000",
+            "--low-bytes",
+            "4000",
+            "--limit-bytes",
+            "150000",
+            "--interval-us",
+            "200",
+            "--notify",
+            "10.99.0.2",
+            "--refresh-ms",
+            "100000",
+            "--json",
+            "--duration-ms",
+            "6000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    std::thread::sleep(Duration::from_millis(500));
+    // One second of back-to-back 1200-byte datagrams: far above 8 Mbit/s.
+    lab.snd.exec(
+        "python3",
+        &[
+            "-c",
+            "import socket,time\n\
+             s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM)\n\
+             end=time.time()+1.0\n\
+             while time.time()<end:\n\
+             \x20 try: s.sendto(b'x'*1200,('10.99.0.2',9))\n\
+             \x20 except OSError: pass\n",
+        ],
+    )?;
+    let out = monitor.wait_with_output()?;
+    let events = json_lines(&out.stdout);
+    let types: Vec<i64> = events.iter().filter_map(|e| e["type"].as_i64()).collect();
+    assert_eq!(types, vec![1, 2], "{events:#?}");
+    assert!(
+        events[0]["metric"].as_i64().unwrap_or(0) >= 68,
+        "{:?}",
+        events[0]
+    );
+    assert!(events[0]["backlog_bytes"].as_i64().unwrap_or(0) >= 40000);
+    assert_eq!(events[0]["path_id"], 0x0a00_0002);
+    let heard = json_lines(&listener.wait_with_output()?.stdout);
+    let heard: Vec<i64> = heard
+        .iter()
+        .filter_map(|v| v["message"]["type"].as_i64())
+        .collect();
+    assert_eq!(heard, vec![1, 2]);
+    Ok(())
+}
+
+#[test]
+fn arn_monitor_reports_link_failure_and_recovery() -> Result<()> {
+    if !have_root("arn_monitor_reports_link_failure_and_recovery") {
+        return Ok(());
+    }
+    let lab = lab()?;
+    // A second link snd <-> rcv, watched too: it fails, and the monitor must notify over a0.
+    veth(&lab.snd, "a1", &lab.rcv, "b2")?;
+    let fare = fare_bin()?;
+    let listener = spawn_listen(&lab.rcv, 2)?;
+    let monitor = lab
+        .snd
+        .command(fare.to_str().context("path")?)
+        .args([
+            "arn",
+            "monitor",
+            "--interface",
+            "a1=10.0.0.3",
+            "--high-bytes",
+            "40000",
+            "--low-bytes",
+            "4000",
+            "--interval-us",
+            "500",
+            "--notify",
+            "10.99.0.2",
+            "--refresh-ms",
+            "100000",
+            "--json",
+            "--duration-ms",
+            "3000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    std::thread::sleep(Duration::from_millis(700));
+    lab.rcv.exec("ip", &["link", "set", "b2", "down"])?;
+    std::thread::sleep(Duration::from_millis(700));
+    lab.rcv.exec("ip", &["link", "set", "b2", "up"])?;
+    let out = monitor.wait_with_output()?;
+    let events = json_lines(&out.stdout);
+    let types: Vec<i64> = events.iter().filter_map(|e| e["type"].as_i64()).collect();
+    assert_eq!(types, vec![3, 4], "{events:#?}");
+    assert_eq!(events[0]["path_id"], 0x0a00_0003);
+    let heard = json_lines(&listener.wait_with_output()?.stdout);
+    let heard: Vec<i64> = heard
+        .iter()
+        .filter_map(|v| v["message"]["type"].as_i64())
+        .collect();
+    assert_eq!(heard, vec![3, 4]);
+    Ok(())
+}
