@@ -10,6 +10,7 @@ pub mod bandwidth;
 pub mod bgp;
 pub mod cli;
 pub mod dataplane;
+pub mod lab;
 pub mod mgmt;
 pub mod sim;
 pub mod topology;

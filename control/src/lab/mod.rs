@@ -1,0 +1,45 @@
+//! `fare lab`: emulated fabrics on this machine.
+//!
+//! A topology file becomes one network namespace per node, one veth pair per link shaped
+//! to the (scaled) link capacity with tc, host namespaces behind the nodes that originate
+//! prefixes, and one `fare agent` per node — with BGP sessions between them, or with the
+//! groups `fare weights` computes installed as static groups. Then traffic, failures,
+//! degradations and congestion, and a report of the measured split against the ideal one.
+//!
+//! ```text
+//!  plan (pure: names, addresses, MACs, rates) -> up (ip/tc batches, agent configs, agents)
+//!  state dir (/run/fare/lab/<lab>/) <- every command reads it; down needs only names
+//!  traffic (UDP generator in host namespaces) -> stats (interface counters) -> report
+//!                                                ideal (sim groups x traffic matrix) ┘
+//! ```
+
+pub mod agents;
+pub mod down;
+pub mod faults;
+pub mod gen;
+pub mod ideal;
+pub mod plan;
+pub mod report;
+pub mod state;
+pub mod stats;
+pub mod sys;
+pub mod traffic;
+pub mod up;
+
+#[derive(Debug, thiserror::Error)]
+pub enum LabError {
+    #[error(transparent)]
+    Plan(#[from] plan::PlanError),
+    #[error(transparent)]
+    Sys(#[from] sys::SysError),
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    #[error(transparent)]
+    Agents(#[from] agents::AgentsError),
+    #[error("lab `{0}` is already up (fare lab down {0} removes it)")]
+    AlreadyUp(String),
+    #[error("agents did not start: {0}")]
+    AgentFailed(String),
+    #[error("{0}")]
+    Input(String),
+}

@@ -1,0 +1,347 @@
+//! `fare lab up`: namespaces, veth links shaped with tc, addresses, host namespaces,
+//! agent configurations and agents. On any failure everything made so far is removed.
+
+use super::agents;
+use super::down;
+use super::plan::{self, Plan, HOST_IF};
+use super::state::{self, LabState, StateDir};
+use super::sys::{self, SysError};
+use super::LabError;
+use crate::sim;
+use crate::topology::Topology;
+use std::fmt::Write;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub struct UpRequest {
+    pub topology_path: PathBuf,
+    pub topology: Topology,
+    pub lab: String,
+    pub options: plan::Options,
+    pub mode: crate::bandwidth::Mode,
+    pub max_group_size: Option<u32>,
+    /// Start `fare agent` in every node namespace.
+    pub agents: bool,
+    /// How long to wait for every agent's management socket.
+    pub agent_timeout: Duration,
+    pub fare: PathBuf,
+    /// Print progress lines.
+    pub progress: bool,
+}
+
+/// Timings of the phases of `lab up`, for the benchmark.
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct UpReport {
+    pub lab: String,
+    pub nodes: usize,
+    pub hosts: usize,
+    pub links: usize,
+    pub sessions: usize,
+    pub namespaces_s: f64,
+    pub links_s: f64,
+    pub addresses_s: f64,
+    pub agents_s: f64,
+    pub total_s: f64,
+}
+
+pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
+    let plan = plan::plan(&req.topology, &req.lab, &req.options)?;
+    let dir = StateDir::new(&req.lab);
+    let existing: Vec<String> = sys::list_netns()?
+        .into_iter()
+        .filter(|n| n.starts_with(&plan::ns_prefix(&req.lab)))
+        .collect();
+    if dir.state_file().exists() || !existing.is_empty() {
+        return Err(LabError::AlreadyUp(req.lab.clone()));
+    }
+    dir.create()?;
+    let mut state = LabState {
+        plan: plan.clone(),
+        topology: std::fs::canonicalize(&req.topology_path)
+            .unwrap_or_else(|_| req.topology_path.clone()),
+        mode: req.mode,
+        agents: Vec::new(),
+        changes: Vec::new(),
+        up_at: 0.0,
+    };
+    dir.save(&state)?;
+    match build(req, &plan, &dir, &mut state) {
+        Ok(report) => Ok(report),
+        Err(e) => {
+            // Keep the logs of a failed start for the error message, then clean up.
+            let hint = failed_agent_hint(&dir, &state);
+            let _ = down::down_lab(&req.lab, false);
+            match hint {
+                Some(h) => Err(LabError::AgentFailed(format!("{e}; {h}"))),
+                None => Err(e),
+            }
+        }
+    }
+}
+
+fn failed_agent_hint(dir: &StateDir, state: &LabState) -> Option<String> {
+    state
+        .agents
+        .iter()
+        .find(|(_, pid)| !sys::alive(*pid as i32))
+        .map(|(node, _)| {
+            format!(
+                "agent of {node} exited; its log ends with: {}",
+                agents::log_tail(dir, node, 3).replace('\n', " | ")
+            )
+        })
+}
+
+fn progress(req: &UpRequest, msg: &str) {
+    if req.progress {
+        eprintln!("lab up: {msg}");
+    }
+}
+
+fn build(
+    req: &UpRequest,
+    plan: &Plan,
+    dir: &StateDir,
+    state: &mut LabState,
+) -> Result<UpReport, LabError> {
+    let t0 = Instant::now();
+    let mut report = UpReport {
+        lab: plan.lab.clone(),
+        nodes: plan.nodes.len(),
+        hosts: plan.nodes.iter().map(|n| n.hosts.len()).sum(),
+        links: plan.links.len(),
+        sessions: match plan.options.routing {
+            plan::Routing::Bgp => plan.sessions(),
+            plan::Routing::Static => 0,
+        },
+        ..Default::default()
+    };
+    let namespaces = plan.namespaces();
+    progress(req, &format!("{} namespaces", namespaces.len()));
+    let mut batch = String::new();
+    for ns in &namespaces {
+        let _ = writeln!(batch, "netns add {ns}");
+    }
+    sys::ip_batch(None, &batch)?;
+    report.namespaces_s = t0.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    progress(req, &format!("{} links", plan.links.len()));
+    sys::ip_batch(None, &veth_batch(plan))?;
+    report.links_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    progress(req, "addresses, routes to hosts, shaping");
+    for node in &plan.nodes {
+        sys::ip_batch(Some(&node.ns), &node_batch(node))?;
+        sysctls(&node.ns, true)?;
+        sys::tc_batch(&node.ns, &tc_batch(plan, node))?;
+        for h in &node.hosts {
+            sys::ip_batch(Some(&h.ns), &host_batch(h))?;
+            sysctls(&h.ns, false)?;
+        }
+    }
+    report.addresses_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    let groups = ideal_groups(&req.topology, req.mode, req.max_group_size, &[]);
+    agents::write_configs(plan, dir, &groups, req.mode)?;
+    if req.agents {
+        progress(req, &format!("starting {} agents", plan.nodes.len()));
+        for node in &plan.nodes {
+            let pid = agents::spawn(&req.fare, node, dir)?;
+            state.agents.push((node.name.clone(), pid));
+        }
+        dir.save(state)?;
+        wait_for_agents(req, plan, dir, state)?;
+    }
+    report.agents_s = t.elapsed().as_secs_f64();
+    state.up_at = state::now();
+    dir.save(state)?;
+    report.total_s = t0.elapsed().as_secs_f64();
+    progress(
+        req,
+        &format!(
+            "lab {} is up: {} nodes, {} hosts, {} links in {:.1} s (state in {})",
+            plan.lab,
+            report.nodes,
+            report.hosts,
+            report.links,
+            report.total_s,
+            dir.path.display()
+        ),
+    );
+    Ok(report)
+}
+
+fn wait_for_agents(
+    req: &UpRequest,
+    plan: &Plan,
+    dir: &StateDir,
+    state: &LabState,
+) -> Result<(), LabError> {
+    let deadline = Instant::now() + req.agent_timeout;
+    loop {
+        if let Some((node, _)) = state.agents.iter().find(|(_, pid)| !sys::alive(*pid as i32)) {
+            return Err(LabError::AgentFailed(format!(
+                "agent of {node} exited; its log ends with: {}",
+                agents::log_tail(dir, node, 3).replace('\n', " | ")
+            )));
+        }
+        let waiting: Vec<&str> = plan
+            .nodes
+            .iter()
+            .filter(|n| !agents::socket_ready(dir, &n.name))
+            .map(|n| n.name.as_str())
+            .collect();
+        if waiting.is_empty() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(LabError::AgentFailed(format!(
+                "no management socket after {:?} from: {}",
+                req.agent_timeout,
+                waiting.join(", ")
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The groups of every node once routing has converged (the `fare weights` computation),
+/// after the given link changes.
+pub fn ideal_groups(
+    topo: &Topology,
+    mode: crate::bandwidth::Mode,
+    max_group_size: Option<u32>,
+    changes: &[sim::Change],
+) -> Vec<sim::RouteGroup> {
+    let mut topo = topo.clone();
+    for c in changes {
+        // A change that no longer applies (link already gone) leaves the topology as is.
+        let _ = c.apply(&mut topo);
+    }
+    let options = sim::Options {
+        mode,
+        max_group_size,
+        threads: 1,
+        ..Default::default()
+    };
+    sim::solve(&topo, &options).route_groups()
+}
+
+/// veth pairs created straight into their namespaces: nothing lives in the root namespace.
+fn veth_batch(plan: &Plan) -> String {
+    let mut b = String::new();
+    for node in &plan.nodes {
+        for p in &node.ports {
+            // Each link once: from the end whose (node, interface) sorts first.
+            let peer_ns = match plan.node(&p.peer) {
+                Some(n) => &n.ns,
+                None => continue,
+            };
+            if (node.ns.as_str(), p.interface.as_str()) > (peer_ns.as_str(), p.peer_interface.as_str()) {
+                continue;
+            }
+            let _ = writeln!(
+                b,
+                "link add {} netns {} address {} type veth peer name {} netns {} address {}",
+                p.interface, node.ns, p.mac, p.peer_interface, peer_ns, p.peer_mac
+            );
+        }
+        for h in &node.hosts {
+            let _ = writeln!(
+                b,
+                "link add {} netns {} type veth peer name {} netns {}",
+                h.node_interface, node.ns, HOST_IF, h.ns
+            );
+        }
+    }
+    b
+}
+
+fn node_batch(node: &plan::NodePlan) -> String {
+    let mut b = String::new();
+    let _ = writeln!(b, "link set lo up");
+    let _ = writeln!(b, "addr add {}/32 dev lo", node.router_id);
+    for e in &node.local_endpoints {
+        let len = if e.is_ipv4() { 32 } else { 128 };
+        let _ = writeln!(b, "addr add {e}/{len} dev lo nodad");
+    }
+    for p in &node.ports {
+        let _ = writeln!(b, "addr add {}/31 dev {}", p.addr, p.interface);
+        let _ = writeln!(b, "link set {} up", p.interface);
+        // Permanent neighbors: no ARP on fabric links, so link counters carry only traffic.
+        let _ = writeln!(
+            b,
+            "neigh replace {} lladdr {} dev {} nud permanent",
+            p.peer_addr, p.peer_mac, p.interface
+        );
+    }
+    for h in &node.hosts {
+        let _ = writeln!(
+            b,
+            "addr add {}/{} dev {} nodad",
+            h.gateway,
+            h.prefix.prefix_len(),
+            h.node_interface
+        );
+        let _ = writeln!(b, "link set {} up", h.node_interface);
+    }
+    b
+}
+
+fn host_batch(h: &plan::Host) -> String {
+    let mut b = String::new();
+    let _ = writeln!(b, "link set lo up");
+    let _ = writeln!(b, "addr add {}/{} dev {HOST_IF} nodad", h.addr, h.prefix.prefix_len());
+    let _ = writeln!(b, "link set {HOST_IF} up");
+    let family = if h.addr.is_ipv4() { "-4" } else { "-6" };
+    let _ = writeln!(b, "{family} route add default via {} dev {HOST_IF}", h.gateway);
+    b
+}
+
+/// tc token bucket on both directions of every fabric link (each end shapes what it
+/// sends), at the scaled link capacity.
+fn tc_batch(plan: &Plan, node: &plan::NodePlan) -> String {
+    let mut b = String::new();
+    for p in &node.ports {
+        let _ = writeln!(b, "{}", tbf("add", &p.interface, plan.options.rate_kbit(p.gbps)));
+    }
+    b
+}
+
+/// A `tc qdisc add|change` line: token bucket at `kbit`, a burst of 10 ms (at least a
+/// few frames) and a queue of 50 ms (what ARN's monitor watches fill up).
+pub fn tbf(verb: &str, dev: &str, kbit: u64) -> String {
+    let bytes_per_s = kbit * 1000 / 8;
+    let burst = (bytes_per_s / 100).max(4 * 1514);
+    let limit = (bytes_per_s / 20).max(16 * 1514);
+    format!("qdisc {verb} dev {dev} root tbf rate {kbit}kbit burst {burst} limit {limit}")
+}
+
+fn sysctls(ns: &str, router: bool) -> Result<(), SysError> {
+    let mut args = vec![
+        "-q",
+        "-w",
+        "net.ipv4.conf.all.rp_filter=0",
+        "net.ipv4.conf.default.rp_filter=0",
+        "net.ipv6.conf.all.accept_dad=0",
+        "net.ipv6.conf.default.accept_dad=0",
+    ];
+    if router {
+        args.extend([
+            "net.ipv4.ip_forward=1",
+            "net.ipv6.conf.all.forwarding=1",
+            // Flow mode in the kernel: hash on the 5-tuple, not just addresses.
+            "net.ipv4.fib_multipath_hash_policy=1",
+            "net.ipv6.fib_multipath_hash_policy=1",
+        ]);
+    }
+    sys::netns_exec(ns, "sysctl", &args).map(|_| ())
+}
+
+/// Where the `fare` binary is (the agents run the same one).
+pub fn fare_binary() -> PathBuf {
+    std::env::current_exe().unwrap_or_else(|_| Path::new("fare").to_path_buf())
+}
