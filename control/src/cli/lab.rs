@@ -1,8 +1,239 @@
-//! `fare lab` (to be implemented).
+//! `fare lab`: emulated fabrics on this machine (see `crate::lab`).
+
+use super::InputError;
+use crate::bandwidth::Mode;
+use crate::lab::plan::{self, DataplaneKind, Routing, SplitMode};
+use crate::lab::{down, faults, gen, report, state::StateDir, traffic, up};
+use crate::topology;
+use std::path::PathBuf;
+use std::time::Duration;
 
 #[derive(clap::Subcommand, Debug)]
-pub enum Command {}
+pub enum Command {
+    /// Build the fabric of a topology file: one network namespace per node, veth links
+    /// shaped to the (scaled) link capacity, host namespaces behind the nodes with
+    /// prefixes, and a `fare agent` per node.
+    #[command(
+        long_about = "Build the fabric of a topology file on this machine.\n\n\
+Namespaces are named farelab-<lab>-<node> (hosts: farelab-<lab>-<node>-h<k>); every link is \
+a veth pair eth<k> <-> eth<j> with a /31 from --link-pool, shaped with tc tbf to \
+gbps x --scale Mbit/s. State (plan, agent configs, logs, management sockets) is kept in \
+/run/fare/lab/<lab>/ so that `fare lab down` finds everything, even after a crash.\n\n\
+Example: fare lab up topologies/draft-fig1.yaml --routing static --dataplane kernel"
+    )]
+    Up(UpArgs),
+    /// Remove a lab: kill its agents and traffic, delete its namespaces and state.
+    /// Idempotent; finds labs by namespace name even without state.
+    Down(DownArgs),
+    /// Send UDP traffic between the lab's hosts and report the per-link split against the
+    /// ideal weighted split (table, JSON, SVG).
+    Traffic(traffic::Args),
+    /// Take every link between A and B down (or one named link), then measure convergence.
+    Fail(faults::FailArgs),
+    /// Set every link between A and B to G Gbps (tc rate and the agents' view).
+    Degrade(faults::DegradeArgs),
+    /// Congest the links between A and B: shrink their tc rate so queues build (ARN).
+    Congest(faults::CongestArgs),
+    /// Undo fail/degrade/congest on the links between A and B.
+    Restore(faults::RestoreArgs),
+    /// Per-link utilization (interface counters), groups (agents' management sockets),
+    /// link changes and ARN events.
+    Show(report::ShowArgs),
+    /// Traffic generator and sink run inside host namespaces by `fare lab traffic`.
+    #[command(hide = true)]
+    Gen(gen::Args),
+}
+
+#[derive(clap::Args, Debug)]
+pub struct UpArgs {
+    /// Topology YAML file (see topologies/).
+    pub topology: PathBuf,
+    /// Lab name (letters, digits, `_`; at most 12): defaults to the topology name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// How groups are computed: `bgp` sessions between the agents, or `static` groups
+    /// computed offline like `fare weights` and given to each agent.
+    #[arg(long, value_enum, default_value_t = Routing::Static)]
+    pub routing: Routing,
+    /// The agents' data plane.
+    #[arg(long, value_enum, default_value_t = DataplaneKind::Kernel)]
+    pub dataplane: DataplaneKind,
+    /// Per-packet spray or per-flow hashing over the weighted members (static groups).
+    #[arg(long, value_enum, default_value_t = SplitMode::Spray)]
+    pub split: SplitMode,
+    /// Path bandwidth rule: draft (min/sum) or averaged (white paper).
+    #[arg(long, value_enum, default_value_t = Mode::Draft)]
+    pub mode: Mode,
+    /// Largest group (sum of weights) for the static groups.
+    #[arg(long)]
+    pub max_group_size: Option<u32>,
+    /// Mbit/s of tc rate per Gbps of topology capacity (this machine cannot do line rate).
+    #[arg(long, default_value_t = 1.0)]
+    pub scale: f64,
+    /// Pool the /31 of every link comes from.
+    #[arg(long, default_value = "172.16.0.0/12")]
+    pub link_pool: ipnet::Ipv4Net,
+    /// Build the namespaces and links only; start no agents.
+    #[arg(long)]
+    pub no_agents: bool,
+    /// Seconds to wait for every agent's management socket.
+    #[arg(long, default_value_t = 30)]
+    pub agent_timeout: u64,
+    /// Print the phase timings as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DownArgs {
+    /// Lab name; without it, the only lab that is up.
+    pub name: Option<String>,
+    /// Every lab on this machine.
+    #[arg(long)]
+    pub all: bool,
+}
 
 pub fn run(command: Command) -> anyhow::Result<()> {
-    match command {}
+    match command {
+        Command::Up(a) => run_up(a),
+        Command::Down(a) => run_down(a),
+        Command::Traffic(a) => traffic::run(a).map_err(input),
+        Command::Fail(a) => {
+            let r = faults::fail(a.name.as_deref(), &a.link, a.timeout).map_err(input)?;
+            print_change(&r, a.json)
+        }
+        Command::Degrade(a) => {
+            let r = faults::degrade(a.name.as_deref(), &a.spec, a.timeout).map_err(input)?;
+            print_change(&r, a.json)
+        }
+        Command::Congest(a) => {
+            let r = faults::congest(a.name.as_deref(), &a.link, a.percent, a.duration)
+                .map_err(input)?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!("{} ({})", r.change, r.links.join(", "));
+                if r.arn.is_empty() {
+                    println!("no ARN logged by the agents so far");
+                }
+                for (node, dt, line) in &r.arn {
+                    println!("arn {node} +{dt:.3}s {line}");
+                }
+            }
+            Ok(())
+        }
+        Command::Restore(a) => {
+            let r = faults::restore(a.name.as_deref(), &a.link, a.timeout).map_err(input)?;
+            print_change(&r, a.json)
+        }
+        Command::Show(a) => report::run_show(a).map_err(input),
+        Command::Gen(a) => gen::run(a).map_err(input),
+    }
+}
+
+/// Bad input from the command line exits with 2 (`InputError`), the rest with 1.
+fn input(e: crate::lab::LabError) -> anyhow::Error {
+    match e {
+        crate::lab::LabError::Input(m) => InputError(m).into(),
+        crate::lab::LabError::Plan(p) => InputError(p.to_string()).into(),
+        other => other.into(),
+    }
+}
+
+fn print_change(r: &faults::ChangeReport, json: bool) -> anyhow::Result<()> {
+    if json {
+        println!("{}", serde_json::to_string_pretty(r)?);
+        return Ok(());
+    }
+    let conv = match r.convergence_s {
+        Some(s) => format!("converged in {:.3} s", s),
+        None => "convergence not measured (no agents, or timeout)".to_string(),
+    };
+    println!("{} ({}): {conv}", r.change, r.links.join(", "));
+    if !r.restarted.is_empty() {
+        println!(
+            "agents restarted with new groups: {}",
+            r.restarted.join(", ")
+        );
+    }
+    Ok(())
+}
+
+fn run_up(a: UpArgs) -> anyhow::Result<()> {
+    let topo = topology::load(&a.topology)?;
+    let lab = a
+        .name
+        .clone()
+        .unwrap_or_else(|| plan::default_lab_name(&topo.name));
+    plan::check_lab_name(&lab).map_err(|e| InputError(e.to_string()))?;
+    if !(a.scale.is_finite() && a.scale > 0.0) {
+        return Err(InputError(format!("--scale must be positive, not {}", a.scale)).into());
+    }
+    let options = plan::Options {
+        scale_mbit_per_gbps: a.scale,
+        link_pool: a.link_pool,
+        dataplane: a.dataplane,
+        routing: a.routing,
+        split: a.split,
+    };
+    // Plan errors (names, pool size) are the user's input.
+    plan::plan(&topo, &lab, &options)
+        .map_err(|e| InputError(format!("{}: {e}", a.topology.display())))?;
+    let req = up::UpRequest {
+        topology_path: a.topology.clone(),
+        topology: topo,
+        lab,
+        options,
+        mode: a.mode,
+        max_group_size: a.max_group_size,
+        agents: !a.no_agents,
+        agent_timeout: Duration::from_secs(a.agent_timeout),
+        fare: up::fare_binary(),
+        progress: true,
+    };
+    let report = up::up(&req).map_err(input)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&report)?);
+    }
+    Ok(())
+}
+
+fn run_down(a: DownArgs) -> anyhow::Result<()> {
+    let r = if a.all {
+        down::down_all(true).map_err(input)?
+    } else {
+        let lab = match a.name {
+            Some(n) => n,
+            None => match StateDir::find(None) {
+                Ok(d) => d
+                    .path
+                    .file_name()
+                    .map(|s| s.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+                // No state: maybe namespaces of exactly one crashed lab.
+                Err(_) => {
+                    let labs = down::all_labs().map_err(input)?;
+                    match labs.len() {
+                        0 => {
+                            eprintln!("lab down: no lab is up");
+                            return Ok(());
+                        }
+                        1 => labs[0].clone(),
+                        _ => {
+                            return Err(InputError(format!(
+                                "several labs are up ({}): name one or use --all",
+                                labs.join(", ")
+                            ))
+                            .into())
+                        }
+                    }
+                }
+            },
+        };
+        down::down_lab(&lab, true).map_err(input)?
+    };
+    if r.labs.is_empty() {
+        eprintln!("lab down: nothing to remove");
+    }
+    Ok(())
 }

@@ -56,7 +56,11 @@ pub fn config_yaml(
         DataplaneKind::Kernel => json!({"kind": "kernel", "interfaces": interfaces}),
         DataplaneKind::None => json!({"kind": "none"}),
     };
-    let asn_of: HashMap<&str, u32> = plan.nodes.iter().map(|n| (n.name.as_str(), n.asn)).collect();
+    let asn_of: HashMap<&str, u32> = plan
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.asn))
+        .collect();
     let neighbors: Vec<Value> = match o.routing {
         Routing::Bgp => node
             .ports
@@ -81,13 +85,15 @@ pub fn config_yaml(
         for g in groups.iter().filter(|g| g.node == node.name) {
             let mut members = Vec::with_capacity(g.members.len());
             for m in &g.members {
-                let port = node.ports.iter().find(|p| p.link == m.link).ok_or_else(|| {
-                    AgentsError::UnknownLink {
+                let port = node
+                    .ports
+                    .iter()
+                    .find(|p| p.link == m.link)
+                    .ok_or_else(|| AgentsError::UnknownLink {
                         node: node.name.clone(),
                         prefix: g.prefix.to_string(),
                         link: m.link.clone(),
-                    }
-                })?;
+                    })?;
                 members.push(json!({
                     "interface": port.interface,
                     "neighbor_mac": port.peer_mac,
@@ -95,7 +101,8 @@ pub fn config_yaml(
                     "weight": m.weight,
                 }));
             }
-            statics.push(json!({"prefix": g.prefix.to_string(), "mode": split, "members": members}));
+            statics
+                .push(json!({"prefix": g.prefix.to_string(), "mode": split, "members": members}));
         }
     }
     let mode = match mode {
@@ -167,7 +174,11 @@ pub fn spawn(fare: &Path, node: &NodePlan, dir: &StateDir) -> Result<u32, Agents
         .arg("agent")
         .arg("--config")
         .arg(&config)
-        .env("FARE_LOG", std::env::var("FARE_LAB_AGENT_LOG").unwrap_or_else(|_| "info".into()))
+        .env("NO_COLOR", "1")
+        .env(
+            "FARE_LOG",
+            std::env::var("FARE_LAB_AGENT_LOG").unwrap_or_else(|_| "info".into()),
+        )
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log2)
@@ -193,7 +204,13 @@ pub fn show_json(fare: &Path, dir: &StateDir, node: &str, what: &str) -> Option<
     let socket = dir.socket(node);
     let out = sys::run(
         &fare.to_string_lossy(),
-        &["show", "--socket", &socket.to_string_lossy(), what, "--json"],
+        &[
+            "show",
+            "--socket",
+            &socket.to_string_lossy(),
+            what,
+            "--json",
+        ],
     )
     .ok()?;
     serde_json::from_str(&out).ok()

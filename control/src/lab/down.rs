@@ -93,7 +93,11 @@ pub fn down_all(verbose: bool) -> Result<DownReport, LabError> {
 /// SIGTERM, up to 3 s grace, then SIGKILL. Returns how many processes there were.
 fn stop(pids: &[i32]) -> usize {
     let own = std::process::id() as i32;
-    let pids: Vec<i32> = pids.iter().copied().filter(|&p| p != own && p > 1).collect();
+    let pids: Vec<i32> = pids
+        .iter()
+        .copied()
+        .filter(|&p| p != own && p > 1)
+        .collect();
     let mut n = 0;
     for &p in &pids {
         if sys::kill(p, Signal::SIGTERM) {

@@ -1,1 +1,657 @@
-//! (in progress)
+//! Link changes on a running lab — `fail`, `degrade`, `congest`, `restore` — and the
+//! convergence they cause, measured from the agents' groups.
+//!
+//! With `--routing bgp` the agents converge by themselves (a failed link drops its
+//! session; a degraded link needs the new `bandwidth_gbps`, so those two agents get a
+//! rewritten configuration and a restart). With `--routing static` the lab plays the
+//! controller: it recomputes every group like `fare weights --fail/--degrade` and restarts
+//! the agents whose groups changed (an agent re-attaches make-before-break).
+//! Convergence time = from the change until every agent reports the expected member
+//! interfaces (and weights) for every prefix, polled through the management sockets.
+
+use super::agents;
+use super::plan::{LinkPlan, Plan, Routing};
+use super::state::{self, LabState, LinkChange, StateDir};
+use super::sys;
+use super::up;
+use super::LabError;
+use crate::sim;
+use crate::topology;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct FailArgs {
+    /// `A-B` (every link between nodes A and B) or a link name (`S1-L1#2`).
+    pub link: String,
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Seconds to wait for convergence.
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DegradeArgs {
+    /// `A-B=GBPS`: every link between A and B (or the named link) runs at GBPS.
+    pub spec: String,
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CongestArgs {
+    /// `A-B`: the direction from A to B is congested (A's queue toward B fills).
+    pub link: String,
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The shaper drops to this percentage of the link's capacity.
+    #[arg(long, default_value_t = 10.0)]
+    pub percent: f64,
+    /// Restore after this many seconds (0 = stay congested until `fare lab restore`).
+    #[arg(long, default_value_t = 0.0)]
+    pub duration: f64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RestoreArgs {
+    /// `A-B` or a link name; `all` restores every change.
+    pub link: String,
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The links a user's `A-B` (or link name) means, with the two node names.
+pub fn resolve<'p>(
+    plan: &'p Plan,
+    spec: &str,
+) -> Result<(String, String, Vec<&'p LinkPlan>), LabError> {
+    if let Some(l) = plan.links.iter().find(|l| l.name == spec) {
+        return Ok((l.a.clone(), l.b.clone(), vec![l]));
+    }
+    // Node names may contain '-': try every split point.
+    for (i, _) in spec.match_indices('-') {
+        let (a, b) = (&spec[..i], &spec[i + 1..]);
+        if plan.node(a).is_some() && plan.node(b).is_some() {
+            let links = plan.links_between(a, b);
+            if links.is_empty() {
+                return Err(LabError::Input(format!("no link between {a} and {b}")));
+            }
+            return Ok((a.to_string(), b.to_string(), links));
+        }
+    }
+    Err(LabError::Input(format!(
+        "`{spec}` is neither A-B (two nodes of lab {}) nor a link name",
+        plan.lab
+    )))
+}
+
+/// The result of a change: when it was made and how long the fabric took to converge.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ChangeReport {
+    pub change: String,
+    pub links: Vec<String>,
+    /// Seconds from the change until every agent showed the expected groups; None when
+    /// the agents did not get there within the timeout (or there are no agents).
+    pub convergence_s: Option<f64>,
+    /// Agents restarted by the lab (static routing, or a new link bandwidth).
+    pub restarted: Vec<String>,
+}
+
+fn sim_changes(changes: &[LinkChange]) -> Vec<sim::Change> {
+    changes
+        .iter()
+        .filter_map(|c| match c {
+            LinkChange::Fail { a, b } => Some(sim::Change::Fail(a.clone(), b.clone())),
+            LinkChange::Degrade { a, b, gbps } => {
+                Some(sim::Change::Degrade(a.clone(), b.clone(), *gbps))
+            }
+            // Congestion is invisible to BGP: ARN handles it.
+            LinkChange::Congest { .. } => None,
+        })
+        .collect()
+}
+
+/// Current capacity (Gbps) of every link after the recorded changes (0 = failed).
+pub fn current_gbps(state: &LabState) -> HashMap<String, f64> {
+    let mut m: HashMap<String, f64> = state
+        .plan
+        .links
+        .iter()
+        .map(|l| (l.name.clone(), l.gbps))
+        .collect();
+    for c in &state.changes {
+        let (a, b, g) = match c {
+            LinkChange::Fail { a, b } => (a, b, Some(0.0)),
+            LinkChange::Degrade { a, b, gbps } => (a, b, Some(*gbps)),
+            LinkChange::Congest { .. } => continue,
+        };
+        for l in state.plan.links_between(a, b) {
+            if let Some(g) = g {
+                m.insert(l.name.clone(), g);
+            }
+        }
+    }
+    m
+}
+
+/// The groups the fabric should converge to, given the recorded changes.
+pub fn expected_groups(state: &LabState) -> Result<Vec<sim::RouteGroup>, LabError> {
+    let topo = topology::load(&state.topology)
+        .map_err(|e| LabError::Input(format!("topology of the lab: {e}")))?;
+    Ok(up::ideal_groups(
+        &topo,
+        state.mode,
+        None,
+        &sim_changes(&state.changes),
+    ))
+}
+
+/// node -> prefix -> interface -> weight, from the expected groups.
+type GroupView = BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>;
+
+fn expected_view(plan: &Plan, groups: &[sim::RouteGroup]) -> GroupView {
+    let mut v = GroupView::new();
+    for g in groups {
+        let Some(node) = plan.node(&g.node) else {
+            continue;
+        };
+        let entry = v
+            .entry(g.node.clone())
+            .or_default()
+            .entry(g.prefix.to_string())
+            .or_default();
+        for m in &g.members {
+            if let Some(p) = node.ports.iter().find(|p| p.link == m.link) {
+                *entry.entry(p.interface.clone()).or_insert(0) += u64::from(m.weight);
+            }
+        }
+    }
+    v
+}
+
+/// What an agent reports (`fare show groups --json`), in the same shape.
+fn agent_view(groups: &Value) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let mut out = BTreeMap::new();
+    for g in groups.as_array().into_iter().flatten() {
+        let Some(prefix) = g["prefix"].as_str() else {
+            continue;
+        };
+        let entry: &mut BTreeMap<String, u64> = out.entry(prefix.to_string()).or_default();
+        for m in g["members"].as_array().into_iter().flatten() {
+            if let Some(i) = m["interface"].as_str() {
+                *entry.entry(i.to_string()).or_insert(0) += m["weight"].as_u64().unwrap_or(1);
+            }
+        }
+    }
+    out
+}
+
+fn normalized(m: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let g = m.values().fold(0u64, |a, &b| gcd(a, b)).max(1);
+    m.iter().map(|(k, v)| (k.clone(), v / g)).collect()
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Nodes whose reported groups differ from the expected ones (member interfaces and
+/// weight ratios); prefixes an agent has no group for count only if one is expected.
+pub fn unconverged(
+    fare: &std::path::Path,
+    dir: &StateDir,
+    plan: &Plan,
+    expected: &GroupView,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    for node in &plan.nodes {
+        let want = expected.get(&node.name).cloned().unwrap_or_default();
+        let Some(groups) = agents::show_json(fare, dir, &node.name, "groups") else {
+            out.push(node.name.clone());
+            continue;
+        };
+        let have = agent_view(&groups);
+        let same = want.iter().all(|(prefix, members)| {
+            have.get(prefix).is_some_and(|h| {
+                let hs: BTreeSet<&String> = h.keys().collect();
+                let ws: BTreeSet<&String> = members.keys().collect();
+                hs == ws && normalized(h) == normalized(members)
+            })
+        });
+        if !same {
+            out.push(node.name.clone());
+        }
+    }
+    out
+}
+
+fn wait_converged(
+    fare: &std::path::Path,
+    dir: &StateDir,
+    state: &LabState,
+    since: Instant,
+    timeout: Duration,
+) -> Result<Option<f64>, LabError> {
+    if state.agents.is_empty() {
+        return Ok(None);
+    }
+    let expected = expected_view(&state.plan, &expected_groups(state)?);
+    loop {
+        let left = unconverged(fare, dir, &state.plan, &expected);
+        if left.is_empty() {
+            return Ok(Some(since.elapsed().as_secs_f64()));
+        }
+        if since.elapsed() > timeout {
+            tracing::warn!("not converged after {timeout:?}: {}", left.join(", "));
+            return Ok(None);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn set_links(state: &LabState, links: &[&LinkPlan], up_: bool) -> Result<(), LabError> {
+    for l in links {
+        for (node, ifname) in [(&l.a, &l.a_interface), (&l.b, &l.b_interface)] {
+            let ns = state
+                .plan
+                .node(node)
+                .map(|n| n.ns.clone())
+                .unwrap_or_default();
+            sys::run(
+                "ip",
+                &[
+                    "-n",
+                    &ns,
+                    "link",
+                    "set",
+                    ifname,
+                    if up_ { "up" } else { "down" },
+                ],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn shape(state: &LabState, node: &str, ifname: &str, gbps: f64) -> Result<(), LabError> {
+    let ns = state
+        .plan
+        .node(node)
+        .map(|n| n.ns.clone())
+        .unwrap_or_default();
+    sys::tc_batch(
+        &ns,
+        &up::tbf("change", ifname, state.plan.options.rate_kbit(gbps)),
+    )?;
+    Ok(())
+}
+
+/// Rewrites the configurations of `nodes` for the current changes and restarts their agents.
+fn restart_agents(dir: &StateDir, state: &mut LabState, nodes: &[String]) -> Result<(), LabError> {
+    if state.agents.is_empty() || nodes.is_empty() {
+        return Ok(());
+    }
+    let groups = expected_groups(state)?;
+    // The configuration carries the current link bandwidths (BGP) or groups (static).
+    let gbps = current_gbps(state);
+    let mut plan = state.plan.clone();
+    for n in &mut plan.nodes {
+        for p in &mut n.ports {
+            if let Some(&g) = gbps.get(&p.link) {
+                if g > 0.0 {
+                    p.gbps = g;
+                }
+            }
+        }
+    }
+    let fare = up::fare_binary();
+    for name in nodes {
+        let Some(node) = plan.node(name) else {
+            continue;
+        };
+        let text = agents::config_yaml(&plan, node, &dir.socket(name), &groups, state.mode)?;
+        let path = dir.config(name);
+        std::fs::write(&path, text)?;
+        if let Some(entry) = state.agents.iter_mut().find(|(n, _)| n == name) {
+            let old = entry.1 as i32;
+            sys::kill(old, nix::sys::signal::Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while sys::alive(old) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if sys::alive(old) {
+                sys::kill(old, nix::sys::signal::Signal::SIGKILL);
+            }
+            let _ = std::fs::remove_file(dir.socket(name));
+            entry.1 = agents::spawn(&fare, node, dir)?;
+        }
+    }
+    dir.save(state)?;
+    Ok(())
+}
+
+/// Nodes whose expected groups differ between two sets of changes.
+fn changed_nodes(state: &LabState, before: &[LinkChange]) -> Result<Vec<String>, LabError> {
+    let mut old = state.clone();
+    old.changes = before.to_vec();
+    let a = expected_view(&state.plan, &expected_groups(&old)?);
+    let b = expected_view(&state.plan, &expected_groups(state)?);
+    Ok(state
+        .plan
+        .nodes
+        .iter()
+        .filter(|n| a.get(&n.name) != b.get(&n.name))
+        .map(|n| n.name.clone())
+        .collect())
+}
+
+fn load(name: Option<&str>) -> Result<(StateDir, LabState), LabError> {
+    let dir = StateDir::find(name)?;
+    let state = dir.load()?;
+    Ok((dir, state))
+}
+
+fn finish(
+    dir: &StateDir,
+    state: &mut LabState,
+    before: Vec<LinkChange>,
+    extra_restarts: Vec<String>,
+    report: &mut ChangeReport,
+    since: Instant,
+    timeout: f64,
+) -> Result<(), LabError> {
+    dir.save(state)?;
+    let mut restart = extra_restarts;
+    if state.plan.options.routing == Routing::Static {
+        restart.extend(changed_nodes(state, &before)?);
+    }
+    restart.sort();
+    restart.dedup();
+    restart_agents(dir, state, &restart)?;
+    report.restarted = restart;
+    report.convergence_s = wait_converged(
+        &up::fare_binary(),
+        dir,
+        state,
+        since,
+        Duration::from_secs_f64(timeout.clamp(0.0, 3600.0)),
+    )?;
+    dir.event(
+        &json!({"at": state::now(), "event": "converged", "change": report.change,
+        "convergence_s": report.convergence_s, "restarted": report.restarted}),
+    );
+    Ok(())
+}
+
+pub fn fail(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeReport, LabError> {
+    let (dir, mut state) = load(name)?;
+    let (a, b, links) = resolve(&state.plan, spec)?;
+    let links: Vec<LinkPlan> = links.into_iter().cloned().collect();
+    let before = state.changes.clone();
+    let since = Instant::now();
+    set_links(&state, &links.iter().collect::<Vec<_>>(), false)?;
+    dir.event(&json!({"at": state::now(), "event": "fail", "a": a, "b": b}));
+    state.changes.push(LinkChange::Fail {
+        a: a.clone(),
+        b: b.clone(),
+    });
+    let mut report = ChangeReport {
+        change: format!("fail {a}-{b}"),
+        links: links.iter().map(|l| l.name.clone()).collect(),
+        convergence_s: None,
+        restarted: Vec::new(),
+    };
+    finish(
+        &dir,
+        &mut state,
+        before,
+        Vec::new(),
+        &mut report,
+        since,
+        timeout,
+    )?;
+    Ok(report)
+}
+
+pub fn degrade(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeReport, LabError> {
+    let (dir, mut state) = load(name)?;
+    let (pair, g) = spec
+        .rsplit_once('=')
+        .ok_or_else(|| LabError::Input(format!("`{spec}`: expected A-B=GBPS")))?;
+    let gbps: f64 = g
+        .parse()
+        .ok()
+        .filter(|g: &f64| g.is_finite() && *g > 0.0)
+        .ok_or_else(|| LabError::Input(format!("`{spec}`: GBPS must be a positive number")))?;
+    let (a, b, links) = resolve(&state.plan, pair)?;
+    let links: Vec<LinkPlan> = links.into_iter().cloned().collect();
+    let before = state.changes.clone();
+    let since = Instant::now();
+    for l in &links {
+        shape(&state, &l.a, &l.a_interface, gbps)?;
+        shape(&state, &l.b, &l.b_interface, gbps)?;
+    }
+    dir.event(&json!({"at": state::now(), "event": "degrade", "a": a, "b": b, "gbps": gbps}));
+    state.changes.push(LinkChange::Degrade {
+        a: a.clone(),
+        b: b.clone(),
+        gbps,
+    });
+    let mut report = ChangeReport {
+        change: format!("degrade {a}-{b}={gbps}"),
+        links: links.iter().map(|l| l.name.clone()).collect(),
+        convergence_s: None,
+        restarted: Vec::new(),
+    };
+    // BGP agents learn link bandwidth from their configuration: restart the two ends.
+    let extra = if state.plan.options.routing == Routing::Bgp {
+        vec![a, b]
+    } else {
+        Vec::new()
+    };
+    finish(&dir, &mut state, before, extra, &mut report, since, timeout)?;
+    Ok(report)
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CongestReport {
+    pub change: String,
+    pub links: Vec<String>,
+    pub percent: f64,
+    /// ARN lines the agents logged after the change: (node, seconds after it, line).
+    pub arn: Vec<(String, f64, String)>,
+}
+
+pub fn congest(
+    name: Option<&str>,
+    spec: &str,
+    percent: f64,
+    duration: f64,
+) -> Result<CongestReport, LabError> {
+    if !(percent.is_finite() && percent > 0.0 && percent <= 100.0) {
+        return Err(LabError::Input("--percent must be in (0, 100]".into()));
+    }
+    let (dir, mut state) = load(name)?;
+    let (a, b, links) = resolve(&state.plan, spec)?;
+    let links: Vec<LinkPlan> = links.into_iter().cloned().collect();
+    let t0 = state::now();
+    for l in &links {
+        let ifname = if l.a == a {
+            &l.a_interface
+        } else {
+            &l.b_interface
+        };
+        shape(&state, &a, ifname, l.gbps * percent / 100.0)?;
+    }
+    dir.event(&json!({"at": t0, "event": "congest", "a": a, "b": b, "percent": percent}));
+    state.changes.push(LinkChange::Congest {
+        a: a.clone(),
+        b: b.clone(),
+        percent,
+    });
+    dir.save(&state)?;
+    let mut report = CongestReport {
+        change: format!("congest {a}-{b} to {percent}%"),
+        links: links.iter().map(|l| l.name.clone()).collect(),
+        percent,
+        arn: Vec::new(),
+    };
+    if duration > 0.0 {
+        std::thread::sleep(Duration::from_secs_f64(duration.min(3600.0)));
+        report.arn = arn_lines(&dir, &state, t0);
+        restore(name, &format!("{a}-{b}"), 0.0)?;
+    } else {
+        std::thread::sleep(Duration::from_secs(1));
+        report.arn = arn_lines(&dir, &state, t0);
+    }
+    for (node, dt, line) in &report.arn {
+        dir.event(&json!({"at": t0 + dt, "event": "arn", "node": node, "line": line}));
+    }
+    Ok(report)
+}
+
+/// Lines mentioning ARN in the agents' logs written after unix time `since`, with their
+/// delay. Log lines start with an RFC 3339 timestamp (tracing's default format).
+pub fn arn_lines(dir: &StateDir, state: &LabState, since: f64) -> Vec<(String, f64, String)> {
+    let mut out = Vec::new();
+    for (node, _) in &state.agents {
+        let text = std::fs::read_to_string(dir.log(node)).unwrap_or_default();
+        for line in text
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().contains("arn"))
+        {
+            let Some(at) = line.split_whitespace().next().and_then(parse_rfc3339) else {
+                continue;
+            };
+            if at >= since {
+                out.push((node.clone(), at - since, line.chars().take(200).collect()));
+            }
+        }
+    }
+    out.sort_by(|x, y| x.1.total_cmp(&y.1));
+    out.truncate(50);
+    out
+}
+
+/// `2026-11-22T03:22:09.123456Z` -> unix seconds (UTC only, as tracing writes it).
+pub fn parse_rfc3339(s: &str) -> Option<f64> {
+    let s = s.strip_suffix('Z')?;
+    let (date, time) = s.split_once('T')?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>());
+    let (y, m, dd) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
+    let mut t = time.split(':');
+    let (hh, mm) = (
+        t.next()?.parse::<i64>().ok()?,
+        t.next()?.parse::<i64>().ok()?,
+    );
+    let ss: f64 = t.next()?.parse().ok()?;
+    // Days from civil (H. Hinnant's algorithm).
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + dd - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + hh * 3600 + mm * 60) as f64 + ss)
+}
+
+pub fn restore(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeReport, LabError> {
+    let (dir, mut state) = load(name)?;
+    let pairs: Vec<(String, String)> = if spec == "all" {
+        state
+            .changes
+            .iter()
+            .map(|c| match c {
+                LinkChange::Fail { a, b }
+                | LinkChange::Degrade { a, b, .. }
+                | LinkChange::Congest { a, b, .. } => (a.clone(), b.clone()),
+            })
+            .collect()
+    } else {
+        let (a, b, _) = resolve(&state.plan, spec)?;
+        vec![(a, b)]
+    };
+    let before = state.changes.clone();
+    let since = Instant::now();
+    let mut names = Vec::new();
+    let mut degraded = false;
+    for (a, b) in &pairs {
+        let links: Vec<LinkPlan> = state
+            .plan
+            .links_between(a, b)
+            .into_iter()
+            .cloned()
+            .collect();
+        set_links(&state, &links.iter().collect::<Vec<_>>(), true)?;
+        for l in &links {
+            shape(&state, &l.a, &l.a_interface, l.gbps)?;
+            shape(&state, &l.b, &l.b_interface, l.gbps)?;
+            names.push(l.name.clone());
+        }
+        degraded |= state.changes.iter().any(|c| matches!(c, LinkChange::Degrade { a: x, b: y, .. } if (x == a && y == b) || (x == b && y == a)));
+        state.changes.retain(|c| {
+            let (x, y) = match c {
+                LinkChange::Fail { a, b }
+                | LinkChange::Degrade { a, b, .. }
+                | LinkChange::Congest { a, b, .. } => (a, b),
+            };
+            !((x == a && y == b) || (x == b && y == a))
+        });
+        dir.event(&json!({"at": state::now(), "event": "restore", "a": a, "b": b}));
+    }
+    let mut report = ChangeReport {
+        change: format!("restore {spec}"),
+        links: names,
+        convergence_s: None,
+        restarted: Vec::new(),
+    };
+    let extra = if degraded && state.plan.options.routing == Routing::Bgp {
+        pairs
+            .iter()
+            .flat_map(|(a, b)| [a.clone(), b.clone()])
+            .collect()
+    } else {
+        Vec::new()
+    };
+    finish(&dir, &mut state, before, extra, &mut report, since, timeout)?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_parses_tracing_timestamps() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:01.5Z"), Some(1.5));
+        assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z"), Some(951_868_800.0));
+        assert_eq!(parse_rfc3339("garbage"), None);
+        assert_eq!(parse_rfc3339("\u{1b}[2m2000"), None);
+    }
+
+    #[test]
+    fn normalized_weights_compare_ratios() {
+        let a = BTreeMap::from([("eth1".to_string(), 6), ("eth2".to_string(), 8)]);
+        let b = BTreeMap::from([("eth1".to_string(), 3), ("eth2".to_string(), 4)]);
+        assert_eq!(normalized(&a), normalized(&b));
+    }
+}

@@ -40,6 +40,9 @@ pub enum LabError {
     AlreadyUp(String),
     #[error("agents did not start: {0}")]
     AgentFailed(String),
+    /// Bad input from the command line (exit code 2 in the CLI).
     #[error("{0}")]
     Input(String),
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
 }

@@ -62,7 +62,9 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             scale_mbit_per_gbps: 1.0,
-            link_pool: "172.16.0.0/12".parse().unwrap_or_else(|_| unreachable_pool()),
+            link_pool: "172.16.0.0/12"
+                .parse()
+                .unwrap_or_else(|_| unreachable_pool()),
             dataplane: DataplaneKind::Kernel,
             routing: Routing::Static,
             split: SplitMode::Spray,
@@ -139,8 +141,6 @@ pub struct Plan {
 pub enum PlanError {
     #[error("lab name `{0}`: use letters, digits and `_` only, at most 12 characters")]
     BadLabName(String),
-    #[error("node name `{0}` cannot be part of a namespace name (letters, digits, `_`, `-`, `.`; at most 32)")]
-    BadNodeName(String),
     #[error("link pool {pool} has room for {room} links, the topology has {links}")]
     PoolTooSmall {
         pool: Ipv4Net,
@@ -220,6 +220,35 @@ fn nth_addr(prefix: &IpNet, n: u32) -> Option<IpAddr> {
     }
 }
 
+/// Node names as they appear in namespace names: characters other than letters, digits,
+/// `_`, `-`, `.` become `_`, at most 40 characters, made unique with a `_<index>` suffix.
+fn ns_names(topo: &Topology) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    topo.nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut s: String = n
+                .name
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                        c
+                    } else {
+                        '_'
+                    }
+                })
+                .take(40)
+                .collect();
+            if !seen.insert(s.clone()) {
+                s = format!("{s}_{i}");
+                seen.insert(s.clone());
+            }
+            s
+        })
+        .collect()
+}
+
 /// Computes the plan. Node order and port numbering follow the topology file.
 pub fn plan(topo: &Topology, lab: &str, options: &Options) -> Result<Plan, PlanError> {
     check_lab_name(lab)?;
@@ -231,30 +260,21 @@ pub fn plan(topo: &Topology, lab: &str, options: &Options) -> Result<Plan, PlanE
             links: topo.links.len(),
         });
     }
-    for n in &topo.nodes {
-        let ok = !n.name.is_empty()
-            && n.name.len() <= 32
-            && n.name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-        if !ok {
-            return Err(PlanError::BadNodeName(n.name.clone()));
-        }
-    }
     let prefix = ns_prefix(lab);
+    let ns_names = ns_names(topo);
     let mut nodes: Vec<NodePlan> = topo
         .nodes
         .iter()
         .enumerate()
         .map(|(i, n)| NodePlan {
             name: n.name.clone(),
-            ns: format!("{prefix}{}", n.name),
+            ns: format!("{prefix}{}", ns_names[i]),
             role: n.role.as_str().to_string(),
             // Private 4-octet ASN per node when the file gives none.
             asn: n.asn.unwrap_or(4_200_000_000 + i as u32),
-            router_id: n
-                .router_id
-                .unwrap_or_else(|| Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 255, 0, 0)) + i as u32)),
+            router_id: n.router_id.unwrap_or_else(|| {
+                Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 255, 0, 0)) + i as u32)
+            }),
             prefixes: n.prefixes.clone(),
             ports: Vec::new(),
             hosts: Vec::new(),
@@ -331,7 +351,7 @@ pub fn plan(topo: &Topology, lab: &str, options: &Options) -> Result<Plan, PlanE
                 format!("h{k}")
             };
             nodes[i].hosts.push(Host {
-                ns: format!("{prefix}{}-h{k}", n.name),
+                ns: format!("{prefix}{}-h{k}", ns_names[i]),
                 prefix: *p,
                 addr,
                 gateway,
@@ -441,6 +461,10 @@ links:
         assert_eq!(o.rate_kbit(0.0001), 8);
         assert_eq!(default_lab_name("draft-fig1"), "draftfig1");
         assert!(plan(&topo(), "bad-name", &o).is_err());
+        let odd = TOPO.replace("S1", "SS1@Plane1");
+        let t = crate::topology::parse(Path::new("t.yaml"), &odd).unwrap();
+        let p = plan(&t, "t", &o).unwrap();
+        assert_eq!(p.nodes[0].ns, "farelab-t-SS1_Plane1");
         let tiny = Options {
             link_pool: "10.0.0.0/31".parse().unwrap(),
             ..o

@@ -182,7 +182,11 @@ fn wait_for_agents(
 ) -> Result<(), LabError> {
     let deadline = Instant::now() + req.agent_timeout;
     loop {
-        if let Some((node, _)) = state.agents.iter().find(|(_, pid)| !sys::alive(*pid as i32)) {
+        if let Some((node, _)) = state
+            .agents
+            .iter()
+            .find(|(_, pid)| !sys::alive(*pid as i32))
+        {
             return Err(LabError::AgentFailed(format!(
                 "agent of {node} exited; its log ends with: {}",
                 agents::log_tail(dir, node, 3).replace('\n', " | ")
@@ -240,7 +244,9 @@ fn veth_batch(plan: &Plan) -> String {
                 Some(n) => &n.ns,
                 None => continue,
             };
-            if (node.ns.as_str(), p.interface.as_str()) > (peer_ns.as_str(), p.peer_interface.as_str()) {
+            if (node.ns.as_str(), p.interface.as_str())
+                > (peer_ns.as_str(), p.peer_interface.as_str())
+            {
                 continue;
             }
             let _ = writeln!(
@@ -266,7 +272,7 @@ fn node_batch(node: &plan::NodePlan) -> String {
     let _ = writeln!(b, "addr add {}/32 dev lo", node.router_id);
     for e in &node.local_endpoints {
         let len = if e.is_ipv4() { 32 } else { 128 };
-        let _ = writeln!(b, "addr add {e}/{len} dev lo nodad");
+        let _ = writeln!(b, "addr add {e}/{len} dev lo{}", nodad(e));
     }
     for p in &node.ports {
         let _ = writeln!(b, "addr add {}/31 dev {}", p.addr, p.interface);
@@ -281,23 +287,38 @@ fn node_batch(node: &plan::NodePlan) -> String {
     for h in &node.hosts {
         let _ = writeln!(
             b,
-            "addr add {}/{} dev {} nodad",
+            "addr add {}/{} dev {}{}",
             h.gateway,
             h.prefix.prefix_len(),
-            h.node_interface
+            h.node_interface,
+            nodad(&h.gateway)
         );
         let _ = writeln!(b, "link set {} up", h.node_interface);
     }
     b
 }
 
+/// IPv6 addresses skip duplicate address detection (usable at once); IPv4 has none.
+fn nodad(addr: &std::net::IpAddr) -> &'static str {
+    if addr.is_ipv6() {
+        " nodad"
+    } else {
+        ""
+    }
+}
+
 fn host_batch(h: &plan::Host) -> String {
     let mut b = String::new();
     let _ = writeln!(b, "link set lo up");
-    let _ = writeln!(b, "addr add {}/{} dev {HOST_IF} nodad", h.addr, h.prefix.prefix_len());
+    let _ = writeln!(
+        b,
+        "addr add {}/{} dev {HOST_IF}{}",
+        h.addr,
+        h.prefix.prefix_len(),
+        nodad(&h.addr)
+    );
     let _ = writeln!(b, "link set {HOST_IF} up");
-    let family = if h.addr.is_ipv4() { "-4" } else { "-6" };
-    let _ = writeln!(b, "{family} route add default via {} dev {HOST_IF}", h.gateway);
+    let _ = writeln!(b, "route add default via {} dev {HOST_IF}", h.gateway);
     b
 }
 
@@ -306,7 +327,11 @@ fn host_batch(h: &plan::Host) -> String {
 fn tc_batch(plan: &Plan, node: &plan::NodePlan) -> String {
     let mut b = String::new();
     for p in &node.ports {
-        let _ = writeln!(b, "{}", tbf("add", &p.interface, plan.options.rate_kbit(p.gbps)));
+        let _ = writeln!(
+            b,
+            "{}",
+            tbf("add", &p.interface, plan.options.rate_kbit(p.gbps))
+        );
     }
     b
 }
