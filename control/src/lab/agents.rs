@@ -99,6 +99,7 @@ pub fn config_yaml(
                     "neighbor_mac": port.peer_mac,
                     "next_hop": port.peer_addr.to_string(),
                     "weight": m.weight,
+                    "bandwidth_gbps": m.bandwidth_gbps,
                 }));
             }
             statics

@@ -71,9 +71,11 @@ pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
             // Keep the logs of a failed start for the error message, then clean up.
             let hint = failed_agent_hint(&dir, &state);
             let _ = down::down_lab(&req.lab, false);
-            match hint {
-                Some(h) => Err(LabError::AgentFailed(format!("{e}; {h}"))),
-                None => Err(e),
+            match (hint, &e) {
+                (Some(h), LabError::Sys(_) | LabError::State(_) | LabError::Io(_)) => {
+                    Err(LabError::AgentFailed(format!("{e}; {h}")))
+                }
+                _ => Err(e),
             }
         }
     }

@@ -1,0 +1,69 @@
+//! The README's first command as a test: scripts/demo (with this build's binary, so no
+//! setup or release build) runs to the end within five minutes and leaves no namespace,
+//! state directory or process behind.
+
+use anyhow::{ensure, Result};
+use fare_integration::{fare_bin, have_root, have_tool, repo_root};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn lab_demo_runs_and_leaves_nothing_behind() -> Result<()> {
+    if !have_root("lab_demo_runs_and_leaves_nothing_behind")
+        || !have_tool("lab_demo_runs_and_leaves_nothing_behind", "tc")
+    {
+        return Ok(());
+    }
+    let before = farelab_namespaces();
+    let out_path = std::env::temp_dir().join(format!("fare-demo-{}.log", std::process::id()));
+    let log = std::fs::File::create(&out_path)?;
+    let mut child = Command::new(repo_root().join("scripts/demo"))
+        .env("FARE_BIN", fare_bin()?)
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()?;
+    let start = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait()? {
+            break Some(s);
+        }
+        if start.elapsed() > Duration::from_secs(300) {
+            // SIGTERM: the demo's trap takes the lab down.
+            let _ = Command::new("kill").arg(child.id().to_string()).status();
+            std::thread::sleep(Duration::from_secs(10));
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let output = std::fs::read_to_string(&out_path).unwrap_or_default();
+    let _ = std::fs::remove_file(&out_path);
+    eprintln!("{output}");
+    let after = farelab_namespaces();
+    ensure!(
+        after.iter().all(|n| before.contains(n)),
+        "the demo left namespaces: {after:?}"
+    );
+    let status = status.ok_or_else(|| anyhow::anyhow!("demo did not finish in 5 minutes"))?;
+    ensure!(status.success(), "demo failed: {status}");
+    ensure!(output.contains("split vs ideal"), "no traffic report in the demo output");
+    ensure!(output.contains("fail S1-L5"), "no failure step in the demo output");
+    Ok(())
+}
+
+fn farelab_namespaces() -> Vec<String> {
+    Command::new("ip")
+        .args(["netns", "list"])
+        .output()
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|n| n.starts_with("farelab-demo"))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
