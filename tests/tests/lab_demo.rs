@@ -48,8 +48,14 @@ fn lab_demo_runs_and_leaves_nothing_behind() -> Result<()> {
     );
     let status = status.ok_or_else(|| anyhow::anyhow!("demo did not finish in 5 minutes"))?;
     ensure!(status.success(), "demo failed: {status}");
-    ensure!(output.contains("split vs ideal"), "no traffic report in the demo output");
-    ensure!(output.contains("fail S1-L5"), "no failure step in the demo output");
+    ensure!(
+        output.contains("split vs ideal"),
+        "no traffic report in the demo output"
+    );
+    ensure!(
+        output.contains("fail S1-L5"),
+        "no failure step in the demo output"
+    );
     Ok(())
 }
 
