@@ -226,6 +226,38 @@ pub async fn start(
         }
     }
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
+    // Interface events: a link going down withdraws its routes at once (white paper §2.4).
+    let watched: HashSet<String> = config
+        .neighbors
+        .iter()
+        .filter_map(|n| n.interface.clone())
+        .collect();
+    if !watched.is_empty() {
+        match super::link::LinkWatcher::open() {
+            Ok(mut watcher) => {
+                let tx = cmd_tx.clone();
+                tokio::spawn(async move {
+                    while let Ok(events) = watcher.next().await {
+                        for e in events
+                            .into_iter()
+                            .filter(|e| watched.contains(&e.interface))
+                        {
+                            let speed_gbps = super::link::interface_speed_gbps(&e.interface);
+                            let cmd = SpeakerCommand::Link {
+                                interface: e.interface,
+                                up: e.up,
+                                speed_gbps,
+                            };
+                            if tx.send(cmd).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+            Err(e) => warn!("no link events (netlink): {e}"),
+        }
+    }
     let mut rib = Rib::default();
     for p in &config.prefixes {
         rib.local.insert(p.trunc());
@@ -411,34 +443,38 @@ impl RibTask {
     }
 
     fn on_link(&mut self, interface: &str, up: bool, speed_gbps: Option<f64>) {
-        let mut affected = Vec::new();
+        let mut changed = false;
+        let mut down = Vec::new();
         for (addr, p) in self.peers.iter_mut() {
             if p.spec.interface.as_deref() != Some(interface) {
                 continue;
             }
-            if p.spec.bandwidth_gbps.is_none() && speed_gbps.is_some() {
+            if p.spec.bandwidth_gbps.is_none() && speed_gbps.is_some() && p.link_gbps != speed_gbps
+            {
                 p.link_gbps = speed_gbps;
+                changed = true;
             }
             if p.link_up != up {
                 info!(peer = %addr, %interface, up, "link event");
                 p.link_up = up;
+                changed = true;
                 let _ = p
                     .commands
                     .send(if up { Command::Kick } else { Command::Reset });
-            }
-            affected.push(*addr);
-        }
-        for addr in affected {
-            if !up {
-                if let Some(p) = self.peers.get_mut(&addr) {
+                if !up {
                     p.session = None;
+                    down.push(*addr);
                 }
-                let gone = self.rib.forget_peer(addr);
-                self.dirty.extend(gone);
             }
         }
-        // Bandwidth of a link feeds every weight and every advertised value.
-        self.dirty.extend(self.rib.loc.keys().copied());
+        for addr in down {
+            let gone = self.rib.forget_peer(addr);
+            self.dirty.extend(gone);
+        }
+        if changed {
+            // A link's bandwidth feeds every weight and every advertised value.
+            self.dirty.extend(self.rib.loc.keys().copied());
+        }
     }
 
     fn link_gbps(&self, peer: &IpAddr) -> Option<f64> {
