@@ -33,6 +33,9 @@ pub struct AgentConfig {
     /// More static groups, taken from `fare weights --json` output (see `statics`).
     #[serde(default)]
     pub static_from: Option<StaticFrom>,
+    /// BGP session parameters.
+    #[serde(default)]
+    pub bgp: BgpConfig,
 }
 
 /// Drives an agent with groups computed offline by `fare weights TOPO --json`:
@@ -85,11 +88,90 @@ impl Default for Management {
     }
 }
 
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct FareConfig {
     #[serde(default)]
     pub mode: Mode,
+    /// This node's place in the Clos; `super-spine` applies draft §4.2's rule.
+    #[serde(default = "default_role")]
+    pub role: crate::topology::Role,
+    /// Path Bandwidth community subtype (docs/CODEPOINTS.md).
+    #[serde(default = "default_subtype")]
+    pub community_subtype: u8,
+    /// How BGP-computed groups spread traffic.
+    #[serde(default)]
+    pub group_mode: GroupMode,
+    /// Largest sum of weights a group may have (data plane limit).
+    #[serde(default)]
+    pub max_group_size: Option<u32>,
+}
+
+impl Default for FareConfig {
+    fn default() -> Self {
+        FareConfig {
+            mode: Mode::default(),
+            role: default_role(),
+            community_subtype: default_subtype(),
+            group_mode: GroupMode::default(),
+            max_group_size: None,
+        }
+    }
+}
+
+fn default_role() -> crate::topology::Role {
+    crate::topology::Role::Leaf
+}
+
+fn default_subtype() -> u8 {
+    crate::bgp::community::DEFAULT_PATH_BANDWIDTH_SUBTYPE
+}
+
+/// BGP session parameters shared by every neighbor.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BgpConfig {
+    #[serde(default = "default_bgp_port")]
+    pub port: u16,
+    /// Accept incoming sessions.
+    #[serde(default = "yes")]
+    pub listen: bool,
+    /// Proposed hold time in seconds (keepalives every third of it); 0 = none.
+    #[serde(default = "default_hold")]
+    pub hold_time: u16,
+    /// First connect-retry delay; doubles per failure up to `connect_retry_max_ms`.
+    #[serde(default = "default_retry")]
+    pub connect_retry_ms: u64,
+    #[serde(default = "default_retry_max")]
+    pub connect_retry_max_ms: u64,
+}
+
+impl Default for BgpConfig {
+    fn default() -> Self {
+        BgpConfig {
+            port: default_bgp_port(),
+            listen: true,
+            hold_time: default_hold(),
+            connect_retry_ms: default_retry(),
+            connect_retry_max_ms: default_retry_max(),
+        }
+    }
+}
+
+fn default_bgp_port() -> u16 {
+    179
+}
+fn yes() -> bool {
+    true
+}
+fn default_hold() -> u16 {
+    9
+}
+fn default_retry() -> u64 {
+    500
+}
+fn default_retry_max() -> u64 {
+    30_000
 }
 
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -162,6 +244,21 @@ pub struct NeighborConfig {
     /// DPF session color (32-bit).
     #[serde(default)]
     pub color: Option<u32>,
+    /// Only accept the session, never connect.
+    #[serde(default)]
+    pub passive: bool,
+    /// GTSM (RFC 5082) for this single-hop session.
+    #[serde(default)]
+    pub gtsm: bool,
+    /// TCP MD5 signature key (RFC 2385), at most 80 octets.
+    #[serde(default)]
+    pub md5_password: Option<String>,
+    /// Source address for the session (default: chosen by the kernel).
+    #[serde(default)]
+    pub local_address: Option<IpAddr>,
+    /// The neighbor's place in the Clos (for the 5-stage rules), when known.
+    #[serde(default)]
+    pub role: Option<crate::topology::Role>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]

@@ -11,8 +11,10 @@ use tokio::task::JoinSet;
 pub type ProtocolResult = Result<(), String>;
 
 pub fn spawn(ctx: &AgentContext, tasks: &mut JoinSet<(&'static str, ProtocolResult)>) {
-    // BGP: `if !ctx.config.neighbors.is_empty() { let c = ctx.clone();
-    //        tasks.spawn(async move { ("bgp", crate::bgp::run(c).await) }); }`
+    if !ctx.config.neighbors.is_empty() || !ctx.config.prefixes.is_empty() {
+        let c = ctx.clone();
+        tasks.spawn(async move { ("bgp", crate::bgp::run(c).await) });
+    }
     // ARN: the same with ("arn", crate::arn::run(c)).
     let _ = (ctx, tasks);
 }

@@ -1,4 +1,5 @@
 //! BGP: wire codec, session FSM, RIB and the FARE/DPF/suppression policy.
+pub mod agent;
 pub mod fare;
 pub mod link;
 pub mod neighbor;
@@ -8,3 +9,5 @@ pub mod socket;
 pub mod speaker;
 
 pub use packet::community;
+
+pub use agent::run;

@@ -1,0 +1,140 @@
+//! The BGP speaker inside `fare agent`: builds the speaker from the agent configuration
+//! and forwards what it produces — groups to the data plane task, neighbors and routes to
+//! the shared state behind `fare show` and the metrics.
+
+use super::neighbor::State;
+use super::socket::Protection;
+use super::speaker::{self, NeighborSpec, SpeakerCommand, SpeakerConfig, SpeakerEvent};
+use crate::agent::config::AgentConfig;
+use crate::agent::state::{RoutePath, RouteSource, RouteStatus, SessionState};
+use crate::agent::AgentContext;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tracing::warn;
+
+/// The speaker configuration an agent configuration asks for.
+pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
+    let b = &c.bgp;
+    SpeakerConfig {
+        router_id: c.router_id,
+        asn: c.asn,
+        port: b.port,
+        listen: b.listen,
+        hold_time: b.hold_time,
+        connect_retry: Duration::from_millis(b.connect_retry_ms),
+        connect_retry_max: Duration::from_millis(b.connect_retry_max_ms),
+        policy: super::fare::Policy {
+            mode: c.fare.mode,
+            role: c.fare.role,
+            subtype: c.fare.community_subtype,
+            max_group_size: c.fare.max_group_size,
+            draft: Default::default(),
+        },
+        group_mode: c.fare.group_mode,
+        neighbors: c
+            .neighbors
+            .iter()
+            .map(|n| NeighborSpec {
+                address: n.address,
+                remote_as: n.remote_as,
+                interface: n.interface.clone(),
+                bandwidth_gbps: n.bandwidth_gbps,
+                passive: n.passive,
+                local_address: n.local_address,
+                protection: Protection {
+                    gtsm: n.gtsm,
+                    md5_key: n.md5_password.clone(),
+                },
+                role: n.role,
+            })
+            .collect(),
+        prefixes: c.prefixes.clone(),
+        route_events: true,
+    }
+}
+
+fn session_state(s: State) -> SessionState {
+    match s {
+        State::Idle => SessionState::Idle,
+        State::Connect => SessionState::Connect,
+        State::Active => SessionState::Active,
+        State::OpenSent => SessionState::OpenSent,
+        State::OpenConfirm => SessionState::OpenConfirm,
+        State::Established => SessionState::Established,
+    }
+}
+
+/// Runs the speaker until `ctx.shutdown`.
+pub async fn run(ctx: AgentContext) -> Result<(), String> {
+    let (tx, mut rx) = mpsc::channel(4096);
+    let handle = speaker::start(speaker_config(&ctx.config), tx)
+        .await
+        .map_err(|e| format!("BGP listener on port {}: {e}", ctx.config.bgp.port))?;
+    let mut sync = tokio::time::interval(Duration::from_millis(500));
+    loop {
+        tokio::select! {
+            ev = rx.recv() => {
+                let Some(ev) = ev else { return Err("speaker stopped".into()) };
+                apply(&ctx, ev).await;
+            }
+            _ = sync.tick() => {
+                // Session states and counters change inside the neighbor tasks.
+                let mut state = ctx.state.write();
+                for n in &handle.neighbors {
+                    let Ok(s) = n.lock() else { continue };
+                    state.set_neighbor_state(s.address, session_state(s.state), s.last_error.clone());
+                    if let Some(view) = state.neighbors.get_mut(&s.address) {
+                        view.updates_received = s.updates_received;
+                        view.updates_sent = s.updates_sent;
+                        view.prefixes_received = s.prefixes_received;
+                    }
+                }
+            }
+            _ = ctx.shutdown.cancelled() => {
+                let _ = handle.commands.send(SpeakerCommand::Shutdown).await;
+                return Ok(());
+            }
+        }
+    }
+}
+
+async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
+    match ev {
+        SpeakerEvent::Group { prefix, group } => {
+            let result = match group {
+                Some(g) => ctx.dataplane.install(g).await,
+                None => ctx.dataplane.remove(prefix).await,
+            };
+            if let Err(e) = result {
+                warn!(%prefix, "data plane: {e}");
+            }
+        }
+        SpeakerEvent::Neighbor(s) => {
+            ctx.state
+                .write()
+                .set_neighbor_state(s.address, session_state(s.state), s.last_error);
+        }
+        SpeakerEvent::Route { prefix, route } => {
+            let mut state = ctx.state.write();
+            match route {
+                Some(r) if !r.local => state.set_route(RouteStatus {
+                    prefix,
+                    source: RouteSource::Bgp,
+                    paths: r
+                        .paths
+                        .into_iter()
+                        .map(|p| RoutePath {
+                            next_hop: p.next_hop,
+                            neighbor: Some(p.neighbor),
+                            as_path: p.as_path,
+                            path_bandwidth_gbps: p.path_bandwidth_gbps,
+                            selected: true,
+                        })
+                        .collect(),
+                }),
+                Some(_) => {}
+                None => state.remove_route(prefix, RouteSource::Bgp),
+            }
+        }
+    }
+}
