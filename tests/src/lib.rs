@@ -151,12 +151,20 @@ pub fn fare_bin() -> Result<PathBuf> {
         .and_then(|d| d.parent())
         .context("unexpected test binary location")?;
     let bin = profile_dir.join("fare");
-    if !bin.exists() {
-        let mut args = vec!["build", "-p", "fare", "--bin", "fare"];
+    // Build once per test process: `cargo test -p fare-integration` alone does not
+    // rebuild the `fare` binary, and a stale one would test old code.
+    static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let mut args = vec!["build", "-q", "-p", "fare", "--bin", "fare"];
         if profile_dir.ends_with("release") {
             args.push("--release");
         }
-        run("cargo", &args)?;
+        run("cargo", &args)
+            .map(|_| ())
+            .map_err(|e| format!("{e:#}"))
+    });
+    if let Err(e) = built {
+        anyhow::bail!("building fare: {e}");
     }
     Ok(bin)
 }
