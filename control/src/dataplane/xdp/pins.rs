@@ -75,6 +75,14 @@ fn ensure_bpffs(root: &Path) -> io::Result<()> {
     }
     let sys = Path::new("/sys/fs/bpf");
     if root.starts_with(sys) && !is_bpffs(sys) {
+        // Typical under `ip netns exec`, which mounts a fresh sysfs over /sys in a private
+        // mount namespace: a bpffs mounted here dies with this process, so nothing
+        // survives a restart. `nsenter --net=...` keeps the host's /sys/fs/bpf.
+        tracing::warn!(
+            "/sys/fs/bpf is not a bpf filesystem here (started with `ip netns exec`?): \
+             mounting a private one; pinned XDP state will not survive this process \
+             (start the agent with `nsenter --net=/run/netns/NAME` to keep it)"
+        );
         std::fs::create_dir_all(sys)?;
         let rc = unsafe {
             libc::mount(
