@@ -154,6 +154,19 @@ pub fn render(state: &AgentState, groups: &[GroupStatus], ops: &[(&str, u64)]) -
             nb.address, nb.updates_sent
         );
     }
+    family(
+        &mut out,
+        "fare_bgp_malformed_updates_total",
+        "counter",
+        "UPDATEs with a malformed attribute handled per RFC 7606 (discard, treat-as-withdraw).",
+    );
+    for nb in state.neighbors.values() {
+        let _ = writeln!(
+            out,
+            "fare_bgp_malformed_updates_total{{neighbor=\"{}\"}} {}",
+            nb.address, nb.malformed_updates
+        );
+    }
 
     family(
         &mut out,

@@ -58,6 +58,10 @@ pub struct NeighborStatus {
     pub prefixes_received: u64,
     pub updates_received: u64,
     pub updates_sent: u64,
+    /// UPDATEs with a malformed attribute handled per RFC 7606 (not session resets).
+    pub malformed_updates: u64,
+    pub notifications_sent: u64,
+    pub notifications_received: u64,
 }
 
 /// Where a route came from.
@@ -138,6 +142,9 @@ impl AgentState {
                         prefixes_received: 0,
                         updates_received: 0,
                         updates_sent: 0,
+                        malformed_updates: 0,
+                        notifications_sent: 0,
+                        notifications_received: 0,
                     },
                 )
             })

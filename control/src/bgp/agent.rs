@@ -87,6 +87,9 @@ pub async fn run(ctx: AgentContext) -> Result<(), String> {
                         view.updates_received = s.updates_received;
                         view.updates_sent = s.updates_sent;
                         view.prefixes_received = s.prefixes_received;
+                        view.malformed_updates = s.malformed_updates;
+                        view.notifications_sent = s.notifications_sent;
+                        view.notifications_received = s.notifications_received;
                     }
                 }
             }

@@ -382,7 +382,14 @@ impl RibTask {
                 self.rib.adj_out.remove(&peer);
                 self.dirty.extend(self.rib.loc.keys().copied());
             }
-            SessionEvent::Update { peer, update } => self.on_update(peer, *update),
+            SessionEvent::Update { peer, update } => {
+                // Malformed UPDATEs are rare: refresh the neighbor's counters in the views.
+                let malformed = !update.errors.is_empty();
+                self.on_update(peer, *update);
+                if malformed {
+                    self.neighbor_event(peer).await;
+                }
+            }
         }
     }
 

@@ -133,6 +133,9 @@ pub fn neighbor_json(n: &pb::Neighbor) -> Value {
         "prefixes_received": n.prefixes_received,
         "updates_received": n.updates_received,
         "updates_sent": n.updates_sent,
+        "malformed_updates": n.malformed_updates,
+        "notifications_sent": n.notifications_sent,
+        "notifications_received": n.notifications_received,
         "last_error": non_empty(&n.last_error),
     })
 }

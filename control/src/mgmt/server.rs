@@ -80,6 +80,9 @@ impl Management for Service {
                 prefixes_received: n.prefixes_received,
                 updates_received: n.updates_received,
                 updates_sent: n.updates_sent,
+                malformed_updates: n.malformed_updates,
+                notifications_sent: n.notifications_sent,
+                notifications_received: n.notifications_received,
                 color: n.color,
             })
             .collect();
