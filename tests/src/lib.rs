@@ -151,10 +151,14 @@ pub fn fare_bin() -> Result<PathBuf> {
         .and_then(|d| d.parent())
         .context("unexpected test binary location")?;
     let bin = profile_dir.join("fare");
-    // Build once per test process: `cargo test -p fare-integration` alone does not
-    // rebuild the `fare` binary, and a stale one would test old code.
+    // `cargo test -p fare-integration` alone does not rebuild the `fare` binary: build it
+    // when missing or older than its sources, so a stale one never tests old code.
+    // (`cargo test --workspace` builds it first, with the workspace's feature set.)
     static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     let built = BUILT.get_or_init(|| {
+        if !is_stale(&bin, &repo_root().join("control")) {
+            return Ok(());
+        }
         let mut args = vec!["build", "-q", "-p", "fare", "--bin", "fare"];
         if profile_dir.ends_with("release") {
             args.push("--release");
@@ -164,9 +168,37 @@ pub fn fare_bin() -> Result<PathBuf> {
             .map_err(|e| format!("{e:#}"))
     });
     if let Err(e) = built {
-        anyhow::bail!("building fare: {e}");
+        bail!("building fare: {e}");
     }
     Ok(bin)
+}
+
+/// Whether `bin` is missing or older than any file under `sources`.
+fn is_stale(bin: &std::path::Path, sources: &std::path::Path) -> bool {
+    let Ok(built) = std::fs::metadata(bin).and_then(|m| m.modified()) else {
+        return true;
+    };
+    let mut dirs = vec![sources.to_path_buf()];
+    // Bounded walk: the control crate has a few hundred files.
+    for _ in 0..10_000 {
+        let Some(dir) = dirs.pop() else { break };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else if e
+                .metadata()
+                .and_then(|m| m.modified())
+                .is_ok_and(|t| t > built)
+            {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// Root of the repository (for topologies/, p4/build/).

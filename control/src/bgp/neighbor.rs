@@ -150,6 +150,8 @@ type Ended = String;
 struct Conn {
     stream: TcpStream,
     outbound: bool,
+    /// Our OPEN already went out on it (a colliding connection gets it at once).
+    open_sent: bool,
 }
 
 pub struct Neighbor {
@@ -190,7 +192,7 @@ impl Neighbor {
             first = false;
             let conn = tokio::select! {
                 c = connect_after(&self.config, delay) => c,
-                Some(stream) = self.incoming.recv() => Conn { stream, outbound: false },
+                Some(stream) = self.incoming.recv() => Conn { stream, outbound: false, open_sent: false },
                 cmd = self.commands.recv() => match cmd {
                     Some(Command::Send(_)) | Some(Command::Reset) => continue,
                     Some(Command::Kick) => { first = true; continue }
@@ -237,9 +239,15 @@ impl Neighbor {
         let our_open = Open::new(cfg.local_as, cfg.hold_time, cfg.router_id, caps);
         let mut pending: Option<TcpStream> = None;
 
-        // OpenSent / OpenConfirm, possibly twice after a collision.
-        let (mut reader, mut writer, info) = 'handshake: loop {
-            let Conn { stream, outbound } = conn;
+        // OpenSent / OpenConfirm, possibly twice after a collision. Both sides may
+        // connect at once (e.g. when a link comes back): each then sends its OPEN on
+        // both connections, so whichever connection the BGP IDs pick can complete.
+        let (reader, mut writer, info) = 'handshake: loop {
+            let Conn {
+                stream,
+                outbound,
+                open_sent,
+            } = conn;
             let local_address = stream
                 .local_addr()
                 .map(|a| a.ip().to_canonical())
@@ -247,17 +255,20 @@ impl Neighbor {
             let (rd, wr) = stream.into_split();
             let mut reader = Reader::new(rd);
             let mut writer = Writer::new(wr);
-            writer
-                .send(&Message::Open(our_open.clone()), Context::default())
-                .await?;
+            if !open_sent {
+                writer
+                    .send(&Message::Open(our_open.clone()), Context::default())
+                    .await?;
+            }
             self.set_state(State::OpenSent);
             // RFC 4271 §8.2.2: a large hold timer while waiting for the OPEN.
             let open = loop {
                 let msg = tokio::select! {
                     m = reader.next(Context::default(), Duration::from_secs(240)) => m,
                     Some(s) = self.incoming.recv() => {
-                        // Peer raced us; decide once its OPEN tells us its BGP ID.
-                        pending = Some(s);
+                        // Peer raced us: answer with our OPEN there too, decide once
+                        // its OPEN tells us its BGP ID.
+                        pending = Some(send_open(s, &our_open).await);
                         continue;
                     }
                 };
@@ -291,9 +302,9 @@ impl Neighbor {
                     .await);
             }
             // Collision (RFC 4271 §6.8): the connection opened by the higher BGP ID wins.
+            let keep_ours = u32::from(cfg.router_id) > u32::from(open.bgp_id);
+            let current_wins = outbound == keep_ours;
             if let Some(other) = pending.take() {
-                let keep_ours = u32::from(cfg.router_id) > u32::from(open.bgp_id);
-                let current_wins = outbound == keep_ours;
                 if current_wins {
                     close_with(
                         other,
@@ -301,18 +312,11 @@ impl Neighbor {
                     )
                     .await;
                 } else {
-                    let _ = writer
-                        .send(
-                            &Message::Notification(Notification::new(
-                                code::CEASE,
-                                cease::CONNECTION_COLLISION,
-                            )),
-                            Context::default(),
-                        )
-                        .await;
+                    cease_collision(&mut writer).await;
                     conn = Conn {
                         stream: other,
                         outbound: false,
+                        open_sent: true,
                     };
                     continue 'handshake;
                 }
@@ -351,35 +355,64 @@ impl Neighbor {
             };
             writer.send(&Message::Keepalive, Context::default()).await?;
             self.set_state(State::OpenConfirm);
+
+            // OpenConfirm: wait for the peer's KEEPALIVE. A colliding connection that
+            // shows up now is decided at once: we already know the peer's BGP ID.
+            let hold = Duration::from_secs(info.hold_time as u64);
+            let wait = if hold.is_zero() {
+                Duration::from_secs(u32::MAX as u64)
+            } else {
+                hold
+            };
+            let ctx = Context {
+                four_octet_as: info.four_octet_as,
+            };
+            let msg = loop {
+                tokio::select! {
+                    m = reader.next(ctx, wait) => break m,
+                    Some(s) = self.incoming.recv() => {
+                        let other = send_open(s, &our_open).await;
+                        // `other` was opened by the peer: it wins when the current one
+                        // is ours and loses the ID comparison, or is the peer's too.
+                        if current_wins {
+                            close_with(
+                                other,
+                                Notification::new(code::CEASE, cease::CONNECTION_COLLISION),
+                            )
+                            .await;
+                        } else {
+                            cease_collision(&mut writer).await;
+                            conn = Conn { stream: other, outbound: false, open_sent: true };
+                            continue 'handshake;
+                        }
+                    }
+                }
+            };
+            match msg {
+                Ok(Message::Keepalive) => {}
+                Ok(Message::Notification(n)) => return Err(self.notified(n)),
+                Ok(_) => {
+                    return Err(self
+                        .fail(
+                            &mut writer,
+                            Notification::new(code::FSM, 2),
+                            "unexpected message in OpenConfirm",
+                        )
+                        .await)
+                }
+                Err(ReadError::Message(e)) => {
+                    return Err(self.fail(&mut writer, e.notification, e.reason).await)
+                }
+                Err(ReadError::Io(e)) => return Err(e),
+            }
             break (reader, writer, info);
         };
-
+        let mut reader = reader;
         let ctx = Context {
             four_octet_as: info.four_octet_as,
         };
         let hold = Duration::from_secs(info.hold_time as u64);
         let no_timer = Duration::from_secs(u32::MAX as u64);
-        // OpenConfirm: wait for the peer's KEEPALIVE.
-        match reader
-            .next(ctx, if hold.is_zero() { no_timer } else { hold })
-            .await
-        {
-            Ok(Message::Keepalive) => {}
-            Ok(Message::Notification(n)) => return Err(self.notified(n)),
-            Ok(_) => {
-                return Err(self
-                    .fail(
-                        &mut writer,
-                        Notification::new(code::FSM, 2),
-                        "unexpected message in OpenConfirm",
-                    )
-                    .await)
-            }
-            Err(ReadError::Message(e)) => {
-                return Err(self.fail(&mut writer, e.notification, e.reason).await)
-            }
-            Err(ReadError::Io(e)) => return Err(e),
-        }
 
         self.set_state(State::Established);
         info!(peer = %cfg.address, remote_id = %info.remote_id, families = ?info.families, "session established");
@@ -509,6 +542,7 @@ async fn connect_after(cfg: &PeerConfig, delay: Duration) -> Conn {
                 return Conn {
                     stream,
                     outbound: true,
+                    open_sent: false,
                 }
             }
             Err(e) => {
@@ -518,6 +552,24 @@ async fn connect_after(cfg: &PeerConfig, delay: Duration) -> Conn {
             }
         }
     }
+}
+
+/// Sends our OPEN on a colliding connection (errors surface when it is read).
+async fn send_open(mut stream: TcpStream, open: &Open) -> TcpStream {
+    let _ = stream
+        .write_all(&Message::Open(open.clone()).encode(Context::default()))
+        .await;
+    stream
+}
+
+/// Tells the peer this connection lost a collision (RFC 4271 §6.8).
+async fn cease_collision(writer: &mut Writer) {
+    let _ = writer
+        .send(
+            &Message::Notification(Notification::new(code::CEASE, cease::CONNECTION_COLLISION)),
+            Context::default(),
+        )
+        .await;
 }
 
 async fn close_with(stream: TcpStream, n: Notification) {

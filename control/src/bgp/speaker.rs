@@ -324,10 +324,16 @@ impl RibTask {
         mut commands: mpsc::Receiver<SpeakerCommand>,
     ) {
         self.flush().await;
+        // With no neighbors configured nobody holds a session sender: the channel is
+        // closed from the start, and the speaker still serves commands until shutdown.
+        let mut sessions_open = true;
         loop {
             tokio::select! {
-                ev = sessions.recv() => {
-                    let Some(ev) = ev else { return };
+                ev = sessions.recv(), if sessions_open => {
+                    let Some(ev) = ev else {
+                        sessions_open = false;
+                        continue;
+                    };
                     self.on_session(ev).await;
                     // Drain what is queued, then decide once for the batch.
                     for _ in 0..4096 {

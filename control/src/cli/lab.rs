@@ -19,7 +19,7 @@ Namespaces are named farelab-<lab>-<node> (hosts: farelab-<lab>-<node>-h<k>); ev
 a veth pair eth<k> <-> eth<j> with a /31 from --link-pool, shaped with tc tbf to \
 gbps x --scale Mbit/s. State (plan, agent configs, logs, management sockets) is kept in \
 /run/fare/lab/<lab>/ so that `fare lab down` finds everything, even after a crash.\n\n\
-Example: fare lab up topologies/draft-fig1.yaml --routing static --dataplane kernel"
+Example: fare lab up topologies/draft-fig1.yaml --routing bgp --dataplane kernel"
     )]
     Up(UpArgs),
     /// Remove a lab: kill its agents and traffic, delete its namespaces and state.
@@ -53,7 +53,7 @@ pub struct UpArgs {
     pub name: Option<String>,
     /// How groups are computed: `bgp` sessions between the agents, or `static` groups
     /// computed offline like `fare weights` and given to each agent.
-    #[arg(long, value_enum, default_value_t = Routing::Static)]
+    #[arg(long, value_enum, default_value_t = Routing::Bgp)]
     pub routing: Routing,
     /// The agents' data plane.
     #[arg(long, value_enum, default_value_t = DataplaneKind::Kernel)]

@@ -66,7 +66,7 @@ impl Default for Options {
                 .parse()
                 .unwrap_or_else(|_| unreachable_pool()),
             dataplane: DataplaneKind::Kernel,
-            routing: Routing::Static,
+            routing: Routing::Bgp,
             split: SplitMode::Spray,
         }
     }

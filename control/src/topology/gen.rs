@@ -17,9 +17,11 @@ pub fn block_prefix(i: u32) -> IpNet {
     IpNet::V4(net)
 }
 
-/// A router ID in 172.16.0.0/12 from a running number.
+/// A router ID in 100.64.0.0/10 from a running number: apart from the node prefixes
+/// (10/8) and from the lab's link addresses (172.16/12), since the lab puts router IDs
+/// on loopbacks.
 fn router_id(n: u32) -> Ipv4Addr {
-    Ipv4Addr::from(0xac10_0000u32 | (n & 0x000f_ffff))
+    Ipv4Addr::from(0x6440_0000u32 | (n & 0x003f_ffff))
 }
 
 fn node(name: String, role: Role, asn: u32, rid: u32) -> Node {

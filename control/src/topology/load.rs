@@ -111,6 +111,28 @@ pub fn parse(path: &Path, text: &str) -> Result<Topology, FileError> {
         });
     }
 
+    // A router ID inside a node's prefix would be a local address stealing that
+    // prefix's traffic (the lab puts router IDs on loopbacks; ARN names paths by them).
+    for (i, n) in topo.nodes.iter().enumerate() {
+        let Some(id) = n.router_id else { continue };
+        if let Some((owner, prefix)) = topo.nodes.iter().find_map(|o| {
+            o.prefixes
+                .iter()
+                .find(|p| p.contains(&std::net::IpAddr::V4(id)))
+                .map(|p| (o, p))
+        }) {
+            return Err(at(
+                &node_lines,
+                i,
+                "router_id",
+                format!(
+                    "router_id {id} of `{}` lies inside prefix {prefix} of `{}`",
+                    n.name, owner.name
+                ),
+            ));
+        }
+    }
+
     let mut link_names: HashMap<String, usize> = HashMap::new();
     for (i, l) in file.links.into_iter().enumerate() {
         let a = topo.node_id(&l.a).ok_or_else(|| {
@@ -242,6 +264,15 @@ mod tests {
         );
         let e = err("nodes:\n  - {name: L1, role: leaf}\nlinks:\n  - {a: L1, b: L1, gbps: 1}\n");
         assert_eq!(e, "t.yaml:4: link joins `L1` to itself");
+    }
+
+    #[test]
+    fn router_id_inside_a_prefix_is_refused() {
+        let e = err("name: t\nnodes:\n  - {name: L1, role: leaf, prefixes: [10.0.1.0/24]}\n  - {name: S1, role: spine, router_id: 10.0.1.1}\n");
+        assert_eq!(
+            e,
+            "t.yaml:4: router_id 10.0.1.1 of `S1` lies inside prefix 10.0.1.0/24 of `L1`"
+        );
     }
 
     #[test]
