@@ -2,7 +2,8 @@
 
 //! BGP message decoder: never panics on any input; whatever decodes re-encodes to bytes
 //! that decode to the same message (UPDATEs: the same attributes and prefixes, minus the
-//! attributes RFC 7606 had discarded).
+//! attributes RFC 7606 had discarded). Covers AIGP (RFC 7311) and DPF's Color community
+//! and SESSION-COLOR capability.
 
 use fare::bgp::packet::{Context, Message, HEADER_LEN, MARKER};
 use libfuzzer_sys::fuzz_target;
@@ -23,6 +24,16 @@ fuzz_target!(|data: &[u8]| {
     let Ok(first) = Message::decode(&msg, ctx) else {
         return;
     };
+    // DPF views of what decoded: the SESSION-COLOR capability and route colors.
+    match &first {
+        Message::Open(o) => {
+            let _ = fare::bgp::packet::color::peer_session_color(&o.capabilities, knobs);
+        }
+        Message::Update(u) => {
+            let _ = fare::bgp::packet::color::route_colors(&u.attributes.ext_communities);
+        }
+        _ => {}
+    }
     let bytes = first.encode(ctx);
     if bytes.len() > fare::bgp::packet::MAX_MESSAGE_LEN {
         return;

@@ -173,6 +173,7 @@ pub fn config(
                 local_address: None,
                 protection: Default::default(),
                 role: None,
+                color: None,
             })
             .collect(),
         prefixes: prefixes
@@ -180,6 +181,7 @@ pub fn config(
             .map(|p| p.parse().expect("prefix"))
             .collect(),
         route_events: false,
+        dpf: Default::default(),
     }
 }
 

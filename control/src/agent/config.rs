@@ -36,6 +36,10 @@ pub struct AgentConfig {
     /// BGP session parameters.
     #[serde(default)]
     pub bgp: BgpConfig,
+    /// Deterministic Path Forwarding (draft-wang-idr-dpf): session coloring mode,
+    /// codepoints and per-prefix route coloring. Absent = loose mode, no route colors.
+    #[serde(default)]
+    pub dpf: Option<crate::bgp::dpf::DpfConfig>,
 }
 
 /// Drives an agent with groups computed offline by `fare weights TOPO --json`:
@@ -331,6 +335,7 @@ impl AgentConfig {
                 ));
             }
         }
+        self.validate_dpf(path, text)?;
         for n in &self.neighbors {
             if let Some(bw) = n.bandwidth_gbps {
                 if !(bw.is_finite() && bw > 0.0) {
@@ -340,6 +345,56 @@ impl AgentConfig {
                     ));
                 }
             }
+        }
+        Ok(())
+    }
+}
+
+impl AgentConfig {
+    /// DPF: route colorings well formed and on originated prefixes; primary/backup
+    /// coloring only in a strictly staged fabric (draft-wang-idr-dpf §4).
+    fn validate_dpf(&self, path: &Path, text: &str) -> Result<(), FileError> {
+        use crate::bgp::dpf::{self, Dpf, StageNeighbor};
+        let Some(d) = &self.dpf else {
+            return Ok(());
+        };
+        let at = |needle: &str, problem: String| {
+            let line = yamlfile::find_line(text, "dpf:", 1).unwrap_or(1);
+            FileError::new(
+                path,
+                yamlfile::find_line(text, needle, line).or(Some(line)),
+                problem,
+            )
+        };
+        let resolved = Dpf::from_config(d).map_err(|e| {
+            let p = e
+                .split_whitespace()
+                .nth(2)
+                .unwrap_or("dpf")
+                .trim_end_matches(':')
+                .to_string();
+            at(&p, e)
+        })?;
+        for r in &d.routes {
+            if !self.prefixes.iter().any(|p| p.trunc() == r.prefix.trunc()) {
+                let p = r.prefix.to_string();
+                return Err(at(
+                    &p,
+                    format!("dpf route {p} is not among this node's prefixes"),
+                ));
+            }
+        }
+        if resolved.routes.values().any(|c| c.has_backup()) {
+            let neighbors: Vec<StageNeighbor> = self
+                .neighbors
+                .iter()
+                .map(|n| StageNeighbor {
+                    remote_as: n.remote_as,
+                    role: n.role,
+                })
+                .collect();
+            dpf::check_staged(self.fare.role, self.asn, &neighbors)
+                .map_err(|e| FileError::new(path, yamlfile::find_line(text, "neighbors:", 1), e))?;
         }
         Ok(())
     }
@@ -414,5 +469,57 @@ dataplane:
         let text = EXAMPLE.replace("02:00:00:00:00:02", "02:00:00:00:00");
         let e = yamlfile::parse::<AgentConfig>(Path::new("a.yaml"), &text).unwrap_err();
         assert_eq!(e.line, Some(16), "{e}");
+    }
+
+    const DPF: &str = r#"
+name: leaf1
+router_id: 10.0.0.1
+asn: 65001
+neighbors:
+  - {address: 10.1.0.2, remote_as: 65100, color: 1}
+  - {address: 10.1.0.6, remote_as: 65100, color: 2}
+prefixes: [192.0.2.0/24, 198.51.100.0/24]
+dpf:
+  session_coloring: strict
+  mismatch_subcode: 12
+  routes:
+    - {prefix: 192.0.2.0/24, primary: 1, backup: 2}
+    - {prefix: 198.51.100.0/24, color: all}
+"#;
+
+    fn load_text(text: &str) -> Result<AgentConfig, FileError> {
+        let c: AgentConfig = yamlfile::parse(Path::new("d.yaml"), text)?;
+        c.validate(Path::new("d.yaml"), text)?;
+        Ok(c)
+    }
+
+    #[test]
+    fn dpf_block_parses() {
+        let c = load_text(DPF).unwrap();
+        let d = c.dpf.unwrap();
+        assert_eq!(d.session_coloring, crate::bgp::dpf::SessionColoring::Strict);
+        assert_eq!(d.routes.len(), 2);
+        assert_eq!(d.capability_code, 240);
+    }
+
+    #[test]
+    fn dpf_non_staged_as_numbering_is_refused() {
+        let text = DPF.replace("10.1.0.6, remote_as: 65100", "10.1.0.6, remote_as: 65101");
+        let e = load_text(&text).unwrap_err();
+        assert!(e.problem.contains("strictly staged"), "{e}");
+        assert_eq!(e.line, Some(5), "{e}");
+        // Without a backup color the numbering does not matter.
+        let text = text.replace("primary: 1, backup: 2", "color: 1");
+        load_text(&text).unwrap();
+    }
+
+    #[test]
+    fn dpf_bad_route_coloring_names_the_line() {
+        let e = load_text(&DPF.replace("backup: 2", "backup: 1")).unwrap_err();
+        assert_eq!(e.line, Some(13), "{e}");
+        let e =
+            load_text(&DPF.replace("198.51.100.0/24, color", "203.0.113.0/24, color")).unwrap_err();
+        assert!(e.problem.contains("not among"), "{e}");
+        assert_eq!(e.line, Some(14), "{e}");
     }
 }

@@ -46,10 +46,17 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
                     md5_key: n.md5_password.clone(),
                 },
                 role: n.role,
+                color: n.color,
             })
             .collect(),
         prefixes: c.prefixes.clone(),
         route_events: true,
+        // Validated when the configuration was loaded.
+        dpf: c
+            .dpf
+            .as_ref()
+            .and_then(|d| super::dpf::Dpf::from_config(d).ok())
+            .unwrap_or_default(),
     }
 }
 

@@ -1,5 +1,6 @@
 //! BGP: wire codec, session FSM, RIB and the FARE/DPF/suppression policy.
 pub mod agent;
+pub mod dpf;
 pub mod fare;
 pub mod link;
 pub mod neighbor;

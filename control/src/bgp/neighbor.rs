@@ -51,6 +51,8 @@ pub struct PeerConfig {
     pub local_address: Option<IpAddr>,
     pub protection: Protection,
     pub families: Vec<Family>,
+    /// DPF session coloring (draft-wang-idr-dpf §2.1).
+    pub session_color: super::dpf::SessionColor,
 }
 
 /// Negotiated session parameters, reported when the session comes up.
@@ -119,6 +121,8 @@ pub struct NeighborStatus {
     pub malformed_updates: u64,
     pub flaps: u64,
     pub last_error: Option<String>,
+    /// Routes refused because their Color mismatched the session color (DPF §2.1.2).
+    pub color_mismatched_routes: u64,
 }
 
 impl NeighborStatus {
@@ -137,6 +141,7 @@ impl NeighborStatus {
             malformed_updates: 0,
             flaps: 0,
             last_error: None,
+            color_mismatched_routes: 0,
         }
     }
 }
@@ -236,6 +241,7 @@ impl Neighbor {
             .collect();
         caps.push(Capability::RouteRefresh);
         caps.push(Capability::FourOctetAs(cfg.local_as));
+        caps.extend(cfg.session_color.capability());
         let our_open = Open::new(cfg.local_as, cfg.hold_time, cfg.router_id, caps);
         let mut pending: Option<TcpStream> = None;
 
@@ -300,6 +306,12 @@ impl Neighbor {
                 return Err(self
                     .fail(&mut writer, n, "peer uses our BGP identifier")
                     .await);
+            }
+            // DPF strict mode (draft-wang-idr-dpf §2.1.1): refuse a session whose colors
+            // do not match with the Color Mismatch NOTIFICATION.
+            if let Err(why) = cfg.session_color.check(&open.capabilities) {
+                let n = Notification::new(code::OPEN, cfg.session_color.mismatch_subcode);
+                return Err(self.fail(&mut writer, n, &why).await);
             }
             // Collision (RFC 4271 §6.8): the connection opened by the higher BGP ID wins.
             let keep_ours = u32::from(cfg.router_id) > u32::from(open.bgp_id);
@@ -515,6 +527,9 @@ impl Neighbor {
 
     fn notified(&self, n: Notification) -> Ended {
         self.count(|s| s.notifications_received += 1);
+        if self.config.session_color.is_mismatch(n.code, n.subcode) {
+            return format!("received NOTIFICATION {n}: session color mismatch");
+        }
         format!("received NOTIFICATION {n}")
     }
 

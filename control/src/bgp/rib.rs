@@ -19,11 +19,14 @@ pub struct Path {
 }
 
 impl Path {
-    /// Sort key for preference: lower is better.
-    fn rank(&self) -> (std::cmp::Reverse<u32>, usize, u8) {
+    /// Sort key for preference: lower is better. AIGP (RFC 7311 §4) right after
+    /// LOCAL_PREF: a path with AIGP beats one without (that is how DPF marks the primary
+    /// color, draft-wang-idr-dpf §2.2.3), lower metric first.
+    fn rank(&self) -> (std::cmp::Reverse<u32>, u128, usize, u8) {
         let a = &self.attrs;
         (
             std::cmp::Reverse(a.local_pref.unwrap_or(100)),
+            a.aigp.as_ref().map_or(u128::MAX, |x| x.metric as u128),
             a.as_path.as_ref().map_or(0, |p| p.path_len()),
             a.origin.map_or(2, |o| o as u8),
         )
@@ -145,5 +148,28 @@ mod tests {
         assert_eq!(paths[0].peer, c);
         rib.forget_peer(c);
         assert_eq!(rib.decide(p), Some(None));
+    }
+
+    #[test]
+    fn aigp_path_beats_paths_without_it() {
+        use crate::bgp::packet::Aigp;
+        let mut rib = Rib::default();
+        let p: IpNet = "192.0.2.0/24".parse().unwrap();
+        let red: IpAddr = "10.0.0.1".parse().unwrap();
+        let blue: IpAddr = "10.0.0.2".parse().unwrap();
+        let mut primary = (*attrs(&[65100, 65001])).clone();
+        primary.aigp = Some(Aigp::new(0));
+        rib.learn(red, p, Arc::new(primary));
+        rib.learn(blue, p, attrs(&[65100, 65001]));
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(p) else {
+            panic!()
+        };
+        assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [red]);
+        // The primary goes away: the backup takes over.
+        rib.forget_peer(red);
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(p) else {
+            panic!()
+        };
+        assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [blue]);
     }
 }

@@ -6,13 +6,15 @@
 //! to its data plane task and shared state; tests and benchmarks read them directly.
 
 use super::community::PathBandwidth;
+use super::dpf::{self, Dpf, Transit};
 use super::fare::{Decision, Policy};
 use super::neighbor::{
     Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
 };
 use super::packet::attribute::flag;
 use super::packet::{
-    community, nlri, update, AsPath, Context, Family, MpReach, Origin, PathAttributes, Update,
+    color, community, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
+    PathAttributes, Update,
 };
 use super::rib::{LocRoute, Path, Rib};
 use super::socket::{self, Protection};
@@ -43,6 +45,8 @@ pub struct NeighborSpec {
     /// The neighbor's place in the Clos, when known: a spine whose multipath set comes
     /// from super-spines applies draft §4.2's "spine in another PoD" rule.
     pub role: Option<Role>,
+    /// DPF session color (draft-wang-idr-dpf §2.1); `None` = uncolored session.
+    pub color: Option<u32>,
 }
 
 #[derive(Clone, Debug)]
@@ -62,6 +66,8 @@ pub struct SpeakerConfig {
     pub prefixes: Vec<IpNet>,
     /// Emit a [`SpeakerEvent::Route`] per changed prefix (off for bulk benchmarks).
     pub route_events: bool,
+    /// Deterministic Path Forwarding: session coloring mode, codepoints, route coloring.
+    pub dpf: Dpf,
 }
 
 /// One path of a route as `fare show routes` shows it.
@@ -75,6 +81,23 @@ pub struct PathView {
     pub weight: u32,
     /// Extended communities as received, 16 hex digits each.
     pub ext_communities: Vec<String>,
+    /// DPF route colors (Color extended communities).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub colors: Vec<u32>,
+    /// AIGP metric (RFC 7311), present on DPF primary-color paths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aigp: Option<u64>,
+}
+
+/// The WCMP group of one color of a prefix (draft-wang-idr-dpf §2.2.3): what flows
+/// mapped to that color use.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ColorGroupView {
+    pub color: u32,
+    /// False: the color's paths are backups (not in the active multipath set).
+    pub active: bool,
+    /// (neighbor, weight)
+    pub members: Vec<(IpAddr, u32)>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -84,6 +107,9 @@ pub struct RouteView {
     /// WCMP from path bandwidths (false: ECMP, some path lacks the community).
     pub weighted: bool,
     pub paths: Vec<PathView>,
+    /// Per-color groups of DPF-colored routes, active colors first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub color_groups: Vec<ColorGroupView>,
 }
 
 #[derive(Debug)]
@@ -163,6 +189,7 @@ pub async fn start(
                 local_address: spec.local_address,
                 protection: spec.protection.clone(),
                 families,
+                session_color: config.dpf.session(spec.color),
             },
             status: status.clone(),
             incoming: in_rx,
@@ -413,6 +440,7 @@ impl RibTask {
             return;
         };
         let remote_as = p.spec.remote_as;
+        let session_color = p.spec.color;
         for prefix in u.withdrawn_all().collect::<Vec<_>>() {
             if self.rib.forget(peer, prefix) {
                 self.dirty.insert(prefix);
@@ -433,6 +461,25 @@ impl RibTask {
         if withdraw || looped || wrong_first {
             if wrong_first && !looped && !withdraw {
                 warn!(%peer, "first AS of AS_PATH is not the neighbor's: treat-as-withdraw");
+            }
+            for prefix in announced {
+                if self.rib.forget(peer, prefix) {
+                    self.dirty.insert(prefix);
+                }
+            }
+            return;
+        }
+        // AIGP only over DPF-colored sessions (RFC 7311 §3: off on eBGP unless enabled).
+        if session_color.is_none() {
+            a.aigp = None;
+        }
+        // DPF §2.1.2: a route whose color mismatches the session color is not accepted.
+        if !dpf::accepts(session_color, &color::route_colors(&a.ext_communities)) {
+            debug!(%peer, "route color mismatches the session color: refused");
+            if let Some(p) = self.peers.get(&peer) {
+                if let Ok(mut st) = p.status.lock() {
+                    st.color_mismatched_routes += announced.len() as u64;
+                }
             }
             for prefix in announced {
                 if self.rib.forget(peer, prefix) {
@@ -488,6 +535,64 @@ impl RibTask {
             // A link's bandwidth feeds every weight and every advertised value.
             self.dirty.extend(self.rib.loc.keys().copied());
         }
+    }
+
+    /// Colors of every path of `prefix` outside its multipath set.
+    fn inactive_colors(&self, prefix: IpNet, active: &[Path]) -> Vec<Vec<u32>> {
+        self.rib
+            .adj_in
+            .iter()
+            .filter(|(peer, _)| !active.iter().any(|x| x.peer == **peer))
+            .filter_map(|(_, t)| t.get(&prefix))
+            .map(|a| color::route_colors(&a.ext_communities))
+            .filter(|c| !c.is_empty())
+            .collect()
+    }
+
+    /// Per-color WCMP groups (draft §2.2.3): the active set split by color, then the
+    /// colors only inactive (backup) paths carry.
+    fn color_groups(&self, prefix: IpNet, active: &[Path]) -> Vec<ColorGroupView> {
+        let mut out: Vec<ColorGroupView> = Vec::new();
+        let add = |paths: Vec<Path>, is_active: bool, out: &mut Vec<ColorGroupView>| {
+            let mut colors: Vec<u32> = paths
+                .iter()
+                .flat_map(|x| color::route_colors(&x.attrs.ext_communities))
+                .collect();
+            colors.sort();
+            colors.dedup();
+            for c in colors {
+                if out.iter().any(|g| g.color == c) {
+                    continue;
+                }
+                let subset: Vec<Path> = paths
+                    .iter()
+                    .filter(|x| color::route_colors(&x.attrs.ext_communities).contains(&c))
+                    .cloned()
+                    .collect();
+                let (_, d) = self.decide(&subset);
+                out.push(ColorGroupView {
+                    color: c,
+                    active: is_active,
+                    members: subset.iter().map(|x| x.peer).zip(d.weights).collect(),
+                });
+            }
+        };
+        add(active.to_vec(), true, &mut out);
+        let mut backups: Vec<Path> = self
+            .rib
+            .adj_in
+            .iter()
+            .filter(|(peer, _)| !active.iter().any(|x| x.peer == **peer))
+            .filter_map(|(peer, t)| {
+                t.get(&prefix).map(|a| Path {
+                    peer: *peer,
+                    attrs: a.clone(),
+                })
+            })
+            .collect();
+        backups.sort_by_key(|x| x.peer);
+        add(backups, false, &mut out);
+        out
     }
 
     fn link_gbps(&self, peer: &IpAddr) -> Option<f64> {
@@ -556,6 +661,7 @@ impl RibTask {
                 local: true,
                 weighted: false,
                 paths: vec![],
+                color_groups: vec![],
             },
             LocRoute::Learned(paths) => {
                 let (_, d) = self.decide(paths);
@@ -583,8 +689,11 @@ impl RibTask {
                                 .iter()
                                 .map(|c| c.0.iter().map(|b| format!("{b:02x}")).collect())
                                 .collect(),
+                            colors: color::route_colors(&p.attrs.ext_communities),
+                            aigp: p.attrs.aigp.as_ref().map(|a| a.metric),
                         })
                         .collect(),
+                    color_groups: self.color_groups(prefix, paths),
                 }
             }
         })
@@ -735,6 +844,15 @@ impl RibTask {
         let mut a = PathAttributes::default();
         match route? {
             LocRoute::Local => {
+                // DPF §2.2.1: which sessions get the prefix, with which color and AIGP.
+                let orig = dpf::originate(self.config.dpf.coloring(&prefix), p.spec.color)?;
+                if let Some(c) = orig.color {
+                    a.ext_communities
+                        .push(ColorCommunity::new(c).to_community());
+                }
+                if orig.aigp_zero {
+                    a.aigp = Some(Aigp::new(0));
+                }
                 a.origin = Some(Origin::Igp);
                 a.as_path = Some(AsPath::sequence(vec![self.config.asn]));
                 let value = policy.originate(p.link_gbps);
@@ -752,7 +870,22 @@ impl RibTask {
                 }
             }
             LocRoute::Learned(paths) => {
-                let best = &paths[0].attrs;
+                // DPF §2.2.2: match the session color against the active paths, then
+                // against the inactive ones (re-advertise recolored, AIGP stripped).
+                let active: Vec<Vec<u32>> = paths
+                    .iter()
+                    .map(|x| color::route_colors(&x.attrs.ext_communities))
+                    .collect();
+                let inactive = self.inactive_colors(prefix, paths);
+                let (template, recolor) = match dpf::transit(p.spec.color, &active, &inactive) {
+                    Transit::AsIs(i) => (i, None),
+                    Transit::Recolor(c) => (0, Some(c)),
+                    Transit::Skip => return None,
+                };
+                let best = &paths.get(template).unwrap_or(&paths[0]).attrs;
+                if recolor.is_none() && p.spec.color.is_some() {
+                    a.aigp = best.aigp.clone();
+                }
                 let (inputs, d) = decision?;
                 a.origin = best.origin;
                 a.as_path = Some(
@@ -772,6 +905,11 @@ impl RibTask {
                         continue;
                     }
                     a.ext_communities.push(*c);
+                }
+                if let Some(c) = recolor {
+                    color::strip_colors(&mut a.ext_communities);
+                    a.ext_communities
+                        .push(ColorCommunity::new(c).to_community());
                 }
                 if !keep {
                     if let Some(v) = adv.path_gbps {

@@ -2,6 +2,7 @@
 //! error handling. Attributes fare does not interpret are kept as [`RawAttribute`]s, flags
 //! and bytes exactly as received.
 
+use super::aigp::Aigp;
 use super::community::ExtCommunity;
 use super::error::{code, update as sub, AttrAction, AttrError, MessageError};
 use super::{nlri, Context, Family, Reader};
@@ -29,6 +30,7 @@ pub mod attr_type {
     pub const MP_REACH_NLRI: u8 = 14;
     pub const MP_UNREACH_NLRI: u8 = 15;
     pub const EXTENDED_COMMUNITIES: u8 = 16;
+    pub const AIGP: u8 = super::super::aigp::ATTR_TYPE;
     pub const LARGE_COMMUNITIES: u8 = 32;
 }
 use attr_type as t;
@@ -198,6 +200,8 @@ pub struct PathAttributes {
     pub ext_communities: Vec<ExtCommunity>,
     pub mp_reach: Option<MpReach>,
     pub mp_unreach: Option<MpUnreach>,
+    /// AIGP (RFC 7311); DPF marks primary-color routes with metric 0.
+    pub aigp: Option<Aigp>,
     /// Everything else, in the order received.
     pub other: Vec<RawAttribute>,
 }
@@ -209,7 +213,7 @@ fn expected_flags(type_code: u8) -> Option<u8> {
         t::ORIGIN | t::AS_PATH | t::NEXT_HOP | t::LOCAL_PREF | t::ATOMIC_AGGREGATE => {
             flag::TRANSITIVE
         }
-        t::MED | t::MP_REACH_NLRI | t::MP_UNREACH_NLRI => flag::OPTIONAL,
+        t::MED | t::MP_REACH_NLRI | t::MP_UNREACH_NLRI | t::AIGP => flag::OPTIONAL,
         t::AGGREGATOR | t::COMMUNITIES | t::EXTENDED_COMMUNITIES | t::LARGE_COMMUNITIES => ot,
         _ => return None,
     })
@@ -218,7 +222,8 @@ fn expected_flags(type_code: u8) -> Option<u8> {
 /// RFC 7606 §7: what a malformed instance of a known attribute costs.
 fn action_for(type_code: u8) -> AttrAction {
     match type_code {
-        t::ATOMIC_AGGREGATE | t::AGGREGATOR => AttrAction::Discard,
+        // RFC 7311 §3: a malformed AIGP attribute is discarded.
+        t::ATOMIC_AGGREGATE | t::AGGREGATOR | t::AIGP => AttrAction::Discard,
         _ => AttrAction::TreatAsWithdraw,
     }
 }
@@ -380,6 +385,10 @@ impl PathAttributes {
                     })
                     .collect();
             }
+            t::AIGP => {
+                self.aigp =
+                    Some(Aigp::decode(value).ok_or((sub::OPTIONAL_ATTRIBUTE, "malformed AIGP"))?)
+            }
             t::MP_REACH_NLRI => return self.decode_mp_reach(flags, value),
             t::MP_UNREACH_NLRI => return self.decode_mp_unreach(flags, value),
             _ => {
@@ -526,6 +535,9 @@ impl PathAttributes {
                 t::EXTENDED_COMMUNITIES,
                 v,
             ));
+        }
+        if let Some(aigp) = &self.aigp {
+            items.push((order(t::AIGP), opt, t::AIGP, aigp.encode()));
         }
         for raw in &self.other {
             items.push((

@@ -18,7 +18,9 @@
 //! Framing: [`frame_len`] finds one message in a byte stream; [`Message::decode`] decodes it
 //! with the negotiated [`Context`]; [`Message::encode`] produces the bytes.
 
+pub mod aigp;
 pub mod attribute;
+pub mod color;
 pub mod community;
 pub mod error;
 pub mod nlri;
@@ -26,7 +28,9 @@ pub mod notification;
 pub mod open;
 pub mod update;
 
+pub use aigp::Aigp;
 pub use attribute::{AsPath, AsSegment, MpReach, MpUnreach, Origin, PathAttributes, RawAttribute};
+pub use color::{ColorCommunity, PeerColor};
 pub use community::{ExtCommunity, PathBandwidth};
 pub use error::{AttrAction, AttrError, MessageError};
 pub use notification::Notification;

@@ -429,6 +429,75 @@ fn rfc7606_bad_atomic_aggregate_discarded() {
 }
 
 #[test]
+fn update_with_aigp_and_color() {
+    let u = update_of(&body_with(
+        &[
+            &ORIGIN_IGP,
+            &AS_PATH_65001,
+            &NEXT_HOP,
+            // EXTENDED_COMMUNITIES: Color (0x03 0x0b), flags 0, color 1
+            &[0xc0, 0x10, 0x08, 0x03, 0x0b, 0, 0, 0, 0, 0, 1],
+            // AIGP: flags optional (0x80), type 26, length 11; TLV type 1, length 11, metric 0
+            &[0x80, 0x1a, 0x0b, 0x01, 0x00, 0x0b, 0, 0, 0, 0, 0, 0, 0, 0],
+        ],
+        &NLRI_24,
+    ));
+    assert!(u.errors.is_empty(), "{:?}", u.errors);
+    assert_eq!(u.attributes.aigp, Some(Aigp::new(0)));
+    assert_eq!(color::route_colors(&u.attributes.ext_communities), [1]);
+    // Re-encoded byte for byte (attributes are written in type order).
+    let again = update_of(&{
+        let mut b = Vec::new();
+        u.encode(&mut b, CTX);
+        b
+    });
+    assert_eq!(again.attributes, u.attributes);
+}
+
+#[test]
+fn rfc7311_malformed_aigp_discarded() {
+    // (AIGP attribute bytes, why it is malformed); the route survives without AIGP.
+    let table: [(&[u8], &str); 3] = [
+        (
+            &[0x80, 0x1a, 0x0a, 0x01, 0x00, 0x0a, 0, 0, 0, 0, 0, 0, 0],
+            "AIGP TLV length 10",
+        ),
+        (&[0x80, 0x1a, 0x03, 0x09, 0x00, 0x03], "no AIGP TLV"),
+        (
+            &[0x80, 0x1a, 0x05, 0x01, 0x00, 0x0b, 0, 0],
+            "TLV overruns the attribute",
+        ),
+    ];
+    for (attr, why) in table {
+        let u = update_of(&body_with(
+            &[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, attr],
+            &NLRI_24,
+        ));
+        assert_eq!(
+            outcome(&u),
+            [(26, AttrAction::Discard, sub::OPTIONAL_ATTRIBUTE)],
+            "{why}"
+        );
+        assert_eq!(u.attributes.aigp, None, "{why}");
+        assert!(!u.treat_as_withdraw(), "{why}");
+    }
+    // Transitive flag on AIGP: flags conflict, discarded too.
+    let u = update_of(&body_with(
+        &[
+            &ORIGIN_IGP,
+            &AS_PATH_65001,
+            &NEXT_HOP,
+            &[0xc0, 0x1a, 0x0b, 0x01, 0x00, 0x0b, 0, 0, 0, 0, 0, 0, 0, 0],
+        ],
+        &NLRI_24,
+    ));
+    assert_eq!(
+        outcome(&u),
+        [(26, AttrAction::Discard, sub::ATTRIBUTE_FLAGS)]
+    );
+}
+
+#[test]
 fn rfc7606_bad_nlri_session_reset() {
     // NLRI prefix length 33 for IPv4.
     let e = update_err(&body_with(
@@ -517,8 +586,9 @@ fn arb_attrs() -> impl Strategy<Value = PathAttributes> {
             (100u8..=200, proptest::collection::vec(any::<u8>(), 0..300)),
             0..3,
         ),
+        proptest::option::of(any::<u64>()),
     )
-        .prop_map(|(origin, path, nh, med, ecs, v6, mut raws)| {
+        .prop_map(|(origin, path, nh, med, ecs, v6, mut raws, aigp)| {
             raws.sort_by_key(|r| r.0);
             let mut seen = std::collections::BTreeSet::new();
             PathAttributes {
@@ -547,6 +617,7 @@ fn arb_attrs() -> impl Strategy<Value = PathAttributes> {
                         value,
                     })
                     .collect(),
+                aigp: aigp.map(Aigp::new),
                 ..Default::default()
             }
         })
