@@ -488,7 +488,8 @@ mod tests {
     #[test]
     fn transit_matching() {
         // (session, active colors, inactive colors, outcome)
-        let table: Vec<(Option<u32>, Vec<Vec<u32>>, Vec<Vec<u32>>, Transit)> = vec![
+        type Row = (Option<u32>, Vec<Vec<u32>>, Vec<Vec<u32>>, Transit);
+        let table: Vec<Row> = vec![
             (None, vec![vec![RED]], vec![], Transit::AsIs(0)),
             (Some(RED), vec![vec![RED]], vec![], Transit::AsIs(0)),
             (Some(RED), vec![vec![]], vec![], Transit::AsIs(0)),
