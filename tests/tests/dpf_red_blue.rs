@@ -1,0 +1,458 @@
+//! draft-wang-idr-dpf as namespace fabrics of `fare agent` processes (`dataplane: none`,
+//! groups read with `fare show groups --json`):
+//!
+//! - Figure 1 (topologies/dpf-red-blue.yaml): Spine1's sessions red, Spine2's blue.
+//!   Each color's routes use only its spine; primary red / backup blue uses red until the
+//!   red fabric fails, then blue; all-colors uses both; an uncolored route uses both.
+//! - Strict session coloring: a color mismatch between two agents, and between an agent
+//!   and FRR (whose OPEN has no SESSION-COLOR), ends in the Color Mismatch NOTIFICATION
+//!   and the session stays down; `last_error` names the mismatch.
+//! - FRR as a colorless transit spine: colored routes cross it; in loose mode the
+//!   receiving leaf refuses a route whose color mismatches its session color.
+
+use fare_integration::agent::{Agent, TempDir};
+use fare_integration::bgp::{wait_for, Frr};
+use fare_integration::{have_root, have_tool, veth, Netns};
+use serde_json::Value;
+use std::time::{Duration, Instant};
+
+const RED: u32 = 1;
+const BLUE: u32 = 2;
+
+/// One agent's configuration: neighbors are (address, remote AS, interface, color).
+#[allow(clippy::too_many_arguments)]
+fn agent_config(
+    dir: &TempDir,
+    name: &str,
+    rid: &str,
+    asn: u32,
+    role: &str,
+    neighbors: &[(&str, u32, &str, Option<u32>)],
+    prefixes: &[&str],
+    dpf: &str,
+) -> (std::path::PathBuf, std::path::PathBuf) {
+    let socket = dir.0.join(format!("{name}.sock"));
+    let mut text = format!(
+        "name: {name}\nrouter_id: {rid}\nasn: {asn}\nmanagement: {{socket: {}}}\nfare: {{mode: draft, role: {role}}}\ndataplane: {{kind: none}}\nbgp: {{hold_time: 9, connect_retry_ms: 200, connect_retry_max_ms: 2000}}\nneighbors:\n",
+        socket.display()
+    );
+    for (addr, ras, ifname, color) in neighbors {
+        let c = color.map(|c| format!(", color: {c}")).unwrap_or_default();
+        text += &format!(
+            "  - {{address: {addr}, remote_as: {ras}, interface: {ifname}, bandwidth_gbps: 100{c}}}\n"
+        );
+    }
+    text += &format!("prefixes: [{}]\n", prefixes.join(", "));
+    text += dpf;
+    let path = dir.write(&format!("{name}.yaml"), &text).unwrap();
+    (path, socket)
+}
+
+/// The neighbor addresses of `prefix`'s group (sorted), or None when there is no group.
+fn group_vias(agent: &Agent, prefix: &str) -> Option<Vec<String>> {
+    let groups = agent.show("groups").ok()?;
+    let g = groups.as_array()?.iter().find(|g| g["prefix"] == prefix)?;
+    let mut vias: Vec<String> = g["members"]
+        .as_array()?
+        .iter()
+        .filter_map(|m| m["via"].as_str().map(String::from))
+        .collect();
+    vias.sort();
+    Some(vias)
+}
+
+fn wait_group(agent: &Agent, prefix: &str, want: Option<&[&str]>, secs: u64) -> bool {
+    wait_for(Duration::from_secs(secs), || {
+        let got = group_vias(agent, prefix);
+        let ok = match want {
+            Some(w) => got.as_deref().is_some_and(|g| g == w),
+            None => got.is_none(),
+        };
+        ok.then_some(())
+    })
+    .is_some()
+}
+
+fn neighbor(agent: &Agent, address: &str) -> Value {
+    agent
+        .show("neighbors")
+        .ok()
+        .and_then(|v| {
+            v.as_array()
+                .and_then(|a| a.iter().find(|n| n["address"] == address).cloned())
+        })
+        .unwrap_or(Value::Null)
+}
+
+fn wait_established(agents: &[(&Agent, &str)], secs: u64) -> bool {
+    wait_for(Duration::from_secs(secs), || {
+        agents
+            .iter()
+            .all(|(a, peer)| neighbor(a, peer)["state"] == "Established")
+            .then_some(())
+    })
+    .is_some()
+}
+
+#[test]
+fn dpf_figure1_colors_stay_on_their_spines_and_backup_takes_over() {
+    let test = "dpf_figure1_colors_stay_on_their_spines_and_backup_takes_over";
+    if !have_root(test) {
+        return;
+    }
+    let s1 = Netns::new("dpfs1").unwrap();
+    let s2 = Netns::new("dpfs2").unwrap();
+    let l1 = Netns::new("dpfl1").unwrap();
+    let l2 = Netns::new("dpfl2").unwrap();
+    // Spine1 (red): 10.1.1.0/30 to Leaf1, 10.1.2.0/30 to Leaf2; Spine2 (blue): 10.2.x.
+    veth(&s1, "l1", &l1, "s1").unwrap();
+    veth(&s1, "l2", &l2, "s1").unwrap();
+    veth(&s2, "l1", &l1, "s2").unwrap();
+    veth(&s2, "l2", &l2, "s2").unwrap();
+    s1.sh("ip addr add 10.1.1.2/30 dev l1 && ip addr add 10.1.2.2/30 dev l2")
+        .unwrap();
+    s2.sh("ip addr add 10.2.1.2/30 dev l1 && ip addr add 10.2.2.2/30 dev l2")
+        .unwrap();
+    l1.sh("ip addr add 10.1.1.1/30 dev s1 && ip addr add 10.2.1.1/30 dev s2")
+        .unwrap();
+    l2.sh("ip addr add 10.1.2.1/30 dev s1 && ip addr add 10.2.2.1/30 dev s2")
+        .unwrap();
+    let dir = TempDir::new("dpf-fig1").unwrap();
+    let strict = "dpf: {session_coloring: strict}\n";
+    let (c_s1, k_s1) = agent_config(
+        &dir,
+        "spine1",
+        "10.0.1.1",
+        65100,
+        "spine",
+        &[
+            ("10.1.1.1", 65001, "l1", Some(RED)),
+            ("10.1.2.1", 65002, "l2", Some(RED)),
+        ],
+        &[],
+        strict,
+    );
+    let (c_s2, k_s2) = agent_config(
+        &dir,
+        "spine2",
+        "10.0.1.2",
+        65100,
+        "spine",
+        &[
+            ("10.2.1.1", 65001, "l1", Some(BLUE)),
+            ("10.2.2.1", 65002, "l2", Some(BLUE)),
+        ],
+        &[],
+        strict,
+    );
+    let (c_l1, k_l1) = agent_config(
+        &dir,
+        "leaf1",
+        "10.0.0.1",
+        65001,
+        "leaf",
+        &[
+            ("10.1.1.2", 65100, "s1", Some(RED)),
+            ("10.2.1.2", 65100, "s2", Some(BLUE)),
+        ],
+        &["192.0.2.0/24"],
+        strict,
+    );
+    let (c_l2, k_l2) = agent_config(
+        &dir,
+        "leaf2",
+        "10.0.0.2",
+        65002,
+        "leaf",
+        &[
+            ("10.1.2.2", 65100, "s1", Some(RED)),
+            ("10.2.2.2", 65100, "s2", Some(BLUE)),
+        ],
+        &[
+            "198.51.100.0/24",
+            "203.0.113.0/24",
+            "198.18.0.0/24",
+            "198.18.1.0/24",
+        ],
+        "dpf:\n  session_coloring: strict\n  routes:\n    - {prefix: 198.51.100.0/24, primary: 1, backup: 2}\n    - {prefix: 203.0.113.0/24, color: 2}\n    - {prefix: 198.18.0.0/24, color: all}\n    - {prefix: 198.18.1.0/24, primary: 2, backup: all}\n",
+    );
+    let a_s1 = Agent::start(Some(&s1), &c_s1, &k_s1).unwrap();
+    let a_s2 = Agent::start(Some(&s2), &c_s2, &k_s2).unwrap();
+    let a_l1 = Agent::start(Some(&l1), &c_l1, &k_l1).unwrap();
+    let a_l2 = Agent::start(Some(&l2), &c_l2, &k_l2).unwrap();
+    assert!(
+        wait_established(
+            &[
+                (&a_l1, "10.1.1.2"),
+                (&a_l1, "10.2.1.2"),
+                (&a_l2, "10.1.2.2"),
+                (&a_l2, "10.2.2.2"),
+            ],
+            40
+        ),
+        "strict sessions with matching colors come up: {:?} {:?}",
+        a_l1.show("neighbors"),
+        a_l2.show("neighbors")
+    );
+    let red = "10.1.1.2";
+    let blue = "10.2.1.2";
+    // Primary red, backup blue: red only while red works.
+    assert!(
+        wait_group(&a_l1, "198.51.100.0/24", Some(&[red]), 30),
+        "primary red: {:?}",
+        group_vias(&a_l1, "198.51.100.0/24")
+    );
+    // One color (blue): only over Spine2; Spine1 never even learns it.
+    assert!(
+        wait_group(&a_l1, "203.0.113.0/24", Some(&[blue]), 20),
+        "blue only: {:?}",
+        group_vias(&a_l1, "203.0.113.0/24")
+    );
+    assert_eq!(group_vias(&a_s1, "203.0.113.0/24"), None);
+    // All colors, and an uncolored route: both spines.
+    assert!(
+        wait_group(&a_l1, "198.18.0.0/24", Some(&[red, blue]), 20),
+        "all colors: {:?}",
+        group_vias(&a_l1, "198.18.0.0/24")
+    );
+    assert!(
+        wait_group(&a_l2, "192.0.2.0/24", Some(&["10.1.2.2", "10.2.2.2"]), 20),
+        "uncolored: {:?}",
+        group_vias(&a_l2, "192.0.2.0/24")
+    );
+    // Primary blue, backup all colors.
+    assert!(
+        wait_group(&a_l1, "198.18.1.0/24", Some(&[blue]), 20),
+        "primary blue: {:?}",
+        group_vias(&a_l1, "198.18.1.0/24")
+    );
+    // Spine2 holds the backup copy of the red-primary route.
+    assert!(wait_group(
+        &a_s2,
+        "198.51.100.0/24",
+        Some(&["10.2.2.1"]),
+        10
+    ));
+
+    // The red fabric fails (Spine1-Leaf2): the backup (blue) takes over at Leaf1.
+    let t0 = Instant::now();
+    s1.sh("ip link set l2 down").unwrap();
+    assert!(
+        wait_group(&a_l1, "198.51.100.0/24", Some(&[blue]), 30),
+        "backup after the red fabric failed: {:?}",
+        group_vias(&a_l1, "198.51.100.0/24")
+    );
+    eprintln!("failover to backup seen after {:?}", t0.elapsed());
+    // Blue-only and blue-primary routes did not move; all-colors lost red.
+    assert_eq!(
+        group_vias(&a_l1, "203.0.113.0/24").as_deref(),
+        Some(&[blue.to_string()][..])
+    );
+    assert!(wait_group(&a_l1, "198.18.0.0/24", Some(&[blue]), 20));
+    // Red comes back: primary again.
+    s1.sh("ip link set l2 up").unwrap();
+    assert!(
+        wait_group(&a_l1, "198.51.100.0/24", Some(&[red]), 40),
+        "primary after repair: {:?}",
+        group_vias(&a_l1, "198.51.100.0/24")
+    );
+}
+
+#[test]
+fn dpf_strict_color_mismatch_keeps_the_session_down() {
+    let test = "dpf_strict_color_mismatch_keeps_the_session_down";
+    if !have_root(test) {
+        return;
+    }
+    let a = Netns::new("dpfma").unwrap();
+    let b = Netns::new("dpfmb").unwrap();
+    veth(&a, "b", &b, "a").unwrap();
+    a.sh("ip addr add 10.9.0.1/30 dev b").unwrap();
+    b.sh("ip addr add 10.9.0.2/30 dev a").unwrap();
+    let dir = TempDir::new("dpf-mismatch").unwrap();
+    let strict = "dpf: {session_coloring: strict, mismatch_subcode: 12}\n";
+    let (ca, ka) = agent_config(
+        &dir,
+        "a",
+        "10.0.9.1",
+        65001,
+        "leaf",
+        &[("10.9.0.2", 65100, "b", Some(RED))],
+        &["192.0.2.0/24"],
+        strict,
+    );
+    let (cb, kb) = agent_config(
+        &dir,
+        "b",
+        "10.0.9.2",
+        65100,
+        "spine",
+        &[("10.9.0.1", 65001, "a", Some(BLUE))],
+        &[],
+        strict,
+    );
+    let aa = Agent::start(Some(&a), &ca, &ka).unwrap();
+    let ab = Agent::start(Some(&b), &cb, &kb).unwrap();
+    let mismatch = wait_for(Duration::from_secs(20), || {
+        let na = neighbor(&aa, "10.9.0.2");
+        let nb = neighbor(&ab, "10.9.0.1");
+        let named = |n: &Value| {
+            n["last_error"]
+                .as_str()
+                .is_some_and(|e| e.contains("color mismatch"))
+        };
+        (named(&na) && named(&nb)).then_some((na, nb))
+    });
+    let (na, nb) = mismatch.unwrap_or_else(|| {
+        panic!(
+            "no color mismatch reported: {} / {}",
+            neighbor(&aa, "10.9.0.2"),
+            neighbor(&ab, "10.9.0.1")
+        )
+    });
+    eprintln!("a: {}\nb: {}", na["last_error"], nb["last_error"]);
+    let text = format!("{} {}", na["last_error"], nb["last_error"]);
+    assert!(
+        text.contains("(2/12)"),
+        "NOTIFICATION code 2 subcode 12: {text}"
+    );
+    // It stays down across several connect retries.
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        assert_ne!(neighbor(&aa, "10.9.0.2")["state"], "Established");
+        assert_ne!(neighbor(&ab, "10.9.0.1")["state"], "Established");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert!(
+        neighbor(&aa, "10.9.0.2")["notifications_sent"]
+            .as_u64()
+            .unwrap_or(0)
+            >= 1
+    );
+}
+
+const FRR_STRICT_PEER: &str = "frr defaults datacenter
+hostname frr1
+router bgp 65100
+ bgp router-id 10.0.8.2
+ no bgp ebgp-requires-policy
+ timers bgp 3 9
+ neighbor 10.8.0.1 remote-as 65001
+ neighbor 10.8.0.1 timers connect 1
+";
+
+#[test]
+fn dpf_strict_colored_session_refuses_colorless_frr() {
+    let test = "dpf_strict_colored_session_refuses_colorless_frr";
+    if !have_root(test) || !have_tool(test, "/usr/lib/frr/bgpd") || !have_tool(test, "vtysh") {
+        return;
+    }
+    let a = Netns::new("dpffa").unwrap();
+    let b = Netns::new("dpffb").unwrap();
+    veth(&a, "f", &b, "a").unwrap();
+    a.sh("ip addr add 10.8.0.1/30 dev f").unwrap();
+    b.sh("ip addr add 10.8.0.2/30 dev a").unwrap();
+    let frr = Frr::start(&b, FRR_STRICT_PEER).unwrap();
+    let dir = TempDir::new("dpf-frr-strict").unwrap();
+    let (ca, ka) = agent_config(
+        &dir,
+        "a",
+        "10.0.8.1",
+        65001,
+        "leaf",
+        &[("10.8.0.2", 65100, "f", Some(RED))],
+        &["192.0.2.0/24"],
+        "dpf: {session_coloring: strict}\n",
+    );
+    let aa = Agent::start(Some(&a), &ca, &ka).unwrap();
+    let n = wait_for(Duration::from_secs(30), || {
+        let n = neighbor(&aa, "10.8.0.2");
+        n["last_error"]
+            .as_str()
+            .is_some_and(|e| e.contains("session color mismatch: local 1, peer none"))
+            .then_some(n)
+    })
+    .unwrap_or_else(|| panic!("{}", neighbor(&aa, "10.8.0.2")));
+    eprintln!("agent: {}", n["last_error"]);
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        assert_ne!(neighbor(&aa, "10.8.0.2")["state"], "Established");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    // FRR saw our NOTIFICATION (OPEN Message Error) and is not Established either.
+    let frr_view = frr.vtysh("show bgp neighbors 10.8.0.1");
+    assert!(!frr_view.contains("BGP state = Established"), "{frr_view}");
+    assert!(frr_view.contains("OPEN Message Error"), "{frr_view}");
+}
+
+const FRR_TRANSIT: &str = "frr defaults datacenter
+hostname transit
+router bgp 65100
+ bgp router-id 10.0.7.9
+ no bgp ebgp-requires-policy
+ timers bgp 3 9
+ neighbor 10.7.1.1 remote-as 65001
+ neighbor 10.7.2.1 remote-as 65002
+";
+
+#[test]
+fn dpf_colorless_frr_transit_carries_colored_routes() {
+    let test = "dpf_colorless_frr_transit_carries_colored_routes";
+    if !have_root(test) || !have_tool(test, "/usr/lib/frr/bgpd") || !have_tool(test, "vtysh") {
+        return;
+    }
+    let s = Netns::new("dpfts").unwrap();
+    let l1 = Netns::new("dpftl1").unwrap();
+    let l2 = Netns::new("dpftl2").unwrap();
+    veth(&s, "l1", &l1, "s").unwrap();
+    veth(&s, "l2", &l2, "s").unwrap();
+    s.sh("ip addr add 10.7.1.2/30 dev l1 && ip addr add 10.7.2.2/30 dev l2")
+        .unwrap();
+    l1.sh("ip addr add 10.7.1.1/30 dev s").unwrap();
+    l2.sh("ip addr add 10.7.2.1/30 dev s").unwrap();
+    let _frr = Frr::start(&s, FRR_TRANSIT).unwrap();
+    let dir = TempDir::new("dpf-frr-transit").unwrap();
+    // Leaf2: uncolored session to FRR; a red, a blue and an uncolored prefix.
+    let (c2, k2) = agent_config(
+        &dir,
+        "leaf2",
+        "10.0.7.2",
+        65002,
+        "leaf",
+        &[("10.7.2.2", 65100, "s", None)],
+        &["198.51.100.0/24", "203.0.113.0/24", "192.0.2.0/24"],
+        "dpf:\n  routes:\n    - {prefix: 198.51.100.0/24, color: 1}\n    - {prefix: 203.0.113.0/24, color: 2}\n",
+    );
+    // Leaf1: loose mode, its session to FRR is red.
+    let (c1, k1) = agent_config(
+        &dir,
+        "leaf1",
+        "10.0.7.1",
+        65001,
+        "leaf",
+        &[("10.7.1.2", 65100, "s", Some(RED))],
+        &[],
+        "dpf: {session_coloring: loose}\n",
+    );
+    let a2 = Agent::start(Some(&l2), &c2, &k2).unwrap();
+    let a1 = Agent::start(Some(&l1), &c1, &k1).unwrap();
+    assert!(
+        wait_established(&[(&a1, "10.7.1.2"), (&a2, "10.7.2.2")], 40),
+        "{:?} {:?}",
+        a1.show("neighbors"),
+        a2.show("neighbors")
+    );
+    // Red and uncolored routes cross FRR and are accepted on the red session.
+    assert!(
+        wait_group(&a1, "198.51.100.0/24", Some(&["10.7.1.2"]), 30),
+        "red over FRR: {:?}",
+        a1.show("groups")
+    );
+    assert!(wait_group(&a1, "192.0.2.0/24", Some(&["10.7.1.2"]), 10));
+    // The blue route reaches Leaf1 too (FRR keeps the community), but loose mode refuses
+    // it on a red session.
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(group_vias(&a1, "203.0.113.0/24"), None);
+    let n = neighbor(&a1, "10.7.1.2");
+    assert!(n["prefixes_received"].as_u64().unwrap_or(0) >= 3, "{n}");
+}
