@@ -3,6 +3,7 @@
 //! module here with `Args` and `run(args) -> anyhow::Result<String>` (the Markdown
 //! section) and a variant to `Suite`.
 
+pub mod elephant;
 pub mod results;
 pub mod sim;
 pub mod wcmp;
@@ -36,6 +37,9 @@ pub enum Suite {
     /// Forwarding rate of the XDP spray path vs the kernel's weighted nexthop group, one
     /// router core, same namespaces and run; root.
     XdpForward(xdp_forward::Args),
+    /// Four elephant flows over four equal rate-limited paths: aggregate throughput of
+    /// kernel flow-hash ECMP vs XDP spray over many seeds (flow placements); root, iperf3.
+    Elephant(elephant::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -44,6 +48,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Wcmp(a) => ("wcmp", wcmp::run(a)?),
         Suite::Xdp(a) => ("xdp", xdp::run(a)?),
         Suite::XdpForward(a) => ("xdp-forward", xdp_forward::run_bench(a)?),
+        Suite::Elephant(a) => ("elephant", elephant::run_bench(a)?),
     };
     println!("{body}");
     if !args.no_write {

@@ -45,17 +45,17 @@ fn sink_mac(i: usize) -> [u8; 6] {
 }
 
 /// A namespace deleted on drop.
-struct Ns(String);
+pub(super) struct Ns(pub(super) String);
 
 impl Ns {
-    fn new(name: String) -> anyhow::Result<Ns> {
+    pub(super) fn new(name: String) -> anyhow::Result<Ns> {
         run("ip", &["netns", "add", &name])?;
         let ns = Ns(name);
         ns.sh("ip link set lo up")?;
         Ok(ns)
     }
 
-    fn sh(&self, script: &str) -> anyhow::Result<String> {
+    pub(super) fn sh(&self, script: &str) -> anyhow::Result<String> {
         run("ip", &["netns", "exec", &self.0, "sh", "-c", script])
     }
 }
@@ -66,7 +66,7 @@ impl Drop for Ns {
     }
 }
 
-fn run(cmd: &str, args: &[&str]) -> anyhow::Result<String> {
+pub(super) fn run(cmd: &str, args: &[&str]) -> anyhow::Result<String> {
     let out = Command::new(cmd)
         .args(args)
         .output()
@@ -81,7 +81,7 @@ fn run(cmd: &str, args: &[&str]) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn enter(ns: &str) -> anyhow::Result<()> {
+pub(super) fn enter(ns: &str) -> anyhow::Result<()> {
     let f = std::fs::File::open(format!("/run/netns/{ns}"))?;
     // SAFETY: setns moves only the calling thread.
     if unsafe { libc::setns(f.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
