@@ -83,10 +83,8 @@ fn lab(rate_mbit: u64) -> anyhow::Result<Lab> {
     veth(&gen, "g0", &router, "r0", None)?;
     // Full checksums from the sender: an XDP-redirected frame loses the skb's "checksum
     // to be filled in later" mark, so a partial checksum would arrive as a bad one.
-    gen.sh(
-        "ip link set g0 up && ip addr add 10.0.0.1/24 dev g0 && \
-         ip route add 198.18.0.0/16 via 10.0.0.254 && ethtool -K g0 tx off >/dev/null",
-    )?;
+    gen.sh("ip link set g0 up && ip addr add 10.0.0.1/24 dev g0 && \
+         ip route add 198.18.0.0/16 via 10.0.0.254 && ethtool -K g0 tx off >/dev/null")?;
     router.sh(
         "ip link set r0 up && ip addr add 10.0.0.254/24 dev r0 && ethtool -K r0 gro on >/dev/null && \
          sysctl -qw net.ipv4.ip_forward=1 net.ipv4.fib_multipath_hash_policy=1",
@@ -300,9 +298,8 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
     }
     let n = rows.len().max(1) as f64;
     let mean = |f: fn(&(f64, f64, f64, f64)) -> f64| rows.iter().map(f).sum::<f64>() / n;
-    let min = |f: fn(&(f64, f64, f64, f64)) -> f64| {
-        rows.iter().map(f).fold(f64::INFINITY, f64::min)
-    };
+    let min =
+        |f: fn(&(f64, f64, f64, f64)) -> f64| rows.iter().map(f).fold(f64::INFINITY, f64::min);
     let (k_mean, x_mean) = (mean(|r| r.0), mean(|r| r.1));
     let mut md = format!(
         "## Elephant flows: kernel flow-hash ECMP vs XDP spray (`elephant`)\n\n\
