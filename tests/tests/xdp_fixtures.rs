@@ -498,3 +498,52 @@ fn xdp_flow_mode_sticks_and_spreads() -> Result<()> {
         Ok(())
     })
 }
+
+/// Members that give only `next_hop`: the backend takes the MAC from the kernel's neighbor
+/// table — an existing (permanent) entry, or one the kernel resolves by ARP on demand —
+/// and refuses the group, naming the next hop, when nobody answers.
+#[test]
+fn xdp_next_hop_mac_from_the_neighbor_table() -> Result<()> {
+    if skip("xdp_next_hop_mac_from_the_neighbor_table") {
+        return Ok(());
+    }
+    let lab = XdpLab::new("xn")?;
+    // e1: a live neighbor (sink 1 answers ARP); e2: a permanent entry; e3: nobody there.
+    lab.sinks[0].sh("ip addr add 10.1.1.1/24 dev s0")?;
+    lab.router.sh(&format!(
+        "ip addr add 10.1.2.254/24 dev e2 && ip addr add 10.1.3.254/24 dev e3 && \
+         ip neigh replace 10.1.2.1 lladdr {} dev e2 nud permanent",
+        fare::dataplane::MacAddr(sink_mac(2))
+    ))?;
+    with_dataplane(&lab, |rt, dp| {
+        let mut g = group("198.18.0.0/16", &[1, 1], GroupMode::Spray)?;
+        for (i, m) in g.members.iter_mut().enumerate() {
+            m.neighbor_mac = None;
+            m.next_hop = Some(format!("10.1.{}.1", i + 1).parse()?);
+        }
+        rt.block_on(dp.install(&g))?;
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            let run = dp.test_run(&v4([198, 18, 0, 1], 64), TestRunOptions::default())?;
+            ensure!(run.action == XDP_REDIRECT, "action {}", run.action);
+            seen.push(run.frame[..6].to_vec());
+        }
+        seen.sort();
+        ensure!(
+            seen == vec![sink_mac(1).to_vec(), sink_mac(2).to_vec()],
+            "destination MACs {seen:02x?}"
+        );
+        let mut dead = group("198.19.0.0/16", &[1], GroupMode::Spray)?;
+        dead.members[0].interface = "e3".into();
+        dead.members[0].neighbor_mac = None;
+        dead.members[0].next_hop = Some("10.1.3.1".parse()?);
+        let refused = rt.block_on(dp.install(&dead));
+        ensure!(
+            refused
+                .as_ref()
+                .is_err_and(|e| e.to_string().contains("10.1.3.1")),
+            "a next hop nobody answers for must be refused by name: {refused:?}"
+        );
+        Ok(())
+    })
+}

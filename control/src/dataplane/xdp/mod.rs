@@ -15,12 +15,13 @@ mod encode;
 pub mod generator;
 mod group_ids;
 mod logs;
+pub mod neighbor;
 pub mod netdev;
 mod object;
 pub mod pins;
 pub mod testrun;
 
-use crate::dataplane::{Dataplane, DataplaneError, Group, GroupStatus, MemberStatus};
+use crate::dataplane::{Dataplane, DataplaneError, Group, GroupStatus, MacAddr, MemberStatus};
 use async_trait::async_trait;
 use aya::maps::lpm_trie::{Key, LpmTrie};
 use aya::maps::{Array, DevMapHash, MapData, PerCpuArray, PerCpuValues};
@@ -280,6 +281,38 @@ impl XdpDataplane {
         })
     }
 
+    /// `group` with the MAC of every member that gives only `next_hop` filled in from
+    /// the kernel's neighbor table (None when every member already has one).
+    async fn resolve_macs(&self, group: &Group) -> Result<Option<Group>, DataplaneError> {
+        if group
+            .members
+            .iter()
+            .all(|m| m.neighbor_mac.is_some() || m.next_hop.is_none())
+        {
+            return Ok(None);
+        }
+        let mut out = group.clone();
+        for m in out.members.iter_mut() {
+            let (None, Some(addr)) = (m.neighbor_mac, m.next_hop) else {
+                continue;
+            };
+            let ifindex = netdev::ifindex(&m.interface).map_err(|source| DataplaneError::Io {
+                backend: BACKEND,
+                what: format!("interface {}", m.interface),
+                source,
+            })?;
+            let mac = neighbor::resolve(&m.interface, ifindex, addr, neighbor::RESOLVE_TIMEOUT)
+                .await
+                .map_err(|why| DataplaneError::InvalidGroup {
+                    prefix: group.prefix,
+                    why,
+                })?;
+            tracing::debug!(next_hop = %addr, interface = %m.interface, mac = %MacAddr(mac), "xdp: next hop resolved");
+            m.neighbor_mac = Some(MacAddr(mac));
+        }
+        Ok(Some(out))
+    }
+
     fn egress(&mut self, name: &str) -> Result<Egress, DataplaneError> {
         let io = |what: String| {
             move |source| DataplaneError::Io {
@@ -443,6 +476,8 @@ impl Dataplane for XdpDataplane {
     }
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+        let resolved = self.resolve_macs(group).await?;
+        let group = resolved.as_ref().unwrap_or(group);
         let mut encoded = encode::encode(group, &mut |name| self.egress(name))?;
         if let Some(cur) = self.installed.get_mut(&group.prefix) {
             if cur.encoded.same_forwarding(&encoded) {
