@@ -545,7 +545,7 @@ impl Neighbor {
 }
 
 async fn connect_after(cfg: &PeerConfig, delay: Duration) -> Conn {
-    tokio::time::sleep(delay).await;
+    tokio::time::sleep(jitter(delay)).await;
     if cfg.passive {
         std::future::pending::<()>().await;
     }
@@ -562,7 +562,7 @@ async fn connect_after(cfg: &PeerConfig, delay: Duration) -> Conn {
             }
             Err(e) => {
                 debug!(peer = %cfg.address, "connect: {e}");
-                tokio::time::sleep(wait).await;
+                tokio::time::sleep(jitter(wait)).await;
                 wait = (wait * 2).min(cfg.connect_retry_max);
             }
         }
@@ -585,6 +585,21 @@ async fn cease_collision(writer: &mut Writer) {
             Context::default(),
         )
         .await;
+}
+
+/// RFC 4271 §10: connect-retry delays are jittered (x0.75..1.0), so that two speakers
+/// that lost a session together do not keep colliding on every retry.
+fn jitter(d: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|t| t.as_nanos())
+            .unwrap_or(0),
+    );
+    let fraction = 0.75 + 0.25 * (h.finish() >> 11) as f64 / (1u64 << 53) as f64;
+    d.mul_f64(fraction)
 }
 
 async fn close_with(stream: TcpStream, n: Notification) {

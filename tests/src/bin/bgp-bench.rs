@@ -407,8 +407,10 @@ fn convergence(trials: usize) -> Result<(Vec<f64>, usize)> {
         // session that does not come back within 30 s is counted and the link bounced.
         let mut back = false;
         for _ in 0..3 {
-            if wait_for(Duration::from_secs(30), || full(&shape(&speakers)).then_some(()))
-                .is_some()
+            if wait_for(Duration::from_secs(30), || {
+                full(&shape(&speakers)).then_some(())
+            })
+            .is_some()
             {
                 back = true;
                 break;
@@ -470,7 +472,11 @@ fn main() -> Result<()> {
     } else {
         None
     };
-    let (mut times, slow_recoveries) = convergence(trials)?;
+    // A failure here must not lose the ingest numbers: it is reported in the section.
+    let (mut times, slow_recoveries, conv_error) = match convergence(trials) {
+        Ok((t, s)) => (t, s, None),
+        Err(e) => (vec![], 0, Some(format!("{e:#}"))),
+    };
     times.sort_by(f64::total_cmp);
     let load_end = load_average();
     let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
@@ -526,6 +532,9 @@ fn main() -> Result<()> {
         times.first().copied().unwrap_or(f64::NAN),
         times.last().copied().unwrap_or(f64::NAN),
     ));
+    if let Some(e) = conv_error {
+        md.push_str(&format!("\n**Convergence run failed:** {e}\n"));
+    }
     println!("{md}");
     if !no_write {
         let path = repo_root().join("bench/RESULTS.md");
