@@ -221,3 +221,93 @@ fn lab_up_rejects_bad_input_with_exit_code_2() -> Result<()> {
     ensure!(err.contains("bad.yaml:3"), "{err}");
     Ok(())
 }
+
+/// Whether Debian's Mininet can be imported by the system Python.
+fn have_mininet(test: &str) -> bool {
+    let ok = Command::new(fare::lab::mininet::PYTHON)
+        .args(["-c", "import mininet.net"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("SKIPPED {test}: Debian's mininet is not installed");
+    }
+    ok
+}
+
+#[test]
+fn lab_mininet_backend_runs_agents_and_traffic() -> Result<()> {
+    let test = "lab_mininet_backend_runs_agents_and_traffic";
+    if !have_root(test) || !have_tool(test, "tc") || !have_mininet(test) {
+        return Ok(());
+    }
+    let lab = lab_name("mn");
+    let prefix = format!("farelab-{lab}-");
+    let topo = repo_root().join("topologies/arn-spine-leaf.yaml");
+    let up = fare(&[
+        "lab",
+        "up",
+        &topo.to_string_lossy(),
+        "--name",
+        &lab,
+        "--backend",
+        "mininet",
+        "--routing",
+        "bgp",
+    ])?;
+    let state = Path::new("/run/fare/lab").join(&lab).join("state.json");
+    let mininet_pid = std::fs::read_to_string(&state)
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        .and_then(|v| v["mininet_pid"].as_u64());
+    let result = (|| -> Result<()> {
+        ensure!(
+            up.status.success(),
+            "lab up --backend mininet: {}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+        ensure!(mininet_pid.is_some(), "no mininet pid in the lab state");
+        // BGP between the agents; traffic only between the lab's own host namespaces.
+        let mut delivered = 0.0;
+        for _ in 0..10 {
+            let out = fare(&[
+                "lab",
+                "traffic",
+                "--name",
+                &lab,
+                "--duration",
+                "2",
+                "--json",
+                "--quiet",
+            ])?;
+            ensure!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let r: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+            let sent = r["totals"]["sent_packets"].as_f64().unwrap_or(0.0);
+            delivered = r["totals"]["received_packets"].as_f64().unwrap_or(0.0) / sent.max(1.0);
+            if delivered > 0.95 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        ensure!(delivered > 0.95, "only {:.1}% delivered", 100.0 * delivered);
+        Ok(())
+    })();
+    let down = fare(&["lab", "down", &lab])?;
+    ensure!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    result?;
+    ensure!(namespaces(&prefix).is_empty(), "namespaces left");
+    if let Some(pid) = mininet_pid {
+        ensure!(
+            !Path::new(&format!("/proc/{pid}")).exists(),
+            "mininet process {pid} left"
+        );
+    }
+    Ok(())
+}

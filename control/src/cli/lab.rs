@@ -2,7 +2,7 @@
 
 use super::InputError;
 use crate::bandwidth::Mode;
-use crate::lab::plan::{self, DataplaneKind, Routing, SplitMode};
+use crate::lab::plan::{self, Backend, DataplaneKind, Routing, SplitMode};
 use crate::lab::{down, faults, gen, report, state::StateDir, traffic, up};
 use crate::topology;
 use std::path::PathBuf;
@@ -58,6 +58,10 @@ pub struct UpArgs {
     /// The agents' data plane.
     #[arg(long, value_enum, default_value_t = DataplaneKind::Kernel)]
     pub dataplane: DataplaneKind,
+    /// What builds nodes and links: `netns` (ip netns + veth) or `mininet` (Debian's
+    /// Mininet hosts and links; the same agents, shaping and commands afterwards).
+    #[arg(long, value_enum, default_value_t = Backend::Netns)]
+    pub backend: Backend,
     /// Per-packet spray or per-flow hashing over the weighted members (static groups).
     #[arg(long, value_enum, default_value_t = SplitMode::Spray)]
     pub split: SplitMode,
@@ -175,6 +179,7 @@ fn run_up(a: UpArgs) -> anyhow::Result<()> {
         dataplane: a.dataplane,
         routing: a.routing,
         split: a.split,
+        backend: a.backend,
     };
     // Plan errors (names, pool size) are the user's input.
     plan::plan(&topo, &lab, &options)

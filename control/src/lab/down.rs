@@ -29,6 +29,7 @@ pub fn down_lab(lab: &str, verbose: bool) -> Result<DownReport, LabError> {
     let mut pids: Vec<i32> = Vec::new();
     if let Ok(state) = dir.load() {
         pids.extend(state.agents.iter().map(|(_, p)| *p as i32));
+        pids.extend(state.mininet_pid.map(|p| p as i32));
     }
     for ns in &namespaces {
         pids.extend(sys::netns_pids(ns));

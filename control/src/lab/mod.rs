@@ -18,6 +18,7 @@ pub mod down;
 pub mod faults;
 pub mod gen;
 pub mod ideal;
+pub mod mininet;
 pub mod plan;
 pub mod report;
 pub mod state;

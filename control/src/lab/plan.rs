@@ -38,6 +38,17 @@ pub enum Routing {
     Static,
 }
 
+/// What builds the nodes and links.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Named network namespaces and veth pairs made with `ip` (no other tool needed).
+    #[default]
+    Netns,
+    /// Debian's Mininet (hosts and links), namespaces then named for the other commands.
+    Mininet,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum SplitMode {
@@ -56,6 +67,8 @@ pub struct Options {
     pub dataplane: DataplaneKind,
     pub routing: Routing,
     pub split: SplitMode,
+    #[serde(default)]
+    pub backend: Backend,
 }
 
 impl Default for Options {
@@ -68,6 +81,7 @@ impl Default for Options {
             dataplane: DataplaneKind::Kernel,
             routing: Routing::Bgp,
             split: SplitMode::Spray,
+            backend: Backend::Netns,
         }
     }
 }

@@ -49,6 +49,9 @@ pub struct LabState {
     /// Unix time (s) when `lab up` finished.
     #[serde(default)]
     pub up_at: f64,
+    /// The Mininet process that owns the nodes (`--backend mininet`).
+    #[serde(default)]
+    pub mininet_pid: Option<u32>,
 }
 
 pub fn root() -> PathBuf {

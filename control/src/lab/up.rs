@@ -63,6 +63,7 @@ pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
         agents: Vec::new(),
         changes: Vec::new(),
         up_at: 0.0,
+        mininet_pid: None,
     };
     dir.save(&state)?;
     match build(req, &plan, &dir, &mut state) {
@@ -119,18 +120,35 @@ fn build(
         ..Default::default()
     };
     let namespaces = plan.namespaces();
-    progress(req, &format!("{} namespaces", namespaces.len()));
-    let mut batch = String::new();
-    for ns in &namespaces {
-        let _ = writeln!(batch, "netns add {ns}");
+    match plan.options.backend {
+        plan::Backend::Netns => {
+            progress(req, &format!("{} namespaces", namespaces.len()));
+            let mut batch = String::new();
+            for ns in &namespaces {
+                let _ = writeln!(batch, "netns add {ns}");
+            }
+            sys::ip_batch(None, &batch)?;
+            report.namespaces_s = t0.elapsed().as_secs_f64();
+            let t = Instant::now();
+            progress(req, &format!("{} links", plan.links.len()));
+            sys::ip_batch(None, &veth_batch(plan))?;
+            report.links_s = t.elapsed().as_secs_f64();
+        }
+        plan::Backend::Mininet => {
+            progress(
+                req,
+                &format!(
+                    "mininet: {} hosts, {} links",
+                    namespaces.len(),
+                    plan.links.len()
+                ),
+            );
+            let timeout = Duration::from_secs(60 + namespaces.len() as u64);
+            state.mininet_pid = Some(super::mininet::build(plan, dir, timeout)?);
+            dir.save(state)?;
+            report.namespaces_s = t0.elapsed().as_secs_f64();
+        }
     }
-    sys::ip_batch(None, &batch)?;
-    report.namespaces_s = t0.elapsed().as_secs_f64();
-
-    let t = Instant::now();
-    progress(req, &format!("{} links", plan.links.len()));
-    sys::ip_batch(None, &veth_batch(plan))?;
-    report.links_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
     progress(req, "addresses, routes to hosts, shaping");
@@ -239,31 +257,22 @@ pub fn ideal_groups(
 /// veth pairs created straight into their namespaces: nothing lives in the root namespace.
 fn veth_batch(plan: &Plan) -> String {
     let mut b = String::new();
-    for node in &plan.nodes {
-        for p in &node.ports {
-            // Each link once: from the end whose (node, interface) sorts first.
-            let peer_ns = match plan.node(&p.peer) {
-                Some(n) => &n.ns,
-                None => continue,
-            };
-            if (node.ns.as_str(), p.interface.as_str())
-                > (peer_ns.as_str(), p.peer_interface.as_str())
-            {
-                continue;
-            }
-            let _ = writeln!(
-                b,
-                "link add {} netns {} address {} type veth peer name {} netns {} address {}",
-                p.interface, node.ns, p.mac, p.peer_interface, peer_ns, p.peer_mac
-            );
-        }
-        for h in &node.hosts {
-            let _ = writeln!(
-                b,
-                "link add {} netns {} type veth peer name {} netns {}",
-                h.node_interface, node.ns, HOST_IF, h.ns
-            );
-        }
+    for v in super::mininet::veth_pairs(plan) {
+        let mac = |m: &Option<String>| {
+            m.as_ref()
+                .map(|m| format!(" address {m}"))
+                .unwrap_or_default()
+        };
+        let _ = writeln!(
+            b,
+            "link add {} netns {}{} type veth peer name {} netns {}{}",
+            v.if_a,
+            v.ns_a,
+            mac(&v.mac_a),
+            v.if_b,
+            v.ns_b,
+            mac(&v.mac_b)
+        );
     }
     b
 }
