@@ -266,9 +266,9 @@ fn dpf_strict_color_mismatch_keeps_the_session_down() {
     }
     let a = Netns::new("dpfma").unwrap();
     let b = Netns::new("dpfmb").unwrap();
-    veth(&a, "b", &b, "a").unwrap();
-    a.sh("ip addr add 10.9.0.1/30 dev b").unwrap();
-    b.sh("ip addr add 10.9.0.2/30 dev a").unwrap();
+    veth(&a, "tob", &b, "toa").unwrap();
+    a.sh("ip addr add 10.9.0.1/30 dev tob").unwrap();
+    b.sh("ip addr add 10.9.0.2/30 dev toa").unwrap();
     let dir = TempDir::new("dpf-mismatch").unwrap();
     let strict = "dpf: {session_coloring: strict, mismatch_subcode: 12}\n";
     let (ca, ka) = agent_config(
@@ -277,7 +277,7 @@ fn dpf_strict_color_mismatch_keeps_the_session_down() {
         "10.0.9.1",
         65001,
         "leaf",
-        &[("10.9.0.2", 65100, "b", Some(RED))],
+        &[("10.9.0.2", 65100, "tob", Some(RED))],
         &["192.0.2.0/24"],
         strict,
     );
@@ -287,7 +287,7 @@ fn dpf_strict_color_mismatch_keeps_the_session_down() {
         "10.0.9.2",
         65100,
         "spine",
-        &[("10.9.0.1", 65001, "a", Some(BLUE))],
+        &[("10.9.0.1", 65001, "toa", Some(BLUE))],
         &[],
         strict,
     );
@@ -349,9 +349,9 @@ fn dpf_strict_colored_session_refuses_colorless_frr() {
     }
     let a = Netns::new("dpffa").unwrap();
     let b = Netns::new("dpffb").unwrap();
-    veth(&a, "f", &b, "a").unwrap();
-    a.sh("ip addr add 10.8.0.1/30 dev f").unwrap();
-    b.sh("ip addr add 10.8.0.2/30 dev a").unwrap();
+    veth(&a, "tofrr", &b, "toa").unwrap();
+    a.sh("ip addr add 10.8.0.1/30 dev tofrr").unwrap();
+    b.sh("ip addr add 10.8.0.2/30 dev toa").unwrap();
     let frr = Frr::start(&b, FRR_STRICT_PEER).unwrap();
     let dir = TempDir::new("dpf-frr-strict").unwrap();
     let (ca, ka) = agent_config(
@@ -360,7 +360,7 @@ fn dpf_strict_colored_session_refuses_colorless_frr() {
         "10.0.8.1",
         65001,
         "leaf",
-        &[("10.8.0.2", 65100, "f", Some(RED))],
+        &[("10.8.0.2", 65100, "tofrr", Some(RED))],
         &["192.0.2.0/24"],
         "dpf: {session_coloring: strict}\n",
     );
