@@ -304,10 +304,11 @@ fn lab_mininet_backend_runs_agents_and_traffic() -> Result<()> {
     result?;
     ensure!(namespaces(&prefix).is_empty(), "namespaces left");
     if let Some(pid) = mininet_pid {
-        ensure!(
-            !Path::new(&format!("/proc/{pid}")).exists(),
-            "mininet process {pid} left"
-        );
+        // Stopped by `down`; init reaps it a moment later.
+        let gone = fare_integration::wait_until(std::time::Duration::from_secs(10), || {
+            !Path::new(&format!("/proc/{pid}")).exists()
+        });
+        ensure!(gone, "mininet process {pid} left");
     }
     Ok(())
 }
