@@ -40,6 +40,9 @@ pub struct AgentConfig {
     /// codepoints and per-prefix route coloring. Absent = loose mode, no route colors.
     #[serde(default)]
     pub dpf: Option<crate::bgp::dpf::DpfConfig>,
+    /// Adaptive Routing Notifications: receiver and queue/link monitor. Off when absent.
+    #[serde(default)]
+    pub arn: Option<crate::arn::ArnConfig>,
 }
 
 /// Drives an agent with groups computed offline by `fare weights TOPO --json`:
@@ -336,6 +339,11 @@ impl AgentConfig {
             }
         }
         self.validate_dpf(path, text)?;
+        if let Some(arn) = &self.arn {
+            if let Err((needle, problem)) = arn.check() {
+                return Err(at(&needle, format!("arn: {problem}")));
+            }
+        }
         for n in &self.neighbors {
             if let Some(bw) = n.bandwidth_gbps {
                 if !(bw.is_finite() && bw > 0.0) {

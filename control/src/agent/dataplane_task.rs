@@ -4,12 +4,19 @@
 //! metrics) talks to the backend through a cloneable [`DataplaneHandle`]; the task
 //! applies commands one at a time, in arrival order, so backends need no locking and
 //! changes to one prefix are never interleaved.
+//!
+//! Members switched off with `set_member_active(false)` (ARN) stay off when their group is
+//! re-installed (BGP recomputed it): right after the install, in the same command, the task
+//! switches off again every such member that is still in the group (same `via` and
+//! interface); members that left the group are forgotten. Then it notifies
+//! [`DataplaneHandle::groups_changed`] so the ARN receiver can reconcile its own state.
 
-use crate::dataplane::{Dataplane, DataplaneError, Group, GroupStatus};
+use crate::dataplane::{Dataplane, DataplaneError, Group, GroupStatus, Member};
 use ipnet::IpNet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Notify};
 use tracing::{debug, info, warn};
 
 /// Queue depth between the protocols and the data plane task. Senders wait when it is
@@ -67,6 +74,7 @@ pub struct DataplaneHandle {
     tx: mpsc::Sender<DataplaneCommand>,
     backend: &'static str,
     stats: Arc<DataplaneStats>,
+    changed: Arc<Notify>,
 }
 
 impl DataplaneHandle {
@@ -77,6 +85,12 @@ impl DataplaneHandle {
 
     pub fn stats(&self) -> &DataplaneStats {
         &self.stats
+    }
+
+    /// Notified (one stored permit) after every install or remove that succeeded. One
+    /// consumer: the ARN receiver.
+    pub fn groups_changed(&self) -> Arc<Notify> {
+        self.changed.clone()
     }
 
     async fn call<T>(
@@ -130,46 +144,90 @@ pub fn spawn(
 ) -> (DataplaneHandle, tokio::task::JoinHandle<Box<dyn Dataplane>>) {
     let (tx, rx) = mpsc::channel(QUEUE);
     let stats = Arc::new(DataplaneStats::default());
+    let changed = Arc::new(Notify::new());
     let handle = DataplaneHandle {
         tx,
         backend: backend.name(),
         stats: stats.clone(),
+        changed: changed.clone(),
     };
-    let task = tokio::spawn(run(backend, rx, stats));
+    let task = tokio::spawn(run(backend, rx, stats, changed));
     (handle, task)
 }
+
+/// What identifies a member across re-installs of its group.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct MemberKey {
+    via: String,
+    interface: String,
+}
+
+impl MemberKey {
+    fn of(m: &Member) -> MemberKey {
+        MemberKey {
+            via: m.via.clone(),
+            interface: m.interface.clone(),
+        }
+    }
+}
+
+/// Members switched off, per prefix (kept across re-installs).
+type HeldOut = BTreeMap<IpNet, BTreeSet<MemberKey>>;
 
 async fn run(
     mut backend: Box<dyn Dataplane>,
     mut rx: mpsc::Receiver<DataplaneCommand>,
     stats: Arc<DataplaneStats>,
+    changed: Arc<Notify>,
 ) -> Box<dyn Dataplane> {
     let name = backend.name();
+    let mut held: HeldOut = BTreeMap::new();
+    // The installed groups' members, to name the member of a set_member_active.
+    let mut installed: BTreeMap<IpNet, Vec<MemberKey>> = BTreeMap::new();
     while let Some(command) = rx.recv().await {
         match command {
             DataplaneCommand::Install { group, reply } => {
                 let result = backend.install(&group).await;
                 count(&stats, &stats.installs, &result);
                 match &result {
-                    Ok(()) => info!(
-                        backend = name,
-                        prefix = %group.prefix,
-                        mode = ?group.mode,
-                        members = %describe(&group),
-                        "group installed"
-                    ),
+                    Ok(()) => {
+                        info!(
+                            backend = name,
+                            prefix = %group.prefix,
+                            mode = ?group.mode,
+                            members = %describe(&group),
+                            "group installed"
+                        );
+                        installed.insert(
+                            group.prefix,
+                            group.members.iter().map(MemberKey::of).collect(),
+                        );
+                        keep_held_out(backend.as_mut(), &group, &mut held).await;
+                    }
                     Err(e) => warn!(backend = name, prefix = %group.prefix, "install failed: {e}"),
                 }
+                let ok = result.is_ok();
                 let _ = reply.send(result);
+                if ok {
+                    changed.notify_one();
+                }
             }
             DataplaneCommand::Remove { prefix, reply } => {
                 let result = backend.remove(prefix).await;
                 count(&stats, &stats.removes, &result);
                 match &result {
-                    Ok(()) => info!(backend = name, %prefix, "group removed"),
+                    Ok(()) => {
+                        info!(backend = name, %prefix, "group removed");
+                        installed.remove(&prefix);
+                        held.remove(&prefix);
+                    }
                     Err(e) => warn!(backend = name, %prefix, "remove failed: {e}"),
                 }
+                let ok = result.is_ok();
                 let _ = reply.send(result);
+                if ok {
+                    changed.notify_one();
+                }
             }
             DataplaneCommand::SetMemberActive {
                 prefix,
@@ -180,7 +238,17 @@ async fn run(
                 let result = backend.set_member_active(prefix, index, active).await;
                 count(&stats, &stats.member_changes, &result);
                 match &result {
-                    Ok(()) => info!(backend = name, %prefix, index, active, "member state set"),
+                    Ok(()) => {
+                        info!(backend = name, %prefix, index, active, "member state set");
+                        if let Some(key) = installed.get(&prefix).and_then(|m| m.get(index)) {
+                            let set = held.entry(prefix).or_default();
+                            if active {
+                                set.remove(key);
+                            } else {
+                                set.insert(key.clone());
+                            }
+                        }
+                    }
                     Err(e) => {
                         warn!(backend = name, %prefix, index, active, "member state failed: {e}")
                     }
@@ -197,6 +265,42 @@ async fn run(
         }
     }
     backend
+}
+
+/// After `group` was installed: switches off again the members of it that were off before
+/// (a fresh install has every member active), forgets the ones no longer in it.
+async fn keep_held_out(backend: &mut dyn Dataplane, group: &Group, held: &mut HeldOut) {
+    let Some(set) = held.get_mut(&group.prefix) else {
+        return;
+    };
+    let keys: Vec<MemberKey> = set.iter().cloned().collect();
+    let states = match backend.groups().await {
+        Ok(g) => g
+            .into_iter()
+            .find(|g| g.group.prefix == group.prefix)
+            .map(|g| g.members),
+        Err(_) => None,
+    };
+    for key in keys {
+        let Some(index) = group.members.iter().position(|m| MemberKey::of(m) == key) else {
+            set.remove(&key);
+            continue;
+        };
+        let active = states
+            .as_ref()
+            .and_then(|s| s.get(index))
+            .is_none_or(|s| s.active);
+        if !active {
+            continue; // the backend kept it off (identical group re-installed)
+        }
+        if let Err(e) = backend.set_member_active(group.prefix, index, false).await {
+            info!(prefix = %group.prefix, via = %key.via, "member no longer held out after re-install: {e}");
+            set.remove(&key);
+        }
+    }
+    if set.is_empty() {
+        held.remove(&group.prefix);
+    }
 }
 
 fn count<T>(stats: &DataplaneStats, ok: &AtomicU64, result: &Result<T, DataplaneError>) {
@@ -262,5 +366,56 @@ mod tests {
         drop(handle);
         let backend = task.await.unwrap();
         assert_eq!(backend.name(), "none");
+    }
+
+    #[tokio::test]
+    async fn members_switched_off_stay_off_across_reinstalls() {
+        let (handle, _task) = spawn(Box::new(NullDataplane::default()));
+        let changed = handle.groups_changed();
+        let p: IpNet = "10.0.0.0/24".parse().unwrap();
+        handle
+            .install(group("10.0.0.0/24", &[1, 2, 3]))
+            .await
+            .unwrap();
+        changed.notified().await; // the permit of the install
+        handle.set_member_active(p, 1, false).await.unwrap();
+        let active =
+            |g: Vec<GroupStatus>| -> Vec<bool> { g[0].members.iter().map(|m| m.active).collect() };
+        // New weights, same members: m1 stays off.
+        handle
+            .install(group("10.0.0.0/24", &[3, 2, 1]))
+            .await
+            .unwrap();
+        assert_eq!(
+            active(handle.groups().await.unwrap()),
+            vec![true, false, true]
+        );
+        changed.notified().await;
+        // m1 moves to index 0 (m0 left): still off.
+        let mut g = group("10.0.0.0/24", &[2, 2, 2]);
+        g.members.remove(0);
+        handle.install(g).await.unwrap();
+        assert_eq!(active(handle.groups().await.unwrap()), vec![false, true]);
+        // Switched on again: a later install keeps it on.
+        handle.set_member_active(p, 0, true).await.unwrap();
+        handle
+            .install(group("10.0.0.0/24", &[1, 1, 1]))
+            .await
+            .unwrap();
+        assert_eq!(
+            active(handle.groups().await.unwrap()),
+            vec![true, true, true]
+        );
+        // A member that left the group is forgotten.
+        handle.set_member_active(p, 2, false).await.unwrap();
+        handle.install(group("10.0.0.0/24", &[1, 1])).await.unwrap();
+        handle
+            .install(group("10.0.0.0/24", &[1, 1, 1]))
+            .await
+            .unwrap();
+        assert_eq!(
+            active(handle.groups().await.unwrap()),
+            vec![true, true, true]
+        );
     }
 }

@@ -15,6 +15,8 @@ pub fn spawn(ctx: &AgentContext, tasks: &mut JoinSet<(&'static str, ProtocolResu
         let c = ctx.clone();
         tasks.spawn(async move { ("bgp", crate::bgp::run(c).await) });
     }
-    // ARN: the same with ("arn", crate::arn::run(c)).
-    let _ = (ctx, tasks);
+    if ctx.config.arn.is_some() {
+        let c = ctx.clone();
+        tasks.spawn(async move { ("arn", crate::arn::run(c).await) });
+    }
 }

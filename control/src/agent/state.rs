@@ -117,6 +117,8 @@ pub struct AgentState {
     pub neighbors: BTreeMap<IpAddr, NeighborStatus>,
     /// Keyed by (prefix, source): a static group and a BGP route may name the same prefix.
     pub routes: BTreeMap<(IpNet, RouteSource), RouteStatus>,
+    /// Set by the ARN task when `arn:` is configured.
+    pub arn: Option<crate::arn::agent::ArnStatus>,
 }
 
 impl AgentState {
@@ -157,6 +159,7 @@ impl AgentState {
             started: now,
             neighbors,
             routes: BTreeMap::new(),
+            arn: None,
         };
         for prefix in &config.prefixes {
             state.set_route(RouteStatus {

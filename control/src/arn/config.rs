@@ -1,5 +1,6 @@
-//! The `arn:` block of the agent configuration. Every key is optional; an agent without the
-//! block still accepts ARN from its BGP neighbors that name an interface, on the default port.
+//! The `arn:` block of the agent configuration. ARN is off in an agent without the block;
+//! with it (even `arn: {}`) the agent accepts ARN from the listed neighbors and from its BGP
+//! neighbors that name an interface, on the default port. Every key is optional.
 //!
 //! ```yaml
 //! arn:
@@ -69,6 +70,36 @@ impl ArnConfig {
 
     pub fn refresh(&self) -> Duration {
         Duration::from_millis(self.refresh_ms.max(1))
+    }
+
+    /// Checks what serde cannot; the error is (text to find the line by, problem).
+    pub fn check(&self) -> Result<(), (String, String)> {
+        if self.udp_port == 0 {
+            return Err(("udp_port".into(), "udp_port must not be 0".into()));
+        }
+        if self.hold_ms == 0 {
+            return Err(("hold_ms".into(), "hold_ms must be positive".into()));
+        }
+        if self.rate_limit.per_second == 0 || self.rate_limit.burst == 0 {
+            return Err((
+                "rate_limit".into(),
+                "rate_limit per_second and burst must be positive".into(),
+            ));
+        }
+        if let Some(m) = &self.monitor {
+            for i in &m.interfaces {
+                if i.low_bytes >= i.high_bytes {
+                    return Err((
+                        i.interface.clone(),
+                        format!(
+                            "monitor interface {}: low_bytes ({}) must be below high_bytes ({})",
+                            i.interface, i.low_bytes, i.high_bytes
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

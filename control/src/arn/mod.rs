@@ -5,13 +5,16 @@
 //! - `transport`: UDP socket with TTL 255 / DSCP CS6 out, TTL and interface reporting in.
 //! - `config`: the `arn:` block of the agent configuration.
 //! - `monitor`: qdisc backlog + link state -> Types 1-4, and the sender to upstream neighbors.
+//! - `agent`: the ARN task of `fare agent` (receiver on the data plane handle, monitor, status).
 //! - `receiver`: admission, (sender, Path ID) -> members, removal/restore, timeout, reconcile.
 
+pub mod agent;
 pub mod codec;
 pub mod config;
 pub mod monitor;
 pub mod receiver;
 pub mod transport;
 
+pub use agent::run;
 pub use codec::{ArnMessage, ArnType, DecodeError, Family, FlowId};
 pub use config::ArnConfig;

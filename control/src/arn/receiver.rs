@@ -193,6 +193,53 @@ struct Removal {
     index: usize,
     /// Every condition that keeps the member out, with its expiry.
     causes: BTreeMap<Cause, Instant>,
+    /// When the member went out, and the Metric of the latest ARN that kept it out.
+    since: Instant,
+    metric: u8,
+}
+
+/// A member held out by ARN, as `fare show arn` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemovedMember {
+    pub prefix: IpNet,
+    pub index: usize,
+    /// The ARN sender (the member's next hop).
+    pub sender: IpAddr,
+    pub since: Instant,
+    pub metric: u8,
+    /// Every condition keeping it out: (failure?, Path ID, expiry).
+    pub causes: Vec<RemovalCause>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RemovalCause {
+    /// Type 3 (link failure) rather than Type 1 (congestion).
+    pub failure: bool,
+    pub path_id: u32,
+    pub expires: Instant,
+}
+
+impl RemovedMember {
+    /// `congestion (path 10.0.0.2, metric 200) from 10.1.0.2` for tables and logs.
+    pub fn reason(&self) -> String {
+        let causes: Vec<String> = self
+            .causes
+            .iter()
+            .map(|c| {
+                format!(
+                    "{} path {}",
+                    if c.failure { "failure" } else { "congestion" },
+                    std::net::Ipv4Addr::from(c.path_id)
+                )
+            })
+            .collect();
+        format!(
+            "ARN {} (metric {}) from {}",
+            causes.join(", "),
+            self.metric,
+            self.sender
+        )
+    }
 }
 
 struct Bucket {
@@ -226,6 +273,8 @@ pub struct Receiver {
     buckets: HashMap<IpAddr, Bucket>,
     removals: BTreeMap<RemovalKey, Removal>,
     counters: Arc<Counters>,
+    /// A copy of the removals for readers outside the receiver task (management API).
+    published: Arc<std::sync::RwLock<Vec<RemovedMember>>>,
 }
 
 impl Receiver {
@@ -257,6 +306,20 @@ impl Receiver {
             buckets: HashMap::new(),
             removals: BTreeMap::new(),
             counters: Arc::new(Counters::default()),
+            published: Arc::default(),
+        }
+    }
+
+    /// Where [`run`] keeps a copy of [`Receiver::removed_members`] up to date.
+    pub fn published(&self) -> Arc<std::sync::RwLock<Vec<RemovedMember>>> {
+        self.published.clone()
+    }
+
+    fn publish(&self) {
+        let now = self.removed_members();
+        let mut p = self.published.write().unwrap_or_else(|e| e.into_inner());
+        if *p != now {
+            *p = now;
         }
     }
 
@@ -403,6 +466,7 @@ impl Receiver {
                 let expires = now + self.hold;
                 if let Some(r) = self.removals.get_mut(&key) {
                     r.causes.insert(cause, expires);
+                    r.metric = msg.metric;
                     continue; // already out: refreshed
                 }
                 match control.set_member_active(prefix, index, false).await {
@@ -413,6 +477,8 @@ impl Receiver {
                             Removal {
                                 index,
                                 causes: BTreeMap::from([(cause, expires)]),
+                                since: now,
+                                metric: msg.metric,
                             },
                         );
                         changes.push(MemberChange {
@@ -543,6 +609,29 @@ impl Receiver {
         }
     }
 
+    /// Members currently held out by ARN, with why and until when.
+    pub fn removed_members(&self) -> Vec<RemovedMember> {
+        self.removals
+            .iter()
+            .map(|(k, r)| RemovedMember {
+                prefix: k.prefix,
+                index: r.index,
+                sender: k.sender,
+                since: r.since,
+                metric: r.metric,
+                causes: r
+                    .causes
+                    .iter()
+                    .map(|(c, expires)| RemovalCause {
+                        failure: c.failure,
+                        path_id: c.path_id,
+                        expires: *expires,
+                    })
+                    .collect(),
+            })
+            .collect()
+    }
+
     /// Members currently held out by ARN: (prefix, index, sender).
     pub fn removed(&self) -> Vec<(IpNet, usize, IpAddr)> {
         self.removals
@@ -660,6 +749,7 @@ pub async fn run<C: MemberControl + ?Sized>(
                 receiver.reconcile(control).await;
             }
         }
+        receiver.publish();
     }
     readers.abort_all();
 }

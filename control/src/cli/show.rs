@@ -36,6 +36,9 @@ pub enum What {
     Groups,
     /// Agent name, router ID, ASN, data plane backend.
     Info,
+    /// Adaptive Routing Notifications: receiver counters, ARNs sent, members held out
+    /// (prefix, member, sender, congestion/failure, Path ID, how long, expiry).
+    Arn,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -85,6 +88,16 @@ async fn fetch(args: &Args) -> anyhow::Result<String> {
                 to_json(list.iter().map(group_json).collect())
             } else {
                 groups_table(&list)
+            }
+        }
+        What::Arn => {
+            let a = c.get_arn(pb::GetArnRequest {}).await?.into_inner();
+            if args.json {
+                let mut s = serde_json::to_string_pretty(&arn_json(&a)).unwrap_or_default();
+                s.push('\n');
+                s
+            } else {
+                arn_text(&a)
             }
         }
         What::Info => {
@@ -167,6 +180,82 @@ pub fn group_json(g: &pb::Group) -> Value {
             "packets": m.packets,
         })).collect::<Vec<_>>(),
     })
+}
+
+/// `{"enabled", "udp_port", "counters": {...}, "sent": {"1": n, ...}, "monitored": [...],
+/// "removed": [{"prefix", "index", "sender", "kinds", "path_ids", "metric", "for_ms",
+/// "expires_in_ms", "reason"}]}`
+pub fn arn_json(a: &pb::ArnState) -> Value {
+    let counters: serde_json::Map<String, Value> = a
+        .counters
+        .iter()
+        .map(|(k, v)| (k.clone(), json!(v)))
+        .collect();
+    let sent: serde_json::Map<String, Value> = a
+        .sent
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    json!({
+        "enabled": a.enabled,
+        "udp_port": a.udp_port,
+        "counters": counters,
+        "sent": sent,
+        "monitored": a.monitored,
+        "removed": a.removed.iter().map(|r| json!({
+            "prefix": r.prefix,
+            "index": r.index,
+            "sender": r.sender,
+            "kinds": r.kinds,
+            "path_ids": r.path_ids,
+            "metric": r.metric,
+            "for_ms": r.for_ms,
+            "expires_in_ms": r.expires_in_ms,
+            "reason": r.reason,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+fn arn_text(a: &pb::ArnState) -> String {
+    if !a.enabled {
+        return "ARN is off (no `arn:` block in the configuration)\n".to_string();
+    }
+    let mut out = format!("ARN on UDP port {}\n", a.udp_port);
+    if !a.monitored.is_empty() {
+        out.push_str(&format!("monitoring {}\n", a.monitored.join(", ")));
+        let sent: Vec<String> = a.sent.iter().map(|(t, n)| format!("type{t} {n}")).collect();
+        out.push_str(&format!("sent {}\n", sent.join("  ")));
+    }
+    let counters: Vec<String> = a
+        .counters
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect();
+    out.push_str(&format!("received {}\n", counters.join("  ")));
+    let rows: Vec<Vec<String>> = a
+        .removed
+        .iter()
+        .map(|r| {
+            vec![
+                r.prefix.clone(),
+                r.index.to_string(),
+                r.sender.clone(),
+                r.kinds.join("+"),
+                r.path_ids.join(","),
+                r.metric.to_string(),
+                format!("{} ms", r.for_ms),
+                format!("{} ms", r.expires_in_ms),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "PREFIX", "MEMBER", "SENDER", "WHY", "PATH ID", "METRIC", "FOR", "EXPIRES",
+        ],
+        &rows,
+    ));
+    out
 }
 
 /// Left-aligned columns separated by two spaces.
@@ -287,7 +376,11 @@ fn groups_table(list: &[pb::Group]) -> String {
                 m.next_hop.clone(),
                 m.weight.to_string(),
                 format!("{}", m.bandwidth_gbps),
-                if m.active { "up" } else { "removed" }.to_string(),
+                match (m.active, m.removed_reason.is_empty()) {
+                    (true, _) => "up".to_string(),
+                    (false, true) => "removed".to_string(),
+                    (false, false) => format!("removed: {}", m.removed_reason),
+                },
                 m.packets.to_string(),
                 m.bytes.to_string(),
             ]);
@@ -329,6 +422,7 @@ mod tests {
                 active: true,
                 next_hop: String::new(),
                 neighbor_mac: "02:00:00:00:00:01".into(),
+                removed_reason: String::new(),
             }],
         };
         assert_eq!(

@@ -126,9 +126,36 @@ impl Management for Service {
             .groups()
             .await
             .map_err(|e| Status::unavailable(e.to_string()))?;
-        Ok(Response::new(pb::ListGroupsResponse {
-            groups: groups.iter().map(group_to_pb).collect(),
-        }))
+        let removed = self
+            .ctx
+            .state
+            .read()
+            .arn
+            .as_ref()
+            .map(|a| a.removed())
+            .unwrap_or_default();
+        let mut groups: Vec<pb::Group> = groups.iter().map(group_to_pb).collect();
+        for r in &removed {
+            let prefix = r.prefix.to_string();
+            if let Some(m) = groups
+                .iter_mut()
+                .find(|g| g.prefix == prefix)
+                .and_then(|g| g.members.get_mut(r.index))
+            {
+                m.removed_reason = r.reason();
+            }
+        }
+        Ok(Response::new(pb::ListGroupsResponse { groups }))
+    }
+
+    async fn get_arn(
+        &self,
+        _: Request<pb::GetArnRequest>,
+    ) -> Result<Response<pb::ArnState>, Status> {
+        let Some(arn) = self.ctx.state.read().arn.clone() else {
+            return Ok(Response::new(pb::ArnState::default()));
+        };
+        Ok(Response::new(arn_to_pb(&arn)))
     }
 
     async fn get_info(
@@ -144,6 +171,52 @@ impl Management for Service {
             uptime_seconds: state.started.elapsed().as_secs(),
             version: env!("CARGO_PKG_VERSION").to_string(),
         }))
+    }
+}
+
+pub fn arn_to_pb(arn: &crate::arn::agent::ArnStatus) -> pb::ArnState {
+    let now = std::time::Instant::now();
+    let counters = serde_json::to_value(arn.counters.snapshot())
+        .ok()
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, v)| v.as_u64().map(|n| (k, n)))
+        .collect();
+    pb::ArnState {
+        enabled: true,
+        udp_port: u32::from(arn.udp_port),
+        counters,
+        sent: (1..=4u8).map(|t| (u32::from(t), arn.sent.get(t))).collect(),
+        removed: arn
+            .removed()
+            .iter()
+            .map(|r| pb::ArnRemoval {
+                prefix: r.prefix.to_string(),
+                index: r.index as u32,
+                sender: r.sender.to_string(),
+                kinds: r
+                    .causes
+                    .iter()
+                    .map(|c| if c.failure { "failure" } else { "congestion" }.to_string())
+                    .collect(),
+                path_ids: r
+                    .causes
+                    .iter()
+                    .map(|c| std::net::Ipv4Addr::from(c.path_id).to_string())
+                    .collect(),
+                metric: u32::from(r.metric),
+                for_ms: now.saturating_duration_since(r.since).as_millis() as u64,
+                expires_in_ms: r
+                    .causes
+                    .iter()
+                    .map(|c| c.expires.saturating_duration_since(now).as_millis() as u64)
+                    .max()
+                    .unwrap_or(0),
+                reason: r.reason(),
+            })
+            .collect(),
+        monitored: arn.monitored.clone(),
     }
 }
 
@@ -172,6 +245,7 @@ pub fn group_to_pb(g: &GroupStatus) -> pb::Group {
                     active: status.active,
                     next_hop: m.next_hop.map(|a| a.to_string()).unwrap_or_default(),
                     neighbor_mac: m.neighbor_mac.map(|a| a.to_string()).unwrap_or_default(),
+                    removed_reason: String::new(),
                 }
             })
             .collect(),

@@ -1,0 +1,314 @@
+//! ARN inside `fare agent` (the `arn:` block): the receiver on the agent's data plane, and
+//! the queue/link monitor with its sender.
+//!
+//! - Receiver: UDP `arn.udp_port` (IPv4, and IPv6 when available); accepted senders are
+//!   `arn.neighbors` plus every BGP neighbor that names an interface. Type 1/3 switch off the
+//!   members toward the sender (`DataplaneHandle::set_member_active`), Type 2/4 or the hold
+//!   timer switch them on again. After every group install the data plane task keeps them
+//!   off (see `agent::dataplane_task`) and the receiver reconciles (drops removals of paths
+//!   the new groups no longer have).
+//! - Monitor (`arn.monitor`): a thread samples the watched interfaces' qdisc backlog and link
+//!   state; its ARNs go to the interface's `notify` list, else `arn.notify`, else every ARN/BGP
+//!   neighbor that is not on the watched interface itself (the node across the affected link
+//!   must not take itself out of its own paths).
+//! - State for `fare show arn`: [`ArnStatus`] in the agent's shared state.
+
+use super::config::{ArnConfig, ArnNeighbor};
+use super::monitor::{self, MonitorEvent};
+use super::receiver::{self, ControlError, Counters, MemberControl, Receiver, RemovedMember};
+use super::transport::ArnSocket;
+use crate::agent::dataplane_task::DataplaneHandle;
+use crate::agent::protocols::ProtocolResult;
+use crate::agent::AgentContext;
+use crate::dataplane::GroupStatus;
+use async_trait::async_trait;
+use ipnet::IpNet;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use tracing::{info, warn};
+
+/// What `fare show arn` reads: receiver counters, members held out, ARNs sent.
+#[derive(Clone, Debug)]
+pub struct ArnStatus {
+    pub udp_port: u16,
+    pub counters: Arc<Counters>,
+    pub removed: Arc<RwLock<Vec<RemovedMember>>>,
+    pub sent: Arc<SentCounters>,
+    /// Watched interfaces (empty without `arn.monitor`).
+    pub monitored: Vec<String>,
+}
+
+impl ArnStatus {
+    pub fn removed(&self) -> Vec<RemovedMember> {
+        self.removed
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// ARNs this node sent, by Type (refreshes included).
+#[derive(Debug, Default)]
+pub struct SentCounters {
+    pub by_type: [AtomicU64; 4],
+}
+
+impl SentCounters {
+    pub fn get(&self, kind: u8) -> u64 {
+        usize::from(kind)
+            .checked_sub(1)
+            .and_then(|i| self.by_type.get(i))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+}
+
+#[async_trait]
+impl MemberControl for DataplaneHandle {
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
+        DataplaneHandle::groups(self)
+            .await
+            .map_err(|e| ControlError(e.to_string()))
+    }
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        active: bool,
+    ) -> Result<(), ControlError> {
+        DataplaneHandle::set_member_active(self, prefix, index, active)
+            .await
+            .map_err(|e| ControlError(e.to_string()))
+    }
+}
+
+/// The senders this agent accepts besides `arn.neighbors`: BGP neighbors with an interface.
+pub fn bgp_neighbors(ctx: &AgentContext) -> Vec<ArnNeighbor> {
+    ctx.config
+        .neighbors
+        .iter()
+        .filter_map(|n| {
+            n.interface.as_ref().map(|i| ArnNeighbor {
+                address: n.address,
+                interface: i.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Fills each monitored interface's empty `notify` with the default (see module docs).
+pub fn resolve_notify(config: &mut ArnConfig, neighbors: &[ArnNeighbor]) {
+    let global = config.notify.clone();
+    let all: Vec<ArnNeighbor> = config.neighbors.iter().chain(neighbors).cloned().collect();
+    if let Some(m) = config.monitor.as_mut() {
+        for i in &mut m.interfaces {
+            if !i.notify.is_empty() {
+                continue;
+            }
+            i.notify = if global.is_empty() {
+                let mut list: Vec<IpAddr> = all
+                    .iter()
+                    .filter(|n| n.interface != i.interface)
+                    .map(|n| n.address)
+                    .collect();
+                list.dedup();
+                list
+            } else {
+                global.clone()
+            };
+        }
+    }
+}
+
+/// The ARN protocol task of the agent; returns when `ctx.shutdown` is cancelled.
+pub async fn run(ctx: AgentContext) -> ProtocolResult {
+    let mut config = ctx.config.arn.clone().unwrap_or_default();
+    let extra = bgp_neighbors(&ctx);
+    resolve_notify(&mut config, &extra);
+    let receiver = Receiver::new(&config, &extra);
+    let mut sockets =
+        vec![
+            ArnSocket::bind(SocketAddr::from(([0, 0, 0, 0], config.udp_port)), None)
+                .map_err(|e| e.to_string())?,
+        ];
+    match ArnSocket::bind(SocketAddr::from(([0u16; 8], config.udp_port)), None) {
+        Ok(s) => sockets.push(s),
+        Err(e) => info!("ARN: no IPv6 socket ({e}); IPv4 only"),
+    }
+    let status = ArnStatus {
+        udp_port: config.udp_port,
+        counters: receiver.counters(),
+        removed: receiver.published(),
+        sent: Arc::default(),
+        monitored: config
+            .monitor
+            .iter()
+            .flat_map(|m| m.interfaces.iter().map(|i| i.interface.clone()))
+            .collect(),
+    };
+    ctx.state.write().arn = Some(status.clone());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut monitor_thread = None;
+    let mut sender_task = None;
+    if let Some(m) = config.monitor.clone() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<MonitorEvent>();
+        monitor_thread = Some(
+            monitor::spawn(m, config.notify.clone(), config.refresh(), tx, stop.clone())
+                .map_err(|e| format!("ARN monitor: {e}"))?,
+        );
+        let (sent_tx, mut sent_rx) = tokio::sync::mpsc::unbounded_channel::<MonitorEvent>();
+        let port = config.udp_port;
+        sender_task = Some(tokio::spawn(async move {
+            if let Err(e) = monitor::send_events(port, rx, Some(sent_tx)).await {
+                warn!("ARN sender stopped: {e}");
+            }
+        }));
+        let sent = status.sent.clone();
+        tokio::spawn(async move {
+            while let Some(e) = sent_rx.recv().await {
+                if let Some(c) = usize::from(e.kind)
+                    .checked_sub(1)
+                    .and_then(|i| sent.by_type.get(i))
+                {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        info!(interfaces = ?status.monitored, "ARN monitor started");
+    }
+    info!(port = config.udp_port, "ARN receiver listening");
+
+    let mut control = ctx.dataplane.clone();
+    let shutdown = ctx.shutdown.clone();
+    receiver::run(
+        receiver,
+        sockets,
+        &mut control,
+        ctx.dataplane.groups_changed(),
+        None,
+        shutdown.cancelled_owned(),
+    )
+    .await;
+
+    stop.store(true, Ordering::Relaxed);
+    if let Some(t) = sender_task {
+        t.abort();
+    }
+    if let Some(t) = monitor_thread {
+        let _ = tokio::task::spawn_blocking(move || t.join()).await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::arn::config::{MonitorConfig, MonitoredInterface};
+
+    fn neighbor(a: &str, i: &str) -> ArnNeighbor {
+        ArnNeighbor {
+            address: a.parse().unwrap(),
+            interface: i.into(),
+        }
+    }
+
+    #[test]
+    fn default_notify_skips_the_watched_link() {
+        let mut c = ArnConfig {
+            monitor: Some(MonitorConfig {
+                interval_us: 100,
+                interfaces: vec![
+                    MonitoredInterface {
+                        interface: "s1-l2".into(),
+                        path_id: "10.0.0.2".parse().unwrap(),
+                        high_bytes: 10,
+                        low_bytes: 1,
+                        limit_bytes: None,
+                        notify: vec![],
+                    },
+                    MonitoredInterface {
+                        interface: "s1-l1".into(),
+                        path_id: "10.0.0.1".parse().unwrap(),
+                        high_bytes: 10,
+                        low_bytes: 1,
+                        limit_bytes: None,
+                        notify: vec!["10.9.9.9".parse().unwrap()],
+                    },
+                ],
+            }),
+            ..ArnConfig::default()
+        };
+        let bgp = [neighbor("10.1.0.1", "s1-l1"), neighbor("10.1.1.1", "s1-l2")];
+        resolve_notify(&mut c, &bgp);
+        let m = c.monitor.as_ref().unwrap();
+        assert_eq!(
+            m.interfaces[0].notify,
+            vec!["10.1.0.1".parse::<IpAddr>().unwrap()]
+        );
+        assert_eq!(
+            m.interfaces[1].notify,
+            vec!["10.9.9.9".parse::<IpAddr>().unwrap()]
+        );
+        // a global list wins over the default
+        c.notify = vec!["10.8.8.8".parse().unwrap()];
+        c.monitor.as_mut().unwrap().interfaces[0].notify.clear();
+        resolve_notify(&mut c, &bgp);
+        assert_eq!(
+            c.monitor.unwrap().interfaces[0].notify,
+            vec!["10.8.8.8".parse::<IpAddr>().unwrap()]
+        );
+    }
+
+    #[tokio::test]
+    async fn removal_survives_reinstall_through_the_handle_until_the_path_goes() {
+        use crate::arn::{ArnMessage, ArnType};
+        use crate::dataplane::{Group, GroupMode, Member, NullDataplane};
+        use std::time::Instant;
+        let member = |via: &str| Member {
+            via: via.into(),
+            interface: "lo".into(),
+            next_hop: Some(via.parse().unwrap()),
+            neighbor_mac: None,
+            weight: 1,
+            bandwidth_gbps: 100.0,
+        };
+        let group = |vias: &[&str]| Group {
+            prefix: "192.0.2.0/24".parse().unwrap(),
+            mode: GroupMode::Spray,
+            members: vias.iter().map(|v| member(v)).collect(),
+        };
+        let (mut handle, _task) =
+            crate::agent::dataplane_task::spawn(Box::new(NullDataplane::default()));
+        handle
+            .install(group(&["10.1.0.2", "10.1.1.2"]))
+            .await
+            .unwrap();
+        let config = ArnConfig {
+            neighbors: vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")],
+            ..ArnConfig::default()
+        };
+        let mut r = Receiver::new(&config, &[]);
+        let m = ArnMessage::path(ArnType::CongestionDetected, 9, 0x0a00_0002);
+        let changes = r
+            .apply(&mut handle, "10.1.0.2".parse().unwrap(), &m, Instant::now())
+            .await;
+        assert_eq!(changes.len(), 1);
+        let active =
+            |g: Vec<GroupStatus>| -> Vec<bool> { g[0].members.iter().map(|m| m.active).collect() };
+        // BGP re-installs with another order: the member toward 10.1.0.2 stays out.
+        handle
+            .install(group(&["10.1.1.2", "10.1.0.2"]))
+            .await
+            .unwrap();
+        r.reconcile(&mut handle).await;
+        assert_eq!(active(handle.groups().await.unwrap()), vec![true, false]);
+        assert_eq!(r.removed_members()[0].index, 1);
+        assert!(r.removed_members()[0].reason().contains("congestion"));
+        // The path is gone from the group: the removal is dropped.
+        handle.install(group(&["10.1.1.2"])).await.unwrap();
+        r.reconcile(&mut handle).await;
+        assert!(r.removed_members().is_empty());
+        assert_eq!(r.counters().snapshot().stale_dropped, 1);
+    }
+}
