@@ -12,6 +12,7 @@ pub mod cli;
 pub mod dataplane;
 pub mod lab;
 pub mod mgmt;
+pub mod mpson;
 pub mod sim;
 pub mod topology;
 pub mod wcmp;

@@ -4,6 +4,7 @@
 //! section) and a variant to `Suite`.
 
 pub mod elephant;
+pub mod mpson;
 pub mod results;
 pub mod sim;
 pub mod wcmp;
@@ -29,6 +30,10 @@ pub enum Suite {
     /// Fabric-wide propagation on a generated multi-plane fabric (default 100,000 GPUs):
     /// wall time and peak memory, and the speedup of group sharing over per-node work.
     Sim(sim::Args),
+    /// Routes stored per RNIC, leaf and spine of a generated multi-plane fabric (default
+    /// 100,000 GPUs, 4 planes) with no suppression, aggregation + unreachable host routes,
+    /// Prefix-ORF and FIB-Suppress (draft-xu-idr-fare-in-mpson §4), vs the 400,000 baseline.
+    Mpson(mpson::Args),
     /// WCMP group reduction: groups/s and oversubscription against proportional rounding
     /// and against the exhaustive-search optimum.
     Wcmp(wcmp::Args),
@@ -45,6 +50,7 @@ pub enum Suite {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let (name, body) = match args.suite {
         Suite::Sim(a) => ("sim", sim::run(a)?),
+        Suite::Mpson(a) => ("mpson", mpson::run(a)?),
         Suite::Wcmp(a) => ("wcmp", wcmp::run(a)?),
         Suite::Xdp(a) => ("xdp", xdp::run(a)?),
         Suite::XdpForward(a) => ("xdp-forward", xdp_forward::run_bench(a)?),
