@@ -9,7 +9,7 @@
 //! ```
 
 use anyhow::{Context, Result};
-use fare_integration::{fare_bin, have_root, veth, wait_until, Netns};
+use fare_integration::{fare_bin, have_root, have_tool, veth, wait_until, Netns};
 use serde_json::Value;
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -36,6 +36,14 @@ fn lab() -> Result<Lab> {
     // The receiver must not drop the spoofed packets in rp_filter before the socket sees them.
     rcv.sh("sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.b1.rp_filter=0 net.ipv4.conf.default.rp_filter=0")?;
     Ok(Lab { snd, rcv, spoof })
+}
+
+/// The lab for `test`, or `None` (the skip reason printed) without root or one of `tools`.
+fn lab_for(test: &str, tools: &[&str]) -> Result<Option<Lab>> {
+    if !have_root(test) || !tools.iter().all(|t| have_tool(test, t)) {
+        return Ok(None);
+    }
+    lab().map(Some)
 }
 
 fn spawn_listen(ns: &Netns, count: u64) -> Result<Child> {
@@ -75,10 +83,13 @@ fn json_lines(out: &[u8]) -> Vec<Value> {
 
 #[test]
 fn arn_receiver_accepts_only_ttl_255_from_configured_neighbor() -> Result<()> {
-    if !have_root("arn_receiver_accepts_only_ttl_255_from_configured_neighbor") {
+    let Some(lab) = lab_for(
+        "arn_receiver_accepts_only_ttl_255_from_configured_neighbor",
+        &[],
+    )?
+    else {
         return Ok(());
-    }
-    let lab = lab()?;
+    };
     let listener = spawn_listen(&lab.rcv, 6)?;
     std::thread::sleep(Duration::from_millis(300));
     // 1. the neighbor, TTL 255: accepted
@@ -187,13 +198,9 @@ fn arn_receiver_accepts_only_ttl_255_from_configured_neighbor() -> Result<()> {
 
 #[test]
 fn arn_decode_reads_a_capture_of_the_wire() -> Result<()> {
-    if !have_root("arn_decode_reads_a_capture_of_the_wire") {
+    let Some(lab) = lab_for("arn_decode_reads_a_capture_of_the_wire", &["tcpdump"])? else {
         return Ok(());
-    }
-    if !fare_integration::have_tool("arn_decode_reads_a_capture_of_the_wire", "tcpdump") {
-        return Ok(());
-    }
-    let lab = lab()?;
+    };
     let dir = std::env::temp_dir().join(format!("fare-arn-pcap-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
     let pcap = dir.join("arn.pcap");
@@ -256,13 +263,13 @@ fn arn_decode_reads_a_capture_of_the_wire() -> Result<()> {
 
 #[test]
 fn arn_monitor_sees_tbf_queue_build_up_and_drain() -> Result<()> {
-    if !have_root("arn_monitor_sees_tbf_queue_build_up_and_drain") {
+    let Some(lab) = lab_for(
+        "arn_monitor_sees_tbf_queue_build_up_and_drain",
+        &["python3"],
+    )?
+    else {
         return Ok(());
-    }
-    if !fare_integration::have_tool("arn_monitor_sees_tbf_queue_build_up_and_drain", "python3") {
-        return Ok(());
-    }
-    let lab = lab()?;
+    };
     // 8 Mbit/s with room for ~150 kB: a UDP burst fills it within milliseconds.
     lab.snd.exec(
         "tc",
@@ -336,10 +343,9 @@ fn arn_monitor_sees_tbf_queue_build_up_and_drain() -> Result<()> {
 
 #[test]
 fn arn_monitor_reports_link_failure_and_recovery() -> Result<()> {
-    if !have_root("arn_monitor_reports_link_failure_and_recovery") {
+    let Some(lab) = lab_for("arn_monitor_reports_link_failure_and_recovery", &[])? else {
         return Ok(());
-    }
-    let lab = lab()?;
+    };
     // A second link snd <-> rcv, watched too: it fails, and the monitor must notify over a0.
     veth(&lab.snd, "a1", &lab.rcv, "b2")?;
     let fare = fare_bin()?;

@@ -8,7 +8,7 @@
 //! Mininet's Python process stays up as the owner of the hosts (its pid is in the lab
 //! state); it exits by itself when its hosts go away.
 
-use super::plan::{Plan, HOST_IF};
+use super::plan::{Plan, VethPair};
 use super::state::StateDir;
 use super::LabError;
 use serde::Serialize;
@@ -18,54 +18,6 @@ use std::time::{Duration, Instant};
 
 /// Debian's Mininet lives in the system Python's dist-packages.
 pub const PYTHON: &str = "/usr/bin/python3";
-
-/// One veth pair: ends named in the lab's namespaces.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct VethPair {
-    pub ns_a: String,
-    pub if_a: String,
-    pub mac_a: Option<String>,
-    pub ns_b: String,
-    pub if_b: String,
-    pub mac_b: Option<String>,
-}
-
-/// Every link of the plan once (fabric links, then node-host links).
-pub fn veth_pairs(plan: &Plan) -> Vec<VethPair> {
-    let mut out = Vec::new();
-    for node in &plan.nodes {
-        for p in &node.ports {
-            let Some(peer) = plan.node(&p.peer) else {
-                continue;
-            };
-            // Each link once: from the end whose (namespace, interface) sorts first.
-            if (node.ns.as_str(), p.interface.as_str())
-                > (peer.ns.as_str(), p.peer_interface.as_str())
-            {
-                continue;
-            }
-            out.push(VethPair {
-                ns_a: node.ns.clone(),
-                if_a: p.interface.clone(),
-                mac_a: Some(p.mac.to_string()),
-                ns_b: peer.ns.clone(),
-                if_b: p.peer_interface.clone(),
-                mac_b: Some(p.peer_mac.to_string()),
-            });
-        }
-        for h in &node.hosts {
-            out.push(VethPair {
-                ns_a: node.ns.clone(),
-                if_a: h.node_interface.clone(),
-                mac_a: None,
-                ns_b: h.ns.clone(),
-                if_b: HOST_IF.to_string(),
-                mac_b: None,
-            });
-        }
-    }
-    out
-}
 
 /// Whether Debian's Mininet can be imported.
 pub fn available() -> bool {
@@ -121,7 +73,7 @@ pub fn build(plan: &Plan, dir: &StateDir, timeout: Duration) -> Result<u32, LabE
              mininet; scripts/setup installs it)"
         )));
     }
-    let links = veth_pairs(plan);
+    let links = plan.veth_pairs();
     let ready = dir.path.join("mininet.ready");
     let _ = std::fs::remove_file(&ready);
     let spec = Spec {

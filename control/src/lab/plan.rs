@@ -418,6 +418,57 @@ impl Plan {
     }
 }
 
+/// One veth pair: ends named in the lab's namespaces.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VethPair {
+    pub ns_a: String,
+    pub if_a: String,
+    pub mac_a: Option<String>,
+    pub ns_b: String,
+    pub if_b: String,
+    pub mac_b: Option<String>,
+}
+
+impl Plan {
+    /// Every link of the plan once (fabric links, then node-host links), as either backend
+    /// creates them.
+    pub fn veth_pairs(&self) -> Vec<VethPair> {
+        let mut out = Vec::new();
+        for node in &self.nodes {
+            for p in &node.ports {
+                let Some(peer) = self.node(&p.peer) else {
+                    continue;
+                };
+                // Each link once: from the end whose (namespace, interface) sorts first.
+                if (node.ns.as_str(), p.interface.as_str())
+                    > (peer.ns.as_str(), p.peer_interface.as_str())
+                {
+                    continue;
+                }
+                out.push(VethPair {
+                    ns_a: node.ns.clone(),
+                    if_a: p.interface.clone(),
+                    mac_a: Some(p.mac.to_string()),
+                    ns_b: peer.ns.clone(),
+                    if_b: p.peer_interface.clone(),
+                    mac_b: Some(p.peer_mac.to_string()),
+                });
+            }
+            for h in &node.hosts {
+                out.push(VethPair {
+                    ns_a: node.ns.clone(),
+                    if_a: h.node_interface.clone(),
+                    mac_a: None,
+                    ns_b: h.ns.clone(),
+                    if_b: HOST_IF.to_string(),
+                    mac_b: None,
+                });
+            }
+        }
+        out
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -257,7 +257,7 @@ pub fn ideal_groups(
 /// veth pairs created straight into their namespaces: nothing lives in the root namespace.
 fn veth_batch(plan: &Plan) -> String {
     let mut b = String::new();
-    for v in super::mininet::veth_pairs(plan) {
+    for v in plan.veth_pairs() {
         let mac = |m: &Option<String>| {
             m.as_ref()
                 .map(|m| format!(" address {m}"))
