@@ -156,7 +156,9 @@ pub fn fare_bin() -> Result<PathBuf> {
     // (`cargo test --workspace` builds it first, with the workspace's feature set.)
     static BUILT: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
     let built = BUILT.get_or_init(|| {
-        if !is_stale(&bin, &repo_root().join("control")) {
+        // The binary embeds the XDP object, so eBPF sources count too.
+        let sources = [repo_root().join("control"), repo_root().join("ebpf")];
+        if !is_stale(&bin, &sources) {
             return Ok(());
         }
         let mut args = vec!["build", "-q", "-p", "fare", "--bin", "fare"];
@@ -174,11 +176,11 @@ pub fn fare_bin() -> Result<PathBuf> {
 }
 
 /// Whether `bin` is missing or older than any file under `sources`.
-fn is_stale(bin: &std::path::Path, sources: &std::path::Path) -> bool {
+fn is_stale(bin: &std::path::Path, sources: &[PathBuf]) -> bool {
     let Ok(built) = std::fs::metadata(bin).and_then(|m| m.modified()) else {
         return true;
     };
-    let mut dirs = vec![sources.to_path_buf()];
+    let mut dirs = sources.to_vec();
     // Bounded walk: the control crate has a few hundred files.
     for _ in 0..10_000 {
         let Some(dir) = dirs.pop() else { break };
