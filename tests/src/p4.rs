@@ -206,9 +206,13 @@ impl Fabric {
     }
 }
 
-/// Runs a python3 snippet (scapy) inside `ns`.
+/// Runs a python3 snippet (scapy) inside `ns`. Debian's interpreter, which sees the
+/// apt-installed python3-scapy (a python3 earlier on PATH may not).
 pub fn python(ns: &Netns, script: &str) -> Result<String> {
-    let out = run("ip", &["netns", "exec", &ns.name, "python3", "-c", script])?;
+    let out = run(
+        "ip",
+        &["netns", "exec", &ns.name, "/usr/bin/python3", "-c", script],
+    )?;
     Ok(String::from_utf8_lossy(&out.stdout).to_string())
 }
 
