@@ -83,6 +83,11 @@ pub struct UpArgs {
     /// Seconds to wait for every agent's management socket.
     #[arg(long, default_value_t = 30)]
     pub agent_timeout: u64,
+    /// With `--routing bgp`: seconds to wait, once every agent answers, until every agent's
+    /// groups equal the ideal ones (reported as `converged_s`); 0 returns at once. A fabric
+    /// that has not converged by then is left up with a warning naming the nodes.
+    #[arg(long, default_value_t = 120)]
+    pub converge_timeout: u64,
     /// Print the phase timings as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -193,6 +198,7 @@ fn run_up(a: UpArgs) -> anyhow::Result<()> {
         max_group_size: a.max_group_size,
         agents: !a.no_agents,
         agent_timeout: Duration::from_secs(a.agent_timeout),
+        converge_timeout: Duration::from_secs(a.converge_timeout),
         fare: up::fare_binary(),
         progress: true,
     };

@@ -243,7 +243,7 @@ pub fn unconverged(
     out
 }
 
-fn wait_converged(
+pub(super) fn wait_converged(
     fare: &std::path::Path,
     dir: &StateDir,
     state: &LabState,

@@ -24,6 +24,8 @@ pub struct UpRequest {
     pub agents: bool,
     /// How long to wait for every agent's management socket.
     pub agent_timeout: Duration,
+    /// BGP routing: how long to wait for the initial convergence (zero: do not wait).
+    pub converge_timeout: Duration,
     pub fare: PathBuf,
     /// Print progress lines.
     pub progress: bool,
@@ -41,6 +43,9 @@ pub struct UpReport {
     pub links_s: f64,
     pub addresses_s: f64,
     pub agents_s: f64,
+    /// BGP routing: seconds from the agents' start until every agent's groups were the
+    /// ideal ones (None: static routing, not waited for, or not converged in time).
+    pub converged_s: Option<f64>,
     pub total_s: f64,
 }
 
@@ -178,6 +183,20 @@ fn build(
     report.agents_s = t.elapsed().as_secs_f64();
     state.up_at = state::now();
     dir.save(state)?;
+    if req.agents && plan.options.routing == plan::Routing::Bgp && !req.converge_timeout.is_zero() {
+        progress(
+            req,
+            &format!(
+                "waiting for BGP to converge on {} sessions",
+                report.sessions
+            ),
+        );
+        report.converged_s =
+            super::faults::wait_converged(&req.fare, dir, state, t, req.converge_timeout)?;
+        if let Some(s) = report.converged_s {
+            progress(req, &format!("converged {s:.2} s after the agents started"));
+        }
+    }
     report.total_s = t0.elapsed().as_secs_f64();
     progress(
         req,
