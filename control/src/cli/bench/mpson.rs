@@ -3,21 +3,14 @@
 
 use super::{command_line, cpu_seconds, peak_rss_bytes, reset_peak_rss};
 use crate::mpson::scale::{self, Fabric, Scenario, Technique, STORED_PATH_BYTES};
-use crate::topology::gen::{self, MultiPlane};
+use crate::topology::gen;
 use std::fmt::Write;
 use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// GPUs (= RNICs) of the generated fabric.
-    #[arg(long, default_value_t = 100_000)]
-    gpus: u32,
-    #[arg(long, default_value_t = 4)]
-    planes: u32,
-    #[arg(long, default_value_t = 256)]
-    rnics_per_leaf: u32,
-    #[arg(long, default_value_t = 256)]
-    spines_per_plane: u32,
+    #[command(flatten)]
+    fabric: super::FabricArgs,
     /// (RNIC, plane) links down in the degraded run (default: 0.1% of 400,000).
     #[arg(long, default_value_t = 400)]
     disconnected: u32,
@@ -52,14 +45,8 @@ fn bytes(b: f64) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<String> {
-    let params = MultiPlane {
-        gpus: args.gpus,
-        planes: args.planes,
-        rnics_per_leaf: args.rnics_per_leaf,
-        spines_per_plane: args.spines_per_plane,
-        ..Default::default()
-    };
-    let baseline = args.gpus as f64 * args.planes as f64;
+    let params = args.fabric.params();
+    let baseline = args.fabric.gpus as f64 * args.fabric.planes as f64;
     let mut md = String::new();
     writeln!(md, "## Multi-plane route-table suppression (`mpson`)\n")?;
     let build = if cfg!(debug_assertions) {
@@ -98,10 +85,10 @@ pub fn run(args: Args) -> anyhow::Result<String> {
          plane (built in {gen_s:.1} s). Degraded: {} (RNIC, plane) links down at random \
          (seed {}). Prefix-ORF workload: every RNIC talks to an all-to-all group of {} RNICs \
          spread over the fabric and to its two ring neighbors.\n",
-        args.gpus,
-        args.planes,
-        args.rnics_per_leaf,
-        args.spines_per_plane,
+        args.fabric.gpus,
+        args.fabric.planes,
+        args.fabric.rnics_per_leaf,
+        args.fabric.spines_per_plane,
         fabric.leaves.len(),
         fabric.spines.len(),
         fabric.aggregates.iter().max().unwrap_or(&0),
@@ -115,8 +102,8 @@ pub fn run(args: Args) -> anyhow::Result<String> {
          routes stored (Adj-RIB-In, one per prefix and plane/neighbor), FIB = forwarding \
          entries; mean (max) over the nodes of the role. RNIC memory at {STORED_PATH_BYTES} B \
          per stored path.\n",
-        args.gpus,
-        args.planes,
+        args.fabric.gpus,
+        args.fabric.planes,
         human(baseline)
     )?;
     writeln!(

@@ -9,15 +9,8 @@ use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// GPUs (= RNICs) of the generated fabric.
-    #[arg(long, default_value_t = 100_000)]
-    gpus: u32,
-    #[arg(long, default_value_t = 4)]
-    planes: u32,
-    #[arg(long, default_value_t = 256)]
-    rnics_per_leaf: u32,
-    #[arg(long, default_value_t = 256)]
-    spines_per_plane: u32,
+    #[command(flatten)]
+    fabric: super::FabricArgs,
     /// GPUs of the smaller fabric on which group sharing is compared with per-node work.
     #[arg(long, default_value_t = 16_384)]
     baseline_gpus: u32,
@@ -36,13 +29,7 @@ fn mib(b: Option<u64>) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<String> {
-    let params = MultiPlane {
-        gpus: args.gpus,
-        planes: args.planes,
-        rnics_per_leaf: args.rnics_per_leaf,
-        spines_per_plane: args.spines_per_plane,
-        ..Default::default()
-    };
+    let params = args.fabric.params();
     let load_at_start = std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_string))
@@ -59,10 +46,10 @@ pub fn run(args: Args) -> anyhow::Result<String> {
         md,
         "Fabric: {} GPUs on {} planes, {} RNICs per leaf, {} spines per plane: {summary}. \
          Built in {gen_s:.2} s; resident after building: {}.\n",
-        args.gpus,
-        args.planes,
-        args.rnics_per_leaf,
-        args.spines_per_plane,
+        args.fabric.gpus,
+        args.fabric.planes,
+        args.fabric.rnics_per_leaf,
+        args.fabric.spines_per_plane,
         mib(rss_bytes())
     )?;
     if args.yaml {
