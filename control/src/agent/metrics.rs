@@ -114,58 +114,38 @@ pub fn render(state: &AgentState, groups: &[GroupStatus], ops: &[(&str, u64)]) -
         let count = state.neighbors.values().filter(|n| n.state == s).count();
         let _ = writeln!(out, "fare_bgp_sessions{{state=\"{s}\"}} {count}");
     }
-    family(
-        &mut out,
-        "fare_bgp_neighbor_up",
-        "gauge",
-        "1 when the session is Established.",
-    );
-    for nb in state.neighbors.values() {
-        let up = u8::from(nb.state == SessionState::Established);
-        let _ = writeln!(
-            out,
-            "fare_bgp_neighbor_up{{neighbor=\"{}\"}} {up}",
-            nb.address
-        );
-    }
-    family(
-        &mut out,
-        "fare_bgp_updates_received_total",
-        "counter",
-        "UPDATE messages received.",
-    );
-    for nb in state.neighbors.values() {
-        let _ = writeln!(
-            out,
-            "fare_bgp_updates_received_total{{neighbor=\"{}\"}} {}",
-            nb.address, nb.updates_received
-        );
-    }
-    family(
-        &mut out,
-        "fare_bgp_updates_sent_total",
-        "counter",
-        "UPDATE messages sent.",
-    );
-    for nb in state.neighbors.values() {
-        let _ = writeln!(
-            out,
-            "fare_bgp_updates_sent_total{{neighbor=\"{}\"}} {}",
-            nb.address, nb.updates_sent
-        );
-    }
-    family(
-        &mut out,
-        "fare_bgp_malformed_updates_total",
-        "counter",
-        "UPDATEs with a malformed attribute handled per RFC 7606 (discard, treat-as-withdraw).",
-    );
-    for nb in state.neighbors.values() {
-        let _ = writeln!(
-            out,
-            "fare_bgp_malformed_updates_total{{neighbor=\"{}\"}} {}",
-            nb.address, nb.malformed_updates
-        );
+    type NeighborValue = fn(&super::state::NeighborStatus) -> u64;
+    let neighbor_families: [(&str, &str, &str, NeighborValue); 4] = [
+        (
+            "fare_bgp_neighbor_up",
+            "gauge",
+            "1 when the session is Established.",
+            |nb| u64::from(nb.state == SessionState::Established),
+        ),
+        (
+            "fare_bgp_updates_received_total",
+            "counter",
+            "UPDATE messages received.",
+            |nb| nb.updates_received,
+        ),
+        (
+            "fare_bgp_updates_sent_total",
+            "counter",
+            "UPDATE messages sent.",
+            |nb| nb.updates_sent,
+        ),
+        (
+            "fare_bgp_malformed_updates_total",
+            "counter",
+            "UPDATEs with a malformed attribute handled per RFC 7606 (discard, treat-as-withdraw).",
+            |nb| nb.malformed_updates,
+        ),
+    ];
+    for (name, kind, help, value) in neighbor_families {
+        family(&mut out, name, kind, help);
+        for nb in state.neighbors.values() {
+            let _ = writeln!(out, "{name}{{neighbor=\"{}\"}} {}", nb.address, value(nb));
+        }
     }
 
     family(
