@@ -225,6 +225,7 @@ mod tests {
                         high_bytes: 10,
                         low_bytes: 1,
                         limit_bytes: None,
+                        clear_ms: 0,
                         notify: vec![],
                     },
                     MonitoredInterface {
@@ -233,6 +234,7 @@ mod tests {
                         high_bytes: 10,
                         low_bytes: 1,
                         limit_bytes: None,
+                        clear_ms: 0,
                         notify: vec!["10.9.9.9".parse().unwrap()],
                     },
                 ],

@@ -17,7 +17,7 @@
 //!     interval_us: 100         # queue sampling period (>= 100)
 //!     interfaces:
 //!       - {interface: eth2, path_id: 10.0.0.2, high_bytes: 30000, low_bytes: 10000,
-//!          limit_bytes: 60000}
+//!          limit_bytes: 60000, clear_ms: 0}
 //! ```
 
 use ipnet::IpNet;
@@ -177,6 +177,11 @@ pub struct MonitoredInterface {
     pub high_bytes: u32,
     /// Backlog (bytes) at or below which congestion has ended (Type 2). Must be < high.
     pub low_bytes: u32,
+    /// Type 2 only once the backlog stayed at or below `low_bytes` this long (default 0:
+    /// at once). Damps the flapping of a link whose traffic left on Type 1 and returns on
+    /// Type 2: the path is offered again at most every `clear_ms`.
+    #[serde(default)]
+    pub clear_ms: u64,
     /// Backlog that maps to Metric 255 (default: 2 x high_bytes).
     #[serde(default)]
     pub limit_bytes: Option<u32>,

@@ -5,7 +5,7 @@
 //! stats: for a tbf root that is the bytes waiting to be shaped) and, at most every
 //! millisecond, the interface's IFF_RUNNING flag (RTM_GETLINK). Thresholds have
 //! hysteresis: backlog >= `high_bytes` -> Type 1 (Metric = 255 * backlog / limit);
-//! backlog <= `low_bytes` afterwards -> Type 2. A link that stops running -> Type 3, unless
+//! backlog <= `low_bytes` afterwards (and for `clear_ms` without a break) -> Type 2. A link that stops running -> Type 3, unless
 //! another watched interface toward the same far-end node is still running (local repair
 //! absorbs it, as the draft asks); running again -> Type 4. While a condition lasts, its
 //! Type 1/3 is repeated every `refresh` so receivers' hold timers do not expire.
@@ -164,13 +164,16 @@ impl QueueReader {
     }
 }
 
-/// Threshold crossing with hysteresis.
+/// Threshold crossing with hysteresis, in bytes (high/low) and in time (`clear`: the
+/// backlog must stay at or below `low` that long before congestion counts as over).
 #[derive(Clone, Debug)]
 pub struct Hysteresis {
     pub high: u32,
     pub low: u32,
     pub limit: u32,
+    pub clear: Duration,
     pub congested: bool,
+    below_since: Option<Instant>,
 }
 
 /// An edge of the congestion state.
@@ -188,8 +191,21 @@ impl Hysteresis {
             high,
             low: low.min(high.saturating_sub(1)),
             limit: limit.max(1),
+            clear: Duration::ZERO,
             congested: false,
+            below_since: None,
         }
+    }
+
+    pub fn with_clear(mut self, clear: Duration) -> Hysteresis {
+        self.clear = clear;
+        self
+    }
+
+    /// Leaves the congested state without an edge (the link went down).
+    pub fn reset(&mut self) {
+        self.congested = false;
+        self.below_since = None;
     }
 
     /// The congestion level as an ARN Metric: 255 * backlog / limit, 1..=255.
@@ -199,11 +215,25 @@ impl Hysteresis {
     }
 
     pub fn sample(&mut self, backlog: u32) -> Option<Edge> {
-        if !self.congested && backlog >= self.high {
+        self.sample_at(backlog, Instant::now())
+    }
+
+    pub fn sample_at(&mut self, backlog: u32, now: Instant) -> Option<Edge> {
+        if !self.congested {
+            if backlog < self.high {
+                return None;
+            }
             self.congested = true;
-            Some(Edge::Up(self.metric(backlog)))
-        } else if self.congested && backlog <= self.low {
-            self.congested = false;
+            self.below_since = None;
+            return Some(Edge::Up(self.metric(backlog)));
+        }
+        if backlog > self.low {
+            self.below_since = None;
+            return None;
+        }
+        let since = *self.below_since.get_or_insert(now);
+        if now.saturating_duration_since(since) >= self.clear {
+            self.reset();
             Some(Edge::Down)
         } else {
             None
@@ -268,7 +298,8 @@ pub fn spawn(
                     }
                     Watched {
                         ifindex: transport::ifindex(&cfg.interface),
-                        hysteresis: Hysteresis::new(cfg.high_bytes, cfg.low_bytes, cfg.limit()),
+                        hysteresis: Hysteresis::new(cfg.high_bytes, cfg.low_bytes, cfg.limit())
+                            .with_clear(Duration::from_millis(cfg.clear_ms)),
                         cfg,
                         running: None,
                         failed: false,
@@ -313,7 +344,7 @@ pub fn spawn(
                             let alternative = watched.iter().enumerate().any(|(j, o)| {
                                 j != i && o.cfg.path_id == path && states[j] == Some(true)
                             });
-                            watched[i].hysteresis.congested = false;
+                            watched[i].hysteresis.reset();
                             if alternative {
                                 info!(interface = %watched[i].cfg.interface, "link down; a parallel link to the same node remains: no ARN");
                             } else {
@@ -341,7 +372,7 @@ pub fn spawn(
                         continue;
                     };
                     w.last_backlog = sample.backlog_bytes;
-                    match w.hysteresis.sample(sample.backlog_bytes) {
+                    match w.hysteresis.sample_at(sample.backlog_bytes, now) {
                         Some(Edge::Up(metric)) => {
                             w.last_sent = now;
                             out.push(emit(w, ArnType::CongestionDetected, metric, false));
@@ -439,6 +470,20 @@ mod tests {
         );
         assert_eq!(h.metric(1_000_000), 255);
         assert_eq!(h.metric(0), 1);
+    }
+
+    #[test]
+    fn clear_time_delays_the_down_edge_until_the_queue_stays_low() {
+        let t0 = Instant::now();
+        let ms = |n| t0 + Duration::from_millis(n);
+        let mut h = Hysteresis::new(30_000, 10_000, 60_000).with_clear(Duration::from_millis(100));
+        assert_eq!(h.sample_at(40_000, ms(0)), Some(Edge::Up(170)));
+        assert_eq!(h.sample_at(0, ms(10)), None);
+        assert_eq!(h.sample_at(20_000, ms(50)), None); // above low: the clock restarts
+        assert_eq!(h.sample_at(0, ms(60)), None);
+        assert_eq!(h.sample_at(0, ms(150)), None);
+        assert_eq!(h.sample_at(0, ms(160)), Some(Edge::Down));
+        assert_eq!(h.sample_at(0, ms(400)), None);
     }
 
     #[test]

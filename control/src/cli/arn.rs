@@ -52,6 +52,9 @@ pub struct MonitorArgs {
     /// Backlog that maps to Metric 255 (default 2 x high).
     #[arg(long)]
     pub limit_bytes: Option<u32>,
+    /// Send Type 2 only after the backlog stayed at or below --low-bytes this long.
+    #[arg(long, default_value_t = 0)]
+    pub clear_ms: u64,
     /// Sampling period in microseconds (>= 100).
     #[arg(long, default_value_t = 1000)]
     pub interval_us: u64,
@@ -253,6 +256,7 @@ fn monitor(args: MonitorArgs) -> Result<()> {
                 high_bytes: args.high_bytes,
                 low_bytes: args.low_bytes,
                 limit_bytes: args.limit_bytes,
+                clear_ms: args.clear_ms,
                 notify: Vec::new(),
             })
             .collect(),

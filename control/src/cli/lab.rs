@@ -77,6 +77,19 @@ pub struct UpArgs {
     /// Pool the /31 of every link comes from.
     #[arg(long, default_value = "172.16.0.0/12")]
     pub link_pool: ipnet::Ipv4Net,
+    /// No `arn:` block in the agents' configurations (congestion then goes unnoticed:
+    /// the BGP-only baseline).
+    #[arg(long)]
+    pub no_arn: bool,
+    /// ARN queue sampling period of every agent's monitor, µs (at least 100).
+    #[arg(long, default_value_t = 1000)]
+    pub arn_interval_us: u64,
+    /// How long an ARN removal lasts without a refresh, ms.
+    #[arg(long, default_value_t = 1000)]
+    pub arn_hold_ms: u64,
+    /// A congested port's queue must stay drained this long before its Type 2, ms.
+    #[arg(long, default_value_t = 200)]
+    pub arn_clear_ms: u64,
     /// Build the namespaces and links only; start no agents.
     #[arg(long)]
     pub no_agents: bool,
@@ -185,6 +198,11 @@ fn run_up(a: UpArgs) -> anyhow::Result<()> {
         routing: a.routing,
         split: a.split,
         backend: a.backend,
+        arn: (!a.no_arn).then(|| crate::lab::arn::LabArn {
+            interval_us: a.arn_interval_us,
+            hold_ms: a.arn_hold_ms,
+            clear_ms: a.arn_clear_ms,
+        }),
     };
     // Plan errors (names, pool size) are the user's input.
     plan::plan(&topo, &lab, &options)

@@ -14,6 +14,7 @@
 //! ```
 
 pub mod agents;
+pub mod arn;
 pub mod down;
 pub mod faults;
 pub mod gen;

@@ -69,6 +69,9 @@ pub struct Options {
     pub split: SplitMode,
     #[serde(default)]
     pub backend: Backend,
+    /// The agents' `arn:` block (None: ARN off).
+    #[serde(default)]
+    pub arn: Option<super::arn::LabArn>,
 }
 
 impl Default for Options {
@@ -82,6 +85,7 @@ impl Default for Options {
             routing: Routing::Bgp,
             split: SplitMode::Spray,
             backend: Backend::Netns,
+            arn: Some(super::arn::LabArn::default()),
         }
     }
 }

@@ -368,10 +368,14 @@ fn tc_batch(plan: &Plan, node: &plan::NodePlan) -> String {
 
 /// A `tc qdisc add|change` line: token bucket at `kbit`, a burst of 10 ms (at least a
 /// few frames) and a queue of 50 ms (what ARN's monitor watches fill up).
+/// The smallest queue limit `tbf` gets, whatever the rate (the lab's ARN thresholds sit
+/// below it, so a congested link crosses them even when `congest` shrinks the queue).
+pub const TBF_MIN_LIMIT_BYTES: u64 = 16 * 1514;
+
 pub fn tbf(verb: &str, dev: &str, kbit: u64) -> String {
     let bytes_per_s = kbit * 1000 / 8;
     let burst = (bytes_per_s / 100).max(4 * 1514);
-    let limit = (bytes_per_s / 20).max(16 * 1514);
+    let limit = (bytes_per_s / 20).max(TBF_MIN_LIMIT_BYTES);
     format!("qdisc {verb} dev {dev} root tbf rate {kbit}kbit burst {burst} limit {limit}")
 }
 

@@ -1,0 +1,284 @@
+//! ARN end to end between real `fare agent`s: the draft's spine-leaf example built by
+//! `fare lab up` (topologies/arn-spine-leaf.yaml, static groups, kernel data plane), UDP
+//! traffic from leaf1's host to leaf2's host sprayed over spine1 and spine2.
+//!
+//! 1. `fare lab congest spine1-leaf2`: spine1's tbf queue toward leaf2 crosses the
+//!    threshold, spine1 sends Type 1 to leaf1, leaf1 takes its member via spine1 out
+//!    (`fare show arn`), and leaf1's packet counters show the traffic leaving spine1.
+//! 2. `fare lab restore`: the queue stays drained, Type 2 follows, the member comes back
+//!    and traffic returns to spine1.
+//! 3. spine1's link to leaf2 goes down: Type 3 takes the member out; up again: Type 4
+//!    puts it back.
+
+use anyhow::{bail, ensure, Context, Result};
+use fare_integration::{fare_bin, have_root, have_tool, repo_root, run, wait_until};
+use serde_json::Value;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Address of spine1 on its link to leaf1 (the plan's first /31: spine1-leaf1 is link 0).
+const SPINE1_ON_LEAF1_LINK: &str = "172.16.0.0";
+const LEAF2_PREFIX: &str = "198.51.100.0/24";
+
+/// The lab, taken down (with everything in it) when dropped.
+struct Lab {
+    name: String,
+    traffic: Vec<Child>,
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        for c in &mut self.traffic {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Ok(fare) = fare_bin() {
+            let _ = Command::new(fare)
+                .args(["lab", "down", &self.name])
+                .output();
+        }
+    }
+}
+
+impl Lab {
+    fn ns(&self, node: &str) -> String {
+        format!("farelab-{}-{node}", self.name)
+    }
+
+    fn fare(&self, args: &[&str]) -> Result<String> {
+        let out = Command::new(fare_bin()?).args(args).output()?;
+        ensure!(
+            out.status.success(),
+            "fare {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    fn show(&self, node: &str, what: &str) -> Result<Value> {
+        let socket = format!("/run/fare/lab/{}/{node}.sock", self.name);
+        let text = self.fare(&["show", "--socket", &socket, what, "--json"])?;
+        serde_json::from_str(&text).context("fare show --json")
+    }
+
+    /// Members leaf1 holds out by ARN.
+    fn removed(&self) -> Result<Vec<Value>> {
+        Ok(self.show("leaf1", "arn")?["removed"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default())
+    }
+
+    fn tx_packets(&self, node: &str, ifname: &str) -> Result<u64> {
+        let out = run(
+            "ip",
+            &["-n", &self.ns(node), "-j", "-s", "link", "show", ifname],
+        )?;
+        let v: Value = serde_json::from_slice(&out.stdout)?;
+        v[0]["stats64"]["tx"]["packets"]
+            .as_u64()
+            .context("no tx counter")
+    }
+
+    /// Share of leaf1's packets toward leaf2 that left over spine1 (eth1) during `window`.
+    fn spine1_share(&self, window: Duration) -> Result<f64> {
+        let before = (
+            self.tx_packets("leaf1", "eth1")?,
+            self.tx_packets("leaf1", "eth2")?,
+        );
+        std::thread::sleep(window);
+        let e1 = self.tx_packets("leaf1", "eth1")? - before.0;
+        let e2 = self.tx_packets("leaf1", "eth2")? - before.1;
+        ensure!(e1 + e2 > 100, "almost no traffic: {e1} + {e2} packets");
+        Ok(e1 as f64 / (e1 + e2) as f64)
+    }
+
+    /// Waits (bounded) until leaf1 holds the member via spine1 out; returns it.
+    fn wait_removed(&self, timeout: Duration) -> Result<Value> {
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Some(r) = self
+                .removed()?
+                .into_iter()
+                .find(|r| r["sender"] == SPINE1_ON_LEAF1_LINK && r["prefix"] == LEAF2_PREFIX)
+            {
+                return Ok(r);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        bail!("leaf1 never took its member via spine1 out");
+    }
+
+    /// Waits (bounded) until leaf1 holds nothing out for a whole second.
+    fn wait_restored(&self, timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        let mut clear_since: Option<Instant> = None;
+        while start.elapsed() < timeout {
+            if self.removed()?.is_empty() {
+                let since = *clear_since.get_or_insert_with(Instant::now);
+                if since.elapsed() >= Duration::from_secs(1) {
+                    return Ok(());
+                }
+            } else {
+                clear_since = None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        bail!("leaf1 still holds members out: {:?}", self.removed()?);
+    }
+}
+
+fn counter(v: &Value, name: &str) -> u64 {
+    v["counters"][name].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn arn_moves_traffic_off_a_congested_or_failed_spine_and_back() -> Result<()> {
+    let test = "arn_moves_traffic_off_a_congested_or_failed_spine_and_back";
+    if !have_root(test) || !have_tool(test, "tc") {
+        return Ok(());
+    }
+    let fare = fare_bin()?;
+    let mut lab = Lab {
+        name: format!("arn{}", std::process::id() % 100_000),
+        traffic: Vec::new(),
+    };
+    let topo = repo_root().join("topologies/arn-spine-leaf.yaml");
+    lab.fare(&[
+        "lab",
+        "up",
+        &topo.to_string_lossy(),
+        "--name",
+        &lab.name,
+        "--routing",
+        "static",
+        "--dataplane",
+        "kernel",
+        "--arn-clear-ms",
+        "200",
+    ])?;
+    // 40 Mbit/s over two 100 Mbit/s spines: ~20 Mbit/s each, twice what a congested
+    // (10%) spine1-leaf2 link carries.
+    let fare_s = fare.to_string_lossy().to_string();
+    for (ns, args) in [
+        (
+            lab.ns("leaf2-h0"),
+            vec!["lab", "gen", "--sink", "--duration", "60"],
+        ),
+        (
+            lab.ns("leaf1-h0"),
+            vec![
+                "lab",
+                "gen",
+                "--to",
+                "198.51.100.2",
+                "--rate-kbit",
+                "40000",
+                "--flows",
+                "64",
+                "--duration",
+                "60",
+            ],
+        ),
+    ] {
+        let child = Command::new("ip")
+            .args(["netns", "exec", &ns, &fare_s])
+            .args(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        lab.traffic.push(child);
+    }
+    ensure!(
+        wait_until(Duration::from_secs(10), || lab
+            .spine1_share(Duration::from_millis(500))
+            .is_ok()),
+        "no traffic through leaf1"
+    );
+    let healthy = lab.spine1_share(Duration::from_secs(1))?;
+    ensure!(
+        healthy > 0.3,
+        "before congestion only {healthy:.2} of the traffic went via spine1"
+    );
+
+    // 1. Congestion: Type 1 from spine1, leaf1 moves the traffic to spine2.
+    let report: Value = serde_json::from_str(&lab.fare(&[
+        "lab",
+        "congest",
+        "spine1-leaf2",
+        "--name",
+        &lab.name,
+        "--json",
+    ])?)?;
+    let lines = report["arn"].as_array().cloned().unwrap_or_default();
+    let logged = |node: &str, what: &str| {
+        lines
+            .iter()
+            .any(|l| l[0] == node && l[2].as_str().is_some_and(|s| s.contains(what)))
+    };
+    ensure!(
+        logged("spine1", "ARN sent") && logged("leaf1", "ARN applied"),
+        "congest reported no ARN from spine1 to leaf1: {lines:#?}"
+    );
+    let removed = lab.wait_removed(Duration::from_secs(10))?;
+    ensure!(
+        removed["kinds"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "congestion")),
+        "{removed}"
+    );
+    let congested = lab.spine1_share(Duration::from_secs(2))?;
+    ensure!(
+        congested < 0.25 && congested < healthy / 2.0,
+        "while spine1-leaf2 was congested {congested:.2} of the traffic still went via spine1 \
+         (before: {healthy:.2})"
+    );
+    let spine1 = lab.show("spine1", "arn")?;
+    ensure!(spine1["sent"]["1"].as_u64().unwrap_or(0) >= 1, "{spine1}");
+
+    // 2. Congestion over: Type 2, the member and the traffic come back.
+    lab.fare(&["lab", "restore", "spine1-leaf2", "--name", &lab.name])?;
+    lab.wait_restored(Duration::from_secs(10))?;
+    let leaf1 = lab.show("leaf1", "arn")?;
+    ensure!(counter(&leaf1, "type2") >= 1, "{leaf1}");
+    ensure!(counter(&leaf1, "members_restored") >= 1, "{leaf1}");
+    let recovered = lab.spine1_share(Duration::from_secs(1))?;
+    ensure!(
+        recovered > 0.3,
+        "after the congestion only {recovered:.2} went via spine1 again"
+    );
+
+    // 3. Link failure with no parallel link at spine1: Type 3, then Type 4.
+    let spine1_ns = lab.ns("spine1");
+    run("ip", &["-n", &spine1_ns, "link", "set", "eth2", "down"])?;
+    let removed = lab.wait_removed(Duration::from_secs(10))?;
+    ensure!(
+        removed["kinds"]
+            .as_array()
+            .is_some_and(|k| k.iter().any(|k| k == "failure")),
+        "{removed}"
+    );
+    let failed = lab.spine1_share(Duration::from_secs(1))?;
+    ensure!(
+        failed < 0.05,
+        "with spine1-leaf2 down {failed:.2} still went via spine1"
+    );
+    run("ip", &["-n", &spine1_ns, "link", "set", "eth2", "up"])?;
+    lab.wait_restored(Duration::from_secs(10))?;
+    let leaf1 = lab.show("leaf1", "arn")?;
+    ensure!(
+        counter(&leaf1, "type3") >= 1 && counter(&leaf1, "type4") >= 1,
+        "{leaf1}"
+    );
+    // Nothing was dropped at admission: every ARN came from the neighbor, TTL 255.
+    for c in [
+        "dropped_not_neighbor",
+        "dropped_wrong_interface",
+        "dropped_ttl",
+        "malformed",
+    ] {
+        ensure!(counter(&leaf1, c) == 0, "{c}: {leaf1}");
+    }
+    Ok(())
+}
