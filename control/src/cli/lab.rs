@@ -198,7 +198,7 @@ fn run_up(a: UpArgs) -> anyhow::Result<()> {
         routing: a.routing,
         split: a.split,
         backend: a.backend,
-        arn: (!a.no_arn).then(|| crate::lab::arn::LabArn {
+        arn: (!a.no_arn).then_some(crate::lab::arn::LabArn {
             interval_us: a.arn_interval_us,
             hold_ms: a.arn_hold_ms,
             clear_ms: a.arn_clear_ms,
