@@ -205,6 +205,10 @@ impl FareSpeaker {
                             None => o.groups.remove(&prefix),
                         };
                     }
+                    SpeakerEvent::ColoredGroup { group, .. } => {
+                        o.group_changes.push((started.elapsed(), group.prefix));
+                        o.groups.insert(group.prefix, group);
+                    }
                     SpeakerEvent::Neighbor(n) => {
                         if n.state == fare::bgp::neighbor::State::Established {
                             o.established.insert(n.address);

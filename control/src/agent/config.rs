@@ -383,6 +383,44 @@ impl AgentConfig {
                 .to_string();
             at(&p, e)
         })?;
+        // Line of the i-th `- ` item after `flows:` (the block is nested under dpf:).
+        let flows_at = yamlfile::find_line(text, "flows:", 1);
+        let flow_line = |i: usize| {
+            let start = flows_at?;
+            text.lines()
+                .enumerate()
+                .skip(start)
+                .filter(|(_, l)| l.trim_start().starts_with("- "))
+                .nth(i)
+                .map(|(n, _)| n + 1)
+                .or(Some(start))
+        };
+        for (i, rule) in d.flows.iter().enumerate() {
+            let line = flow_line(i);
+            if let Err(e) = rule.check() {
+                return Err(FileError::new(path, line, format!("dpf.flows: {e}")));
+            }
+            if self.dataplane.kind() != "xdp" {
+                return Err(FileError::new(
+                    path,
+                    line,
+                    format!(
+                        "dpf.flows needs dataplane kind xdp (the {} data plane does not classify flows)",
+                        self.dataplane.kind()
+                    ),
+                ));
+            }
+        }
+        if d.flows.len() > fare_common::MAX_FLOW_RULES as usize {
+            return Err(at(
+                "flows:",
+                format!(
+                    "dpf.flows: {} rules, at most {}",
+                    d.flows.len(),
+                    fare_common::MAX_FLOW_RULES
+                ),
+            ));
+        }
         for r in &d.routes {
             if !self.prefixes.iter().any(|p| p.trunc() == r.prefix.trunc()) {
                 let p = r.prefix.to_string();
@@ -499,6 +537,21 @@ dpf:
         let c: AgentConfig = yamlfile::parse(Path::new("d.yaml"), text)?;
         c.validate(Path::new("d.yaml"), text)?;
         Ok(c)
+    }
+
+    #[test]
+    fn dpf_flow_rules_parse_and_bad_ones_name_their_line() {
+        let base =
+            "name: l1\nrouter_id: 10.0.0.1\nasn: 65001\ndataplane: {kind: xdp, interfaces: [e1]}\n";
+        let good = format!("{base}dpf:\n  flows:\n    - {{color: 1, dscp: [26]}}\n    - {{color: 2, protocol: udp, dst_port: 4791, qp: 0x100-0x1ff}}\n");
+        let c = load_text(&good).unwrap();
+        assert_eq!(c.dpf.unwrap().flows.len(), 2);
+        let bad = format!("{base}dpf:\n  flows:\n    - {{color: 1, dscp: [26]}}\n    - {{color: 2, dscp: [99]}}\n");
+        let e = load_text(&bad).unwrap_err().to_string();
+        assert!(e.starts_with("d.yaml:8:") && e.contains("DSCP 99"), "{e}");
+        let kernel = good.replace("kind: xdp, interfaces: [e1]", "kind: none");
+        let e = load_text(&kernel).unwrap_err().to_string();
+        assert!(e.contains("needs dataplane kind xdp"), "{e}");
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //! interface); members that left the group are forgotten. Then it notifies
 //! [`DataplaneHandle::groups_changed`] so the ARN receiver can reconcile its own state.
 
-use crate::dataplane::{Dataplane, DataplaneError, Group, GroupStatus, Member};
+use crate::dataplane::{
+    ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupStatus, Member,
+};
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,6 +44,17 @@ pub enum DataplaneCommand {
         prefix: IpNet,
         index: usize,
         active: bool,
+        reply: oneshot::Sender<Result<(), DataplaneError>>,
+    },
+    /// DPF: install `group` with the per-color groups of its prefix.
+    InstallColored {
+        group: Group,
+        colors: Vec<ColorGroup>,
+        reply: oneshot::Sender<Result<(), DataplaneError>>,
+    },
+    /// DPF: replace the flow -> color rules.
+    SetFlowRules {
+        rules: Vec<FlowRule>,
         reply: oneshot::Sender<Result<(), DataplaneError>>,
     },
     /// Read every group with its per-member counters.
@@ -132,6 +145,26 @@ impl DataplaneHandle {
         .await
     }
 
+    /// DPF: installs `group` together with its per-color groups.
+    pub async fn install_colored(
+        &self,
+        group: Group,
+        colors: Vec<ColorGroup>,
+    ) -> Result<(), HandleError> {
+        self.call(|reply| DataplaneCommand::InstallColored {
+            group,
+            colors,
+            reply,
+        })
+        .await
+    }
+
+    /// DPF: replaces the flow -> color rules.
+    pub async fn set_flow_rules(&self, rules: Vec<FlowRule>) -> Result<(), HandleError> {
+        self.call(|reply| DataplaneCommand::SetFlowRules { rules, reply })
+            .await
+    }
+
     pub async fn groups(&self) -> Result<Vec<GroupStatus>, HandleError> {
         self.call(|reply| DataplaneCommand::Groups { reply }).await
     }
@@ -186,8 +219,21 @@ async fn run(
     let mut installed: BTreeMap<IpNet, Vec<MemberKey>> = BTreeMap::new();
     while let Some(command) = rx.recv().await {
         match command {
-            DataplaneCommand::Install { group, reply } => {
-                let result = backend.install(&group).await;
+            DataplaneCommand::Install { .. } | DataplaneCommand::InstallColored { .. } => {
+                let (group, colors, reply) = match command {
+                    DataplaneCommand::Install { group, reply } => (group, vec![], reply),
+                    DataplaneCommand::InstallColored {
+                        group,
+                        colors,
+                        reply,
+                    } => (group, colors, reply),
+                    _ => unreachable!("matched above"),
+                };
+                let result = if colors.is_empty() {
+                    backend.install(&group).await
+                } else {
+                    backend.install_colored(&group, &colors).await
+                };
                 count(&stats, &stats.installs, &result);
                 match &result {
                     Ok(()) => {
@@ -196,6 +242,7 @@ async fn run(
                             prefix = %group.prefix,
                             mode = ?group.mode,
                             members = %describe(&group),
+                            colors = colors.len(),
                             "group installed"
                         );
                         installed.insert(
@@ -252,6 +299,14 @@ async fn run(
                     Err(e) => {
                         warn!(backend = name, %prefix, index, active, "member state failed: {e}")
                     }
+                }
+                let _ = reply.send(result);
+            }
+            DataplaneCommand::SetFlowRules { rules, reply } => {
+                let result = backend.set_flow_rules(&rules).await;
+                match &result {
+                    Ok(()) => info!(backend = name, rules = rules.len(), "DPF flow rules set"),
+                    Err(e) => warn!(backend = name, "DPF flow rules refused: {e}"),
                 }
                 let _ = reply.send(result);
             }

@@ -78,6 +78,8 @@ pub enum AgentError {
     Signal(#[source] std::io::Error),
     #[error("{0} stopped: {1}")]
     Protocol(&'static str, String),
+    #[error("dpf flow rules: {0}")]
+    FlowRules(#[source] dataplane_task::HandleError),
 }
 
 /// How long tasks get to finish after SIGTERM/SIGINT before the agent exits anyway.
@@ -106,6 +108,16 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
     let signals = signals(shutdown.clone())?;
 
     install_static_groups(&ctx).await?;
+    // DPF flow rules; an empty list also clears rules an earlier agent left pinned.
+    let flows = config
+        .dpf
+        .as_ref()
+        .map(|d| d.flows.clone())
+        .unwrap_or_default();
+    ctx.dataplane
+        .set_flow_rules(flows)
+        .await
+        .map_err(AgentError::FlowRules)?;
 
     let mgmt = mgmt::server::serve(&config.management.socket, ctx.clone()).await?;
     info!(socket = %config.management.socket.display(), "management API listening");

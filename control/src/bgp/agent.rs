@@ -119,6 +119,12 @@ async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
                 warn!(%prefix, "data plane: {e}");
             }
         }
+        SpeakerEvent::ColoredGroup { group, colors } => {
+            let prefix = group.prefix;
+            if let Err(e) = ctx.dataplane.install_colored(group, colors).await {
+                warn!(%prefix, "data plane: {e}");
+            }
+        }
         SpeakerEvent::Neighbor(s) => {
             ctx.state
                 .write()

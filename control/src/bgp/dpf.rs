@@ -37,6 +37,10 @@ pub struct DpfConfig {
     /// Per-prefix coloring of the prefixes this node originates; unlisted = no color.
     #[serde(default)]
     pub routes: Vec<RouteColoringConfig>,
+    /// Ingress flow mapping (§2.2.3): flow rules that give packets a color (first match
+    /// wins); needs `dataplane: {kind: xdp}`. See `dataplane::dpf`.
+    #[serde(default)]
+    pub flows: Vec<crate::dataplane::FlowRule>,
 }
 
 fn default_subcode() -> u8 {
@@ -53,6 +57,7 @@ impl Default for DpfConfig {
             mismatch_subcode: default_subcode(),
             capability_code: default_capability(),
             routes: vec![],
+            flows: vec![],
         }
     }
 }

@@ -19,7 +19,7 @@ use super::packet::{
 use super::rib::{LocRoute, Path, Rib};
 use super::socket::{self, Protection};
 use crate::bandwidth::Received;
-use crate::dataplane::{Group, GroupMode, Member};
+use crate::dataplane::{ColorGroup, Group, GroupMode, Member};
 use crate::topology::Role;
 use ipnet::IpNet;
 use serde::Serialize;
@@ -118,6 +118,13 @@ pub enum SpeakerEvent {
     Group {
         prefix: IpNet,
         group: Option<Group>,
+    },
+    /// Install a group together with its per-color groups (DPF, draft-wang-idr-dpf
+    /// §2.2.3): sent instead of `Group` while the route's active paths carry two or
+    /// more colors.
+    ColoredGroup {
+        group: Group,
+        colors: Vec<ColorGroup>,
     },
     Route {
         prefix: IpNet,
@@ -296,6 +303,7 @@ pub async fn start(
         peers,
         events,
         fib: HashMap::new(),
+        color_fib: HashMap::new(),
     };
     tokio::spawn(task.run(session_rx, cmd_rx));
     Ok(SpeakerHandle {
@@ -341,6 +349,8 @@ struct RibTask {
     events: mpsc::Sender<SpeakerEvent>,
     /// Members (neighbor, weight) of each installed group, to send only changes.
     fib: HashMap<IpNet, Vec<(IpAddr, u32)>>,
+    /// Per-color groups sent with each group (DPF), to send only changes.
+    color_fib: HashMap<IpNet, Vec<ColorGroupView>>,
     dirty: HashSet<IpNet>,
 }
 
@@ -552,8 +562,20 @@ impl RibTask {
     /// Per-color WCMP groups (draft §2.2.3): the active set split by color, then the
     /// colors only inactive (backup) paths carry.
     fn color_groups(&self, prefix: IpNet, active: &[Path]) -> Vec<ColorGroupView> {
-        let mut out: Vec<ColorGroupView> = Vec::new();
-        let add = |paths: Vec<Path>, is_active: bool, out: &mut Vec<ColorGroupView>| {
+        self.color_paths(prefix, active)
+            .into_iter()
+            .map(|(color, is_active, subset, d)| ColorGroupView {
+                color,
+                active: is_active,
+                members: subset.iter().map(|x| x.peer).zip(d.weights).collect(),
+            })
+            .collect()
+    }
+
+    /// (color, active, its paths, their decision) per color, active colors first.
+    fn color_paths(&self, prefix: IpNet, active: &[Path]) -> Vec<(u32, bool, Vec<Path>, Decision)> {
+        let mut out: Vec<(u32, bool, Vec<Path>, Decision)> = Vec::new();
+        let add = |paths: Vec<Path>, is_active: bool, out: &mut Vec<_>| {
             let mut colors: Vec<u32> = paths
                 .iter()
                 .flat_map(|x| color::route_colors(&x.attrs.ext_communities))
@@ -561,7 +583,10 @@ impl RibTask {
             colors.sort();
             colors.dedup();
             for c in colors {
-                if out.iter().any(|g| g.color == c) {
+                if out
+                    .iter()
+                    .any(|g: &(u32, bool, Vec<Path>, Decision)| g.0 == c)
+                {
                     continue;
                 }
                 let subset: Vec<Path> = paths
@@ -570,11 +595,7 @@ impl RibTask {
                     .cloned()
                     .collect();
                 let (_, d) = self.decide(&subset);
-                out.push(ColorGroupView {
-                    color: c,
-                    active: is_active,
-                    members: subset.iter().map(|x| x.peer).zip(d.weights).collect(),
-                });
+                out.push((c, is_active, subset, d));
             }
         };
         add(active.to_vec(), true, &mut out);
@@ -593,6 +614,33 @@ impl RibTask {
         backups.sort_by_key(|x| x.peer);
         add(backups, false, &mut out);
         out
+    }
+
+    /// The per-color groups the data plane gets with the group of `prefix`: only when
+    /// the active paths carry two or more colors (with one, every flow already stays on
+    /// that color's paths).
+    fn data_plane_colors(&self, prefix: IpNet, active: &[Path]) -> Vec<ColorGroup> {
+        let mut colors: Vec<u32> = active
+            .iter()
+            .flat_map(|x| color::route_colors(&x.attrs.ext_communities))
+            .collect();
+        colors.sort();
+        colors.dedup();
+        if colors.len() < 2 {
+            return vec![];
+        }
+        self.color_paths(prefix, active)
+            .into_iter()
+            .map(|(color, is_active, subset, d)| ColorGroup {
+                color,
+                active: is_active,
+                members: subset
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| self.member(p, d.weights[i], d.bandwidths_gbps[i]))
+                    .collect(),
+            })
+            .collect()
     }
 
     fn link_gbps(&self, peer: &IpAddr) -> Option<f64> {
@@ -964,29 +1012,49 @@ impl RibTask {
             .then_some(a)
     }
 
+    /// The data plane member for path `p`.
+    fn member(&self, p: &Path, weight: u32, bandwidth_gbps: f64) -> Member {
+        let spec = self.peers.get(&p.peer).map(|x| &x.spec);
+        Member {
+            via: p.peer.to_string(),
+            interface: spec.and_then(|s| s.interface.clone()).unwrap_or_default(),
+            next_hop: Some(Self::next_hop(p, &p.peer)),
+            neighbor_mac: None,
+            weight,
+            bandwidth_gbps,
+        }
+    }
+
     async fn program(&mut self, prefix: IpNet, paths: &[Path], d: &Decision) {
         let key: Vec<(IpAddr, u32)> = paths
             .iter()
             .map(|p| p.peer)
             .zip(d.weights.iter().copied())
             .collect();
-        if self.fib.get(&prefix) == Some(&key) {
+        let colors = self.data_plane_colors(prefix, paths);
+        let color_key: Vec<ColorGroupView> = colors
+            .iter()
+            .map(|c| ColorGroupView {
+                color: c.color,
+                active: c.active,
+                members: c
+                    .members
+                    .iter()
+                    .filter_map(|m| m.via.parse().ok().map(|a| (a, m.weight)))
+                    .collect(),
+            })
+            .collect();
+        let same_colors = self
+            .color_fib
+            .get(&prefix)
+            .map_or(color_key.is_empty(), |k| *k == color_key);
+        if self.fib.get(&prefix) == Some(&key) && same_colors {
             return;
         }
         let members = paths
             .iter()
             .enumerate()
-            .map(|(i, p)| {
-                let spec = self.peers.get(&p.peer).map(|x| &x.spec);
-                Member {
-                    via: p.peer.to_string(),
-                    interface: spec.and_then(|s| s.interface.clone()).unwrap_or_default(),
-                    next_hop: Some(Self::next_hop(p, &p.peer)),
-                    neighbor_mac: None,
-                    weight: d.weights[i],
-                    bandwidth_gbps: d.bandwidths_gbps[i],
-                }
-            })
+            .map(|(i, p)| self.member(p, d.weights[i], d.bandwidths_gbps[i]))
             .collect();
         self.fib.insert(prefix, key);
         let group = Group {
@@ -994,16 +1062,21 @@ impl RibTask {
             mode: self.config.group_mode,
             members,
         };
-        let _ = self
-            .events
-            .send(SpeakerEvent::Group {
+        let event = if colors.is_empty() {
+            self.color_fib.remove(&prefix);
+            SpeakerEvent::Group {
                 prefix,
                 group: Some(group),
-            })
-            .await;
+            }
+        } else {
+            self.color_fib.insert(prefix, color_key);
+            SpeakerEvent::ColoredGroup { group, colors }
+        };
+        let _ = self.events.send(event).await;
     }
 
     async fn program_none(&mut self, prefix: IpNet) {
+        self.color_fib.remove(&prefix);
         if self.fib.remove(&prefix).is_some() {
             let _ = self
                 .events

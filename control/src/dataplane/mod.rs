@@ -9,11 +9,13 @@
 //!   no packet ever sees a half-written group.
 //! - A group never reaches the data plane with zero active members (see `remove`).
 
+pub mod dpf;
 pub mod kernel;
 pub mod mac;
 pub mod p4rt;
 pub mod xdp;
 
+pub use dpf::{ColorGroup, FlowRule};
 pub use mac::MacAddr;
 
 use async_trait::async_trait;
@@ -137,6 +139,31 @@ pub trait Dataplane: Send {
         index: usize,
         active: bool,
     ) -> Result<(), DataplaneError>;
+
+    /// DPF (see [`dpf`]): installs `group` together with the per-color groups of its
+    /// prefix, make-before-break like `install`. Backends without per-color forwarding
+    /// install `group` alone (every flow then uses every active path).
+    async fn install_colored(
+        &mut self,
+        group: &Group,
+        colors: &[ColorGroup],
+    ) -> Result<(), DataplaneError> {
+        let _ = colors;
+        self.install(group).await
+    }
+
+    /// DPF flow rules (first match gives a packet its color). Backends without flow
+    /// classification accept only an empty list.
+    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
+        if rules.is_empty() {
+            Ok(())
+        } else {
+            Err(DataplaneError::backend(
+                self.name(),
+                "this data plane has no DPF flow classification (use kind: xdp)",
+            ))
+        }
+    }
 }
 
 /// The `none` backend: keeps groups in memory only (control-plane-only nodes, tests).

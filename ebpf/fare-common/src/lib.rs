@@ -11,6 +11,8 @@
 //! SPRAY_CURSOR           per-CPU    group id -> next slot (spray mode)
 //! STATS                  per-CPU    Stat -> packets
 //! EGRESS                 devmap     ifindex -> ifindex (XDP_REDIRECT targets)
+//! COLOR_SETS             array      route group id -> ColorSet (DPF per-color groups)
+//! FLOW_RULES             array      rule index -> FlowRule (DPF flow -> color)
 //! ```
 #![no_std]
 
@@ -37,6 +39,8 @@ pub mod map_names {
     pub const SPRAY_CURSOR: &str = "SPRAY_CURSOR";
     pub const STATS: &str = "STATS";
     pub const EGRESS: &str = "EGRESS";
+    pub const COLOR_SETS: &str = "COLOR_SETS";
+    pub const FLOW_RULES: &str = "FLOW_RULES";
 }
 
 /// Name of the XDP program in the object.
@@ -150,13 +154,15 @@ pub enum Stat {
     NoMember = 6,
     /// bpf_redirect_map refused (egress not in EGRESS): dropped.
     RedirectFailed = 7,
+    /// DPF: forwarded by the group of the color a flow rule gave the packet.
+    DpfColored = 12,
 }
 
 /// Entries of STATS (room for later counters, e.g. ARN reception).
 pub const STAT_COUNT: u32 = 16;
 
 impl Stat {
-    pub const ALL: [Stat; 8] = [
+    pub const ALL: [Stat; 9] = [
         Stat::Received,
         Stat::Forwarded,
         Stat::NotIp,
@@ -165,6 +171,7 @@ impl Stat {
         Stat::Malformed,
         Stat::NoMember,
         Stat::RedirectFailed,
+        Stat::DpfColored,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -177,7 +184,81 @@ impl Stat {
             Stat::Malformed => "malformed",
             Stat::NoMember => "no_member",
             Stat::RedirectFailed => "redirect_failed",
+            Stat::DpfColored => "dpf_colored",
         }
+    }
+}
+
+pub use dpf::*;
+
+/// Deterministic Path Forwarding (draft-wang-idr-dpf §2.2.3): flows map to colors by
+/// rules, and a route's per-color groups carry the flows of each color.
+mod dpf {
+    /// Entries of FLOW_RULES (first match wins; the list ends at the first unused rule).
+    pub const MAX_FLOW_RULES: u32 = 16;
+    /// Per-color groups of one route.
+    pub const MAX_COLORS_PER_ROUTE: usize = 8;
+    /// UDP destination port of RoCEv2; its Base Transport Header follows the UDP header.
+    pub const ROCEV2_UDP_PORT: u16 = 4791;
+
+    /// `FlowRule::matches` bits: which fields the rule tests (all set ones must match).
+    pub const MATCH_DSCP: u32 = 1;
+    pub const MATCH_PROTOCOL: u32 = 2;
+    pub const MATCH_SRC: u32 = 4;
+    pub const MATCH_DST: u32 = 8;
+    pub const MATCH_SRC_PORT: u32 = 16;
+    pub const MATCH_DST_PORT: u32 = 32;
+    /// RoCEv2 destination QP (BTH): only UDP to port 4791 can match.
+    pub const MATCH_QP: u32 = 64;
+    /// Every bit above.
+    pub const MATCH_DPF_ALL: u32 = 127;
+
+    /// One classification rule. Addresses are four 32-bit words as they lie in the
+    /// packet (an IPv4 address is word 0, the rest 0); `src`/`dst` are pre-masked.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct FlowRule {
+        /// The color the packet gets; 0 = unused rule (end of the list).
+        pub color: u32,
+        pub matches: u32,
+        /// Bit d set: DSCP value d matches.
+        pub dscp: u64,
+        pub src: [u32; 4],
+        pub src_mask: [u32; 4],
+        pub dst: [u32; 4],
+        pub dst_mask: [u32; 4],
+        pub src_port_lo: u16,
+        pub src_port_hi: u16,
+        pub dst_port_lo: u16,
+        pub dst_port_hi: u16,
+        pub qp_lo: u32,
+        pub qp_hi: u32,
+        pub protocol: u8,
+        /// 4 or 6 when the rule has addresses (the packet's family must match), else 0.
+        pub family: u8,
+        pub _pad: [u8; 6],
+    }
+
+    /// `ColorEntry::flags`: the color's paths are in the route's active (best) set;
+    /// clear = a backup color (kept for display; the program skips it: BGP moves the
+    /// route's own group onto the backups when the primary fails).
+    pub const COLOR_ACTIVE: u32 = 1;
+
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct ColorEntry {
+        pub color: u32,
+        /// Group id (GROUPS) holding this color's members.
+        pub group: u32,
+        pub flags: u32,
+    }
+
+    /// COLOR_SETS[route group id]: the per-color groups of that route (`n` = 0: none).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct ColorSet {
+        pub n: u32,
+        pub entries: [ColorEntry; MAX_COLORS_PER_ROUTE],
     }
 }
 
@@ -189,4 +270,7 @@ mod pod {
     unsafe impl aya::Pod for super::Group {}
     unsafe impl aya::Pod for super::Member {}
     unsafe impl aya::Pod for super::MemberCounters {}
+    unsafe impl aya::Pod for super::FlowRule {}
+    unsafe impl aya::Pod for super::ColorEntry {}
+    unsafe impl aya::Pod for super::ColorSet {}
 }

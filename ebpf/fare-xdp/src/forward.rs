@@ -2,12 +2,16 @@
 
 use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
 use aya_log_ebpf::{debug, warn};
-use fare_common::{member_id, Stat, MAX_MEMBERS_PER_GROUP, MAX_SLOTS, MODE_FLOW};
+use fare_common::{
+    member_id, Stat, COLOR_ACTIVE, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP, MAX_SLOTS,
+    MODE_FLOW,
+};
 
+use crate::classify::{self, Fields};
 use crate::flow::FlowKey;
 use crate::ipv4::{self, Ipv4};
 use crate::ipv6::{self, Ipv6};
-use crate::maps::{EGRESS, GROUPS, MEMBERS, ROUTES_V4, ROUTES_V6, SPRAY_CURSOR};
+use crate::maps::{COLOR_SETS, EGRESS, GROUPS, MEMBERS, ROUTES_V4, ROUTES_V6, SPRAY_CURSOR};
 use crate::packet::{self, ptr_at, Malformed};
 use crate::stats;
 
@@ -24,7 +28,7 @@ pub fn ipv4(ctx: &XdpContext, ip: &Ipv4) -> Result<u32, Malformed> {
         debug!(ctx, "ttl exceeded, to the kernel");
         return Ok(xdp_action::XDP_PASS);
     }
-    let Some(next) = select(group, &ip.flow) else {
+    let Some(next) = choose(ctx, group, &ip.flow, &ip.fields) else {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
@@ -44,7 +48,7 @@ pub fn ipv6(ctx: &XdpContext, ip: &Ipv6) -> Result<u32, Malformed> {
         debug!(ctx, "hop limit exceeded, to the kernel");
         return Ok(xdp_action::XDP_PASS);
     }
-    let Some(next) = select(group, &ip.flow) else {
+    let Some(next) = choose(ctx, group, &ip.flow, &ip.fields) else {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
@@ -58,6 +62,43 @@ struct NextHop {
     ifindex: u32,
     src_mac: [u8; 6],
     dst_mac: [u8; 6],
+}
+
+/// The member for a packet of a route whose group is `group`. A route with per-color
+/// groups (DPF) sends a packet whose flow rules give it one of the route's active colors
+/// through that color's group; everything else uses the route's group. One `select` on
+/// one group id keeps the verifier's work the same as without colors.
+#[inline(always)]
+fn choose(ctx: &XdpContext, group: u32, flow: &FlowKey, fields: &Fields) -> Option<NextHop> {
+    let colored = colored_group(ctx, group, fields);
+    let next = select(colored.unwrap_or(group), flow);
+    if next.is_some() && colored.is_some() {
+        stats::count(Stat::DpfColored);
+    }
+    next
+}
+
+/// The group of the packet's color when the route has one for it (and it is active).
+#[inline(always)]
+fn colored_group(ctx: &XdpContext, group: u32, fields: &Fields) -> Option<u32> {
+    let set = COLOR_SETS.get(group)?;
+    if set.n == 0 {
+        return None;
+    }
+    let color = classify::color(ctx, fields);
+    if color == 0 {
+        return None;
+    }
+    for i in 0..MAX_COLORS_PER_ROUTE {
+        if i as u32 >= set.n {
+            break;
+        }
+        let e = &set.entries[i];
+        if e.color == color && e.flags & COLOR_ACTIVE != 0 {
+            return Some(e.group);
+        }
+    }
+    None
 }
 
 /// Picks the slot (spray: the per-CPU cursor; flow: the hash), then walks forward past

@@ -2,6 +2,7 @@
 
 use aya_ebpf::programs::XdpContext;
 
+use crate::classify::Fields;
 use crate::consts::*;
 use crate::flow::FlowKey;
 use crate::packet::{ptr_at, Malformed};
@@ -12,6 +13,8 @@ pub struct Ipv4 {
     pub dst: [u8; 4],
     pub ttl: u8,
     pub flow: FlowKey,
+    /// For DPF flow classification.
+    pub fields: Fields,
 }
 
 #[inline(always)]
@@ -36,8 +39,10 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
     let src = [h[12], h[13], h[14], h[15]];
     let dst = [h[16], h[17], h[18], h[19]];
     // Ports only from unfragmented datagrams, so all fragments hash alike.
-    let ports = if frag & (IPV4_MF | IPV4_OFFSET_MASK) == 0 {
-        crate::flow::ports(ctx, offset + (ihl & 0x3c), protocol)
+    let whole = frag & (IPV4_MF | IPV4_OFFSET_MASK) == 0;
+    let l4_offset = if whole { offset + (ihl & 0x3c) } else { 0 };
+    let ports = if whole {
+        crate::flow::ports(ctx, l4_offset, protocol)
     } else {
         0
     };
@@ -46,6 +51,15 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
         dst,
         ttl: h[8],
         flow: FlowKey::v4(src, dst, protocol, ports),
+        fields: Fields {
+            family: 4,
+            dscp: h[1] >> 2,
+            protocol,
+            src: [u32::from_ne_bytes(src), 0, 0, 0],
+            dst: [u32::from_ne_bytes(dst), 0, 0, 0],
+            ports,
+            l4_offset,
+        },
     })
 }
 

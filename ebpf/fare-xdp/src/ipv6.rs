@@ -2,6 +2,7 @@
 
 use aya_ebpf::programs::XdpContext;
 
+use crate::classify::Fields;
 use crate::consts::*;
 use crate::flow::FlowKey;
 use crate::packet::{ptr_at, Malformed};
@@ -11,6 +12,8 @@ pub struct Ipv6 {
     pub dst: [u8; 16],
     pub hop_limit: u8,
     pub flow: FlowKey,
+    /// For DPF flow classification.
+    pub fields: Fields,
 }
 
 #[inline(always)]
@@ -32,11 +35,25 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv6, Malformed> {
     dst.copy_from_slice(&h[24..40]);
     // Extension headers are not walked: such packets hash on addresses and protocol.
     let ports = crate::flow::ports(ctx, offset + IPV6_HLEN, next_header);
+    let words = |a: &[u8; 16]| {
+        let w = |i: usize| u32::from_ne_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
+        [w(0), w(4), w(8), w(12)]
+    };
     Ok(Ipv6 {
         offset,
         dst,
         hop_limit: h[7],
         flow: FlowKey::v6(&src, &dst, next_header, ports),
+        fields: Fields {
+            family: 6,
+            // Traffic class: low 4 bits of octet 0, high 4 of octet 1; DSCP is its top 6.
+            dscp: (((h[0] & 0x0f) << 4) | (h[1] >> 4)) >> 2,
+            protocol: next_header,
+            src: words(&src),
+            dst: words(&dst),
+            ports,
+            l4_offset: offset + IPV6_HLEN,
+        },
     })
 }
 

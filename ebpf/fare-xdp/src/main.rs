@@ -7,10 +7,12 @@
 //!
 //! Layout: `maps` (all maps), `consts` (protocol numbers), `packet` (bounds-checked
 //! access), one parser per protocol (`eth`, `ipv4`, `ipv6`), `flow` (5-tuple hash),
-//! `forward` (group -> member -> rewrite -> redirect), `stats` (counters).
+//! `classify` (DPF flow -> color), `forward` (group -> member -> rewrite -> redirect; a
+//! route's per-color groups), `stats` (counters).
 #![no_std]
 #![no_main]
 
+mod classify;
 mod consts;
 mod eth;
 mod flow;

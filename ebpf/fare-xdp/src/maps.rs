@@ -6,8 +6,8 @@ use aya_ebpf::{
     maps::{lpm_trie::LpmTrie, Array, DevMapHash, PerCpuArray},
 };
 use fare_common::{
-    Group, Member, MemberCounters, RouteValue, MAX_EGRESS, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES,
-    STAT_COUNT,
+    ColorSet, FlowRule, Group, Member, MemberCounters, RouteValue, MAX_EGRESS, MAX_FLOW_RULES,
+    MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, STAT_COUNT,
 };
 
 #[map]
@@ -33,3 +33,11 @@ pub static STATS: PerCpuArray<u64> = PerCpuArray::pinned(STAT_COUNT, 0);
 
 #[map]
 pub static EGRESS: DevMapHash = DevMapHash::pinned(MAX_EGRESS, 0);
+
+/// DPF: per-color groups of a route, indexed by the route's group id.
+#[map]
+pub static COLOR_SETS: Array<ColorSet> = Array::pinned(MAX_GROUPS, 0);
+
+/// DPF: flow -> color rules, first match wins.
+#[map]
+pub static FLOW_RULES: Array<FlowRule> = Array::pinned(MAX_FLOW_RULES, 0);

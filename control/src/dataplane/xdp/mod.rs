@@ -8,9 +8,13 @@
 //!   the program against the pinned maps, swaps it into the pinned links atomically and
 //!   adopts the groups it finds, so a restarted agent (also after `kill -9`) causes no
 //!   forwarding gap. Installing an identical group again is a no-op.
+//! - DPF: a route may carry per-color groups (their own group ids) listed in
+//!   COLOR_SETS[route group id]; flow rules (FLOW_RULES) give packets a color. See
+//!   [`colors`] and `dataplane::dpf`.
 //! - Per-member counters survive replacements (carried to the new member with the same
 //!   interface and neighbor MAC) and restarts (they live in the pinned maps).
 
+mod colors;
 mod encode;
 pub mod generator;
 mod group_ids;
@@ -21,7 +25,9 @@ mod object;
 pub mod pins;
 pub mod testrun;
 
-use crate::dataplane::{Dataplane, DataplaneError, Group, GroupStatus, MacAddr, MemberStatus};
+use crate::dataplane::{
+    ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupStatus, MacAddr, MemberStatus,
+};
 use async_trait::async_trait;
 use aya::maps::lpm_trie::{Key, LpmTrie};
 use aya::maps::{Array, DevMapHash, MapData, PerCpuArray, PerCpuValues};
@@ -78,6 +84,27 @@ struct Installed {
     gid: u32,
     group: Group,
     encoded: Encoded,
+    /// DPF: the route's active per-color groups.
+    colors: Vec<InstalledColor>,
+}
+
+/// One per-color group of a route as written to the maps.
+struct InstalledColor {
+    color: u32,
+    gid: u32,
+    encoded: Encoded,
+}
+
+impl Installed {
+    fn same_forwarding(&self, base: &Encoded, colors: &[(u32, Encoded)]) -> bool {
+        self.encoded.same_forwarding(base)
+            && self.colors.len() == colors.len()
+            && self
+                .colors
+                .iter()
+                .zip(colors)
+                .all(|(a, (color, e))| a.color == *color && a.encoded.same_forwarding(e))
+    }
 }
 
 pub struct XdpDataplane {
@@ -93,6 +120,8 @@ pub struct XdpDataplane {
     cursors: PerCpuArray<MapData, u32>,
     stats: PerCpuArray<MapData, u64>,
     egress: DevMapHash<MapData>,
+    color_sets: Array<MapData, fc::ColorSet>,
+    flow_rules: Array<MapData, fc::FlowRule>,
     installed: BTreeMap<IpNet, Installed>,
     ids: GroupIds,
     generation: u32,
@@ -153,6 +182,8 @@ impl XdpDataplane {
             cursors: take_map(&mut ebpf, map_names::SPRAY_CURSOR)?,
             stats: take_map(&mut ebpf, map_names::STATS)?,
             egress: take_map(&mut ebpf, map_names::EGRESS)?,
+            color_sets: take_map(&mut ebpf, map_names::COLOR_SETS)?,
+            flow_rules: take_map(&mut ebpf, map_names::FLOW_RULES)?,
             ebpf,
             pins,
             links,
@@ -210,6 +241,7 @@ impl XdpDataplane {
             match encode::decode(prefix, &row, &members, &mut name) {
                 Some(group) => {
                     self.generation = self.generation.max(row.generation);
+                    let colors = self.adopt_colors(gid);
                     self.installed.insert(
                         prefix,
                         Installed {
@@ -219,16 +251,72 @@ impl XdpDataplane {
                                 group: row,
                                 members,
                             },
+                            colors,
                         },
                     );
                 }
                 None => tracing::warn!(%prefix, gid, "xdp: pinned group unreadable, ignored"),
             }
         }
-        let used: std::collections::BTreeSet<u32> =
-            self.installed.values().map(|i| i.gid).collect();
+        let used: std::collections::BTreeSet<u32> = self
+            .installed
+            .values()
+            .flat_map(|i| std::iter::once(i.gid).chain(i.colors.iter().map(|c| c.gid)))
+            .collect();
         self.ids = GroupIds::new(fc::MAX_GROUPS, |g| used.contains(&g));
         Ok(())
+    }
+
+    /// The per-color groups an earlier agent left for the route group `gid`.
+    fn adopt_colors(&self, gid: u32) -> Vec<InstalledColor> {
+        let Ok(set) = self.color_sets.get(&gid, 0) else {
+            return vec![];
+        };
+        let n = (set.n as usize).min(fc::MAX_COLORS_PER_ROUTE);
+        set.entries[..n]
+            .iter()
+            .filter(|e| e.group < fc::MAX_GROUPS)
+            .filter_map(|e| {
+                let row = self.group_rows.get(&e.group, 0).ok()?;
+                let members = (0..u32::from(row.n_members))
+                    .filter_map(|i| self.member_rows.get(&member_id(e.group, i), 0).ok())
+                    .collect();
+                Some(InstalledColor {
+                    color: e.color,
+                    gid: e.group,
+                    encoded: Encoded {
+                        group: row,
+                        members,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// Writes a route: its color groups, its group, its COLOR_SETS row, then the route
+    /// itself (the one update that switches packets over). Counters of the same next hop
+    /// (and color) carry over from `old`.
+    fn write_route(
+        &mut self,
+        prefix: IpNet,
+        gid: u32,
+        encoded: &mut Encoded,
+        colors: &mut [(u32, u32, Encoded)],
+        old: Option<&Installed>,
+    ) -> Result<(), DataplaneError> {
+        for (color, cgid, enc) in colors.iter_mut() {
+            let prev = old
+                .and_then(|o| o.colors.iter().find(|c| c.color == *color))
+                .map(|c| (c.gid, &c.encoded));
+            self.write_group(*cgid, enc, prev)?;
+        }
+        self.write_group(gid, encoded, old.map(|o| (o.gid, &o.encoded)))?;
+        let entries: Vec<(u32, u32, bool)> =
+            colors.iter().map(|(c, g, _)| (*c, *g, true)).collect();
+        self.color_sets
+            .set(gid, colors::color_set(&entries), 0)
+            .map_err(|e| err(format!("COLOR_SETS[{gid}]: {e}")))?;
+        self.set_route(prefix, gid)
     }
 
     /// Program counters (`received`, `forwarded`, `malformed`, ...) summed over CPUs.
@@ -476,31 +564,73 @@ impl Dataplane for XdpDataplane {
     }
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+        self.install_colored(group, &[]).await
+    }
+
+    async fn install_colored(
+        &mut self,
+        group: &Group,
+        colors: &[ColorGroup],
+    ) -> Result<(), DataplaneError> {
         let resolved = self.resolve_macs(group).await?;
         let group = resolved.as_ref().unwrap_or(group);
         let mut encoded = encode::encode(group, &mut |name| self.egress(name))?;
+        // Only active colors forward (see dataplane::dpf); each is a group of its own.
+        let mut color_rows: Vec<(u32, Encoded)> = Vec::new();
+        for c in colors.iter().filter(|c| c.active) {
+            if color_rows.len() == fc::MAX_COLORS_PER_ROUTE {
+                tracing::warn!(prefix = %group.prefix, color = c.color, "xdp: too many colors, ignored");
+                break;
+            }
+            let as_group = Group {
+                prefix: group.prefix,
+                mode: group.mode,
+                members: c.members.clone(),
+            };
+            let resolved = self.resolve_macs(&as_group).await?;
+            let g = resolved.as_ref().unwrap_or(&as_group);
+            color_rows.push((c.color, encode::encode(g, &mut |name| self.egress(name))?));
+        }
         if let Some(cur) = self.installed.get_mut(&group.prefix) {
-            if cur.encoded.same_forwarding(&encoded) {
+            if cur.same_forwarding(&encoded, &color_rows) {
                 cur.group = group.clone();
                 return Ok(());
             }
         }
-        let (gid, wait) = self.ids.take().ok_or_else(|| {
-            err(format!(
-                "all {} group ids in use: cannot install {}",
-                fc::MAX_GROUPS,
-                group.prefix
-            ))
-        })?;
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
+        let mut gids = Vec::with_capacity(1 + color_rows.len());
+        for _ in 0..=color_rows.len() {
+            let Some((gid, wait)) = self.ids.take() else {
+                for g in gids {
+                    self.ids.release(g);
+                }
+                return Err(err(format!(
+                    "all {} group ids in use: cannot install {}",
+                    fc::MAX_GROUPS,
+                    group.prefix
+                )));
+            };
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            gids.push(gid);
         }
+        let gid = gids[0];
+        let mut color_rows: Vec<(u32, u32, Encoded)> = color_rows
+            .into_iter()
+            .zip(&gids[1..])
+            .map(|((c, e), g)| (c, *g, e))
+            .collect();
         let old = self.installed.remove(&group.prefix);
-        let written = self
-            .write_group(gid, &mut encoded, old.as_ref().map(|o| (o.gid, &o.encoded)))
-            .and_then(|()| self.set_route(group.prefix, gid));
-        if let Err(e) = written {
-            self.ids.release(gid);
+        if let Err(e) = self.write_route(
+            group.prefix,
+            gid,
+            &mut encoded,
+            &mut color_rows,
+            old.as_ref(),
+        ) {
+            for g in gids {
+                self.ids.release(g);
+            }
             if let Some(old) = old {
                 self.installed.insert(group.prefix, old);
             }
@@ -508,16 +638,40 @@ impl Dataplane for XdpDataplane {
         }
         if let Some(old) = old {
             self.ids.release(old.gid);
+            for c in old.colors {
+                self.ids.release(c.gid);
+            }
         }
+        let colors = color_rows
+            .into_iter()
+            .map(|(color, gid, encoded)| InstalledColor {
+                color,
+                gid,
+                encoded,
+            })
+            .collect::<Vec<_>>();
+        tracing::debug!(prefix = %group.prefix, gid, colors = colors.len(), "xdp: group installed");
         self.installed.insert(
             group.prefix,
             Installed {
                 gid,
                 group: group.clone(),
                 encoded,
+                colors,
             },
         );
-        tracing::debug!(prefix = %group.prefix, gid, "xdp: group installed");
+        Ok(())
+    }
+
+    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
+        let rows = colors::encode_rules(rules)?;
+        for i in 0..fc::MAX_FLOW_RULES {
+            let row = rows.get(i as usize).copied().unwrap_or_default();
+            self.flow_rules
+                .set(i, row, 0)
+                .map_err(|e| err(format!("FLOW_RULES[{i}]: {e}")))?;
+        }
+        tracing::info!(rules = rows.len(), "xdp: DPF flow rules set");
         Ok(())
     }
 
@@ -531,6 +685,9 @@ impl Dataplane for XdpDataplane {
             return Err(e);
         }
         self.ids.release(old.gid);
+        for c in old.colors {
+            self.ids.release(c.gid);
+        }
         Ok(())
     }
 
