@@ -6,6 +6,7 @@
 
 pub mod agent;
 pub mod bgp;
+pub mod dpf_lab;
 pub mod inns;
 pub mod packets;
 pub mod xdp_lab;

@@ -7,6 +7,8 @@
 //! - Strict session coloring: a color mismatch between two agents, and between an agent
 //!   and FRR (whose OPEN has no SESSION-COLOR), ends in the Color Mismatch NOTIFICATION
 //!   and the session stays down; `last_error` names the mismatch.
+//! - Flow mapping with XDP data planes and traffic: DSCP-red and RoCEv2-QP-blue flows each
+//!   cross only their color's spine (the spines' own per-member counters), others both.
 //! - FRR as a colorless transit spine: colored routes cross it; in loose mode the
 //!   receiving leaf refuses a route whose color mismatches its session color.
 
@@ -455,4 +457,222 @@ fn dpf_colorless_frr_transit_carries_colored_routes() {
     assert_eq!(group_vias(&a1, "203.0.113.0/24"), None);
     let n = neighbor(&a1, "10.7.1.2");
     assert!(n["prefixes_received"].as_u64().unwrap_or(0) >= 3, "{n}");
+}
+
+/// Sends `count` UDP datagrams from `ns` to `dst:port` with DSCP `dscp`; with `qp`, the
+/// payload is a RoCEv2 Base Transport Header (SEND Only) to that destination QP.
+fn send_udp(ns: &Netns, dst: &str, port: u16, dscp: u8, qp: Option<u32>, count: u32) {
+    let payload = match qp {
+        // BTH: opcode 0x04, flags, P_Key 0xffff, reserved, dest QP (24 bits), PSN.
+        Some(q) => format!(
+            "bytes([0x04, 0x40, 0xff, 0xff, 0x00, {}, {}, {}, 0x00, 0x00, 0x00, 0x01]) + bytes(32)",
+            (q >> 16) & 0xff,
+            (q >> 8) & 0xff,
+            q & 0xff
+        ),
+        None => "bytes(44)".to_string(),
+    };
+    let script = format!(
+        "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.setsockopt(socket.IPPROTO_IP, socket.IP_TOS, {tos})\np = {payload}\nfor i in range({count}):\n    s.sendto(p, ('{dst}', {port}))\n    if i % 50 == 49:\n        time.sleep(0.002)\n",
+        tos = u32::from(dscp) << 2
+    );
+    let out = ns
+        .exec("/usr/bin/python3", &["-c", &script])
+        .expect("python3 sender");
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// Packets the XDP data plane of `agent` forwarded for `prefix` (all members).
+fn group_packets(agent: &Agent, prefix: &str) -> u64 {
+    agent
+        .show("groups")
+        .ok()
+        .and_then(|g| {
+            g.as_array()?
+                .iter()
+                .find(|g| g["prefix"] == prefix)
+                .map(|g| {
+                    g["members"]
+                        .as_array()
+                        .map(|m| m.iter().filter_map(|m| m["packets"].as_u64()).sum())
+                        .unwrap_or(0)
+                })
+        })
+        .unwrap_or(0)
+}
+
+/// Removes the agents' XDP pins (the program outlives the agent on purpose).
+struct Pins(Vec<String>);
+
+impl Drop for Pins {
+    fn drop(&mut self) {
+        for node in &self.0 {
+            let _ = std::fs::remove_dir_all(format!("/sys/fs/bpf/fare/{node}"));
+        }
+    }
+}
+
+/// Figure 1 with XDP data planes and traffic (draft §2.2.3): Leaf2 advertises
+/// 198.18.0.0/24 with all colors, so Leaf1 has red (Spine1) and blue (Spine2) groups for
+/// it. Leaf1's flow rules make DSCP 10 red and RoCEv2 to QPs 0x100-0x1ff blue. The
+/// spines' own XDP counters prove where each flow went: red only over Spine1, blue only
+/// over Spine2, unclassified over both.
+#[test]
+fn dpf_xdp_flows_follow_their_color() {
+    let test = "dpf_xdp_flows_follow_their_color";
+    if !have_root(test) || !have_tool(test, "/usr/bin/python3") {
+        return;
+    }
+    if !fare_integration::xdp_lab::have_xdp(test) {
+        return;
+    }
+    let s1 = Netns::new("dxs1").unwrap();
+    let s2 = Netns::new("dxs2").unwrap();
+    let l1 = Netns::new("dxl1").unwrap();
+    let l2 = Netns::new("dxl2").unwrap();
+    let h1 = Netns::new("dxh1").unwrap();
+    let h2 = Netns::new("dxh2").unwrap();
+    veth(&s1, "l1", &l1, "s1").unwrap();
+    veth(&s1, "l2", &l2, "s1").unwrap();
+    veth(&s2, "l1", &l1, "s2").unwrap();
+    veth(&s2, "l2", &l2, "s2").unwrap();
+    veth(&h1, "uplink", &l1, "host").unwrap();
+    veth(&h2, "uplink", &l2, "host").unwrap();
+    let routed = "sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0";
+    for ns in [&s1, &s2, &l1, &l2] {
+        ns.sh(routed).unwrap();
+    }
+    s1.sh("ip addr add 10.1.1.2/30 dev l1 && ip addr add 10.1.2.2/30 dev l2")
+        .unwrap();
+    s2.sh("ip addr add 10.2.1.2/30 dev l1 && ip addr add 10.2.2.2/30 dev l2")
+        .unwrap();
+    l1.sh("ip addr add 10.1.1.1/30 dev s1 && ip addr add 10.2.1.1/30 dev s2 && ip addr add 192.0.2.1/24 dev host")
+        .unwrap();
+    l2.sh("ip addr add 10.1.2.1/30 dev s1 && ip addr add 10.2.2.1/30 dev s2 && ip addr add 198.18.0.1/24 dev host")
+        .unwrap();
+    h1.sh("ip addr add 192.0.2.10/24 dev uplink && ip route add default via 192.0.2.1")
+        .unwrap();
+    h2.sh("ip addr add 198.18.0.10/24 dev uplink && ip route add default via 198.18.0.1")
+        .unwrap();
+    let dir = TempDir::new("dpf-xdp").unwrap();
+    let tag = std::process::id();
+    let names: Vec<String> = ["s1", "s2", "l1", "l2"]
+        .iter()
+        .map(|n| format!("dpfx-{n}-{tag}"))
+        .collect();
+    let _pins = Pins(names.clone());
+    let config = |i: usize,
+                  rid: &str,
+                  asn: u32,
+                  role: &str,
+                  ifs: &str,
+                  neighbors: &[(&str, u32, &str, Option<u32>)],
+                  prefixes: &[&str],
+                  dpf: &str| {
+        let (path, socket) =
+            agent_config(&dir, &names[i], rid, asn, role, neighbors, prefixes, dpf);
+        let text = std::fs::read_to_string(&path).unwrap().replace(
+            "dataplane: {kind: none}",
+            &format!("dataplane: {{kind: xdp, interfaces: [{ifs}]}}"),
+        );
+        std::fs::write(&path, text).unwrap();
+        (path, socket)
+    };
+    let (c_s1, k_s1) = config(
+        0,
+        "10.0.1.1",
+        65100,
+        "spine",
+        "l1, l2",
+        &[
+            ("10.1.1.1", 65001, "l1", Some(RED)),
+            ("10.1.2.1", 65002, "l2", Some(RED)),
+        ],
+        &[],
+        "",
+    );
+    let (c_s2, k_s2) = config(
+        1,
+        "10.0.1.2",
+        65100,
+        "spine",
+        "l1, l2",
+        &[
+            ("10.2.1.1", 65001, "l1", Some(BLUE)),
+            ("10.2.2.1", 65002, "l2", Some(BLUE)),
+        ],
+        &[],
+        "",
+    );
+    let (c_l1, k_l1) = config(
+        2,
+        "10.0.0.1",
+        65001,
+        "leaf",
+        "host, s1, s2",
+        &[
+            ("10.1.1.2", 65100, "s1", Some(RED)),
+            ("10.2.1.2", 65100, "s2", Some(BLUE)),
+        ],
+        &["192.0.2.0/24"],
+        "dpf:\n  flows:\n    - {color: 1, dscp: [10]}\n    - {color: 2, protocol: udp, dst_port: 4791, qp: 0x100-0x1ff}\n",
+    );
+    let (c_l2, k_l2) = config(
+        3,
+        "10.0.0.2",
+        65002,
+        "leaf",
+        "s1, s2",
+        &[
+            ("10.1.2.2", 65100, "s1", Some(RED)),
+            ("10.2.2.2", 65100, "s2", Some(BLUE)),
+        ],
+        &["198.18.0.0/24"],
+        "dpf:\n  routes:\n    - {prefix: 198.18.0.0/24, color: all}\n",
+    );
+    let a_s1 = Agent::start(Some(&s1), &c_s1, &k_s1).unwrap();
+    let a_s2 = Agent::start(Some(&s2), &c_s2, &k_s2).unwrap();
+    let a_l1 = Agent::start(Some(&l1), &c_l1, &k_l1).unwrap();
+    let _a_l2 = Agent::start(Some(&l2), &c_l2, &k_l2).unwrap();
+    let prefix = "198.18.0.0/24";
+    assert!(
+        wait_group(&a_l1, prefix, Some(&["10.1.1.2", "10.2.1.2"]), 60),
+        "all colors at Leaf1: {:?}\n{}",
+        a_l1.show("groups"),
+        a_l1.log_text()
+    );
+    assert!(wait_group(&a_s1, prefix, Some(&["10.1.2.1"]), 30));
+    assert!(wait_group(&a_s2, prefix, Some(&["10.2.2.1"]), 30));
+    // Warm up ARP on the path to h2 (Leaf2 forwards to it through the kernel).
+    send_udp(&h1, "198.18.0.10", 9000, 0, None, 5);
+    std::thread::sleep(Duration::from_millis(500));
+
+    let counts = || (group_packets(&a_s1, prefix), group_packets(&a_s2, prefix));
+    let n = 300u64;
+    let run = |what: &str, dscp: u8, port: u16, qp: Option<u32>| {
+        let before = counts();
+        send_udp(&h1, "198.18.0.10", port, dscp, qp, n as u32);
+        // Counters are read through the agents: give the last packets a moment.
+        let after = wait_for(Duration::from_secs(10), || {
+            let c = counts();
+            (c.0 + c.1 >= before.0 + before.1 + n).then_some(c)
+        })
+        .unwrap_or_else(counts);
+        let moved = (after.0 - before.0, after.1 - before.1);
+        eprintln!(
+            "{what}: spine1 (red) +{}, spine2 (blue) +{}",
+            moved.0, moved.1
+        );
+        moved
+    };
+    let red = run("DSCP 10 (red)", 10, 9000, None);
+    assert_eq!(red, (n, 0), "red flow only over Spine1");
+    let blue = run("RoCEv2 QP 0x150 (blue)", 0, 4791, Some(0x150));
+    assert_eq!(blue, (0, n), "blue flow only over Spine2");
+    let other_qp = run("RoCEv2 QP 0x250 (no rule)", 0, 4791, Some(0x250));
+    assert_eq!(other_qp.0 + other_qp.1, n);
+    assert!(
+        other_qp.0 > 0 && other_qp.1 > 0,
+        "unclassified traffic sprays over both colors: {other_qp:?}"
+    );
 }
