@@ -19,12 +19,16 @@ control ArnReceive(inout headers_t hdr,
                    inout standard_metadata_t standard_metadata) {
     counter(4, CounterType.packets) arn_rx_counter;   // 0 applied, 1 unknown, 2 bad TTL, 3 bad type
 
-    action mark_slot(bit<16> slot) {
+    /* hold_us: how long a removal lasts unless a Type 2/4 revokes it earlier (the
+     * ARN draft's timeout revocation); senders repeat Types 1/3 while the condition lasts. */
+    action mark_slot(bit<16> slot, bit<48> hold_us) {
         meta.arn_slot = slot;
+        meta.arn_hold_us = hold_us;
     }
 
     action unknown_path() {
         meta.arn_slot = 0;
+        meta.arn_hold_us = 0;
     }
 
     table arn_rx {
@@ -64,7 +68,8 @@ control ArnReceive(inout headers_t hdr,
         }
         if (hdr.arn.arn_type == ARN_CONGESTION_DETECTED || hdr.arn.arn_type == ARN_FAILURE_DETECTED) {
             arn_removed.write((bit<32>)meta.arn_slot, 1);
-            arn_removed_at.write((bit<32>)meta.arn_slot, standard_metadata.ingress_global_timestamp);
+            arn_removed_until.write((bit<32>)meta.arn_slot,
+                                    standard_metadata.ingress_global_timestamp + meta.arn_hold_us);
             arn_rx_counter.count(0);
             punt(PUNT_REASON_ARN);
         } else if (hdr.arn.arn_type == ARN_CONGESTION_ELIMINATED || hdr.arn.arn_type == ARN_FAILURE_ELIMINATED) {

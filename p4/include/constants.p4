@@ -25,10 +25,6 @@
  * takes the removed member anyway (a removed path is better than a black hole). */
 #define MAX_RESELECT      8
 
-/* Removal by ARN expires after this many microseconds unless the controller sets
- * arn_timeout_us[0] (0 = use this default). */
-#define ARN_DEFAULT_TIMEOUT_US 1000000
-
 /* standard_metadata.instance_type of an egress-to-egress clone on BMv2. */
 #define BMV2_INSTANCE_TYPE_EGRESS_CLONE 2
 

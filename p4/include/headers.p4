@@ -134,6 +134,7 @@ struct metadata_t {
     bit<16> l4_dst_port;
     /* Chosen member. */
     bit<16> arn_slot;
+    bit<48> arn_hold_us;
     bit<16> member_index;
     /* Resubmissions spent steering around members removed by ARN. Preserved on resubmit. */
     @field_list(FL_RESUBMIT)

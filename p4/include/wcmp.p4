@@ -20,11 +20,12 @@
 #define FARE_WCMP_P4
 
 /* ARN removal state, written by ArnReceive and read here: one slot per (neighbor port,
- * Path ID). Slot 0 is never marked (members without an ARN mapping). */
+ * Path ID). Slot 0 is never marked (members without an ARN mapping). A removal ends at
+ * arn_removed_until (ingress timestamp, microseconds): the hold time comes with the
+ * slot's arn_rx entry, because targets need not support register writes from P4Runtime
+ * (BMv2's does not). */
 register<bit<1>>(ARN_SLOTS)  arn_removed;
-register<bit<48>>(ARN_SLOTS) arn_removed_at;
-/* Removal lifetime in microseconds; 0 = ARN_DEFAULT_TIMEOUT_US. */
-register<bit<48>>(1)         arn_timeout_us;
+register<bit<48>>(ARN_SLOTS) arn_removed_until;
 
 control Wcmp(inout headers_t hdr,
              inout metadata_t meta,
@@ -80,14 +81,9 @@ control Wcmp(inout headers_t hdr,
             arn_removed.read(removed, (bit<32>)meta.arn_slot);
         }
         if (removed == 1) {
-            bit<48> removed_at;
-            bit<48> timeout;
-            arn_removed_at.read(removed_at, (bit<32>)meta.arn_slot);
-            arn_timeout_us.read(timeout, 0);
-            if (timeout == 0) {
-                timeout = ARN_DEFAULT_TIMEOUT_US;
-            }
-            if (standard_metadata.ingress_global_timestamp - removed_at >= timeout) {
+            bit<48> until;
+            arn_removed_until.read(until, (bit<32>)meta.arn_slot);
+            if (standard_metadata.ingress_global_timestamp >= until) {
                 /* Revoked by timeout (no Type 2/4 arrived). */
                 arn_removed.write((bit<32>)meta.arn_slot, 0);
                 removed = 0;
