@@ -64,7 +64,13 @@ pub struct P4RuntimeOptions {
     /// Source MAC of routed packets.
     pub router_mac: MacAddr,
     pub form: GroupForm,
+    /// How long an ARN removal lasts in the data plane unless a Type 2/4 revokes it
+    /// (the agent's `arn.hold_ms`).
+    pub arn_hold: Duration,
 }
+
+/// Default data-plane ARN hold time, the agent's default `arn.hold_ms`.
+pub const DEFAULT_ARN_HOLD: Duration = Duration::from_secs(1);
 
 impl P4RuntimeOptions {
     pub fn from_config(config: &P4RuntimeConfig) -> P4RuntimeOptions {
@@ -79,7 +85,14 @@ impl P4RuntimeOptions {
             ports: config.ports.clone(),
             router_mac: MacAddr([0x02, 0xfa, 0x4e, 0, 0, 1]),
             form: GroupForm::Weighted,
+            arn_hold: DEFAULT_ARN_HOLD,
         }
+    }
+
+    fn arn_hold_us(&self) -> u64 {
+        u64::try_from(self.arn_hold.as_micros())
+            .unwrap_or(u64::MAX)
+            .min((1 << 48) - 1)
     }
 }
 
@@ -277,6 +290,7 @@ impl P4RuntimeDataplane {
                 table(prog.route_v4.table),
                 table(prog.route_v6.table),
                 table(prog.wcmp_group),
+                table(prog.arn_rx),
                 p4::Entity {
                     entity: Some(p4::entity::Entity::ActionProfileMember(
                         p4::ActionProfileMember {
@@ -366,6 +380,16 @@ impl P4RuntimeDataplane {
                 }
             }
             self.groups.insert(*prefix, installed);
+        }
+        // ARN paths: (port, Path ID) -> slot, and which prefixes' members use each slot.
+        for ((port, path_id), slot) in &state.arn_paths {
+            self.arn_paths.insert((*port, *path_id), *slot);
+            self.slots.mark(u32::from(*slot));
+        }
+        for (prefix, inst) in &self.groups {
+            for m in inst.members.iter().filter(|m| m.arn_slot != 0) {
+                self.prefix_slots.insert((*prefix, m.port), m.arn_slot);
+            }
         }
         // Never hand out an id the switch still uses, even if it belongs to nothing we adopted.
         for id in state.members.keys() {
@@ -648,7 +672,10 @@ impl P4RuntimeDataplane {
                     .take()
                     .ok_or_else(|| DataplaneError::backend(BACKEND, "out of ARN slots"))?
                     as u16;
-                let entry = self.program.arn_rx_entry(port, path_id, s).map_err(err)?;
+                let entry = self
+                    .program
+                    .arn_rx_entry(port, path_id, s, self.options.arn_hold_us())
+                    .map_err(err)?;
                 self.client
                     .write(vec![update(
                         p4::update::Type::Insert,
@@ -713,17 +740,26 @@ impl P4RuntimeDataplane {
         self.client.write(updates).await.map_err(err)
     }
 
-    /// Lifetime of a data-plane removal that no Type 2/4 revokes.
-    pub async fn set_arn_timeout(&mut self, timeout: Duration) -> Result<(), DataplaneError> {
-        let us = timeout.as_micros().min((1 << 48) - 1);
-        let value = program::canonical(us, 48, "arn_timeout_us").map_err(err)?;
-        let entity = self
-            .program
-            .register_entry(self.program.arn_timeout_us, Some(0), Some(value));
-        self.client
-            .write(vec![update(p4::update::Type::Modify, entity)])
-            .await
-            .map_err(err)
+    /// Lifetime of a data-plane removal that no Type 2/4 revokes: rewrites every ARN
+    /// path entry (the hold travels with the entry; BMv2 refuses register writes).
+    pub async fn set_arn_hold(&mut self, hold: Duration) -> Result<(), DataplaneError> {
+        self.options.arn_hold = hold;
+        let hold_us = self.options.arn_hold_us();
+        let mut updates = Vec::new();
+        for ((port, path_id), slot) in &self.arn_paths {
+            let entry = self
+                .program
+                .arn_rx_entry(*port, *path_id, *slot, hold_us)
+                .map_err(err)?;
+            updates.push(update(
+                p4::update::Type::Modify,
+                program::entity_table(entry),
+            ));
+        }
+        if updates.is_empty() {
+            return Ok(());
+        }
+        self.client.write(updates).await.map_err(err)
     }
 
     /// Sends a complete Ethernet frame out of `interface` (ARN Types 3/4 on link failure).
@@ -772,6 +808,7 @@ struct SwitchState {
     group_entries: BTreeMap<u16, u32>,
     profile_groups: BTreeMap<u32, Vec<(u32, u32)>>,
     members: BTreeMap<u32, MemberAction>,
+    arn_paths: BTreeMap<(u32, Ipv4Addr), u16>,
 }
 
 fn param_value(action: &p4::Action, id: u32) -> u128 {
@@ -827,6 +864,37 @@ impl SwitchState {
                             spray: param_value(&a, prog.set_group.spray.id) == 1,
                         },
                     );
+                }
+                Some(E::TableEntry(t)) if t.table_id == prog.arn_rx => {
+                    let exact = |id: u32| {
+                        t.r#match.iter().find(|m| m.field_id == id).and_then(|m| {
+                            match m.field_match_type.as_ref() {
+                                Some(p4::field_match::FieldMatchType::Exact(e)) => {
+                                    Some(program::value_of(&e.value))
+                                }
+                                _ => None,
+                            }
+                        })
+                    };
+                    let (Some(port), Some(path)) =
+                        (exact(prog.arn_rx_port.id), exact(prog.arn_rx_path.id))
+                    else {
+                        continue;
+                    };
+                    let Some(p4::table_action::Type::Action(a)) = t.action.and_then(|a| a.r#type)
+                    else {
+                        continue;
+                    };
+                    let (Ok(port), Ok(path), Ok(slot)) = (
+                        u32::try_from(port),
+                        u32::try_from(path),
+                        u16::try_from(param_value(&a, prog.mark_slot_slot.id)),
+                    ) else {
+                        continue;
+                    };
+                    if a.action_id == prog.mark_slot && slot != 0 {
+                        s.arn_paths.insert((port, Ipv4Addr::from(path)), slot);
+                    }
                 }
                 Some(E::TableEntry(t)) if t.table_id == prog.wcmp_group => {
                     let gid = match t.r#match.first().and_then(|m| m.field_match_type.as_ref()) {

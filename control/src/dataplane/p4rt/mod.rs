@@ -13,4 +13,4 @@ pub mod p4info;
 pub mod program;
 pub mod proto;
 
-pub use backend::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions};
+pub use backend::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions, DEFAULT_ARN_HOLD};

@@ -55,6 +55,7 @@ pub struct FareProgram {
     pub arn_rx_path: Field,
     pub mark_slot: u32,
     pub mark_slot_slot: Field,
+    pub mark_slot_hold: Field,
     pub arn_monitor: u32,
     pub arn_monitor_port: Field,
     pub monitor: u32,
@@ -67,7 +68,6 @@ pub struct FareProgram {
     pub arn_tx_counter: u32,
     pub arn_rx_counter: u32,
     pub arn_removed: u32,
-    pub arn_timeout_us: u32,
     pub spray_counter: u32,
     pub port_congested: u32,
     pub packet_in_port: Field,
@@ -146,6 +146,7 @@ impl FareProgram {
             arn_rx_path: field_of(p4info::match_field(arn_rx, "path_id")?),
             mark_slot: id_of(mark_slot),
             mark_slot_slot: param_of(mark_slot, "slot")?,
+            mark_slot_hold: param_of(mark_slot, "hold_us")?,
             arn_monitor: id_of(arn_monitor),
             arn_monitor_port: field_of(p4info::match_field(arn_monitor, "egress_port")?),
             monitor: id_of(monitor),
@@ -168,7 +169,6 @@ impl FareProgram {
             arn_tx_counter: id_of(info.counter("arn_monitor.arn_tx_counter")?),
             arn_rx_counter: id_of(info.counter("arn_receive.arn_rx_counter")?),
             arn_removed: id_of(info.register("arn_removed")?),
-            arn_timeout_us: id_of(info.register("arn_timeout_us")?),
             spray_counter: id_of(info.register("wcmp.spray_counter")?),
             port_congested: id_of(info.register("arn_monitor.port_congested")?),
             packet_in_port: meta(packet_in, "ingress_port")?,
@@ -378,12 +378,14 @@ impl FareProgram {
         })
     }
 
-    /// ARN reception: (arrival port, Path ID) -> removal slot.
+    /// ARN reception: (arrival port, Path ID) -> removal slot, removed for `hold_us`
+    /// microseconds unless revoked earlier.
     pub fn arn_rx_entry(
         &self,
         port: u32,
         path_id: Ipv4Addr,
         slot: u16,
+        hold_us: u64,
     ) -> Result<p4::TableEntry, P4rtError> {
         Ok(p4::TableEntry {
             table_id: self.arn_rx,
@@ -394,7 +396,10 @@ impl FareProgram {
             action: Some(p4::TableAction {
                 r#type: Some(p4::table_action::Type::Action(p4::Action {
                     action_id: self.mark_slot,
-                    params: vec![param(self.mark_slot_slot, u128::from(slot), "slot")?],
+                    params: vec![
+                        param(self.mark_slot_slot, u128::from(slot), "slot")?,
+                        param(self.mark_slot_hold, u128::from(hold_us), "hold_us")?,
+                    ],
                 })),
             }),
             ..Default::default()
@@ -585,7 +590,6 @@ tables {
 tables {
   preamble { id: 40003 name: "FareIngress.wcmp.wcmp_group" alias: "wcmp_group" }
   match_fields { id: 1 name: "group_id" bitwidth: 16 match_type: EXACT }
-  match_fields { id: 2 name: "selector_input" bitwidth: 32 other_match_type: "selector" }
   action_refs { id: 50002 }
   implementation_id: 60001
 }
@@ -621,6 +625,7 @@ actions {
 actions {
   preamble { id: 50003 name: "FareIngress.arn_receive.mark_slot" alias: "mark_slot" }
   params { id: 1 name: "slot" bitwidth: 16 }
+  params { id: 2 name: "hold_us" bitwidth: 48 }
 }
 actions {
   preamble { id: 50004 name: "FareEgress.arn_monitor.monitor" alias: "monitor" }
@@ -674,9 +679,9 @@ registers {
   size: 4096
 }
 registers {
-  preamble { id: 90002 name: "arn_timeout_us" alias: "arn_timeout_us" }
+  preamble { id: 90002 name: "arn_removed_until" alias: "arn_removed_until" }
   type_spec { bitstring { bit { bitwidth: 48 } } }
-  size: 1
+  size: 4096
 }
 registers {
   preamble { id: 90003 name: "FareIngress.wcmp.spray_counter" alias: "spray_counter" }
@@ -846,7 +851,9 @@ registers {
     #[test]
     fn arn_entries() {
         let p = prog();
-        let rx = p.arn_rx_entry(1, Ipv4Addr::new(10, 0, 0, 42), 3).unwrap();
+        let rx = p
+            .arn_rx_entry(1, Ipv4Addr::new(10, 0, 0, 42), 3, 1_000_000)
+            .unwrap();
         assert_eq!(rx.table_id, 40004);
         let keys: Vec<(u32, Vec<u8>)> = rx
             .r#match
@@ -858,7 +865,10 @@ registers {
             .collect();
         assert_eq!(keys, vec![(1, vec![1]), (2, vec![10, 0, 0, 42])]);
         assert_eq!(action(&rx).action_id, 50003);
-        assert_eq!(params(action(&rx)), vec![(1, vec![3])]);
+        assert_eq!(
+            params(action(&rx)),
+            vec![(1, vec![3]), (2, vec![0x0f, 0x42, 0x40])]
+        );
 
         let mon = p
             .arn_monitor_entry(2, 20, 5, Ipv4Addr::new(10, 0, 0, 2), 3)
@@ -923,15 +933,15 @@ registers {
             other => panic!("{other:?}"),
         }
         match p
-            .register_entry(p.arn_timeout_us, Some(0), Some(vec![0x0f, 0x42, 0x40]))
+            .register_entry(p.arn_removed, Some(7), Some(vec![1]))
             .entity
         {
             Some(p4::entity::Entity::RegisterEntry(r)) => {
-                assert_eq!(r.register_id, 90002);
-                assert_eq!(r.index, Some(p4::Index { index: 0 }));
+                assert_eq!(r.register_id, 90001);
+                assert_eq!(r.index, Some(p4::Index { index: 7 }));
                 assert_eq!(
                     r.data.and_then(|d| d.data),
-                    Some(p4::p4_data::Data::Bitstring(vec![0x0f, 0x42, 0x40]))
+                    Some(p4::p4_data::Data::Bitstring(vec![1]))
                 );
             }
             other => panic!("{other:?}"),
@@ -961,19 +971,89 @@ registers {
         assert!(e.to_string().contains("wcmp.set_nexthop"), "{e}");
     }
 
+    /// The P4Info p4c wrote for fare.p4 (committed under p4/build/).
+    use crate::dataplane::p4rt::p4info::name_of;
+
+    const COMMITTED: &str = include_str!("../../../../p4/build/fare.p4info.txtpb");
+
     #[test]
     fn committed_p4info_resolves() {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../p4/build/fare.p4info.txtpb");
-        if !path.exists() {
-            eprintln!(
-                "SKIPPED committed_p4info_resolves: p4/build/fare.p4info.txtpb not generated"
-            );
-            return;
-        }
-        let info = P4Info::load(&path).unwrap();
+        let info = P4Info::from_text(COMMITTED).unwrap();
         let p = FareProgram::resolve(&info).unwrap();
         assert_eq!(p.set_nexthop.port.bits, 9);
         assert_eq!(p.route_v6.dst.bits, 128);
+        assert_eq!(p.mark_slot_hold.bits, 48);
+    }
+
+    /// Everything of a P4Info the backend relies on except ids (p4c assigns those from
+    /// hashes of the names): tables with their keys and actions, action parameters,
+    /// counters, registers, controller headers, the selector.
+    fn shape(info: &P4Info) -> Vec<String> {
+        let i = &info.info;
+        let action_name = |id: u32| {
+            i.actions
+                .iter()
+                .find(|a| id_of(*a) == id)
+                .map_or("?".to_string(), |a| name_of(a).to_string())
+        };
+        let mut out = Vec::new();
+        for t in &i.tables {
+            let keys: Vec<String> = t
+                .match_fields
+                .iter()
+                .map(|m| format!("{}:{}:{:?}", m.name, m.bitwidth, m.r#match))
+                .collect();
+            out.push(format!("table {} {keys:?}", name_of(t)));
+            for r in &t.action_refs {
+                out.push(format!("table {} action {}", name_of(t), action_name(r.id)));
+            }
+            if t.implementation_id != 0 {
+                out.push(format!("table {} has an implementation", name_of(t)));
+            }
+        }
+        for a in &i.actions {
+            let params: Vec<String> = a
+                .params
+                .iter()
+                .map(|p| format!("{}:{}", p.name, p.bitwidth))
+                .collect();
+            out.push(format!("action {} {params:?}", name_of(a)));
+        }
+        for c in &i.counters {
+            out.push(format!("counter {} {}", name_of(c), c.size));
+        }
+        for r in &i.registers {
+            out.push(format!("register {} {}", name_of(r), r.size));
+        }
+        for h in &i.controller_packet_metadata {
+            let m: Vec<String> = h
+                .metadata
+                .iter()
+                .map(|m| format!("{}:{}", m.name, m.bitwidth))
+                .collect();
+            out.push(format!("header {} {m:?}", name_of(h)));
+        }
+        for p in &i.action_profiles {
+            out.push(format!(
+                "profile {} {} {}",
+                name_of(p),
+                p.with_selector,
+                p.size
+            ));
+        }
+        out
+    }
+
+    /// The hand-written fixture above (fixed ids, so the tests can check every field) is
+    /// the committed p4c output up to ids: every object it has, p4c made the same way.
+    #[test]
+    fn fixture_is_the_committed_p4info_up_to_ids() {
+        let committed = shape(&P4Info::from_text(COMMITTED).unwrap());
+        for line in shape(&P4Info::from_text(FIXTURE).unwrap()) {
+            assert!(
+                committed.contains(&line),
+                "fixture has `{line}`, which p4/build/fare.p4info.txtpb does not"
+            );
+        }
     }
 }
