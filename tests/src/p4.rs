@@ -75,6 +75,10 @@ impl Bmv2 {
         for (port, iface) in ports {
             cmd.args(["-i", &format!("{port}@{iface}")]);
         }
+        // FARE_BMV2_LOG=1: the switch's per-packet trace goes into the log file (debugging).
+        if std::env::var_os("FARE_BMV2_LOG").is_some() {
+            cmd.args(["--log-console", "-L", "debug"]);
+        }
         cmd.args(["--", "--grpc-server-addr", GRPC_ADDR, "--cpu-port", "255"]);
         let logfile = std::fs::File::create(&log)?;
         let child = cmd
@@ -109,32 +113,73 @@ impl Bmv2 {
         matches!(self.child.try_wait(), Ok(None))
     }
 
-    /// Runs a simple_switch_CLI command (thrift); None when the CLI is not installed.
-    pub fn cli(&self, command: &str) -> Option<Result<String>> {
-        let present = Command::new("sh")
-            .args(["-c", "command -v simple_switch_CLI"])
-            .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
-        if !present {
-            return None;
+    /// Limits egress port `port` of the switch to `pps` packets per second, so its queue
+    /// fills under a burst (the BMv2 way to congest a port). P4Runtime has no call for it:
+    /// this is simple_switch's Thrift runtime (`set_queue_rate` in simple_switch_CLI).
+    /// Fails when the switch was built without its Thrift server.
+    pub fn set_queue_rate(&self, port: u32, pps: u64) -> Result<()> {
+        in_netns(&self.sw.name, move || async move {
+            thrift::set_egress_queue_rate(port, pps)
+        })
+    }
+}
+
+/// The one simple_switch Thrift call the tests need, spoken directly (binary protocol,
+/// buffered transport, multiplexed service "simple_switch"), so no Python Thrift is needed.
+mod thrift {
+    use super::THRIFT_PORT;
+    use anyhow::{bail, ensure, Context, Result};
+    use std::io::{Read, Write};
+    use std::time::Duration;
+
+    const CALL: u32 = 1;
+    const REPLY: u32 = 2;
+    const T_STOP: u8 = 0;
+    const T_I32: u8 = 8;
+    const T_I64: u8 = 10;
+
+    /// `i32 set_egress_queue_rate(1: i32 port_num, 2: i64 rate_pps)`; 0 = success.
+    pub fn set_egress_queue_rate(port: u32, pps: u64) -> Result<()> {
+        let addr = format!("127.0.0.1:{THRIFT_PORT}");
+        let mut s = std::net::TcpStream::connect(&addr)
+            .with_context(|| format!("no Thrift runtime server on {addr}"))?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let name = b"simple_switch:set_egress_queue_rate";
+        let mut m = Vec::new();
+        m.extend_from_slice(&(0x8001_0000 | CALL).to_be_bytes());
+        m.extend_from_slice(&(name.len() as u32).to_be_bytes());
+        m.extend_from_slice(name);
+        m.extend_from_slice(&1u32.to_be_bytes()); // sequence id
+        m.push(T_I32);
+        m.extend_from_slice(&1i16.to_be_bytes());
+        m.extend_from_slice(&i32::try_from(port)?.to_be_bytes());
+        m.push(T_I64);
+        m.extend_from_slice(&2i16.to_be_bytes());
+        m.extend_from_slice(&i64::try_from(pps)?.to_be_bytes());
+        m.push(T_STOP);
+        s.write_all(&m)?;
+
+        let mut word = [0u8; 4];
+        s.read_exact(&mut word)?;
+        let kind = u32::from_be_bytes(word) & 0xff;
+        s.read_exact(&mut word)?;
+        let len = u32::from_be_bytes(word) as usize;
+        ensure!(len < 256, "Thrift reply name of {len} bytes");
+        let mut skip = vec![0u8; len + 4]; // name, sequence id
+        s.read_exact(&mut skip)?;
+        if kind != REPLY {
+            bail!("Thrift set_egress_queue_rate answered with message type {kind}");
         }
-        Some((|| {
-            let mut child = self
-                .sw
-                .command("simple_switch_CLI")
-                .args(["--thrift-port", THRIFT_PORT])
-                .stdin(Stdio::piped())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .spawn()?;
-            if let Some(stdin) = child.stdin.as_mut() {
-                use std::io::Write;
-                writeln!(stdin, "{command}")?;
-            }
-            let out = child.wait_with_output()?;
-            Ok(String::from_utf8_lossy(&out.stdout).to_string())
-        })())
+        let mut field = [0u8; 3];
+        s.read_exact(&mut field)?;
+        ensure!(field[0] == T_I32, "Thrift reply field type {}", field[0]);
+        s.read_exact(&mut word)?;
+        let rc = i32::from_be_bytes(word);
+        ensure!(
+            rc == 0,
+            "set_egress_queue_rate({port}, {pps}) returned {rc}"
+        );
+        Ok(())
     }
 }
 
