@@ -2,8 +2,8 @@
  * Notifications, for the v1model architecture (BMv2 simple_switch_grpc).
  *
  * Layout: include/ holds the headers, the parser and one control per concern (routing,
- * wcmp, arn). This file only wires them into the v1model pipeline; a TNA port writes a
- * sibling of this file around the same controls (see include/wcmp.p4 for what changes).
+ * wcmp, arn). This file wires them into the v1model pipeline; tna/fare_tna.p4 is the
+ * Tofino (TNA) sibling, sharing the headers, routing and parser, same P4Runtime names.
  *
  * Control plane: P4Runtime; every table, action and register is found by name in the P4Info
  * (p4/build/fare.p4info.txtpb), never by id.
@@ -16,6 +16,22 @@
 #include "include/routing.p4"
 #include "include/wcmp.p4"
 #include "include/arn.p4"
+
+parser FareParser(packet_in packet,
+                  out headers_t hdr,
+                  inout metadata_t meta,
+                  inout standard_metadata_t standard_metadata) {
+    FarePacketParser() packet_parser;
+
+    state start {
+        bit<1> from_controller = 0;
+        if (standard_metadata.ingress_port == CPU_PORT) {
+            from_controller = 1;
+        }
+        packet_parser.apply(packet, hdr, meta, from_controller);
+        transition accept;
+    }
+}
 
 control FareVerifyChecksum(inout headers_t hdr, inout metadata_t meta) {
     apply { }

@@ -1,15 +1,15 @@
-/* fare: parser states. Written as a v1model parser; the states carry over one for one to a
- * TNA ingress parser (only the packet_out/port metadata prologue differs). */
+/* fare: parser states and deparser, architecture independent. Each architecture's top
+ * file wraps FarePacketParser in its own parser, which first consumes the target's port
+ * metadata and says whether the packet comes from the controller (fare.p4: v1model;
+ * tna/fare_tna.p4: TNA). */
 #ifndef FARE_PARSER_P4
 #define FARE_PARSER_P4
 
-parser FareParser(packet_in packet,
-                  out headers_t hdr,
-                  inout metadata_t meta,
-                  inout standard_metadata_t standard_metadata) {
+parser FarePacketParser(packet_in packet, out headers_t hdr, inout metadata_t meta,
+                        in bit<1> from_controller) {
     state start {
-        transition select(standard_metadata.ingress_port) {
-            CPU_PORT: parse_packet_out;
+        transition select(from_controller) {
+            1: parse_packet_out;
             default: parse_ethernet;
         }
     }
