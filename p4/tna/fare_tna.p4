@@ -1,0 +1,567 @@
+/* fare for the Tofino Native Architecture (TNA) — NOT COMPILED in this repository.
+ *
+ * No Tofino compiler (bf-p4c) is available to this project, so this file has never been
+ * compiled; expect to fix extern signatures against the tna.p4 of your SDE. It exists to
+ * show, and keep honest, what a TNA port shares with fare.p4 (v1model):
+ *
+ *   shared as is:  include/headers.p4 (headers, metadata, constants), include/routing.p4
+ *                  (route tables and actions), include/parser.p4 (every parser state and
+ *                  the deparser's emit order);
+ *   rewritten:     the externs — ActionSelector + Hash instead of action_selector + hash(),
+ *                  Register/RegisterAction instead of register read/write, Counter,
+ *                  Mirror (egress-to-egress) instead of clone, Resubmit instead of
+ *                  resubmit_preserving_field_list, and TNA's intrinsic metadata.
+ *
+ * The control instance names and table, action, parameter, counter and register names are
+ * those of fare.p4 (FareIngress.routing.route_v4, FareIngress.wcmp.wcmp_group,
+ * FareIngress.wcmp.set_nexthop, FareIngress.arn_receive.arn_rx, ...), so fare's P4Runtime
+ * backend, which resolves everything by name from the P4Info, drives both programs.
+ * Differences a controller sees: Tofino selectors may reject member weights
+ * (GroupForm::Replicated writes w members of weight 1); a removed member is skipped by at
+ * most one resubmission (Tofino resubmits a packet once); ARN truncation is the mirror
+ * session's max packet length (CloneSessionEntry.packet_length_bytes).
+ */
+#include <core.p4>
+#include <tna.p4>
+
+#define CPU_PORT 192
+#define ARN_MIRROR_TYPE 1
+#define RESUBMIT_RESELECT 1
+
+#include "../include/headers.p4"
+#include "../include/parser.p4"
+#include "../include/routing.p4"
+
+/* First byte of every packet entering egress: 0 = bridged from ingress, 1 = ARN copy. */
+header bridged_h {
+    bit<8>  kind;          // 0
+}
+
+/* Carried by the ARN mirror copy from the egress deparser to the egress parser. */
+header arn_mirror_h {
+    bit<8>  kind;          // 1 = ARN copy
+    bit<8>  arn_type;
+    bit<8>  arn_metric;
+    bit<32> arn_path_id;
+}
+
+/* Carried by a resubmitted packet (TNA resubmit data, 8 bytes on Tofino 1). */
+header resubmit_h {
+    bit<8>  reselect;
+    bit<56> pad;
+}
+
+struct tna_ingress_metadata_t {
+    metadata_t   fare;
+    bridged_h    bridged;
+    resubmit_h   resubmit;
+    bit<1>       removed;
+}
+
+struct tna_egress_metadata_t {
+    metadata_t   fare;
+    bridged_h    bridged;
+    arn_mirror_h mirror;
+    MirrorId_t   session;
+}
+
+parser IngressParser(packet_in packet,
+                     out headers_t hdr,
+                     out tna_ingress_metadata_t meta,
+                     out ingress_intrinsic_metadata_t ig_intr_md) {
+    FarePacketParser() packet_parser;
+
+    state start {
+        packet.extract(ig_intr_md);
+        meta.fare.reselect = 0;
+        transition select(ig_intr_md.resubmit_flag) {
+            1: parse_resubmit;
+            default: parse_port_metadata;
+        }
+    }
+
+    state parse_resubmit {
+        packet.extract(meta.resubmit);
+        meta.fare.reselect = meta.resubmit.reselect;
+        transition parse_packet;
+    }
+
+    state parse_port_metadata {
+        packet.advance(PORT_METADATA_SIZE);
+        transition parse_packet;
+    }
+
+    state parse_packet {
+        bit<1> from_controller = 0;
+        if (ig_intr_md.ingress_port == CPU_PORT) {
+            from_controller = 1;
+        }
+        packet_parser.apply(packet, hdr, meta.fare, from_controller);
+        transition accept;
+    }
+}
+
+control FlowHash(in headers_t hdr, inout metadata_t meta) {
+    Hash<bit<32>>(HashAlgorithm_t.CRC32) hash_v4;
+    Hash<bit<32>>(HashAlgorithm_t.CRC32) hash_v6;
+    apply {
+        if (hdr.ipv4.isValid()) {
+            meta.flow_hash = hash_v4.get({ hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
+                                           hdr.ipv4.protocol, meta.l4_src_port,
+                                           meta.l4_dst_port });
+        } else if (hdr.ipv6.isValid()) {
+            meta.flow_hash = hash_v6.get({ hdr.ipv6.src_addr, hdr.ipv6.dst_addr,
+                                           hdr.ipv6.next_hdr, meta.l4_src_port,
+                                           meta.l4_dst_port });
+        }
+    }
+}
+
+/* Same table, action and counter names as include/wcmp.p4. */
+control Wcmp(inout headers_t hdr,
+             inout tna_ingress_metadata_t meta,
+             in ingress_intrinsic_metadata_t ig_intr_md,
+             in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+             inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+             inout ingress_intrinsic_metadata_for_tm_t ig_tm_md,
+             Register<bit<32>, bit<16>> arn_removed_until) {
+    Register<bit<32>, bit<16>>(GROUP_TABLE_SIZE) spray_counter;
+    RegisterAction<bit<32>, bit<16>, bit<32>>(spray_counter) spray_next = {
+        void apply(inout bit<32> value, out bit<32> read_value) {
+            read_value = value;
+            value = value + 1;
+        }
+    };
+    /* Removal check: 1 while the slot's deadline (global timestamp >> 10, ~1 us units)
+     * lies ahead. A slot whose deadline passed reads 0: revocation by timeout. */
+    RegisterAction<bit<32>, bit<16>, bit<1>>(arn_removed_until) is_removed = {
+        void apply(inout bit<32> until, out bit<1> removed) {
+            if (ig_prsr_md.global_tstamp[41:10] < until) {
+                removed = 1;
+            } else {
+                removed = 0;
+            }
+        }
+    };
+
+    Hash<bit<32>>(HashAlgorithm_t.IDENTITY) selector_hash;
+    ActionProfile(SELECTOR_SIZE) wcmp_profile;
+    ActionSelector(wcmp_profile, selector_hash, SelectorMode_t.FAIR, 256, GROUP_TABLE_SIZE)
+        wcmp_selector;
+    Counter<bit<64>, bit<16>>(MEMBER_COUNTERS, CounterType_t.PACKETS_AND_BYTES) member_packets;
+    Hash<bit<32>>(HashAlgorithm_t.CRC32) rehash;
+
+    action set_nexthop(PortId_t port, mac_addr_t dst_mac, mac_addr_t src_mac,
+                       bit<16> arn_slot, bit<16> member_index) {
+        ig_tm_md.ucast_egress_port = port;
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ethernet.src_addr = src_mac;
+        meta.fare.arn_slot = arn_slot;
+        meta.fare.member_index = member_index;
+    }
+
+    action drop() {
+        ig_dprsr_md.drop_ctl = 1;
+    }
+
+    table wcmp_group {
+        key = {
+            meta.fare.group_id: exact @name("group_id");
+            meta.fare.selector_input: selector;
+        }
+        actions = { set_nexthop; @defaultonly drop; }
+        const default_action = drop();
+        implementation = wcmp_selector;
+        size = GROUP_TABLE_SIZE;
+    }
+
+    apply {
+        if (meta.fare.spray == 1) {
+            meta.fare.selector_input = spray_next.execute(meta.fare.group_id);
+        } else {
+            meta.fare.selector_input = meta.fare.flow_hash;
+        }
+        if (meta.fare.reselect != 0) {
+            meta.fare.selector_input = rehash.get({ meta.fare.selector_input,
+                                                    meta.fare.reselect });
+        }
+        wcmp_group.apply();
+
+        meta.removed = 0;
+        if (meta.fare.arn_slot != 0) {
+            meta.removed = is_removed.execute(meta.fare.arn_slot);
+        }
+        if (meta.removed == 1 && meta.fare.reselect == 0) {
+            /* One more pass with a re-hashed selector input (Tofino resubmits once). */
+            meta.resubmit.setValid();
+            meta.resubmit.reselect = 1;
+            meta.resubmit.pad = 0;
+            ig_dprsr_md.resubmit_type = RESUBMIT_RESELECT;
+        } else {
+            member_packets.count(meta.fare.member_index);
+            if (hdr.ipv4.isValid()) {
+                hdr.ipv4.ttl = hdr.ipv4.ttl - 1;
+            } else if (hdr.ipv6.isValid()) {
+                hdr.ipv6.hop_limit = hdr.ipv6.hop_limit - 1;
+            }
+        }
+    }
+}
+
+/* Same names as ArnReceive in include/arn.p4. */
+control ArnReceive(inout headers_t hdr,
+                   inout tna_ingress_metadata_t meta,
+                   in ingress_intrinsic_metadata_t ig_intr_md,
+                   in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                   inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                   inout ingress_intrinsic_metadata_for_tm_t ig_tm_md,
+                   Register<bit<32>, bit<16>> arn_removed_until) {
+    Counter<bit<32>, bit<2>>(4, CounterType_t.PACKETS) arn_rx_counter;
+    bit<32> deadline = 0;
+
+    RegisterAction<bit<32>, bit<16>, bit<1>>(arn_removed_until) remove = {
+        void apply(inout bit<32> until) {
+            until = deadline;
+        }
+    };
+    RegisterAction<bit<32>, bit<16>, bit<1>>(arn_removed_until) restore = {
+        void apply(inout bit<32> until) {
+            until = 0;
+        }
+    };
+
+    action mark_slot(bit<16> slot, bit<48> hold_us) {
+        meta.fare.arn_slot = slot;
+        meta.fare.arn_hold_us = hold_us;
+    }
+
+    action unknown_path() {
+        meta.fare.arn_slot = 0;
+        meta.fare.arn_hold_us = 0;
+    }
+
+    table arn_rx {
+        key = {
+            ig_intr_md.ingress_port: exact @name("ingress_port");
+            hdr.arn_path.path_id: exact @name("path_id");
+        }
+        actions = { mark_slot; @defaultonly unknown_path; }
+        const default_action = unknown_path();
+        size = ARN_SLOTS;
+    }
+
+    action punt(bit<8> reason) {
+        ig_tm_md.ucast_egress_port = CPU_PORT;
+        hdr.packet_in.setValid();
+        hdr.packet_in.ingress_port = (bit<16>)ig_intr_md.ingress_port;
+        hdr.packet_in.reason = reason;
+        hdr.packet_in.pad = 0;
+    }
+
+    apply {
+        bool gtsm = (hdr.ipv4.isValid() && hdr.ipv4.ttl == 255)
+                 || (hdr.ipv6.isValid() && hdr.ipv6.hop_limit == 255);
+        if (!gtsm) {
+            arn_rx_counter.count(2);
+            ig_dprsr_md.drop_ctl = 1;
+            return;
+        }
+        meta.fare.arn_slot = 0;
+        if (hdr.arn_path.isValid()) {
+            arn_rx.apply();
+        }
+        if (meta.fare.arn_slot == 0) {
+            arn_rx_counter.count(1);
+            punt(PUNT_REASON_ARN_BAD);
+            return;
+        }
+        if (hdr.arn.arn_type == ARN_CONGESTION_DETECTED || hdr.arn.arn_type == ARN_FAILURE_DETECTED) {
+            deadline = ig_prsr_md.global_tstamp[41:10] + meta.fare.arn_hold_us[41:10];
+            remove.execute(meta.fare.arn_slot);
+            arn_rx_counter.count(0);
+            punt(PUNT_REASON_ARN);
+        } else if (hdr.arn.arn_type == ARN_CONGESTION_ELIMINATED || hdr.arn.arn_type == ARN_FAILURE_ELIMINATED) {
+            restore.execute(meta.fare.arn_slot);
+            arn_rx_counter.count(0);
+            punt(PUNT_REASON_ARN);
+        } else {
+            arn_rx_counter.count(3);
+            punt(PUNT_REASON_ARN_BAD);
+        }
+    }
+}
+
+control FareIngress(inout headers_t hdr,
+                    inout tna_ingress_metadata_t meta,
+                    in ingress_intrinsic_metadata_t ig_intr_md,
+                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
+                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
+                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
+    /* ARN removal deadlines per slot, shared by reception (write) and Wcmp (read). */
+    Register<bit<32>, bit<16>>(ARN_SLOTS) arn_removed_until;
+    Routing() routing;
+    FlowHash() flow_hash;
+    Wcmp() wcmp;
+    ArnReceive() arn_receive;
+
+    apply {
+        if (hdr.packet_out.isValid()) {
+            ig_tm_md.ucast_egress_port = (PortId_t)hdr.packet_out.egress_port;
+            ig_tm_md.bypass_egress = 1;
+            hdr.packet_out.setInvalid();
+            return;
+        }
+        if (hdr.arn.isValid()) {
+            arn_receive.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md,
+                              arn_removed_until);
+            return;
+        }
+        routing.apply(hdr, meta.fare);
+        if (meta.fare.routed == 0) {
+            ig_dprsr_md.drop_ctl = 1;
+            return;
+        }
+        if ((hdr.ipv4.isValid() && hdr.ipv4.ttl <= 1)
+                || (hdr.ipv6.isValid() && hdr.ipv6.hop_limit <= 1)) {
+            ig_dprsr_md.drop_ctl = 1;
+            return;
+        }
+        meta.bridged.setValid();
+        meta.bridged.kind = 0;
+        flow_hash.apply(hdr, meta.fare);
+        wcmp.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md, arn_removed_until);
+    }
+}
+
+control IngressDeparser(packet_out packet,
+                        inout headers_t hdr,
+                        in tna_ingress_metadata_t meta,
+                        in ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md) {
+    Checksum() ipv4_checksum;
+    Resubmit() resubmit;
+    FareDeparser() fare_deparser;
+
+    apply {
+        if (ig_dprsr_md.resubmit_type == RESUBMIT_RESELECT) {
+            resubmit.emit(meta.resubmit);
+        }
+        packet.emit(meta.bridged);
+        if (hdr.ipv4.isValid()) {
+            hdr.ipv4.hdr_checksum = ipv4_checksum.update(
+                { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+                  hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags,
+                  hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol,
+                  hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
+        }
+        fare_deparser.apply(packet, hdr);
+    }
+}
+
+/* Egress sees Ethernet onwards; an ARN mirror copy starts with arn_mirror_h. */
+parser EgressParser(packet_in packet,
+                    out headers_t hdr,
+                    out tna_egress_metadata_t meta,
+                    out egress_intrinsic_metadata_t eg_intr_md) {
+    FarePacketParser() packet_parser;
+
+    state start {
+        packet.extract(eg_intr_md);
+        transition select(packet.lookahead<bit<8>>()) {
+            1: parse_mirror;
+            default: parse_bridged;
+        }
+    }
+
+    state parse_bridged {
+        packet.extract(meta.bridged);
+        transition parse_packet;
+    }
+
+    state parse_mirror {
+        packet.extract(meta.mirror);
+        transition parse_packet;
+    }
+
+    state parse_packet {
+        packet_parser.apply(packet, hdr, meta.fare, 0);
+        transition accept;
+    }
+}
+
+/* Same names as ArnMonitor in include/arn.p4. */
+control ArnMonitor(inout tna_egress_metadata_t meta,
+                   in egress_intrinsic_metadata_t eg_intr_md,
+                   inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Register<bit<8>, PortId_t>(PORTS) port_congested;
+    Counter<bit<32>, PortId_t>(PORTS, CounterType_t.PACKETS) arn_tx_counter;
+
+    bit<19> high = 0;
+    bit<19> low = 0;
+    bit<32> path_id = 0;
+    bit<32> session = 0;
+
+    /* Per-port hysteresis in one stateful ALU: returns the ARN type to send (0 = none). */
+    RegisterAction<bit<8>, PortId_t, bit<8>>(port_congested) transition_state = {
+        void apply(inout bit<8> congested, out bit<8> arn_type) {
+            arn_type = 0;
+            if (congested == 0 && eg_intr_md.enq_qdepth >= high) {
+                congested = 1;
+                arn_type = ARN_CONGESTION_DETECTED;
+            } else if (congested == 1 && eg_intr_md.enq_qdepth < low) {
+                congested = 0;
+                arn_type = ARN_CONGESTION_ELIMINATED;
+            }
+        }
+    };
+
+    action monitor(bit<19> high_threshold, bit<19> low_threshold, bit<32> neighbor_router_id,
+                   bit<32> clone_session) {
+        high = high_threshold;
+        low = low_threshold;
+        path_id = neighbor_router_id;
+        session = clone_session;
+    }
+
+    table arn_monitor {
+        key = { eg_intr_md.egress_port: exact @name("egress_port"); }
+        actions = { monitor; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = PORTS;
+    }
+
+    apply {
+        if (arn_monitor.apply().hit) {
+            meta.fare.arn_type = transition_state.execute(eg_intr_md.egress_port);
+            if (meta.fare.arn_type != 0) {
+                if (eg_intr_md.enq_qdepth > 255) {
+                    meta.fare.arn_metric = 255;
+                } else {
+                    meta.fare.arn_metric = (bit<8>)eg_intr_md.enq_qdepth;
+                }
+                arn_tx_counter.count(eg_intr_md.egress_port);
+                meta.mirror.setValid();
+                meta.mirror.kind = 1;
+                meta.mirror.arn_type = meta.fare.arn_type;
+                meta.mirror.arn_metric = meta.fare.arn_metric;
+                meta.mirror.arn_path_id = path_id;
+                meta.session = (MirrorId_t)session;
+                eg_dprsr_md.mirror_type = ARN_MIRROR_TYPE;
+            }
+        }
+    }
+}
+
+/* Same names as ArnBuild in include/arn.p4. */
+control ArnBuild(inout headers_t hdr, in tna_egress_metadata_t meta,
+                 in egress_intrinsic_metadata_t eg_intr_md,
+                 inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    action drop() {
+        eg_dprsr_md.drop_ctl = 1;
+    }
+
+    action encap_v4(mac_addr_t dst_mac, mac_addr_t src_mac, ipv4_addr_t src_addr,
+                    ipv4_addr_t dst_addr) {
+        hdr.packet_in.setInvalid();
+        hdr.ipv6.setInvalid();
+        hdr.tcp.setInvalid();
+        hdr.arn_flow.setInvalid();
+        hdr.arn_src4.setInvalid();
+        hdr.arn_src6.setInvalid();
+        hdr.arn_dst4.setInvalid();
+        hdr.arn_dst6.setInvalid();
+        hdr.arn_sport.setInvalid();
+        hdr.arn_dport.setInvalid();
+        hdr.ethernet.setValid();
+        hdr.ethernet.dst_addr = dst_mac;
+        hdr.ethernet.src_addr = src_mac;
+        hdr.ethernet.ether_type = ETHERTYPE_IPV4;
+        hdr.ipv4.setValid();
+        hdr.ipv4.version = 4;
+        hdr.ipv4.ihl = 5;
+        hdr.ipv4.dscp = DSCP_CS6;
+        hdr.ipv4.ecn = 0;
+        hdr.ipv4.total_len = 20 + 8 + 8;
+        hdr.ipv4.identification = 0;
+        hdr.ipv4.flags = 0b010;
+        hdr.ipv4.frag_offset = 0;
+        hdr.ipv4.ttl = 255;
+        hdr.ipv4.protocol = IPPROTO_UDP;
+        hdr.ipv4.src_addr = src_addr;
+        hdr.ipv4.dst_addr = dst_addr;
+        hdr.udp.setValid();
+        hdr.udp.src_port = ARN_UDP_PORT;
+        hdr.udp.dst_port = ARN_UDP_PORT;
+        hdr.udp.length = 8 + 8;
+        hdr.udp.checksum = 0;
+        hdr.arn.setValid();
+        hdr.arn.arn_type = meta.mirror.arn_type;
+        hdr.arn.version = 0;
+        hdr.arn.rsvd = 0;
+        hdr.arn.metric = meta.mirror.arn_metric;
+        hdr.arn.para_type = ARN_PARA_PATH_ID;
+        hdr.arn_path.setValid();
+        hdr.arn_path.path_id = meta.mirror.arn_path_id;
+        /* The payload is cut by the mirror session's max packet length. */
+    }
+
+    table arn_encap {
+        key = { eg_intr_md.egress_port: exact @name("egress_port"); }
+        actions = { encap_v4; @defaultonly drop; }
+        const default_action = drop();
+        size = PORTS;
+    }
+
+    apply {
+        arn_encap.apply();
+    }
+}
+
+control FareEgress(inout headers_t hdr,
+                   inout tna_egress_metadata_t meta,
+                   in egress_intrinsic_metadata_t eg_intr_md,
+                   in egress_intrinsic_metadata_from_parser_t eg_prsr_md,
+                   inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md,
+                   inout egress_intrinsic_metadata_for_output_port_t eg_oport_md) {
+    ArnMonitor() arn_monitor;
+    ArnBuild() arn_build;
+
+    apply {
+        if (meta.mirror.isValid() && meta.mirror.kind == 1 && eg_dprsr_md.mirror_type == 0) {
+            arn_build.apply(hdr, meta, eg_intr_md, eg_dprsr_md);
+        } else if (eg_intr_md.egress_port != CPU_PORT) {
+            arn_monitor.apply(meta, eg_intr_md, eg_dprsr_md);
+        }
+    }
+}
+
+control EgressDeparser(packet_out packet,
+                       inout headers_t hdr,
+                       in tna_egress_metadata_t meta,
+                       in egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
+    Checksum() ipv4_checksum;
+    Mirror() mirror;
+    FareDeparser() fare_deparser;
+
+    apply {
+        if (eg_dprsr_md.mirror_type == ARN_MIRROR_TYPE) {
+            mirror.emit<arn_mirror_h>(meta.session, meta.mirror);
+        }
+        if (hdr.ipv4.isValid()) {
+            hdr.ipv4.hdr_checksum = ipv4_checksum.update(
+                { hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn,
+                  hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags,
+                  hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol,
+                  hdr.ipv4.src_addr, hdr.ipv4.dst_addr });
+        }
+        fare_deparser.apply(packet, hdr);
+    }
+}
+
+Pipeline(IngressParser(),
+         FareIngress(),
+         IngressDeparser(),
+         EgressParser(),
+         FareEgress(),
+         EgressDeparser()) pipe;
+
+Switch(pipe) main;
