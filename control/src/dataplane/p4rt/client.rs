@@ -39,6 +39,27 @@ pub enum P4rtError {
     Invalid(String),
 }
 
+/// How long [`Client::connect`] retries an election id the target still sees as taken.
+const ELECTION_ID_RETRY: Duration = Duration::from_secs(10);
+
+impl P4rtError {
+    /// The target refused the stream because a session with the same election id is still
+    /// open (P4Runtime spec: INVALID_ARGUMENT for a duplicate election id).
+    fn is_election_id_taken(&self) -> bool {
+        match self {
+            P4rtError::Rpc { op, error } => {
+                *op == "StreamChannel"
+                    && error.code == tonic::Code::InvalidArgument
+                    && error.message.to_ascii_lowercase().contains("election id")
+            }
+            P4rtError::NotPrimary { why, .. } => {
+                why.to_ascii_lowercase().contains("election id already")
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A failed RPC: gRPC code and message, plus one entry per failed update of a Write.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {
@@ -131,7 +152,28 @@ pub struct Client {
 impl Client {
     /// Connects to `addr` (`host:port`), opens the stream channel and becomes primary with
     /// `election_id` (errors if another controller holds a higher one).
+    ///
+    /// A restarted controller reconnects with its old election id; until the target has
+    /// noticed that the old stream is gone it refuses the id as taken, so that refusal is
+    /// retried for a few seconds.
     pub async fn connect(
+        addr: &str,
+        device_id: u64,
+        election_id: u64,
+    ) -> Result<Client, P4rtError> {
+        let deadline = tokio::time::Instant::now() + ELECTION_ID_RETRY;
+        loop {
+            match Self::connect_once(addr, device_id, election_id).await {
+                Err(e) if e.is_election_id_taken() && tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(error = %e, "election id still held by a closing session");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn connect_once(
         addr: &str,
         device_id: u64,
         election_id: u64,
@@ -445,6 +487,37 @@ pub fn set_pipeline_request(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn duplicate_election_id_is_retried_other_errors_are_not() {
+        let rpc = |op, code, message: &str| P4rtError::Rpc {
+            op,
+            error: RpcError {
+                code,
+                message: message.into(),
+                updates: vec![],
+            },
+        };
+        let taken = rpc(
+            "StreamChannel",
+            tonic::Code::InvalidArgument,
+            "Election id already exists",
+        );
+        assert!(taken.is_election_id_taken());
+        assert!(!rpc(
+            "StreamChannel",
+            tonic::Code::Unavailable,
+            "connection refused"
+        )
+        .is_election_id_taken());
+        assert!(!rpc(
+            "Write",
+            tonic::Code::InvalidArgument,
+            "Election id already exists"
+        )
+        .is_election_id_taken());
+        assert!(!P4rtError::StreamClosed.is_election_id_taken());
+    }
 
     #[test]
     fn status_details_become_per_update_errors() {
