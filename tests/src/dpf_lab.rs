@@ -90,7 +90,9 @@ impl DpfFabric {
         veth(&s2, "l2", &l2, "s2")?;
         veth(&h1, "uplink", &l1, "host")?;
         veth(&h2, "uplink", &l2, "host")?;
-        let routed = "sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0";
+        // No reverse-path filter on any interface: the leaves' kernels forward to the
+        // hosts but hold no routes (the XDP data planes hold them).
+        let routed = "sysctl -qw net.ipv4.ip_forward=1 && for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done";
         for n in [&s1, &s2, &l1, &l2] {
             n.sh(routed)?;
         }
@@ -98,6 +100,11 @@ impl DpfFabric {
         s2.sh("ip addr add 10.2.1.2/30 dev l1 && ip addr add 10.2.2.2/30 dev l2")?;
         l1.sh("ip addr add 10.1.1.1/30 dev s1 && ip addr add 10.2.1.1/30 dev s2 && ip addr add 192.0.2.1/24 dev host")?;
         l2.sh("ip addr add 10.1.2.1/30 dev s1 && ip addr add 10.2.2.1/30 dev s2 && ip addr add 198.18.0.1/24 dev host")?;
+        // The hosts' sockets must fill in UDP checksums themselves: veth would leave them
+        // to an offload that XDP_REDIRECT skips (h2 counted every datagram as InErrors).
+        for h in [&h1, &h2] {
+            h.sh("ethtool -K uplink tx off >/dev/null")?;
+        }
         h1.sh("ip addr add 192.0.2.10/24 dev uplink && ip route add default via 192.0.2.1")?;
         h2.sh("ip addr add 198.18.0.10/24 dev uplink && ip route add default via 198.18.0.1")?;
         let dir = TempDir::new(&format!("dpf-lab-{tag}"))?;

@@ -145,12 +145,15 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
 
 /// Path of the `fare` binary of this build (built on demand when missing).
 pub fn fare_bin() -> Result<PathBuf> {
-    // target/<profile>/deps/<test-binary> -> target/<profile>/fare
+    // target/<profile>/deps/<test-binary> (tests) or target/<profile>/<bin> (benchmark
+    // binaries) -> target/<profile>/fare
     let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .context("unexpected test binary location")?;
+    let parent = exe.parent().context("unexpected test binary location")?;
+    let profile_dir = if parent.ends_with("deps") {
+        parent.parent().context("unexpected test binary location")?
+    } else {
+        parent
+    };
     let bin = profile_dir.join("fare");
     // `cargo test -p fare-integration` alone does not rebuild the `fare` binary: build it
     // when missing or older than its sources, so a stale one never tests old code.

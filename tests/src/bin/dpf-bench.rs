@@ -99,6 +99,16 @@ fn trial(f: &DpfFabric, expected: &[&str]) -> Result<Trial> {
         }
     }
     let lost: Vec<usize> = (0..seen.len()).filter(|&i| !seen[i]).collect();
+    if std::env::var_os("DPF_BENCH_DEBUG").is_some() {
+        for (name, ns, cmd) in [
+            ("l2", &f.l2, "nstat -az | grep -E 'IpForwDatagrams|IpInAddrErrors|IpInHdrErrors|IpOutNoRoutes|IpInDiscards|IpInReceives'; ip -s link show host"),
+            ("h2", &f.h2, "nstat -az | grep -E 'IpInReceives|UdpInDatagrams|UdpNoPorts|UdpInErrors|IpInDiscards|IpInAddrErrors'"),
+        ] {
+            let out = ns.sh(cmd)?;
+            eprintln!("{name}:\n{}", String::from_utf8_lossy(&out.stdout));
+        }
+        eprintln!("receiver stderr: {}", String::from_utf8_lossy(&got.stderr));
+    }
     let outage_ms = match (lost.first(), lost.last()) {
         (Some(a), Some(b)) => (b - a + 1) as f64 * INTERVAL_MS,
         _ => 0.0,
