@@ -676,3 +676,182 @@ fn dpf_xdp_flows_follow_their_color() {
         "unclassified traffic sprays over both colors: {other_qp:?}"
     );
 }
+
+/// Sends `count` UDP datagrams from source address `src` in `ns` to `dst:port`.
+fn send_udp_from(ns: &Netns, src: &str, dst: &str, port: u16, count: u32) {
+    let script = format!(
+        "import socket, time\ns = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\ns.bind(('{src}', 0))\nfor i in range({count}):\n    s.sendto(bytes(48), ('{dst}', {port}))\n    if i % 50 == 49:\n        time.sleep(0.002)\n"
+    );
+    let out = ns
+        .exec("/usr/bin/python3", &["-c", &script])
+        .expect("python3 sender");
+    assert!(out.status.success(), "{out:?}");
+}
+
+/// The draft's Figure 3 (§3.1), scaled down: two rails (Leaf1, Leaf9), fabric A = spines
+/// A1, A2 (color 1), fabric B = spines B1, B2 (color 2). Two tenants share GPU server 1:
+/// tenant A's address is mapped to fabric A, tenant B's to fabric B (Leaf1's flow rules
+/// by source prefix). Each tenant's traffic crosses only its fabric's spines and is still
+/// spread over both spines of that fabric.
+#[test]
+fn dpf_figure3_tenants_on_their_spine_sets() {
+    let test = "dpf_figure3_tenants_on_their_spine_sets";
+    if !have_root(test)
+        || !have_tool(test, "/usr/bin/python3")
+        || !fare_integration::xdp_lab::have_xdp(test)
+    {
+        return;
+    }
+    let spines = ["a1", "a2", "b1", "b2"];
+    let colors = [RED, RED, BLUE, BLUE];
+    let sp: Vec<Netns> = spines
+        .iter()
+        .map(|s| Netns::new(&format!("f3{s}")).unwrap())
+        .collect();
+    let l1 = Netns::new("f3l1").unwrap();
+    let l9 = Netns::new("f3l9").unwrap();
+    let g1 = Netns::new("f3g1").unwrap();
+    let g2 = Netns::new("f3g2").unwrap();
+    for (i, s) in sp.iter().enumerate() {
+        let x = i + 1;
+        veth(s, "r1", &l1, spines[i]).unwrap();
+        veth(s, "r2", &l9, spines[i]).unwrap();
+        s.sh(&format!(
+            "ip addr add 10.{x}.1.2/30 dev r1 && ip addr add 10.{x}.2.2/30 dev r2"
+        ))
+        .unwrap();
+        l1.sh(&format!("ip addr add 10.{x}.1.1/30 dev {}", spines[i]))
+            .unwrap();
+        l9.sh(&format!("ip addr add 10.{x}.2.1/30 dev {}", spines[i]))
+            .unwrap();
+    }
+    veth(&g1, "nic", &l1, "gpu").unwrap();
+    veth(&g2, "nic", &l9, "gpu").unwrap();
+    for ns in sp.iter().chain([&l1, &l9]) {
+        ns.sh("sysctl -qw net.ipv4.ip_forward=1 && for f in /proc/sys/net/ipv4/conf/*/rp_filter; do echo 0 > $f; done")
+            .unwrap();
+    }
+    l1.sh("ip addr add 192.0.2.1/24 dev gpu").unwrap();
+    l9.sh("ip addr add 198.18.0.1/24 dev gpu").unwrap();
+    g1.sh("ip addr add 192.0.2.10/24 dev nic && ip addr add 192.0.2.200/24 dev nic && ip route add default via 192.0.2.1")
+        .unwrap();
+    g2.sh("ip addr add 198.18.0.10/24 dev nic && ip route add default via 198.18.0.1")
+        .unwrap();
+    let dir = TempDir::new("dpf-fig3").unwrap();
+    let tag = std::process::id();
+    let name = |n: &str| format!("dpf3-{n}-{tag}");
+    let _pins = Pins(
+        spines
+            .iter()
+            .chain(&["l1", "l9"])
+            .map(|n| name(n))
+            .collect(),
+    );
+    let xdp = |path: std::path::PathBuf, ifs: &str| {
+        let text = std::fs::read_to_string(&path).unwrap().replace(
+            "dataplane: {kind: none}",
+            &format!("dataplane: {{kind: xdp, interfaces: [{ifs}]}}"),
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    };
+    let mut agents = Vec::new();
+    for (i, s) in sp.iter().enumerate() {
+        let x = i + 1;
+        let (a1, a2) = (format!("10.{x}.1.1"), format!("10.{x}.2.1"));
+        let (c, k) = agent_config(
+            &dir,
+            &name(spines[i]),
+            &format!("10.0.1.{x}"),
+            65100,
+            "spine",
+            &[
+                (&a1, 65001, "r1", Some(colors[i])),
+                (&a2, 65009, "r2", Some(colors[i])),
+            ],
+            &[],
+            "",
+        );
+        agents.push(Agent::start(Some(s), &xdp(c, "r1, r2"), &k).unwrap());
+    }
+    let leaf_neighbors = |rail: u32| -> Vec<NeighborOwned> {
+        (0..4)
+            .map(|i| {
+                (
+                    format!("10.{}.{rail}.2", i + 1),
+                    65100,
+                    spines[i],
+                    Some(colors[i]),
+                )
+            })
+            .collect()
+    };
+    let n1 = leaf_neighbors(1);
+    let n9 = leaf_neighbors(2);
+    let (c1, k1) = agent_config(
+        &dir,
+        &name("l1"),
+        "10.0.0.1",
+        65001,
+        "leaf",
+        &refs(&n1),
+        &["192.0.2.0/24"],
+        "dpf:\n  flows:\n    - {color: 1, src: 192.0.2.0/25}     # tenant A (LLM-A)\n    - {color: 2, src: 192.0.2.128/25}   # tenant B (LLM-B)\n",
+    );
+    let a_l1 = Agent::start(Some(&l1), &xdp(c1, "gpu, a1, a2, b1, b2"), &k1).unwrap();
+    let (c9, k9) = agent_config(
+        &dir,
+        &name("l9"),
+        "10.0.0.9",
+        65009,
+        "leaf",
+        &refs(&n9),
+        &["198.18.0.0/24"],
+        "dpf:\n  routes:\n    - {prefix: 198.18.0.0/24, color: all}\n",
+    );
+    let _a_l9 = Agent::start(Some(&l9), &xdp(c9, "a1, a2, b1, b2"), &k9).unwrap();
+    let prefix = "198.18.0.0/24";
+    let all = ["10.1.1.2", "10.2.1.2", "10.3.1.2", "10.4.1.2"];
+    assert!(
+        wait_group(&a_l1, prefix, Some(&all), 90),
+        "Leaf1 over all four spines: {:?}\n{}",
+        a_l1.show("groups"),
+        a_l1.log_text()
+    );
+    for a in &agents {
+        assert!(wait_for(Duration::from_secs(30), || group_vias(a, prefix)).is_some());
+    }
+    send_udp_from(&g1, "192.0.2.10", "198.18.0.10", 9000, 5);
+    std::thread::sleep(Duration::from_millis(500));
+    let n = 400u64;
+    let counts = || -> Vec<u64> { agents.iter().map(|a| group_packets(a, prefix)).collect() };
+    let run = |who: &str, src: &str| -> Vec<u64> {
+        let before = counts();
+        send_udp_from(&g1, src, "198.18.0.10", 9000, n as u32);
+        let after = wait_for(Duration::from_secs(10), || {
+            let c = counts();
+            (c.iter().sum::<u64>() >= before.iter().sum::<u64>() + n).then_some(c)
+        })
+        .unwrap_or_else(counts);
+        let moved: Vec<u64> = after.iter().zip(&before).map(|(a, b)| a - b).collect();
+        eprintln!("{who}: spines A1 A2 B1 B2 +{moved:?}");
+        moved
+    };
+    let a = run("tenant A", "192.0.2.10");
+    assert_eq!(a[0] + a[1], n, "tenant A only over fabric A: {a:?}");
+    assert_eq!(a[2] + a[3], 0, "tenant A never over fabric B: {a:?}");
+    assert!(a[0] > 0 && a[1] > 0, "spread within fabric A: {a:?}");
+    let b = run("tenant B", "192.0.2.200");
+    assert_eq!(b[2] + b[3], n, "tenant B only over fabric B: {b:?}");
+    assert_eq!(b[0] + b[1], 0, "tenant B never over fabric A: {b:?}");
+    assert!(b[2] > 0 && b[3] > 0, "spread within fabric B: {b:?}");
+}
+
+type NeighborOwned = (String, u32, &'static str, Option<u32>);
+
+/// Borrowed view of owned neighbor tuples, for `agent_config`.
+fn refs(v: &[NeighborOwned]) -> Vec<(&str, u32, &str, Option<u32>)> {
+    v.iter()
+        .map(|(a, r, i, c)| (a.as_str(), *r, *i, *c))
+        .collect()
+}
