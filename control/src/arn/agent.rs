@@ -26,7 +26,7 @@ use ipnet::IpNet;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
-use tracing::{info, warn};
+use tracing::info;
 
 /// What `fare show arn` reads: receiver counters, members held out, ARNs sent.
 #[derive(Clone, Debug)]
@@ -154,16 +154,18 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
     if let Some(m) = config.monitor.clone() {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<MonitorEvent>();
         monitor_thread = Some(
-            monitor::spawn(m, config.notify.clone(), config.refresh(), tx, stop.clone())
-                .map_err(|e| format!("ARN monitor: {e}"))?,
+            monitor::spawn(
+                m,
+                config.notify.clone(),
+                config.refresh(),
+                config.udp_port,
+                tx,
+                stop.clone(),
+            )
+            .map_err(|e| format!("ARN monitor: {e}"))?,
         );
         let (sent_tx, mut sent_rx) = tokio::sync::mpsc::unbounded_channel::<MonitorEvent>();
-        let port = config.udp_port;
-        sender_task = Some(tokio::spawn(async move {
-            if let Err(e) = monitor::send_events(port, rx, Some(sent_tx)).await {
-                warn!("ARN sender stopped: {e}");
-            }
-        }));
+        sender_task = Some(tokio::spawn(monitor::report_sent(rx, Some(sent_tx))));
         let sent = status.sent.clone();
         tokio::spawn(async move {
             while let Some(e) = sent_rx.recv().await {

@@ -10,11 +10,12 @@
 //! absorbs it, as the draft asks); running again -> Type 4. While a condition lasts, its
 //! Type 1/3 is repeated every `refresh` so receivers' hold timers do not expire.
 //!
-//! Events go to a channel; [`send_events`] sends them to the upstream neighbors.
+//! The monitor thread sends each ARN itself (blocking UDP, no async runtime in the way),
+//! then hands the event to a channel; [`report_sent`] logs and counts it.
 
 use super::codec::{ArnMessage, ArnType};
 use super::config::{MonitorConfig, MonitoredInterface};
-use super::transport::{self, ArnSocket};
+use super::transport;
 use netlink_packet_core::{NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_ECHO, NLM_F_REQUEST};
 use netlink_packet_route::link::{LinkFlags, LinkMessage};
 use netlink_packet_route::tc::{TcAttribute, TcHandle, TcMessage, TcStats2};
@@ -27,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 /// One sample of a root qdisc.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -258,6 +259,8 @@ pub struct MonitorEvent {
     pub notify: Vec<IpAddr>,
     /// Microseconds since the monitor started (for logs and benchmarks).
     pub t_us: u64,
+    /// Microseconds from detection until the last datagram went out.
+    pub queued_us: u64,
     #[serde(skip)]
     pub at: Option<Instant>,
 }
@@ -273,15 +276,52 @@ struct Watched {
     last_sent: Instant,
 }
 
-/// Runs the monitor on a thread of its own until `stop` is set.
+/// Sends ARNs from the monitor thread itself (blocking sockets, one per family).
+struct Sender {
+    port: u16,
+    v4: std::net::UdpSocket,
+    v6: Option<std::net::UdpSocket>,
+}
+
+impl Sender {
+    fn new(port: u16) -> io::Result<Sender> {
+        let v4 = transport::blocking_sender(SocketAddr::from(([0, 0, 0, 0], 0)))
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        let v6 = transport::blocking_sender(SocketAddr::from(([0u16; 8], 0))).ok();
+        Ok(Sender { port, v4, v6 })
+    }
+
+    fn send(&self, event: &mut MonitorEvent) {
+        let Ok(bytes) = event.message.encode() else {
+            return;
+        };
+        for to in &event.notify {
+            let socket = match to {
+                IpAddr::V4(_) => Some(&self.v4),
+                IpAddr::V6(_) => self.v6.as_ref(),
+            };
+            let Some(socket) = socket else { continue };
+            if let Err(e) = socket.send_to(&bytes, SocketAddr::new(*to, self.port)) {
+                warn!(%to, error = %e, "sending ARN failed");
+            }
+        }
+        event.queued_us = event.at.map_or(0, |a| a.elapsed().as_micros() as u64);
+    }
+}
+
+/// Runs the monitor on a thread of its own until `stop` is set. The thread sends every
+/// ARN itself (to UDP `port` of the event's `notify` list) and then passes the event on
+/// to `events` (see [`report_sent`]).
 pub fn spawn(
     config: MonitorConfig,
     default_notify: Vec<IpAddr>,
     refresh: Duration,
+    port: u16,
     events: UnboundedSender<MonitorEvent>,
     stop: Arc<AtomicBool>,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     let mut reader = QueueReader::new()?;
+    let sender = Sender::new(port)?;
     std::thread::Builder::new()
         .name("arn-monitor".into())
         .spawn(move || {
@@ -322,6 +362,7 @@ pub fn spawn(
                     refresh,
                     notify: w.cfg.notify.clone(),
                     t_us: now.duration_since(start).as_micros() as u64,
+                    queued_us: 0,
                     at: Some(now),
                 };
                 let mut out: Vec<MonitorEvent> = Vec::new();
@@ -391,7 +432,8 @@ pub fn spawn(
                         None => {}
                     }
                 }
-                for e in out {
+                for mut e in out {
+                    sender.send(&mut e);
                     if events.send(e).is_err() {
                         return;
                     }
@@ -408,37 +450,22 @@ pub fn spawn(
         })
 }
 
-/// Sends every event to its upstream neighbors (one socket per address family).
-/// `sent` (optional) receives each event after it went out, for logs and benchmarks.
-pub async fn send_events(
-    port: u16,
+/// Logs every event the monitor thread sent ("ARN sent", refreshes only at debug level)
+/// and passes it on to `sent` (counters, `fare arn monitor` output).
+pub async fn report_sent(
     mut events: tokio::sync::mpsc::UnboundedReceiver<MonitorEvent>,
     sent: Option<UnboundedSender<MonitorEvent>>,
-) -> Result<(), transport::TransportError> {
-    let v4 = ArnSocket::bind(SocketAddr::from(([0, 0, 0, 0], 0)), None)?;
-    let v6 = ArnSocket::bind(SocketAddr::from(([0u16; 8], 0)), None).ok();
+) {
     while let Some(event) = events.recv().await {
-        let Ok(bytes) = event.message.encode() else {
-            continue;
-        };
-        for to in &event.notify {
-            let socket = match to {
-                IpAddr::V4(_) => Some(&v4),
-                IpAddr::V6(_) => v6.as_ref(),
-            };
-            let Some(socket) = socket else { continue };
-            if let Err(e) = socket.send_to(&bytes, SocketAddr::new(*to, port)).await {
-                warn!(%to, error = %e, "sending ARN failed");
-            }
-        }
-        if !event.refresh {
-            info!(interface = %event.interface, message = %event.message, backlog = event.backlog_bytes, "ARN sent");
+        if event.refresh {
+            debug!(interface = %event.interface, message = %event.message, "ARN refreshed");
+        } else {
+            info!(interface = %event.interface, message = %event.message, backlog = event.backlog_bytes, queued_us = event.queued_us, "ARN sent");
         }
         if let Some(tx) = &sent {
             let _ = tx.send(event);
         }
     }
-    Ok(())
 }
 
 #[cfg(test)]

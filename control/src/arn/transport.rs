@@ -55,34 +55,7 @@ impl ArnSocket {
     /// one interface (needed for link-local multicast; optional otherwise).
     pub fn bind(addr: SocketAddr, device: Option<&str>) -> Result<ArnSocket, TransportError> {
         let err = |what| move |source| TransportError { what, addr, source };
-        let domain = Domain::for_address(addr);
-        let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).map_err(err("create"))?;
-        s.set_reuse_address(true).map_err(err("SO_REUSEADDR"))?;
-        match addr {
-            SocketAddr::V4(_) => {
-                s.set_ttl_v4(u32::from(TTL)).map_err(err("IP_TTL"))?;
-                s.set_multicast_ttl_v4(u32::from(TTL))
-                    .map_err(err("IP_MULTICAST_TTL"))?;
-                s.set_tos_v4(u32::from(TOS_CS6)).map_err(err("IP_TOS"))?;
-                socket::setsockopt(&s, sockopt::Ipv4RecvTtl, &true)
-                    .map_err(|e| err("IP_RECVTTL")(io::Error::from(e)))?;
-                socket::setsockopt(&s, sockopt::Ipv4PacketInfo, &true)
-                    .map_err(|e| err("IP_PKTINFO")(io::Error::from(e)))?;
-            }
-            SocketAddr::V6(_) => {
-                s.set_only_v6(true).map_err(err("IPV6_V6ONLY"))?;
-                s.set_unicast_hops_v6(u32::from(TTL))
-                    .map_err(err("IPV6_UNICAST_HOPS"))?;
-                s.set_multicast_hops_v6(u32::from(TTL))
-                    .map_err(err("IPV6_MULTICAST_HOPS"))?;
-                s.set_tclass_v6(u32::from(TOS_CS6))
-                    .map_err(err("IPV6_TCLASS"))?;
-                socket::setsockopt(&s, sockopt::Ipv6RecvHopLimit, &true)
-                    .map_err(|e| err("IPV6_RECVHOPLIMIT")(io::Error::from(e)))?;
-                socket::setsockopt(&s, sockopt::Ipv6RecvPacketInfo, &true)
-                    .map_err(|e| err("IPV6_RECVPKTINFO")(io::Error::from(e)))?;
-            }
-        }
+        let s = configured(addr)?;
         if let Some(dev) = device {
             s.bind_device(Some(dev.as_bytes()))
                 .map_err(err("SO_BINDTODEVICE"))?;
@@ -197,6 +170,54 @@ fn recv_with_ancillary(socket: &UdpSocket, buf: &mut [u8]) -> io::Result<Datagra
 
 #[allow(non_camel_case_types)]
 type libc_int = nix::libc::c_int;
+
+/// A UDP socket of `addr`'s family with the ARN options: TTL / hop limit 255, DSCP CS6,
+/// and TTL + arrival interface reported on receive. Not bound yet.
+fn configured(addr: SocketAddr) -> Result<Socket, TransportError> {
+    let err = |what| move |source| TransportError { what, addr, source };
+    let domain = Domain::for_address(addr);
+    let s = Socket::new(domain, Type::DGRAM, Some(Protocol::UDP)).map_err(err("create"))?;
+    s.set_reuse_address(true).map_err(err("SO_REUSEADDR"))?;
+    match addr {
+        SocketAddr::V4(_) => {
+            s.set_ttl_v4(u32::from(TTL)).map_err(err("IP_TTL"))?;
+            s.set_multicast_ttl_v4(u32::from(TTL))
+                .map_err(err("IP_MULTICAST_TTL"))?;
+            s.set_tos_v4(u32::from(TOS_CS6)).map_err(err("IP_TOS"))?;
+            socket::setsockopt(&s, sockopt::Ipv4RecvTtl, &true)
+                .map_err(|e| err("IP_RECVTTL")(io::Error::from(e)))?;
+            socket::setsockopt(&s, sockopt::Ipv4PacketInfo, &true)
+                .map_err(|e| err("IP_PKTINFO")(io::Error::from(e)))?;
+        }
+        SocketAddr::V6(_) => {
+            s.set_only_v6(true).map_err(err("IPV6_V6ONLY"))?;
+            s.set_unicast_hops_v6(u32::from(TTL))
+                .map_err(err("IPV6_UNICAST_HOPS"))?;
+            s.set_multicast_hops_v6(u32::from(TTL))
+                .map_err(err("IPV6_MULTICAST_HOPS"))?;
+            s.set_tclass_v6(u32::from(TOS_CS6))
+                .map_err(err("IPV6_TCLASS"))?;
+            socket::setsockopt(&s, sockopt::Ipv6RecvHopLimit, &true)
+                .map_err(|e| err("IPV6_RECVHOPLIMIT")(io::Error::from(e)))?;
+            socket::setsockopt(&s, sockopt::Ipv6RecvPacketInfo, &true)
+                .map_err(|e| err("IPV6_RECVPKTINFO")(io::Error::from(e)))?;
+        }
+    }
+    Ok(s)
+}
+
+/// A blocking send-only ARN socket of `addr`'s family (port 0 = any), for threads outside
+/// the async runtime: the queue monitor sends from its own thread, so a busy runtime
+/// (BGP reacting to the same event) cannot delay the notification.
+pub fn blocking_sender(addr: SocketAddr) -> Result<std::net::UdpSocket, TransportError> {
+    let s = configured(addr)?;
+    s.bind(&addr.into()).map_err(|source| TransportError {
+        what: "bind",
+        addr,
+        source,
+    })?;
+    Ok(s.into())
+}
 
 /// Interface index of `name` (0 when unknown).
 pub fn ifindex(name: &str) -> u32 {

@@ -274,11 +274,12 @@ fn monitor(args: MonitorArgs) -> Result<()> {
             config,
             args.notify.clone(),
             std::time::Duration::from_millis(args.refresh_ms),
+            args.port,
             tx,
             stop.clone(),
         )
         .context("starting the queue monitor (rtnetlink)")?;
-        let sender = tokio::spawn(monitor::send_events(args.port, rx, Some(sent_tx)));
+        let sender = tokio::spawn(monitor::report_sent(rx, Some(sent_tx)));
         let printer = async {
             while let Some(e) = sent_rx.recv().await {
                 if args.json {

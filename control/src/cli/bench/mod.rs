@@ -3,6 +3,7 @@
 //! module here with `Args` and `run(args) -> anyhow::Result<String>` (the Markdown
 //! section) and a variant to `Suite`.
 
+pub mod arn;
 pub mod elephant;
 pub mod mpson;
 pub mod results;
@@ -76,6 +77,9 @@ pub enum Suite {
     /// Four elephant flows over four equal rate-limited paths: aggregate throughput of
     /// kernel flow-hash ECMP vs XDP spray over many seeds (flow placements); root, iperf3.
     Elephant(elephant::Args),
+    /// ARN reaction time against BGP alone on a `fare lab` spine-leaf fabric: congestion
+    /// and link failure, onset -> traffic moved off the path at the ingress leaf; root.
+    Arn(arn::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -86,6 +90,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Xdp(a) => ("xdp", xdp::run(a)?),
         Suite::XdpForward(a) => ("xdp-forward", xdp_forward::run_bench(a)?),
         Suite::Elephant(a) => ("elephant", elephant::run_bench(a)?),
+        Suite::Arn(a) => ("arn", arn::run_bench(a)?),
     };
     println!("{body}");
     if !args.no_write {
