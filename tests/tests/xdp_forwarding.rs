@@ -367,8 +367,10 @@ fn xdp_make_before_break_1000_replacements_lose_nothing() -> Result<()> {
             sent > 10_000,
             "too little traffic during the replacements: {sent}"
         );
+        // `received` counts every frame the program saw; the veths' own link-local
+        // chatter (IPv6 router solicitations, MLD) may add a few besides our traffic.
         ensure!(
-            moved("received") == sent,
+            moved("received") >= sent,
             "the router saw {} of {sent}",
             moved("received")
         );
