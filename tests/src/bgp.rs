@@ -160,6 +160,7 @@ pub fn config(
         hold_time: 9,
         connect_retry: Duration::from_millis(500),
         connect_retry_max: Duration::from_secs(4),
+        link_poll: Duration::from_millis(fare::agent::config::DEFAULT_LINK_POLL_MS),
         policy: fare::bgp::fare::Policy::default(),
         group_mode: fare::dataplane::GroupMode::Spray,
         neighbors: neighbors

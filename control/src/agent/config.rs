@@ -151,6 +151,17 @@ pub struct BgpConfig {
     pub connect_retry_ms: u64,
     #[serde(default = "default_retry_max")]
     pub connect_retry_max_ms: u64,
+    /// How often neighbor interfaces' carrier is read, in ms (0 = netlink events only,
+    /// which the kernel may deliver up to a second late).
+    #[serde(default = "default_link_poll")]
+    pub link_poll_ms: u64,
+}
+
+/// Carrier poll interval: fast enough for the 20 ms convergence target.
+pub const DEFAULT_LINK_POLL_MS: u64 = 5;
+
+fn default_link_poll() -> u64 {
+    DEFAULT_LINK_POLL_MS
 }
 
 impl Default for BgpConfig {
@@ -161,6 +172,7 @@ impl Default for BgpConfig {
             hold_time: default_hold(),
             connect_retry_ms: default_retry(),
             connect_retry_max_ms: default_retry_max(),
+            link_poll_ms: default_link_poll(),
         }
     }
 }

@@ -23,6 +23,7 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
         hold_time: b.hold_time,
         connect_retry: Duration::from_millis(b.connect_retry_ms),
         connect_retry_max: Duration::from_millis(b.connect_retry_max_ms),
+        link_poll: Duration::from_millis(b.link_poll_ms),
         policy: super::fare::Policy {
             mode: c.fare.mode,
             role: c.fare.role,

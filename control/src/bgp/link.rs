@@ -1,5 +1,13 @@
 //! Link facts from the kernel: interface speed (the link bandwidth when none is
-//! configured).
+//! configured), link state notifications, and a fast carrier poll.
+//!
+//! Why a poll beside netlink: the kernel reports carrier changes of most devices
+//! (physical NICs, and veths whose peer has the same ifindex in its namespace) through
+//! its "linkwatch" work, which runs at most once per second. A carrier loss can thus
+//! reach RTM_NEWLINK listeners up to a second late, and a down/up flap inside that
+//! second is folded into no event at all. The carrier bit itself (IFF_LOWER_UP from
+//! SIOCGIFFLAGS) changes at once, so reading it every few milliseconds finds a failure
+//! the far end of a link caused long before linkwatch reports it.
 
 /// Speed of `interface` in Gbps from sysfs; `None` when unknown (down, or a virtual
 /// interface that reports -1).
@@ -105,6 +113,59 @@ impl LinkWatcher {
                 Err(_would_block) => continue,
             }
         }
+    }
+}
+
+/// Reads whether `interface` is running with carrier, with one ETHTOOL_GLINK ioctl on a
+/// datagram socket of the caller's namespace (the driver's link state: immediate, unlike
+/// IFF_RUNNING and the operstate, which linkwatch updates late).
+pub struct CarrierProbe {
+    socket: OwnedFd,
+}
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GLINK: u32 = 0x0000_000a;
+
+#[repr(C)]
+struct EthtoolValue {
+    cmd: u32,
+    data: u32,
+}
+
+impl CarrierProbe {
+    pub fn open() -> io::Result<CarrierProbe> {
+        // SAFETY: plain syscall; the fd is owned right after creation.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        Ok(CarrierProbe {
+            socket: unsafe { OwnedFd::from_raw_fd(fd) },
+        })
+    }
+
+    /// `Some(up)`; `None` when the interface does not exist or its driver cannot tell.
+    pub fn is_up(&self, interface: &str) -> Option<bool> {
+        let name = interface.as_bytes();
+        if name.is_empty() || name.len() >= libc::IFNAMSIZ || name.contains(&0) {
+            return None;
+        }
+        let mut value = EthtoolValue {
+            cmd: ETHTOOL_GLINK,
+            data: 0,
+        };
+        // SAFETY: an all-zero ifreq is valid; its name is NUL-terminated (length checked
+        // above) and its data pointer refers to `value`, which outlives the call.
+        let rc = unsafe {
+            let mut req: libc::ifreq = std::mem::zeroed();
+            for (d, s) in req.ifr_name.iter_mut().zip(name) {
+                *d = *s as libc::c_char;
+            }
+            req.ifr_ifru.ifru_data = &mut value as *mut EthtoolValue as *mut libc::c_char;
+            libc::ioctl(self.socket.as_raw_fd(), SIOCETHTOOL as _, &mut req)
+        };
+        (rc == 0).then_some(value.data != 0)
     }
 }
 

@@ -99,6 +99,9 @@ pub enum Command {
     Reset,
     /// Retry connecting now (the link came back).
     Kick,
+    /// Ask the peer to re-send its routes of these families (RFC 2918 ROUTE-REFRESH);
+    /// dropped unless Established with a peer that advertised the capability.
+    Refresh(Vec<Family>),
     /// Close the session with Cease / administrative shutdown and stop.
     Shutdown,
 }
@@ -123,6 +126,11 @@ pub struct NeighborStatus {
     pub last_error: Option<String>,
     /// Routes refused because their Color mismatched the session color (DPF §2.1.2).
     pub color_mismatched_routes: u64,
+    /// ROUTE-REFRESH messages (RFC 2918) sent to and received from the peer.
+    pub route_refresh_sent: u64,
+    pub route_refresh_received: u64,
+    /// The peer advertised the route refresh capability in this session.
+    pub peer_route_refresh: bool,
 }
 
 impl NeighborStatus {
@@ -142,6 +150,9 @@ impl NeighborStatus {
             flaps: 0,
             last_error: None,
             color_mismatched_routes: 0,
+            route_refresh_sent: 0,
+            route_refresh_received: 0,
+            peer_route_refresh: false,
         }
     }
 }
@@ -150,6 +161,9 @@ pub type SharedStatus = Arc<Mutex<NeighborStatus>>;
 
 /// Why a session ended; the NOTIFICATION we sent, if any, is in the text.
 type Ended = String;
+
+/// The session ended because the speaker is shutting down.
+const SHUTDOWN: &str = "shutdown";
 
 /// A connection and who opened it.
 struct Conn {
@@ -185,7 +199,8 @@ impl Neighbor {
 
     /// Runs until a `Shutdown` command or until the speaker drops its command sender.
     pub async fn run(mut self) {
-        let mut backoff = self.config.connect_retry;
+        let cfg = self.config.clone();
+        let mut backoff = cfg.connect_retry;
         let mut first = true;
         loop {
             self.set_state(if self.config.passive {
@@ -195,20 +210,27 @@ impl Neighbor {
             });
             let delay = if first { Duration::ZERO } else { backoff };
             first = false;
-            let conn = tokio::select! {
-                c = connect_after(&self.config, delay) => c,
-                Some(stream) = self.incoming.recv() => Conn { stream, outbound: false, open_sent: false },
-                cmd = self.commands.recv() => match cmd {
-                    Some(Command::Send(_)) | Some(Command::Reset) => continue,
-                    Some(Command::Kick) => { first = true; continue }
-                    Some(Command::Shutdown) | None => return,
-                },
+            // Commands that do not concern an idle neighbor leave the pending connect
+            // (and its backoff) alone; only a kick restarts it at once.
+            let connect = connect_after(&cfg, delay);
+            tokio::pin!(connect);
+            let conn = loop {
+                tokio::select! {
+                    c = &mut connect => break c,
+                    Some(stream) = self.incoming.recv() => break Conn { stream, outbound: false, open_sent: false },
+                    cmd = self.commands.recv() => match cmd {
+                        Some(Command::Send(_)) | Some(Command::Reset) | Some(Command::Refresh(_)) => {}
+                        Some(Command::Kick) => connect.set(connect_after(&cfg, Duration::ZERO)),
+                        Some(Command::Shutdown) | None => return,
+                    },
+                }
             };
             let started = Instant::now();
             let result = self.session(conn).await;
             self.set_state(State::Idle);
             let reason = match result {
                 Ok(()) => return,
+                Err(e) if e == SHUTDOWN => return,
                 Err(e) => e,
             };
             info!(peer = %self.config.address, %reason, "session down");
@@ -275,6 +297,10 @@ impl Neighbor {
                         // Peer raced us: answer with our OPEN there too, decide once
                         // its OPEN tells us its BGP ID.
                         pending = Some(send_open(s, &our_open).await);
+                        continue;
+                    }
+                    cmd = self.commands.recv() => {
+                        self.handshake_command(cmd, &mut writer).await?;
                         continue;
                     }
                 };
@@ -382,6 +408,7 @@ impl Neighbor {
             let msg = loop {
                 tokio::select! {
                     m = reader.next(ctx, wait) => break m,
+                    cmd = self.commands.recv() => self.handshake_command(cmd, &mut writer).await?,
                     Some(s) = self.incoming.recv() => {
                         let other = send_open(s, &our_open).await;
                         // `other` was opened by the peer: it wins when the current one
@@ -435,8 +462,10 @@ impl Neighbor {
                 .ok()
                 .map(|d| d.as_secs());
             s.flaps += 1;
+            s.peer_route_refresh = info.route_refresh;
         });
         let families = info.families.clone();
+        let peer_route_refresh = info.route_refresh;
         self.events
             .send(SessionEvent::Up {
                 peer: cfg.address,
@@ -473,9 +502,16 @@ impl Neighbor {
                                 .map_err(|_| "speaker stopped".to_string())?;
                         }
                         Ok(Message::Keepalive) => {}
-                        Ok(Message::RouteRefresh(RouteRefresh { afi, safi, .. })) => {
-                            let family = Family::from_afi_safi(afi, safi);
-                            let _ = self.events.send(SessionEvent::RouteRefresh { peer: cfg.address, family }).await;
+                        Ok(Message::RouteRefresh(RouteRefresh { afi, safi, subtype })) => {
+                            // RFC 2918 §4: a family not negotiated is ignored; RFC 7313's
+                            // BoRR/EoRR markers (subtype 1/2) are not requests.
+                            self.count(|s| s.route_refresh_received += 1);
+                            match Family::from_afi_safi(afi, safi) {
+                                Some(family) if subtype == 0 && families.contains(&family) => {
+                                    let _ = self.events.send(SessionEvent::RouteRefresh { peer: cfg.address, family: Some(family) }).await;
+                                }
+                                _ => debug!(peer = %cfg.address, afi, safi, subtype, "ROUTE-REFRESH ignored"),
+                            }
                         }
                         Ok(Message::Notification(n)) => return Err(self.notified(n)),
                         Ok(Message::Open(_)) => {
@@ -504,6 +540,20 @@ impl Neighbor {
                         self.count(|s| s.updates_sent += n);
                     }
                     Some(Command::Kick) => {}
+                    Some(Command::Refresh(wanted)) => {
+                        if !peer_route_refresh {
+                            debug!(peer = %cfg.address, "no ROUTE-REFRESH: the peer did not advertise the capability");
+                            continue;
+                        }
+                        let mut buf = Vec::new();
+                        for f in wanted.iter().filter(|f| families.contains(f)) {
+                            let (afi, safi) = f.afi_safi();
+                            buf.extend_from_slice(&Message::RouteRefresh(RouteRefresh { afi, subtype: 0, safi }).encode(ctx));
+                            self.count(|s| s.route_refresh_sent += 1);
+                        }
+                        info!(peer = %cfg.address, families = ?wanted, "ROUTE-REFRESH sent");
+                        writer.write_raw(&buf).await?;
+                    }
                     Some(Command::Reset) => {
                         let n = Notification::new(code::CEASE, cease::ADMINISTRATIVE_RESET);
                         let _ = writer.send(&Message::Notification(n), ctx).await;
@@ -518,9 +568,42 @@ impl Neighbor {
                     }
                 },
                 Some(s) = self.incoming.recv() => {
-                    // RFC 4271 §6.8: an Established session wins any collision.
+                    // RFC 4271 §6.8: an Established session wins any collision. The peer
+                    // opening a new connection may have lost this one without us noticing
+                    // (a link flap): a KEEPALIVE now draws its RST at once instead of
+                    // after the next keepalive or the hold time.
                     close_with(s, Notification::new(code::CEASE, cease::CONNECTION_COLLISION)).await;
+                    writer.send(&Message::Keepalive, ctx).await?;
                 }
+            }
+        }
+    }
+
+    /// A command that arrives during OpenSent/OpenConfirm: a reset or shutdown ends the
+    /// handshake (a reset left queued would later drop the session it completes);
+    /// UPDATEs wait for Established, where the speaker sends the whole table anyway.
+    async fn handshake_command(
+        &mut self,
+        cmd: Option<Command>,
+        writer: &mut Writer,
+    ) -> Result<(), Ended> {
+        match cmd {
+            Some(Command::Send(_)) | Some(Command::Kick) | Some(Command::Refresh(_)) => Ok(()),
+            Some(Command::Reset) => {
+                let n = Notification::new(code::CEASE, cease::ADMINISTRATIVE_RESET);
+                let _ = writer
+                    .send(&Message::Notification(n), Context::default())
+                    .await;
+                self.count(|s| s.notifications_sent += 1);
+                Err("link down".into())
+            }
+            Some(Command::Shutdown) | None => {
+                let n = Notification::new(code::CEASE, cease::ADMINISTRATIVE_SHUTDOWN);
+                let _ = writer
+                    .send(&Message::Notification(n), Context::default())
+                    .await;
+                self.count(|s| s.notifications_sent += 1);
+                Err(SHUTDOWN.into())
             }
         }
     }

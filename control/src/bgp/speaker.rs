@@ -60,6 +60,8 @@ pub struct SpeakerConfig {
     pub hold_time: u16,
     pub connect_retry: Duration,
     pub connect_retry_max: Duration,
+    /// How often the carrier of neighbor interfaces is read (zero: netlink events only).
+    pub link_poll: Duration,
     pub policy: Policy,
     pub group_mode: GroupMode,
     pub neighbors: Vec<NeighborSpec>,
@@ -146,6 +148,13 @@ pub enum SpeakerCommand {
     },
     /// Every route as `fare show routes` shows it.
     Routes(tokio::sync::oneshot::Sender<Vec<RouteView>>),
+    /// Ask one neighbor (or every Established one) to re-send its routes with
+    /// ROUTE-REFRESH (RFC 2918), one per negotiated family. Replies with the neighbors
+    /// asked: Established ones that advertised the capability.
+    Refresh {
+        neighbor: Option<IpAddr>,
+        reply: tokio::sync::oneshot::Sender<Vec<IpAddr>>,
+    },
     Shutdown,
 }
 
@@ -267,30 +276,7 @@ pub async fn start(
         .filter_map(|n| n.interface.clone())
         .collect();
     if !watched.is_empty() {
-        match super::link::LinkWatcher::open() {
-            Ok(mut watcher) => {
-                let tx = cmd_tx.clone();
-                tokio::spawn(async move {
-                    while let Ok(events) = watcher.next().await {
-                        for e in events
-                            .into_iter()
-                            .filter(|e| watched.contains(&e.interface))
-                        {
-                            let speed_gbps = super::link::interface_speed_gbps(&e.interface);
-                            let cmd = SpeakerCommand::Link {
-                                interface: e.interface,
-                                up: e.up,
-                                speed_gbps,
-                            };
-                            if tx.send(cmd).await.is_err() {
-                                return;
-                            }
-                        }
-                    }
-                });
-            }
-            Err(e) => warn!("no link events (netlink): {e}"),
-        }
+        tokio::spawn(watch_links(watched, config.link_poll, cmd_tx.clone()));
     }
     let mut rib = Rib::default();
     for p in &config.prefixes {
@@ -310,6 +296,86 @@ pub async fn start(
         commands: cmd_tx,
         neighbors: statuses,
     })
+}
+
+/// Forwards the link events of the `watched` interfaces to the speaker: every netlink
+/// notification, and carrier changes the poll sees first (every `poll`; zero = no poll;
+/// see [`super::link`] for why netlink alone is up to a second late).
+async fn watch_links(watched: HashSet<String>, poll: Duration, tx: mpsc::Sender<SpeakerCommand>) {
+    let mut netlink = match super::link::LinkWatcher::open() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            warn!("no link events (netlink): {e}");
+            None
+        }
+    };
+    let probe = if poll.is_zero() {
+        None
+    } else {
+        super::link::CarrierProbe::open()
+            .map_err(|e| warn!("no carrier poll: {e}"))
+            .ok()
+    };
+    if netlink.is_none() && probe.is_none() {
+        return;
+    }
+    // Last state told to the speaker (or first seen), per interface.
+    let mut known: HashMap<String, bool> = HashMap::new();
+    if let Some(p) = &probe {
+        for i in &watched {
+            if let Some(up) = p.is_up(i) {
+                known.insert(i.clone(), up);
+            }
+        }
+    }
+    let mut tick = tokio::time::interval(if poll.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        poll
+    });
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        let events = tokio::select! {
+            r = async { netlink.as_mut()?.next().await.ok() }, if netlink.is_some() => match r {
+                Some(events) => events,
+                None => {
+                    netlink = None;
+                    continue;
+                }
+            },
+            _ = tick.tick(), if probe.is_some() => {
+                let Some(p) = &probe else { continue };
+                watched
+                    .iter()
+                    .filter_map(|i| {
+                        let up = p.is_up(i)?;
+                        (known.get(i) != Some(&up)).then(|| super::link::LinkEvent {
+                            interface: i.clone(),
+                            up,
+                        })
+                    })
+                    .collect()
+            }
+        };
+        for e in events
+            .into_iter()
+            .filter(|e| watched.contains(&e.interface))
+        {
+            known.insert(e.interface.clone(), e.up);
+            let speed_gbps = super::link::interface_speed_gbps(&e.interface);
+            let cmd = SpeakerCommand::Link {
+                interface: e.interface,
+                up: e.up,
+                speed_gbps,
+            };
+            if tx.send(cmd).await.is_err() {
+                return;
+            }
+        }
+        if netlink.is_none() && probe.is_none() {
+            return;
+        }
+    }
 }
 
 async fn accept_loop(
@@ -391,6 +457,9 @@ impl RibTask {
                         all.sort_by_key(|r| r.prefix);
                         let _ = reply.send(all);
                     }
+                    Some(SpeakerCommand::Refresh { neighbor, reply }) => {
+                        let _ = reply.send(self.request_refresh(neighbor));
+                    }
                     Some(SpeakerCommand::Shutdown) | None => {
                         for p in self.peers.values() {
                             let _ = p.commands.send(Command::Shutdown);
@@ -421,9 +490,14 @@ impl RibTask {
                 self.dirty.extend(gone);
                 self.neighbor_event(peer).await;
             }
-            SessionEvent::RouteRefresh { peer, .. } => {
-                self.rib.adj_out.remove(&peer);
-                self.dirty.extend(self.rib.loc.keys().copied());
+            SessionEvent::RouteRefresh { peer, family } => {
+                // Re-send this family's Adj-RIB-Out (RFC 2918 §4): forget what was sent.
+                let of_family = |p: &IpNet| family.is_none_or(|f| nlri::family_of(p) == f);
+                if let Some(t) = self.rib.adj_out.get_mut(&peer) {
+                    t.retain(|p, _| !of_family(p));
+                }
+                self.dirty
+                    .extend(self.rib.loc.keys().copied().filter(|p| of_family(p)));
             }
             SessionEvent::Update { peer, update } => {
                 // Malformed UPDATEs are rare: refresh the neighbor's counters in the views.
@@ -443,6 +517,25 @@ impl RibTask {
                 let _ = self.events.send(SpeakerEvent::Neighbor(s)).await;
             }
         }
+    }
+
+    /// Sends ROUTE-REFRESH for every negotiated family to `neighbor` (or to all), when
+    /// Established and the peer advertised the capability; returns who was asked.
+    fn request_refresh(&self, neighbor: Option<IpAddr>) -> Vec<IpAddr> {
+        let mut asked: Vec<IpAddr> = self
+            .peers
+            .iter()
+            .filter(|(a, _)| neighbor.is_none_or(|n| n == **a))
+            .filter_map(|(a, p)| {
+                let info = p.session.as_ref().filter(|i| i.route_refresh)?;
+                p.commands
+                    .send(Command::Refresh(info.families.clone()))
+                    .ok()
+                    .map(|_| *a)
+            })
+            .collect();
+        asked.sort();
+        asked
     }
 
     fn on_update(&mut self, peer: IpAddr, mut u: Update) {
