@@ -14,6 +14,7 @@
 
 use fare_integration::agent::{Agent, TempDir};
 use fare_integration::bgp::{wait_for, Frr};
+use fare_integration::dpf_lab::group_vias;
 use fare_integration::{have_root, have_tool, veth, Netns};
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -48,19 +49,6 @@ fn agent_config(
     text += dpf;
     let path = dir.write(&format!("{name}.yaml"), &text).unwrap();
     (path, socket)
-}
-
-/// The neighbor addresses of `prefix`'s group (sorted), or None when there is no group.
-fn group_vias(agent: &Agent, prefix: &str) -> Option<Vec<String>> {
-    let groups = agent.show("groups").ok()?;
-    let g = groups.as_array()?.iter().find(|g| g["prefix"] == prefix)?;
-    let mut vias: Vec<String> = g["members"]
-        .as_array()?
-        .iter()
-        .filter_map(|m| m["via"].as_str().map(String::from))
-        .collect();
-    vias.sort();
-    Some(vias)
 }
 
 fn wait_group(agent: &Agent, prefix: &str, want: Option<&[&str]>, secs: u64) -> bool {
