@@ -3,7 +3,8 @@
 //! A dedicated thread samples, every `interval` (down to 100 µs), the backlog of each
 //! watched interface's root qdisc (RTM_GETQDISC for parent TC_H_ROOT, `TCA_STATS2` queue
 //! stats: for a tbf root that is the bytes waiting to be shaped) and, at most every
-//! millisecond, the interface's IFF_RUNNING flag (RTM_GETLINK). Thresholds have
+//! millisecond, the interface's carrier (the driver's link state, as the BGP link watcher
+//! reads it; IFF_RUNNING via RTM_GETLINK where the driver cannot tell). Thresholds have
 //! hysteresis: backlog >= `high_bytes` -> Type 1 (Metric = 255 * backlog / limit);
 //! backlog <= `low_bytes` afterwards (and for `clear_ms` without a break) -> Type 2. A link that stops running -> Type 3, unless
 //! another watched interface toward the same far-end node is still running (local repair
@@ -321,6 +322,9 @@ pub fn spawn(
     stop: Arc<AtomicBool>,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     let mut reader = QueueReader::new()?;
+    // The driver's carrier, read at once (IFF_RUNNING follows it only when the kernel's
+    // linkwatch runs, up to a second later); IFF_RUNNING where the driver cannot tell.
+    let carrier = crate::bgp::link::CarrierProbe::open()?;
     let sender = Sender::new(port)?;
     std::thread::Builder::new()
         .name("arn-monitor".into())
@@ -374,7 +378,9 @@ pub fn spawn(
                             if w.ifindex == 0 {
                                 w.ifindex = transport::ifindex(&w.cfg.interface);
                             }
-                            reader.link_running(w.ifindex).ok()
+                            carrier
+                                .is_up(&w.cfg.interface)
+                                .or_else(|| reader.link_running(w.ifindex).ok())
                         })
                         .collect();
                     for i in 0..watched.len() {

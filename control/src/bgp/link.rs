@@ -5,9 +5,9 @@
 //! (physical NICs, and veths whose peer has the same ifindex in its namespace) through
 //! its "linkwatch" work, which runs at most once per second. A carrier loss can thus
 //! reach RTM_NEWLINK listeners up to a second late, and a down/up flap inside that
-//! second is folded into no event at all. The carrier bit itself (IFF_LOWER_UP from
-//! SIOCGIFFLAGS) changes at once, so reading it every few milliseconds finds a failure
-//! the far end of a link caused long before linkwatch reports it.
+//! second is folded into no event at all. The driver's own link state (ETHTOOL_GLINK)
+//! changes at once, so reading it every few milliseconds finds a failure the far end of
+//! a link caused long before linkwatch reports it. The ARN monitor reads it the same way.
 
 /// Speed of `interface` in Gbps from sysfs; `None` when unknown (down, or a virtual
 /// interface that reports -1).
