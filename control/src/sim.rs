@@ -1102,6 +1102,7 @@ links:
                     prefixes: vec![],
                     pod: None,
                     plane: None,
+                    target: Default::default(),
                 };
                 let s: Vec<NodeId> = (0..spines)
                     .map(|i| t.add_node(node(format!("S{i}"), crate::topology::Role::Spine)))

@@ -92,6 +92,12 @@ pub struct UpArgs {
     /// A congested port's queue must stay drained this long before its Type 2, ms.
     #[arg(long, default_value_t = 200)]
     pub arn_clear_ms: u64,
+    /// fare.p4's p4c outputs (fare.json, fare.p4info.txtpb) for nodes marked
+    /// `target: bmv2`; default: p4/build of this directory or of the repository the
+    /// binary was built in. Those nodes run `simple_switch_grpc` (BMv2) programmed by
+    /// their agent over P4Runtime; without BMv2 on PATH `lab up` refuses them.
+    #[arg(long)]
+    pub p4_build: Option<PathBuf>,
     /// Build the namespaces and links only; start no agents.
     #[arg(long)]
     pub no_agents: bool,
@@ -205,6 +211,7 @@ fn run_up(a: UpArgs) -> anyhow::Result<()> {
             hold_ms: a.arn_hold_ms,
             clear_ms: a.arn_clear_ms,
         }),
+        p4_build: a.p4_build.clone(),
     };
     // Plan errors (names, pool size) are the user's input.
     plan::plan(&topo, &lab, &options)

@@ -225,6 +225,7 @@ mod tests {
             prefixes: vec![],
             pod: None,
             plane: None,
+            target: Default::default(),
         });
         assert_eq!(split_pair(&t, "S1-L1").unwrap(), ("S1".into(), "L1".into()));
         assert_eq!(

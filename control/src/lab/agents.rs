@@ -52,6 +52,10 @@ pub fn config_yaml(
     let mut interfaces: Vec<String> = node.ports.iter().map(|p| p.interface.clone()).collect();
     interfaces.extend(node.hosts.iter().map(|h| h.node_interface.clone()));
     let dataplane = match o.dataplane {
+        _ if node.bmv2 => super::bmv2::dataplane_config(
+            node,
+            o.p4_build.as_deref().unwrap_or(Path::new("p4/build")),
+        ),
         DataplaneKind::Xdp => json!({"kind": "xdp", "interfaces": interfaces}),
         DataplaneKind::Kernel => json!({"kind": "kernel", "interfaces": interfaces}),
         DataplaneKind::None => json!({"kind": "none"}),

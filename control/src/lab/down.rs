@@ -30,6 +30,7 @@ pub fn down_lab(lab: &str, verbose: bool) -> Result<DownReport, LabError> {
     if let Ok(state) = dir.load() {
         pids.extend(state.agents.iter().map(|(_, p)| *p as i32));
         pids.extend(state.mininet_pid.map(|p| p as i32));
+        pids.extend(state.switches.iter().map(|(_, p)| *p as i32));
     }
     for ns in &namespaces {
         pids.extend(sys::netns_pids(ns));

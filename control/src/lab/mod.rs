@@ -15,6 +15,7 @@
 
 pub mod agents;
 pub mod arn;
+pub mod bmv2;
 pub mod down;
 pub mod faults;
 pub mod gen;

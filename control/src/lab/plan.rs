@@ -72,6 +72,9 @@ pub struct Options {
     /// The agents' `arn:` block (None: ARN off).
     #[serde(default)]
     pub arn: Option<super::arn::LabArn>,
+    /// fare.p4's compiled outputs for `target: bmv2` nodes (None: found by `lab up`).
+    #[serde(default)]
+    pub p4_build: Option<std::path::PathBuf>,
 }
 
 impl Default for Options {
@@ -86,6 +89,7 @@ impl Default for Options {
             split: SplitMode::Spray,
             backend: Backend::Netns,
             arn: Some(super::arn::LabArn::default()),
+            p4_build: None,
         }
     }
 }
@@ -135,6 +139,10 @@ pub struct NodePlan {
     /// Traffic end point inside the node itself (stubs: RNICs, hosts) — the prefix's first
     /// address on `lo`.
     pub local_endpoints: Vec<IpAddr>,
+    /// `target: bmv2`: a `simple_switch_grpc` forwards for this node, its agent programs it
+    /// over P4Runtime.
+    #[serde(default)]
+    pub bmv2: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -169,6 +177,11 @@ pub enum PlanError {
     TooManyPorts { node: String, count: usize },
     #[error("prefix {prefix} of `{node}` has no room for a gateway and a host address")]
     PrefixTooSmall { node: String, prefix: IpNet },
+    #[error(
+        "node `{0}`: `target: bmv2` is for transit nodes in the lab (the switch would have to \
+         deliver to the node's own hosts); remove its prefixes or the target"
+    )]
+    Bmv2WithPrefixes(String),
 }
 
 /// A lab name usable in namespace names: the topology name with anything else removed.
@@ -297,6 +310,7 @@ pub fn plan(topo: &Topology, lab: &str, options: &Options) -> Result<Plan, PlanE
             ports: Vec::new(),
             hosts: Vec::new(),
             local_endpoints: Vec::new(),
+            bmv2: n.target == crate::topology::Target::Bmv2,
         })
         .collect();
     // Interface numbers: eth0 is the first host link, eth1.. the fabric links.
@@ -352,6 +366,9 @@ pub fn plan(topo: &Topology, lab: &str, options: &Options) -> Result<Plan, PlanE
         });
     }
     for (i, n) in topo.nodes.iter().enumerate() {
+        if nodes[i].bmv2 && !n.prefixes.is_empty() {
+            return Err(PlanError::Bmv2WithPrefixes(n.name.clone()));
+        }
         for (k, p) in n.prefixes.iter().enumerate() {
             let bad = || PlanError::PrefixTooSmall {
                 node: n.name.clone(),

@@ -52,6 +52,9 @@ pub struct LabState {
     /// The Mininet process that owns the nodes (`--backend mininet`).
     #[serde(default)]
     pub mininet_pid: Option<u32>,
+    /// node -> `simple_switch_grpc` pid (`target: bmv2` nodes).
+    #[serde(default)]
+    pub switches: Vec<(String, u32)>,
 }
 
 pub fn root() -> PathBuf {

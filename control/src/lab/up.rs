@@ -2,6 +2,7 @@
 //! agent configurations and agents. On any failure everything made so far is removed.
 
 use super::agents;
+use super::bmv2;
 use super::down;
 use super::plan::{self, Plan, HOST_IF};
 use super::state::{self, LabState, StateDir};
@@ -50,7 +51,7 @@ pub struct UpReport {
 }
 
 pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
-    let plan = plan::plan(&req.topology, &req.lab, &req.options)?;
+    let mut plan = plan::plan(&req.topology, &req.lab, &req.options)?;
     let dir = StateDir::new(&req.lab);
     let existing: Vec<String> = sys::list_netns()?
         .into_iter()
@@ -58,6 +59,10 @@ pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
         .collect();
     if dir.state_file().exists() || !existing.is_empty() {
         return Err(LabError::AlreadyUp(req.lab.clone()));
+    }
+    let p4_build = bmv2::build_dir(req.options.p4_build.as_deref(), &req.fare);
+    if let Some(abs) = bmv2::preflight(&plan, &p4_build)? {
+        plan.options.p4_build = Some(abs);
     }
     dir.create()?;
     let mut state = LabState {
@@ -69,6 +74,7 @@ pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
         changes: Vec::new(),
         up_at: 0.0,
         mininet_pid: None,
+        switches: Vec::new(),
     };
     dir.save(&state)?;
     match build(req, &plan, &dir, &mut state) {
@@ -159,11 +165,21 @@ fn build(
     progress(req, "addresses, routes to hosts, shaping");
     for node in &plan.nodes {
         sys::ip_batch(Some(&node.ns), &node_batch(node))?;
-        sysctls(&node.ns, true)?;
+        // A BMv2 node's kernel must not forward: transit packets are the switch's.
+        sysctls(&node.ns, !node.bmv2)?;
         sys::tc_batch(&node.ns, &tc_batch(plan, node))?;
         for h in &node.hosts {
             sys::ip_batch(Some(&h.ns), &host_batch(h))?;
             sysctls(&h.ns, false)?;
+        }
+    }
+    if plan.nodes.iter().any(|n| n.bmv2) {
+        bmv2::prepare_links(plan)?;
+        for node in plan.nodes.iter().filter(|n| n.bmv2) {
+            progress(req, &format!("starting {} for {}", bmv2::SWITCH, node.name));
+            let pid = bmv2::start(node, dir)?;
+            state.switches.push((node.name.clone(), pid));
+            dir.save(state)?;
         }
     }
     report.addresses_s = t.elapsed().as_secs_f64();

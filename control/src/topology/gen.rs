@@ -33,6 +33,7 @@ fn node(name: String, role: Role, asn: u32, rid: u32) -> Node {
         prefixes: Vec::new(),
         pod: None,
         plane: None,
+        target: Default::default(),
     }
 }
 

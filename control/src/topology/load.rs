@@ -34,6 +34,8 @@ struct NodeEntry {
     pod: Option<u32>,
     #[serde(default)]
     plane: Option<u32>,
+    #[serde(default)]
+    target: super::Target,
 }
 
 #[derive(Deserialize)]
@@ -108,6 +110,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Topology, FileError> {
             prefixes: n.prefixes,
             pod: n.pod,
             plane: n.plane,
+            target: n.target,
         });
     }
 

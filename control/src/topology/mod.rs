@@ -68,6 +68,19 @@ pub struct Node {
     pub prefixes: Vec<IpNet>,
     pub pod: Option<u32>,
     pub plane: Option<u32>,
+    /// What forwards for this node in `fare lab` (a Linux agent, or a BMv2 switch).
+    pub target: Target,
+}
+
+/// The forwarding element of a node: the default `linux` (a `fare agent` with the XDP or
+/// kernel data plane), or `bmv2` (a `simple_switch_grpc` running fare.p4, programmed by
+/// the node's agent over P4Runtime).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Target {
+    #[default]
+    Linux,
+    Bmv2,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -256,6 +269,9 @@ impl Topology {
             }
             if let Some(p) = n.plane {
                 let _ = write!(s, ", plane: {p}");
+            }
+            if n.target == Target::Bmv2 {
+                s.push_str(", target: bmv2");
             }
             if !n.prefixes.is_empty() {
                 let list: Vec<String> = n.prefixes.iter().map(|p| p.to_string()).collect();

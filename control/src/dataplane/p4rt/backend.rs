@@ -464,7 +464,7 @@ impl P4RuntimeDataplane {
             let mac = m.neighbor_mac.ok_or_else(|| DataplaneError::InvalidGroup {
                 prefix: group.prefix,
                 why: format!(
-                    "member via {} has no neighbor MAC (the p4runtime backend does not resolve next hops)",
+                    "member via {} has no neighbor MAC and no next hop to resolve one from",
                     m.via
                 ),
             })?;
@@ -971,6 +971,10 @@ impl Dataplane for P4RuntimeDataplane {
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
         validate(group)?;
+        // BGP members name only a next hop: the switch rewrites the destination MAC, so
+        // take it from the kernel's neighbor table like the XDP backend does.
+        let resolved = crate::dataplane::xdp::neighbor::fill_macs(group, BACKEND).await?;
+        let group = resolved.as_ref().unwrap_or(group);
         if let Some(inst) = self.groups.get_mut(&group.prefix) {
             if same_forwarding(&inst.group, group) && inst.members.iter().all(|m| m.active) {
                 // Adopted or unchanged: keep the switch as it is, refresh display fields.

@@ -26,7 +26,7 @@ pub mod pins;
 pub mod testrun;
 
 use crate::dataplane::{
-    ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupStatus, MacAddr, MemberStatus,
+    ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupStatus, MemberStatus,
 };
 use async_trait::async_trait;
 use aya::maps::lpm_trie::{Key, LpmTrie};
@@ -369,38 +369,6 @@ impl XdpDataplane {
         })
     }
 
-    /// `group` with the MAC of every member that gives only `next_hop` filled in from
-    /// the kernel's neighbor table (None when every member already has one).
-    async fn resolve_macs(&self, group: &Group) -> Result<Option<Group>, DataplaneError> {
-        if group
-            .members
-            .iter()
-            .all(|m| m.neighbor_mac.is_some() || m.next_hop.is_none())
-        {
-            return Ok(None);
-        }
-        let mut out = group.clone();
-        for m in out.members.iter_mut() {
-            let (None, Some(addr)) = (m.neighbor_mac, m.next_hop) else {
-                continue;
-            };
-            let ifindex = netdev::ifindex(&m.interface).map_err(|source| DataplaneError::Io {
-                backend: BACKEND,
-                what: format!("interface {}", m.interface),
-                source,
-            })?;
-            let mac = neighbor::resolve(&m.interface, ifindex, addr, neighbor::RESOLVE_TIMEOUT)
-                .await
-                .map_err(|why| DataplaneError::InvalidGroup {
-                    prefix: group.prefix,
-                    why,
-                })?;
-            tracing::debug!(next_hop = %addr, interface = %m.interface, mac = %MacAddr(mac), "xdp: next hop resolved");
-            m.neighbor_mac = Some(MacAddr(mac));
-        }
-        Ok(Some(out))
-    }
-
     fn egress(&mut self, name: &str) -> Result<Egress, DataplaneError> {
         let io = |what: String| {
             move |source| DataplaneError::Io {
@@ -572,7 +540,7 @@ impl Dataplane for XdpDataplane {
         group: &Group,
         colors: &[ColorGroup],
     ) -> Result<(), DataplaneError> {
-        let resolved = self.resolve_macs(group).await?;
+        let resolved = neighbor::fill_macs(group, BACKEND).await?;
         let group = resolved.as_ref().unwrap_or(group);
         let mut encoded = encode::encode(group, &mut |name| self.egress(name))?;
         // Only active colors forward (see dataplane::dpf); each is a group of its own.
@@ -587,7 +555,7 @@ impl Dataplane for XdpDataplane {
                 mode: group.mode,
                 members: c.members.clone(),
             };
-            let resolved = self.resolve_macs(&as_group).await?;
+            let resolved = neighbor::fill_macs(&as_group, BACKEND).await?;
             let g = resolved.as_ref().unwrap_or(&as_group);
             color_rows.push((c.color, encode::encode(g, &mut |name| self.egress(name))?));
         }

@@ -1,6 +1,7 @@
 //! Next-hop MAC resolution from the kernel's neighbor table (ARP / NDP), for members that
 //! give only `next_hop` (e.g. BGP routes): the XDP program rewrites the destination MAC
-//! itself, so it needs the neighbor's MAC, which the kernel already keeps.
+//! itself, so it needs the neighbor's MAC, which the kernel already keeps. The p4runtime
+//! backend uses the same resolution (its switch ports are the node's interfaces in the lab).
 //!
 //! A missing entry is provoked the usual way — one UDP datagram to the discard port,
 //! sent out of the member's interface, makes the kernel resolve the address — and the
@@ -110,4 +111,42 @@ pub async fn resolve(
     Err(format!(
         "next hop {addr} on {ifname} not resolved within {timeout:?} (no ARP/NDP answer)"
     ))
+}
+
+/// `group` with the MAC of every member that gives only `next_hop` filled in from the
+/// kernel's neighbor table (None when every member already has one). `backend` names the
+/// data plane in errors.
+pub async fn fill_macs(
+    group: &crate::dataplane::Group,
+    backend: &'static str,
+) -> Result<Option<crate::dataplane::Group>, crate::dataplane::DataplaneError> {
+    use crate::dataplane::{DataplaneError, MacAddr};
+    if group
+        .members
+        .iter()
+        .all(|m| m.neighbor_mac.is_some() || m.next_hop.is_none())
+    {
+        return Ok(None);
+    }
+    let mut out = group.clone();
+    for m in out.members.iter_mut() {
+        let (None, Some(addr)) = (m.neighbor_mac, m.next_hop) else {
+            continue;
+        };
+        let ifindex =
+            super::netdev::ifindex(&m.interface).map_err(|source| DataplaneError::Io {
+                backend,
+                what: format!("interface {}", m.interface),
+                source,
+            })?;
+        let mac = resolve(&m.interface, ifindex, addr, RESOLVE_TIMEOUT)
+            .await
+            .map_err(|why| DataplaneError::InvalidGroup {
+                prefix: group.prefix,
+                why,
+            })?;
+        tracing::debug!(next_hop = %addr, interface = %m.interface, mac = %MacAddr(mac), "{backend}: next hop resolved");
+        m.neighbor_mac = Some(MacAddr(mac));
+    }
+    Ok(Some(out))
 }
