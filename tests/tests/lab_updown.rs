@@ -141,6 +141,13 @@ fn lab_up_down_every_topology() -> Result<()> {
             .map(|n| n.prefixes.len())
             .sum();
         let total = t.nodes.len() + hosts;
+        let bmv2 = t
+            .nodes
+            .iter()
+            .any(|n| n.target == fare::topology::Target::Bmv2);
+        if bmv2 && !have_tool(&format!("lab up {}", topo.display()), "simple_switch_grpc") {
+            continue;
+        }
         if total > MAX_NAMESPACES {
             eprintln!(
                 "SKIPPED lab up {}: {total} namespaces is more than this test's {MAX_NAMESPACES}",

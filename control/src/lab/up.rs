@@ -52,6 +52,10 @@ pub struct UpReport {
 
 pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
     let mut plan = plan::plan(&req.topology, &req.lab, &req.options)?;
+    let p4_build = bmv2::build_dir(req.options.p4_build.as_deref(), &req.fare);
+    if let Some(abs) = bmv2::preflight(&plan, &p4_build)? {
+        plan.options.p4_build = Some(abs);
+    }
     let dir = StateDir::new(&req.lab);
     let existing: Vec<String> = sys::list_netns()?
         .into_iter()
@@ -59,10 +63,6 @@ pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
         .collect();
     if dir.state_file().exists() || !existing.is_empty() {
         return Err(LabError::AlreadyUp(req.lab.clone()));
-    }
-    let p4_build = bmv2::build_dir(req.options.p4_build.as_deref(), &req.fare);
-    if let Some(abs) = bmv2::preflight(&plan, &p4_build)? {
-        plan.options.p4_build = Some(abs);
     }
     dir.create()?;
     let mut state = LabState {

@@ -1,0 +1,210 @@
+//! `fare lab` with a BMv2 switch: topologies/bmv2-spine.yaml marks spine S1 `target: bmv2`,
+//! so `lab up` runs simple_switch_grpc (fare.p4) for it, programmed by S1's agent over
+//! P4Runtime from BGP, beside XDP agents on the other nodes. Traffic from L1's hosts to
+//! L3's crosses the switch with the weighted split (S1:S2 = 100:40 -> 5:2), the switch's
+//! P4 counters prove it, and `lab down` leaves no namespace and no switch. Once with the
+//! namespace backend and once with Mininet. SKIPPED where BMv2 is absent.
+
+use anyhow::{ensure, Context, Result};
+use fare_integration::{fare_bin, have_root, have_tool, repo_root, run, wait_until};
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+fn fare(args: &[&str]) -> Result<std::process::Output> {
+    Ok(Command::new(fare_bin()?).args(args).output()?)
+}
+
+fn namespaces(prefix: &str) -> Vec<String> {
+    run("ip", &["netns", "list"])
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|n| n.starts_with(prefix))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn bmv2_available(test: &str) -> bool {
+    if !have_root(test) || !have_tool(test, "tc") || !have_tool(test, "simple_switch_grpc") {
+        return false;
+    }
+    if !repo_root().join("p4/build/fare.json").exists() {
+        eprintln!("SKIPPED {test}: p4/build/fare.json missing (run make -C p4)");
+        return false;
+    }
+    true
+}
+
+/// Packets S1's switch counted on its member toward L3.
+fn switch_packets_to_l3(lab: &str) -> Result<u64> {
+    let socket = format!("/run/fare/lab/{lab}/S1.sock");
+    let out = fare(&["show", "--socket", &socket, "groups", "--json"])?;
+    ensure!(
+        out.status.success(),
+        "show groups on S1: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let groups: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let group = groups
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["prefix"] == "10.0.3.0/24"))
+        .context("S1 has no group for L3's prefix")?;
+    Ok(group["members"]
+        .as_array()
+        .map(|m| m.iter().filter_map(|m| m["packets"].as_u64()).sum())
+        .unwrap_or(0))
+}
+
+fn lab_with_bmv2(test: &str, backend: &str) -> Result<()> {
+    if !bmv2_available(test) {
+        return Ok(());
+    }
+    let lab = format!("bm{}{}", &backend[..1], std::process::id() % 100_000);
+    let prefix = format!("farelab-{lab}-");
+    let topo = repo_root().join("topologies/bmv2-spine.yaml");
+    let up = fare(&[
+        "lab",
+        "up",
+        &topo.to_string_lossy(),
+        "--name",
+        &lab,
+        "--backend",
+        backend,
+        "--dataplane",
+        "xdp",
+        "--json",
+    ])?;
+    let state = Path::new("/run/fare/lab").join(&lab).join("state.json");
+    let switch_pid = std::fs::read_to_string(&state)
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        .and_then(|v| v["switches"][0][1].as_u64());
+    let result = (|| -> Result<()> {
+        ensure!(
+            up.status.success(),
+            "lab up: {}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_slice(&up.stdout)?;
+        ensure!(
+            report["converged_s"].is_number(),
+            "BGP did not converge: {report}"
+        );
+        ensure!(switch_pid.is_some(), "no switch pid in the lab state");
+        // BMv2 is slow (a few thousand packets/s here): offer 20 Mbit/s of 1000-byte
+        // datagrams, and retry a few times while the fabric settles.
+        let mut last = String::new();
+        for _ in 0..5 {
+            let before = switch_packets_to_l3(&lab)?;
+            let out = fare(&[
+                "lab",
+                "traffic",
+                "--name",
+                &lab,
+                "--from",
+                "L1",
+                "--to",
+                "L3",
+                "--rate-mbit",
+                "20",
+                "--duration",
+                "3",
+                "--json",
+                "--quiet",
+            ])?;
+            ensure!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let r: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+            let sent = r["totals"]["sent_packets"].as_f64().unwrap_or(0.0);
+            let received = r["totals"]["received_packets"].as_f64().unwrap_or(0.0);
+            let via_switch = (switch_packets_to_l3(&lab)? - before) as f64;
+            // Weights 5:2 over S1 (the switch) and S2.
+            let share = via_switch / sent.max(1.0);
+            last = format!(
+                "sent {sent}, received {received}, through the switch {via_switch} ({:.1}%, ideal 71.4%)",
+                100.0 * share
+            );
+            eprintln!("{test}: {last}");
+            if received / sent.max(1.0) > 0.95 && (share - 5.0 / 7.0).abs() < 0.05 {
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        anyhow::bail!("traffic through the BMv2 spine never matched: {last}")
+    })();
+    let down = fare(&["lab", "down", &lab])?;
+    ensure!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    result?;
+    ensure!(namespaces(&prefix).is_empty(), "namespaces left");
+    if let Some(pid) = switch_pid {
+        let gone = wait_until(Duration::from_secs(10), || {
+            !Path::new(&format!("/proc/{pid}")).exists()
+        });
+        ensure!(gone, "switch process {pid} left");
+    }
+    Ok(())
+}
+
+#[test]
+fn lab_bmv2_spine_forwards_with_the_weighted_split() -> Result<()> {
+    lab_with_bmv2("lab_bmv2_spine_forwards_with_the_weighted_split", "netns")
+}
+
+#[test]
+fn lab_bmv2_spine_in_mininet() -> Result<()> {
+    let test = "lab_bmv2_spine_in_mininet";
+    let mininet = Command::new(fare::lab::mininet::PYTHON)
+        .args(["-c", "import mininet.net"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !mininet {
+        eprintln!("SKIPPED {test}: Debian's mininet is not installed");
+        return Ok(());
+    }
+    lab_with_bmv2(test, "mininet")
+}
+
+#[test]
+fn lab_up_refuses_bmv2_nodes_without_the_switch() -> Result<()> {
+    let test = "lab_up_refuses_bmv2_nodes_without_the_switch";
+    if !have_root(test) {
+        return Ok(());
+    }
+    // An empty PATH for the switch lookup: the lab must refuse before building anything.
+    let lab = format!("bmx{}", std::process::id() % 100_000);
+    let out = Command::new(fare_bin()?)
+        .args([
+            "lab",
+            "up",
+            &repo_root()
+                .join("topologies/bmv2-spine.yaml")
+                .to_string_lossy(),
+            "--name",
+            &lab,
+        ])
+        .env("PATH", "/nonexistent")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(2),
+        "exit {:?}: {stderr}",
+        out.status
+    );
+    ensure!(
+        stderr.contains("simple_switch_grpc is not on PATH") && stderr.contains("`S1`"),
+        "{stderr}"
+    );
+    ensure!(namespaces(&format!("farelab-{lab}-")).is_empty());
+    Ok(())
+}
