@@ -8,6 +8,7 @@ pub mod agent;
 pub mod bgp;
 pub mod dpf_lab;
 pub mod inns;
+pub mod lab;
 pub mod packets;
 pub mod xdp_lab;
 

@@ -6,27 +6,11 @@
 //! namespace backend and once with Mininet. SKIPPED where BMv2 is absent.
 
 use anyhow::{ensure, Context, Result};
-use fare_integration::{fare_bin, have_root, have_tool, repo_root, run, wait_until};
+use fare_integration::lab::{fare, namespaces};
+use fare_integration::{fare_bin, have_root, have_tool, repo_root, wait_until};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-
-fn fare(args: &[&str]) -> Result<std::process::Output> {
-    Ok(Command::new(fare_bin()?).args(args).output()?)
-}
-
-fn namespaces(prefix: &str) -> Vec<String> {
-    run("ip", &["netns", "list"])
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter_map(|l| l.split_whitespace().next())
-                .filter(|n| n.starts_with(prefix))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 fn bmv2_available(test: &str) -> bool {
     if !have_root(test) || !have_tool(test, "tc") || !have_tool(test, "simple_switch_grpc") {

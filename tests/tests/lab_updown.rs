@@ -4,7 +4,8 @@
 //! cleans up a lab whose state directory is gone (as after a crash).
 
 use anyhow::{ensure, Context, Result};
-use fare_integration::{fare_bin, have_root, have_tool, repo_root, run};
+use fare_integration::lab::{fare, namespaces};
+use fare_integration::{have_root, have_tool, repo_root, run};
 use std::path::Path;
 use std::process::Command;
 
@@ -13,24 +14,6 @@ const MAX_NAMESPACES: usize = 120;
 
 fn lab_name(tag: &str) -> String {
     format!("{tag}{}", std::process::id() % 100_000)
-}
-
-fn namespaces(prefix: &str) -> Vec<String> {
-    run("ip", &["netns", "list"])
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter_map(|l| l.split_whitespace().next())
-                .filter(|n| n.starts_with(prefix))
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
-fn fare(args: &[&str]) -> Result<std::process::Output> {
-    let out = Command::new(fare_bin()?).args(args).output()?;
-    Ok(out)
 }
 
 fn up_down(topo: &Path, lab: &str) -> Result<()> {

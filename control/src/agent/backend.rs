@@ -16,10 +16,14 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
         DataplaneConfig::Kernel { interfaces } => {
             Ok(Box::new(KernelDataplane::open(interfaces).await?))
         }
-        DataplaneConfig::Xdp { interfaces } => {
-            // Pins live under /sys/fs/bpf/fare/<name>: a restarted agent of the same
-            // name re-attaches to them without a forwarding gap.
-            let options = XdpOptions::new(config.name.clone(), interfaces.clone());
+        DataplaneConfig::Xdp {
+            interfaces,
+            pin_name,
+        } => {
+            // Pins live under /sys/fs/bpf/fare/<pin name, else name>: a restarted agent
+            // with the same one re-attaches to them without a forwarding gap.
+            let pins = pin_name.clone().unwrap_or_else(|| config.name.clone());
+            let options = XdpOptions::new(pins, interfaces.clone());
             Ok(Box::new(XdpDataplane::open(&options)?))
         }
         DataplaneConfig::P4runtime(p4) => Ok(Box::new(

@@ -199,6 +199,12 @@ pub enum DataplaneConfig {
     /// XDP program attached to `interfaces` (ingress); members may egress any of them.
     Xdp {
         interfaces: Vec<String>,
+        /// Directory name of the pinned maps and links under /sys/fs/bpf/fare/ (default:
+        /// the agent's `name`). A restarted agent with the same pin name takes over the
+        /// running program without a forwarding gap; agents sharing one bpffs (several
+        /// namespaces on one host) need distinct ones.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pin_name: Option<String>,
     },
     /// Linux weighted nexthop groups (flow hashing only): the baseline.
     Kernel {
@@ -488,7 +494,8 @@ static:
         assert_eq!(
             c.dataplane,
             DataplaneConfig::Xdp {
-                interfaces: vec!["eth1".into(), "eth2".into()]
+                interfaces: vec!["eth1".into(), "eth2".into()],
+                pin_name: None,
             }
         );
     }

@@ -3,7 +3,7 @@
 use super::InputError;
 use crate::bandwidth::Mode;
 use crate::lab::plan::{self, Backend, DataplaneKind, Routing, SplitMode};
-use crate::lab::{down, faults, gen, report, state::StateDir, traffic, up};
+use crate::lab::{down, faults, gen, report, restart, state::StateDir, traffic, up};
 use crate::topology;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -36,6 +36,9 @@ Example: fare lab up topologies/draft-fig1.yaml --routing bgp --dataplane kernel
     Congest(faults::CongestArgs),
     /// Undo fail/degrade/congest on the links between A and B.
     Restore(faults::RestoreArgs),
+    /// Stop a node's agent (SIGTERM, or SIGKILL with --kill) and start it again; its XDP
+    /// program keeps forwarding meanwhile (pinned maps).
+    Restart(restart::RestartArgs),
     /// Per-link utilization (interface counters), groups (agents' management sockets),
     /// link changes and ARN events.
     Show(report::ShowArgs),
@@ -155,6 +158,18 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Restore(a) => {
             let r = faults::restore(a.name.as_deref(), &a.link, a.timeout).map_err(input)?;
             print_change(&r, a.json)
+        }
+        Command::Restart(a) => {
+            let r = restart::restart(&a).map_err(input)?;
+            if a.json {
+                println!("{}", serde_json::to_string(&r)?);
+            } else {
+                eprintln!(
+                    "lab restart: agent of {} back in {:.2} s (pid {} -> {})",
+                    r.node, r.restart_s, r.old_pid, r.new_pid
+                );
+            }
+            Ok(())
         }
         Command::Show(a) => report::run_show(a).map_err(input),
         Command::Gen(a) => gen::run(a).map_err(input),

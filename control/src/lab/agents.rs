@@ -56,7 +56,9 @@ pub fn config_yaml(
             node,
             o.p4_build.as_deref().unwrap_or(Path::new("p4/build")),
         ),
-        DataplaneKind::Xdp => json!({"kind": "xdp", "interfaces": interfaces}),
+        // Pins named after the namespace: unique on this machine, so a restarted agent
+        // takes over its own node's program (agents share the host's bpffs).
+        DataplaneKind::Xdp => json!({"kind": "xdp", "interfaces": interfaces, "pin_name": node.ns}),
         DataplaneKind::Kernel => json!({"kind": "kernel", "interfaces": interfaces}),
         DataplaneKind::None => json!({"kind": "none"}),
     };
@@ -175,9 +177,11 @@ pub fn spawn(fare: &Path, node: &NodePlan, dir: &StateDir) -> Result<u32, Agents
     let log2 = log.try_clone().map_err(err)?;
     let config = dir.config(&node.name);
     // `setsid` execs in place (the child is no group leader), so the pid stays the agent's.
+    // `nsenter --net`, not `ip netns exec`: the latter remounts /sys privately, which
+    // hides the host's bpffs, so XDP pins would die with the agent.
     let child = Command::new("setsid")
-        .arg("ip")
-        .args(["netns", "exec", &node.ns])
+        .arg("nsenter")
+        .arg(format!("--net=/run/netns/{}", node.ns))
         .arg(fare)
         .arg("agent")
         .arg("--config")

@@ -112,8 +112,8 @@ pub fn log_path(dir: &StateDir, node: &str) -> PathBuf {
 }
 
 /// Transmit checksum offload off on every link end and host interface of the lab, GRO on
-/// at the switches' ports (see the module comment); only called when the lab has a BMv2
-/// node.
+/// at the switches' ports (see the module comment). Also used for XDP labs: a frame XDP
+/// redirects keeps the unfinished checksum its sender left to veth offload.
 pub fn prepare_links(plan: &Plan) -> Result<(), LabError> {
     for node in &plan.nodes {
         let mut ifaces: Vec<&str> = node.ports.iter().map(|p| p.interface.as_str()).collect();

@@ -46,6 +46,7 @@ pub fn down_lab(lab: &str, verbose: bool) -> Result<DownReport, LabError> {
         // -force: go on past a namespace that vanished meanwhile.
         sys::run_stdin("ip", &["-force", "-batch", "-"], &batch)?;
     }
+    remove_pins(&prefix);
     let existed = dir.path.exists();
     dir.remove()?;
     if verbose && (existed || !namespaces.is_empty()) {
@@ -126,6 +127,22 @@ fn reap() {
     while let Ok(status) = waitpid(None, Some(WaitPidFlag::WNOHANG)) {
         if status == nix::sys::wait::WaitStatus::StillAlive {
             break;
+        }
+    }
+}
+
+/// XDP agents of the lab pin their maps under /sys/fs/bpf/fare/<namespace>: remove them
+/// once the agents are gone (the programs went with the namespaces' interfaces).
+fn remove_pins(prefix: &str) {
+    let root = std::path::Path::new(crate::dataplane::xdp::pins::DEFAULT_ROOT);
+    let Ok(entries) = std::fs::read_dir(root) else {
+        return;
+    };
+    for e in entries.flatten() {
+        if e.file_name().to_string_lossy().starts_with(prefix) {
+            if let Err(err) = std::fs::remove_dir_all(e.path()) {
+                tracing::warn!("removing {}: {err}", e.path().display());
+            }
         }
     }
 }

@@ -23,6 +23,7 @@ pub mod ideal;
 pub mod mininet;
 pub mod plan;
 pub mod report;
+pub mod restart;
 pub mod state;
 pub mod stats;
 pub mod sys;

@@ -173,8 +173,13 @@ fn build(
             sysctls(&h.ns, false)?;
         }
     }
-    if plan.nodes.iter().any(|n| n.bmv2) {
+    let any_bmv2 = plan.nodes.iter().any(|n| n.bmv2);
+    if any_bmv2 || plan.options.dataplane == plan::DataplaneKind::Xdp {
+        // XDP redirects and BMv2 pass frames on as they are: a checksum left to the
+        // sender's NIC (veth offload) would arrive unfinished and be dropped.
         bmv2::prepare_links(plan)?;
+    }
+    if any_bmv2 {
         for node in plan.nodes.iter().filter(|n| n.bmv2) {
             progress(req, &format!("starting {} for {}", bmv2::SWITCH, node.name));
             let pid = bmv2::start(node, dir)?;
