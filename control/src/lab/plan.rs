@@ -232,8 +232,8 @@ fn nth_addr(prefix: &IpNet, n: u32) -> Option<IpAddr> {
             } else {
                 1u64 << (32 - p.prefix_len())
             };
-            // Keep off the broadcast address of ordinary subnets.
-            if u64::from(n) + 1 >= size && p.prefix_len() < 31 {
+            // Stay inside the prefix, and off the broadcast address of ordinary subnets.
+            if u64::from(n) >= size || (u64::from(n) + 1 >= size && p.prefix_len() < 31) {
                 return None;
             }
             let base = u32::from(p.network());
@@ -374,11 +374,18 @@ pub fn plan(topo: &Topology, lab: &str, options: &Options) -> Result<Plan, PlanE
                 node: n.name.clone(),
                 prefix: *p,
             };
-            let gateway = nth_addr(p, 1).ok_or_else(bad)?;
             if n.role.is_stub() || n.role == Role::Host {
-                nodes[i].local_endpoints.push(gateway);
+                // A host route (an RNIC's /32) is its own end point.
+                let single = p.prefix_len() == p.max_prefix_len();
+                let endpoint = if single {
+                    Some(p.addr())
+                } else {
+                    nth_addr(p, 1)
+                };
+                nodes[i].local_endpoints.push(endpoint.ok_or_else(bad)?);
                 continue;
             }
+            let gateway = nth_addr(p, 1).ok_or_else(bad)?;
             let addr = nth_addr(p, 2).ok_or_else(bad)?;
             let node_interface = if k == 0 {
                 HOST_IF.to_string()
@@ -525,6 +532,23 @@ links:
         assert_eq!(l1.ports[1].interface, "eth2");
         assert_eq!(l1.ports[1].peer_mac, s1.ports[1].mac);
         assert_ne!(l1.ports[1].mac, s1.ports[1].mac);
+    }
+
+    #[test]
+    fn a_stub_host_route_is_its_own_end_point() {
+        let t = crate::topology::parse(
+            Path::new("t.yaml"),
+            "nodes:\n  - {name: L1, role: leaf}\n  - {name: R1, role: rnic, prefixes: [10.200.2.1/32, 10.201.0.0/24]}\n  - {name: R2, role: rnic, prefixes: [10.200.2.2/31]}\nlinks:\n  - {a: L1, b: R1, gbps: 100}\n  - {a: L1, b: R2, gbps: 100}\n",
+        )
+        .unwrap();
+        let p = plan(&t, "t", &Options::default()).unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        // Not 10.200.2.2: that is the next RNIC's address.
+        assert_eq!(
+            p.node("R1").unwrap().local_endpoints,
+            [ip("10.200.2.1"), ip("10.201.0.1")]
+        );
+        assert_eq!(p.node("R2").unwrap().local_endpoints, [ip("10.200.2.3")]);
     }
 
     #[test]

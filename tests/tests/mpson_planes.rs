@@ -1,0 +1,191 @@
+//! Multi-plane scale-out (draft-xu-idr-fare-in-mpson) as a namespace lab: the draft's
+//! Figure 1 (topologies/mpson-multiplane.yaml: 2 planes of 4 leaves and 2 spines, 8 RNIC
+//! agents, each a stub eBGP speaker per plane). Traffic from RNIC1@Server1's own address to
+//! RNIC1@Server2's splits over the two planes by path bandwidth (kernel data plane: weighted
+//! nexthop groups, per-flow); degrading the destination's plane-2 link to half makes the
+//! sender's weights 2:1 and the traffic follows; disconnecting the destination from plane 1
+//! leaves the sender with plane 2 alone, and traffic keeps arriving.
+
+use anyhow::{ensure, Context, Result};
+use fare_integration::lab::{fare, namespaces};
+use fare_integration::{have_root, have_tool, repo_root};
+use serde_json::Value;
+
+const SRC: &str = "RNIC1@Server1";
+const DST: &str = "RNIC1@Server2";
+const DST_PREFIX: &str = "10.200.2.1/32";
+
+/// The sender's members for the destination: (interface, weight).
+fn sender_group(lab: &str) -> Result<Vec<(String, u64)>> {
+    let socket = format!("/run/fare/lab/{lab}/{SRC}.sock");
+    let out = fare(&["show", "--socket", &socket, "groups", "--json"])?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let groups: Value = serde_json::from_slice(&out.stdout)?;
+    let g = groups
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["prefix"] == DST_PREFIX))
+        .context("sender has no group for the destination RNIC")?;
+    let mut members: Vec<(String, u64)> = g["members"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| {
+                    (
+                        m["interface"].as_str().unwrap_or("").to_string(),
+                        m["weight"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    members.sort();
+    Ok(members)
+}
+
+/// Runs traffic SRC -> DST; returns (sent, received, Mbit/s over plane 1, over plane 2)
+/// measured on the sender's two uplinks.
+fn traffic(lab: &str) -> Result<(f64, f64, f64, f64)> {
+    let out = fare(&[
+        "lab",
+        "traffic",
+        "--name",
+        lab,
+        "--from",
+        SRC,
+        "--to",
+        DST,
+        "--rate-mbit",
+        "40",
+        "--duration",
+        "3",
+        "--json",
+        "--quiet",
+    ])?;
+    ensure!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r: Value = serde_json::from_slice(&out.stdout)?;
+    let uplink = |plane: &str| -> f64 {
+        r["links"]
+            .as_array()
+            .and_then(|l| {
+                l.iter()
+                    .find(|l| l["from"] == SRC && l["to"] == format!("L1@{plane}"))
+            })
+            .and_then(|l| l["measured_mbit"].as_f64())
+            .unwrap_or(0.0)
+    };
+    Ok((
+        r["totals"]["sent_packets"].as_f64().unwrap_or(0.0),
+        r["totals"]["received_packets"].as_f64().unwrap_or(0.0),
+        uplink("Plane1"),
+        uplink("Plane2"),
+    ))
+}
+
+fn change(lab: &str, verb: &str, spec: &str) -> Result<()> {
+    let out = fare(&["lab", verb, spec, "--name", lab])?;
+    ensure!(
+        out.status.success(),
+        "lab {verb} {spec}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(())
+}
+
+#[test]
+fn rnic_traffic_splits_over_planes_and_follows_plane_changes() -> Result<()> {
+    let test = "rnic_traffic_splits_over_planes_and_follows_plane_changes";
+    if !have_root(test) || !have_tool(test, "tc") {
+        return Ok(());
+    }
+    let lab = format!("mp{}", std::process::id() % 100_000);
+    let topo = repo_root().join("topologies/mpson-multiplane.yaml");
+    let up = fare(&[
+        "lab",
+        "up",
+        &topo.to_string_lossy(),
+        "--name",
+        &lab,
+        "--no-arn",
+        "--json",
+    ])?;
+    let result = (|| -> Result<()> {
+        ensure!(
+            up.status.success(),
+            "lab up: {}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+        // Equal planes: one member per plane, equal weights, traffic on both.
+        let g = sender_group(&lab)?;
+        ensure!(
+            g.len() == 2 && g[0].1 == g[1].1,
+            "sender's group for {DST}: {g:?}"
+        );
+        let (sent, received, p1, p2) = traffic(&lab)?;
+        eprintln!("{test}: equal planes: sent {sent}, received {received}, plane1 {p1:.1} Mbit/s, plane2 {p2:.1}");
+        ensure!(
+            received >= 0.99 * sent,
+            "lost {} of {sent}",
+            sent - received
+        );
+        ensure!(
+            (0.6..1.67).contains(&(p1 / p2.max(0.01))),
+            "split {p1:.1}:{p2:.1} is not about 1:1"
+        );
+
+        // Partial-lane failure on plane 2 at the destination: 200 -> 100 Gbps.
+        change(&lab, "degrade", &format!("L1@Plane2-{DST}=100"))?;
+        let g = sender_group(&lab)?;
+        ensure!(
+            g.len() == 2 && g[0].1 == 2 * g[1].1,
+            "after degrading plane 2, sender's weights are {g:?}, not 2:1 (eth1 = plane 1)"
+        );
+        let (sent, received, p1, p2) = traffic(&lab)?;
+        eprintln!("{test}: plane 2 degraded: sent {sent}, received {received}, plane1 {p1:.1} Mbit/s, plane2 {p2:.1}");
+        ensure!(
+            received >= 0.99 * sent,
+            "lost {} of {sent}",
+            sent - received
+        );
+        ensure!(
+            (1.4..3.0).contains(&(p1 / p2.max(0.01))),
+            "split {p1:.1}:{p2:.1} is not about 2:1"
+        );
+
+        // The destination loses plane 1: only plane 2 remains at the sender.
+        change(&lab, "fail", &format!("L1@Plane1-{DST}"))?;
+        let g = sender_group(&lab)?;
+        ensure!(
+            g.len() == 1 && g[0].0 == "eth2",
+            "after the plane-1 failure the sender still has {g:?}"
+        );
+        let (sent, received, p1, p2) = traffic(&lab)?;
+        eprintln!("{test}: plane 1 failed: sent {sent}, received {received}, plane1 {p1:.1} Mbit/s, plane2 {p2:.1}");
+        ensure!(
+            received >= 0.99 * sent,
+            "lost {} of {sent}",
+            sent - received
+        );
+        ensure!(p1 < 0.5, "{p1:.1} Mbit/s still on plane 1");
+        Ok(())
+    })();
+    let down = fare(&["lab", "down", &lab])?;
+    ensure!(
+        down.status.success(),
+        "{}",
+        String::from_utf8_lossy(&down.stderr)
+    );
+    result?;
+    ensure!(
+        namespaces(&format!("farelab-{lab}-")).is_empty(),
+        "namespaces left"
+    );
+    Ok(())
+}
