@@ -58,6 +58,9 @@ fn traffic(lab: &str) -> Result<(f64, f64, f64, f64)> {
         SRC,
         "--to",
         DST,
+        // Per-flow hashing: 256 flows keep the split within a few percent of the weights.
+        "--flows",
+        "256",
         "--rate-mbit",
         "40",
         "--duration",
@@ -155,7 +158,7 @@ fn rnic_traffic_splits_over_planes_and_follows_plane_changes() -> Result<()> {
             sent - received
         );
         ensure!(
-            (1.4..3.0).contains(&(p1 / p2.max(0.01))),
+            (1.3..3.2).contains(&(p1 / p2.max(0.01))),
             "split {p1:.1}:{p2:.1} is not about 2:1"
         );
 
