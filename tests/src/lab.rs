@@ -22,3 +22,70 @@ pub fn namespaces(prefix: &str) -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// A lab brought up by a test: `down` checks that it goes away completely; dropping it
+/// without `down` (a failed test) still removes it.
+pub struct Lab {
+    pub name: String,
+    down: bool,
+}
+
+impl Lab {
+    /// `fare lab up TOPOLOGY --name NAME EXTRA... --json`: the lab (to be taken down even
+    /// when `up` failed, as it may have built part of it) and `up`'s output.
+    pub fn up(topology: &str, name: &str, extra: &[&str]) -> Result<(Lab, Output)> {
+        let topo = crate::repo_root().join(topology);
+        let mut args = vec!["lab", "up"];
+        let topo = topo.to_string_lossy().into_owned();
+        args.push(&topo);
+        args.extend(["--name", name]);
+        args.extend_from_slice(extra);
+        args.push("--json");
+        let lab = Lab {
+            name: name.to_string(),
+            down: false,
+        };
+        let out = fare(&args)?;
+        Ok((lab, out))
+    }
+
+    /// `fare lab SUBCOMMAND ARGS... --name NAME --json --quiet`, parsed; an error when it
+    /// fails.
+    pub fn json(&self, subcommand: &str, args: &[&str]) -> Result<serde_json::Value> {
+        let mut all = vec!["lab", subcommand];
+        all.extend_from_slice(args);
+        all.extend(["--name", &self.name, "--json"]);
+        if subcommand == "traffic" {
+            all.push("--quiet");
+        }
+        let out = fare(&all)?;
+        anyhow::ensure!(
+            out.status.success(),
+            "lab {subcommand}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(serde_json::from_slice(&out.stdout)?)
+    }
+
+    /// `fare lab down NAME`; then no namespace of the lab may be left.
+    pub fn down(mut self) -> Result<()> {
+        self.down = true;
+        let out = fare(&["lab", "down", &self.name])?;
+        anyhow::ensure!(
+            out.status.success(),
+            "lab down: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let left = namespaces(&format!("farelab-{}-", self.name));
+        anyhow::ensure!(left.is_empty(), "namespaces left: {left:?}");
+        Ok(())
+    }
+}
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        if !self.down {
+            let _ = fare(&["lab", "down", &self.name]);
+        }
+    }
+}

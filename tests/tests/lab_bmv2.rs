@@ -6,7 +6,7 @@
 //! namespace backend and once with Mininet. SKIPPED where BMv2 is absent.
 
 use anyhow::{ensure, Context, Result};
-use fare_integration::lab::{fare, namespaces};
+use fare_integration::lab::{fare, namespaces, Lab};
 use fare_integration::{fare_bin, have_root, have_tool, repo_root, wait_until};
 use std::path::Path;
 use std::process::Command;
@@ -47,48 +47,37 @@ fn lab_with_bmv2(test: &str, backend: &str) -> Result<()> {
     if !bmv2_available(test) {
         return Ok(());
     }
-    let lab = format!("bm{}{}", &backend[..1], std::process::id() % 100_000);
-    let prefix = format!("farelab-{lab}-");
-    let topo = repo_root().join("topologies/bmv2-spine.yaml");
-    let up = fare(&[
-        "lab",
-        "up",
-        &topo.to_string_lossy(),
-        "--name",
-        &lab,
-        "--backend",
-        backend,
-        "--dataplane",
-        "xdp",
-        "--json",
-    ])?;
-    let state = Path::new("/run/fare/lab").join(&lab).join("state.json");
+    let name = format!("bm{}{}", &backend[..1], std::process::id() % 100_000);
+    let (lab, up) = Lab::up(
+        "topologies/bmv2-spine.yaml",
+        &name,
+        &["--backend", backend, "--dataplane", "xdp"],
+    )?;
+    let state = Path::new("/run/fare/lab").join(&name).join("state.json");
     let switch_pid = std::fs::read_to_string(&state)
         .ok()
         .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
         .and_then(|v| v["switches"][0][1].as_u64());
-    let result = (|| -> Result<()> {
-        ensure!(
-            up.status.success(),
-            "lab up: {}",
-            String::from_utf8_lossy(&up.stderr)
-        );
-        let report: serde_json::Value = serde_json::from_slice(&up.stdout)?;
-        ensure!(
-            report["converged_s"].is_number(),
-            "BGP did not converge: {report}"
-        );
-        ensure!(switch_pid.is_some(), "no switch pid in the lab state");
-        // BMv2 is slow (a few thousand packets/s here): offer 20 Mbit/s of 1000-byte
-        // datagrams, and retry a few times while the fabric settles.
-        let mut last = String::new();
-        for _ in 0..5 {
-            let before = switch_packets_to_l3(&lab)?;
-            let out = fare(&[
-                "lab",
-                "traffic",
-                "--name",
-                &lab,
+    ensure!(
+        up.status.success(),
+        "lab up: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&up.stdout)?;
+    ensure!(
+        report["converged_s"].is_number(),
+        "BGP did not converge: {report}"
+    );
+    let pid = switch_pid.context("no switch pid in the lab state")?;
+    // BMv2 is slow (a few thousand packets/s here): offer 20 Mbit/s of 1000-byte
+    // datagrams, and retry a few times while the fabric settles.
+    let mut last = String::new();
+    let mut matched = false;
+    for _ in 0..5 {
+        let before = switch_packets_to_l3(&name)?;
+        let r = lab.json(
+            "traffic",
+            &[
                 "--from",
                 "L1",
                 "--to",
@@ -97,46 +86,33 @@ fn lab_with_bmv2(test: &str, backend: &str) -> Result<()> {
                 "20",
                 "--duration",
                 "3",
-                "--json",
-                "--quiet",
-            ])?;
-            ensure!(
-                out.status.success(),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let r: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-            let sent = r["totals"]["sent_packets"].as_f64().unwrap_or(0.0);
-            let received = r["totals"]["received_packets"].as_f64().unwrap_or(0.0);
-            let via_switch = (switch_packets_to_l3(&lab)? - before) as f64;
-            // Weights 5:2 over S1 (the switch) and S2.
-            let share = via_switch / sent.max(1.0);
-            last = format!(
-                "sent {sent}, received {received}, through the switch {via_switch} ({:.1}%, ideal 71.4%)",
-                100.0 * share
-            );
-            eprintln!("{test}: {last}");
-            if received / sent.max(1.0) > 0.95 && (share - 5.0 / 7.0).abs() < 0.05 {
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_secs(1));
+            ],
+        )?;
+        let sent = r["totals"]["sent_packets"].as_f64().unwrap_or(0.0);
+        let received = r["totals"]["received_packets"].as_f64().unwrap_or(0.0);
+        let via_switch = (switch_packets_to_l3(&name)? - before) as f64;
+        // Weights 5:2 over S1 (the switch) and S2.
+        let share = via_switch / sent.max(1.0);
+        last = format!(
+            "sent {sent}, received {received}, through the switch {via_switch} ({:.1}%, ideal 71.4%)",
+            100.0 * share
+        );
+        eprintln!("{test}: {last}");
+        if received / sent.max(1.0) > 0.95 && (share - 5.0 / 7.0).abs() < 0.05 {
+            matched = true;
+            break;
         }
-        anyhow::bail!("traffic through the BMv2 spine never matched: {last}")
-    })();
-    let down = fare(&["lab", "down", &lab])?;
-    ensure!(
-        down.status.success(),
-        "{}",
-        String::from_utf8_lossy(&down.stderr)
-    );
-    result?;
-    ensure!(namespaces(&prefix).is_empty(), "namespaces left");
-    if let Some(pid) = switch_pid {
-        let gone = wait_until(Duration::from_secs(10), || {
-            !Path::new(&format!("/proc/{pid}")).exists()
-        });
-        ensure!(gone, "switch process {pid} left");
+        std::thread::sleep(Duration::from_secs(1));
     }
+    ensure!(
+        matched,
+        "traffic through the BMv2 spine never matched: {last}"
+    );
+    lab.down()?;
+    let gone = wait_until(Duration::from_secs(10), || {
+        !Path::new(&format!("/proc/{pid}")).exists()
+    });
+    ensure!(gone, "switch process {pid} left");
     Ok(())
 }
 

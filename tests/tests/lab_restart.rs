@@ -4,8 +4,9 @@
 //! traffic is lost, and the new agent adopts the pinned groups.
 
 use anyhow::{ensure, Result};
-use fare_integration::lab::{fare, namespaces};
-use fare_integration::{have_root, have_tool, repo_root};
+use fare_integration::lab::Lab;
+use fare_integration::{have_root, have_tool};
+use std::path::Path;
 use std::time::Duration;
 
 #[test]
@@ -14,38 +15,30 @@ fn lab_agent_kill_and_restart_keeps_xdp_forwarding() -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") || !have_tool(test, "nsenter") {
         return Ok(());
     }
-    let lab = format!("rs{}", std::process::id() % 100_000);
-    let topo = repo_root().join("topologies/arn-spine-leaf.yaml");
-    let up = fare(&[
-        "lab",
-        "up",
-        &topo.to_string_lossy(),
-        "--name",
-        &lab,
-        "--dataplane",
-        "xdp",
-        "--no-arn",
-    ])?;
-    let result = (|| -> Result<()> {
-        ensure!(
-            up.status.success(),
-            "lab up: {}",
-            String::from_utf8_lossy(&up.stderr)
-        );
-        let pins = format!("/sys/fs/bpf/fare/farelab-{lab}-leaf1");
-        ensure!(
-            std::path::Path::new(&pins).exists(),
-            "no pins at {pins}: the agent is not sharing the host's bpffs"
-        );
-        // leaf1's hosts -> leaf2's, through leaf1's XDP program, while its agent restarts.
-        let traffic = {
-            let lab = lab.clone();
-            std::thread::spawn(move || {
-                fare(&[
-                    "lab",
-                    "traffic",
-                    "--name",
-                    &lab,
+    let name = format!("rs{}", std::process::id() % 100_000);
+    let (lab, up) = Lab::up(
+        "topologies/arn-spine-leaf.yaml",
+        &name,
+        &["--dataplane", "xdp", "--no-arn"],
+    )?;
+    ensure!(
+        up.status.success(),
+        "lab up: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let pins = format!("/sys/fs/bpf/fare/farelab-{name}-leaf1");
+    ensure!(
+        Path::new(&pins).exists(),
+        "no pins at {pins}: the agent is not sharing the host's bpffs"
+    );
+    // leaf1's hosts -> leaf2's, through leaf1's XDP program, while its agent restarts.
+    let lab = std::sync::Arc::new(lab);
+    let traffic = {
+        let lab = lab.clone();
+        std::thread::spawn(move || {
+            lab.json(
+                "traffic",
+                &[
                     "--from",
                     "leaf1",
                     "--to",
@@ -54,55 +47,28 @@ fn lab_agent_kill_and_restart_keeps_xdp_forwarding() -> Result<()> {
                     "40",
                     "--duration",
                     "6",
-                    "--json",
-                    "--quiet",
-                ])
-            })
-        };
-        std::thread::sleep(Duration::from_secs(2));
-        let restart = fare(&[
-            "lab", "restart", "leaf1", "--name", &lab, "--kill", "--json",
-        ])?;
-        ensure!(
-            restart.status.success(),
-            "lab restart: {}",
-            String::from_utf8_lossy(&restart.stderr)
-        );
-        let out = traffic
-            .join()
-            .map_err(|_| anyhow::anyhow!("traffic thread panicked"))??;
-        ensure!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let r: serde_json::Value = serde_json::from_slice(&out.stdout)?;
-        let sent = r["totals"]["sent_packets"].as_u64().unwrap_or(0);
-        let received = r["totals"]["received_packets"].as_u64().unwrap_or(0);
-        eprintln!("{test}: sent {sent}, received {received} across the kill and restart");
-        ensure!(sent > 0, "no traffic sent");
-        // A few packets may still be in flight when the sink stops.
-        ensure!(
-            received as f64 >= 0.995 * sent as f64,
-            "lost {} of {sent} packets across the agent restart",
-            sent - received
-        );
-        Ok(())
-    })();
-    let down = fare(&["lab", "down", &lab])?;
+                ],
+            )
+        })
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    let restart = lab.json("restart", &["leaf1", "--kill"]);
+    let r = traffic
+        .join()
+        .map_err(|_| anyhow::anyhow!("traffic thread panicked"))??;
+    restart?;
+    let sent = r["totals"]["sent_packets"].as_u64().unwrap_or(0);
+    let received = r["totals"]["received_packets"].as_u64().unwrap_or(0);
+    eprintln!("{test}: sent {sent}, received {received} across the kill and restart");
+    ensure!(sent > 0, "no traffic sent");
+    // A few packets may still be in flight when the sink stops.
     ensure!(
-        down.status.success(),
-        "{}",
-        String::from_utf8_lossy(&down.stderr)
+        received as f64 >= 0.995 * sent as f64,
+        "lost {} of {sent} packets across the agent restart",
+        sent - received
     );
-    result?;
-    ensure!(
-        namespaces(&format!("farelab-{lab}-")).is_empty(),
-        "namespaces left"
-    );
-    ensure!(
-        !std::path::Path::new(&format!("/sys/fs/bpf/fare/farelab-{lab}-leaf1")).exists(),
-        "pins left after lab down"
-    );
+    let lab = std::sync::Arc::try_unwrap(lab).map_err(|_| anyhow::anyhow!("lab still shared"))?;
+    lab.down()?;
+    ensure!(!Path::new(&pins).exists(), "pins left after lab down");
     Ok(())
 }

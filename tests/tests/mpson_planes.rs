@@ -7,8 +7,8 @@
 //! leaves the sender with plane 2 alone, and traffic keeps arriving.
 
 use anyhow::{ensure, Context, Result};
-use fare_integration::lab::{fare, namespaces};
-use fare_integration::{have_root, have_tool, repo_root};
+use fare_integration::lab::{fare, Lab};
+use fare_integration::{have_root, have_tool};
 use serde_json::Value;
 
 const SRC: &str = "RNIC1@Server1";
@@ -16,8 +16,8 @@ const DST: &str = "RNIC1@Server2";
 const DST_PREFIX: &str = "10.200.2.1/32";
 
 /// The sender's members for the destination: (interface, weight).
-fn sender_group(lab: &str) -> Result<Vec<(String, u64)>> {
-    let socket = format!("/run/fare/lab/{lab}/{SRC}.sock");
+fn sender_group(lab: &Lab) -> Result<Vec<(String, u64)>> {
+    let socket = format!("/run/fare/lab/{}/{SRC}.sock", lab.name);
     let out = fare(&["show", "--socket", &socket, "groups", "--json"])?;
     ensure!(
         out.status.success(),
@@ -48,32 +48,23 @@ fn sender_group(lab: &str) -> Result<Vec<(String, u64)>> {
 
 /// Runs traffic SRC -> DST; returns (sent, received, Mbit/s over plane 1, over plane 2)
 /// measured on the sender's two uplinks.
-fn traffic(lab: &str) -> Result<(f64, f64, f64, f64)> {
-    let out = fare(&[
-        "lab",
+fn traffic(lab: &Lab) -> Result<(f64, f64, f64, f64)> {
+    // Per-flow hashing: 256 flows keep the split within a few percent of the weights.
+    let r = lab.json(
         "traffic",
-        "--name",
-        lab,
-        "--from",
-        SRC,
-        "--to",
-        DST,
-        // Per-flow hashing: 256 flows keep the split within a few percent of the weights.
-        "--flows",
-        "256",
-        "--rate-mbit",
-        "40",
-        "--duration",
-        "3",
-        "--json",
-        "--quiet",
-    ])?;
-    ensure!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let r: Value = serde_json::from_slice(&out.stdout)?;
+        &[
+            "--from",
+            SRC,
+            "--to",
+            DST,
+            "--flows",
+            "256",
+            "--rate-mbit",
+            "40",
+            "--duration",
+            "3",
+        ],
+    )?;
     let uplink = |plane: &str| -> f64 {
         r["links"]
             .as_array()
@@ -92,103 +83,70 @@ fn traffic(lab: &str) -> Result<(f64, f64, f64, f64)> {
     ))
 }
 
-fn change(lab: &str, verb: &str, spec: &str) -> Result<()> {
-    let out = fare(&["lab", verb, spec, "--name", lab])?;
-    ensure!(
-        out.status.success(),
-        "lab {verb} {spec}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
-}
-
 #[test]
 fn rnic_traffic_splits_over_planes_and_follows_plane_changes() -> Result<()> {
     let test = "rnic_traffic_splits_over_planes_and_follows_plane_changes";
     if !have_root(test) || !have_tool(test, "tc") {
         return Ok(());
     }
-    let lab = format!("mp{}", std::process::id() % 100_000);
-    let topo = repo_root().join("topologies/mpson-multiplane.yaml");
-    let up = fare(&[
-        "lab",
-        "up",
-        &topo.to_string_lossy(),
-        "--name",
-        &lab,
-        "--no-arn",
-        "--json",
-    ])?;
-    let result = (|| -> Result<()> {
-        ensure!(
-            up.status.success(),
-            "lab up: {}",
-            String::from_utf8_lossy(&up.stderr)
-        );
-        // Equal planes: one member per plane, equal weights, traffic on both.
-        let g = sender_group(&lab)?;
-        ensure!(
-            g.len() == 2 && g[0].1 == g[1].1,
-            "sender's group for {DST}: {g:?}"
-        );
-        let (sent, received, p1, p2) = traffic(&lab)?;
-        eprintln!("{test}: equal planes: sent {sent}, received {received}, plane1 {p1:.1} Mbit/s, plane2 {p2:.1}");
-        ensure!(
-            received >= 0.99 * sent,
-            "lost {} of {sent}",
-            sent - received
-        );
-        ensure!(
-            (0.6..1.67).contains(&(p1 / p2.max(0.01))),
-            "split {p1:.1}:{p2:.1} is not about 1:1"
-        );
-
-        // Partial-lane failure on plane 2 at the destination: 200 -> 100 Gbps.
-        change(&lab, "degrade", &format!("L1@Plane2-{DST}=100"))?;
-        let g = sender_group(&lab)?;
-        ensure!(
-            g.len() == 2 && g[0].1 == 2 * g[1].1,
-            "after degrading plane 2, sender's weights are {g:?}, not 2:1 (eth1 = plane 1)"
-        );
-        let (sent, received, p1, p2) = traffic(&lab)?;
-        eprintln!("{test}: plane 2 degraded: sent {sent}, received {received}, plane1 {p1:.1} Mbit/s, plane2 {p2:.1}");
-        ensure!(
-            received >= 0.99 * sent,
-            "lost {} of {sent}",
-            sent - received
-        );
-        ensure!(
-            (1.3..3.2).contains(&(p1 / p2.max(0.01))),
-            "split {p1:.1}:{p2:.1} is not about 2:1"
-        );
-
-        // The destination loses plane 1: only plane 2 remains at the sender.
-        change(&lab, "fail", &format!("L1@Plane1-{DST}"))?;
-        let g = sender_group(&lab)?;
-        ensure!(
-            g.len() == 1 && g[0].0 == "eth2",
-            "after the plane-1 failure the sender still has {g:?}"
-        );
-        let (sent, received, p1, p2) = traffic(&lab)?;
-        eprintln!("{test}: plane 1 failed: sent {sent}, received {received}, plane1 {p1:.1} Mbit/s, plane2 {p2:.1}");
-        ensure!(
-            received >= 0.99 * sent,
-            "lost {} of {sent}",
-            sent - received
-        );
-        ensure!(p1 < 0.5, "{p1:.1} Mbit/s still on plane 1");
-        Ok(())
-    })();
-    let down = fare(&["lab", "down", &lab])?;
+    let name = format!("mp{}", std::process::id() % 100_000);
+    let (lab, up) = Lab::up("topologies/mpson-multiplane.yaml", &name, &["--no-arn"])?;
     ensure!(
-        down.status.success(),
-        "{}",
-        String::from_utf8_lossy(&down.stderr)
+        up.status.success(),
+        "lab up: {}",
+        String::from_utf8_lossy(&up.stderr)
     );
-    result?;
+    // Equal planes: one member per plane, equal weights, traffic on both.
+    let g = sender_group(&lab)?;
     ensure!(
-        namespaces(&format!("farelab-{lab}-")).is_empty(),
-        "namespaces left"
+        g.len() == 2 && g[0].1 == g[1].1,
+        "sender's group for {DST}: {g:?}"
     );
-    Ok(())
+    let (sent, received, p1, p2) = traffic(&lab)?;
+    eprintln!("{test}: equal planes: sent {sent}, received {received}, plane1 {p1:.1} Mbit/s, plane2 {p2:.1}");
+    ensure!(
+        received >= 0.99 * sent,
+        "lost {} of {sent}",
+        sent - received
+    );
+    ensure!(
+        (0.6..1.67).contains(&(p1 / p2.max(0.01))),
+        "split {p1:.1}:{p2:.1} is not about 1:1"
+    );
+
+    // Partial-lane failure on plane 2 at the destination: 200 -> 100 Gbps.
+    lab.json("degrade", &[&format!("L1@Plane2-{DST}=100")])?;
+    let g = sender_group(&lab)?;
+    ensure!(
+        g.len() == 2 && g[0].1 == 2 * g[1].1,
+        "after degrading plane 2, sender's weights are {g:?}, not 2:1 (eth1 = plane 1)"
+    );
+    let (sent, received, p1, p2) = traffic(&lab)?;
+    eprintln!("{test}: plane 2 degraded: sent {sent}, received {received}, plane1 {p1:.1} Mbit/s, plane2 {p2:.1}");
+    ensure!(
+        received >= 0.99 * sent,
+        "lost {} of {sent}",
+        sent - received
+    );
+    ensure!(
+        (1.3..3.2).contains(&(p1 / p2.max(0.01))),
+        "split {p1:.1}:{p2:.1} is not about 2:1"
+    );
+
+    // The destination loses plane 1: only plane 2 remains at the sender.
+    lab.json("fail", &[&format!("L1@Plane1-{DST}")])?;
+    let g = sender_group(&lab)?;
+    ensure!(
+        g.len() == 1 && g[0].0 == "eth2",
+        "after the plane-1 failure the sender still has {g:?}"
+    );
+    let (sent, received, p1, p2) = traffic(&lab)?;
+    eprintln!("{test}: plane 1 failed: sent {sent}, received {received}, plane1 {p1:.1} Mbit/s, plane2 {p2:.1}");
+    ensure!(
+        received >= 0.99 * sent,
+        "lost {} of {sent}",
+        sent - received
+    );
+    ensure!(p1 < 0.5, "{p1:.1} Mbit/s still on plane 1");
+    lab.down()
 }
