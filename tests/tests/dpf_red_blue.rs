@@ -663,6 +663,30 @@ fn dpf_xdp_flows_follow_their_color() {
         other_qp.0 > 0 && other_qp.1 > 0,
         "unclassified traffic sprays over both colors: {other_qp:?}"
     );
+    // Leaf1's own counters per color: the classified flows went through the color groups.
+    let groups = a_l1.show("groups").unwrap_or_default();
+    assert_eq!(
+        (color_packets(&groups, prefix, 1), color_packets(&groups, prefix, 2)),
+        (Some(n), Some(n)),
+        "per-color counters at Leaf1: {groups}"
+    );
+}
+
+/// Packets counted by the members of `color`'s group of `prefix` (`fare show groups
+/// --json`), None when the route has no such color group.
+fn color_packets(groups: &Value, prefix: &str, color: u64) -> Option<u64> {
+    let g = groups.as_array()?.iter().find(|g| g["prefix"] == prefix)?;
+    let c = g["colors"]
+        .as_array()?
+        .iter()
+        .find(|c| c["color"].as_u64() == Some(color))?;
+    Some(
+        c["members"]
+            .as_array()?
+            .iter()
+            .filter_map(|m| m["packets"].as_u64())
+            .sum(),
+    )
 }
 
 /// Sends `count` UDP datagrams from source address `src` in `ns` to `dst:port`.

@@ -281,6 +281,7 @@ mod tests {
                 bytes: 4200,
                 active: true,
             }],
+            colors: Vec::new(),
         }];
         let text = render(&state, &groups, &[("install", 1)]);
         for line in [

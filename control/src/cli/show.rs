@@ -5,7 +5,8 @@
 //! - neighbors: `[{"address", "remote_as", "state": "Established", ...}]`
 //! - groups: `[{"prefix", "mode": "spray"|"flow", "members": [{"via", "interface",
 //!   "weight", "bandwidth_gbps", "packets"}]}]` (`via` = neighbor address, or the
-//!   neighbor MAC for static members)
+//!   neighbor MAC for static members); DPF routes add `"colors": [{"color", "members":
+//!   [...same keys...]}]`, the per-color groups with their own counters
 //! - routes: `[{"prefix", "source", "paths": [{"next_hop", "neighbor", "as_path",
 //!   "path_bandwidth_gbps", "selected"}]}]`
 
@@ -167,19 +168,34 @@ pub fn route_json(r: &pb::Route) -> Value {
     })
 }
 
-/// Exactly the keys of the DESIGN.md contract.
+/// Exactly the keys of the DESIGN.md contract, plus `colors` on DPF routes.
 pub fn group_json(g: &pb::Group) -> Value {
-    json!({
+    let members = |list: &[pb::Member]| {
+        list.iter()
+            .map(|m| {
+                json!({
+                    "via": m.via,
+                    "interface": m.interface,
+                    "weight": m.weight,
+                    "bandwidth_gbps": m.bandwidth_gbps,
+                    "packets": m.packets,
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut v = json!({
         "prefix": g.prefix,
         "mode": g.mode,
-        "members": g.members.iter().map(|m| json!({
-            "via": m.via,
-            "interface": m.interface,
-            "weight": m.weight,
-            "bandwidth_gbps": m.bandwidth_gbps,
-            "packets": m.packets,
-        })).collect::<Vec<_>>(),
-    })
+        "members": members(&g.members),
+    });
+    if !g.colors.is_empty() {
+        v["colors"] = g
+            .colors
+            .iter()
+            .map(|c| json!({"color": c.color, "members": members(&c.members)}))
+            .collect();
+    }
+    v
 }
 
 /// `{"enabled", "udp_port", "counters": {...}, "sent": {"1": n, ...}, "monitored": [...],
@@ -362,28 +378,14 @@ fn routes_table(list: &[pb::Route]) -> String {
 fn groups_table(list: &[pb::Group]) -> String {
     let mut rows = Vec::new();
     for g in list {
-        for (i, m) in g.members.iter().enumerate() {
-            let first = i == 0;
-            rows.push(vec![
-                if first {
-                    g.prefix.clone()
-                } else {
-                    String::new()
-                },
-                if first { g.mode.clone() } else { String::new() },
-                m.via.clone(),
-                m.interface.clone(),
-                m.next_hop.clone(),
-                m.weight.to_string(),
-                format!("{}", m.bandwidth_gbps),
-                match (m.active, m.removed_reason.is_empty()) {
-                    (true, _) => "up".to_string(),
-                    (false, true) => "removed".to_string(),
-                    (false, false) => format!("removed: {}", m.removed_reason),
-                },
-                m.packets.to_string(),
-                m.bytes.to_string(),
-            ]);
+        // The route's group, then each DPF color's group (`color N` in the MODE column).
+        let colors = g
+            .colors
+            .iter()
+            .map(|c| (format!("color {}", c.color), &c.members));
+        groups_table_rows(&mut rows, Some(&g.prefix), &g.mode, &g.members);
+        for (label, members) in colors {
+            groups_table_rows(&mut rows, None, &label, members);
         }
     }
     table(
@@ -401,6 +403,39 @@ fn groups_table(list: &[pb::Group]) -> String {
         ],
         &rows,
     )
+}
+
+/// Rows of one group: `prefix` on its first row only when given, `label` (the mode, or
+/// `color N`) likewise.
+fn groups_table_rows(
+    rows: &mut Vec<Vec<String>>,
+    prefix: Option<&str>,
+    label: &str,
+    members: &[pb::Member],
+) {
+    for (i, m) in members.iter().enumerate() {
+        let first = i == 0;
+        rows.push(vec![
+            prefix.filter(|_| first).unwrap_or_default().to_string(),
+            if first {
+                label.to_string()
+            } else {
+                String::new()
+            },
+            m.via.clone(),
+            m.interface.clone(),
+            m.next_hop.clone(),
+            m.weight.to_string(),
+            format!("{}", m.bandwidth_gbps),
+            match (m.active, m.removed_reason.is_empty()) {
+                (true, _) => "up".to_string(),
+                (false, true) => "removed".to_string(),
+                (false, false) => format!("removed: {}", m.removed_reason),
+            },
+            m.packets.to_string(),
+            m.bytes.to_string(),
+        ]);
+    }
 }
 
 #[cfg(test)]
@@ -424,6 +459,7 @@ mod tests {
                 neighbor_mac: "02:00:00:00:00:01".into(),
                 removed_reason: String::new(),
             }],
+            colors: vec![],
         };
         assert_eq!(
             group_json(&g),
@@ -431,8 +467,24 @@ mod tests {
                 {"via": "02:00:00:00:00:01", "interface": "eth1", "weight": 3,
                  "bandwidth_gbps": 100.0, "packets": 7}]})
         );
-        let t = groups_table(&[g]);
+        let t = groups_table(std::slice::from_ref(&g));
         assert!(t.starts_with("PREFIX"), "{t}");
         assert!(t.contains("198.18.0.0/16  spray"), "{t}");
+
+        // A DPF route: its color groups follow, with their own counters.
+        let mut red = g.members[0].clone();
+        red.packets = 5;
+        let colored = pb::Group {
+            colors: vec![pb::ColorGroup {
+                color: 100,
+                members: vec![red],
+            }],
+            ..g
+        };
+        let v = group_json(&colored);
+        assert_eq!(v["colors"][0]["color"], 100);
+        assert_eq!(v["colors"][0]["members"][0]["packets"], 5);
+        let t = groups_table(&[colored]);
+        assert!(t.contains("color 100"), "{t}");
     }
 }

@@ -74,6 +74,19 @@ pub struct MemberStatus {
 pub struct GroupStatus {
     pub group: Group,
     pub members: Vec<MemberStatus>,
+    /// DPF: the route's per-color groups with their own counters (backends that forward
+    /// by color; empty otherwise).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub colors: Vec<ColorStatus>,
+}
+
+/// One per-color group of a route as installed: its members and their counters (same
+/// order).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ColorStatus {
+    pub color: u32,
+    pub members: Vec<Member>,
+    pub status: Vec<MemberStatus>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +205,7 @@ impl Dataplane for NullDataplane {
             GroupStatus {
                 group: group.clone(),
                 members,
+                colors: Vec::new(),
             },
         );
         Ok(())

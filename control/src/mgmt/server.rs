@@ -2,7 +2,7 @@
 
 use super::{pb, MgmtError};
 use crate::agent::AgentContext;
-use crate::dataplane::{GroupMode, GroupStatus};
+use crate::dataplane::{GroupMode, GroupStatus, Member, MemberStatus};
 use pb::management_server::{Management, ManagementServer};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -220,6 +220,22 @@ pub fn arn_to_pb(arn: &crate::arn::agent::ArnStatus) -> pb::ArnState {
     }
 }
 
+/// One member with its counters as the management API shows it.
+fn member_to_pb(m: &Member, status: MemberStatus) -> pb::Member {
+    pb::Member {
+        via: m.via.clone(),
+        interface: m.interface.clone(),
+        weight: m.weight,
+        bandwidth_gbps: m.bandwidth_gbps,
+        packets: status.packets,
+        bytes: status.bytes,
+        active: status.active,
+        next_hop: m.next_hop.map(|a| a.to_string()).unwrap_or_default(),
+        neighbor_mac: m.neighbor_mac.map(|a| a.to_string()).unwrap_or_default(),
+        removed_reason: String::new(),
+    }
+}
+
 pub fn group_to_pb(g: &GroupStatus) -> pb::Group {
     pb::Group {
         prefix: g.group.prefix.to_string(),
@@ -233,20 +249,19 @@ pub fn group_to_pb(g: &GroupStatus) -> pb::Group {
             .members
             .iter()
             .enumerate()
-            .map(|(i, m)| {
-                let status = g.members.get(i).cloned().unwrap_or_default();
-                pb::Member {
-                    via: m.via.clone(),
-                    interface: m.interface.clone(),
-                    weight: m.weight,
-                    bandwidth_gbps: m.bandwidth_gbps,
-                    packets: status.packets,
-                    bytes: status.bytes,
-                    active: status.active,
-                    next_hop: m.next_hop.map(|a| a.to_string()).unwrap_or_default(),
-                    neighbor_mac: m.neighbor_mac.map(|a| a.to_string()).unwrap_or_default(),
-                    removed_reason: String::new(),
-                }
+            .map(|(i, m)| member_to_pb(m, g.members.get(i).cloned().unwrap_or_default()))
+            .collect(),
+        colors: g
+            .colors
+            .iter()
+            .map(|c| pb::ColorGroup {
+                color: c.color,
+                members: c
+                    .members
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| member_to_pb(m, c.status.get(i).cloned().unwrap_or_default()))
+                    .collect(),
             })
             .collect(),
     }

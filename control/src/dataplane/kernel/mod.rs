@@ -504,6 +504,7 @@ impl Dataplane for KernelDataplane {
             out.push(GroupStatus {
                 group: inst.group.clone(),
                 members,
+                colors: Vec::new(),
             });
         }
         Ok(out)

@@ -1062,6 +1062,7 @@ impl Dataplane for P4RuntimeDataplane {
                         }
                     })
                     .collect(),
+                colors: Vec::new(),
             })
             .collect())
     }

@@ -26,7 +26,7 @@ pub mod pins;
 pub mod testrun;
 
 use crate::dataplane::{
-    ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupStatus, MemberStatus,
+    ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupStatus, MemberStatus,
 };
 use async_trait::async_trait;
 use aya::maps::lpm_trie::{Key, LpmTrie};
@@ -369,6 +369,21 @@ impl XdpDataplane {
         })
     }
 
+    /// Counters and state of member `i` of group `gid`, summed over CPUs.
+    fn member_status(&self, gid: u32, i: usize) -> Result<MemberStatus, DataplaneError> {
+        let id = member_id(gid, i as u32);
+        let counters = self
+            .member_stats
+            .get(&id, 0)
+            .map_err(|e| err(format!("MEMBER_STATS[{id}]: {e}")))?;
+        let row = self.member_row(gid, i)?;
+        Ok(MemberStatus {
+            packets: counters.iter().map(|c| c.packets).sum(),
+            bytes: counters.iter().map(|c| c.bytes).sum(),
+            active: row.active(),
+        })
+    }
+
     fn egress(&mut self, name: &str) -> Result<Egress, DataplaneError> {
         let io = |what: String| {
             move |source| DataplaneError::Io {
@@ -662,23 +677,36 @@ impl Dataplane for XdpDataplane {
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
         let mut out = Vec::with_capacity(self.installed.len());
         for inst in self.installed.values() {
-            let mut members = Vec::with_capacity(inst.group.members.len());
-            for i in 0..inst.group.members.len() {
-                let id = member_id(inst.gid, i as u32);
-                let counters = self
-                    .member_stats
-                    .get(&id, 0)
-                    .map_err(|e| err(format!("MEMBER_STATS[{id}]: {e}")))?;
-                let row = self.member_row(inst.gid, i)?;
-                members.push(MemberStatus {
-                    packets: counters.iter().map(|c| c.packets).sum(),
-                    bytes: counters.iter().map(|c| c.bytes).sum(),
-                    active: row.active(),
+            let members = (0..inst.group.members.len())
+                .map(|i| self.member_status(inst.gid, i))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut colors = Vec::with_capacity(inst.colors.len());
+            for c in &inst.colors {
+                // The color group as its rows hold it (via = neighbor MAC, weight = slots).
+                let mut ifname = |ifindex| {
+                    netdev::ifname(ifindex).unwrap_or_else(|_| format!("ifindex{ifindex}"))
+                };
+                let Some(group) = encode::decode(
+                    inst.group.prefix,
+                    &c.encoded.group,
+                    &c.encoded.members,
+                    &mut ifname,
+                ) else {
+                    continue;
+                };
+                let status = (0..group.members.len())
+                    .map(|i| self.member_status(c.gid, i))
+                    .collect::<Result<Vec<_>, _>>()?;
+                colors.push(ColorStatus {
+                    color: c.color,
+                    members: group.members,
+                    status,
                 });
             }
             out.push(GroupStatus {
                 group: inst.group.clone(),
                 members,
+                colors,
             });
         }
         Ok(out)
