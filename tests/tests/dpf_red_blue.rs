@@ -666,7 +666,10 @@ fn dpf_xdp_flows_follow_their_color() {
     // Leaf1's own counters per color: the classified flows went through the color groups.
     let groups = a_l1.show("groups").unwrap_or_default();
     assert_eq!(
-        (color_packets(&groups, prefix, 1), color_packets(&groups, prefix, 2)),
+        (
+            color_packets(&groups, prefix, 1),
+            color_packets(&groups, prefix, 2)
+        ),
         (Some(n), Some(n)),
         "per-color counters at Leaf1: {groups}"
     );

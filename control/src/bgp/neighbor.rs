@@ -502,7 +502,7 @@ impl Neighbor {
                                 .map_err(|_| "speaker stopped".to_string())?;
                         }
                         Ok(Message::Keepalive) => {}
-                        Ok(Message::RouteRefresh(RouteRefresh { afi, safi, subtype })) => {
+                        Ok(Message::RouteRefresh(RouteRefresh { afi, safi, subtype, .. })) => {
                             // RFC 2918 §4: a family not negotiated is ignored; RFC 7313's
                             // BoRR/EoRR markers (subtype 1/2) are not requests.
                             self.count(|s| s.route_refresh_received += 1);
@@ -548,7 +548,7 @@ impl Neighbor {
                         let mut buf = Vec::new();
                         for f in wanted.iter().filter(|f| families.contains(f)) {
                             let (afi, safi) = f.afi_safi();
-                            buf.extend_from_slice(&Message::RouteRefresh(RouteRefresh { afi, subtype: 0, safi }).encode(ctx));
+                            buf.extend_from_slice(&Message::RouteRefresh(RouteRefresh { afi, subtype: 0, safi, orf: None }).encode(ctx));
                             self.count(|s| s.route_refresh_sent += 1);
                         }
                         info!(peer = %cfg.address, families = ?wanted, "ROUTE-REFRESH sent");

@@ -26,6 +26,7 @@ pub mod error;
 pub mod nlri;
 pub mod notification;
 pub mod open;
+pub mod orf;
 pub mod update;
 
 pub use aigp::Aigp;
@@ -97,13 +98,15 @@ impl Default for Context {
     }
 }
 
-/// ROUTE-REFRESH (RFC 2918): ask the peer to resend its Adj-RIB-Out for one family.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// ROUTE-REFRESH (RFC 2918): ask the peer to resend its Adj-RIB-Out for one family,
+/// optionally with Outbound Route Filter entries (RFC 5291, see [`orf`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RouteRefresh {
     pub afi: u16,
     /// Reserved in RFC 2918; the message subtype in RFC 7313. Kept as received.
     pub subtype: u8,
     pub safi: u8,
+    pub orf: Option<orf::Orf>,
 }
 
 // UPDATE is by far the most frequent message: boxing it would cost an allocation each.
@@ -147,7 +150,8 @@ pub fn frame_len(buf: &[u8]) -> Result<Option<usize>, MessageError> {
             ))
         }
     };
-    let exact = matches!(buf[18], msg_type::KEEPALIVE | msg_type::ROUTE_REFRESH);
+    // ROUTE-REFRESH is 23 octets, or longer with ORF entries (RFC 5291).
+    let exact = buf[18] == msg_type::KEEPALIVE;
     if len < min || len > MAX_MESSAGE_LEN || (exact && len != min) {
         return Err(MessageError::new(
             code::HEADER,
@@ -184,11 +188,27 @@ impl Message {
             msg_type::UPDATE => Message::Update(Update::decode(body, ctx)?),
             msg_type::NOTIFICATION => Message::Notification(Notification::decode(body)),
             msg_type::KEEPALIVE => Message::Keepalive,
-            _ => Message::RouteRefresh(RouteRefresh {
-                afi: u16::from_be_bytes([body[0], body[1]]),
-                subtype: body[2],
-                safi: body[3],
-            }),
+            _ => {
+                let afi = u16::from_be_bytes([body[0], body[1]]);
+                if body[2] != 0 && body.len() != 4 {
+                    // RFC 7313 §5: BoRR/EoRR carry nothing after AFI/SAFI.
+                    return Err(MessageError::new(
+                        code::ROUTE_REFRESH,
+                        1,
+                        vec![],
+                        "ROUTE-REFRESH subtype with a body",
+                    ));
+                }
+                Message::RouteRefresh(RouteRefresh {
+                    afi,
+                    subtype: body[2],
+                    safi: body[3],
+                    orf: match &body[4..] {
+                        [] => None,
+                        rest => Some(orf::decode(afi, rest)?),
+                    },
+                })
+            }
         })
     }
 
@@ -216,6 +236,9 @@ impl Message {
                 out.extend_from_slice(&r.afi.to_be_bytes());
                 out.push(r.subtype);
                 out.push(r.safi);
+                if let Some(o) = &r.orf {
+                    orf::encode(o, &mut out);
+                }
                 msg_type::ROUTE_REFRESH
             }
         };

@@ -23,6 +23,8 @@ pub enum Capability {
         safi: u8,
     },
     RouteRefresh,
+    /// Outbound Route Filtering (RFC 5291): per family, the ORF types and send/receive.
+    Orf(Vec<super::orf::OrfFamily>),
     FourOctetAs(u32),
     Unknown {
         code: u8,
@@ -56,6 +58,9 @@ impl Capability {
                 }
             }
             cap_code::ROUTE_REFRESH if value.is_empty() => Capability::RouteRefresh,
+            super::orf::CAPABILITY => {
+                Capability::Orf(super::orf::decode_capability(value).ok_or_else(bad)?)
+            }
             cap_code::FOUR_OCTET_AS => {
                 let b = <[u8; 4]>::try_from(value).map_err(|_| bad())?;
                 Capability::FourOctetAs(u32::from_be_bytes(b))
@@ -74,6 +79,10 @@ impl Capability {
                 (cap_code::MULTIPROTOCOL, vec![a[0], a[1], 0, *safi])
             }
             Capability::RouteRefresh => (cap_code::ROUTE_REFRESH, vec![]),
+            Capability::Orf(families) => (
+                super::orf::CAPABILITY,
+                super::orf::encode_capability(families),
+            ),
             Capability::FourOctetAs(asn) => (cap_code::FOUR_OCTET_AS, asn.to_be_bytes().to_vec()),
             Capability::Unknown { code, value } => (*code, value.clone()),
         };

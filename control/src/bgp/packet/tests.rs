@@ -136,8 +136,56 @@ fn keepalive_notification_route_refresh() {
             afi: 2,
             subtype: 0,
             safi: 1,
+            orf: None,
         }),
     );
+    // With one Address Prefix ORF entry (RFC 5291/5292): ADD PERMIT 10.200.2.1/32.
+    both_ways(
+        &msg(
+            msg_type::ROUTE_REFRESH,
+            &[
+                0, 1, 0, 1, 1, 64, 0, 12, 0, 0, 0, 0, 5, 0, 0, 32, 10, 200, 2, 1,
+            ],
+        ),
+        &Message::RouteRefresh(RouteRefresh {
+            afi: 1,
+            subtype: 0,
+            safi: 1,
+            orf: Some(super::orf::Orf {
+                when: super::orf::When::Immediate,
+                orf_type: super::orf::ADDRESS_PREFIX,
+                entries: vec![super::orf::OrfEntry {
+                    action: super::orf::Action::Add,
+                    deny: false,
+                    prefix: Some(super::orf::PrefixEntry {
+                        sequence: 5,
+                        min_len: 0,
+                        max_len: 0,
+                        prefix: "10.200.2.1/32".parse().unwrap(),
+                    }),
+                }],
+                raw: vec![],
+            }),
+        }),
+    );
+}
+
+#[test]
+fn route_refresh_errors() {
+    // BoRR (subtype 1) with a body, and a truncated ORF block: ROUTE-REFRESH Message
+    // Error / Invalid Message Length (RFC 7313 §5).
+    for body in [
+        &[0u8, 1, 1, 1, 1, 64, 0, 0][..],
+        &[0, 1, 0, 1, 1, 64, 0][..],
+    ] {
+        let e =
+            Message::decode(&msg(msg_type::ROUTE_REFRESH, body), Context::default()).unwrap_err();
+        assert_eq!(
+            (e.notification.code, e.notification.subcode),
+            (7, 1),
+            "{body:?}"
+        );
+    }
 }
 
 #[test]
