@@ -175,6 +175,7 @@ pub fn config(
                 protection: Default::default(),
                 role: None,
                 color: None,
+                orf_receive: false,
             })
             .collect(),
         prefixes: prefixes
@@ -307,4 +308,38 @@ pub fn output(ns: &Netns, cmd: &str, args: &[&str]) -> String {
         .output()
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_default()
+}
+
+/// tshark capturing BGP (TCP port 179) on `iface` of `ns` into `pcap`, once it has
+/// started writing; `stop_capture` ends it.
+pub fn start_capture(ns: &Netns, iface: &str, pcap: &TempFile) -> Result<Daemon> {
+    let d = Daemon(
+        ns.command("tshark")
+            .args(["-q", "-i", iface, "-f", "tcp port 179", "-w", pcap.path()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("spawning tshark")?,
+    );
+    // Capturing once the pcap header is written.
+    wait_for(Duration::from_secs(10), || {
+        std::fs::metadata(&pcap.0)
+            .is_ok_and(|m| m.len() > 0)
+            .then_some(())
+    });
+    Ok(d)
+}
+
+/// Stops tshark with SIGINT so it writes out what it captured.
+pub fn stop_capture(mut d: Daemon) {
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(d.0.id() as i32, libc::SIGINT);
+    }
+    for _ in 0..50 {
+        if matches!(d.0.try_wait(), Ok(Some(_))) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }

@@ -9,9 +9,10 @@
 //! Run: `cargo test -p fare-integration --test bgp_frr_security -- --nocapture` (root).
 
 use fare::bgp::socket::Protection;
-use fare_integration::bgp::{config, output, wait_for, Daemon, FareSpeaker, Frr, TempFile};
+use fare_integration::bgp::{
+    config, output, start_capture, stop_capture, wait_for, FareSpeaker, Frr, TempFile,
+};
 use fare_integration::{have_root, have_tool, veth, Netns};
-use std::process::Stdio;
 use std::time::Duration;
 
 fn frr_conf(gtsm: bool, md5: Option<&str>) -> String {
@@ -66,20 +67,6 @@ fn frr_available(test: &str) -> bool {
     have_root(test) && have_tool(test, "/usr/lib/frr/bgpd") && have_tool(test, "vtysh")
 }
 
-/// Stops tshark with SIGINT so it writes out what it captured.
-fn stop_capture(mut d: Daemon) {
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe {
-        libc::kill(d.0.id() as i32, libc::SIGINT);
-    }
-    for _ in 0..50 {
-        if matches!(d.0.try_wait(), Ok(Some(_))) {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 #[test]
 fn bgp_frr_gtsm_md5_session_and_tshark_sees_no_malformed_packet() {
     let test = "bgp_frr_gtsm_md5_session_and_tshark_sees_no_malformed_packet";
@@ -94,23 +81,7 @@ fn bgp_frr_gtsm_md5_session_and_tshark_sees_no_malformed_packet() {
     b.sh("ip addr add 10.0.0.2/30 dev fb0 && ip route add blackhole 198.51.100.0/24")
         .unwrap();
     let pcap = TempFile::new("bgp.pcap", "").unwrap();
-    let capture = tshark.then(|| {
-        let d = Daemon(
-            a.command("tshark")
-                .args(["-q", "-i", "fa0", "-f", "tcp port 179", "-w", pcap.path()])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
-        // Capturing once the pcap header is written.
-        wait_for(Duration::from_secs(10), || {
-            std::fs::metadata(&pcap.0)
-                .is_ok_and(|m| m.len() > 0)
-                .then_some(())
-        });
-        d
-    });
+    let capture = tshark.then(|| start_capture(&a, "fa0", &pcap).unwrap());
     let frr = Frr::start(&b, &frr_conf(true, Some("fare-secret"))).unwrap();
     let fare = speaker(
         &a,

@@ -269,6 +269,11 @@ pub struct NeighborConfig {
     /// DPF session color (32-bit).
     #[serde(default)]
     pub color: Option<u32>,
+    /// Advertise Outbound Route Filtering (RFC 5291, Address Prefix ORF of RFC 5292,
+    /// receive) so that this neighbor may send prefix filters, and send it only the routes
+    /// they permit (draft-xu-idr-fare-in-mpson §4.2: a leaf toward its RNICs).
+    #[serde(default)]
+    pub orf_receive: bool,
     /// Only accept the session, never connect.
     #[serde(default)]
     pub passive: bool,

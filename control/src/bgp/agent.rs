@@ -48,6 +48,7 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
                 },
                 role: n.role,
                 color: n.color,
+                orf_receive: n.orf_receive,
             })
             .collect(),
         prefixes: c.prefixes.clone(),

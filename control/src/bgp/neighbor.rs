@@ -53,6 +53,8 @@ pub struct PeerConfig {
     pub families: Vec<Family>,
     /// DPF session coloring (draft-wang-idr-dpf §2.1).
     pub session_color: super::dpf::SessionColor,
+    /// Advertise the ORF capability (receive) and pass received ORFs on.
+    pub orf_receive: bool,
 }
 
 /// Negotiated session parameters, reported when the session comes up.
@@ -83,6 +85,8 @@ pub enum SessionEvent {
     RouteRefresh {
         peer: IpAddr,
         family: Option<Family>,
+        /// Outbound Route Filter entries the peer sent with it (RFC 5291).
+        orf: Option<super::packet::orf::Orf>,
     },
     Down {
         peer: IpAddr,
@@ -264,6 +268,23 @@ impl Neighbor {
         caps.push(Capability::RouteRefresh);
         caps.push(Capability::FourOctetAs(cfg.local_as));
         caps.extend(cfg.session_color.capability());
+        if cfg.orf_receive {
+            use super::packet::orf;
+            let families = cfg
+                .families
+                .iter()
+                .map(|f| {
+                    let (afi, safi) = f.afi_safi();
+                    // Standard and pre-standard types: FRR sends whichever we accept.
+                    orf::OrfFamily {
+                        afi,
+                        safi,
+                        types: vec![(orf::ADDRESS_PREFIX, orf::RECEIVE)],
+                    }
+                })
+                .collect();
+            caps.push(Capability::Orf(families));
+        }
         let our_open = Open::new(cfg.local_as, cfg.hold_time, cfg.router_id, caps);
         let mut pending: Option<TcpStream> = None;
 
@@ -502,13 +523,13 @@ impl Neighbor {
                                 .map_err(|_| "speaker stopped".to_string())?;
                         }
                         Ok(Message::Keepalive) => {}
-                        Ok(Message::RouteRefresh(RouteRefresh { afi, safi, subtype, .. })) => {
+                        Ok(Message::RouteRefresh(RouteRefresh { afi, safi, subtype, orf })) => {
                             // RFC 2918 §4: a family not negotiated is ignored; RFC 7313's
                             // BoRR/EoRR markers (subtype 1/2) are not requests.
                             self.count(|s| s.route_refresh_received += 1);
                             match Family::from_afi_safi(afi, safi) {
                                 Some(family) if subtype == 0 && families.contains(&family) => {
-                                    let _ = self.events.send(SessionEvent::RouteRefresh { peer: cfg.address, family: Some(family) }).await;
+                                    let _ = self.events.send(SessionEvent::RouteRefresh { peer: cfg.address, family: Some(family), orf: orf.filter(|_| cfg.orf_receive) }).await;
                                 }
                                 _ => debug!(peer = %cfg.address, afi, safi, subtype, "ROUTE-REFRESH ignored"),
                             }

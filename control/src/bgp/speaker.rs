@@ -12,6 +12,7 @@ use super::neighbor::{
     Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
 };
 use super::packet::attribute::flag;
+use super::packet::orf;
 use super::packet::{
     color, community, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
     PathAttributes, Update,
@@ -47,6 +48,8 @@ pub struct NeighborSpec {
     pub role: Option<Role>,
     /// DPF session color (draft-wang-idr-dpf §2.1); `None` = uncolored session.
     pub color: Option<u32>,
+    /// Accept Address Prefix ORFs (RFC 5291/5292) from this neighbor.
+    pub orf_receive: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -173,6 +176,8 @@ struct Peer {
     session: Option<SessionInfo>,
     link_gbps: Option<f64>,
     link_up: bool,
+    /// Prefix filters the neighbor sent (ORF), per family: (entry, deny). Empty = none.
+    orf: HashMap<Family, Vec<(orf::PrefixEntry, bool)>>,
 }
 
 /// Starts listeners, neighbor tasks and the RIB task. Fails when a listener cannot bind.
@@ -206,6 +211,7 @@ pub async fn start(
                 protection: spec.protection.clone(),
                 families,
                 session_color: config.dpf.session(spec.color),
+                orf_receive: spec.orf_receive,
             },
             status: status.clone(),
             incoming: in_rx,
@@ -229,6 +235,7 @@ pub async fn start(
                 session: None,
                 link_gbps,
                 link_up: true,
+                orf: HashMap::new(),
             },
         );
     }
@@ -485,12 +492,37 @@ impl RibTask {
             SessionEvent::Down { peer, .. } => {
                 if let Some(p) = self.peers.get_mut(&peer) {
                     p.session = None;
+                    // ORFs live as long as the session that carried them (RFC 5291 §5).
+                    p.orf.clear();
                 }
                 let gone = self.rib.forget_peer(peer);
                 self.dirty.extend(gone);
                 self.neighbor_event(peer).await;
             }
-            SessionEvent::RouteRefresh { peer, family } => {
+            SessionEvent::RouteRefresh {
+                peer,
+                family: Some(family),
+                orf: Some(filter),
+            } => {
+                // New filter entries: re-evaluate what the neighbor gets (routes it no longer
+                // permits are withdrawn), now or at the next plain refresh (DEFER).
+                let Some(p) = self.peers.get_mut(&peer) else {
+                    return;
+                };
+                let list = p.orf.entry(family).or_default();
+                apply_orf(list, &filter.entries);
+                info!(%peer, ?family, entries = list.len(), when = ?filter.when, "ORF received");
+                if filter.when == orf::When::Immediate {
+                    self.dirty.extend(
+                        self.rib
+                            .loc
+                            .keys()
+                            .copied()
+                            .filter(|p| nlri::family_of(p) == family),
+                    );
+                }
+            }
+            SessionEvent::RouteRefresh { peer, family, .. } => {
                 // Re-send this family's Adj-RIB-Out (RFC 2918 §4): forget what was sent.
                 let of_family = |p: &IpNet| family.is_none_or(|f| nlri::family_of(p) == f);
                 if let Some(t) = self.rib.adj_out.get_mut(&peer) {
@@ -893,7 +925,8 @@ impl RibTask {
                 .filter(|a| !incoming.contains(a) && self.eligible(&route, *a))
                 .collect();
             for &peer in &established {
-                let out = if targets.contains(&peer) {
+                // A neighbor's ORF filters what it is sent, not the averaged split.
+                let out = if targets.contains(&peer) && self.orf_permits(&prefix, peer) {
                     self.outgoing(
                         prefix,
                         route.as_ref(),
@@ -967,6 +1000,20 @@ impl RibTask {
                 .as_ref()
                 .is_some_and(|a| a.contains(p.spec.remote_as)),
         }
+    }
+
+    /// False when the neighbor's ORF for the prefix's family does not permit it.
+    fn orf_permits(&self, prefix: &IpNet, peer: IpAddr) -> bool {
+        let Some(list) = self
+            .peers
+            .get(&peer)
+            .and_then(|p| p.orf.get(&nlri::family_of(prefix)))
+            .filter(|l| !l.is_empty())
+        else {
+            return true;
+        };
+        let (entries, deny): (Vec<orf::PrefixEntry>, Vec<bool>) = list.iter().copied().unzip();
+        orf::permits(&entries, &deny, prefix)
     }
 
     /// The attributes `prefix` is advertised with to `peer`.
@@ -1189,4 +1236,22 @@ fn is_known(type_code: u8) -> bool {
 /// The value the community carries for `gbps` (see [`community::quantize_gbps`]).
 pub fn advertised_gbps(gbps: f64) -> f64 {
     community::quantize_gbps(gbps)
+}
+
+/// Applies ORF entries to a neighbor's list (RFC 5291 §3): ADD replaces an entry of the
+/// same sequence and prefix, REMOVE deletes it, REMOVE-ALL empties the list.
+fn apply_orf(list: &mut Vec<(orf::PrefixEntry, bool)>, entries: &[orf::OrfEntry]) {
+    for e in entries {
+        match (e.action, e.prefix) {
+            (orf::Action::RemoveAll, _) => list.clear(),
+            (orf::Action::Add, Some(p)) => {
+                list.retain(|(q, _)| (q.sequence, q.prefix) != (p.sequence, p.prefix));
+                list.push((p, e.deny));
+            }
+            (orf::Action::Remove, Some(p)) => {
+                list.retain(|(q, _)| (q.sequence, q.prefix) != (p.sequence, p.prefix))
+            }
+            _ => {}
+        }
+    }
 }
