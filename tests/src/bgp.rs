@@ -176,6 +176,7 @@ pub fn config(
                 role: None,
                 color: None,
                 orf_receive: false,
+                orf_send: vec![],
             })
             .collect(),
         prefixes: prefixes

@@ -274,6 +274,11 @@ pub struct NeighborConfig {
     /// they permit (draft-xu-idr-fare-in-mpson §4.2: a leaf toward its RNICs).
     #[serde(default)]
     pub orf_receive: bool,
+    /// Ask this neighbor, with an Address Prefix ORF sent once the session is up, for
+    /// routes to exactly these prefixes and no others (an RNIC toward its leaf, §4.2).
+    /// Needs the neighbor to advertise ORF receive; otherwise everything is received.
+    #[serde(default)]
+    pub orf_send: Vec<ipnet::IpNet>,
     /// Only accept the session, never connect.
     #[serde(default)]
     pub passive: bool,

@@ -49,6 +49,7 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
                 role: n.role,
                 color: n.color,
                 orf_receive: n.orf_receive,
+                orf_send: n.orf_send.clone(),
             })
             .collect(),
         prefixes: c.prefixes.clone(),

@@ -55,6 +55,8 @@ pub struct PeerConfig {
     pub session_color: super::dpf::SessionColor,
     /// Advertise the ORF capability (receive) and pass received ORFs on.
     pub orf_receive: bool,
+    /// Prefixes to ask for with an ORF once Established (empty: no ORF).
+    pub orf_send: Vec<ipnet::IpNet>,
 }
 
 /// Negotiated session parameters, reported when the session comes up.
@@ -487,6 +489,7 @@ impl Neighbor {
         });
         let families = info.families.clone();
         let peer_route_refresh = info.route_refresh;
+        let orf_request = orf_request(&cfg.orf_send, &families, &info.capabilities);
         self.events
             .send(SessionEvent::Up {
                 peer: cfg.address,
@@ -494,6 +497,16 @@ impl Neighbor {
             })
             .await
             .map_err(|_| "speaker stopped".to_string())?;
+
+        if !orf_request.is_empty() {
+            let mut buf = Vec::new();
+            for rr in orf_request {
+                buf.extend_from_slice(&Message::RouteRefresh(rr).encode(ctx));
+                self.count(|s| s.route_refresh_sent += 1);
+            }
+            info!(peer = %cfg.address, prefixes = cfg.orf_send.len(), "ORF sent");
+            writer.write_raw(&buf).await?;
+        }
 
         let keepalive_every = if hold.is_zero() { no_timer } else { hold / 3 };
         let mut keepalive = tokio::time::interval_at(
@@ -790,4 +803,64 @@ impl Writer {
             .await
             .map_err(|e| format!("write: {e}"))
     }
+}
+
+/// The ROUTE-REFRESH messages that ask the peer for exactly `wanted` (RFC 5291/5292: per
+/// family, IMMEDIATE, REMOVE-ALL then one exact PERMIT entry per prefix), for the families
+/// both sides carry and the peer accepts Address Prefix ORFs for.
+fn orf_request(
+    wanted: &[ipnet::IpNet],
+    families: &[Family],
+    peer_caps: &[Capability],
+) -> Vec<RouteRefresh> {
+    use super::packet::orf;
+    let accepts = |afi: u16, safi: u8| {
+        peer_caps.iter().any(|c| match c {
+            Capability::Orf(list) => list.iter().any(|f| {
+                (f.afi, f.safi) == (afi, safi)
+                    && f.types
+                        .iter()
+                        .any(|(t, sr)| *t == orf::ADDRESS_PREFIX && sr & orf::RECEIVE != 0)
+            }),
+            _ => false,
+        })
+    };
+    let mut out = Vec::new();
+    for f in families {
+        let (afi, safi) = f.afi_safi();
+        let mine: Vec<&ipnet::IpNet> = wanted
+            .iter()
+            .filter(|p| super::packet::nlri::family_of(p) == *f)
+            .collect();
+        if mine.is_empty() || !accepts(afi, safi) {
+            continue;
+        }
+        let mut entries = vec![orf::OrfEntry {
+            action: orf::Action::RemoveAll,
+            deny: false,
+            prefix: None,
+        }];
+        entries.extend(mine.iter().enumerate().map(|(i, p)| orf::OrfEntry {
+            action: orf::Action::Add,
+            deny: false,
+            prefix: Some(orf::PrefixEntry {
+                sequence: 10 * (i as u32 + 1),
+                min_len: 0,
+                max_len: 0,
+                prefix: **p,
+            }),
+        }));
+        out.push(RouteRefresh {
+            afi,
+            subtype: 0,
+            safi,
+            orf: Some(orf::Orf {
+                when: orf::When::Immediate,
+                orf_type: orf::ADDRESS_PREFIX,
+                entries,
+                raw: vec![],
+            }),
+        });
+    }
+    out
 }

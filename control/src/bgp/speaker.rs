@@ -50,6 +50,8 @@ pub struct NeighborSpec {
     pub color: Option<u32>,
     /// Accept Address Prefix ORFs (RFC 5291/5292) from this neighbor.
     pub orf_receive: bool,
+    /// Send this neighbor an Address Prefix ORF asking for exactly these prefixes.
+    pub orf_send: Vec<IpNet>,
 }
 
 #[derive(Clone, Debug)]
@@ -212,6 +214,7 @@ pub async fn start(
                 families,
                 session_color: config.dpf.session(spec.color),
                 orf_receive: spec.orf_receive,
+                orf_send: spec.orf_send.clone(),
             },
             status: status.clone(),
             incoming: in_rx,

@@ -1,9 +1,10 @@
-//! Outbound Route Filtering (RFC 5291/5292) with FRR, as draft-xu-idr-fare-in-mpson §4.2
-//! uses it: fare plays the leaf (`orf_receive` on the session, several RNIC host routes
-//! originated), FRR plays the RNIC and sends its inbound prefix list as an ORF
+//! Outbound Route Filtering (RFC 5291/5292) with FRR and between fare speakers, as
+//! draft-xu-idr-fare-in-mpson §4.2 uses it: fare plays the leaf (`orf_receive` on the
+//! session, several RNIC host routes originated), FRR plays the RNIC and sends its inbound prefix list as an ORF
 //! (`capability orf prefix-list send`). FRR's pre-policy view of what it received
 //! (`soft-reconfiguration inbound`) holds only the permitted host route: fare filtered at
 //! the source. Without ORF on fare's side FRR receives every route (the control case).
+//! Between two fare speakers the RNIC side sends the ORF itself (`orf_send`).
 
 use fare::bgp::packet::{frame_len, orf, Context, Message};
 use fare_integration::bgp::{
@@ -140,4 +141,38 @@ fn bgp_frr_orf_prefix_list_filters_at_the_leaf() {
     all.sort();
     let (got, _) = run(test, false);
     assert_eq!(got, all, "without ORF (control)");
+}
+
+/// Both ends fare: the RNIC's speaker sends the ORF itself (`orf_send`), the leaf filters.
+#[test]
+fn bgp_orf_between_fare_speakers() {
+    let test = "bgp_orf_between_fare_speakers";
+    if !have_root(test) {
+        return;
+    }
+    let a = Netns::new("orfl").unwrap();
+    let b = Netns::new("orfr").unwrap();
+    veth(&a, "fa0", &b, "fb0").unwrap();
+    a.sh("ip addr add 10.0.0.1/30 dev fa0").unwrap();
+    b.sh("ip addr add 10.0.0.2/30 dev fb0").unwrap();
+    let mut leaf = config("10.0.0.1", 65001, &[("10.0.0.2", 65002, 100.0)], &OFFERED);
+    leaf.neighbors[0].orf_receive = true;
+    let mut rnic = config("10.0.0.2", 65002, &[("10.0.0.1", 65001, 100.0)], &[]);
+    rnic.neighbors[0].orf_send = vec![
+        "10.200.1.2/32".parse().unwrap(),
+        "10.200.1.3/32".parse().unwrap(),
+    ];
+    let _leaf = FareSpeaker::start(&a, leaf).unwrap();
+    let rnic = FareSpeaker::start(&b, rnic).unwrap();
+    let routes = || {
+        let mut r: Vec<String> = rnic.routes().iter().map(|r| r.prefix.to_string()).collect();
+        r.sort();
+        r
+    };
+    let want = ["10.200.1.2/32", "10.200.1.3/32"];
+    let got = wait_for(Duration::from_secs(20), || (routes() == want).then_some(()));
+    assert!(got.is_some(), "{test}: the RNIC holds {:?}", routes());
+    // And stays so (no late full table).
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(routes(), want);
 }
