@@ -177,6 +177,7 @@ pub fn config(
                 color: None,
                 orf_receive: false,
                 orf_send: vec![],
+                fib_suppress: false,
             })
             .collect(),
         prefixes: prefixes

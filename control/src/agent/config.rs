@@ -106,6 +106,9 @@ pub struct FareConfig {
     /// Path Bandwidth community subtype (docs/CODEPOINTS.md).
     #[serde(default = "default_subtype")]
     pub community_subtype: u8,
+    /// FIB-Suppress community subtype (docs/CODEPOINTS.md).
+    #[serde(default = "default_fib_suppress_subtype")]
+    pub fib_suppress_subtype: u8,
     /// How BGP-computed groups spread traffic.
     #[serde(default)]
     pub group_mode: GroupMode,
@@ -120,6 +123,7 @@ impl Default for FareConfig {
             mode: Mode::default(),
             role: default_role(),
             community_subtype: default_subtype(),
+            fib_suppress_subtype: default_fib_suppress_subtype(),
             group_mode: GroupMode::default(),
             max_group_size: None,
         }
@@ -132,6 +136,10 @@ fn default_role() -> crate::topology::Role {
 
 fn default_subtype() -> u8 {
     crate::bgp::community::DEFAULT_PATH_BANDWIDTH_SUBTYPE
+}
+
+fn default_fib_suppress_subtype() -> u8 {
+    crate::bgp::community::DEFAULT_FIB_SUPPRESS_SUBTYPE
 }
 
 /// BGP session parameters shared by every neighbor.
@@ -279,6 +287,11 @@ pub struct NeighborConfig {
     /// Needs the neighbor to advertise ORF receive; otherwise everything is received.
     #[serde(default)]
     pub orf_send: Vec<ipnet::IpNet>,
+    /// Tag routes received from this neighbor with the FIB-Suppress community
+    /// (draft-xu-idr-fare-in-mpson §4.2.1: a leaf's sessions to its RNICs). This node still
+    /// installs them; nodes further away that receive them tagged do not.
+    #[serde(default)]
+    pub fib_suppress: bool,
     /// Only accept the session, never connect.
     #[serde(default)]
     pub passive: bool,

@@ -28,6 +28,7 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
             mode: c.fare.mode,
             role: c.fare.role,
             subtype: c.fare.community_subtype,
+            fib_suppress_subtype: c.fare.fib_suppress_subtype,
             max_group_size: c.fare.max_group_size,
             draft: Default::default(),
         },
@@ -50,6 +51,7 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
                 color: n.color,
                 orf_receive: n.orf_receive,
                 orf_send: n.orf_send.clone(),
+                fib_suppress: n.fib_suppress,
             })
             .collect(),
         prefixes: c.prefixes.clone(),

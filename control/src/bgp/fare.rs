@@ -23,6 +23,8 @@ pub struct Policy {
     pub role: Role,
     /// Path Bandwidth community subtype (docs/CODEPOINTS.md).
     pub subtype: u8,
+    /// FIB-Suppress community subtype (docs/CODEPOINTS.md).
+    pub fib_suppress_subtype: u8,
     pub max_group_size: Option<u32>,
     pub draft: DraftOptions,
 }
@@ -33,6 +35,7 @@ impl Default for Policy {
             mode: Mode::Draft,
             role: Role::Leaf,
             subtype: super::community::DEFAULT_PATH_BANDWIDTH_SUBTYPE,
+            fib_suppress_subtype: super::community::DEFAULT_FIB_SUPPRESS_SUBTYPE,
             max_group_size: None,
             draft: DraftOptions::default(),
         }

@@ -5,7 +5,7 @@
 //! route views for `fare show routes`, neighbor status changes. The agent forwards them
 //! to its data plane task and shared state; tests and benchmarks read them directly.
 
-use super::community::PathBandwidth;
+use super::community::{FibSuppress, PathBandwidth};
 use super::dpf::{self, Dpf, Transit};
 use super::fare::{Decision, Policy};
 use super::neighbor::{
@@ -52,6 +52,8 @@ pub struct NeighborSpec {
     pub orf_receive: bool,
     /// Send this neighbor an Address Prefix ORF asking for exactly these prefixes.
     pub orf_send: Vec<IpNet>,
+    /// Tag routes from this neighbor with FIB-Suppress (draft-xu-idr-fare-in-mpson §4.2.1).
+    pub fib_suppress: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -579,6 +581,7 @@ impl RibTask {
         };
         let remote_as = p.spec.remote_as;
         let session_color = p.spec.color;
+        let tag_fib_suppress = p.spec.fib_suppress;
         for prefix in u.withdrawn_all().collect::<Vec<_>>() {
             if self.rib.forget(peer, prefix) {
                 self.dirty.insert(prefix);
@@ -625,6 +628,17 @@ impl RibTask {
                 }
             }
             return;
+        }
+        if tag_fib_suppress {
+            let subtype = self.config.policy.fib_suppress_subtype;
+            if !a
+                .ext_communities
+                .iter()
+                .any(|c| c.fib_suppress(subtype).is_some())
+            {
+                let tag = FibSuppress::new(self.config.asn, self.config.router_id);
+                a.ext_communities.push(tag.to_community(subtype));
+            }
         }
         // LOCAL_PREF from an external neighbor is ignored (RFC 4271 §5.1.5).
         a.local_pref = None;
@@ -898,7 +912,11 @@ impl RibTask {
             let decision = match &route {
                 Some(LocRoute::Learned(paths)) => {
                     let (inputs, d) = self.decide(paths);
-                    self.program(prefix, paths, &d).await;
+                    if self.fib_suppressed(paths) {
+                        self.program_none(prefix).await;
+                    } else {
+                        self.program(prefix, paths, &d).await;
+                    }
                     Some((inputs, d))
                 }
                 _ => {
@@ -1003,6 +1021,20 @@ impl RibTask {
                 .as_ref()
                 .is_some_and(|a| a.contains(p.spec.remote_as)),
         }
+    }
+
+    /// True when every path carries a FIB-Suppress community another router attached
+    /// (§4.2.1): the route stays in the RIB and is advertised, but not installed. The
+    /// router that tagged it (the RNIC's own leaf) installs it.
+    fn fib_suppressed(&self, paths: &[Path]) -> bool {
+        let subtype = self.config.policy.fib_suppress_subtype;
+        !paths.is_empty()
+            && paths.iter().all(|p| {
+                p.attrs.ext_communities.iter().any(|c| {
+                    c.fib_suppress(subtype)
+                        .is_some_and(|f| f.router_id != self.config.router_id)
+                })
+            })
     }
 
     /// False when the neighbor's ORF for the prefix's family does not permit it.

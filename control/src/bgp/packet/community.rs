@@ -103,3 +103,69 @@ pub fn quantize_gbps(gbps: f64) -> f64 {
         .map(|p| p.gbps())
         .unwrap_or(0.0)
 }
+
+/// Default FIB-Suppress subtype (draft-xu-idr-fare-in-mpson §4.2.1 leaves it TBD): in the
+/// first-come-first-served range of the transitive two-octet AS-specific registry.
+pub const DEFAULT_FIB_SUPPRESS_SUBTYPE: u8 = 0xa1;
+/// Transitive two-octet AS-specific extended community type (RFC 4360 §3.1).
+pub const TYPE_AS2_TRANSITIVE: u8 = 0x00;
+
+/// The FIB-Suppress community (draft-xu-idr-fare-in-mpson §4.2.1): routes that carry it
+/// may stay out of the forwarding table. Global administrator = AS of the router that
+/// attached it (AS_TRANS for a 4-octet AS), local administrator = its router ID.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FibSuppress {
+    pub asn: u16,
+    pub router_id: Ipv4Addr,
+}
+
+impl FibSuppress {
+    pub fn new(asn: u32, router_id: Ipv4Addr) -> FibSuppress {
+        FibSuppress {
+            asn: u16::try_from(asn).unwrap_or(super::open::AS_TRANS),
+            router_id,
+        }
+    }
+
+    pub fn to_community(self, subtype: u8) -> ExtCommunity {
+        let [a, b] = self.asn.to_be_bytes();
+        let [c, d, e, f] = self.router_id.octets();
+        ExtCommunity([TYPE_AS2_TRANSITIVE, subtype, a, b, c, d, e, f])
+    }
+}
+
+impl ExtCommunity {
+    /// This community read as FIB-Suppress of `subtype`, if it is one.
+    pub fn fib_suppress(&self, subtype: u8) -> Option<FibSuppress> {
+        let [t, s, a, b, c, d, e, f] = self.0;
+        (t == TYPE_AS2_TRANSITIVE && s == subtype).then(|| FibSuppress {
+            asn: u16::from_be_bytes([a, b]),
+            router_id: Ipv4Addr::new(c, d, e, f),
+        })
+    }
+}
+
+#[cfg(test)]
+mod fib_suppress_tests {
+    use super::*;
+
+    #[test]
+    fn fib_suppress_round_trips_and_is_transitive() {
+        let f = FibSuppress::new(65011, Ipv4Addr::new(10, 1, 0, 1));
+        let c = f.to_community(DEFAULT_FIB_SUPPRESS_SUBTYPE);
+        assert_eq!(c.0, [0x00, 0xa1, 0xfd, 0xf3, 10, 1, 0, 1]);
+        assert!(c.is_transitive());
+        assert_eq!(c.fib_suppress(DEFAULT_FIB_SUPPRESS_SUBTYPE), Some(f));
+        assert_eq!(c.fib_suppress(0xa2), None);
+        // A 4-octet AS is carried as AS_TRANS.
+        assert_eq!(
+            FibSuppress::new(4_200_000_011, Ipv4Addr::LOCALHOST).asn,
+            23456
+        );
+        // A Route Target (0x00 0x02) is not FIB-Suppress.
+        assert_eq!(
+            ExtCommunity([0, 2, 0, 1, 0, 0, 0, 1]).fib_suppress(DEFAULT_FIB_SUPPRESS_SUBTYPE),
+            None
+        );
+    }
+}
