@@ -85,8 +85,9 @@ pub struct UpArgs {
     #[arg(long)]
     pub no_arn: bool,
     /// ARN queue sampling period of every agent's monitor, µs (at least 100). Every sample
-    /// is a netlink round trip per fabric port: at 1000 µs a debug-build agent of Figure 1
-    /// keeps ~12% of a core busy, so raise it (or use --no-arn) for labs of many nodes.
+    /// is a netlink dump of the qdiscs and a carrier read per port: at 1000 µs an idle
+    /// debug-build spine agent of Figure 1 keeps ~12% of a core busy, so raise it (or use
+    /// --no-arn) for labs of many nodes.
     #[arg(long, default_value_t = 1000)]
     pub arn_interval_us: u64,
     /// How long an ARN removal lasts without a refresh, ms.
