@@ -2,7 +2,7 @@
  * Notifications, for the v1model architecture (BMv2 simple_switch_grpc).
  *
  * Layout: include/ holds the headers, the parser and one control per concern (routing,
- * wcmp, arn). This file wires them into the v1model pipeline; tna/fare_tna.p4 is the
+ * dpf, wcmp, arn). This file wires them into the v1model pipeline; tna/fare_tna.p4 is the
  * Tofino (TNA) sibling, sharing the headers, routing and parser, same P4Runtime names.
  *
  * Control plane: P4Runtime; every table, action and register is found by name in the P4Info
@@ -15,6 +15,7 @@
 #include "include/parser.p4"
 #include "include/routing.p4"
 #include "include/wcmp.p4"
+#include "include/dpf.p4"
 #include "include/arn.p4"
 
 parser FareParser(packet_in packet,
@@ -42,6 +43,7 @@ control FareIngress(inout headers_t hdr,
                     inout standard_metadata_t standard_metadata) {
     Routing() routing;
     FlowHash() flow_hash;
+    Dpf() dpf;
     Wcmp() wcmp;
     ArnReceive() arn_receive;
 
@@ -66,6 +68,7 @@ control FareIngress(inout headers_t hdr,
             mark_to_drop(standard_metadata);
             return;
         }
+        dpf.apply(hdr, meta);
         flow_hash.apply(hdr, meta);
         wcmp.apply(hdr, meta, standard_metadata);
     }

@@ -20,6 +20,10 @@
 #define MEMBER_COUNTERS   16384
 #define ARN_SLOTS         4096
 #define PORTS             512
+/* DPF: flow rule entries (a rule with k DSCP values takes k entries), (route, color)
+ * pairs, and fallback links. */
+#define FLOW_RULE_SIZE    1024
+#define COLOR_GROUP_SIZE  1024
 
 /* How many times a packet is resubmitted to steer around members an ARN removed before it
  * takes the removed member anyway (a removed path is better than a black hole). */
@@ -36,6 +40,7 @@ const bit<16> ETHERTYPE_IPV4 = 0x0800;
 const bit<16> ETHERTYPE_IPV6 = 0x86dd;
 const bit<8>  IPPROTO_TCP    = 6;
 const bit<8>  IPPROTO_UDP    = 17;
+const bit<16> ROCEV2_UDP_PORT = 4791;   // IANA; its payload starts with the IB BTH
 
 const bit<8> ARN_CONGESTION_DETECTED   = 1;
 const bit<8> ARN_CONGESTION_ELIMINATED = 2;

@@ -76,6 +76,17 @@ header tcp_ports_h {
     bit<16> dst_port;
 }
 
+/* RoCEv2 InfiniBand Base Transport Header (UDP to ROCEV2_UDP_PORT). DPF classifies by
+ * its destination QP. */
+header bth_h {
+    bit<8>  opcode;
+    bit<8>  flags;        // SE, M, pad count, TVer
+    bit<16> pkey;
+    bit<8>  rsvd;
+    bit<24> dest_qp;
+    bit<32> psn_word;     // AckReq, reserved, PSN
+}
+
 /* ARN common header (first word). */
 header arn_h {
     bit<8> arn_type;      // 1 congestion detected, 2 eliminated, 3 failure detected, 4 eliminated
@@ -111,6 +122,7 @@ struct headers_t {
     ipv6_h       ipv6;
     udp_h        udp;
     tcp_ports_h  tcp;
+    bth_h        bth;
     arn_h        arn;
     arn_flow_h   arn_flow;
     arn_addr4_h  arn_src4;
@@ -132,6 +144,24 @@ struct metadata_t {
     bit<32> flow_hash;
     bit<16> l4_src_port;
     bit<16> l4_dst_port;
+    /* DPF (include/dpf.p4): the packet's color (0 = none) and what the flow rules look
+     * at, gathered from either IP version (IPv4 addresses in the low 32 bits). */
+    bit<32>  color;
+    bit<4>   ip_version;
+    bit<6>   dscp;
+    bit<8>   ip_protocol;
+    bit<128> src_addr;
+    bit<128> dst_addr;
+    bit<1>   l4_valid;
+    bit<1>   qp_valid;
+    bit<24>  dest_qp;
+    /* DPF fallback: the group to use when every member of the chosen one is removed;
+     * on the resubmitted pass dpf_fallback = 1 and fallback_group is the group. */
+    bit<16>  fallback_group;
+    @field_list(FL_RESUBMIT)
+    bit<1>   dpf_fallback;
+    @field_list(FL_RESUBMIT)
+    bit<16>  fallback_target;
     /* Chosen member. */
     bit<16> arn_slot;
     bit<48> arn_hold_us;

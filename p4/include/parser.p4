@@ -60,8 +60,14 @@ parser FarePacketParser(packet_in packet, out headers_t hdr, inout metadata_t me
         meta.l4_dst_port = hdr.udp.dst_port;
         transition select(hdr.udp.dst_port) {
             ARN_UDP_PORT: parse_arn;
+            ROCEV2_UDP_PORT: parse_bth;
             default: accept;
         }
+    }
+
+    state parse_bth {
+        packet.extract(hdr.bth);
+        transition accept;
     }
 
     /* ARN: parameters appear in Para-Type bit order (flow identifier, then Path ID). */
@@ -139,6 +145,7 @@ control FareDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.ipv6);
         packet.emit(hdr.udp);
         packet.emit(hdr.tcp);
+        packet.emit(hdr.bth);
         packet.emit(hdr.arn);
         packet.emit(hdr.arn_flow);
         packet.emit(hdr.arn_src4);

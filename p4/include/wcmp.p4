@@ -12,7 +12,8 @@
  *   flow:               input = CRC32 of the 5-tuple, so a flow stays on one member.
  *
  * Members removed by an ARN (arn_removed[slot] = 1, see arn.p4) are skipped at once: the
- * packet is resubmitted with a re-hashed input, at most MAX_RESELECT times.
+ * packet is resubmitted with a re-hashed input, at most MAX_RESELECT times; then, when
+ * DPF gave the group a fallback (dpf.p4), once more onto that group.
  * TNA port: ActionSelector(..., SelectorMode_t.FAIR, ...) with the same keys; the spray
  * counter becomes a RegisterAction; resubmit becomes a second selector stage.
  */
@@ -91,6 +92,12 @@ control Wcmp(inout headers_t hdr,
         }
         if (removed == 1 && meta.reselect < MAX_RESELECT) {
             meta.reselect = meta.reselect + 1;
+            resubmit_preserving_field_list(FL_RESUBMIT);
+        } else if (removed == 1 && meta.dpf_fallback == 0 && meta.fallback_group != 0) {
+            /* DPF: every member seems removed; once more on the fallback group (dpf.p4). */
+            meta.dpf_fallback = 1;
+            meta.fallback_target = meta.fallback_group;
+            meta.reselect = 0;
             resubmit_preserving_field_list(FL_RESUBMIT);
         } else {
             member_packets.count((bit<32>)meta.member_index);

@@ -5,7 +5,8 @@
  * show, and keep honest, what a TNA port shares with fare.p4 (v1model):
  *
  *   shared as is:  include/headers.p4 (headers, metadata, constants), include/routing.p4
- *                  (route tables and actions), include/parser.p4 (every parser state and
+ *                  (route tables and actions), include/dpf.p4 (DPF flow rules and
+ *                  per-color groups), include/parser.p4 (every parser state and
  *                  the deparser's emit order);
  *   rewritten:     the externs — ActionSelector + Hash instead of action_selector + hash(),
  *                  Register/RegisterAction instead of register read/write, Counter,
@@ -19,7 +20,9 @@
  * Differences a controller sees: Tofino selectors may reject member weights
  * (GroupForm::Replicated writes w members of weight 1); a removed member is skipped by at
  * most one resubmission (Tofino resubmits a packet once); ARN truncation is the mirror
- * session's max packet length (CloneSessionEntry.packet_length_bytes).
+ * session's max packet length (CloneSessionEntry.packet_length_bytes); DPF's fallback
+ * resubmission (group_fallback) is not ported, so a color group whose members are all
+ * removed keeps its last member until BGP moves the route.
  */
 #include <core.p4>
 #include <tna.p4>
@@ -31,6 +34,7 @@
 #include "../include/headers.p4"
 #include "../include/parser.p4"
 #include "../include/routing.p4"
+#include "../include/dpf.p4"
 
 /* First byte of every packet entering egress: 0 = bridged from ingress, 1 = ARN copy. */
 header bridged_h {
@@ -300,6 +304,7 @@ control FareIngress(inout headers_t hdr,
     /* ARN removal deadlines per slot, shared by reception (write) and Wcmp (read). */
     Register<bit<32>, bit<16>>(ARN_SLOTS) arn_removed_until;
     Routing() routing;
+    Dpf() dpf;
     FlowHash() flow_hash;
     Wcmp() wcmp;
     ArnReceive() arn_receive;
@@ -328,6 +333,7 @@ control FareIngress(inout headers_t hdr,
         }
         meta.bridged.setValid();
         meta.bridged.kind = 0;
+        dpf.apply(hdr, meta.fare);
         flow_hash.apply(hdr, meta.fare);
         wcmp.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md, arn_removed_until);
     }

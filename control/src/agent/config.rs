@@ -441,12 +441,12 @@ impl AgentConfig {
             if let Err(e) = rule.check() {
                 return Err(FileError::new(path, line, format!("dpf.flows: {e}")));
             }
-            if self.dataplane.kind() != "xdp" {
+            if !matches!(self.dataplane.kind(), "xdp" | "p4runtime") {
                 return Err(FileError::new(
                     path,
                     line,
                     format!(
-                        "dpf.flows needs dataplane kind xdp (the {} data plane does not classify flows)",
+                        "dpf.flows needs dataplane kind xdp or p4runtime (the {} data plane does not classify flows)",
                         self.dataplane.kind()
                     ),
                 ));
@@ -594,6 +594,11 @@ dpf:
         let kernel = good.replace("kind: xdp, interfaces: [e1]", "kind: none");
         let e = load_text(&kernel).unwrap_err().to_string();
         assert!(e.contains("needs dataplane kind xdp"), "{e}");
+        let p4 = good.replace(
+            "kind: xdp, interfaces: [e1]",
+            "kind: p4runtime, address: '127.0.0.1:9559', ports: {e1: 1}",
+        );
+        assert_eq!(load_text(&p4).unwrap().dpf.unwrap().flows.len(), 2);
     }
 
     #[test]

@@ -173,7 +173,7 @@ pub trait Dataplane: Send {
         } else {
             Err(DataplaneError::backend(
                 self.name(),
-                "this data plane has no DPF flow classification (use kind: xdp)",
+                "this data plane has no DPF flow classification (use kind: xdp or p4runtime)",
             ))
         }
     }

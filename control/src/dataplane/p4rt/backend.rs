@@ -21,8 +21,8 @@ use super::program::{self, update, FareProgram, GroupMember};
 use super::proto::p4::v1 as p4;
 use crate::agent::config::P4RuntimeConfig;
 use crate::dataplane::{
-    validate, Dataplane, DataplaneError, Group, GroupMode, GroupStatus, MacAddr, Member,
-    MemberStatus,
+    validate, ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupMode,
+    GroupStatus, MacAddr, Member, MemberStatus,
 };
 use async_trait::async_trait;
 use ipnet::IpNet;
@@ -115,6 +115,15 @@ struct Installed {
     members: Vec<InstalledMember>,
 }
 
+/// DPF: one per-color group of a route (its own group id). Active colors are reachable
+/// through `color_group`; backup colors only through `group_fallback`.
+#[derive(Clone, Debug, PartialEq)]
+struct InstalledColor {
+    color: u32,
+    active: bool,
+    inst: Installed,
+}
+
 /// Small id allocator: lowest free id in 1..limit.
 #[derive(Debug, Default)]
 struct Ids {
@@ -171,6 +180,12 @@ pub struct P4RuntimeDataplane {
     arn_paths: BTreeMap<(u32, Ipv4Addr), u16>,
     /// (prefix, egress port) -> removal slot of the members of that prefix on that port.
     prefix_slots: BTreeMap<(IpNet, u32), u16>,
+    /// DPF: per-color groups by route prefix, active colors first.
+    colors: BTreeMap<IpNet, Vec<InstalledColor>>,
+    /// DPF: group_fallback entries as written (group id -> fallback group id).
+    fallbacks: BTreeMap<u16, u16>,
+    /// DPF: flow_color entries as written.
+    flow_entries: Vec<p4::TableEntry>,
 }
 
 /// FNV-1a over the pipeline files: the cookie that tells whether the switch runs them.
@@ -241,6 +256,9 @@ impl P4RuntimeDataplane {
             slots: Ids::new(u32::from(ARN_SLOTS)),
             arn_paths: BTreeMap::new(),
             prefix_slots: BTreeMap::new(),
+            colors: BTreeMap::new(),
+            fallbacks: BTreeMap::new(),
+            flow_entries: Vec::new(),
         };
         if !fresh {
             dp.reconcile().await.map_err(err)?;
@@ -398,8 +416,230 @@ impl P4RuntimeDataplane {
         for id in state.profile_groups.keys() {
             self.profile_groups.mark(*id);
         }
+        self.clear_dpf(&state).await?;
         tracing::info!(groups = self.groups.len(), "adopted the switch's groups");
         Ok(())
+    }
+
+    /// DPF state an earlier agent left (flow rules, color and fallback entries, and the
+    /// groups no route points at: its color groups) is deleted rather than adopted; the
+    /// agent writes its own again (`set_flow_rules`, `install_colored`).
+    async fn clear_dpf(&mut self, state: &SwitchState) -> Result<(), P4rtError> {
+        let d = self.program.dpf.clone();
+        let table = |id| {
+            program::entity_table(p4::TableEntry {
+                table_id: id,
+                ..Default::default()
+            })
+        };
+        let entries = self
+            .client
+            .read(vec![
+                table(d.flow_color),
+                table(d.color_group),
+                table(d.group_fallback),
+            ])
+            .await?;
+        let mut deletes: Vec<p4::Update> = entries
+            .into_iter()
+            .filter_map(|e| match e.entity {
+                Some(p4::entity::Entity::TableEntry(t)) => Some(update(
+                    p4::update::Type::Delete,
+                    program::entity_table(p4::TableEntry {
+                        table_id: t.table_id,
+                        r#match: t.r#match,
+                        priority: t.priority,
+                        ..Default::default()
+                    }),
+                )),
+                _ => None,
+            })
+            .collect();
+        let routed: BTreeSet<u16> = state.routes.values().map(|r| r.group_id).collect();
+        let mut orphans = Vec::new();
+        for (gid, pg) in &state.group_entries {
+            if !routed.contains(gid) {
+                deletes.push(update(
+                    p4::update::Type::Delete,
+                    program::entity_table(self.program.group_key(*gid)?),
+                ));
+                orphans.push(*pg);
+            }
+        }
+        if deletes.is_empty() {
+            return Ok(());
+        }
+        tracing::info!(
+            entries = deletes.len(),
+            "deleting DPF state of an earlier agent"
+        );
+        self.client.write(deletes).await?;
+        for pg in orphans {
+            let ids: Vec<u32> = state
+                .profile_groups
+                .get(&pg)
+                .map(|m| m.iter().map(|(id, _)| *id).collect())
+                .unwrap_or_default();
+            self.undo(pg, &ids).await;
+        }
+        Ok(())
+    }
+
+    /// Writes the per-color groups of `group.prefix` (whose route group is installed),
+    /// their `color_group` and `group_fallback` entries, and deletes colors that are gone.
+    async fn write_colors(
+        &mut self,
+        group: &Group,
+        colors: &[ColorGroup],
+    ) -> Result<(), DataplaneError> {
+        let prefix = group.prefix;
+        let route_gid = self
+            .groups
+            .get(&prefix)
+            .map(|i| i.group_id)
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        let old: Vec<InstalledColor> = self.colors.remove(&prefix).unwrap_or_default();
+        let mut new: Vec<InstalledColor> = Vec::with_capacity(colors.len());
+        let mut result = Ok(());
+        for c in colors {
+            if c.members.is_empty() || new.iter().any(|n| n.color == c.color) {
+                continue;
+            }
+            let as_group = Group {
+                prefix,
+                mode: group.mode,
+                members: c.members.clone(),
+            };
+            let resolved = crate::dataplane::xdp::neighbor::fill_macs(&as_group, BACKEND).await;
+            let cg = match resolved {
+                Ok(r) => r.unwrap_or(as_group),
+                Err(e) => {
+                    result = Err(e);
+                    continue;
+                }
+            };
+            let prev = old.iter().find(|o| o.color == c.color).map(|o| &o.inst);
+            let inst = match prev {
+                Some(p) if same_forwarding(&p.group, &cg) && p.members.iter().all(|m| m.active) => {
+                    Installed {
+                        group: cg,
+                        ..p.clone()
+                    }
+                }
+                _ => {
+                    let active = vec![true; cg.members.len()];
+                    match self.write_profile(&cg, &active, prev).await {
+                        Ok(i) => i,
+                        Err(e) => {
+                            result = Err(e);
+                            continue;
+                        }
+                    }
+                }
+            };
+            new.push(InstalledColor {
+                color: c.color,
+                active: c.active,
+                inst,
+            });
+        }
+        let d = self.program.dpf.clone();
+        let mut updates = Vec::new();
+        // color_group: one entry per active color.
+        for n in &new {
+            let was = old.iter().find(|o| o.color == n.color);
+            let was_active = was.is_some_and(|o| o.active);
+            let same_gid = was.is_some_and(|o| o.inst.group_id == n.inst.group_id);
+            let entry = program::entity_table(
+                d.color_entry(route_gid, n.color, Some(n.inst.group_id))
+                    .map_err(err)?,
+            );
+            match (n.active, was_active) {
+                (true, false) => updates.push(update(p4::update::Type::Insert, entry)),
+                (true, true) if !same_gid => updates.push(update(p4::update::Type::Modify, entry)),
+                (false, true) => updates.push(update(
+                    p4::update::Type::Delete,
+                    program::entity_table(d.color_entry(route_gid, n.color, None).map_err(err)?),
+                )),
+                _ => {}
+            }
+        }
+        for o in old.iter().filter(|o| o.active) {
+            if !new.iter().any(|n| n.color == o.color) {
+                updates.push(update(
+                    p4::update::Type::Delete,
+                    program::entity_table(d.color_entry(route_gid, o.color, None).map_err(err)?),
+                ));
+            }
+        }
+        // group_fallback: the route's group -> its first backup color; an active color ->
+        // the route's group when that has other members, else the first backup color.
+        let backup = new.iter().find(|n| !n.active).map(|n| n.inst.group_id);
+        let route_members: Vec<(String, Option<MacAddr>)> = self
+            .groups
+            .get(&prefix)
+            .map(|i| {
+                i.group
+                    .members
+                    .iter()
+                    .map(|m| (m.interface.clone(), m.neighbor_mac))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut wanted: BTreeMap<u16, u16> = BTreeMap::new();
+        if let Some(b) = backup {
+            wanted.insert(route_gid, b);
+        }
+        for n in new.iter().filter(|n| n.active) {
+            let others = route_members.iter().any(|(i, mac)| {
+                !n.inst
+                    .group
+                    .members
+                    .iter()
+                    .any(|m| &m.interface == i && m.neighbor_mac == *mac)
+            });
+            let target = if others { Some(route_gid) } else { backup };
+            if let Some(t) = target {
+                wanted.insert(n.inst.group_id, t);
+            }
+        }
+        let mine: BTreeSet<u16> = std::iter::once(route_gid)
+            .chain(old.iter().map(|o| o.inst.group_id))
+            .chain(new.iter().map(|n| n.inst.group_id))
+            .collect();
+        for gid in &mine {
+            let have = self.fallbacks.get(gid).copied();
+            let want = wanted.get(gid).copied();
+            let kind = match (have, want) {
+                (None, Some(_)) => p4::update::Type::Insert,
+                (Some(h), Some(w)) if h != w => p4::update::Type::Modify,
+                (Some(_), None) => p4::update::Type::Delete,
+                _ => continue,
+            };
+            updates.push(update(
+                kind,
+                program::entity_table(d.fallback_entry(*gid, want).map_err(err)?),
+            ));
+            match want {
+                Some(w) => self.fallbacks.insert(*gid, w),
+                None => self.fallbacks.remove(gid),
+            };
+        }
+        if !updates.is_empty() {
+            if let Err(e) = self.client.write(updates).await {
+                result = Err(err(e));
+            }
+        }
+        // Colors that are gone: their entries are already deleted above.
+        for o in old {
+            if !new.iter().any(|n| n.color == o.color) {
+                self.drop_profile(&o.inst).await;
+            }
+        }
+        if !new.is_empty() {
+            self.colors.insert(prefix, new);
+        }
+        result
     }
 
     /// The ARN removal slot for (port, prefix), 0 when no ARN path maps to it.
@@ -409,12 +649,75 @@ impl P4RuntimeDataplane {
 
     /// Writes `group` with `active` members make-before-break over whatever is installed.
     async fn write_group(&mut self, group: &Group, active: &[bool]) -> Result<(), DataplaneError> {
+        let old = self.groups.get(&group.prefix).cloned();
+        let inst = self.write_profile(group, active, old.as_ref()).await?;
+        // The route entry: new, or its mode changed.
+        if old.as_ref().is_none_or(|o| o.group.mode != group.mode) {
+            let kind = if old.is_some() {
+                p4::update::Type::Modify
+            } else {
+                p4::update::Type::Insert
+            };
+            let spray = group.mode == GroupMode::Spray;
+            let route = self
+                .program
+                .route(group.prefix, inst.group_id, spray)
+                .map_err(err)?;
+            if let Err(e) = self
+                .client
+                .write(vec![update(kind, program::entity_table(route))])
+                .await
+            {
+                if old.is_none() {
+                    self.drop_profile(&inst).await;
+                }
+                return Err(err(e));
+            }
+        }
+        self.groups.insert(group.prefix, inst);
+        Ok(())
+    }
+
+    /// Deletes a group table entry with its profile group and members, and frees its ids.
+    async fn drop_profile(&mut self, inst: &Installed) {
+        if let Ok(key) = self.program.group_key(inst.group_id) {
+            if let Err(e) = self
+                .client
+                .write(vec![update(
+                    p4::update::Type::Delete,
+                    program::entity_table(key),
+                )])
+                .await
+            {
+                tracing::debug!(error = %e, group = inst.group_id, "group entry not deleted");
+            }
+        }
+        let ids: Vec<u32> = inst
+            .members
+            .iter()
+            .flat_map(|m| m.member_ids.clone())
+            .collect();
+        self.undo(inst.profile_group, &ids).await;
+        for m in &inst.members {
+            self.counters.free(u32::from(m.counter));
+        }
+        self.group_ids.free(u32::from(inst.group_id));
+    }
+
+    /// Writes the members, profile group and group table entry of `group` make-before-break
+    /// over `old` (same group id), and returns what is installed. Routes are the caller's.
+    async fn write_profile(
+        &mut self,
+        group: &Group,
+        active: &[bool],
+        old: Option<&Installed>,
+    ) -> Result<Installed, DataplaneError> {
+        let old = old.cloned();
         let ports = group
             .members
             .iter()
             .map(|m| self.port(&m.interface))
             .collect::<Result<Vec<u32>, _>>()?;
-        let old = self.groups.get(&group.prefix).cloned();
         let prog = self.program.clone();
         let port_bits = prog.set_nexthop.port.bits;
         let exhausted = |what: &str| DataplaneError::backend(BACKEND, format!("out of {what}"));
@@ -566,26 +869,23 @@ impl P4RuntimeDataplane {
         }
 
         // 2. Switch: one table write moves the group id to the new profile group.
-        let spray = group.mode == GroupMode::Spray;
-        let mut switch = vec![];
         let kind = if old.is_some() {
             p4::update::Type::Modify
         } else {
             p4::update::Type::Insert
         };
-        switch.push(update(
+        let switch = vec![update(
             kind,
             program::entity_table(prog.group_entry(group_id, pg).map_err(err)?),
-        ));
-        let route_changed = old.as_ref().is_none_or(|o| o.group.mode != group.mode);
-        if route_changed {
-            switch.push(update(
-                kind,
-                program::entity_table(prog.route(group.prefix, group_id, spray).map_err(err)?),
-            ));
-        }
+        )];
         if let Err(e) = self.client.write(switch).await {
             self.undo(pg, &new_member_ids).await;
+            for c in new_counters {
+                self.counters.free(u32::from(c));
+            }
+            if old.is_none() {
+                self.group_ids.free(u32::from(group_id));
+            }
             return Err(err(e));
         }
 
@@ -603,16 +903,12 @@ impl P4RuntimeDataplane {
                 }
             }
         }
-        self.groups.insert(
-            group.prefix,
-            Installed {
-                group: group.clone(),
-                group_id,
-                profile_group: pg,
-                members: installed_members,
-            },
-        );
-        Ok(())
+        Ok(Installed {
+            group: group.clone(),
+            group_id,
+            profile_group: pg,
+            members: installed_members,
+        })
     }
 
     /// Deletes a profile group and its members (best effort: a failed insert may have left
@@ -692,6 +988,22 @@ impl P4RuntimeDataplane {
             if let Some(inst) = self.groups.get(prefix).cloned() {
                 let active: Vec<bool> = inst.members.iter().map(|m| m.active).collect();
                 self.write_group(&inst.group, &active).await?;
+            }
+            // DPF color groups of the prefix carry the same slots.
+            if let Some(mut colors) = self.colors.remove(prefix) {
+                let mut result = Ok(());
+                for c in &mut colors {
+                    let active: Vec<bool> = c.inst.members.iter().map(|m| m.active).collect();
+                    match self
+                        .write_profile(&c.inst.group, &active, Some(&c.inst))
+                        .await
+                    {
+                        Ok(i) => c.inst = i,
+                        Err(e) => result = Err(e),
+                    }
+                }
+                self.colors.insert(*prefix, colors);
+                result?;
             }
         }
         Ok(slot)
@@ -970,6 +1282,9 @@ impl Dataplane for P4RuntimeDataplane {
     }
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+        if self.colors.contains_key(&group.prefix) {
+            return self.install_colored(group, &[]).await;
+        }
         validate(group)?;
         // BGP members name only a next hop: the switch rewrites the destination MAC, so
         // take it from the kernel's neighbor table like the XDP backend does.
@@ -986,7 +1301,67 @@ impl Dataplane for P4RuntimeDataplane {
         self.write_group(group, &active).await
     }
 
+    async fn install_colored(
+        &mut self,
+        group: &Group,
+        colors: &[ColorGroup],
+    ) -> Result<(), DataplaneError> {
+        validate(group)?;
+        let resolved = crate::dataplane::xdp::neighbor::fill_macs(group, BACKEND).await?;
+        let group = resolved.as_ref().unwrap_or(group);
+        let unchanged = self.groups.get(&group.prefix).is_some_and(|inst| {
+            same_forwarding(&inst.group, group) && inst.members.iter().all(|m| m.active)
+        });
+        if unchanged {
+            if let Some(inst) = self.groups.get_mut(&group.prefix) {
+                inst.group = group.clone();
+            }
+        } else {
+            let active = vec![true; group.members.len()];
+            self.write_group(group, &active).await?;
+        }
+        self.write_colors(group, colors).await
+    }
+
+    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
+        let entries = self.program.dpf.flow_entries(rules).map_err(err)?;
+        let mut updates: Vec<p4::Update> = self
+            .flow_entries
+            .iter()
+            .map(|e| {
+                update(
+                    p4::update::Type::Delete,
+                    program::entity_table(p4::TableEntry {
+                        action: None,
+                        ..e.clone()
+                    }),
+                )
+            })
+            .collect();
+        updates.extend(
+            entries
+                .iter()
+                .map(|e| update(p4::update::Type::Insert, program::entity_table(e.clone()))),
+        );
+        if updates.is_empty() {
+            return Ok(());
+        }
+        self.client.write(updates).await.map_err(err)?;
+        tracing::info!(
+            rules = rules.len(),
+            entries = entries.len(),
+            "p4runtime: DPF flow rules set"
+        );
+        self.flow_entries = entries;
+        Ok(())
+    }
+
     async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        if let Some(inst) = self.groups.get(&prefix).cloned() {
+            if self.colors.contains_key(&prefix) {
+                self.write_colors(&inst.group, &[]).await?;
+            }
+        }
         let inst = self
             .groups
             .get(&prefix)
@@ -1062,7 +1437,34 @@ impl Dataplane for P4RuntimeDataplane {
                         }
                     })
                     .collect(),
-                colors: Vec::new(),
+                colors: self
+                    .colors
+                    .get(&inst.group.prefix)
+                    .map(|cs| {
+                        cs.iter()
+                            .map(|c| ColorStatus {
+                                color: c.color,
+                                members: c.inst.group.members.clone(),
+                                status: c
+                                    .inst
+                                    .members
+                                    .iter()
+                                    .map(|m| {
+                                        let (packets, bytes) = counts
+                                            .get(&i64::from(m.counter))
+                                            .copied()
+                                            .unwrap_or((0, 0));
+                                        MemberStatus {
+                                            packets,
+                                            bytes,
+                                            active: m.active,
+                                        }
+                                    })
+                                    .collect(),
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default(),
             })
             .collect())
     }

@@ -5,10 +5,12 @@
 //! - `p4info`: the loaded P4Info with lookups by name (never hard-coded ids).
 //! - `client`: the P4Runtime client (arbitration, pipeline, Write/Read, packet I/O, errors).
 //! - `program`: fare.p4's objects resolved by name, and builders of every entity written.
+//! - `dpf`: the DPF part of them (flow rules, per-color groups, fallback).
 //! - `backend`: the `Dataplane` implementation (make-before-break groups, reconcile).
 
 pub mod backend;
 pub mod client;
+pub mod dpf;
 pub mod p4info;
 pub mod program;
 pub mod proto;

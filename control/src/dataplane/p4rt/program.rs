@@ -74,6 +74,7 @@ pub struct FareProgram {
     pub packet_in_reason: Field,
     pub packet_out_port: Field,
     pub packet_out_pad: Field,
+    pub dpf: super::dpf::DpfProgram,
 }
 
 /// `packet_in.reason` values (constants.p4).
@@ -175,6 +176,7 @@ impl FareProgram {
             packet_in_reason: meta(packet_in, "reason")?,
             packet_out_port: meta(packet_out, "egress_port")?,
             packet_out_pad: meta(packet_out, "pad")?,
+            dpf: super::dpf::DpfProgram::resolve(info)?,
         })
     }
 }
@@ -609,6 +611,43 @@ tables {
   match_fields { id: 1 name: "egress_port" bitwidth: 9 match_type: EXACT }
   action_refs { id: 50005 }
 }
+tables {
+  preamble { id: 40007 name: "FareIngress.dpf.flow_color" alias: "flow_color" }
+  match_fields { id: 1 name: "ip_version" bitwidth: 4 match_type: TERNARY }
+  match_fields { id: 2 name: "dscp" bitwidth: 6 match_type: TERNARY }
+  match_fields { id: 3 name: "protocol" bitwidth: 8 match_type: TERNARY }
+  match_fields { id: 4 name: "src_addr" bitwidth: 128 match_type: TERNARY }
+  match_fields { id: 5 name: "dst_addr" bitwidth: 128 match_type: TERNARY }
+  match_fields { id: 6 name: "l4_valid" bitwidth: 1 match_type: TERNARY }
+  match_fields { id: 7 name: "src_port" bitwidth: 16 match_type: RANGE }
+  match_fields { id: 8 name: "dst_port" bitwidth: 16 match_type: RANGE }
+  match_fields { id: 9 name: "qp_valid" bitwidth: 1 match_type: TERNARY }
+  match_fields { id: 10 name: "dest_qp" bitwidth: 24 match_type: RANGE }
+  action_refs { id: 50006 }
+}
+tables {
+  preamble { id: 40008 name: "FareIngress.dpf.color_group" alias: "color_group" }
+  match_fields { id: 1 name: "group_id" bitwidth: 16 match_type: EXACT }
+  match_fields { id: 2 name: "color" bitwidth: 32 match_type: EXACT }
+  action_refs { id: 50007 }
+}
+tables {
+  preamble { id: 40009 name: "FareIngress.dpf.group_fallback" alias: "group_fallback" }
+  match_fields { id: 1 name: "group_id" bitwidth: 16 match_type: EXACT }
+  action_refs { id: 50008 }
+}
+actions {
+  preamble { id: 50006 name: "FareIngress.dpf.set_color" alias: "set_color" }
+  params { id: 1 name: "color" bitwidth: 32 }
+}
+actions {
+  preamble { id: 50007 name: "FareIngress.dpf.use_group" alias: "use_group" }
+  params { id: 1 name: "group_id" bitwidth: 16 }
+}
+actions {
+  preamble { id: 50008 name: "FareIngress.dpf.set_fallback" alias: "set_fallback" }
+  params { id: 1 name: "group_id" bitwidth: 16 }
+}
 actions {
   preamble { id: 50001 name: "FareIngress.routing.set_group" alias: "set_group" }
   params { id: 1 name: "group_id" bitwidth: 16 }
@@ -712,6 +751,99 @@ registers {
             .iter()
             .map(|p| (p.param_id, p.value.clone()))
             .collect()
+    }
+
+    fn ternary_of(e: &p4::TableEntry, id: u32) -> Option<(Vec<u8>, Vec<u8>)> {
+        e.r#match
+            .iter()
+            .find(|m| m.field_id == id)
+            .and_then(|m| match &m.field_match_type {
+                Some(FieldMatchType::Ternary(t)) => Some((t.value.clone(), t.mask.clone())),
+                _ => None,
+            })
+    }
+
+    fn range_of(e: &p4::TableEntry, id: u32) -> Option<(Vec<u8>, Vec<u8>)> {
+        e.r#match
+            .iter()
+            .find(|m| m.field_id == id)
+            .and_then(|m| match &m.field_match_type {
+                Some(FieldMatchType::Range(r)) => Some((r.low.clone(), r.high.clone())),
+                _ => None,
+            })
+    }
+
+    #[test]
+    fn dpf_flow_rules_become_prioritized_entries() {
+        let rules: Vec<crate::dataplane::FlowRule> = serde_norway::from_str(
+            "- {color: 7, dscp: [26, 10], protocol: udp, src: 10.1.0.0/16, dst_port: 4791, qp: 0x100-0x1ff}\n\
+             - {color: 9, dst: '2001:db8::/33', src_port: 0-65535}\n",
+        )
+        .unwrap();
+        let p = prog();
+        let d = &p.dpf;
+        let e = d.flow_entries(&rules).unwrap();
+        // Two DSCP values: two entries of the first rule's priority, then the second rule.
+        assert_eq!(e.len(), 3);
+        assert_eq!(
+            e.iter().map(|x| x.priority).collect::<Vec<_>>(),
+            vec![2, 2, 1]
+        );
+        assert!(e.iter().all(|x| x.table_id == 40007));
+        let first = &e[0];
+        assert_eq!(ternary_of(first, 2), Some((vec![10], vec![0x3f])));
+        assert_eq!(ternary_of(&e[1], 2), Some((vec![26], vec![0x3f])));
+        assert_eq!(ternary_of(first, 1), Some((vec![4], vec![0xf])));
+        assert_eq!(ternary_of(first, 3), Some((vec![17], vec![0xff])));
+        assert_eq!(
+            ternary_of(first, 4),
+            Some((vec![10, 1, 0, 0], vec![255, 255, 0, 0]))
+        );
+        assert_eq!(ternary_of(first, 6), Some((vec![1], vec![1])));
+        assert_eq!(
+            range_of(first, 8),
+            Some((vec![0x12, 0xb7], vec![0x12, 0xb7]))
+        );
+        assert_eq!(ternary_of(first, 9), Some((vec![1], vec![1])));
+        assert_eq!(range_of(first, 10), Some((vec![1, 0], vec![1, 0xff])));
+        assert_eq!(range_of(first, 7), None, "no src_port rule, no key");
+        let a = action(first);
+        assert_eq!((a.action_id, params(a)), (50006, vec![(1, vec![7])]));
+        // IPv6 /33 and a full port range (a don't-care is omitted).
+        let v6 = &e[2];
+        assert_eq!(ternary_of(v6, 1), Some((vec![6], vec![0xf])));
+        let (value, mask) = ternary_of(v6, 5).unwrap();
+        assert_eq!(&value[..5], &[0x20, 0x01, 0x0d, 0xb8, 0]);
+        assert_eq!(&mask[..5], &[0xff, 0xff, 0xff, 0xff, 0x80]);
+        assert_eq!(range_of(v6, 7), None);
+        assert_eq!(ternary_of(v6, 6), Some((vec![1], vec![1])));
+        // A bad rule is refused before anything is written.
+        let bad: crate::dataplane::FlowRule = serde_norway::from_str("{color: 0}").unwrap();
+        assert!(d.flow_entries(&[bad]).is_err());
+    }
+
+    #[test]
+    fn dpf_color_and_fallback_entries() {
+        let p = prog();
+        let d = &p.dpf;
+        let e = d.color_entry(3, 0x1_0000, Some(9)).unwrap();
+        assert_eq!(e.table_id, 40008);
+        let keys: Vec<(u32, Vec<u8>)> = e
+            .r#match
+            .iter()
+            .map(|m| match &m.field_match_type {
+                Some(FieldMatchType::Exact(x)) => (m.field_id, x.value.clone()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(keys, vec![(1, vec![3]), (2, vec![1, 0, 0])]);
+        assert_eq!(params(action(&e)), vec![(1, vec![9])]);
+        assert_eq!(action(&e).action_id, 50007);
+        assert!(d.color_entry(3, 1, None).unwrap().action.is_none());
+        let f = d.fallback_entry(4, Some(5)).unwrap();
+        assert_eq!(f.table_id, 40009);
+        assert_eq!(action(&f).action_id, 50008);
+        assert_eq!(params(action(&f)), vec![(1, vec![5])]);
     }
 
     #[test]
