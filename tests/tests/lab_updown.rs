@@ -108,29 +108,10 @@ fn lab_up_down_every_topology() -> Result<()> {
     if !have_root("lab_up_down_every_topology") || !have_tool("lab_up_down_every_topology", "tc") {
         return Ok(());
     }
-    let mut dir: Vec<_> = std::fs::read_dir(repo_root().join("topologies"))?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    dir.sort();
-    ensure!(!dir.is_empty(), "no topologies");
-    for (i, topo) in dir.iter().enumerate() {
-        let t = fare::topology::load(topo).map_err(|e| anyhow::anyhow!("{e}"))?;
-        let hosts: usize = t
-            .nodes
-            .iter()
-            .filter(|n| !n.role.is_stub())
-            .map(|n| n.prefixes.len())
-            .sum();
-        let total = t.nodes.len() + hosts;
-        let bmv2 = t
-            .nodes
-            .iter()
-            .any(|n| n.target == fare::topology::Target::Bmv2);
-        if bmv2 && !have_tool(&format!("lab up {}", topo.display()), "simple_switch_grpc") {
-            continue;
-        }
+    for (i, (topo, total, links)) in topologies("lab_up_down_every_topology")?
+        .into_iter()
+        .enumerate()
+    {
         if total > MAX_NAMESPACES {
             eprintln!(
                 "SKIPPED lab up {}: {total} namespaces is more than this test's {MAX_NAMESPACES}",
@@ -139,11 +120,200 @@ fn lab_up_down_every_topology() -> Result<()> {
             continue;
         }
         eprintln!(
-            "lab up/down {} ({total} namespaces, {} links)",
-            topo.display(),
-            t.links.len()
+            "lab up/down {} ({total} namespaces, {links} links)",
+            topo.display()
         );
-        up_down(topo, &lab_name(&format!("u{i}")))?;
+        up_down(&topo, &lab_name(&format!("u{i}")))?;
+    }
+    Ok(())
+}
+
+/// Namespaces above this are only brought up without agents: every agent is a process
+/// with BGP sessions and an XDP program on 2 shared cores.
+const MAX_NAMESPACES_WITH_AGENTS: usize = 24;
+
+/// The topologies under topologies/ (every `.yaml`, sorted), with their node + host
+/// namespace count; those with a BMv2 node are left out (SKIPPED) without the switch.
+fn topologies(test: &str) -> Result<Vec<(std::path::PathBuf, usize, usize)>> {
+    let mut dir: Vec<_> = std::fs::read_dir(repo_root().join("topologies"))?
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    dir.sort();
+    ensure!(!dir.is_empty(), "no topologies");
+    let mut out = Vec::new();
+    for topo in dir {
+        let t = fare::topology::load(&topo).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let hosts: usize = t
+            .nodes
+            .iter()
+            .filter(|n| !n.role.is_stub())
+            .map(|n| n.prefixes.len())
+            .sum();
+        let bmv2 = t
+            .nodes
+            .iter()
+            .any(|n| n.target == fare::topology::Target::Bmv2);
+        if bmv2 && !have_tool(&format!("{test} {}", topo.display()), "simple_switch_grpc") {
+            continue;
+        }
+        out.push((topo, t.nodes.len() + hosts, t.links.len()));
+    }
+    Ok(out)
+}
+
+/// What a running lab consists of beyond its namespaces: its processes (agents,
+/// switches, Mininet, anything in its namespaces), its XDP pin directories and the names
+/// of its interfaces (which must not turn up in the root namespace after `down`).
+struct Traces {
+    pids: Vec<i32>,
+    pins: Vec<std::path::PathBuf>,
+    interfaces: Vec<String>,
+}
+
+fn traces(lab: &str) -> Traces {
+    let prefix = format!("farelab-{lab}-");
+    let mut pids = Vec::new();
+    let state = std::fs::read_to_string(format!("/run/fare/lab/{lab}/state.json"))
+        .ok()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok());
+    if let Some(state) = &state {
+        for key in ["agents", "switches"] {
+            for entry in state[key].as_array().into_iter().flatten() {
+                pids.extend(entry[1].as_i64().map(|p| p as i32));
+            }
+        }
+        pids.extend(state["mininet_pid"].as_i64().map(|p| p as i32));
+    }
+    let mut interfaces = Vec::new();
+    for ns in namespaces(&prefix) {
+        if let Ok(out) = run("ip", &["netns", "pids", &ns]) {
+            pids.extend(
+                String::from_utf8_lossy(&out.stdout)
+                    .lines()
+                    .filter_map(|l| l.trim().parse::<i32>().ok()),
+            );
+        }
+        if let Ok(out) = run("ip", &["-n", &ns, "-o", "link", "show"]) {
+            for l in String::from_utf8_lossy(&out.stdout).lines() {
+                if let Some(name) = l.split(':').nth(1) {
+                    let name = name.trim().split('@').next().unwrap_or("").to_string();
+                    if name != "lo" && !name.is_empty() {
+                        interfaces.push(name);
+                    }
+                }
+            }
+        }
+    }
+    pids.sort_unstable();
+    pids.dedup();
+    let pins = std::fs::read_dir("/sys/fs/bpf/fare")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .map(|e| e.path())
+        .collect();
+    Traces {
+        pids,
+        pins,
+        interfaces,
+    }
+}
+
+/// A process that still runs (not a zombie waiting for its parent).
+fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim().to_string()))
+        .is_some_and(|rest| !rest.starts_with('Z'))
+}
+
+fn root_links() -> Vec<String> {
+    run("ip", &["-o", "link", "show"])
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter_map(|l| l.split(':').nth(1))
+                .map(|n| n.trim().split('@').next().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn lab_down_leaves_nothing_with_agents() -> Result<()> {
+    let test = "lab_down_leaves_nothing_with_agents";
+    if !have_root(test) || !have_tool(test, "tc") {
+        return Ok(());
+    }
+    for (i, (topo, total, links)) in topologies(test)?.into_iter().enumerate() {
+        if total > MAX_NAMESPACES_WITH_AGENTS {
+            eprintln!(
+                "SKIPPED {test} {}: {total} namespaces with agents is more than this test's \
+                 {MAX_NAMESPACES_WITH_AGENTS} (lab_up_down_every_topology covers it without)",
+                topo.display()
+            );
+            continue;
+        }
+        let lab = lab_name(&format!("a{i}"));
+        let before = root_links();
+        let out = fare(&[
+            "lab",
+            "up",
+            &topo.to_string_lossy(),
+            "--name",
+            &lab,
+            "--dataplane",
+            "xdp",
+        ])?;
+        let running_lab = traces(&lab);
+        let down = fare(&["lab", "down", &lab])?;
+        ensure!(
+            out.status.success(),
+            "lab up {} --dataplane xdp: {}",
+            topo.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        ensure!(
+            down.status.success(),
+            "lab down: {}",
+            String::from_utf8_lossy(&down.stderr)
+        );
+        eprintln!(
+            "{test} {}: {total} namespaces, {links} links, {} processes, {} pin directories, \
+             {} interfaces while up",
+            topo.display(),
+            running_lab.pids.len(),
+            running_lab.pins.len(),
+            running_lab.interfaces.len()
+        );
+        ensure!(!running_lab.pids.is_empty(), "no agent process while up");
+        ensure!(!running_lab.pins.is_empty(), "no XDP pins while up");
+        let left: Vec<i32> = running_lab
+            .pids
+            .iter()
+            .copied()
+            .filter(|&p| running(p))
+            .collect();
+        ensure!(left.is_empty(), "processes left after lab down: {left:?}");
+        let ns = namespaces(&format!("farelab-{lab}-"));
+        ensure!(ns.is_empty(), "namespaces left: {ns:?}");
+        let pins: Vec<_> = running_lab.pins.iter().filter(|p| p.exists()).collect();
+        ensure!(pins.is_empty(), "pins left: {pins:?}");
+        let stray: Vec<String> = root_links()
+            .into_iter()
+            .filter(|l| !before.contains(l) && running_lab.interfaces.contains(l))
+            .collect();
+        ensure!(
+            stray.is_empty(),
+            "lab interfaces left in the root namespace: {stray:?}"
+        );
+        ensure!(
+            !Path::new(&format!("/run/fare/lab/{lab}")).exists(),
+            "state dir left"
+        );
     }
     Ok(())
 }
