@@ -84,7 +84,12 @@ impl MemberControl for DataplaneHandle {
 
 /// The senders this agent accepts besides `arn.neighbors`: BGP neighbors with an interface.
 pub fn bgp_neighbors(ctx: &AgentContext) -> Vec<ArnNeighbor> {
-    ctx.config
+    bgp_neighbors_of(&ctx.config)
+}
+
+/// [`bgp_neighbors`] from the agent configuration alone (the XDP data plane uses it).
+pub fn bgp_neighbors_of(config: &crate::agent::config::AgentConfig) -> Vec<ArnNeighbor> {
+    config
         .neighbors
         .iter()
         .filter_map(|n| {

@@ -652,15 +652,23 @@ fn canonical(a: IpAddr) -> IpAddr {
 /// The member of a group that egresses toward `n`: by next hop / `via` address first,
 /// else, for static members (which know only a MAC), by interface.
 fn member_toward(members: &[Member], n: &Neighbor) -> Option<usize> {
-    let addr = n.address.to_string();
+    member_toward_address(members, n.address, &n.interface)
+}
+
+/// The member that egresses toward the neighbor `address` on `interface` (its next hop,
+/// else a static member on that interface). The XDP program's table uses the same rule.
+pub fn member_toward_address(
+    members: &[Member],
+    address: IpAddr,
+    interface: &str,
+) -> Option<usize> {
+    let addr = address.to_string();
     members
         .iter()
-        .position(|m| m.next_hop == Some(n.address) || m.via == addr)
+        .position(|m| m.next_hop == Some(address) || m.via == addr)
         .or_else(|| {
             members.iter().position(|m| {
-                m.interface == n.interface
-                    && m.next_hop.is_none()
-                    && m.via.parse::<IpAddr>().is_err()
+                m.interface == interface && m.next_hop.is_none() && m.via.parse::<IpAddr>().is_err()
             })
         })
 }

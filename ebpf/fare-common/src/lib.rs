@@ -273,4 +273,135 @@ mod pod {
     unsafe impl aya::Pod for super::FlowRule {}
     unsafe impl aya::Pod for super::ColorEntry {}
     unsafe impl aya::Pod for super::ColorSet {}
+    unsafe impl aya::Pod for super::ArnConfigRow {}
+    unsafe impl aya::Pod for super::ArnSender {}
+    unsafe impl aya::Pod for super::ArnNeighborRow {}
+    unsafe impl aya::Pod for super::ArnPathKey {}
+    unsafe impl aya::Pod for super::ArnTargets {}
+}
+
+pub use arn::*;
+
+/// ARN reception inside the XDP program: accepted senders, (sender, Path ID) -> member
+/// slots, the time each member was removed, counters. User space fills the first two from
+/// `arn.neighbors`/BGP neighbors and `arn.paths` (same semantics as its own receiver).
+mod arn {
+    /// Entries of ARN_NEIGHBORS.
+    pub const MAX_ARN_NEIGHBORS: u32 = 256;
+    /// Entries of ARN_PATHS.
+    pub const MAX_ARN_PATHS: u32 = 4096;
+    /// Member slots one (sender, Path ID) designates (more are left to user space).
+    pub const MAX_ARN_TARGETS: usize = 32;
+
+    pub const ARN_CONFIG: &str = "ARN_CONFIG";
+    pub const ARN_NEIGHBORS: &str = "ARN_NEIGHBORS";
+    pub const ARN_PATHS: &str = "ARN_PATHS";
+    pub const ARN_REMOVED: &str = "ARN_REMOVED";
+    pub const ARN_STATS: &str = "ARN_STATS";
+
+    /// ARN_CONFIG[0]. `enabled` 0 = the program ignores ARNs (passes them to the kernel).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct ArnConfigRow {
+        pub enabled: u32,
+        pub udp_port: u32,
+        /// A removal ends by itself this long after the last Type 1/3 (arn.hold_ms).
+        pub hold_ns: u64,
+        /// Token bucket per sender: one token per `refill_ns`, at most `burst`.
+        pub refill_ns: u64,
+        pub burst: u64,
+    }
+
+    /// A sender address as the packet carries it: IPv4 in word 0 (family 4), IPv6 in all
+    /// four words (family 6), words in packet byte order.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct ArnSender {
+        pub family: u32,
+        pub addr: [u32; 4],
+    }
+
+    /// ARN_NEIGHBORS value: the interface the sender must arrive on, its token bucket.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct ArnNeighborRow {
+        pub ifindex: u32,
+        pub _pad: u32,
+        /// Bucket state (written by the program): tokens scaled by `refill_ns`, last update.
+        pub credit_ns: u64,
+        pub last_ns: u64,
+    }
+
+    /// ARN_PATHS key. `path_id` 0 = the list used for Path ID 0, absent, or not listed.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct ArnPathKey {
+        pub sender: ArnSender,
+        pub path_id: u32,
+    }
+
+    /// ARN_PATHS value: the MEMBERS indexes to remove/restore.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub struct ArnTargets {
+        pub n: u32,
+        pub ids: [u32; MAX_ARN_TARGETS],
+    }
+
+    impl Default for ArnTargets {
+        fn default() -> Self {
+            ArnTargets {
+                n: 0,
+                ids: [0; MAX_ARN_TARGETS],
+            }
+        }
+    }
+
+    /// ARN_STATS indexes (per-CPU counters of the in-program receiver).
+    #[repr(u32)]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum ArnStat {
+        /// Valid ARN from an accepted neighbor, acted on.
+        Accepted = 0,
+        /// To the ARN port, from an accepted neighbor, but not a valid ARN.
+        Malformed = 1,
+        /// To the ARN port but not from an accepted neighbor on its interface with TTL 255.
+        Spoofed = 2,
+        RateLimited = 3,
+        /// Members switched off / back on by the program.
+        Removed = 4,
+        Restored = 5,
+        /// Valid but left to user space (flow identifier) or no member slots listed.
+        Deferred = 6,
+        /// Removals the hold time ended (no Type 2/4, no refresh).
+        Expired = 7,
+    }
+
+    pub const ARN_STAT_COUNT: u32 = 8;
+
+    impl ArnStat {
+        pub const ALL: [ArnStat; 8] = [
+            ArnStat::Accepted,
+            ArnStat::Malformed,
+            ArnStat::Spoofed,
+            ArnStat::RateLimited,
+            ArnStat::Removed,
+            ArnStat::Restored,
+            ArnStat::Deferred,
+            ArnStat::Expired,
+        ];
+
+        pub const fn name(self) -> &'static str {
+            match self {
+                ArnStat::Accepted => "accepted",
+                ArnStat::Malformed => "malformed",
+                ArnStat::Spoofed => "spoofed",
+                ArnStat::RateLimited => "rate_limited",
+                ArnStat::Removed => "removed",
+                ArnStat::Restored => "restored",
+                ArnStat::Deferred => "deferred",
+                ArnStat::Expired => "expired",
+            }
+        }
+    }
 }

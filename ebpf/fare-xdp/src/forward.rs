@@ -124,6 +124,7 @@ fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
             c
         }
     };
+    let mut fallback = u32::MAX;
     for i in 0..MAX_SLOTS as u32 {
         if i >= n {
             break;
@@ -135,6 +136,13 @@ fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
         let index = g.slots[slot as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);
         let id = member_id(group, index);
         let m = MEMBERS.get(id)?;
+        if m.active() && crate::arn::removed(id) {
+            // Held out by an ARN; used only if no other member is active.
+            if fallback == u32::MAX {
+                fallback = id;
+            }
+            continue;
+        }
         if m.active() {
             if !flow_mode {
                 let next = slot + 1;
@@ -149,7 +157,14 @@ fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
             });
         }
     }
-    None
+    // A group is never left without a member by an ARN.
+    let m = MEMBERS.get(fallback)?;
+    Some(NextHop {
+        member_id: fallback,
+        ifindex: m.ifindex,
+        src_mac: m.src_mac,
+        dst_mac: m.dst_mac,
+    })
 }
 
 #[inline(always)]

@@ -7,11 +7,12 @@
 //!
 //! Layout: `maps` (all maps), `consts` (protocol numbers), `packet` (bounds-checked
 //! access), one parser per protocol (`eth`, `ipv4`, `ipv6`), `flow` (5-tuple hash),
-//! `classify` (DPF flow -> color), `forward` (group -> member -> rewrite -> redirect; a
+//! `classify` (DPF flow -> color), `arn` (ARN reception), `forward` (group -> member -> rewrite -> redirect; a
 //! route's per-color groups), `stats` (counters).
 #![no_std]
 #![no_main]
 
+mod arn;
 mod classify;
 mod consts;
 mod eth;
@@ -50,10 +51,16 @@ fn try_fare_xdp(ctx: &XdpContext) -> Result<u32, Malformed> {
     match frame.l3 {
         L3::Ipv4 => {
             let ip = ipv4::parse(ctx, frame.l3_offset)?;
+            if let Some(action) = arn::receive(ctx, &ip.fields, ip.ttl) {
+                return Ok(action);
+            }
             forward::ipv4(ctx, &ip)
         }
         L3::Ipv6 => {
             let ip = ipv6::parse(ctx, frame.l3_offset)?;
+            if let Some(action) = arn::receive(ctx, &ip.fields, ip.hop_limit) {
+                return Ok(action);
+            }
             forward::ipv6(ctx, &ip)
         }
         L3::Other => {

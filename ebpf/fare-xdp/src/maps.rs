@@ -3,9 +3,11 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{lpm_trie::LpmTrie, Array, DevMapHash, PerCpuArray},
+    maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, PerCpuArray},
 };
 use fare_common::{
+    ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ARN_STAT_COUNT,
+    MAX_ARN_NEIGHBORS, MAX_ARN_PATHS,
     ColorSet, FlowRule, Group, Member, MemberCounters, RouteValue, MAX_EGRESS, MAX_FLOW_RULES,
     MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, STAT_COUNT,
 };
@@ -41,3 +43,21 @@ pub static COLOR_SETS: Array<ColorSet> = Array::pinned(MAX_GROUPS, 0);
 /// DPF: flow -> color rules, first match wins.
 #[map]
 pub static FLOW_RULES: Array<FlowRule> = Array::pinned(MAX_FLOW_RULES, 0);
+
+/// ARN reception (see `arn`): settings, accepted senders, (sender, Path ID) -> members,
+/// removal time per member (0 = not removed), counters.
+#[map]
+pub static ARN_CONFIG: Array<ArnConfigRow> = Array::pinned(1, 0);
+
+#[map]
+pub static ARN_NEIGHBORS: HashMap<ArnSender, ArnNeighborRow> =
+    HashMap::pinned(MAX_ARN_NEIGHBORS, 0);
+
+#[map]
+pub static ARN_PATHS: HashMap<ArnPathKey, ArnTargets> = HashMap::pinned(MAX_ARN_PATHS, 0);
+
+#[map]
+pub static ARN_REMOVED: Array<u64> = Array::pinned(MAX_MEMBERS, 0);
+
+#[map]
+pub static ARN_STATS: PerCpuArray<u64> = PerCpuArray::pinned(ARN_STAT_COUNT, 0);

@@ -14,6 +14,7 @@
 //! - Per-member counters survive replacements (carried to the new member with the same
 //!   interface and neighbor MAC) and restarts (they live in the pinned maps).
 
+pub mod arn;
 mod colors;
 mod encode;
 pub mod generator;
@@ -67,6 +68,8 @@ pub struct XdpOptions {
     pub interfaces: Vec<String>,
     /// bpffs directory for fare's pins (default /sys/fs/bpf/fare).
     pub pin_root: PathBuf,
+    /// ARN reception in the program (the agent's `arn:` block); None = off.
+    pub arn: Option<arn::ArnFastPath>,
 }
 
 impl XdpOptions {
@@ -75,6 +78,7 @@ impl XdpOptions {
             node: node.into(),
             interfaces,
             pin_root: PathBuf::from(pins::DEFAULT_ROOT),
+            arn: None,
         }
     }
 }
@@ -122,6 +126,7 @@ pub struct XdpDataplane {
     egress: DevMapHash<MapData>,
     color_sets: Array<MapData, fc::ColorSet>,
     flow_rules: Array<MapData, fc::FlowRule>,
+    arn: arn::ArnMaps,
     installed: BTreeMap<IpNet, Installed>,
     ids: GroupIds,
     generation: u32,
@@ -184,6 +189,7 @@ impl XdpDataplane {
             egress: take_map(&mut ebpf, map_names::EGRESS)?,
             color_sets: take_map(&mut ebpf, map_names::COLOR_SETS)?,
             flow_rules: take_map(&mut ebpf, map_names::FLOW_RULES)?,
+            arn: arn::ArnMaps::take(&mut ebpf)?,
             ebpf,
             pins,
             links,
@@ -194,6 +200,8 @@ impl XdpDataplane {
             log_task,
         };
         dp.adopt()?;
+        dp.arn.configure(opts.arn.clone())?;
+        dp.sync_arn();
         tracing::info!(
             node = %opts.node,
             interfaces = ?opts.interfaces,
@@ -474,6 +482,19 @@ impl XdpDataplane {
         r.map_err(|e| err(format!("route {prefix}: {e}")))
     }
 
+    /// Rewrites the program's (sender, Path ID) -> members table for the installed groups.
+    fn sync_arn(&mut self) {
+        let groups = self.installed.values().map(|i| (i.gid, &i.group));
+        if let Err(e) = self.arn.sync(groups) {
+            tracing::warn!("xdp: ARN table not updated: {e}");
+        }
+    }
+
+    /// The program's ARN reception counters (accepted, malformed, spoofed, ...).
+    pub fn arn_stats(&self) -> Result<BTreeMap<&'static str, u64>, DataplaneError> {
+        self.arn.stats()
+    }
+
     fn member_row(&self, gid: u32, index: usize) -> Result<fc::Member, DataplaneError> {
         let id = member_id(gid, index as u32);
         self.member_rows
@@ -577,6 +598,7 @@ impl Dataplane for XdpDataplane {
         if let Some(cur) = self.installed.get_mut(&group.prefix) {
             if cur.same_forwarding(&encoded, &color_rows) {
                 cur.group = group.clone();
+                self.sync_arn();
                 return Ok(());
             }
         }
@@ -598,6 +620,9 @@ impl Dataplane for XdpDataplane {
             gids.push(gid);
         }
         let gid = gids[0];
+        for g in &gids {
+            self.arn.clear_group(*g);
+        }
         let mut color_rows: Vec<(u32, u32, Encoded)> = color_rows
             .into_iter()
             .zip(&gids[1..])
@@ -643,6 +668,7 @@ impl Dataplane for XdpDataplane {
                 colors,
             },
         );
+        self.sync_arn();
         Ok(())
     }
 
@@ -671,6 +697,7 @@ impl Dataplane for XdpDataplane {
         for c in old.colors {
             self.ids.release(c.gid);
         }
+        self.sync_arn();
         Ok(())
     }
 

@@ -1,0 +1,165 @@
+//! ARN reception in the program (no user-space round trip): a UDP datagram to the ARN
+//! port from an accepted neighbor (its address, its interface, TTL / hop limit 255),
+//! within the sender's rate limit, with a valid Path-ID-only message, switches the member
+//! slots ARN_PATHS lists for (sender, Path ID) off (Type 1/3: ARN_REMOVED = now) or on
+//! again (Type 2/4: 0). `removed` makes the forwarding path skip them until the hold time
+//! ends. Every datagram to the ARN port still goes to the kernel (XDP_PASS) so the agent
+//! sees, logs and counts it; messages with a flow identifier are left to the agent.
+
+use aya_ebpf::{bindings::xdp_action, helpers::bpf_ktime_get_ns, programs::XdpContext};
+use fare_common::{ArnConfigRow, ArnPathKey, ArnSender, ArnStat};
+
+use crate::classify::Fields;
+use crate::consts::IPPROTO_UDP;
+use crate::maps::{ARN_CONFIG, ARN_NEIGHBORS, ARN_PATHS, ARN_REMOVED, ARN_STATS};
+use crate::packet::{ptr_at, read_be16};
+
+const TTL: u8 = 255;
+const UDP_HLEN: usize = 8;
+const PARA_FLOW: u8 = 0x80;
+const PARA_PATH_ID: u8 = 0x40;
+
+/// `Some(action)` when the packet is a datagram to the ARN port (handled here).
+#[inline(always)]
+pub fn receive(ctx: &XdpContext, f: &Fields, ttl: u8) -> Option<u32> {
+    if f.protocol != IPPROTO_UDP || f.l4_offset == 0 {
+        return None;
+    }
+    let cfg = ARN_CONFIG.get(0)?;
+    if cfg.enabled == 0 || f.ports & 0xffff != cfg.udp_port {
+        return None;
+    }
+    let stat = handle(ctx, f, ttl, cfg);
+    count(stat);
+    Some(xdp_action::XDP_PASS)
+}
+
+#[inline(always)]
+fn handle(ctx: &XdpContext, f: &Fields, ttl: u8, cfg: &ArnConfigRow) -> ArnStat {
+    let sender = ArnSender {
+        family: f.family as u32,
+        addr: f.src,
+    };
+    let Some(n) = ARN_NEIGHBORS.get_ptr_mut(&sender) else {
+        return ArnStat::Spoofed;
+    };
+    // SAFETY: a hash map value; concurrent CPUs may race on the bucket, which only makes
+    // the limit approximate.
+    let n = unsafe { &mut *n };
+    if ttl != TTL || n.ifindex as usize != ctx.ingress_ifindex() {
+        return ArnStat::Spoofed;
+    }
+    // SAFETY: helper without arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    let cap = cfg.burst.wrapping_mul(cfg.refill_ns);
+    let mut credit = n.credit_ns.saturating_add(now.saturating_sub(n.last_ns));
+    if credit > cap {
+        credit = cap;
+    }
+    n.last_ns = now;
+    if credit < cfg.refill_ns {
+        n.credit_ns = credit;
+        return ArnStat::RateLimited;
+    }
+    n.credit_ns = credit - cfg.refill_ns;
+
+    let udp = f.l4_offset;
+    let Ok(udp_len) = read_be16(ctx, udp + 4) else {
+        return ArnStat::Malformed;
+    };
+    let Ok(h) = ptr_at::<[u8; 4]>(ctx, udp + UDP_HLEN) else {
+        return ArnStat::Malformed;
+    };
+    // SAFETY: ptr_at checked the four bytes.
+    let h = unsafe { *h };
+    let (kind, version, para) = (h[0], h[1] >> 4, h[3]);
+    if !(1..=4).contains(&kind) || version != 0 || para & !(PARA_FLOW | PARA_PATH_ID) != 0 {
+        return ArnStat::Malformed;
+    }
+    if para & PARA_FLOW != 0 {
+        // Variable length; the agent decodes it and narrows by the flow's destination.
+        return ArnStat::Deferred;
+    }
+    let has_path = para & PARA_PATH_ID != 0;
+    let want = UDP_HLEN + 4 + if has_path { 4 } else { 0 };
+    if udp_len as usize != want {
+        return ArnStat::Malformed;
+    }
+    let path_id = if has_path {
+        match ptr_at::<[u8; 4]>(ctx, udp + UDP_HLEN + 4) {
+            // SAFETY: ptr_at checked the four bytes.
+            Ok(p) => u32::from_be_bytes(unsafe { *p }),
+            Err(_) => return ArnStat::Malformed,
+        }
+    } else {
+        0
+    };
+    let mut key = ArnPathKey { sender, path_id };
+    // SAFETY: read-only lookups of hash map values.
+    let targets = match unsafe { ARN_PATHS.get(&key) } {
+        Some(t) => t,
+        None => {
+            key.path_id = 0;
+            match unsafe { ARN_PATHS.get(&key) } {
+                Some(t) => t,
+                None => return ArnStat::Deferred,
+            }
+        }
+    };
+    let removes = kind == 1 || kind == 3;
+    for i in 0..fare_common::MAX_ARN_TARGETS {
+        if i as u32 >= targets.n {
+            break;
+        }
+        if let Some(slot) = ARN_REMOVED.get_ptr_mut(targets.ids[i]) {
+            // SAFETY: array value; a plain store.
+            unsafe {
+                if removes {
+                    if *slot == 0 {
+                        count(ArnStat::Removed);
+                    }
+                    *slot = now;
+                } else if *slot != 0 {
+                    *slot = 0;
+                    count(ArnStat::Restored);
+                }
+            }
+        }
+    }
+    ArnStat::Accepted
+}
+
+/// True while member `id` is held out by an ARN the program received; a removal older
+/// than the hold time is cleared here (and counted as expired).
+#[inline(always)]
+pub fn removed(id: u32) -> bool {
+    let Some(slot) = ARN_REMOVED.get_ptr_mut(id) else {
+        return false;
+    };
+    // SAFETY: array value.
+    let since = unsafe { *slot };
+    if since == 0 {
+        return false;
+    }
+    let hold = match ARN_CONFIG.get(0) {
+        Some(c) => c.hold_ns,
+        None => 0,
+    };
+    // SAFETY: helper without arguments.
+    let now = unsafe { bpf_ktime_get_ns() };
+    if now.wrapping_sub(since) < hold {
+        return true;
+    }
+    // SAFETY: array value; another CPU may clear it too (counted twice at worst).
+    unsafe { *slot = 0 };
+    count(ArnStat::Expired);
+    false
+}
+
+#[inline(always)]
+fn count(stat: ArnStat) {
+    if let Some(c) = ARN_STATS.get_ptr_mut(stat as u32) {
+        // SAFETY: per-CPU slot.
+        unsafe { *c += 1 };
+    }
+}
