@@ -1,17 +1,17 @@
 //! ARN reception in the program (no user-space round trip): a UDP datagram to the ARN
 //! port from an accepted neighbor (its address, its interface, TTL / hop limit 255),
 //! within the sender's rate limit, with a valid Path-ID-only message, switches the member
-//! slots ARN_PATHS lists for (sender, Path ID) off (Type 1/3: ARN_REMOVED = now) or on
-//! again (Type 2/4: 0). `removed` makes the forwarding path skip them until the hold time
-//! ends. Every datagram to the ARN port still goes to the kernel (XDP_PASS) so the agent
+//! slots ARN_PATHS lists for (sender, Path ID) off (Type 1/3: the member's
+//! MEMBER_REMOVED_BY_ARN bit, ARN_REMOVED = now) or on again (Type 2/4). The forwarding
+//! path skips them like any inactive member; `expire` ends a removal after the hold time. Every datagram to the ARN port still goes to the kernel (XDP_PASS) so the agent
 //! sees, logs and counts it; messages with a flow identifier are left to the agent.
 
 use aya_ebpf::{bindings::xdp_action, helpers::bpf_ktime_get_ns, programs::XdpContext};
-use fare_common::{ArnConfigRow, ArnPathKey, ArnSender, ArnStat};
+use fare_common::{ArnConfigRow, ArnPathKey, ArnSender, ArnStat, MEMBER_REMOVED_BY_ARN};
 
 use crate::classify::Fields;
 use crate::consts::IPPROTO_UDP;
-use crate::maps::{ARN_CONFIG, ARN_NEIGHBORS, ARN_PATHS, ARN_REMOVED, ARN_STATS};
+use crate::maps::{ARN_CONFIG, ARN_NEIGHBORS, ARN_PATHS, ARN_REMOVED, ARN_STATS, MEMBERS};
 use crate::packet::{ptr_at, read_be16};
 
 const TTL: u8 = 255;
@@ -111,16 +111,22 @@ fn handle(ctx: &XdpContext, f: &Fields, ttl: u8, cfg: &ArnConfigRow) -> ArnStat 
         if i as u32 >= targets.n {
             break;
         }
-        if let Some(slot) = ARN_REMOVED.get_ptr_mut(targets.ids[i]) {
-            // SAFETY: array value; a plain store.
-            unsafe {
-                if removes {
-                    if *slot == 0 {
-                        count(ArnStat::Removed);
-                    }
-                    *slot = now;
-                } else if *slot != 0 {
-                    *slot = 0;
+        let id = targets.ids[i];
+        let (Some(since), Some(m)) = (ARN_REMOVED.get_ptr_mut(id), MEMBERS.get_ptr_mut(id)) else {
+            continue;
+        };
+        // SAFETY: array values; plain stores (user space only rewrites whole rows).
+        unsafe {
+            if removes {
+                if (*m).state & MEMBER_REMOVED_BY_ARN == 0 {
+                    (*m).state |= MEMBER_REMOVED_BY_ARN;
+                    count(ArnStat::Removed);
+                }
+                *since = now;
+            } else {
+                *since = 0;
+                if (*m).state & MEMBER_REMOVED_BY_ARN != 0 {
+                    (*m).state &= !MEMBER_REMOVED_BY_ARN;
                     count(ArnStat::Restored);
                 }
             }
@@ -129,31 +135,35 @@ fn handle(ctx: &XdpContext, f: &Fields, ttl: u8, cfg: &ArnConfigRow) -> ArnStat 
     ArnStat::Accepted
 }
 
-/// True while member `id` is held out by an ARN the program received; a removal older
-/// than the hold time is cleared here (and counted as expired).
+/// Ends member `id`'s ARN removal when the hold time has passed since the last Type 1/3
+/// (the forwarding path calls this for one member per packet, so no timer is needed).
 #[inline(always)]
-pub fn removed(id: u32) -> bool {
-    let Some(slot) = ARN_REMOVED.get_ptr_mut(id) else {
-        return false;
+pub fn expire(id: u32) {
+    let Some(since) = ARN_REMOVED.get_ptr_mut(id) else {
+        return;
     };
     // SAFETY: array value.
-    let since = unsafe { *slot };
-    if since == 0 {
-        return false;
+    let t = unsafe { *since };
+    if t == 0 {
+        return;
     }
-    let hold = match ARN_CONFIG.get(0) {
-        Some(c) => c.hold_ns,
-        None => 0,
+    let Some(cfg) = ARN_CONFIG.get(0) else {
+        return;
     };
     // SAFETY: helper without arguments.
     let now = unsafe { bpf_ktime_get_ns() };
-    if now.wrapping_sub(since) < hold {
-        return true;
+    if now.wrapping_sub(t) < cfg.hold_ns {
+        return;
     }
-    // SAFETY: array value; another CPU may clear it too (counted twice at worst).
-    unsafe { *slot = 0 };
+    let Some(m) = MEMBERS.get_ptr_mut(id) else {
+        return;
+    };
+    // SAFETY: array values; another CPU may do the same (counted twice at worst).
+    unsafe {
+        *since = 0;
+        (*m).state &= !MEMBER_REMOVED_BY_ARN;
+    }
     count(ArnStat::Expired);
-    false
 }
 
 #[inline(always)]

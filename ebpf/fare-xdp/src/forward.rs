@@ -3,7 +3,7 @@
 use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
 use aya_log_ebpf::{debug, warn};
 use fare_common::{
-    member_id, Stat, COLOR_ACTIVE, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP, MAX_SLOTS,
+    member_id, Stat, COLOR_ACTIVE, MEMBER_REMOVED_BY_ARN, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP, MAX_SLOTS,
     MODE_FLOW,
 };
 
@@ -124,7 +124,9 @@ fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
             c
         }
     };
-    let mut fallback = u32::MAX;
+    // ARN removals end lazily: the member at the start slot, when its hold ran out.
+    let first = g.slots[start as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);
+    crate::arn::expire(member_id(group, first));
     for i in 0..MAX_SLOTS as u32 {
         if i >= n {
             break;
@@ -136,13 +138,6 @@ fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
         let index = g.slots[slot as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);
         let id = member_id(group, index);
         let m = MEMBERS.get(id)?;
-        if m.active() && crate::arn::removed(id) {
-            // Held out by an ARN; used only if no other member is active.
-            if fallback == u32::MAX {
-                fallback = id;
-            }
-            continue;
-        }
         if m.active() {
             if !flow_mode {
                 let next = slot + 1;
@@ -157,10 +152,15 @@ fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
             });
         }
     }
-    // A group is never left without a member by an ARN.
-    let m = MEMBERS.get(fallback)?;
+    // Every member left is held out by ARNs only: an ARN never empties a group, so the
+    // start slot's member carries on (no second loop: the verifier would walk it too).
+    let id = member_id(group, first);
+    let m = MEMBERS.get(id)?;
+    if m.state != MEMBER_REMOVED_BY_ARN {
+        return None;
+    }
     Some(NextHop {
-        member_id: fallback,
+        member_id: id,
         ifindex: m.ifindex,
         src_mac: m.src_mac,
         dst_mac: m.dst_mac,
