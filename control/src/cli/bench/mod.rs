@@ -4,6 +4,7 @@
 //! section) and a variant to `Suite`.
 
 pub mod arn;
+pub mod arn_xdp;
 pub mod elephant;
 pub mod mpson;
 pub mod results;
@@ -80,6 +81,9 @@ pub enum Suite {
     /// ARN reaction time against BGP alone on a `fare lab` spine-leaf fabric: congestion
     /// and link failure, onset -> traffic moved off the path at the ingress leaf; root.
     Arn(arn::Args),
+    /// ARN reaction inside the XDP program against the agent's user-space receiver, same
+    /// ARN, same trial: sender's send -> member out at the receiver; root.
+    ArnXdp(arn_xdp::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -91,6 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::XdpForward(a) => ("xdp-forward", xdp_forward::run_bench(a)?),
         Suite::Elephant(a) => ("elephant", elephant::run_bench(a)?),
         Suite::Arn(a) => ("arn", arn::run_bench(a)?),
+        Suite::ArnXdp(a) => ("arn-xdp", arn_xdp::run_bench(a)?),
     };
     println!("{body}");
     if !args.no_write {

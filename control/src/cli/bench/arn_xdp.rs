@@ -1,0 +1,250 @@
+//! `fare bench arn-xdp`: how long an ARN takes from the sender's `send` to the member being
+//! out at the receiver, inside the XDP program against the agent's user-space receiver,
+//! both for the same ARN in the same trial (root).
+//!
+//! Lab: topologies/arn-spine-leaf.yaml, static groups, XDP data plane on every node. Each
+//! trial a thread inside spine1's namespace reads CLOCK_MONOTONIC and sends one Type 1
+//! (TTL 255, from its address on the link) to leaf1; the bench then polls leaf1's pinned
+//! maps: ARN_REMOVED[member] holds the program's bpf_ktime (the same clock) of the
+//! removal; the member's `MEMBER_ADMIN_DOWN` bit appears when the agent has applied it
+//! (polled, so the agent's time is an upper bound by the poll period, ~10 µs). A Type 2
+//! then restores both before the next trial.
+
+use crate::lab::arn::LabArn;
+use crate::lab::plan::{self, DataplaneKind, Routing, SplitMode};
+use crate::lab::state::StateDir;
+use crate::lab::{down, up};
+use anyhow::{bail, Context};
+use aya::maps::{Array, HashMap, Map, MapData};
+use fare_common::{self as fc, ArnPathKey, ArnTargets};
+use std::fmt::Write;
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Trials (one Type 1 and one Type 2 each).
+    #[arg(long, default_value_t = 50)]
+    trials: usize,
+}
+
+const SENDER: &str = "spine1";
+const INGRESS: &str = "leaf1";
+
+struct Lab(String);
+
+impl Drop for Lab {
+    fn drop(&mut self) {
+        let _ = down::down_lab(&self.0, false);
+    }
+}
+
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+fn pinned(dir: &std::path::Path, name: &str) -> anyhow::Result<MapData> {
+    MapData::from_pin(dir.join(name)).with_context(|| format!("pinned map {name}"))
+}
+
+fn quantile(v: &[f64], q: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    s[((s.len() - 1) as f64 * q).round() as usize]
+}
+
+pub fn run_bench(args: Args) -> anyhow::Result<String> {
+    let topo_path = PathBuf::from("topologies/arn-spine-leaf.yaml");
+    let topology = crate::topology::load(&topo_path)
+        .map_err(|e| anyhow::anyhow!("{e} (run from the repository root)"))?;
+    let lab = format!("arnx{}", std::process::id() % 10_000);
+    let options = plan::Options {
+        dataplane: DataplaneKind::Xdp,
+        routing: Routing::Static,
+        split: SplitMode::Spray,
+        arn: Some(LabArn {
+            hold_ms: 5000,
+            ..LabArn::default()
+        }),
+        ..plan::Options::default()
+    };
+    let req = up::UpRequest {
+        topology_path: topo_path.clone(),
+        topology,
+        lab: lab.clone(),
+        options,
+        mode: crate::bandwidth::Mode::Draft,
+        max_group_size: None,
+        agents: true,
+        agent_timeout: Duration::from_secs(60),
+        converge_timeout: Duration::from_secs(60),
+        fare: up::fare_binary(),
+        progress: true,
+    };
+    up::up(&req).map_err(|e| anyhow::anyhow!("lab up: {e}"))?;
+    let _lab = Lab(lab.clone());
+    let st = StateDir::new(&lab).load()?;
+    let sender = st.plan.node(SENDER).context("no spine1")?;
+    let ingress = st.plan.node(INGRESS).context("no leaf1")?;
+    let port = sender
+        .ports
+        .iter()
+        .find(|p| p.peer == INGRESS)
+        .context("no spine1-leaf1 link")?
+        .clone();
+    let maps = PathBuf::from(crate::dataplane::xdp::pins::DEFAULT_ROOT)
+        .join(&ingress.ns)
+        .join("maps");
+    let paths: HashMap<MapData, ArnPathKey, ArnTargets> =
+        HashMap::try_from(Map::HashMap(pinned(&maps, fc::ARN_PATHS)?))?;
+    let removed: Array<MapData, u64> =
+        Array::try_from(Map::Array(pinned(&maps, fc::ARN_REMOVED)?))?;
+    let members: Array<MapData, fc::Member> =
+        Array::try_from(Map::Array(pinned(&maps, fc::map_names::MEMBERS)?))?;
+    let key = ArnPathKey {
+        sender: crate::dataplane::xdp::arn::sender_key(port.addr.into()),
+        path_id: 0,
+    };
+    // The agent fills the table after its first install: wait for it.
+    let start = Instant::now();
+    let member = loop {
+        if let Ok(t) = paths.get(&key, 0) {
+            if t.n > 0 {
+                break t.ids[0];
+            }
+        }
+        if start.elapsed() > Duration::from_secs(30) {
+            bail!("leaf1's program never listed a member toward spine1");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+
+    // The sending thread lives in spine1's namespace.
+    let (tx, rx) = std::sync::mpsc::channel::<u8>();
+    let (sent_tx, sent_rx) = std::sync::mpsc::channel::<u64>();
+    let ns = sender.ns.clone();
+    let from = SocketAddr::new(port.addr.into(), 0);
+    let to = SocketAddr::new(port.peer_addr.into(), crate::arn::transport::DEFAULT_PORT);
+    let thread = std::thread::spawn(move || -> anyhow::Result<()> {
+        super::xdp_forward::enter(&ns)?;
+        let socket = UdpSocket::bind(from)?;
+        socket.set_ttl(255)?;
+        for kind in rx {
+            let msg = crate::arn::codec::ArnMessage {
+                kind: crate::arn::codec::ArnType::from_u8(kind).context("type")?,
+                metric: 0,
+                flow: None,
+                path_id: Some(0),
+            }
+            .encode()?;
+            let t = monotonic_ns();
+            socket.send_to(&msg, to)?;
+            let _ = sent_tx.send(t);
+        }
+        Ok(())
+    });
+
+    let (mut program, mut agent) = (Vec::new(), Vec::new());
+    let mut missed = 0;
+    for i in 0..args.trials {
+        tx.send(1)?;
+        let sent = sent_rx.recv_timeout(Duration::from_secs(5))?;
+        let (mut t_prog, mut t_agent) = (None, None);
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline && (t_prog.is_none() || t_agent.is_none()) {
+            if t_prog.is_none() {
+                if let Ok(t) = removed.get(&member, 0) {
+                    if t != 0 {
+                        t_prog = Some(t);
+                    }
+                }
+            }
+            if t_agent.is_none() {
+                if let Ok(m) = members.get(&member, 0) {
+                    if m.state & fc::MEMBER_ADMIN_DOWN != 0 {
+                        t_agent = Some(monotonic_ns());
+                    }
+                }
+            }
+        }
+        match (t_prog, t_agent) {
+            (Some(p), Some(a)) => {
+                program.push(p.saturating_sub(sent) as f64 / 1e6);
+                agent.push(a.saturating_sub(sent) as f64 / 1e6);
+            }
+            _ => {
+                eprintln!(
+                    "bench arn-xdp: trial {}: program {t_prog:?}, agent {t_agent:?}",
+                    i + 1
+                );
+                missed += 1;
+            }
+        }
+        // Restore (Type 2) and wait until both have let go.
+        tx.send(2)?;
+        let _ = sent_rx.recv_timeout(Duration::from_secs(5));
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            let p = removed.get(&member, 0).unwrap_or(0);
+            let a = members.get(&member, 0).map(|m| m.state).unwrap_or(0);
+            if p == 0 && a == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        eprintln!("bench arn-xdp: trial {}/{}", i + 1, args.trials);
+    }
+    drop(tx);
+    let _ = thread.join();
+
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Command (root, repository root): `{}`  ",
+        super::command_line()
+    );
+    let _ = writeln!(
+        s,
+        "Lab: topologies/arn-spine-leaf.yaml, static groups, XDP data plane; one Type 1 from \
+         spine1 to leaf1 per trial (then Type 2). Time from spine1's send call \
+         (CLOCK_MONOTONIC) to the member out at leaf1: in the program = its own removal \
+         timestamp (bpf_ktime, same clock); agent = the user-space receiver's map write, \
+         polled. Load average at the end {}.\n",
+        std::fs::read_to_string("/proc/loadavg")
+            .ok()
+            .and_then(|l| l.split_whitespace().next().map(str::to_string))
+            .unwrap_or_default()
+    );
+    let _ = writeln!(s, "| receiver | trials | median ms | p90 ms | p99 ms |");
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+    for (name, v) in [
+        ("XDP program (no user space)", &program),
+        ("agent (user-space receiver, map write)", &agent),
+    ] {
+        let _ = writeln!(
+            s,
+            "| {name} | {} | {:.3} | {:.3} | {:.3} |",
+            v.len(),
+            quantile(v, 0.5),
+            quantile(v, 0.9),
+            quantile(v, 0.99)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nRatio of medians (agent / program): {:.0}x. Missed trials: {missed}.",
+        quantile(&agent, 0.5) / quantile(&program, 0.5)
+    );
+    Ok(s)
+}
