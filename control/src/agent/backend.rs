@@ -19,11 +19,13 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
         DataplaneConfig::Xdp {
             interfaces,
             pin_name,
+            queues,
         } => {
             // Pins live under /sys/fs/bpf/fare/<pin name, else name>: a restarted agent
             // with the same one re-attaches to them without a forwarding gap.
             let pins = pin_name.clone().unwrap_or_else(|| config.name.clone());
             let mut options = XdpOptions::new(pins, interfaces.clone());
+            options.queues = queues.clone();
             options.arn = config.arn.as_ref().map(|arn| {
                 let bgp = crate::arn::agent::bgp_neighbors_of(config);
                 crate::dataplane::xdp::arn::ArnFastPath::from_config(arn, &bgp)

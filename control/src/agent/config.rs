@@ -213,6 +213,10 @@ pub enum DataplaneConfig {
         /// namespaces on one host) need distinct ones.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         pin_name: Option<String>,
+        /// Egress virtual queues: frames XDP redirects skip the qdisc, so a port's rate
+        /// limit and queue (for ARN congestion detection) are kept in the program.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        queues: Vec<crate::dataplane::xdp::queues::QueueSpec>,
     },
     /// Linux weighted nexthop groups (flow hashing only): the baseline.
     Kernel {
@@ -519,6 +523,7 @@ static:
             DataplaneConfig::Xdp {
                 interfaces: vec!["eth1".into(), "eth2".into()],
                 pin_name: None,
+                queues: vec![],
             }
         );
     }

@@ -125,6 +125,18 @@ pub fn resolve_notify(config: &mut ArnConfig, neighbors: &[ArnNeighbor]) {
     }
 }
 
+/// With the XDP data plane the monitor reads the program's egress virtual queues (see
+/// `dataplane::xdp::queues`) for the ports that have one.
+fn xdp_queue_source(config: &crate::agent::config::AgentConfig) -> Option<monitor::XdpQueueSource> {
+    match &config.dataplane {
+        crate::agent::config::DataplaneConfig::Xdp { pin_name, .. } => Some(monitor::XdpQueueSource {
+            pin_root: crate::dataplane::xdp::pins::DEFAULT_ROOT.into(),
+            node: pin_name.clone().unwrap_or_else(|| config.name.clone()),
+        }),
+        _ => None,
+    }
+}
+
 /// The ARN protocol task of the agent; returns when `ctx.shutdown` is cancelled.
 pub async fn run(ctx: AgentContext) -> ProtocolResult {
     let mut config = ctx.config.arn.clone().unwrap_or_default();
@@ -166,6 +178,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                 config.udp_port,
                 tx,
                 stop.clone(),
+                xdp_queue_source(&ctx.config),
             )
             .map_err(|e| format!("ARN monitor: {e}"))?,
         );

@@ -390,6 +390,10 @@ pub struct MonitorEvent {
     pub t_us: u64,
     /// Microseconds from detection until the last datagram went out.
     pub queued_us: u64,
+    /// XDP virtual queue: when the program saw the threshold crossed (CLOCK_MONOTONIC
+    /// ns; 0 = detected by sampling).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub crossed_ns: u64,
     #[serde(skip)]
     pub at: Option<Instant>,
 }
@@ -401,8 +405,29 @@ struct Watched {
     running: Option<bool>,
     /// A Type 3 went out and no Type 4 yet.
     failed: bool,
+    /// The backlog comes from the XDP program's virtual queue, not the qdisc.
+    virtual_queue: bool,
     last_backlog: u32,
     last_sent: Instant,
+}
+
+impl Watched {
+    fn event(&self, kind: ArnType, metric: u8, refresh: bool, now: Instant, start: Instant) -> MonitorEvent {
+        MonitorEvent {
+            interface: self.cfg.interface.clone(),
+            message: ArnMessage::path(kind, metric, u32::from(self.cfg.path_id)),
+            kind: kind.code(),
+            metric,
+            path_id: u32::from(self.cfg.path_id),
+            backlog_bytes: self.last_backlog,
+            refresh,
+            notify: self.cfg.notify.clone(),
+            t_us: now.duration_since(start).as_micros() as u64,
+            queued_us: 0,
+            crossed_ns: 0,
+            at: Some(now),
+        }
+    }
 }
 
 /// Sends ARNs from the monitor thread itself (blocking sockets, one per family).
@@ -434,13 +459,31 @@ impl Sender {
                 warn!(%to, error = %e, "sending ARN failed");
             }
         }
-        event.queued_us = event.at.map_or(0, |a| a.elapsed().as_micros() as u64);
+        event.queued_us = if event.crossed_ns != 0 {
+            // From the program's own crossing stamp (same clock).
+            crate::dataplane::xdp::queues::monotonic_ns().saturating_sub(event.crossed_ns) / 1000
+        } else {
+            event.at.map_or(0, |a| a.elapsed().as_micros() as u64)
+        };
     }
+}
+
+/// The XDP program whose egress virtual queues stand in for the qdiscs (frames XDP
+/// redirects never reach a qdisc): `<pin_root>/<node>` of the agent's data plane.
+#[derive(Clone, Debug)]
+pub struct XdpQueueSource {
+    pub pin_root: std::path::PathBuf,
+    pub node: String,
 }
 
 /// Runs the monitor on a thread of its own until `stop` is set. The thread sends every
 /// ARN itself (to UDP `port` of the event's `notify` list) and then passes the event on
 /// to `events` (see [`report_sent`]).
+///
+/// With `xdp`, a watched port that has a virtual queue in the program is read from it:
+/// the program's threshold-crossing events wake the thread at once (Type 1 goes out
+/// without waiting for the next sample); the periodic samples compute the drained backlog
+/// for Type 2 and refreshes.
 pub fn spawn(
     config: MonitorConfig,
     default_notify: Vec<IpAddr>,
@@ -448,12 +491,23 @@ pub fn spawn(
     port: u16,
     events: UnboundedSender<MonitorEvent>,
     stop: Arc<AtomicBool>,
+    xdp: Option<XdpQueueSource>,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     let mut reader = QueueReader::new()?;
     // The driver's carrier, read at once (IFF_RUNNING follows it only when the kernel's
     // linkwatch runs, up to a second later); IFF_RUNNING where the driver cannot tell.
     let carrier = crate::bgp::link::CarrierProbe::open()?;
     let sender = Sender::new(port)?;
+    let (mut queues, mut crossings) = match &xdp {
+        Some(x) => {
+            let q = crate::dataplane::xdp::queues::Queues::open(&x.pin_root, &x.node)
+                .map_err(|e| io::Error::other(format!("{e:#}")))?;
+            let ev = crate::dataplane::xdp::queues::QueueEvents::open(&x.pin_root, &x.node)
+                .map_err(|e| io::Error::other(format!("{e:#}")))?;
+            (Some(q), Some(ev))
+        }
+        None => (None, None),
+    };
     std::thread::Builder::new()
         .name("arn-monitor".into())
         .spawn(move || {
@@ -468,35 +522,41 @@ pub fn spawn(
                     if cfg.notify.is_empty() {
                         cfg.notify = default_notify.clone();
                     }
+                    let ifindex = transport::ifindex(&cfg.interface);
+                    let virtual_queue = queues.as_mut().is_some_and(|q| {
+                        q.set_thresholds(ifindex, cfg.high_bytes, cfg.low_bytes)
+                            .unwrap_or(false)
+                    });
+                    if virtual_queue {
+                        info!(interface = %cfg.interface, "ARN monitor: reading the XDP program's virtual queue");
+                    }
                     Watched {
-                        ifindex: transport::ifindex(&cfg.interface),
+                        ifindex,
                         hysteresis: Hysteresis::new(cfg.high_bytes, cfg.low_bytes, cfg.limit())
                             .with_clear(Duration::from_millis(cfg.clear_ms)),
                         cfg,
                         running: None,
                         failed: false,
+                        virtual_queue,
                         last_backlog: 0,
                         last_sent: start,
                     }
                 })
                 .collect();
+            let any_qdisc = watched.iter().any(|w| !w.virtual_queue);
+            let deliver = |out: Vec<MonitorEvent>| -> bool {
+                for mut e in out {
+                    sender.send(&mut e);
+                    if events.send(e).is_err() {
+                        return false;
+                    }
+                }
+                true
+            };
             let mut tick: u64 = 0;
             let mut next = Instant::now();
             while !stop.load(Ordering::Relaxed) {
                 let now = Instant::now();
-                let emit = |w: &Watched, kind: ArnType, metric: u8, refresh: bool| MonitorEvent {
-                    interface: w.cfg.interface.clone(),
-                    message: ArnMessage::path(kind, metric, u32::from(w.cfg.path_id)),
-                    kind: kind.code(),
-                    metric,
-                    path_id: u32::from(w.cfg.path_id),
-                    backlog_bytes: w.last_backlog,
-                    refresh,
-                    notify: w.cfg.notify.clone(),
-                    t_us: now.duration_since(start).as_micros() as u64,
-                    queued_us: 0,
-                    at: Some(now),
-                };
                 let mut out: Vec<MonitorEvent> = Vec::new();
                 // Link state (at most every millisecond).
                 if tick.is_multiple_of(link_every) {
@@ -525,65 +585,105 @@ pub fn spawn(
                             } else {
                                 watched[i].failed = true;
                                 watched[i].last_sent = now;
-                                out.push(emit(&watched[i], ArnType::FailureDetected, 255, false));
+                                out.push(watched[i].event(ArnType::FailureDetected, 255, false, now, start));
                             }
                         } else if up && was == Some(false) && watched[i].failed {
                             watched[i].failed = false;
                             watched[i].last_sent = now;
-                            out.push(emit(&watched[i], ArnType::FailureEliminated, 0, false));
+                            out.push(watched[i].event(ArnType::FailureEliminated, 0, false, now, start));
                         }
                     }
                 }
-                // Queue backlog: one dump for every watched port.
-                let roots = reader.root_qdiscs();
+                // Queue backlog: one dump for every watched qdisc; virtual queues from
+                // the program's map.
+                let roots = if any_qdisc {
+                    reader.root_qdiscs()
+                } else {
+                    Ok(Default::default())
+                };
                 for w in watched.iter_mut() {
                     if w.running == Some(false) {
                         if w.failed && now.duration_since(w.last_sent) >= refresh {
                             w.last_sent = now;
-                            out.push(emit(w, ArnType::FailureDetected, 255, true));
+                            out.push(w.event(ArnType::FailureDetected, 255, true, now, start));
                         }
                         continue;
                     }
-                    let sample = match &roots {
-                        Ok(r) => r.get(&w.ifindex).cloned().unwrap_or_default(),
-                        Err(_) => continue,
+                    let backlog = if w.virtual_queue {
+                        match queues.as_ref().and_then(|q| q.backlog_now(w.ifindex)) {
+                            Some(b) => b.min(u32::MAX as u64) as u32,
+                            None => continue,
+                        }
+                    } else {
+                        match &roots {
+                            Ok(r) => r.get(&w.ifindex).cloned().unwrap_or_default().backlog_bytes,
+                            Err(_) => continue,
+                        }
                     };
-                    w.last_backlog = sample.backlog_bytes;
-                    match w.hysteresis.sample_at(sample.backlog_bytes, now) {
+                    w.last_backlog = backlog;
+                    match w.hysteresis.sample_at(backlog, now) {
                         Some(Edge::Up(metric)) => {
                             w.last_sent = now;
-                            out.push(emit(w, ArnType::CongestionDetected, metric, false));
+                            out.push(w.event(ArnType::CongestionDetected, metric, false, now, start));
                         }
                         Some(Edge::Down) => {
                             w.last_sent = now;
-                            out.push(emit(w, ArnType::CongestionEliminated, 0, false));
+                            out.push(w.event(ArnType::CongestionEliminated, 0, false, now, start));
                         }
                         None if w.hysteresis.congested
                             && now.duration_since(w.last_sent) >= refresh =>
                         {
                             w.last_sent = now;
-                            let metric = w.hysteresis.metric(sample.backlog_bytes);
-                            out.push(emit(w, ArnType::CongestionDetected, metric, true));
+                            let metric = w.hysteresis.metric(backlog);
+                            out.push(w.event(ArnType::CongestionDetected, metric, true, now, start));
                         }
                         None => {}
                     }
                 }
-                for mut e in out {
-                    sender.send(&mut e);
-                    if events.send(e).is_err() {
-                        return;
-                    }
+                if !deliver(out) {
+                    return;
                 }
                 tick += 1;
                 next += interval;
-                let now = Instant::now();
-                if next > now {
-                    std::thread::sleep(next - now);
-                } else {
-                    next = now; // fell behind: do not burst
+                // Until the next sample: sleep, or wake on the program's crossings.
+                loop {
+                    let now = Instant::now();
+                    if next <= now {
+                        next = now.max(next); // fell behind: do not burst
+                        break;
+                    }
+                    let Some(ring) = crossings.as_mut() else {
+                        std::thread::sleep(next - now);
+                        continue;
+                    };
+                    let mut out = Vec::new();
+                    for e in ring.wait(next - now) {
+                        let now = Instant::now();
+                        let Some(w) = watched
+                            .iter_mut()
+                            .find(|w| w.virtual_queue && w.ifindex == e.ifindex)
+                        else {
+                            continue;
+                        };
+                        let backlog = e.backlog.min(u32::MAX as u64) as u32;
+                        w.last_backlog = backlog;
+                        if let Some(Edge::Up(metric)) = w.hysteresis.sample_at(backlog, now) {
+                            w.last_sent = now;
+                            let mut ev = w.event(ArnType::CongestionDetected, metric, false, now, start);
+                            ev.crossed_ns = e.t_ns;
+                            out.push(ev);
+                        }
+                    }
+                    if !deliver(out) {
+                        return;
+                    }
                 }
             }
         })
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 /// Logs every event the monitor thread sent ("ARN sent", refreshes only at debug level)

@@ -58,7 +58,20 @@ pub fn config_yaml(
         ),
         // Pins named after the namespace: unique on this machine, so a restarted agent
         // takes over its own node's program (agents share the host's bpffs).
-        DataplaneKind::Xdp => json!({"kind": "xdp", "interfaces": interfaces, "pin_name": node.ns}),
+        // Frames XDP redirects skip the links' tbf: the program keeps the same rate and
+        // queue limit per fabric port (its virtual queue also feeds the ARN monitor).
+        DataplaneKind::Xdp => {
+            let queues: Vec<Value> = node
+                .ports
+                .iter()
+                .map(|p| {
+                    let kbit = o.rate_kbit(p.gbps);
+                    json!({"interface": p.interface, "rate_mbps": kbit as f64 / 1000.0,
+                           "limit_bytes": super::up::tbf_limit_bytes(kbit)})
+                })
+                .collect();
+            json!({"kind": "xdp", "interfaces": interfaces, "pin_name": node.ns, "queues": queues})
+        }
         DataplaneKind::Kernel => json!({"kind": "kernel", "interfaces": interfaces}),
         DataplaneKind::None => json!({"kind": "none"}),
     };

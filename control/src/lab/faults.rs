@@ -297,11 +297,30 @@ fn shape(state: &LabState, node: &str, ifname: &str, gbps: f64) -> Result<(), La
         .node(node)
         .map(|n| n.ns.clone())
         .unwrap_or_default();
-    sys::tc_batch(
-        &ns,
-        &up::tbf("change", ifname, state.plan.options.rate_kbit(gbps)),
-    )?;
+    let kbit = state.plan.options.rate_kbit(gbps);
+    sys::tc_batch(&ns, &up::tbf("change", ifname, kbit))?;
+    let xdp = state.plan.options.dataplane == super::plan::DataplaneKind::Xdp
+        && !state.plan.node(node).is_some_and(|n| n.bmv2)
+        && !state.agents.is_empty();
+    if xdp {
+        // XDP-redirected frames skip the tbf: change the program's virtual queue too.
+        set_virtual_queue_rate(&ns, ifname, kbit)?;
+    }
     Ok(())
+}
+
+/// A new rate for the XDP program's virtual queue on `ifname` in `ns`.
+fn set_virtual_queue_rate(ns: &str, ifname: &str, kbit: u64) -> Result<(), LabError> {
+    let out = sys::run("ip", &["-n", ns, "-o", "link", "show", "dev", ifname])?;
+    let ifindex: u32 = out
+        .split(':')
+        .next()
+        .and_then(|i| i.trim().parse().ok())
+        .ok_or_else(|| LabError::Input(format!("no ifindex for {ifname} in {ns}")))?;
+    let root = std::path::Path::new(crate::dataplane::xdp::pins::DEFAULT_ROOT);
+    crate::dataplane::xdp::queues::Queues::open(root, ns)
+        .and_then(|mut q| q.set_rate(ifindex, kbit * 1000 / 8))
+        .map_err(|e| LabError::Input(format!("virtual queue of {ifname} in {ns}: {e:#}")))
 }
 
 /// Rewrites the configurations of `nodes` for the current changes and restarts their agents.

@@ -396,8 +396,13 @@ pub const TBF_MIN_LIMIT_BYTES: u64 = 16 * 1514;
 pub fn tbf(verb: &str, dev: &str, kbit: u64) -> String {
     let bytes_per_s = kbit * 1000 / 8;
     let burst = (bytes_per_s / 100).max(4 * 1514);
-    let limit = (bytes_per_s / 20).max(TBF_MIN_LIMIT_BYTES);
+    let limit = tbf_limit_bytes(kbit);
     format!("qdisc {verb} dev {dev} root tbf rate {kbit}kbit burst {burst} limit {limit}")
+}
+
+/// The queue limit of a link's shaper (also the XDP virtual queue's): 50 ms at the rate.
+pub fn tbf_limit_bytes(kbit: u64) -> u64 {
+    (kbit * 1000 / 8 / 20).max(TBF_MIN_LIMIT_BYTES)
 }
 
 fn sysctls(ns: &str, router: bool) -> Result<(), SysError> {

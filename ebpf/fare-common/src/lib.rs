@@ -156,13 +156,15 @@ pub enum Stat {
     RedirectFailed = 7,
     /// DPF: forwarded by the group of the color a flow rule gave the packet.
     DpfColored = 12,
+    /// Dropped: the egress port's virtual queue was full (see `EgressQueue`).
+    QueueDropped = 13,
 }
 
 /// Entries of STATS (room for later counters, e.g. ARN reception).
 pub const STAT_COUNT: u32 = 16;
 
 impl Stat {
-    pub const ALL: [Stat; 9] = [
+    pub const ALL: [Stat; 10] = [
         Stat::Received,
         Stat::Forwarded,
         Stat::NotIp,
@@ -172,6 +174,7 @@ impl Stat {
         Stat::NoMember,
         Stat::RedirectFailed,
         Stat::DpfColored,
+        Stat::QueueDropped,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -185,6 +188,7 @@ impl Stat {
             Stat::NoMember => "no_member",
             Stat::RedirectFailed => "redirect_failed",
             Stat::DpfColored => "dpf_colored",
+            Stat::QueueDropped => "queue_dropped",
         }
     }
 }
@@ -276,6 +280,8 @@ mod pod {
     unsafe impl aya::Pod for super::ArnConfigRow {}
     unsafe impl aya::Pod for super::ArnSender {}
     unsafe impl aya::Pod for super::ArnNeighborRow {}
+    unsafe impl aya::Pod for super::EgressQueue {}
+    unsafe impl aya::Pod for super::QueueEvent {}
     unsafe impl aya::Pod for super::ArnPathKey {}
     unsafe impl aya::Pod for super::ArnTargets {}
 }
@@ -402,6 +408,78 @@ mod arn {
                 ArnStat::Deferred => "deferred",
                 ArnStat::Expired => "expired",
             }
+        }
+    }
+}
+
+pub use queue::*;
+
+/// Egress virtual queues: frames the program redirects skip the egress qdisc, so no
+/// backlog builds where a shaper (tbf) or a slower link would queue them. For each egress
+/// port with a configured rate the program keeps the backlog such a queue would have
+/// (bytes in, drained at the rate), drops a frame that would overflow `limit_bytes` (tail
+/// drop, like the shaper it stands for) and, when the backlog crosses `high_bytes` upward,
+/// stamps the time and writes a `QueueEvent` to QUEUE_EVENTS (the ARN monitor wakes on
+/// it). The crossing re-arms once the backlog is back at or below `low_bytes`.
+mod queue {
+    /// QUEUES key: the egress ifindex.
+    pub const QUEUES: &str = "QUEUES";
+    /// Ring buffer of `QueueEvent`s.
+    pub const QUEUE_EVENTS: &str = "QUEUE_EVENTS";
+    /// QUEUE_EVENTS size in bytes (a power of two multiple of the page size).
+    pub const QUEUE_EVENTS_BYTES: u32 = 64 * 1024;
+
+    /// `EgressQueue::flags`: the backlog crossed `high_bytes` and has not been back at or
+    /// below `low_bytes` since.
+    pub const QUEUE_ABOVE_HIGH: u32 = 1;
+
+    /// One egress port's virtual queue. User space writes the first four fields (and zero
+    /// state); the program updates the rest for every frame it sends there. CPUs update it
+    /// without locks: a race loses one frame's bytes at most (an estimate, not a meter).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct EgressQueue {
+        /// Drain rate; 0 = no queue kept for this port.
+        pub rate_bytes_per_s: u64,
+        /// Tail-drop limit (0 = never drop).
+        pub limit_bytes: u32,
+        /// Upward crossing -> event (0 = no events).
+        pub high_bytes: u32,
+        pub low_bytes: u32,
+        pub flags: u32,
+        /// Backlog after the last frame, and when (bpf_ktime, CLOCK_MONOTONIC ns).
+        pub backlog: u64,
+        pub last_ns: u64,
+        /// Time of the last upward crossing of `high_bytes`.
+        pub crossed_ns: u64,
+        pub crossings: u64,
+        /// Frames and bytes admitted, frames dropped (over the limit).
+        pub packets: u64,
+        pub bytes: u64,
+        pub drops: u64,
+        /// Sum over admitted frames of the queueing delay they would have seen (ns).
+        pub delay_ns: u64,
+    }
+
+    /// QUEUE_EVENTS record: `ifindex`'s backlog crossed its high mark at `t_ns`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct QueueEvent {
+        pub ifindex: u32,
+        pub _pad: u32,
+        pub backlog: u64,
+        pub t_ns: u64,
+    }
+
+    impl EgressQueue {
+        /// The backlog `now_ns` if nothing arrived since the last frame.
+        pub const fn backlog_at(&self, now_ns: u64) -> u64 {
+            // In µs, bounded to 1 s (which drains any real queue), so that the product
+            // cannot overflow below 18 TB/s.
+            let us = now_ns.saturating_sub(self.last_ns) / 1000;
+            let us = if us > 1_000_000 { 1_000_000 } else { us };
+            let drained = us * self.rate_bytes_per_s / 1_000_000;
+            self.backlog.saturating_sub(drained)
         }
     }
 }

@@ -176,10 +176,15 @@ fn send(ctx: &XdpContext, next: &NextHop) -> Result<u32, Malformed> {
         *dst = next.dst_mac;
         *src = next.src_mac;
     }
+    let len = packet::len(ctx);
+    if !crate::queue::admit(next.ifindex, len) {
+        stats::count(Stat::QueueDropped);
+        return Ok(xdp_action::XDP_DROP);
+    }
     match EGRESS.redirect(next.ifindex, 0) {
         Ok(action) => {
             stats::count(Stat::Forwarded);
-            stats::count_member(next.member_id, packet::len(ctx));
+            stats::count_member(next.member_id, len);
             Ok(action)
         }
         Err(_) => {

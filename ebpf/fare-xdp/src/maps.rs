@@ -3,13 +3,13 @@
 
 use aya_ebpf::{
     macros::map,
-    maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, PerCpuArray},
+    maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, PerCpuArray, RingBuf},
 };
 use fare_common::{
     ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ARN_STAT_COUNT,
     MAX_ARN_NEIGHBORS, MAX_ARN_PATHS,
     ColorSet, FlowRule, Group, Member, MemberCounters, RouteValue, MAX_EGRESS, MAX_FLOW_RULES,
-    MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, STAT_COUNT,
+    MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, STAT_COUNT, EgressQueue, QUEUE_EVENTS_BYTES,
 };
 
 #[map]
@@ -61,3 +61,10 @@ pub static ARN_REMOVED: Array<u64> = Array::pinned(MAX_MEMBERS, 0);
 
 #[map]
 pub static ARN_STATS: PerCpuArray<u64> = PerCpuArray::pinned(ARN_STAT_COUNT, 0);
+
+/// Egress virtual queues by ifindex, and their threshold crossings (see `queue`).
+#[map]
+pub static QUEUES: HashMap<u32, EgressQueue> = HashMap::pinned(MAX_EGRESS, 0);
+
+#[map]
+pub static QUEUE_EVENTS: RingBuf = RingBuf::pinned(QUEUE_EVENTS_BYTES, 0);

@@ -24,6 +24,7 @@ pub mod neighbor;
 pub mod netdev;
 mod object;
 pub mod pins;
+pub mod queues;
 pub mod testrun;
 
 use crate::dataplane::{
@@ -70,6 +71,8 @@ pub struct XdpOptions {
     pub pin_root: PathBuf,
     /// ARN reception in the program (the agent's `arn:` block); None = off.
     pub arn: Option<arn::ArnFastPath>,
+    /// Egress virtual queues (rate, tail-drop limit) per port.
+    pub queues: Vec<queues::QueueSpec>,
 }
 
 impl XdpOptions {
@@ -79,6 +82,7 @@ impl XdpOptions {
             interfaces,
             pin_root: PathBuf::from(pins::DEFAULT_ROOT),
             arn: None,
+            queues: Vec::new(),
         }
     }
 }
@@ -200,6 +204,7 @@ impl XdpDataplane {
             log_task,
         };
         dp.adopt()?;
+        configure_queues(opts)?;
         dp.arn.configure(opts.arn.clone())?;
         dp.sync_arn();
         tracing::info!(
@@ -509,6 +514,27 @@ impl Drop for XdpDataplane {
             task.abort();
         }
     }
+}
+
+/// Writes the configured egress virtual queues (their state starts empty) and removes
+/// queues of ports no longer configured.
+fn configure_queues(opts: &XdpOptions) -> Result<(), DataplaneError> {
+    let mut q = queues::Queues::open(&opts.pin_root, &opts.node).map_err(|e| err(format!("{e:#}")))?;
+    let mut wanted = Vec::new();
+    for spec in &opts.queues {
+        let ifindex = netdev::ifindex(&spec.interface)
+            .map_err(|e| err(format!("queue on {}: {e}", spec.interface)))?;
+        q.configure(ifindex, spec.rate_bytes_per_s(), spec.limit_bytes)
+            .map_err(|e| err(format!("queue on {}: {e:#}", spec.interface)))?;
+        tracing::info!(interface = %spec.interface, rate_mbps = spec.rate_mbps, limit_bytes = spec.limit_bytes, "xdp: egress virtual queue");
+        wanted.push(ifindex);
+    }
+    for ifindex in q.ifindexes() {
+        if !wanted.contains(&ifindex) {
+            let _ = q.configure(ifindex, 0, 0);
+        }
+    }
+    Ok(())
 }
 
 /// Attaches `program` to `ifname`: through the pinned link when there is one (atomic
