@@ -310,7 +310,7 @@ fn shape(state: &LabState, node: &str, ifname: &str, gbps: f64) -> Result<(), La
 }
 
 /// A new rate for the XDP program's virtual queue on `ifname` in `ns`.
-fn set_virtual_queue_rate(ns: &str, ifname: &str, kbit: u64) -> Result<(), LabError> {
+pub fn set_virtual_queue_rate(ns: &str, ifname: &str, kbit: u64) -> Result<(), LabError> {
     let out = sys::run("ip", &["-n", ns, "-o", "link", "show", "dev", ifname])?;
     let ifindex: u32 = out
         .split(':')

@@ -19,13 +19,14 @@
 //! adds nothing to them.
 
 use super::command_line;
+use super::lab_bench::{load_average, quantile, BenchLab, XdpMaps};
+use crate::dataplane::xdp::queues::{monotonic_ns, Queues};
 use crate::lab::arn::LabArn;
 use crate::lab::plan::{self, DataplaneKind, Routing, SplitMode};
 use crate::lab::state::{self, StateDir};
-use crate::lab::{agents, down, faults, sys, up};
+use crate::lab::{agents, faults, sys, up};
 use anyhow::{bail, Context};
 use std::fmt::Write;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,60 @@ pub struct Args {
     /// Offered load from leaf1's host to leaf2's host, kbit/s (links are 100 Mbit/s).
     #[arg(long, default_value_t = 40_000)]
     rate_kbit: u64,
+    /// Seconds of congestion per phase of the loss measurement (without ARN, with ARN).
+    #[arg(long, default_value_t = 3.0)]
+    loss_seconds: f64,
+}
+
+/// What the congested port did: frames sent and dropped, summed queueing delay (XDP's
+/// virtual queue only; the tbf does not report it).
+#[derive(Clone, Copy, Debug, Default)]
+struct LinkCounters {
+    packets: u64,
+    drops: u64,
+    delay_ns: Option<u64>,
+}
+
+impl LinkCounters {
+    fn minus(&self, o: &LinkCounters) -> LinkCounters {
+        LinkCounters {
+            packets: self.packets.saturating_sub(o.packets),
+            drops: self.drops.saturating_sub(o.drops),
+            delay_ns: self.delay_ns.zip(o.delay_ns).map(|(a, b)| a.saturating_sub(b)),
+        }
+    }
+}
+
+/// The port's counters: the XDP program's virtual queue when given, else the tbf's.
+fn link_counters(ns: &str, ifname: &str, vq: Option<(&Queues, u32)>) -> anyhow::Result<LinkCounters> {
+    if let Some((queues, ifindex)) = vq {
+        let q = queues.get(ifindex).context("no virtual queue on the congested port")?;
+        return Ok(LinkCounters {
+            packets: q.packets,
+            drops: q.drops,
+            delay_ns: Some(q.delay_ns),
+        });
+    }
+    let out = sys::run("tc", &["-n", ns, "-s", "-j", "qdisc", "show", "dev", ifname])?;
+    let v: serde_json::Value = serde_json::from_str(&out)?;
+    let root = v
+        .as_array()
+        .and_then(|a| a.iter().find(|q| q["root"] == true || q["kind"] == "tbf"))
+        .context("no root qdisc")?;
+    Ok(LinkCounters {
+        packets: root["packets"].as_u64().unwrap_or(0),
+        drops: root["drops"].as_u64().unwrap_or(0),
+        delay_ns: None,
+    })
+}
+
+/// `ifname`'s index inside namespace `ns`.
+fn ifindex_in(ns: &str, ifname: &str) -> anyhow::Result<u32> {
+    let out = sys::run("ip", &["-n", ns, "-o", "link", "show", "dev", ifname])?;
+    out.split(':')
+        .next()
+        .and_then(|i| i.trim().parse().ok())
+        .with_context(|| format!("no ifindex for {ifname} in {ns}"))
 }
 
 const CONGESTED: &str = "spine1";
@@ -57,11 +112,11 @@ const FAR: &str = "leaf2";
 const INGRESS: &str = "leaf1";
 const PERCENT: f64 = 10.0;
 
-/// The lab, taken down when dropped (also on error).
+/// The lab (taken down when dropped, also on error) and its traffic processes.
 struct Bench {
-    lab: String,
     dir: StateDir,
     traffic: Vec<Child>,
+    _lab: BenchLab,
 }
 
 impl Drop for Bench {
@@ -70,7 +125,6 @@ impl Drop for Bench {
             let _ = c.kill();
             let _ = c.wait();
         }
-        let _ = down::down_lab(&self.lab, false);
     }
 }
 
@@ -132,27 +186,19 @@ impl Bench {
     }
 }
 
-fn quantile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    let i = ((s.len() - 1) as f64 * q).round() as usize;
-    s[i.min(s.len() - 1)]
-}
-
 fn ms(v: &[f64], q: f64) -> String {
-    format!("{:.1}", 1000.0 * quantile(v, q))
+    let x = 1000.0 * quantile(v, q);
+    if x < 10.0 {
+        format!("{x:.3}")
+    } else {
+        format!("{x:.1}")
+    }
 }
 
 pub fn run_bench(args: Args) -> anyhow::Result<String> {
     if !sys::have("tc") {
         bail!("fare bench arn needs tc (and root: it builds a namespace lab)");
     }
-    let topo_path = PathBuf::from("topologies/arn-spine-leaf.yaml");
-    let topology = crate::topology::load(&topo_path)
-        .map_err(|e| anyhow::anyhow!("{e} (run from the repository root)"))?;
     let lab = format!("arnb{}", std::process::id() % 10_000);
     let options = plan::Options {
         dataplane: args.dataplane,
@@ -164,24 +210,11 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         }),
         ..plan::Options::default()
     };
-    let req = up::UpRequest {
-        topology_path: topo_path.clone(),
-        topology,
-        lab: lab.clone(),
-        options,
-        mode: crate::bandwidth::Mode::Draft,
-        max_group_size: None,
-        agents: true,
-        agent_timeout: Duration::from_secs(60),
-        converge_timeout: Duration::from_secs(60),
-        fare: up::fare_binary(),
-        progress: true,
-    };
-    up::up(&req).map_err(|e| anyhow::anyhow!("lab up: {e}"))?;
+    let bench_lab = BenchLab::up("topologies/arn-spine-leaf.yaml", lab.clone(), options)?;
     let mut b = Bench {
-        dir: StateDir::new(&lab),
-        lab: lab.clone(),
+        dir: bench_lab.dir.clone(),
         traffic: Vec::new(),
+        _lab: bench_lab,
     };
     let st = b.dir.load()?;
     let p = &st.plan;
@@ -244,14 +277,61 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
     std::thread::sleep(Duration::from_secs(2));
     let full = p.options.rate_kbit(port.gbps);
     let low = p.options.rate_kbit(port.gbps * PERCENT / 100.0);
-    let shape = |kbit: u64| sys::tc_batch(&congested.ns, &up::tbf("change", &port.interface, kbit));
+    let xdp = args.dataplane == DataplaneKind::Xdp;
+    // XDP-redirected frames skip the tbf: its virtual queue in spine1's program changes too.
+    let shape = |kbit: u64| -> anyhow::Result<()> {
+        sys::tc_batch(&congested.ns, &up::tbf("change", &port.interface, kbit))?;
+        if xdp {
+            faults::set_virtual_queue_rate(&congested.ns, &port.interface, kbit)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+        }
+        Ok(())
+    };
+    // XDP: the programs' own clocks — spine1's crossing stamp, leaf1's removal stamp.
+    let program = if xdp {
+        let ifindex = ifindex_in(&congested.ns, &port.interface)?;
+        let queues = Queues::open(
+            std::path::Path::new(crate::dataplane::xdp::pins::DEFAULT_ROOT),
+            &congested.ns,
+        )?;
+        let maps = XdpMaps::open(&ingress.ns)?;
+        let spine1 = ingress
+            .ports
+            .iter()
+            .find(|x| x.peer == CONGESTED)
+            .context("no leaf1-spine1 link")?
+            .peer_addr;
+        let targets = maps
+            .wait_targets(spine1.into(), u32::from(far.router_id), Duration::from_secs(30))
+            .or_else(|| maps.wait_targets(spine1.into(), 0, Duration::from_secs(1)))
+            .context("leaf1's program lists no member for spine1's ARNs")?;
+        Some((ifindex, queues, maps, targets))
+    } else {
+        None
+    };
 
     // Congestion, ARN.
     let (mut onset_cross, mut cross_removed, mut onset_removed) = (vec![], vec![], vec![]);
+    let (mut prog_onset_cross, mut prog_cross_removed) = (vec![], vec![]);
     let mut missed = 0;
     for i in 0..args.trials {
         let t0 = state::now();
+        let t0_ns = monotonic_ns();
         shape(low)?;
+        if let Some((ifindex, queues, maps, targets)) = &program {
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_secs(5) {
+                if let Some(removed) = maps.removed_at(targets) {
+                    let crossed = queues.get(*ifindex).map_or(0, |q| q.crossed_ns);
+                    if crossed >= t0_ns && removed >= crossed {
+                        prog_onset_cross.push((crossed - t0_ns) as f64 / 1e9);
+                        prog_cross_removed.push((removed - crossed) as f64 / 1e9);
+                    }
+                    break;
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
         let removed = b.wait_logged(
             INGRESS,
             t0,
@@ -286,6 +366,32 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         );
         std::thread::sleep(Duration::from_millis(300));
         eprintln!("bench arn: congestion trial {}/{}", i + 1, args.trials);
+    }
+
+    // Loss and delay on the congested link, same load, without ARN (spine1's agent
+    // stopped: its data plane forwards on, no ARN leaves) and with ARN.
+    let spine1_agent = st
+        .agents
+        .iter()
+        .find(|(n, _)| n == CONGESTED)
+        .map(|(_, pid)| *pid as i32)
+        .context("no agent pid for spine1")?;
+    let mut loss = Vec::new();
+    for with_arn in [false, true] {
+        if !with_arn {
+            sys::kill(spine1_agent, nix::sys::signal::Signal::SIGSTOP);
+        }
+        let before = link_counters(&congested.ns, &port.interface, program.as_ref().map(|p| (&p.1, p.0)))?;
+        shape(low)?;
+        std::thread::sleep(Duration::from_secs_f64(args.loss_seconds));
+        let after = link_counters(&congested.ns, &port.interface, program.as_ref().map(|p| (&p.1, p.0)))?;
+        shape(full)?;
+        if !with_arn {
+            sys::kill(spine1_agent, nix::sys::signal::Signal::SIGCONT);
+        }
+        loss.push((with_arn, after.minus(&before)));
+        // Let the queue drain and any ARN state end before the next phase.
+        std::thread::sleep(Duration::from_secs(2));
     }
 
     // Failure: ARN Type 3 and the BGP withdrawal from the same event.
@@ -374,10 +480,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         args.dataplane,
         args.interval_us,
         args.rate_kbit,
-        std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|l| l.split_whitespace().next().map(str::to_string))
-            .unwrap_or_default()
+        load_average()
     );
     let _ = writeln!(
         s,
@@ -414,6 +517,18 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         "BGP alone: new bandwidth -> groups re-weighted (agents restarted)",
         &degrade,
     );
+    if xdp {
+        row(
+            "congestion",
+            "XDP: onset -> threshold crossed (spine1 program's stamp)",
+            &prog_onset_cross,
+        );
+        row(
+            "congestion",
+            "XDP: threshold crossed (spine1 program) -> member out (leaf1 program)",
+            &prog_cross_removed,
+        );
+    }
     row(
         "link failure",
         "ARN Type 3: onset -> member out at leaf1",
@@ -432,5 +547,41 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         ratio(&onset_removed, &degrade),
         ratio(&fail_arn, &fail_bgp)
     );
+    if xdp {
+        let _ = writeln!(
+            s,
+            "In-program reaction (XDP): threshold crossing -> member out at leaf1, median {} ms, \
+             p99 {} ms; BGP alone / that: {:.0}x.",
+            ms(&prog_cross_removed, 0.5),
+            ms(&prog_cross_removed, 0.99),
+            ratio(&prog_cross_removed, &degrade)
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\nLoss and delay on spine1 -> leaf2 while congested to {PERCENT}% for {} s, same \
+         load; without ARN = spine1's agent stopped (its data plane forwards on, no ARN \
+         leaves):\n",
+        args.loss_seconds
+    );
+    let _ = writeln!(
+        s,
+        "| ARN | frames sent | frames dropped | dropped % | mean queueing delay ms |"
+    );
+    let _ = writeln!(s, "|---|---:|---:|---:|---:|");
+    for (with_arn, c) in &loss {
+        let offered = c.packets + c.drops;
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {:.2} | {} |",
+            if *with_arn { "with" } else { "without" },
+            c.packets,
+            c.drops,
+            100.0 * c.drops as f64 / offered.max(1) as f64,
+            c.delay_ns
+                .map(|d| format!("{:.3}", d as f64 / c.packets.max(1) as f64 / 1e6))
+                .unwrap_or_else(|| "n/a (tbf)".into())
+        );
+    }
     Ok(s)
 }

@@ -10,16 +10,14 @@
 //! (polled, so the agent's time is an upper bound by the poll period, ~10 µs). A Type 2
 //! then restores both before the next trial.
 
+use super::lab_bench::{load_average, quantile, BenchLab, XdpMaps};
+use crate::dataplane::xdp::queues::monotonic_ns;
 use crate::lab::arn::LabArn;
 use crate::lab::plan::{self, DataplaneKind, Routing, SplitMode};
-use crate::lab::state::StateDir;
-use crate::lab::{down, up};
-use anyhow::{bail, Context};
-use aya::maps::{Array, HashMap, Map, MapData};
-use fare_common::{self as fc, ArnPathKey, ArnTargets};
+use anyhow::Context;
+use fare_common as fc;
 use std::fmt::Write;
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug)]
@@ -32,42 +30,7 @@ pub struct Args {
 const SENDER: &str = "spine1";
 const INGRESS: &str = "leaf1";
 
-struct Lab(String);
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = down::down_lab(&self.0, false);
-    }
-}
-
-fn monotonic_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a valid timespec to fill.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-fn pinned(dir: &std::path::Path, name: &str) -> anyhow::Result<MapData> {
-    MapData::from_pin(dir.join(name)).with_context(|| format!("pinned map {name}"))
-}
-
-fn quantile(v: &[f64], q: f64) -> f64 {
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    s[((s.len() - 1) as f64 * q).round() as usize]
-}
-
 pub fn run_bench(args: Args) -> anyhow::Result<String> {
-    let topo_path = PathBuf::from("topologies/arn-spine-leaf.yaml");
-    let topology = crate::topology::load(&topo_path)
-        .map_err(|e| anyhow::anyhow!("{e} (run from the repository root)"))?;
-    let lab = format!("arnx{}", std::process::id() % 10_000);
     let options = plan::Options {
         dataplane: DataplaneKind::Xdp,
         routing: Routing::Static,
@@ -78,22 +41,12 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         }),
         ..plan::Options::default()
     };
-    let req = up::UpRequest {
-        topology_path: topo_path.clone(),
-        topology,
-        lab: lab.clone(),
+    let lab = BenchLab::up(
+        "topologies/arn-spine-leaf.yaml",
+        format!("arnx{}", std::process::id() % 10_000),
         options,
-        mode: crate::bandwidth::Mode::Draft,
-        max_group_size: None,
-        agents: true,
-        agent_timeout: Duration::from_secs(60),
-        converge_timeout: Duration::from_secs(60),
-        fare: up::fare_binary(),
-        progress: true,
-    };
-    up::up(&req).map_err(|e| anyhow::anyhow!("lab up: {e}"))?;
-    let _lab = Lab(lab.clone());
-    let st = StateDir::new(&lab).load()?;
+    )?;
+    let st = lab.dir.load()?;
     let sender = st.plan.node(SENDER).context("no spine1")?;
     let ingress = st.plan.node(INGRESS).context("no leaf1")?;
     let port = sender
@@ -102,32 +55,13 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         .find(|p| p.peer == INGRESS)
         .context("no spine1-leaf1 link")?
         .clone();
-    let maps = PathBuf::from(crate::dataplane::xdp::pins::DEFAULT_ROOT)
-        .join(&ingress.ns)
-        .join("maps");
-    let paths: HashMap<MapData, ArnPathKey, ArnTargets> =
-        HashMap::try_from(Map::HashMap(pinned(&maps, fc::ARN_PATHS)?))?;
-    let removed: Array<MapData, u64> =
-        Array::try_from(Map::Array(pinned(&maps, fc::ARN_REMOVED)?))?;
-    let members: Array<MapData, fc::Member> =
-        Array::try_from(Map::Array(pinned(&maps, fc::map_names::MEMBERS)?))?;
-    let key = ArnPathKey {
-        sender: crate::dataplane::xdp::arn::sender_key(port.addr.into()),
-        path_id: 0,
-    };
+    let maps = XdpMaps::open(&ingress.ns)?;
     // The agent fills the table after its first install: wait for it.
-    let start = Instant::now();
-    let member = loop {
-        if let Ok(t) = paths.get(&key, 0) {
-            if t.n > 0 {
-                break t.ids[0];
-            }
-        }
-        if start.elapsed() > Duration::from_secs(30) {
-            bail!("leaf1's program never listed a member toward spine1");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let member = maps
+        .wait_targets(port.addr.into(), 0, Duration::from_secs(30))
+        .and_then(|ids| ids.first().copied())
+        .context("leaf1's program never listed a member toward spine1")?;
+    let (removed, members) = (&maps.arn_removed, &maps.members);
 
     // The sending thread lives in spine1's namespace.
     let (tx, rx) = std::sync::mpsc::channel::<u8>();
@@ -221,10 +155,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
          (CLOCK_MONOTONIC) to the member out at leaf1: in the program = its own removal \
          timestamp (bpf_ktime, same clock); agent = the user-space receiver's map write, \
          polled. Load average at the end {}.\n",
-        std::fs::read_to_string("/proc/loadavg")
-            .ok()
-            .and_then(|l| l.split_whitespace().next().map(str::to_string))
-            .unwrap_or_default()
+        load_average()
     );
     let _ = writeln!(s, "| receiver | trials | median ms | p90 ms | p99 ms |");
     let _ = writeln!(s, "|---|---:|---:|---:|---:|");

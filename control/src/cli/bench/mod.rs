@@ -6,6 +6,7 @@
 pub mod arn;
 pub mod arn_xdp;
 pub mod elephant;
+pub mod lab_bench;
 pub mod mpson;
 pub mod results;
 pub mod sim;
