@@ -1,6 +1,8 @@
 //! ARN end to end between real `fare agent`s: the draft's spine-leaf example built by
-//! `fare lab up` (topologies/arn-spine-leaf.yaml, static groups, kernel data plane), UDP
-//! traffic from leaf1's host to leaf2's host sprayed over spine1 and spine2.
+//! `fare lab up` (topologies/arn-spine-leaf.yaml, static groups), UDP traffic from
+//! leaf1's host to leaf2's host sprayed over spine1 and spine2; once with the kernel data
+//! plane (spine1's tbf queue builds) and once with XDP (the program's virtual queue at
+//! the link rate builds: redirected frames skip the tbf).
 //!
 //! 1. `fare lab congest spine1-leaf2`: spine1's tbf queue toward leaf2 crosses the
 //!    threshold, spine1 sends Type 1 to leaf1, leaf1 takes its member via spine1 out
@@ -139,9 +141,22 @@ fn arn_moves_traffic_off_a_congested_or_failed_spine_and_back() -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") {
         return Ok(());
     }
+    arn_end_to_end("kernel")
+}
+
+#[test]
+fn arn_with_xdp_detects_congestion_in_the_program_and_moves_traffic() -> Result<()> {
+    let test = "arn_with_xdp_detects_congestion_in_the_program_and_moves_traffic";
+    if !have_root(test) || !have_tool(test, "tc") {
+        return Ok(());
+    }
+    arn_end_to_end("xdp")
+}
+
+fn arn_end_to_end(dataplane: &str) -> Result<()> {
     let fare = fare_bin()?;
     let mut lab = Lab {
-        name: format!("arn{}", std::process::id() % 100_000),
+        name: format!("arn{}{}", &dataplane[..1], std::process::id() % 100_000),
         traffic: Vec::new(),
     };
     let topo = repo_root().join("topologies/arn-spine-leaf.yaml");
@@ -154,7 +169,7 @@ fn arn_moves_traffic_off_a_congested_or_failed_spine_and_back() -> Result<()> {
         "--routing",
         "static",
         "--dataplane",
-        "kernel",
+        dataplane,
         "--arn-clear-ms",
         "200",
     ])?;
