@@ -353,6 +353,19 @@ impl AgentConfig {
         let at = |needle: &str, problem: String| {
             FileError::new(path, yamlfile::find_line(text, needle, 1), problem)
         };
+        if let DataplaneConfig::Xdp { queues, .. } = &self.dataplane {
+            for q in queues {
+                if !(q.rate_mbps.is_finite() && q.rate_mbps > 0.0) {
+                    return Err(at(
+                        &q.interface,
+                        format!(
+                            "dataplane.queues: {}: rate_mbps must be a positive number of Mbit/s",
+                            q.interface
+                        ),
+                    ));
+                }
+            }
+        }
         let mut seen = std::collections::BTreeSet::new();
         for group in &self.static_groups {
             let p = group.prefix.to_string();
@@ -596,6 +609,12 @@ dpf:
         let bad = format!("{base}dpf:\n  flows:\n    - {{color: 1, dscp: [26]}}\n    - {{color: 2, dscp: [99]}}\n");
         let e = load_text(&bad).unwrap_err().to_string();
         assert!(e.starts_with("d.yaml:8:") && e.contains("DSCP 99"), "{e}");
+        let bad_queue = good.replace(
+            "kind: xdp, interfaces: [e1]",
+            "kind: xdp, interfaces: [e1], queues: [{interface: e1, rate_mbps: 0}]",
+        );
+        let e = load_text(&bad_queue).expect_err("rate 0").to_string();
+        assert!(e.contains("rate_mbps must be a positive"), "{e}");
         let kernel = good.replace("kind: xdp, interfaces: [e1]", "kind: none");
         let e = load_text(&kernel).unwrap_err().to_string();
         assert!(e.contains("needs dataplane kind xdp"), "{e}");

@@ -162,3 +162,38 @@ impl QueueEvents {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backlog_drains_at_the_rate_and_never_below_zero() {
+        let q = EgressQueue {
+            rate_bytes_per_s: 1_000_000, // 1 byte per µs
+            backlog: 5000,
+            last_ns: 1_000_000_000,
+            ..EgressQueue::default()
+        };
+        assert_eq!(q.backlog_at(1_000_000_000), 5000);
+        assert_eq!(q.backlog_at(1_001_000_000), 4000);
+        assert_eq!(q.backlog_at(1_010_000_000), 0);
+        // A clock read before the last frame (another CPU) drains nothing.
+        assert_eq!(q.backlog_at(999_000_000), 5000);
+        // Hours later, no overflow even at 400 Gbit/s.
+        let fast = EgressQueue {
+            rate_bytes_per_s: 50_000_000_000,
+            ..q
+        };
+        assert_eq!(fast.backlog_at(u64::MAX), 0);
+    }
+
+    #[test]
+    fn spec_rate_is_mbit_to_bytes() {
+        let spec: QueueSpec =
+            serde_norway::from_str("{interface: eth1, rate_mbps: 100, limit_bytes: 625000}")
+                .expect("spec");
+        assert_eq!(spec.rate_bytes_per_s(), 12_500_000);
+        assert!(serde_norway::from_str::<QueueSpec>("{interface: eth1, rate: 1}").is_err());
+    }
+}
