@@ -65,7 +65,10 @@ fn virtual_queue_admits_up_to_its_limit_reports_one_crossing_and_drains() -> Res
             }
             let q = queues.get(ifindex).context("queue gone")?;
             eprintln!("after 40 frames: {q:?}");
-            ensure!(sent == 30 && dropped == 10, "sent {sent}, dropped {dropped}");
+            ensure!(
+                sent == 30 && dropped == 10,
+                "sent {sent}, dropped {dropped}"
+            );
             ensure!(q.packets == sent && q.drops == dropped, "{q:?}");
             ensure!(q.crossings == 1 && q.crossed_ns != 0, "{q:?}");
             // The 31st frame waits behind 30 (1800 bytes at 1000 B/s: ~1.8 s); the mean

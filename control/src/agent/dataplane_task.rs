@@ -46,6 +46,13 @@ pub enum DataplaneCommand {
         active: bool,
         reply: oneshot::Sender<Result<(), DataplaneError>>,
     },
+    /// ARN per-flow mode: flows matching `flow` avoid `interface` (or no longer do).
+    SteerFlow {
+        flow: crate::arn::codec::FlowId,
+        interface: String,
+        avoid: bool,
+        reply: oneshot::Sender<Result<bool, DataplaneError>>,
+    },
     /// DPF: install `group` with the per-color groups of its prefix.
     InstallColored {
         group: Group,
@@ -140,6 +147,22 @@ impl DataplaneHandle {
             prefix,
             index,
             active,
+            reply,
+        })
+        .await
+    }
+
+    /// ARN per-flow mode (see `Dataplane::steer_flow`).
+    pub async fn steer_flow(
+        &self,
+        flow: crate::arn::codec::FlowId,
+        interface: String,
+        avoid: bool,
+    ) -> Result<bool, HandleError> {
+        self.call(|reply| DataplaneCommand::SteerFlow {
+            flow,
+            interface,
+            avoid,
             reply,
         })
         .await
@@ -299,6 +322,20 @@ async fn run(
                     Err(e) => {
                         warn!(backend = name, %prefix, index, active, "member state failed: {e}")
                     }
+                }
+                let _ = reply.send(result);
+            }
+            DataplaneCommand::SteerFlow {
+                flow,
+                interface,
+                avoid,
+                reply,
+            } => {
+                let result = backend.steer_flow(&flow, &interface, avoid).await;
+                match &result {
+                    Ok(true) => info!(backend = name, %interface, avoid, "flow steering set"),
+                    Ok(false) => debug!(backend = name, "flow steering not available"),
+                    Err(e) => warn!(backend = name, %interface, avoid, "flow steering failed: {e}"),
                 }
                 let _ = reply.send(result);
             }

@@ -80,6 +80,16 @@ impl MemberControl for DataplaneHandle {
             .await
             .map_err(|e| ControlError(e.to_string()))
     }
+    async fn steer_flow(
+        &mut self,
+        flow: &crate::arn::codec::FlowId,
+        interface: &str,
+        avoid: bool,
+    ) -> Result<bool, ControlError> {
+        DataplaneHandle::steer_flow(self, flow.clone(), interface.to_string(), avoid)
+            .await
+            .map_err(|e| ControlError(e.to_string()))
+    }
 }
 
 /// The senders this agent accepts besides `arn.neighbors`: BGP neighbors with an interface.
@@ -129,10 +139,12 @@ pub fn resolve_notify(config: &mut ArnConfig, neighbors: &[ArnNeighbor]) {
 /// `dataplane::xdp::queues`) for the ports that have one.
 fn xdp_queue_source(config: &crate::agent::config::AgentConfig) -> Option<monitor::XdpQueueSource> {
     match &config.dataplane {
-        crate::agent::config::DataplaneConfig::Xdp { pin_name, .. } => Some(monitor::XdpQueueSource {
-            pin_root: crate::dataplane::xdp::pins::DEFAULT_ROOT.into(),
-            node: pin_name.clone().unwrap_or_else(|| config.name.clone()),
-        }),
+        crate::agent::config::DataplaneConfig::Xdp { pin_name, .. } => {
+            Some(monitor::XdpQueueSource {
+                pin_root: crate::dataplane::xdp::pins::DEFAULT_ROOT.into(),
+                node: pin_name.clone().unwrap_or_else(|| config.name.clone()),
+            })
+        }
         _ => None,
     }
 }

@@ -5,7 +5,7 @@
 //!
 //! Everything rejected is counted in [`Counters`] and otherwise ignored.
 
-use super::codec::{ArnMessage, ArnType};
+use super::codec::{ArnMessage, ArnType, FlowId};
 use super::config::{ArnConfig, ArnNeighbor, RateLimit};
 use super::transport::{self, ArnSocket, Datagram, TTL};
 use crate::dataplane::{Dataplane, GroupStatus, Member};
@@ -35,10 +35,31 @@ pub trait MemberControl: Send {
         index: usize,
         active: bool,
     ) -> Result<(), ControlError>;
+    /// ARN per-flow mode: flows matching `flow` avoid `interface` (or may use it again).
+    /// Ok(false): the data plane cannot steer single flows.
+    async fn steer_flow(
+        &mut self,
+        flow: &FlowId,
+        interface: &str,
+        avoid: bool,
+    ) -> Result<bool, ControlError> {
+        let _ = (flow, interface, avoid);
+        Ok(false)
+    }
 }
 
 #[async_trait]
 impl<T: Dataplane + ?Sized> MemberControl for T {
+    async fn steer_flow(
+        &mut self,
+        flow: &FlowId,
+        interface: &str,
+        avoid: bool,
+    ) -> Result<bool, ControlError> {
+        Dataplane::steer_flow(self, flow, interface, avoid)
+            .await
+            .map_err(|e| ControlError(e.to_string()))
+    }
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
         Dataplane::groups(self)
             .await
@@ -85,6 +106,9 @@ pub struct Counters {
     pub stale_dropped: AtomicU64,
     /// ARNs that matched no member.
     pub unmatched: AtomicU64,
+    /// Per-flow mode: flows steered off a port / released (Type 2/4 or timeout).
+    pub flows_steered: AtomicU64,
+    pub flows_released: AtomicU64,
 }
 
 /// A plain copy of [`Counters`] for display and JSON.
@@ -107,6 +131,8 @@ pub struct CountersSnapshot {
     pub refused_last_member: u64,
     pub stale_dropped: u64,
     pub unmatched: u64,
+    pub flows_steered: u64,
+    pub flows_released: u64,
 }
 
 impl Counters {
@@ -130,6 +156,8 @@ impl Counters {
             refused_last_member: g(&self.refused_last_member),
             stale_dropped: g(&self.stale_dropped),
             unmatched: g(&self.unmatched),
+            flows_steered: g(&self.flows_steered),
+            flows_released: g(&self.flows_released),
         }
     }
 }
@@ -264,6 +292,15 @@ pub struct MemberChange {
     pub sender: IpAddr,
 }
 
+/// A flow the data plane keeps off the port toward `sender` until `expires`.
+#[derive(Clone, Debug)]
+struct SteeredFlow {
+    sender: IpAddr,
+    flow: FlowId,
+    interface: String,
+    expires: Instant,
+}
+
 /// The receiver's state machine; [`run`] drives it from sockets and timers.
 pub struct Receiver {
     neighbors: Vec<Neighbor>,
@@ -272,6 +309,8 @@ pub struct Receiver {
     rate: RateLimit,
     buckets: HashMap<IpAddr, Bucket>,
     removals: BTreeMap<RemovalKey, Removal>,
+    /// Per-flow mode: flows the data plane steers off the port toward their sender.
+    steered: Vec<SteeredFlow>,
     counters: Arc<Counters>,
     /// A copy of the removals for readers outside the receiver task (management API).
     published: Arc<std::sync::RwLock<Vec<RemovedMember>>>,
@@ -305,6 +344,7 @@ impl Receiver {
             rate: config.rate_limit,
             buckets: HashMap::new(),
             removals: BTreeMap::new(),
+            steered: Vec::new(),
             counters: Arc::new(Counters::default()),
             published: Arc::default(),
         }
@@ -438,6 +478,60 @@ impl Receiver {
         out
     }
 
+    /// Per-flow mode: an ARN with a flow identifier steers only the matching flows off
+    /// the port toward the sender, when the data plane can (XDP); None = it cannot (or
+    /// this flow was not steered), the member path below handles the ARN.
+    async fn apply_flow<C: MemberControl + ?Sized>(
+        &mut self,
+        control: &mut C,
+        sender: IpAddr,
+        msg: &ArnMessage,
+        now: Instant,
+    ) -> Option<Vec<MemberChange>> {
+        let flow = msg.flow.as_ref()?;
+        let pos = self
+            .steered
+            .iter()
+            .position(|s| s.sender == sender && s.flow == *flow);
+        if !msg.kind.removes() {
+            let s = self.steered.remove(pos?);
+            if let Err(e) = control.steer_flow(&s.flow, &s.interface, false).await {
+                warn!(error = %e, "ARN: releasing a steered flow failed");
+            }
+            bump(&self.counters.flows_released);
+            info!(%sender, interface = %s.interface, %msg, "ARN: flow released");
+            return Some(Vec::new());
+        }
+        if let Some(i) = pos {
+            self.steered[i].expires = now + self.hold; // refreshed
+            return Some(Vec::new());
+        }
+        let interface = self
+            .neighbors
+            .iter()
+            .find(|n| n.address == sender)
+            .map(|n| n.interface.clone())
+            .filter(|i| !i.is_empty())?;
+        match control.steer_flow(flow, &interface, true).await {
+            Ok(true) => {
+                bump(&self.counters.flows_steered);
+                info!(%sender, %interface, %msg, "ARN: flow steered off the port toward the sender");
+                self.steered.push(SteeredFlow {
+                    sender,
+                    flow: flow.clone(),
+                    interface,
+                    expires: now + self.hold,
+                });
+                Some(Vec::new())
+            }
+            Ok(false) => None,
+            Err(e) => {
+                warn!(error = %e, "ARN: flow steering failed; removing the member instead");
+                None
+            }
+        }
+    }
+
     /// Applies one accepted ARN; returns the member changes made.
     pub async fn apply<C: MemberControl + ?Sized>(
         &mut self,
@@ -446,6 +540,9 @@ impl Receiver {
         msg: &ArnMessage,
         now: Instant,
     ) -> Vec<MemberChange> {
+        if let Some(changes) = self.apply_flow(control, sender, msg, now).await {
+            return changes;
+        }
         let groups = match control.groups().await {
             Ok(g) => g,
             Err(e) => {
@@ -540,6 +637,17 @@ impl Receiver {
         control: &mut C,
         now: Instant,
     ) -> Vec<MemberChange> {
+        let (over, kept): (Vec<SteeredFlow>, Vec<SteeredFlow>) = std::mem::take(&mut self.steered)
+            .into_iter()
+            .partition(|s| s.expires <= now);
+        self.steered = kept;
+        for s in over {
+            bump(&self.counters.flows_released);
+            info!(sender = %s.sender, interface = %s.interface, "ARN flow steering timed out: flow released");
+            if let Err(e) = control.steer_flow(&s.flow, &s.interface, false).await {
+                warn!(error = %e, "ARN: releasing a steered flow failed");
+            }
+        }
         let mut done = Vec::new();
         for (key, r) in self.removals.iter_mut() {
             r.causes.retain(|_, expires| *expires > now);
@@ -1009,5 +1117,80 @@ mod tests {
             .await;
         assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, true]);
         assert_eq!(active(&mut dp, "198.51.100.0/24").await, vec![false, true]);
+    }
+
+    /// A data plane that steers flows (like XDP) over the NullDataplane's groups.
+    struct Steering {
+        dp: NullDataplane,
+        calls: Vec<(FlowId, String, bool)>,
+    }
+
+    #[async_trait]
+    impl MemberControl for Steering {
+        async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
+            MemberControl::groups(&mut self.dp).await
+        }
+        async fn set_member_active(
+            &mut self,
+            prefix: IpNet,
+            index: usize,
+            active: bool,
+        ) -> Result<(), ControlError> {
+            MemberControl::set_member_active(&mut self.dp, prefix, index, active).await
+        }
+        async fn steer_flow(
+            &mut self,
+            flow: &FlowId,
+            interface: &str,
+            avoid: bool,
+        ) -> Result<bool, ControlError> {
+            self.calls
+                .push((flow.clone(), interface.to_string(), avoid));
+            Ok(true)
+        }
+    }
+
+    #[tokio::test]
+    async fn flow_arn_steers_only_the_flow_when_the_data_plane_can() {
+        let (mut r, dp) = setup().await;
+        let mut st = Steering { dp, calls: vec![] };
+        let flow = crate::arn::FlowId {
+            protocol: Some(17),
+            dst: Some("198.51.100.7".parse().unwrap()),
+            dst_port: Some(4791),
+            ..Default::default()
+        };
+        let m = |kind| ArnMessage {
+            kind,
+            metric: 5,
+            flow: Some(flow.clone()),
+            path_id: None,
+        };
+        let t0 = Instant::now();
+        let s1: IpAddr = S1.parse().unwrap();
+        r.apply(&mut st, s1, &m(ArnType::CongestionDetected), t0)
+            .await;
+        // Every member stays in service; the flow is steered off S1's interface.
+        assert_eq!(
+            active(&mut st.dp, "198.51.100.0/24").await,
+            vec![true, true]
+        );
+        assert_eq!(st.calls.len(), 1);
+        assert!(st.calls[0].2 && st.calls[0].0 == flow && !st.calls[0].1.is_empty());
+        // A refresh does not steer twice; Type 2 releases it.
+        r.apply(&mut st, s1, &m(ArnType::CongestionDetected), t0)
+            .await;
+        assert_eq!(st.calls.len(), 1);
+        r.apply(&mut st, s1, &m(ArnType::CongestionEliminated), t0)
+            .await;
+        assert_eq!(st.calls.len(), 2);
+        assert!(!st.calls[1].2);
+        // Without Type 2 the hold time releases it.
+        r.apply(&mut st, s1, &m(ArnType::FailureDetected), t0).await;
+        r.expire(&mut st, t0 + Duration::from_secs(3600)).await;
+        assert_eq!(st.calls.len(), 4);
+        assert!(!st.calls[3].2);
+        let c = r.counters().snapshot();
+        assert_eq!((c.flows_steered, c.flows_released), (2, 2));
     }
 }

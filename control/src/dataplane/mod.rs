@@ -153,6 +153,19 @@ pub trait Dataplane: Send {
         active: bool,
     ) -> Result<(), DataplaneError>;
 
+    /// ARN per-flow mode: flows matching `flow` avoid (`avoid`) the members that leave
+    /// through `interface`, or may use them again. Ok(false): this data plane cannot
+    /// steer single flows (the caller removes the member instead).
+    async fn steer_flow(
+        &mut self,
+        flow: &crate::arn::codec::FlowId,
+        interface: &str,
+        avoid: bool,
+    ) -> Result<bool, DataplaneError> {
+        let _ = (flow, interface, avoid);
+        Ok(false)
+    }
+
     /// DPF (see [`dpf`]): installs `group` together with the per-color groups of its
     /// prefix, make-before-break like `install`. Backends without per-color forwarding
     /// install `group` alone (every flow then uses every active path).

@@ -282,6 +282,9 @@ mod pod {
     unsafe impl aya::Pod for super::ArnNeighborRow {}
     unsafe impl aya::Pod for super::EgressQueue {}
     unsafe impl aya::Pod for super::QueueEvent {}
+    unsafe impl aya::Pod for super::FlowSteerKey {}
+    unsafe impl aya::Pod for super::FlowSteerValue {}
+    unsafe impl aya::Pod for super::SteerGroupKey {}
     unsafe impl aya::Pod for super::ArnPathKey {}
     unsafe impl aya::Pod for super::ArnTargets {}
 }
@@ -481,5 +484,63 @@ mod queue {
             let drained = us * self.rate_bytes_per_s / 1_000_000;
             self.backlog.saturating_sub(drained)
         }
+    }
+}
+
+pub use steer::*;
+
+/// ARN per-flow mode: an ARN with a flow identifier moves only the matching flows. User
+/// space (the agent's receiver) writes one FLOW_STEER entry per flow identifier: the
+/// identifier's fields under its Mask (unmasked fields zero) -> the egress port those
+/// flows must avoid. The program builds the key of a packet for every Mask in use
+/// (STEER_MASKS, at most `MAX_STEER_MASKS`, 0 ends the list); on a hit it forwards by the
+/// group's steered copy, STEER_GROUPS[(group, port)]: the same members, those through the
+/// port marked removed (so the copy is never empty: like an ARN removal, the last one
+/// carries on). Swapping the group id keeps the verifier's work as without steering.
+mod steer {
+    pub const FLOW_STEER: &str = "FLOW_STEER";
+    pub const STEER_MASKS: &str = "STEER_MASKS";
+    pub const STEER_GROUPS: &str = "STEER_GROUPS";
+
+    /// STEER_GROUPS key: a group and the port its steered copy avoids.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct SteerGroupKey {
+        pub group: u32,
+        pub ifindex: u32,
+    }
+    /// Entries of FLOW_STEER.
+    pub const MAX_FLOW_STEER: u32 = 4096;
+    /// Distinct Masks in use at once.
+    pub const MAX_STEER_MASKS: u32 = 4;
+
+    /// ARN Mask bits (draft-wh-rtgwg-adaptive-routing-arn flow identifier).
+    pub const STEER_PROTOCOL: u32 = 0x10;
+    pub const STEER_SRC: u32 = 0x08;
+    pub const STEER_DST: u32 = 0x04;
+    pub const STEER_SRC_PORT: u32 = 0x02;
+    pub const STEER_DST_PORT: u32 = 0x01;
+
+    /// FLOW_STEER key: fields not in `mask` are zero. Addresses as four words in packet
+    /// order (IPv4: word 0); ports = source << 16 | destination.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+    pub struct FlowSteerKey {
+        pub mask: u32,
+        pub family: u32,
+        pub protocol: u32,
+        pub ports: u32,
+        pub src: [u32; 4],
+        pub dst: [u32; 4],
+    }
+
+    /// FLOW_STEER value: the port to avoid, since when (bpf_ktime ns; the entry is ignored
+    /// once older than ARN_CONFIG's hold time, as member removals are).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct FlowSteerValue {
+        pub ifindex: u32,
+        pub _pad: u32,
+        pub since_ns: u64,
     }
 }

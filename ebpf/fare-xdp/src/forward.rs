@@ -71,7 +71,7 @@ struct NextHop {
 #[inline(always)]
 fn choose(ctx: &XdpContext, group: u32, flow: &FlowKey, fields: &Fields) -> Option<NextHop> {
     let colored = colored_group(ctx, group, fields);
-    let next = select(colored.unwrap_or(group), flow);
+    let next = select(crate::steer::steered_group(colored.unwrap_or(group), fields), flow);
     if next.is_some() && colored.is_some() {
         stats::count(Stat::DpfColored);
     }

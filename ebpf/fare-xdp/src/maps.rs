@@ -9,7 +9,8 @@ use fare_common::{
     ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ARN_STAT_COUNT,
     MAX_ARN_NEIGHBORS, MAX_ARN_PATHS,
     ColorSet, FlowRule, Group, Member, MemberCounters, RouteValue, MAX_EGRESS, MAX_FLOW_RULES,
-    MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, STAT_COUNT, EgressQueue, QUEUE_EVENTS_BYTES,
+    MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, STAT_COUNT, EgressQueue, QUEUE_EVENTS_BYTES, FlowSteerKey, FlowSteerValue, MAX_FLOW_STEER, SteerGroupKey,
+    MAX_STEER_MASKS,
 };
 
 #[map]
@@ -68,3 +69,13 @@ pub static QUEUES: HashMap<u32, EgressQueue> = HashMap::pinned(MAX_EGRESS, 0);
 
 #[map]
 pub static QUEUE_EVENTS: RingBuf = RingBuf::pinned(QUEUE_EVENTS_BYTES, 0);
+
+/// ARN per-flow mode (see `steer`): masked flow -> port to avoid; the Masks in use.
+#[map]
+pub static FLOW_STEER: HashMap<FlowSteerKey, FlowSteerValue> = HashMap::pinned(MAX_FLOW_STEER, 0);
+
+#[map]
+pub static STEER_MASKS: Array<u32> = Array::pinned(MAX_STEER_MASKS, 0);
+
+#[map]
+pub static STEER_GROUPS: HashMap<SteerGroupKey, u32> = HashMap::pinned(MAX_FLOW_STEER, 0);

@@ -70,22 +70,34 @@ impl LinkCounters {
         LinkCounters {
             packets: self.packets.saturating_sub(o.packets),
             drops: self.drops.saturating_sub(o.drops),
-            delay_ns: self.delay_ns.zip(o.delay_ns).map(|(a, b)| a.saturating_sub(b)),
+            delay_ns: self
+                .delay_ns
+                .zip(o.delay_ns)
+                .map(|(a, b)| a.saturating_sub(b)),
         }
     }
 }
 
 /// The port's counters: the XDP program's virtual queue when given, else the tbf's.
-fn link_counters(ns: &str, ifname: &str, vq: Option<(&Queues, u32)>) -> anyhow::Result<LinkCounters> {
+fn link_counters(
+    ns: &str,
+    ifname: &str,
+    vq: Option<(&Queues, u32)>,
+) -> anyhow::Result<LinkCounters> {
     if let Some((queues, ifindex)) = vq {
-        let q = queues.get(ifindex).context("no virtual queue on the congested port")?;
+        let q = queues
+            .get(ifindex)
+            .context("no virtual queue on the congested port")?;
         return Ok(LinkCounters {
             packets: q.packets,
             drops: q.drops,
             delay_ns: Some(q.delay_ns),
         });
     }
-    let out = sys::run("tc", &["-n", ns, "-s", "-j", "qdisc", "show", "dev", ifname])?;
+    let out = sys::run(
+        "tc",
+        &["-n", ns, "-s", "-j", "qdisc", "show", "dev", ifname],
+    )?;
     let v: serde_json::Value = serde_json::from_str(&out)?;
     let root = v
         .as_array()
@@ -302,7 +314,11 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
             .context("no leaf1-spine1 link")?
             .peer_addr;
         let targets = maps
-            .wait_targets(spine1.into(), u32::from(far.router_id), Duration::from_secs(30))
+            .wait_targets(
+                spine1.into(),
+                u32::from(far.router_id),
+                Duration::from_secs(30),
+            )
             .or_else(|| maps.wait_targets(spine1.into(), 0, Duration::from_secs(1)))
             .context("leaf1's program lists no member for spine1's ARNs")?;
         Some((ifindex, queues, maps, targets))
@@ -381,10 +397,18 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         if !with_arn {
             sys::kill(spine1_agent, nix::sys::signal::Signal::SIGSTOP);
         }
-        let before = link_counters(&congested.ns, &port.interface, program.as_ref().map(|p| (&p.1, p.0)))?;
+        let before = link_counters(
+            &congested.ns,
+            &port.interface,
+            program.as_ref().map(|p| (&p.1, p.0)),
+        )?;
         shape(low)?;
         std::thread::sleep(Duration::from_secs_f64(args.loss_seconds));
-        let after = link_counters(&congested.ns, &port.interface, program.as_ref().map(|p| (&p.1, p.0)))?;
+        let after = link_counters(
+            &congested.ns,
+            &port.interface,
+            program.as_ref().map(|p| (&p.1, p.0)),
+        )?;
         shape(full)?;
         if !with_arn {
             sys::kill(spine1_agent, nix::sys::signal::Signal::SIGCONT);

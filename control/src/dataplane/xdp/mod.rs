@@ -25,6 +25,7 @@ pub mod netdev;
 mod object;
 pub mod pins;
 pub mod queues;
+pub mod steer;
 pub mod testrun;
 
 use crate::dataplane::{
@@ -131,6 +132,7 @@ pub struct XdpDataplane {
     color_sets: Array<MapData, fc::ColorSet>,
     flow_rules: Array<MapData, fc::FlowRule>,
     arn: arn::ArnMaps,
+    steer: steer::SteerMaps,
     installed: BTreeMap<IpNet, Installed>,
     ids: GroupIds,
     generation: u32,
@@ -194,6 +196,7 @@ impl XdpDataplane {
             color_sets: take_map(&mut ebpf, map_names::COLOR_SETS)?,
             flow_rules: take_map(&mut ebpf, map_names::FLOW_RULES)?,
             arn: arn::ArnMaps::take(&mut ebpf)?,
+            steer: steer::SteerMaps::take(&mut ebpf)?.0,
             ebpf,
             pins,
             links,
@@ -487,6 +490,106 @@ impl XdpDataplane {
         r.map_err(|e| err(format!("route {prefix}: {e}")))
     }
 
+    fn member_states(&self, gid: u32, n: usize) -> Result<Vec<u32>, DataplaneError> {
+        (0..n).map(|i| Ok(self.member_row(gid, i)?.state)).collect()
+    }
+
+    /// Rewrites the member states of `gid`'s steered copies after a member of it changed.
+    fn refresh_copies_of(&mut self, gid: u32) -> Result<(), DataplaneError> {
+        let copies: Vec<(u32, u32)> = self
+            .steer
+            .copies
+            .iter()
+            .filter(|((g, _), _)| *g == gid)
+            .map(|((_, port), copy)| (*port, *copy))
+            .collect();
+        if copies.is_empty() {
+            return Ok(());
+        }
+        let Some(n) = self
+            .installed
+            .values()
+            .find(|i| i.gid == gid)
+            .map(|i| i.encoded.members.len())
+        else {
+            return Ok(());
+        };
+        let states = self.member_states(gid, n)?;
+        for (port, copy) in copies {
+            let rows = (0..n)
+                .map(|i| self.member_row(copy, i))
+                .collect::<Result<Vec<_>, _>>()?;
+            let ifindexes: Vec<u32> = rows.iter().map(|r| r.ifindex).collect();
+            for (i, (mut row, s)) in rows
+                .into_iter()
+                .zip(steer::copy_states(&states, &ifindexes, port))
+                .enumerate()
+            {
+                row.state = s;
+                let id = member_id(copy, i as u32);
+                self.member_rows
+                    .set(id, row, 0)
+                    .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes STEER_GROUPS hold a steered copy of every installed group for every port a
+    /// steered flow avoids (plus `extra`), and drops the rest.
+    async fn sync_steered_copies(&mut self, extra: Option<u32>) -> Result<(), DataplaneError> {
+        let mut ports = self.steer.ports();
+        ports.extend(extra);
+        if ports.is_empty() && self.steer.copies.is_empty() {
+            return Ok(());
+        }
+        let mut wanted = Vec::new();
+        for inst in self.installed.values() {
+            for &port in &ports {
+                if let Some(copy) = steer::steered_copy(&inst.encoded, port) {
+                    wanted.push((inst.gid, port, copy));
+                }
+            }
+        }
+        for (gid, port, mut copy) in wanted.clone() {
+            if self.steer.copies.contains_key(&(gid, port)) {
+                continue;
+            }
+            let Some((cgid, wait)) = self.ids.take() else {
+                return Err(err("all group ids in use: no steered copy"));
+            };
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            // Members switched off in the group stay off in the copy.
+            let states = self.member_states(gid, copy.members.len())?;
+            let ifindexes: Vec<u32> = copy.members.iter().map(|m| m.ifindex).collect();
+            for (m, s) in copy
+                .members
+                .iter_mut()
+                .zip(steer::copy_states(&states, &ifindexes, port))
+            {
+                m.state = s;
+            }
+            self.arn.clear_group(cgid);
+            self.write_group(cgid, &mut copy, None)?;
+            self.steer.set_copy(gid, port, cgid)?;
+        }
+        let stale: Vec<(u32, u32)> = self
+            .steer
+            .copies
+            .keys()
+            .filter(|(g, p)| !wanted.iter().any(|(wg, wp, _)| wg == g && wp == p))
+            .copied()
+            .collect();
+        for (gid, port) in stale {
+            if let Some(copy) = self.steer.drop_copy(gid, port) {
+                self.ids.release(copy);
+            }
+        }
+        Ok(())
+    }
+
     /// Rewrites the program's (sender, Path ID) -> members table for the installed groups.
     fn sync_arn(&mut self) {
         let groups = self.installed.values().map(|i| (i.gid, &i.group));
@@ -519,7 +622,8 @@ impl Drop for XdpDataplane {
 /// Writes the configured egress virtual queues (their state starts empty) and removes
 /// queues of ports no longer configured.
 fn configure_queues(opts: &XdpOptions) -> Result<(), DataplaneError> {
-    let mut q = queues::Queues::open(&opts.pin_root, &opts.node).map_err(|e| err(format!("{e:#}")))?;
+    let mut q =
+        queues::Queues::open(&opts.pin_root, &opts.node).map_err(|e| err(format!("{e:#}")))?;
     let mut wanted = Vec::new();
     for spec in &opts.queues {
         let ifindex = netdev::ifindex(&spec.interface)
@@ -695,7 +799,7 @@ impl Dataplane for XdpDataplane {
             },
         );
         self.sync_arn();
-        Ok(())
+        self.sync_steered_copies(None).await
     }
 
     async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
@@ -724,7 +828,7 @@ impl Dataplane for XdpDataplane {
             self.ids.release(c.gid);
         }
         self.sync_arn();
-        Ok(())
+        self.sync_steered_copies(None).await
     }
 
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
@@ -798,6 +902,31 @@ impl Dataplane for XdpDataplane {
         let id = member_id(gid, index as u32);
         self.member_rows
             .set(id, row, 0)
-            .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))
+            .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
+        self.refresh_copies_of(gid)
+    }
+
+    async fn steer_flow(
+        &mut self,
+        flow: &crate::arn::codec::FlowId,
+        interface: &str,
+        avoid: bool,
+    ) -> Result<bool, DataplaneError> {
+        let key = steer::key_of(flow);
+        if !avoid {
+            if self.steer.remove(&key) {
+                self.sync_steered_copies(None).await?;
+            }
+            return Ok(true);
+        }
+        let port = netdev::ifindex(interface).map_err(|e| err(format!("{interface}: {e}")))?;
+        // The copies first, then the flow entry that sends packets to them.
+        self.sync_steered_copies(Some(port)).await?;
+        if !self.steer.add(key, port)? {
+            self.sync_steered_copies(None).await?;
+            return Ok(false);
+        }
+        tracing::info!(%interface, flows = self.steer.steered.len(), copies = self.steer.copies.len(), "xdp: flow steered off a port (ARN per-flow mode)");
+        Ok(true)
     }
 }

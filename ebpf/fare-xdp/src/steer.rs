@@ -1,0 +1,59 @@
+//! ARN per-flow mode (see `fare_common::FlowSteerKey`): the egress port a packet's flow
+//! must avoid because an ARN with a matching flow identifier said so. Costs one array
+//! read per packet while no flow is steered.
+
+use fare_common::{
+    FlowSteerKey, SteerGroupKey, STEER_DST, STEER_DST_PORT, STEER_PROTOCOL, STEER_SRC,
+    STEER_SRC_PORT,
+};
+
+use crate::classify::Fields;
+use crate::maps::{FLOW_STEER, STEER_GROUPS, STEER_MASKS};
+
+/// The group to forward by: `group`'s steered copy when the packet's flow must avoid a
+/// port and the copy exists, else `group`.
+///
+/// A BPF-to-BPF call, not inlined: its stack (the keys it tries) is gone when it
+/// returns, so the verifier walks the forwarding loop after it with one more state (an
+/// unknown group id), not once per path through the lookups.
+#[inline(always)]
+pub fn steered_group(group: u32, f: &Fields) -> u32 {
+    let port = avoided_port(f);
+    if port == 0 {
+        return group;
+    }
+    let key = SteerGroupKey {
+        group,
+        ifindex: port,
+    };
+    // SAFETY: a plain value, copied at once.
+    match unsafe { STEER_GROUPS.get(&key) } {
+        Some(copy) => *copy,
+        None => group,
+    }
+}
+
+/// The ifindex this packet's flow must not leave through; 0 = none.
+#[inline(always)]
+fn avoided_port(f: &Fields) -> u32 {
+    let Some(&mask) = STEER_MASKS.get(0) else {
+        return 0;
+    };
+    if mask == 0 {
+        return 0;
+    }
+    let key = FlowSteerKey {
+        mask,
+        family: f.family as u32,
+        protocol: if mask & STEER_PROTOCOL != 0 { f.protocol as u32 } else { 0 },
+        ports: (if mask & STEER_SRC_PORT != 0 { f.ports & 0xffff_0000 } else { 0 })
+            | (if mask & STEER_DST_PORT != 0 { f.ports & 0xffff } else { 0 }),
+        src: if mask & STEER_SRC != 0 { f.src } else { [0; 4] },
+        dst: if mask & STEER_DST != 0 { f.dst } else { [0; 4] },
+    };
+    // SAFETY: the value is read at once (a concurrent delete only makes it stale).
+    match unsafe { FLOW_STEER.get(&key) } {
+        Some(v) => v.ifindex,
+        None => 0,
+    }
+}
