@@ -49,6 +49,11 @@ fn sender_group(lab: &Lab) -> Result<Vec<(String, u64)>> {
 /// Runs traffic SRC -> DST; returns (sent, received, Mbit/s over plane 1, over plane 2)
 /// measured on the sender's two uplinks.
 fn traffic(lab: &Lab) -> Result<(f64, f64, f64, f64)> {
+    traffic_flows(lab, 256)
+}
+
+fn traffic_flows(lab: &Lab, flows: usize) -> Result<(f64, f64, f64, f64)> {
+    let flows = flows.to_string();
     // Per-flow hashing: 256 flows keep the split within a few percent of the weights.
     let r = lab.json(
         "traffic",
@@ -58,7 +63,7 @@ fn traffic(lab: &Lab) -> Result<(f64, f64, f64, f64)> {
             "--to",
             DST,
             "--flows",
-            "256",
+            &flows,
             "--rate-mbit",
             "40",
             "--duration",
@@ -148,5 +153,55 @@ fn rnic_traffic_splits_over_planes_and_follows_plane_changes() -> Result<()> {
         sent - received
     );
     ensure!(p1 < 0.5, "{p1:.1} Mbit/s still on plane 1");
+    lab.down()
+}
+
+/// Per-packet mode (XDP data plane, `--split spray`): the RNIC's TC egress program sprays
+/// ONE flow over both planes by weight; degrading plane 2 makes it 2:1.
+#[test]
+fn rnic_sprays_one_flow_over_planes_by_weight() -> Result<()> {
+    let test = "rnic_sprays_one_flow_over_planes_by_weight";
+    if !have_root(test) || !have_tool(test, "tc") {
+        return Ok(());
+    }
+    let name = format!("ms{}", std::process::id() % 100_000);
+    let (lab, up) = Lab::up(
+        "topologies/mpson-multiplane.yaml",
+        &name,
+        &["--no-arn", "--dataplane", "xdp", "--split", "spray"],
+    )?;
+    ensure!(
+        up.status.success(),
+        "lab up: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let (sent, received, p1, p2) = traffic_flows(&lab, 1)?;
+    eprintln!("{test}: one flow, equal planes: sent {sent}, received {received}, plane1 {p1:.2} Mbit/s, plane2 {p2:.2}");
+    ensure!(
+        received >= 0.99 * sent,
+        "lost {} of {sent}",
+        sent - received
+    );
+    ensure!(
+        (0.9..1.11).contains(&(p1 / p2.max(0.01))),
+        "one flow split {p1:.2}:{p2:.2}, not 1:1 per packet"
+    );
+    lab.json("degrade", &[&format!("L1@Plane2-{DST}=100")])?;
+    let g = sender_group(&lab)?;
+    ensure!(
+        g.len() == 2 && g[0].1 == 2 * g[1].1,
+        "after degrading plane 2, sender's weights are {g:?}, not 2:1"
+    );
+    let (sent, received, p1, p2) = traffic_flows(&lab, 1)?;
+    eprintln!("{test}: one flow, plane 2 degraded: sent {sent}, received {received}, plane1 {p1:.2} Mbit/s, plane2 {p2:.2}");
+    ensure!(
+        received >= 0.99 * sent,
+        "lost {} of {sent}",
+        sent - received
+    );
+    ensure!(
+        (1.8..2.22).contains(&(p1 / p2.max(0.01))),
+        "one flow split {p1:.2}:{p2:.2}, not 2:1 per packet"
+    );
     lab.down()
 }

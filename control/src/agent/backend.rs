@@ -20,17 +20,27 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
             interfaces,
             pin_name,
             queues,
+            egress_spray,
         } => {
             // Pins live under /sys/fs/bpf/fare/<pin name, else name>: a restarted agent
             // with the same one re-attaches to them without a forwarding gap.
             let pins = pin_name.clone().unwrap_or_else(|| config.name.clone());
             let mut options = XdpOptions::new(pins, interfaces.clone());
             options.queues = queues.clone();
+            options.egress_spray = egress_spray.clone();
             options.arn = config.arn.as_ref().map(|arn| {
                 let bgp = crate::arn::agent::bgp_neighbors_of(config);
                 crate::dataplane::xdp::arn::ArnFastPath::from_config(arn, &bgp)
             });
-            Ok(Box::new(XdpDataplane::open(&options)?))
+            let xdp: Box<dyn Dataplane> = Box::new(XdpDataplane::open(&options)?);
+            if egress_spray.is_empty() {
+                return Ok(xdp);
+            }
+            // The host's own packets need kernel routes to reach a sprayed egress.
+            let kernel = KernelDataplane::open(interfaces).await?;
+            Ok(Box::new(
+                crate::dataplane::host_routes::WithHostRoutes::new(xdp, kernel),
+            ))
         }
         DataplaneConfig::P4runtime(p4) => Ok(Box::new(
             crate::dataplane::p4rt::P4RuntimeDataplane::open(p4).await?,

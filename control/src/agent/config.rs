@@ -217,6 +217,10 @@ pub enum DataplaneConfig {
         /// limit and queue (for ARN congestion detection) are kept in the program.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         queues: Vec<crate::dataplane::xdp::queues::QueueSpec>,
+        /// Interfaces whose egress sprays this host's own packets per packet over the
+        /// members of their destination's spray-mode group (TC program; RNIC planes).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        egress_spray: Vec<String>,
     },
     /// Linux weighted nexthop groups (flow hashing only): the baseline.
     Kernel {
@@ -537,6 +541,7 @@ static:
                 interfaces: vec!["eth1".into(), "eth2".into()],
                 pin_name: None,
                 queues: vec![],
+                egress_spray: vec![],
             }
         );
     }

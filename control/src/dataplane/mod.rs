@@ -10,6 +10,7 @@
 //! - A group never reaches the data plane with zero active members (see `remove`).
 
 pub mod dpf;
+pub mod host_routes;
 pub mod kernel;
 pub mod mac;
 pub mod p4rt;

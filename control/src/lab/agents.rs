@@ -70,7 +70,16 @@ pub fn config_yaml(
                            "limit_bytes": super::up::tbf_limit_bytes(kbit)})
                 })
                 .collect();
-            json!({"kind": "xdp", "interfaces": interfaces, "pin_name": node.ns, "queues": queues})
+            let mut dp = json!({"kind": "xdp", "interfaces": interfaces, "pin_name": node.ns, "queues": queues});
+            // An RNIC's own traffic: per packet over its planes in spray mode (TC egress).
+            if node.role == "rnic" && o.split == SplitMode::Spray {
+                dp["egress_spray"] = json!(node
+                    .ports
+                    .iter()
+                    .map(|p| p.interface.clone())
+                    .collect::<Vec<_>>());
+            }
+            dp
         }
         DataplaneKind::Kernel => json!({"kind": "kernel", "interfaces": interfaces}),
         DataplaneKind::None => json!({"kind": "none"}),

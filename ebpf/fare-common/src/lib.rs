@@ -47,6 +47,11 @@ pub mod map_names {
 pub const PROGRAM_NAME: &str = "fare_xdp";
 /// The benchmark traffic generator in the same object (redirects to `GEN_TX[0]`).
 pub const GENERATOR_NAME: &str = "fare_gen";
+/// TC egress program: per-packet spraying of the host's own traffic over its members.
+pub const TC_SPRAY_NAME: &str = "fare_tc_spray";
+/// skb mark bit the TC spray program sets on a packet it placed (so that the egress hook
+/// of the interface it was redirected to lets it pass); docs/CODEPOINTS.md.
+pub const SPRAYED_MARK: u32 = 0x0400_0000;
 pub const GENERATOR_MAP: &str = "GEN_TX";
 pub const GENERATOR_TEMPLATE: &str = "GEN_TEMPLATE";
 /// The benchmark sink program (counts in `SINK_RX[0]` and drops).

@@ -57,11 +57,11 @@ pub fn ipv6(ctx: &XdpContext, ip: &Ipv6) -> Result<u32, Malformed> {
 }
 
 /// The member a packet goes to.
-struct NextHop {
-    member_id: u32,
-    ifindex: u32,
-    src_mac: [u8; 6],
-    dst_mac: [u8; 6],
+pub struct NextHop {
+    pub member_id: u32,
+    pub ifindex: u32,
+    pub src_mac: [u8; 6],
+    pub dst_mac: [u8; 6],
 }
 
 /// The member for a packet of a route whose group is `group`. A route with per-color
@@ -104,7 +104,7 @@ fn colored_group(ctx: &XdpContext, group: u32, fields: &Fields) -> Option<u32> {
 /// Picks the slot (spray: the per-CPU cursor; flow: the hash), then walks forward past
 /// members that are out of service. None when the group is empty or all are out.
 #[inline(always)]
-fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
+pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
     let g = GROUPS.get(group)?;
     let n = g.n_slots as u32;
     if n == 0 || n > MAX_SLOTS as u32 {

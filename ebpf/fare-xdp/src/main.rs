@@ -7,7 +7,7 @@
 //!
 //! Layout: `maps` (all maps), `consts` (protocol numbers), `packet` (bounds-checked
 //! access), one parser per protocol (`eth`, `ipv4`, `ipv6`), `flow` (5-tuple hash),
-//! `classify` (DPF flow -> color), `arn` (ARN reception), `queue` (egress virtual queues), `steer` (ARN per-flow mode), `forward` (group -> member -> rewrite -> redirect; a
+//! `classify` (DPF flow -> color), `arn` (ARN reception), `queue` (egress virtual queues), `steer` (ARN per-flow mode), `tc_spray` (TC egress: per-packet spraying of the host's own traffic), `forward` (group -> member -> rewrite -> redirect; a
 //! route's per-color groups), `stats` (counters).
 #![no_std]
 #![no_main]
@@ -25,6 +25,7 @@ mod maps;
 mod packet;
 mod queue;
 mod steer;
+mod tc_spray;
 mod stats;
 
 use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};

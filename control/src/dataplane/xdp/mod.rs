@@ -35,8 +35,9 @@ use async_trait::async_trait;
 use aya::maps::lpm_trie::{Key, LpmTrie};
 use aya::maps::{Array, DevMapHash, MapData, PerCpuArray, PerCpuValues};
 use aya::programs::links::{FdLink, PinnedLink};
+use aya::programs::tc::SchedClassifierLink;
 use aya::programs::xdp::XdpLink;
-use aya::programs::{Xdp, XdpMode};
+use aya::programs::{SchedClassifier, TcAttachType, Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use encode::{Egress, Encoded};
 use fare_common::{self as fc, map_names, member_id, MemberCounters, RouteValue, Stat};
@@ -74,6 +75,9 @@ pub struct XdpOptions {
     pub arn: Option<arn::ArnFastPath>,
     /// Egress virtual queues (rate, tail-drop limit) per port.
     pub queues: Vec<queues::QueueSpec>,
+    /// Interfaces whose egress gets the TC spray program: this host's own packets to a
+    /// destination with a spray-mode group go out per packet by weight over its members.
+    pub egress_spray: Vec<String>,
 }
 
 impl XdpOptions {
@@ -84,6 +88,7 @@ impl XdpOptions {
             pin_root: PathBuf::from(pins::DEFAULT_ROOT),
             arn: None,
             queues: Vec::new(),
+            egress_spray: Vec::new(),
         }
     }
 }
@@ -182,6 +187,19 @@ impl XdpDataplane {
         for ifname in &opts.interfaces {
             let link = attach(program, &pins, ifname)?;
             links.push((ifname.clone(), link));
+        }
+        if !opts.egress_spray.is_empty() {
+            let tc: &mut SchedClassifier = ebpf
+                .program_mut(fc::TC_SPRAY_NAME)
+                .ok_or_else(|| err("program fare_tc_spray missing from the object"))?
+                .try_into()
+                .map_err(|e| err(format!("program fare_tc_spray: {e}")))?;
+            tc.load()
+                .map_err(|e| err(format!("the kernel refused the TC spray program: {e:?}")))?;
+            for ifname in &opts.egress_spray {
+                let link = attach_tc_egress(tc, &pins, ifname)?;
+                links.push((format!("tc-{ifname}"), link));
+            }
         }
         let ncpus = aya::util::nr_cpus().map_err(|(what, e)| err(format!("{what}: {e}")))?;
         let mut dp = XdpDataplane {
@@ -688,6 +706,50 @@ fn attach(program: &mut Xdp, pins: &PinDir, ifname: &str) -> Result<FdLink, Data
     let pinned = link
         .pin(&path)
         .map_err(|e| err(format!("pinning {}: {e}", path.display())))?;
+    Ok(FdLink::from(pinned))
+}
+
+/// Attaches the TC spray program to `ifname`'s egress (TCX link, pinned as
+/// `links/tc-<ifname>`), replacing the program in an existing pinned link atomically.
+fn attach_tc_egress(
+    program: &mut SchedClassifier,
+    pins: &PinDir,
+    ifname: &str,
+) -> Result<FdLink, DataplaneError> {
+    let path = pins.link(&format!("tc-{ifname}"));
+    if path.exists() {
+        let replaced = PinnedLink::from_pin(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|p| SchedClassifierLink::try_from(FdLink::from(p)).map_err(|e| e.to_string()))
+            .and_then(|link| program.attach_to_link(link).map_err(|e| e.to_string()))
+            .and_then(|id| program.take_link(id).map_err(|e| e.to_string()))
+            .and_then(|link| FdLink::try_from(link).map_err(|e| e.to_string()));
+        match replaced {
+            Ok(link) => return Ok(link),
+            Err(e) => {
+                tracing::warn!(
+                    interface = ifname,
+                    "xdp: pinned TC link unusable ({e}), attaching anew"
+                );
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    let id = program
+        .attach(ifname, TcAttachType::Egress)
+        .map_err(|e| err(format!("TC egress on {ifname}: {e}")))?;
+    let link = program
+        .take_link(id)
+        .map_err(|e| err(format!("TC egress on {ifname}: {e}")))?;
+    let link = FdLink::try_from(link).map_err(|e| {
+        err(format!(
+            "TC egress on {ifname}: no TCX link (kernel before 6.6 cannot pin it): {e}"
+        ))
+    })?;
+    let pinned = link
+        .pin(&path)
+        .map_err(|e| err(format!("pinning {}: {e}", path.display())))?;
+    tracing::info!(interface = ifname, "xdp: TC spray program on egress");
     Ok(FdLink::from(pinned))
 }
 
