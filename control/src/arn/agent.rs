@@ -250,6 +250,7 @@ mod tests {
         let mut c = ArnConfig {
             monitor: Some(MonitorConfig {
                 interval_us: 100,
+                realtime_priority: 0,
                 interfaces: vec![
                     MonitoredInterface {
                         interface: "s1-l2".into(),

@@ -152,11 +152,20 @@ impl Default for RateLimit {
 pub struct MonitorConfig {
     #[serde(default = "default_interval_us")]
     pub interval_us: u64,
+    /// Run the monitor thread under SCHED_FIFO (priority `realtime_priority`, 0 = normal
+    /// scheduling): on a busy host a normal thread waits for a CPU before it can send the
+    /// ARN. It sleeps between samples, so it never holds a CPU for long.
+    #[serde(default = "default_realtime_priority")]
+    pub realtime_priority: u8,
     pub interfaces: Vec<MonitoredInterface>,
 }
 
 fn default_interval_us() -> u64 {
     1000
+}
+
+fn default_realtime_priority() -> u8 {
+    10
 }
 
 impl MonitorConfig {

@@ -518,6 +518,7 @@ pub fn spawn(
     std::thread::Builder::new()
         .name("arn-monitor".into())
         .spawn(move || {
+            realtime(config.realtime_priority);
             let interval = config.interval();
             let link_every = (1_000u64 / interval.as_micros().max(1) as u64).max(1);
             let start = Instant::now();
@@ -687,6 +688,24 @@ pub fn spawn(
                 }
             }
         })
+}
+
+/// SCHED_FIFO at `priority` for the calling thread (0: leave it alone); without the
+/// privilege it stays a normal thread (logged).
+fn realtime(priority: u8) {
+    if priority == 0 {
+        return;
+    }
+    let param = libc::sched_param {
+        sched_priority: i32::from(priority.min(99)),
+    };
+    // SAFETY: a valid sched_param for this thread (pid 0).
+    let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    if rc == 0 {
+        debug!(priority, "ARN monitor thread runs under SCHED_FIFO");
+    } else {
+        info!(error = %io::Error::last_os_error(), "ARN monitor thread keeps normal scheduling");
+    }
 }
 
 fn is_zero(v: &u64) -> bool {

@@ -247,6 +247,7 @@ fn monitor(args: MonitorArgs) -> Result<()> {
     }
     let config = MonitorConfig {
         interval_us: args.interval_us,
+        realtime_priority: 0,
         interfaces: args
             .interfaces
             .iter()
