@@ -42,8 +42,21 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
                 crate::dataplane::host_routes::WithHostRoutes::new(xdp, kernel),
             ))
         }
-        DataplaneConfig::P4runtime(p4) => Ok(Box::new(
-            crate::dataplane::p4rt::P4RuntimeDataplane::open(p4).await?,
-        )),
+        DataplaneConfig::P4runtime(p4) => {
+            let mut dp = crate::dataplane::p4rt::P4RuntimeDataplane::open(p4).await?;
+            if let Some(arn) = &config.arn {
+                use crate::dataplane::p4rt::arn_setup;
+                let bgp = crate::arn::agent::bgp_neighbors_of(config);
+                let setup = arn_setup::plan(arn, &bgp, &p4.ports);
+                let written = arn_setup::apply(&mut dp, &setup).await;
+                tracing::info!(
+                    written,
+                    paths = setup.paths.len(),
+                    monitors = setup.monitors.len(),
+                    "p4: ARN tables programmed from the arn: block"
+                );
+            }
+            Ok(Box::new(dp))
+        }
     }
 }

@@ -7,7 +7,9 @@
 //! - `program`: fare.p4's objects resolved by name, and builders of every entity written.
 //! - `dpf`: the DPF part of them (flow rules, per-color groups, fallback).
 //! - `backend`: the `Dataplane` implementation (make-before-break groups, reconcile).
+//! - `arn_setup`: the agent's `arn:` block written into the pipeline's ARN tables.
 
+pub mod arn_setup;
 pub mod backend;
 pub mod client;
 pub mod dpf;
