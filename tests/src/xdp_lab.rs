@@ -185,6 +185,33 @@ impl XdpLab {
     }
 }
 
+impl XdpLab {
+    /// Runs `f` in the router namespace with a data plane opened there (options from
+    /// `configure`) and a current-thread runtime; the data plane is destroyed afterwards,
+    /// also when `f` fails.
+    pub fn with_dataplane(
+        &self,
+        configure: impl FnOnce(&mut fare::dataplane::xdp::XdpOptions) + Send + 'static,
+        f: impl FnOnce(&tokio::runtime::Runtime, &mut fare::dataplane::xdp::XdpDataplane) -> Result<()>
+            + Send
+            + 'static,
+    ) -> Result<()> {
+        let node = self.node.clone();
+        crate::inns::run(&self.router.name, move || -> Result<()> {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let _enter = rt.enter();
+            let mut opts = fare::dataplane::xdp::XdpOptions::new(node, vec![]);
+            configure(&mut opts);
+            let mut dp = fare::dataplane::xdp::XdpDataplane::open(&opts)?;
+            let result = f(&rt, &mut dp);
+            dp.destroy()?;
+            result
+        })
+    }
+}
+
 impl Drop for XdpLab {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(self.pin_dir());

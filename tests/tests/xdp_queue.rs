@@ -5,11 +5,11 @@
 
 use anyhow::{ensure, Context, Result};
 use fare::dataplane::xdp::queues::{QueueEvents, QueueSpec, Queues};
-use fare::dataplane::xdp::{TestRunOptions, XdpDataplane, XdpOptions};
+use fare::dataplane::xdp::{TestRunOptions, XdpOptions};
 use fare::dataplane::{Dataplane, GroupMode};
 use fare_integration::packets::udp4_frame;
 use fare_integration::xdp_lab::{group, have_xdp, XdpLab, ROUTER_MAC};
-use fare_integration::{have_root, have_tool, inns};
+use fare_integration::{have_root, have_tool};
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::Duration;
@@ -26,23 +26,19 @@ fn virtual_queue_admits_up_to_its_limit_reports_one_crossing_and_drains() -> Res
     }
     let lab = XdpLab::new("vq")?;
     let node = lab.node.clone();
-    inns::run(&lab.router.name, move || -> Result<()> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let _enter = rt.enter();
-        let mut opts = XdpOptions::new(node.clone(), vec![]);
+    let configure = |opts: &mut XdpOptions| {
         opts.queues = vec![QueueSpec {
             interface: "e1".into(),
             rate_mbps: 0.008, // 1000 bytes/s: nothing drains during the test
             limit_bytes: 1800,
         }];
-        let mut dp = XdpDataplane::open(&opts)?;
-        let result = (|| -> Result<()> {
+    };
+    lab.with_dataplane(configure, move |rt, dp| {
+        {
             rt.block_on(dp.install(&group("198.18.0.0/16", &[1], GroupMode::Spray)?))?;
-            let root = opts.pin_root.clone();
-            let mut queues = Queues::open(&root, &node)?;
-            let mut events = QueueEvents::open(Path::new(&root), &node)?;
+            let root = Path::new(fare::dataplane::xdp::pins::DEFAULT_ROOT);
+            let mut queues = Queues::open(root, &node)?;
+            let mut events = QueueEvents::open(root, &node)?;
             let ifindex = fare::dataplane::xdp::netdev::ifindex("e1")?;
             ensure!(queues.set_thresholds(ifindex, 1200, 300)?, "no queue on e1");
             let frame = udp4_frame(
@@ -93,8 +89,6 @@ fn virtual_queue_admits_up_to_its_limit_reports_one_crossing_and_drains() -> Res
             ensure!(q.crossings == 1 && q.backlog == FRAME, "{q:?}");
             ensure!(events.wait(Duration::from_millis(10)).is_empty());
             Ok(())
-        })();
-        dp.destroy()?;
-        result
+        }
     })
 }
