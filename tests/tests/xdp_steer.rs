@@ -54,7 +54,7 @@ fn flow_arn_steers_only_matching_flows_in_the_program() -> Result<()> {
                 rt.block_on(dp.install(&group("198.18.0.0/16", &[1, 1], GroupMode::Flow)?))?;
                 let (e1, e2) = (sink_mac(1)[5], sink_mac(2)[5]);
                 let dst = Ipv4Addr::new(198, 18, 0, 1);
-                ensure!(egress(&dp, dst, 4791)? == BTreeSet::from([e1, e2]));
+                ensure!(egress(dp, dst, 4791)? == BTreeSet::from([e1, e2]));
                 let flow = FlowId {
                     family: Family::Ipv4,
                     protocol: Some(17),
@@ -65,15 +65,15 @@ fn flow_arn_steers_only_matching_flows_in_the_program() -> Result<()> {
                 };
                 ensure!(rt.block_on(dp.steer_flow(&flow, "e1", true))?);
                 ensure!(
-                    egress(&dp, dst, 4791)? == BTreeSet::from([e2]),
+                    egress(dp, dst, 4791)? == BTreeSet::from([e2]),
                     "steered flow still on e1"
                 );
                 ensure!(
-                    egress(&dp, dst, 5000)? == BTreeSet::from([e1, e2]),
+                    egress(dp, dst, 5000)? == BTreeSet::from([e1, e2]),
                     "other flows moved"
                 );
                 ensure!(
-                    egress(&dp, Ipv4Addr::new(198, 18, 0, 2), 4791)? == BTreeSet::from([e1, e2])
+                    egress(dp, Ipv4Addr::new(198, 18, 0, 2), 4791)? == BTreeSet::from([e1, e2])
                 );
                 // Another Mask while one is in use: refused (the receiver removes the member).
                 let other = FlowId {
@@ -83,16 +83,16 @@ fn flow_arn_steers_only_matching_flows_in_the_program() -> Result<()> {
                 ensure!(!rt.block_on(dp.steer_flow(&other, "e1", true))?);
                 // A re-install keeps the steering (the copy follows the new group).
                 rt.block_on(dp.install(&group("198.18.0.0/16", &[2, 1], GroupMode::Flow)?))?;
-                ensure!(egress(&dp, dst, 4791)? == BTreeSet::from([e2]));
+                ensure!(egress(dp, dst, 4791)? == BTreeSet::from([e2]));
                 // e2 out as well: the steered flow is not dropped, it keeps e1.
                 let prefix = "198.18.0.0/16".parse()?;
                 rt.block_on(dp.set_member_active(prefix, 1, false))?;
-                ensure!(egress(&dp, dst, 4791)? == BTreeSet::from([e1]));
+                ensure!(egress(dp, dst, 4791)? == BTreeSet::from([e1]));
                 rt.block_on(dp.set_member_active(prefix, 1, true))?;
-                ensure!(egress(&dp, dst, 4791)? == BTreeSet::from([e2]));
+                ensure!(egress(dp, dst, 4791)? == BTreeSet::from([e2]));
                 ensure!(rt.block_on(dp.steer_flow(&flow, "e1", false))?);
                 ensure!(
-                    egress(&dp, dst, 4791)? == BTreeSet::from([e1, e2]),
+                    egress(dp, dst, 4791)? == BTreeSet::from([e1, e2]),
                     "not released"
                 );
                 Ok(())
