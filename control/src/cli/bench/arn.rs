@@ -56,6 +56,16 @@ pub struct Args {
     loss_seconds: f64,
 }
 
+impl Args {
+    /// The RESULTS.md section: one per data plane.
+    pub fn section(&self) -> &'static str {
+        match self.dataplane {
+            DataplaneKind::Xdp => "arn-xdp-dataplane",
+            _ => "arn",
+        }
+    }
+}
+
 /// What the congested port did: frames sent and dropped, summed queueing delay (XDP's
 /// virtual queue only; the tbf does not report it).
 #[derive(Clone, Copy, Debug, Default)]
@@ -493,7 +503,14 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
     drop(b);
 
     let mut s = String::new();
-    let _ = writeln!(s, "## ARN reaction time vs BGP alone (`fare bench arn`)\n");
+    if xdp {
+        let _ = writeln!(
+            s,
+            "## ARN with the XDP data plane: congestion found in the program, reaction time and loss (`fare bench arn --dataplane xdp`)\n"
+        );
+    } else {
+        let _ = writeln!(s, "## ARN reaction time vs BGP alone (`fare bench arn`)\n");
+    }
     let _ = writeln!(s, "Command (root, repository root): `{}`  ", command_line());
     let _ = writeln!(
         s,

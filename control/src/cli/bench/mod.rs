@@ -95,7 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Xdp(a) => ("xdp", xdp::run(a)?),
         Suite::XdpForward(a) => ("xdp-forward", xdp_forward::run_bench(a)?),
         Suite::Elephant(a) => ("elephant", elephant::run_bench(a)?),
-        Suite::Arn(a) => ("arn", arn::run_bench(a)?),
+        Suite::Arn(a) => (a.section(), arn::run_bench(a)?),
         Suite::ArnXdp(a) => ("arn-xdp", arn_xdp::run_bench(a)?),
     };
     println!("{body}");
