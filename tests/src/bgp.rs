@@ -178,12 +178,15 @@ pub fn config(
                 orf_receive: false,
                 orf_send: vec![],
                 fib_suppress: false,
+                upa_hosts: vec![],
+                summary_only: false,
             })
             .collect(),
         prefixes: prefixes
             .iter()
             .map(|p| p.parse().expect("prefix"))
             .collect(),
+        orf_wait: Duration::from_millis(fare::agent::config::DEFAULT_ORF_WAIT_MS),
         route_events: false,
         dpf: Default::default(),
     }

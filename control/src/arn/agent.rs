@@ -129,10 +129,12 @@ pub fn resolve_notify(config: &mut ArnConfig, neighbors: &[ArnNeighbor]) {
 /// `dataplane::xdp::queues`) for the ports that have one.
 fn xdp_queue_source(config: &crate::agent::config::AgentConfig) -> Option<monitor::XdpQueueSource> {
     match &config.dataplane {
-        crate::agent::config::DataplaneConfig::Xdp { pin_name, .. } => Some(monitor::XdpQueueSource {
-            pin_root: crate::dataplane::xdp::pins::DEFAULT_ROOT.into(),
-            node: pin_name.clone().unwrap_or_else(|| config.name.clone()),
-        }),
+        crate::agent::config::DataplaneConfig::Xdp { pin_name, .. } => {
+            Some(monitor::XdpQueueSource {
+                pin_root: crate::dataplane::xdp::pins::DEFAULT_ROOT.into(),
+                node: pin_name.clone().unwrap_or_else(|| config.name.clone()),
+            })
+        }
         _ => None,
     }
 }

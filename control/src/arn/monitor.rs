@@ -412,7 +412,14 @@ struct Watched {
 }
 
 impl Watched {
-    fn event(&self, kind: ArnType, metric: u8, refresh: bool, now: Instant, start: Instant) -> MonitorEvent {
+    fn event(
+        &self,
+        kind: ArnType,
+        metric: u8,
+        refresh: bool,
+        now: Instant,
+        start: Instant,
+    ) -> MonitorEvent {
         MonitorEvent {
             interface: self.cfg.interface.clone(),
             message: ArnMessage::path(kind, metric, u32::from(self.cfg.path_id)),

@@ -5,9 +5,9 @@
 //! path with the best (LOCAL_PREF, AS_PATH length, ORIGIN) joins the set, whatever the
 //! neighbor AS. Attributes are shared (`Arc`) by every prefix of one UPDATE.
 
-use super::packet::PathAttributes;
+use super::packet::{upa, PathAttributes};
 use ipnet::IpNet;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -33,10 +33,19 @@ impl Path {
     }
 }
 
-/// A prefix in the Loc-RIB: originated here, or the multipath set (best path first).
+impl Path {
+    /// True when the path announces its prefix unreachable (UPA community of `subtype`).
+    pub fn is_unreachable(&self, subtype: u8) -> bool {
+        upa::unreachable(&self.attrs.ext_communities, subtype).is_some()
+    }
+}
+
+/// A prefix in the Loc-RIB: originated here, announced unreachable here (UPA,
+/// draft-xu-idr-fare-in-mpson §4.1), or the multipath set (best path first).
 #[derive(Clone, Debug, PartialEq)]
 pub enum LocRoute {
     Local,
+    Unreachable,
     Learned(Vec<Path>),
 }
 
@@ -45,7 +54,12 @@ pub struct Rib {
     pub adj_in: HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>>,
     pub loc: HashMap<IpNet, LocRoute>,
     pub adj_out: HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>>,
-    pub local: std::collections::HashSet<IpNet>,
+    pub local: HashSet<IpNet>,
+    /// Host routes this node announces unreachable (its RNIC is disconnected).
+    pub unreachable: HashSet<IpNet>,
+    /// UPA subtype: a path that reaches the prefix beats one that announces it
+    /// unreachable. None = no UPA handling.
+    pub upa_subtype: Option<u8>,
 }
 
 impl Rib {
@@ -78,6 +92,9 @@ impl Rib {
     pub fn decide(&mut self, prefix: IpNet) -> Option<Option<LocRoute>> {
         let new = if self.local.contains(&prefix) {
             Some(LocRoute::Local)
+        } else if self.unreachable.contains(&prefix) {
+            // This node answers for the prefix: what others say about it does not count.
+            Some(LocRoute::Unreachable)
         } else {
             let mut paths: Vec<Path> = self
                 .adj_in
@@ -89,6 +106,11 @@ impl Rib {
                     })
                 })
                 .collect();
+            if let Some(subtype) = self.upa_subtype {
+                if paths.iter().any(|p| !p.is_unreachable(subtype)) {
+                    paths.retain(|p| !p.is_unreachable(subtype));
+                }
+            }
             select(&mut paths);
             (!paths.is_empty()).then_some(LocRoute::Learned(paths))
         };

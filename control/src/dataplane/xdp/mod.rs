@@ -519,7 +519,8 @@ impl Drop for XdpDataplane {
 /// Writes the configured egress virtual queues (their state starts empty) and removes
 /// queues of ports no longer configured.
 fn configure_queues(opts: &XdpOptions) -> Result<(), DataplaneError> {
-    let mut q = queues::Queues::open(&opts.pin_root, &opts.node).map_err(|e| err(format!("{e:#}")))?;
+    let mut q =
+        queues::Queues::open(&opts.pin_root, &opts.node).map_err(|e| err(format!("{e:#}")))?;
     let mut wanted = Vec::new();
     for spec in &opts.queues {
         let ifindex = netdev::ifindex(&spec.interface)

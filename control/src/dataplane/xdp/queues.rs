@@ -70,7 +70,12 @@ impl Queues {
 
     /// Keeps a queue for `ifindex` at `rate_bytes_per_s` (0 removes it), tail-dropping
     /// above `limit_bytes`; thresholds already set stay, the state starts empty.
-    pub fn configure(&mut self, ifindex: u32, rate_bytes_per_s: u64, limit_bytes: u32) -> anyhow::Result<()> {
+    pub fn configure(
+        &mut self,
+        ifindex: u32,
+        rate_bytes_per_s: u64,
+        limit_bytes: u32,
+    ) -> anyhow::Result<()> {
         if rate_bytes_per_s == 0 {
             let _ = self.map.remove(&ifindex);
             return Ok(());
