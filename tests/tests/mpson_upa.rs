@@ -83,18 +83,18 @@ fn links() -> Vec<Link> {
     for p in 1..=2 {
         out.push(l(
             &format!("A{p}"),
-            "s",
+            "sp",
             format!("10.{p}.1.1"),
             &format!("S{p}"),
-            "a",
+            "la",
             format!("10.{p}.1.2"),
         ));
         out.push(l(
             &format!("B{p}"),
-            "s",
+            "sp",
             format!("10.{p}.2.1"),
             &format!("S{p}"),
-            "b",
+            "lb",
             format!("10.{p}.2.2"),
         ));
         for k in 1..=4 {
