@@ -19,6 +19,11 @@ pub struct Path {
 }
 
 impl Path {
+    /// True when the path announces its prefix unreachable (UPA community of `subtype`).
+    pub fn is_unreachable(&self, subtype: u8) -> bool {
+        upa::unreachable(&self.attrs.ext_communities, subtype).is_some()
+    }
+
     /// Sort key for preference: lower is better. AIGP (RFC 7311 §4) right after
     /// LOCAL_PREF: a path with AIGP beats one without (that is how DPF marks the primary
     /// color, draft-wang-idr-dpf §2.2.3), lower metric first.
@@ -30,13 +35,6 @@ impl Path {
             a.as_path.as_ref().map_or(0, |p| p.path_len()),
             a.origin.map_or(2, |o| o as u8),
         )
-    }
-}
-
-impl Path {
-    /// True when the path announces its prefix unreachable (UPA community of `subtype`).
-    pub fn is_unreachable(&self, subtype: u8) -> bool {
-        upa::unreachable(&self.attrs.ext_communities, subtype).is_some()
     }
 }
 
@@ -193,5 +191,36 @@ mod tests {
             panic!()
         };
         assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [blue]);
+    }
+
+    #[test]
+    fn a_reaching_path_beats_an_unreachable_announcement() {
+        use crate::bgp::packet::upa::{Upa, DEFAULT_UPA_SUBTYPE};
+        let mut rib = Rib {
+            upa_subtype: Some(DEFAULT_UPA_SUBTYPE),
+            ..Rib::default()
+        };
+        let host: IpNet = "10.200.0.3/32".parse().unwrap();
+        let plane1: IpAddr = "10.1.11.1".parse().unwrap();
+        let plane2: IpAddr = "10.2.11.1".parse().unwrap();
+        let mut upa = (*attrs(&[65111, 65100, 65112])).clone();
+        upa.ext_communities
+            .push(Upa::new("10.1.0.2".parse().unwrap()).to_community(DEFAULT_UPA_SUBTYPE));
+        rib.learn(plane1, host, Arc::new(upa));
+        // Longer AS path, but it reaches the host: it wins over the UPA.
+        rib.learn(plane2, host, attrs(&[65211, 65200, 65212, 4200000003]));
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(host) else {
+            panic!()
+        };
+        assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [plane2]);
+        // Only the UPA left: it is the route (what an RNIC derives its host route from).
+        rib.forget(plane2, host);
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(host) else {
+            panic!()
+        };
+        assert!(paths[0].is_unreachable(DEFAULT_UPA_SUBTYPE));
+        // The node that answers for the host announces it, whatever it learned.
+        rib.unreachable.insert(host);
+        assert_eq!(rib.decide(host), Some(Some(LocRoute::Unreachable)));
     }
 }
