@@ -461,17 +461,44 @@ fn upa_steers_an_rnic_away_from_the_plane_its_peer_left() -> Result<()> {
     );
 
     // The link comes back: UPA withdrawn, host route removed, traffic on the aggregate.
+    let count = 6 * RATE;
+    let rx = receiver(f.ns("R3"), count as usize)?;
+    let sent = Arc::new(AtomicU64::new(0));
+    let tx = sender(f.ns("R1"), count, sent.clone())?;
+    std::thread::sleep(Duration::from_secs(1));
+    let at_up = sent.load(Ordering::SeqCst) as usize;
     f.ns("B1").sh("ip link set dev r3 up")?;
     let removed = wait(Duration::from_secs(30), || f.route("R1", DST).is_empty());
+    let at_removed = sent.load(Ordering::SeqCst) as usize;
+    let _ = tx.join();
+    std::thread::sleep(Duration::from_millis(300));
+    let got = rx
+        .got
+        .lock()
+        .map_err(|_| anyhow::anyhow!("poisoned"))?
+        .clone();
+    drop(rx);
+    let total = sent.load(Ordering::SeqCst) as usize;
     ensure!(
         removed.is_some(),
         "{test}: R1 keeps {} after R3 came back\n{}",
         f.route("R1", DST),
         f.agent("R1").log_text()
     );
+    // Half a second after the host route went, the aggregate carries everything.
+    let settled = (at_removed + RATE as usize / 2).min(total);
     eprintln!(
-        "{test}: link up -> host route removed in {:.0} ms",
-        removed.unwrap_or_default().as_secs_f64() * 1000.0
+        "{test}: link up -> host route removed in {:.0} ms; sent {total}: lost {} before, \
+         {} between link up and the removal, {} in the 0.5 s after it, {} later",
+        removed.unwrap_or_default().as_secs_f64() * 1000.0,
+        lost(&got, 0..at_up),
+        lost(&got, at_up..at_removed),
+        lost(&got, at_removed..settled),
+        lost(&got, settled..total)
+    );
+    ensure!(
+        lost(&got, settled..total) == 0,
+        "{test}: packets lost on the aggregate after the UPA was withdrawn"
     );
     ensure!(
         f.agent("B1").log_text().contains("UPA withdrawn"),
