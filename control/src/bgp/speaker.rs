@@ -564,6 +564,13 @@ impl RibTask {
             }
             SessionEvent::RouteRefresh { peer, family, .. } => {
                 // Re-send this family's Adj-RIB-Out (RFC 2918 §4): forget what was sent.
+                // A neighbor we wait for asks for its routes now (its ORF entries, if
+                // any, came deferred): the wait is over.
+                if let Some(p) = self.peers.get_mut(&peer) {
+                    if p.orf_wait_until.take().is_some() {
+                        self.dirty.extend(self.rib.loc.keys().copied());
+                    }
+                }
                 let of_family = |p: &IpNet| family.is_none_or(|f| nlri::family_of(p) == f);
                 if let Some(t) = self.rib.adj_out.get_mut(&peer) {
                     t.retain(|p, _| !of_family(p));
