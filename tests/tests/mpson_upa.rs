@@ -440,7 +440,7 @@ fn upa_steers_an_rnic_away_from_the_plane_its_peer_left() -> Result<()> {
     );
     let log = f.agent("R1").log_text();
     ensure!(
-        log.contains("UPA received") && log.contains(DST),
+        log.contains("UPA received") && log.contains("host route avoids") && log.contains(DST),
         "{test}: R1's log has no UPA for {DST}:\n{log}"
     );
     ensure!(
@@ -449,6 +449,12 @@ fn upa_steers_an_rnic_away_from_the_plane_its_peer_left() -> Result<()> {
     );
     ensure!(a1.is_empty(), "A1 installed the UPA: {a1}");
     ensure!(s1.is_empty(), "S1 installed the UPA: {s1}");
+    for switch in ["A1", "S1"] {
+        ensure!(
+            f.agent(switch).log_text().contains("UPA received"),
+            "{switch} did not keep the UPA"
+        );
+    }
     ensure!(before == 0, "{before} packets lost before the failure");
     ensure!(
         after == 0,
@@ -496,6 +502,12 @@ fn upa_steers_an_rnic_away_from_the_plane_its_peer_left() -> Result<()> {
         lost(&got, at_removed..settled),
         lost(&got, settled..total)
     );
+    // Where the losses were, in ms of send time relative to the removal being seen.
+    let offsets: Vec<i64> = (0..total)
+        .filter(|i| !got[*i])
+        .map(|i| (i as i64 - at_removed as i64) * 1000 / RATE as i64)
+        .collect();
+    eprintln!("{test}: lost packets sent at {offsets:?} ms from the removal");
     ensure!(
         lost(&got, settled..total) == 0,
         "{test}: packets lost on the aggregate after the UPA was withdrawn"

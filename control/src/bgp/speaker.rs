@@ -12,7 +12,7 @@ use super::neighbor::{
     Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
 };
 use super::packet::attribute::flag;
-use super::packet::upa::{self, Upa};
+use super::packet::upa::Upa;
 use super::packet::{
     color, community, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
     PathAttributes, Update,
@@ -20,6 +20,7 @@ use super::packet::{
 use super::packet::{orf, Capability};
 use super::rib::{LocRoute, Path, Rib};
 use super::socket::{self, Protection};
+use super::upa;
 use crate::bandwidth::Received;
 use crate::dataplane::{ColorGroup, Group, GroupMode, Member};
 use crate::topology::Role;
@@ -971,7 +972,10 @@ impl RibTask {
                 Some(LocRoute::Learned(paths)) => {
                     let (inputs, d) = self.decide(paths);
                     if self.all_unreachable(paths) {
-                        self.unreachable_learned.insert(prefix);
+                        if self.unreachable_learned.insert(prefix) {
+                            let from: Vec<IpAddr> = paths.iter().map(|p| p.peer).collect();
+                            info!(%prefix, ?from, "UPA received");
+                        }
                         self.program_avoiding(prefix, paths).await;
                     } else {
                         self.upa_gone(prefix);
@@ -1117,32 +1121,19 @@ impl RibTask {
 
     /// True when every path announces the prefix unreachable (UPA).
     fn all_unreachable(&self, paths: &[Path]) -> bool {
-        let subtype = self.config.policy.upa_subtype;
-        !paths.is_empty() && paths.iter().all(|p| p.is_unreachable(subtype))
+        upa::all_unreachable(paths, self.config.policy.upa_subtype)
     }
 
     /// Recomputes which configured RNIC host routes this node announces unreachable: a
     /// host is reachable while some neighbor it is configured on (`upa_hosts`) gave us a
     /// route covering it. Changes make the prefix dirty (UPA advertised or withdrawn).
     fn update_unreachable(&mut self) {
-        let subtype = self.config.policy.upa_subtype;
-        let mut configured = HashSet::new();
-        let mut reachable = HashSet::new();
-        for (addr, p) in &self.peers {
-            for host in &p.spec.upa_hosts {
-                let host = host.trunc();
-                configured.insert(host);
-                let learned = self.rib.adj_in.get(addr).is_some_and(|t| {
-                    t.iter().any(|(q, a)| {
-                        q.contains(&host) && upa::unreachable(&a.ext_communities, subtype).is_none()
-                    })
-                });
-                if learned {
-                    reachable.insert(host);
-                }
-            }
-        }
-        let now: HashSet<IpNet> = configured.difference(&reachable).copied().collect();
+        let configured = self
+            .peers
+            .iter()
+            .map(|(a, p)| (*a, p.spec.upa_hosts.as_slice()));
+        let now =
+            upa::unreachable_hosts(configured, &self.rib.adj_in, self.config.policy.upa_subtype);
         if now == self.rib.unreachable {
             return;
         }
@@ -1177,22 +1168,12 @@ impl RibTask {
             return;
         }
         let avoid: Vec<IpAddr> = paths.iter().map(|p| p.peer).collect();
-        let aggregate = self
-            .rib
-            .loc
-            .iter()
-            .filter(|(q, _)| **q != prefix && q.contains(&prefix))
-            .filter_map(|(q, r)| match r {
-                LocRoute::Learned(ps) if !self.all_unreachable(ps) => Some((q.prefix_len(), ps)),
-                _ => None,
-            })
-            .max_by_key(|(len, _)| *len)
-            .map(|(_, ps)| ps.clone());
-        let remaining: Vec<Path> = aggregate
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|p| !avoid.contains(&p.peer))
-            .collect();
+        let remaining = upa::avoiding(
+            &self.rib.loc,
+            prefix,
+            &avoid,
+            self.config.policy.upa_subtype,
+        );
         if remaining.is_empty() {
             // Nowhere else to go: the aggregate (if any) is as good as nothing.
             self.program_none(prefix).await;
@@ -1202,7 +1183,7 @@ impl RibTask {
         let new = !self.fib.contains_key(&prefix);
         self.program(prefix, &remaining, &d).await;
         if new {
-            info!(%prefix, ?avoid, members = remaining.len(), "UPA received: host route avoids the unreachable plane");
+            info!(%prefix, ?avoid, members = remaining.len(), "host route avoids the unreachable plane");
         }
     }
 
@@ -1214,11 +1195,7 @@ impl RibTask {
         };
         self.peers.get(&peer).is_some_and(|p| p.spec.summary_only)
             && !self.all_unreachable(paths)
-            && self
-                .rib
-                .local
-                .iter()
-                .any(|a| a != prefix && a.contains(prefix))
+            && upa::covered(&self.rib.local, prefix)
     }
 
     /// Peers whose wait for a first ORF is over: they get the full table now.
