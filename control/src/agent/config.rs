@@ -303,12 +303,16 @@ pub struct NeighborConfig {
     pub color: Option<u32>,
     /// Advertise Outbound Route Filtering (RFC 5291, Address Prefix ORF of RFC 5292,
     /// receive) so that this neighbor may send prefix filters, and send it only the routes
-    /// they permit (draft-xu-idr-fare-in-mpson §4.2: a leaf toward its RNICs).
+    /// they permit (draft-xu-idr-fare-in-mpson §4.2: a leaf toward its RNICs). A neighbor
+    /// that announced it sends ORFs gets nothing before its first one, or before
+    /// `bgp.orf_wait_ms` passed.
     #[serde(default)]
     pub orf_receive: bool,
     /// Ask this neighbor, with an Address Prefix ORF sent once the session is up, for
     /// routes to exactly these prefixes and no others (an RNIC toward its leaf, §4.2).
     /// Needs the neighbor to advertise ORF receive; otherwise everything is received.
+    /// The OPEN then says this node sends ORFs: a neighbor may wait for it before its first
+    /// UPDATE (RFC 5291 §5).
     #[serde(default)]
     pub orf_send: Vec<ipnet::IpNet>,
     /// Tag routes received from this neighbor with the FIB-Suppress community
