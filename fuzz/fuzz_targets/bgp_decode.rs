@@ -3,7 +3,7 @@
 //! BGP message decoder: never panics on any input; whatever decodes re-encodes to bytes
 //! that decode to the same message (UPDATEs: the same attributes and prefixes, minus the
 //! attributes RFC 7606 had discarded). Covers AIGP (RFC 7311) and DPF's Color community
-//! and SESSION-COLOR capability.
+//! and SESSION-COLOR capability, and the UPA community.
 
 use fare::bgp::packet::{Context, Message, HEADER_LEN, MARKER};
 use libfuzzer_sys::fuzz_target;
@@ -31,6 +31,8 @@ fuzz_target!(|data: &[u8]| {
         }
         Message::Update(u) => {
             let _ = fare::bgp::packet::color::route_colors(&u.attributes.ext_communities);
+            // UPA (draft-krierhorn-idr-upa): any subtype, as configured.
+            let _ = fare::bgp::packet::upa::unreachable(&u.attributes.ext_communities, knobs);
         }
         _ => {}
     }

@@ -141,6 +141,8 @@ pub struct Observed {
 pub struct FareSpeaker {
     pub observed: Arc<Mutex<Observed>>,
     pub commands: tokio::sync::mpsc::Sender<SpeakerCommand>,
+    /// Each neighbor's live status and counters.
+    pub neighbors: Vec<fare::bgp::neighbor::SharedStatus>,
     pub started: Instant,
     thread: Option<std::thread::JoinHandle<Result<()>>>,
 }
@@ -178,12 +180,15 @@ pub fn config(
                 orf_receive: false,
                 orf_send: vec![],
                 fib_suppress: false,
+                upa_hosts: vec![],
+                summary_only: false,
             })
             .collect(),
         prefixes: prefixes
             .iter()
             .map(|p| p.parse().expect("prefix"))
             .collect(),
+        orf_wait: Duration::from_millis(fare::agent::config::DEFAULT_ORF_WAIT_MS),
         route_events: false,
         dpf: Default::default(),
     }
@@ -198,7 +203,7 @@ impl FareSpeaker {
         let thread = spawn_in_netns(ns, move || async move {
             let (ev_tx, mut ev_rx) = tokio::sync::mpsc::channel(1024);
             let handle = speaker::start(config, ev_tx).await?;
-            let _ = tx.send(handle.commands.clone());
+            let _ = tx.send((handle.commands.clone(), handle.neighbors.clone()));
             while let Some(ev) = ev_rx.recv().await {
                 let mut o = obs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
                 match ev {
@@ -225,12 +230,13 @@ impl FareSpeaker {
             }
             Ok(())
         });
-        let commands = rx
+        let (commands, neighbors) = rx
             .recv_timeout(Duration::from_secs(5))
             .context("speaker did not start")?;
         Ok(FareSpeaker {
             observed,
             commands,
+            neighbors,
             started,
             thread: Some(thread),
         })
@@ -249,6 +255,16 @@ impl FareSpeaker {
             .lock()
             .map(|o| o.established.contains(&p))
             .unwrap_or(false)
+    }
+
+    /// NLRI the neighbor at `peer` has announced to this speaker so far (every prefix of
+    /// every UPDATE, withdrawals not counted).
+    pub fn prefixes_received(&self, peer: &str) -> Option<u64> {
+        let p: IpAddr = peer.parse().ok()?;
+        self.neighbors.iter().find_map(|n| {
+            let s = n.lock().ok()?;
+            (s.address == p).then_some(s.prefixes_received)
+        })
     }
 
     pub fn routes(&self) -> Vec<speaker::RouteView> {

@@ -175,4 +175,194 @@ fn bgp_orf_between_fare_speakers() {
     // And stays so (no late full table).
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(routes(), want);
+    // RFC 5291 §5: the leaf waited for the ORF before its first UPDATE, so the RNIC never
+    // received a route its ORF denies (not even briefly, before a withdrawal).
+    let nlri = rnic.prefixes_received("10.0.0.1");
+    eprintln!(
+        "{test}: the RNIC received {nlri:?} NLRI of {} offered",
+        OFFERED.len()
+    );
+    assert_eq!(
+        nlri,
+        Some(want.len() as u64),
+        "{test}: denied routes were sent"
+    );
+}
+
+/// A minimal RNIC built from fare's codec, for what a fare RNIC cannot do: it announces
+/// that it sends Address Prefix ORFs (RFC 5291 §4), then sends its ORF (IMMEDIATE,
+/// REMOVE-ALL + PERMIT `wanted`) only `delay` after the session is up, or never. Returns
+/// every prefix the leaf announced, with its time since Established.
+async fn slow_orf_rnic(
+    wanted: Option<&'static str>,
+    delay: Duration,
+    listen: Duration,
+) -> anyhow::Result<Vec<(Duration, String)>> {
+    use fare::bgp::packet::{Capability, Open, RouteRefresh};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ctx = Context::default();
+    let mut stream = None;
+    for _ in 0..100 {
+        match tokio::net::TcpStream::connect("10.0.0.1:179").await {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    }
+    let mut stream = stream.ok_or_else(|| anyhow::anyhow!("no connection to the leaf"))?;
+    let caps = vec![
+        Capability::Multiprotocol { afi: 1, safi: 1 },
+        Capability::RouteRefresh,
+        Capability::FourOctetAs(65002),
+        Capability::Orf(vec![orf::OrfFamily {
+            afi: 1,
+            safi: 1,
+            types: vec![(orf::ADDRESS_PREFIX, orf::SEND)],
+        }]),
+    ];
+    let open = Open::new(65002, 9, "10.0.0.2".parse()?, caps);
+    stream.write_all(&Message::Open(open).encode(ctx)).await?;
+    let mut buf = Vec::new();
+    let mut up: Option<tokio::time::Instant> = None;
+    let mut orf_sent = wanted.is_none();
+    let mut seen = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20) + delay + listen;
+    let mut keepalive = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        let now = tokio::time::Instant::now();
+        if now > deadline || up.is_some_and(|t| now > t + listen) {
+            break;
+        }
+        if let (false, Some(t), Some(p)) = (orf_sent, up, wanted) {
+            if now >= t + delay {
+                let rr = RouteRefresh {
+                    afi: 1,
+                    subtype: 0,
+                    safi: 1,
+                    orf: Some(orf::Orf {
+                        when: orf::When::Immediate,
+                        orf_type: orf::ADDRESS_PREFIX,
+                        entries: vec![
+                            orf::OrfEntry {
+                                action: orf::Action::RemoveAll,
+                                deny: false,
+                                prefix: None,
+                            },
+                            orf::OrfEntry {
+                                action: orf::Action::Add,
+                                deny: false,
+                                prefix: Some(orf::PrefixEntry {
+                                    sequence: 10,
+                                    min_len: 0,
+                                    max_len: 0,
+                                    prefix: p.parse()?,
+                                }),
+                            },
+                        ],
+                        raw: vec![],
+                    }),
+                };
+                stream
+                    .write_all(&Message::RouteRefresh(rr).encode(ctx))
+                    .await?;
+                orf_sent = true;
+            }
+        }
+        let mut chunk = [0u8; 4096];
+        tokio::select! {
+            n = stream.read(&mut chunk) => {
+                let n = n?;
+                anyhow::ensure!(n > 0, "the leaf closed the session");
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            _ = keepalive.tick() => {
+                if up.is_some() {
+                    stream.write_all(&Message::Keepalive.encode(ctx)).await?;
+                }
+                continue;
+            }
+            _ = tokio::time::sleep(Duration::from_millis(20)) => continue,
+        }
+        while let Ok(Some(len)) = frame_len(&buf) {
+            if buf.len() < len {
+                break;
+            }
+            let frame: Vec<u8> = buf.drain(..len).collect();
+            match Message::decode(&frame, ctx) {
+                Ok(Message::Open(_)) => {
+                    stream.write_all(&Message::Keepalive.encode(ctx)).await?;
+                }
+                Ok(Message::Keepalive) => {
+                    up.get_or_insert_with(tokio::time::Instant::now);
+                }
+                Ok(Message::Update(u)) => {
+                    let at = up.map(|t| t.elapsed()).unwrap_or_default();
+                    seen.extend(u.announced().map(|p| (at, p.to_string())));
+                }
+                Ok(_) => {}
+                Err(e) => anyhow::bail!("undecodable message from the leaf: {e:?}"),
+            }
+        }
+    }
+    anyhow::ensure!(up.is_some(), "the session never came up");
+    Ok(seen)
+}
+
+/// RFC 5291 §5 against a peer that takes its time: the leaf (`orf_receive`) sends nothing
+/// until the ORF arrives, then only what it permits; a peer that announced ORF send but
+/// sends none gets the full table when the wait (here 1.5 s) ends.
+#[test]
+fn bgp_orf_leaf_waits_for_the_first_orf() {
+    let test = "bgp_orf_leaf_waits_for_the_first_orf";
+    if !have_root(test) {
+        return;
+    }
+    let wait = Duration::from_millis(1500);
+    for (wanted, delay) in [
+        (Some("10.200.1.2/32"), Duration::from_millis(1000)),
+        (None, Duration::ZERO),
+    ] {
+        let a = Netns::new("orfw").unwrap();
+        let b = Netns::new("orfv").unwrap();
+        veth(&a, "fa0", &b, "fb0").unwrap();
+        a.sh("ip addr add 10.0.0.1/30 dev fa0").unwrap();
+        b.sh("ip addr add 10.0.0.2/30 dev fb0").unwrap();
+        let mut leaf = config("10.0.0.1", 65001, &[("10.0.0.2", 65002, 100.0)], &OFFERED);
+        leaf.neighbors[0].orf_receive = true;
+        leaf.neighbors[0].passive = true;
+        leaf.orf_wait = wait;
+        let _leaf = FareSpeaker::start(&a, leaf).unwrap();
+        let seen = fare_integration::bgp::spawn_in_netns(&b, move || {
+            slow_orf_rnic(wanted, delay, Duration::from_secs(3))
+        })
+        .join()
+        .expect("peer thread")
+        .expect("peer");
+        eprintln!("{test}: ORF {wanted:?} after {delay:?}: the leaf announced {seen:?}");
+        match wanted {
+            Some(p) => {
+                let got: Vec<&str> = seen.iter().map(|(_, q)| q.as_str()).collect();
+                assert_eq!(got, [p], "{test}: only the permitted route, and only once");
+                assert!(
+                    seen[0].0 >= delay,
+                    "{test}: UPDATE before the ORF: {seen:?}"
+                );
+            }
+            None => {
+                let mut got: Vec<String> = seen.iter().map(|(_, q)| q.clone()).collect();
+                got.sort();
+                let mut all: Vec<String> = OFFERED.iter().map(|s| s.to_string()).collect();
+                all.sort();
+                assert_eq!(got, all, "{test}: the full table after the wait");
+                let first = seen.iter().map(|(t, _)| *t).min().unwrap_or_default();
+                assert!(
+                    first >= wait - Duration::from_millis(100)
+                        && first < wait + Duration::from_secs(1),
+                    "{test}: first UPDATE {first:?} after Established, wait {wait:?}"
+                );
+            }
+        }
+    }
 }

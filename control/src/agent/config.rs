@@ -109,6 +109,9 @@ pub struct FareConfig {
     /// FIB-Suppress community subtype (docs/CODEPOINTS.md).
     #[serde(default = "default_fib_suppress_subtype")]
     pub fib_suppress_subtype: u8,
+    /// UPA extended community subtype (draft-krierhorn-idr-upa, docs/CODEPOINTS.md).
+    #[serde(default = "default_upa_subtype")]
+    pub upa_subtype: u8,
     /// How BGP-computed groups spread traffic.
     #[serde(default)]
     pub group_mode: GroupMode,
@@ -124,6 +127,7 @@ impl Default for FareConfig {
             role: default_role(),
             community_subtype: default_subtype(),
             fib_suppress_subtype: default_fib_suppress_subtype(),
+            upa_subtype: default_upa_subtype(),
             group_mode: GroupMode::default(),
             max_group_size: None,
         }
@@ -140,6 +144,10 @@ fn default_subtype() -> u8 {
 
 fn default_fib_suppress_subtype() -> u8 {
     crate::bgp::community::DEFAULT_FIB_SUPPRESS_SUBTYPE
+}
+
+fn default_upa_subtype() -> u8 {
+    crate::bgp::packet::upa::DEFAULT_UPA_SUBTYPE
 }
 
 /// BGP session parameters shared by every neighbor.
@@ -163,6 +171,17 @@ pub struct BgpConfig {
     /// which the kernel may deliver up to a second late).
     #[serde(default = "default_link_poll")]
     pub link_poll_ms: u64,
+    /// How long a neighbor with `orf_receive` that can send ORFs gets to send its first
+    /// ORF before this node sends it the full table anyway (RFC 5291 §5), in ms.
+    #[serde(default = "default_orf_wait")]
+    pub orf_wait_ms: u64,
+}
+
+/// Default wait for a neighbor's first ORF (RFC 5291 leaves the time to the implementation).
+pub const DEFAULT_ORF_WAIT_MS: u64 = 3000;
+
+fn default_orf_wait() -> u64 {
+    DEFAULT_ORF_WAIT_MS
 }
 
 /// Carrier poll interval: fast enough for the 20 ms convergence target.
@@ -181,6 +200,7 @@ impl Default for BgpConfig {
             connect_retry_ms: default_retry(),
             connect_retry_max_ms: default_retry_max(),
             link_poll_ms: default_link_poll(),
+            orf_wait_ms: default_orf_wait(),
         }
     }
 }
@@ -287,12 +307,16 @@ pub struct NeighborConfig {
     pub color: Option<u32>,
     /// Advertise Outbound Route Filtering (RFC 5291, Address Prefix ORF of RFC 5292,
     /// receive) so that this neighbor may send prefix filters, and send it only the routes
-    /// they permit (draft-xu-idr-fare-in-mpson §4.2: a leaf toward its RNICs).
+    /// they permit (draft-xu-idr-fare-in-mpson §4.2: a leaf toward its RNICs). A neighbor
+    /// that announced it sends ORFs gets nothing before its first one, or before
+    /// `bgp.orf_wait_ms` passed.
     #[serde(default)]
     pub orf_receive: bool,
     /// Ask this neighbor, with an Address Prefix ORF sent once the session is up, for
     /// routes to exactly these prefixes and no others (an RNIC toward its leaf, §4.2).
     /// Needs the neighbor to advertise ORF receive; otherwise everything is received.
+    /// The OPEN then says this node sends ORFs: a neighbor may wait for it before its first
+    /// UPDATE (RFC 5291 §5).
     #[serde(default)]
     pub orf_send: Vec<ipnet::IpNet>,
     /// Tag routes received from this neighbor with the FIB-Suppress community
@@ -300,6 +324,16 @@ pub struct NeighborConfig {
     /// installs them; nodes further away that receive them tagged do not.
     #[serde(default)]
     pub fib_suppress: bool,
+    /// Host routes (the RNIC's /32s) this node answers for on this session: while none of
+    /// them is reachable through it (no route covering it learned from this neighbor:
+    /// session down, link down), each is advertised as unreachable (UPA,
+    /// draft-xu-idr-fare-in-mpson §4.1) next to the aggregate in `prefixes:`.
+    #[serde(default)]
+    pub upa_hosts: Vec<ipnet::IpNet>,
+    /// Send this neighbor only the aggregates: no route covered by one of this node's
+    /// `prefixes:` (UPAs still go). A leaf toward its RNICs.
+    #[serde(default)]
+    pub summary_only: bool,
     /// Only accept the session, never connect.
     #[serde(default)]
     pub passive: bool,

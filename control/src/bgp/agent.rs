@@ -29,6 +29,7 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
             role: c.fare.role,
             subtype: c.fare.community_subtype,
             fib_suppress_subtype: c.fare.fib_suppress_subtype,
+            upa_subtype: c.fare.upa_subtype,
             max_group_size: c.fare.max_group_size,
             draft: Default::default(),
         },
@@ -52,9 +53,12 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
                 orf_receive: n.orf_receive,
                 orf_send: n.orf_send.clone(),
                 fib_suppress: n.fib_suppress,
+                upa_hosts: n.upa_hosts.clone(),
+                summary_only: n.summary_only,
             })
             .collect(),
         prefixes: c.prefixes.clone(),
+        orf_wait: Duration::from_millis(b.orf_wait_ms),
         route_events: true,
         // Validated when the configuration was loaded.
         dpf: c

@@ -25,6 +25,8 @@ pub struct Policy {
     pub subtype: u8,
     /// FIB-Suppress community subtype (docs/CODEPOINTS.md).
     pub fib_suppress_subtype: u8,
+    /// UPA extended community subtype (docs/CODEPOINTS.md).
+    pub upa_subtype: u8,
     pub max_group_size: Option<u32>,
     pub draft: DraftOptions,
 }
@@ -36,6 +38,7 @@ impl Default for Policy {
             role: Role::Leaf,
             subtype: super::community::DEFAULT_PATH_BANDWIDTH_SUBTYPE,
             fib_suppress_subtype: super::community::DEFAULT_FIB_SUPPRESS_SUBTYPE,
+            upa_subtype: super::packet::upa::DEFAULT_UPA_SUBTYPE,
             max_group_size: None,
             draft: DraftOptions::default(),
         }

@@ -8,6 +8,7 @@ pub mod packet;
 pub mod rib;
 pub mod socket;
 pub mod speaker;
+pub mod upa;
 
 pub use packet::community;
 

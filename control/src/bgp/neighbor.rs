@@ -270,8 +270,17 @@ impl Neighbor {
         caps.push(Capability::RouteRefresh);
         caps.push(Capability::FourOctetAs(cfg.local_as));
         caps.extend(cfg.session_color.capability());
-        if cfg.orf_receive {
+        if cfg.orf_receive || !cfg.orf_send.is_empty() {
             use super::packet::orf;
+            // RFC 5291 §4: receive to accept the neighbor's filters, send to give ours
+            // (the neighbor may then wait for it before its first UPDATE).
+            let mut sr = 0;
+            if cfg.orf_receive {
+                sr |= orf::RECEIVE;
+            }
+            if !cfg.orf_send.is_empty() {
+                sr |= orf::SEND;
+            }
             let families = cfg
                 .families
                 .iter()
@@ -281,7 +290,7 @@ impl Neighbor {
                     orf::OrfFamily {
                         afi,
                         safi,
-                        types: vec![(orf::ADDRESS_PREFIX, orf::RECEIVE)],
+                        types: vec![(orf::ADDRESS_PREFIX, sr)],
                     }
                 })
                 .collect();

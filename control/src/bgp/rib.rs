@@ -5,9 +5,9 @@
 //! path with the best (LOCAL_PREF, AS_PATH length, ORIGIN) joins the set, whatever the
 //! neighbor AS. Attributes are shared (`Arc`) by every prefix of one UPDATE.
 
-use super::packet::PathAttributes;
+use super::packet::{upa, PathAttributes};
 use ipnet::IpNet;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -19,6 +19,11 @@ pub struct Path {
 }
 
 impl Path {
+    /// True when the path announces its prefix unreachable (UPA community of `subtype`).
+    pub fn is_unreachable(&self, subtype: u8) -> bool {
+        upa::unreachable(&self.attrs.ext_communities, subtype).is_some()
+    }
+
     /// Sort key for preference: lower is better. AIGP (RFC 7311 §4) right after
     /// LOCAL_PREF: a path with AIGP beats one without (that is how DPF marks the primary
     /// color, draft-wang-idr-dpf §2.2.3), lower metric first.
@@ -33,10 +38,12 @@ impl Path {
     }
 }
 
-/// A prefix in the Loc-RIB: originated here, or the multipath set (best path first).
+/// A prefix in the Loc-RIB: originated here, announced unreachable here (UPA,
+/// draft-xu-idr-fare-in-mpson §4.1), or the multipath set (best path first).
 #[derive(Clone, Debug, PartialEq)]
 pub enum LocRoute {
     Local,
+    Unreachable,
     Learned(Vec<Path>),
 }
 
@@ -45,7 +52,12 @@ pub struct Rib {
     pub adj_in: HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>>,
     pub loc: HashMap<IpNet, LocRoute>,
     pub adj_out: HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>>,
-    pub local: std::collections::HashSet<IpNet>,
+    pub local: HashSet<IpNet>,
+    /// Host routes this node announces unreachable (its RNIC is disconnected).
+    pub unreachable: HashSet<IpNet>,
+    /// UPA subtype: a path that reaches the prefix beats one that announces it
+    /// unreachable. None = no UPA handling.
+    pub upa_subtype: Option<u8>,
 }
 
 impl Rib {
@@ -78,6 +90,9 @@ impl Rib {
     pub fn decide(&mut self, prefix: IpNet) -> Option<Option<LocRoute>> {
         let new = if self.local.contains(&prefix) {
             Some(LocRoute::Local)
+        } else if self.unreachable.contains(&prefix) {
+            // This node answers for the prefix: what others say about it does not count.
+            Some(LocRoute::Unreachable)
         } else {
             let mut paths: Vec<Path> = self
                 .adj_in
@@ -89,6 +104,11 @@ impl Rib {
                     })
                 })
                 .collect();
+            if let Some(subtype) = self.upa_subtype {
+                if paths.iter().any(|p| !p.is_unreachable(subtype)) {
+                    paths.retain(|p| !p.is_unreachable(subtype));
+                }
+            }
             select(&mut paths);
             (!paths.is_empty()).then_some(LocRoute::Learned(paths))
         };
@@ -171,5 +191,36 @@ mod tests {
             panic!()
         };
         assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [blue]);
+    }
+
+    #[test]
+    fn a_reaching_path_beats_an_unreachable_announcement() {
+        use crate::bgp::packet::upa::{Upa, DEFAULT_UPA_SUBTYPE};
+        let mut rib = Rib {
+            upa_subtype: Some(DEFAULT_UPA_SUBTYPE),
+            ..Rib::default()
+        };
+        let host: IpNet = "10.200.0.3/32".parse().unwrap();
+        let plane1: IpAddr = "10.1.11.1".parse().unwrap();
+        let plane2: IpAddr = "10.2.11.1".parse().unwrap();
+        let mut upa = (*attrs(&[65111, 65100, 65112])).clone();
+        upa.ext_communities
+            .push(Upa::new("10.1.0.2".parse().unwrap()).to_community(DEFAULT_UPA_SUBTYPE));
+        rib.learn(plane1, host, Arc::new(upa));
+        // Longer AS path, but it reaches the host: it wins over the UPA.
+        rib.learn(plane2, host, attrs(&[65211, 65200, 65212, 4200000003]));
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(host) else {
+            panic!()
+        };
+        assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [plane2]);
+        // Only the UPA left: it is the route (what an RNIC derives its host route from).
+        rib.forget(plane2, host);
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(host) else {
+            panic!()
+        };
+        assert!(paths[0].is_unreachable(DEFAULT_UPA_SUBTYPE));
+        // The node that answers for the host announces it, whatever it learned.
+        rib.unreachable.insert(host);
+        assert_eq!(rib.decide(host), Some(Some(LocRoute::Unreachable)));
     }
 }

@@ -12,13 +12,15 @@ use super::neighbor::{
     Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
 };
 use super::packet::attribute::flag;
-use super::packet::orf;
+use super::packet::upa::Upa;
 use super::packet::{
     color, community, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
     PathAttributes, Update,
 };
+use super::packet::{orf, Capability};
 use super::rib::{LocRoute, Path, Rib};
 use super::socket::{self, Protection};
+use super::upa;
 use crate::bandwidth::Received;
 use crate::dataplane::{ColorGroup, Group, GroupMode, Member};
 use crate::topology::Role;
@@ -54,6 +56,12 @@ pub struct NeighborSpec {
     pub orf_send: Vec<IpNet>,
     /// Tag routes from this neighbor with FIB-Suppress (draft-xu-idr-fare-in-mpson §4.2.1).
     pub fib_suppress: bool,
+    /// Host routes this node announces unreachable (UPA) while no route covering them is
+    /// learned from this neighbor (draft-xu-idr-fare-in-mpson §4.1; see [`super::upa`]).
+    pub upa_hosts: Vec<IpNet>,
+    /// Send this neighbor no route covered by one of this node's `prefixes` (aggregates
+    /// only; UPAs still go).
+    pub summary_only: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -73,6 +81,9 @@ pub struct SpeakerConfig {
     pub group_mode: GroupMode,
     pub neighbors: Vec<NeighborSpec>,
     pub prefixes: Vec<IpNet>,
+    /// How long a neighbor we accept ORFs from, and that can send them, gets to send its
+    /// first ORF before it is sent the full table anyway (RFC 5291 §5).
+    pub orf_wait: Duration,
     /// Emit a [`SpeakerEvent::Route`] per changed prefix (off for bulk benchmarks).
     pub route_events: bool,
     /// Deterministic Path Forwarding: session coloring mode, codepoints, route coloring.
@@ -113,6 +124,9 @@ pub struct ColorGroupView {
 pub struct RouteView {
     pub prefix: IpNet,
     pub local: bool,
+    /// Originated here as unreachable (UPA): this node's RNIC is disconnected.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unreachable: bool,
     /// WCMP from path bandwidths (false: ECMP, some path lacks the community).
     pub weighted: bool,
     pub paths: Vec<PathView>,
@@ -182,6 +196,9 @@ struct Peer {
     link_up: bool,
     /// Prefix filters the neighbor sent (ORF), per family: (entry, deny). Empty = none.
     orf: HashMap<Family, Vec<(orf::PrefixEntry, bool)>>,
+    /// Until then no UPDATE goes to the neighbor: it announced it will send an ORF and
+    /// its first one (IMMEDIATE) has not come yet (RFC 5291 §5).
+    orf_wait_until: Option<tokio::time::Instant>,
 }
 
 /// Starts listeners, neighbor tasks and the RIB task. Fails when a listener cannot bind.
@@ -241,6 +258,7 @@ pub async fn start(
                 link_gbps,
                 link_up: true,
                 orf: HashMap::new(),
+                orf_wait_until: None,
             },
         );
     }
@@ -290,7 +308,10 @@ pub async fn start(
     if !watched.is_empty() {
         tokio::spawn(watch_links(watched, config.link_poll, cmd_tx.clone()));
     }
-    let mut rib = Rib::default();
+    let mut rib = Rib {
+        upa_subtype: Some(config.policy.upa_subtype),
+        ..Rib::default()
+    };
     for p in &config.prefixes {
         rib.local.insert(p.trunc());
     }
@@ -302,6 +323,7 @@ pub async fn start(
         events,
         fib: HashMap::new(),
         color_fib: HashMap::new(),
+        unreachable_learned: HashSet::new(),
     };
     tokio::spawn(task.run(session_rx, cmd_rx));
     Ok(SpeakerHandle {
@@ -430,6 +452,9 @@ struct RibTask {
     /// Per-color groups sent with each group (DPF), to send only changes.
     color_fib: HashMap<IpNet, Vec<ColorGroupView>>,
     dirty: HashSet<IpNet>,
+    /// Prefixes whose every path announces them unreachable (UPA): an RNIC's host
+    /// routes derived from its aggregates, recomputed when an aggregate changes.
+    unreachable_learned: HashSet<IpNet>,
 }
 
 impl RibTask {
@@ -443,7 +468,10 @@ impl RibTask {
         // closed from the start, and the speaker still serves commands until shutdown.
         let mut sessions_open = true;
         loop {
+            let orf_deadline = self.peers.values().filter_map(|p| p.orf_wait_until).min();
             tokio::select! {
+                _ = tokio::time::sleep_until(orf_deadline.unwrap_or_else(tokio::time::Instant::now)),
+                    if orf_deadline.is_some() => self.orf_wait_expired(),
                 ev = sessions.recv(), if sessions_open => {
                     let Some(ev) = ev else {
                         sessions_open = false;
@@ -488,6 +516,10 @@ impl RibTask {
         match ev {
             SessionEvent::Up { peer, info } => {
                 if let Some(p) = self.peers.get_mut(&peer) {
+                    // RFC 5291 §5: a neighbor that will send an ORF gets no UPDATE before
+                    // it (or before the wait ends).
+                    p.orf_wait_until = (p.spec.orf_receive && peer_sends_orf(&info))
+                        .then(|| tokio::time::Instant::now() + self.config.orf_wait);
                     p.session = Some(info);
                     self.rib.adj_out.remove(&peer);
                     self.dirty.extend(self.rib.loc.keys().copied());
@@ -499,6 +531,7 @@ impl RibTask {
                     p.session = None;
                     // ORFs live as long as the session that carried them (RFC 5291 §5).
                     p.orf.clear();
+                    p.orf_wait_until = None;
                 }
                 let gone = self.rib.forget_peer(peer);
                 self.dirty.extend(gone);
@@ -517,7 +550,10 @@ impl RibTask {
                 let list = p.orf.entry(family).or_default();
                 apply_orf(list, &filter.entries);
                 info!(%peer, ?family, entries = list.len(), when = ?filter.when, "ORF received");
-                if filter.when == orf::When::Immediate {
+                if filter.when == orf::When::Immediate && p.orf_wait_until.take().is_some() {
+                    // The first ORF: now the initial UPDATEs, filtered.
+                    self.dirty.extend(self.rib.loc.keys().copied());
+                } else if filter.when == orf::When::Immediate {
                     self.dirty.extend(
                         self.rib
                             .loc
@@ -529,6 +565,13 @@ impl RibTask {
             }
             SessionEvent::RouteRefresh { peer, family, .. } => {
                 // Re-send this family's Adj-RIB-Out (RFC 2918 §4): forget what was sent.
+                // A neighbor we wait for asks for its routes now (its ORF entries, if
+                // any, came deferred): the wait is over.
+                if let Some(p) = self.peers.get_mut(&peer) {
+                    if p.orf_wait_until.take().is_some() {
+                        self.dirty.extend(self.rib.loc.keys().copied());
+                    }
+                }
                 let of_family = |p: &IpNet| family.is_none_or(|f| nlri::family_of(p) == f);
                 if let Some(t) = self.rib.adj_out.get_mut(&peer) {
                     t.retain(|p, _| !of_family(p));
@@ -675,6 +718,7 @@ impl RibTask {
                     .send(if up { Command::Kick } else { Command::Reset });
                 if !up {
                     p.session = None;
+                    p.orf_wait_until = None;
                     down.push(*addr);
                 }
             }
@@ -846,9 +890,10 @@ impl RibTask {
 
     fn view(&self, prefix: IpNet) -> Option<RouteView> {
         Some(match self.rib.loc.get(&prefix)? {
-            LocRoute::Local => RouteView {
+            LocRoute::Local | LocRoute::Unreachable => RouteView {
                 prefix,
                 local: true,
+                unreachable: matches!(self.rib.loc.get(&prefix), Some(LocRoute::Unreachable)),
                 weighted: false,
                 paths: vec![],
                 color_groups: vec![],
@@ -858,6 +903,7 @@ impl RibTask {
                 RouteView {
                     prefix,
                     local: false,
+                    unreachable: false,
                     weighted: d.weighted(),
                     paths: paths
                         .iter()
@@ -891,10 +937,23 @@ impl RibTask {
 
     /// Decides every dirty prefix, then sends group changes and UPDATEs.
     async fn flush(&mut self) {
+        self.update_unreachable();
         if self.dirty.is_empty() {
             return;
         }
-        let dirty: Vec<IpNet> = self.dirty.drain().collect();
+        // An RNIC's host routes derived from an aggregate follow the aggregate.
+        if self.config.policy.role == Role::Rnic {
+            let derived: Vec<IpNet> = self
+                .unreachable_learned
+                .iter()
+                .filter(|u| self.dirty.iter().any(|d| d != *u && d.contains(*u)))
+                .copied()
+                .collect();
+            self.dirty.extend(derived);
+        }
+        let mut dirty: Vec<IpNet> = self.dirty.drain().collect();
+        // Aggregates first: host routes derived from them read their new paths.
+        dirty.sort_by_key(|p| p.prefix_len());
         let established: Vec<IpAddr> = self
             .peers
             .iter()
@@ -912,14 +971,24 @@ impl RibTask {
             let decision = match &route {
                 Some(LocRoute::Learned(paths)) => {
                     let (inputs, d) = self.decide(paths);
-                    if self.fib_suppressed(paths) {
-                        self.program_none(prefix).await;
+                    if self.all_unreachable(paths) {
+                        if self.unreachable_learned.insert(prefix) {
+                            let from: Vec<IpAddr> = paths.iter().map(|p| p.peer).collect();
+                            info!(%prefix, ?from, "UPA received");
+                        }
+                        self.program_avoiding(prefix, paths).await;
                     } else {
-                        self.program(prefix, paths, &d).await;
+                        self.upa_gone(prefix);
+                        if self.fib_suppressed(paths) {
+                            self.program_none(prefix).await;
+                        } else {
+                            self.program(prefix, paths, &d).await;
+                        }
                     }
                     Some((inputs, d))
                 }
                 _ => {
+                    self.upa_gone(prefix);
                     self.program_none(prefix).await;
                     None
                 }
@@ -946,8 +1015,18 @@ impl RibTask {
                 .filter(|a| !incoming.contains(a) && self.eligible(&route, *a))
                 .collect();
             for &peer in &established {
+                if self
+                    .peers
+                    .get(&peer)
+                    .is_some_and(|p| p.orf_wait_until.is_some())
+                {
+                    continue;
+                }
                 // A neighbor's ORF filters what it is sent, not the averaged split.
-                let out = if targets.contains(&peer) && self.orf_permits(&prefix, peer) {
+                let out = if targets.contains(&peer)
+                    && self.orf_permits(&prefix, peer)
+                    && !self.summarized(&prefix, route.as_ref(), peer)
+                {
                     self.outgoing(
                         prefix,
                         route.as_ref(),
@@ -1013,7 +1092,10 @@ impl RibTask {
         };
         match route {
             None => false,
-            Some(LocRoute::Local) => true,
+            Some(LocRoute::Local | LocRoute::Unreachable) => true,
+            // An RNIC is a stub speaker in each plane (mpson §3): it advertises only what
+            // it originates, never one plane's routes (or UPAs) into another.
+            Some(LocRoute::Learned(_)) if self.config.policy.role == Role::Rnic => false,
             // Sender-side loop check: a neighbor already on the AS path would drop it.
             Some(LocRoute::Learned(paths)) => !paths[0]
                 .attrs
@@ -1035,6 +1117,101 @@ impl RibTask {
                         .is_some_and(|f| f.router_id != self.config.router_id)
                 })
             })
+    }
+
+    /// True when every path announces the prefix unreachable (UPA).
+    fn all_unreachable(&self, paths: &[Path]) -> bool {
+        upa::all_unreachable(paths, self.config.policy.upa_subtype)
+    }
+
+    /// Recomputes which configured RNIC host routes this node announces unreachable: a
+    /// host is reachable while some neighbor it is configured on (`upa_hosts`) gave us a
+    /// route covering it. Changes make the prefix dirty (UPA advertised or withdrawn).
+    fn update_unreachable(&mut self) {
+        let configured = self
+            .peers
+            .iter()
+            .map(|(a, p)| (*a, p.spec.upa_hosts.as_slice()));
+        let now =
+            upa::unreachable_hosts(configured, &self.rib.adj_in, self.config.policy.upa_subtype);
+        if now == self.rib.unreachable {
+            return;
+        }
+        for host in now.difference(&self.rib.unreachable) {
+            info!(prefix = %host, "host unreachable through its neighbor: UPA advertised");
+        }
+        for host in self.rib.unreachable.difference(&now) {
+            info!(prefix = %host, "host reachable again: UPA withdrawn");
+        }
+        self.dirty
+            .extend(now.symmetric_difference(&self.rib.unreachable).copied());
+        self.rib.unreachable = now;
+    }
+
+    /// A UPA-derived host route of an RNIC is over (the UPA was withdrawn or a path
+    /// reaches the prefix again).
+    fn upa_gone(&mut self, prefix: IpNet) {
+        if self.unreachable_learned.remove(&prefix) {
+            info!(%prefix, "UPA withdrawn: host route follows the aggregate again");
+        }
+    }
+
+    /// What a node does with a prefix announced unreachable through `paths` (mpson
+    /// §4.1). Switches install nothing. An RNIC installs a host route whose members are
+    /// those of its longest-matching aggregate minus the neighbors that announced the
+    /// prefix unreachable, so its traffic to the prefix no longer enters their planes;
+    /// the aggregate stays installed (make-before-break: the more specific route takes
+    /// over in one step).
+    async fn program_avoiding(&mut self, prefix: IpNet, paths: &[Path]) {
+        if self.config.policy.role != Role::Rnic {
+            self.program_none(prefix).await;
+            return;
+        }
+        let avoid: Vec<IpAddr> = paths.iter().map(|p| p.peer).collect();
+        let remaining = upa::avoiding(
+            &self.rib.loc,
+            prefix,
+            &avoid,
+            self.config.policy.upa_subtype,
+        );
+        if remaining.is_empty() {
+            // Nowhere else to go: the aggregate (if any) is as good as nothing.
+            self.program_none(prefix).await;
+            return;
+        }
+        let (_, d) = self.decide(&remaining);
+        let new = !self.fib.contains_key(&prefix);
+        self.program(prefix, &remaining, &d).await;
+        if new {
+            info!(%prefix, ?avoid, members = remaining.len(), "host route avoids the unreachable plane");
+        }
+    }
+
+    /// True when `prefix` stays behind one of this node's aggregates toward `peer`
+    /// (`summary_only`); UPAs always go.
+    fn summarized(&self, prefix: &IpNet, route: Option<&LocRoute>, peer: IpAddr) -> bool {
+        let Some(LocRoute::Learned(paths)) = route else {
+            return false;
+        };
+        self.peers.get(&peer).is_some_and(|p| p.spec.summary_only)
+            && !self.all_unreachable(paths)
+            && upa::covered(&self.rib.local, prefix)
+    }
+
+    /// Peers whose wait for a first ORF is over: they get the full table now.
+    fn orf_wait_expired(&mut self) {
+        let now = tokio::time::Instant::now();
+        let mut expired = false;
+        for (addr, p) in self.peers.iter_mut() {
+            if p.orf_wait_until.is_some_and(|t| t <= now) {
+                p.orf_wait_until = None;
+                warn!(peer = %addr, "no ORF within the wait: sending the full table");
+                expired = true;
+            }
+        }
+        if expired {
+            self.dirty.extend(self.rib.loc.keys().copied());
+        }
     }
 
     /// False when the neighbor's ORF for the prefix's family does not permit it.
@@ -1066,6 +1243,12 @@ impl RibTask {
         let subtype = policy.subtype;
         let mut a = PathAttributes::default();
         match route? {
+            LocRoute::Unreachable => {
+                a.origin = Some(Origin::Igp);
+                a.as_path = Some(AsPath::sequence(vec![self.config.asn]));
+                a.ext_communities
+                    .push(Upa::new(self.config.router_id).to_community(policy.upa_subtype));
+            }
             LocRoute::Local => {
                 // DPF §2.2.1: which sessions get the prefix, with which color and AIGP.
                 let orig = dpf::originate(self.config.dpf.coloring(&prefix), p.spec.color)?;
@@ -1262,6 +1445,19 @@ impl RibTask {
                 .await;
         }
     }
+}
+
+/// True when the peer's OPEN says it will send Address Prefix ORFs (RFC 5291 §4).
+fn peer_sends_orf(info: &SessionInfo) -> bool {
+    info.capabilities.iter().any(|c| match c {
+        Capability::Orf(list) => list.iter().any(|f| {
+            f.types.iter().any(|(t, sr)| {
+                matches!(*t, orf::ADDRESS_PREFIX | orf::PREFIX_LIST_PRESTANDARD)
+                    && sr & orf::SEND != 0
+            })
+        }),
+        _ => false,
+    })
 }
 
 fn is_known(type_code: u8) -> bool {

@@ -143,7 +143,7 @@ pub fn config_yaml(
         "router_id": node.router_id.to_string(),
         "asn": node.asn,
         "management": {"socket": socket.to_string_lossy()},
-        "fare": {"mode": mode},
+        "fare": fare_block(node, mode),
         "dataplane": dataplane,
         "neighbors": neighbors,
         "prefixes": node.prefixes.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
@@ -167,6 +167,16 @@ pub fn config_yaml(
             node: node.name.clone(),
             problem: e.to_string(),
         })
+}
+
+/// The `fare:` block: an RNIC says so, which makes it a stub speaker (mpson §3: it
+/// advertises only its own prefixes, never one plane's routes into another).
+fn fare_block(node: &NodePlan, mode: &str) -> Value {
+    if node.role == "rnic" {
+        json!({"mode": mode, "role": "rnic"})
+    } else {
+        json!({"mode": mode})
+    }
 }
 
 /// Writes every node's configuration into the state directory.

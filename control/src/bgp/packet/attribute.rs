@@ -324,6 +324,9 @@ impl PathAttributes {
                 });
             }
         }
+        // In the order `encode` writes them (ascending type, RFC 4271 §5), so that what
+        // is re-advertised decodes to the same attributes.
+        attrs.other.sort_by_key(|a| a.type_code);
         Ok(attrs)
     }
 

@@ -27,6 +27,7 @@ pub mod nlri;
 pub mod notification;
 pub mod open;
 pub mod orf;
+pub mod upa;
 pub mod update;
 
 pub use aigp::Aigp;

@@ -740,3 +740,28 @@ fn pack_splits_large_announcements() {
     let w = update::pack_withdraw(&nets);
     assert_eq!(w.iter().map(|u| u.withdrawn.len()).sum::<usize>(), 5000);
 }
+
+/// Fuzz crasher (bgp_decode): unknown attributes out of type order on the wire came back
+/// reordered by `encode`, so the re-encoded UPDATE decoded to different attributes.
+#[test]
+fn unknown_attributes_out_of_order_round_trip() {
+    let body = [
+        0x00, 0x00, // no withdrawn routes
+        0x00, 0x06, // path attributes: 6 octets
+        0xef, 0x09, 0x00, // flags 0xef (optional transitive partial), type 9, empty
+        0x80, 0x00, 0x00, // flags 0x80 (optional), type 0, empty
+    ];
+    let ctx = Context {
+        four_octet_as: false,
+    };
+    let Ok(first) = Message::decode(&msg(msg_type::UPDATE, &body), ctx) else {
+        panic!("decodes");
+    };
+    let again = Message::decode(&first.encode(ctx), ctx).unwrap();
+    let (Message::Update(a), Message::Update(b)) = (&first, &again) else {
+        panic!("UPDATEs");
+    };
+    assert_eq!(a.attributes, b.attributes);
+    let types: Vec<u8> = a.attributes.other.iter().map(|r| r.type_code).collect();
+    assert_eq!(types, [0, 9]);
+}
