@@ -46,6 +46,14 @@ pub struct ArnConfig {
     pub refresh_ms: u64,
     #[serde(default)]
     pub monitor: Option<MonitorConfig>,
+    /// Pass an ARN on to the other ARN neighbors when this node cannot act on it (the
+    /// member toward the sender is the last one of its group): the nodes upstream can.
+    #[serde(default = "default_propagate")]
+    pub propagate: bool,
+}
+
+fn default_propagate() -> bool {
+    true
 }
 
 impl Default for ArnConfig {
@@ -59,6 +67,7 @@ impl Default for ArnConfig {
             notify: Vec::new(),
             refresh_ms: default_refresh_ms(),
             monitor: None,
+            propagate: default_propagate(),
         }
     }
 }

@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use ipnet::IpNet;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -109,6 +109,8 @@ pub struct Counters {
     /// Per-flow mode: flows steered off a port / released (Type 2/4 or timeout).
     pub flows_steered: AtomicU64,
     pub flows_released: AtomicU64,
+    /// ARNs passed on upstream because no alternative was left here.
+    pub propagated: AtomicU64,
 }
 
 /// A plain copy of [`Counters`] for display and JSON.
@@ -133,6 +135,7 @@ pub struct CountersSnapshot {
     pub unmatched: u64,
     pub flows_steered: u64,
     pub flows_released: u64,
+    pub propagated: u64,
 }
 
 impl Counters {
@@ -158,6 +161,7 @@ impl Counters {
             unmatched: g(&self.unmatched),
             flows_steered: g(&self.flows_steered),
             flows_released: g(&self.flows_released),
+            propagated: g(&self.propagated),
         }
     }
 }
@@ -311,6 +315,14 @@ pub struct Receiver {
     removals: BTreeMap<RemovalKey, Removal>,
     /// Per-flow mode: flows the data plane steers off the port toward their sender.
     steered: Vec<SteeredFlow>,
+    /// UDP port ARNs go to (propagation).
+    port: u16,
+    /// Propagation upstream: off, or the refresh period that limits repeats.
+    propagate: Option<Duration>,
+    /// ARN conditions passed on, by (sender, Path ID, failure?) -> when last sent.
+    propagated: HashMap<(IpAddr, u32, bool), Instant>,
+    /// ARNs to send, with their destinations; [`run`] sends them.
+    outbox: Vec<(ArnMessage, Vec<IpAddr>)>,
     counters: Arc<Counters>,
     /// A copy of the removals for readers outside the receiver task (management API).
     published: Arc<std::sync::RwLock<Vec<RemovedMember>>>,
@@ -345,6 +357,10 @@ impl Receiver {
             buckets: HashMap::new(),
             removals: BTreeMap::new(),
             steered: Vec::new(),
+            port: config.udp_port,
+            propagate: config.propagate.then(|| config.refresh()),
+            propagated: HashMap::new(),
+            outbox: Vec::new(),
             counters: Arc::new(Counters::default()),
             published: Arc::default(),
         }
@@ -557,6 +573,7 @@ impl Receiver {
         }
         let cause = Cause::of(msg);
         let mut changes = Vec::new();
+        let mut refused = false;
         for (prefix, index) in targets {
             let key = RemovalKey { prefix, sender };
             if msg.kind.removes() {
@@ -587,6 +604,7 @@ impl Receiver {
                     }
                     Err(e) => {
                         bump(&self.counters.refused_last_member);
+                        refused = true;
                         info!(%prefix, index, error = %e, "ARN: member kept (no alternative left)");
                     }
                 }
@@ -610,7 +628,50 @@ impl Receiver {
                 }
             }
         }
+        self.plan_propagation(sender, msg, refused, now);
         changes
+    }
+
+    /// Propagation upstream: a Type 1/3 this node could not act on (no alternative to the
+    /// member toward the sender) goes on, unchanged, to every other ARN neighbor (at most
+    /// once per refresh period per condition); the matching Type 2/4 follows it.
+    fn plan_propagation(&mut self, sender: IpAddr, msg: &ArnMessage, refused: bool, now: Instant) {
+        let Some(refresh) = self.propagate else {
+            return;
+        };
+        let key = (sender, msg.path_id.unwrap_or(0), Cause::of(msg).failure);
+        if msg.kind.removes() {
+            if !refused {
+                return;
+            }
+            if self
+                .propagated
+                .get(&key)
+                .is_some_and(|t| now.duration_since(*t) < refresh)
+            {
+                return;
+            }
+            self.propagated.insert(key, now);
+        } else if self.propagated.remove(&key).is_none() {
+            return;
+        }
+        let to: Vec<IpAddr> = self
+            .neighbors
+            .iter()
+            .map(|n| n.address)
+            .filter(|a| *a != sender)
+            .collect();
+        if to.is_empty() {
+            return;
+        }
+        bump(&self.counters.propagated);
+        info!(%sender, %msg, to = ?to, "ARN propagated upstream (no alternative here)");
+        self.outbox.push((msg.clone(), to));
+    }
+
+    /// The ARNs to send now (see `plan_propagation`).
+    pub fn take_outbox(&mut self) -> Vec<(ArnMessage, Vec<IpAddr>)> {
+        std::mem::take(&mut self.outbox)
     }
 
     async fn restore<C: MemberControl + ?Sized>(
@@ -826,6 +887,9 @@ pub async fn run<C: MemberControl + ?Sized>(
         });
     }
     drop(tx);
+    // Propagated ARNs leave with the ARN options (TTL 255, CS6) to the receive port.
+    let outgoing = transport::blocking_sender(SocketAddr::from(([0, 0, 0, 0], 0))).ok();
+    let outgoing6 = transport::blocking_sender(SocketAddr::from(([0u16; 8], 0))).ok();
     let tick = (receiver.hold / 10).clamp(Duration::from_millis(1), Duration::from_millis(50));
     let mut timer = tokio::time::interval(tick);
     timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -851,6 +915,17 @@ pub async fn run<C: MemberControl + ?Sized>(
                 };
                 if let Some(tx) = &events {
                     let _ = tx.send(ReceiverEvent { from: d.from.ip(), ttl: d.ttl, message, dropped, changes });
+                }
+                for (msg, to) in receiver.take_outbox() {
+                    let Ok(bytes) = msg.encode() else { continue };
+                    for a in to {
+                        let socket = if a.is_ipv4() { outgoing.as_ref() } else { outgoing6.as_ref() };
+                        if let Some(socket) = socket {
+                            if let Err(e) = socket.send_to(&bytes, SocketAddr::new(a, receiver.port)) {
+                                warn!(to = %a, error = %e, "ARN propagation failed");
+                            }
+                        }
+                    }
                 }
             }
             _ = timer.tick() => {
@@ -1192,5 +1267,76 @@ mod tests {
         assert!(!st.calls[3].2);
         let c = r.counters().snapshot();
         assert_eq!((c.flows_steered, c.flows_released), (2, 2));
+    }
+
+    #[tokio::test]
+    async fn arn_without_alternative_is_propagated_to_the_other_neighbors() {
+        let mut dp = NullDataplane::default();
+        // The only way to 192.0.2.0/24 is via S1: nothing to do here, pass it on.
+        dp.install(&Group {
+            prefix: "192.0.2.0/24".parse().unwrap(),
+            mode: GroupMode::Spray,
+            members: vec![member(S1, "lo")],
+        })
+        .await
+        .unwrap();
+        let mut r = Receiver::new(&config(), &[]);
+        let s1: IpAddr = S1.parse().unwrap();
+        let s2: IpAddr = S2.parse().unwrap();
+        let m = |kind| ArnMessage {
+            kind,
+            metric: 9,
+            flow: None,
+            path_id: Some(u32::from(LEAF2)),
+        };
+        let t0 = Instant::now();
+        r.apply(&mut dp, s1, &m(ArnType::CongestionDetected), t0)
+            .await;
+        let out = r.take_outbox();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0, m(ArnType::CongestionDetected));
+        assert_eq!(out[0].1, vec![s2]); // never back to the sender
+                                        // A refresh within the refresh period is not passed on again; later it is.
+        r.apply(&mut dp, s1, &m(ArnType::CongestionDetected), t0)
+            .await;
+        assert!(r.take_outbox().is_empty());
+        let later = t0 + Duration::from_secs(1);
+        r.apply(&mut dp, s1, &m(ArnType::CongestionDetected), later)
+            .await;
+        assert_eq!(r.take_outbox().len(), 1);
+        // Type 2 follows the propagated Type 1, once.
+        r.apply(&mut dp, s1, &m(ArnType::CongestionEliminated), later)
+            .await;
+        let out = r.take_outbox();
+        assert_eq!(out.len(), 1);
+        assert_eq!(out[0].0.kind, ArnType::CongestionEliminated);
+        r.apply(&mut dp, s1, &m(ArnType::CongestionEliminated), later)
+            .await;
+        assert!(r.take_outbox().is_empty());
+        assert_eq!(r.counters().snapshot().propagated, 3);
+        // An ARN this node can act on (two members) is not propagated.
+        let (mut r, mut dp) = setup().await;
+        r.apply(&mut dp, s1, &m(ArnType::CongestionDetected), t0)
+            .await;
+        assert!(r.take_outbox().is_empty());
+        // Off by configuration.
+        let mut off = Receiver::new(
+            &ArnConfig {
+                propagate: false,
+                ..config()
+            },
+            &[],
+        );
+        let mut dp1 = NullDataplane::default();
+        dp1.install(&Group {
+            prefix: "192.0.2.0/24".parse().unwrap(),
+            mode: GroupMode::Spray,
+            members: vec![member(S1, "lo")],
+        })
+        .await
+        .unwrap();
+        off.apply(&mut dp1, s1, &m(ArnType::CongestionDetected), t0)
+            .await;
+        assert!(off.take_outbox().is_empty());
     }
 }
