@@ -5,6 +5,7 @@
 //! in `Drop`, also when the test fails; processes left inside are killed first.
 
 pub mod agent;
+pub mod arn_fabric;
 pub mod bgp;
 pub mod dpf_lab;
 pub mod inns;

@@ -13,51 +13,24 @@
 //!    puts it back.
 
 use anyhow::{bail, ensure, Context, Result};
-use fare_integration::{fare_bin, have_root, have_tool, repo_root, run, wait_until};
+use fare_integration::arn_fabric::ArnFabric;
+use fare_integration::{have_root, have_tool, run, wait_until};
 use serde_json::Value;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Address of spine1 on its link to leaf1 (the plan's first /31: spine1-leaf1 is link 0).
 const SPINE1_ON_LEAF1_LINK: &str = "172.16.0.0";
 const LEAF2_PREFIX: &str = "198.51.100.0/24";
 
-/// The lab, taken down (with everything in it) when dropped.
-struct Lab {
-    name: String,
-    traffic: Vec<Child>,
+/// What this test reads from the agents besides the shared fabric's counters.
+trait AgentArn {
+    fn show(&self, node: &str, what: &str) -> Result<Value>;
+    fn removed(&self) -> Result<Vec<Value>>;
+    fn wait_removed(&self, timeout: Duration) -> Result<Value>;
+    fn wait_restored(&self, timeout: Duration) -> Result<()>;
 }
 
-impl Drop for Lab {
-    fn drop(&mut self) {
-        for c in &mut self.traffic {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if let Ok(fare) = fare_bin() {
-            let _ = Command::new(fare)
-                .args(["lab", "down", &self.name])
-                .output();
-        }
-    }
-}
-
-impl Lab {
-    fn ns(&self, node: &str) -> String {
-        format!("farelab-{}-{node}", self.name)
-    }
-
-    fn fare(&self, args: &[&str]) -> Result<String> {
-        let out = Command::new(fare_bin()?).args(args).output()?;
-        ensure!(
-            out.status.success(),
-            "fare {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
+impl AgentArn for ArnFabric {
     fn show(&self, node: &str, what: &str) -> Result<Value> {
         let socket = format!("/run/fare/lab/{}/{node}.sock", self.name);
         let text = self.fare(&["show", "--socket", &socket, what, "--json"])?;
@@ -70,30 +43,6 @@ impl Lab {
             .as_array()
             .cloned()
             .unwrap_or_default())
-    }
-
-    fn tx_packets(&self, node: &str, ifname: &str) -> Result<u64> {
-        let out = run(
-            "ip",
-            &["-n", &self.ns(node), "-j", "-s", "link", "show", ifname],
-        )?;
-        let v: Value = serde_json::from_slice(&out.stdout)?;
-        v[0]["stats64"]["tx"]["packets"]
-            .as_u64()
-            .context("no tx counter")
-    }
-
-    /// Share of leaf1's packets toward leaf2 that left over spine1 (eth1) during `window`.
-    fn spine1_share(&self, window: Duration) -> Result<f64> {
-        let before = (
-            self.tx_packets("leaf1", "eth1")?,
-            self.tx_packets("leaf1", "eth2")?,
-        );
-        std::thread::sleep(window);
-        let e1 = self.tx_packets("leaf1", "eth1")? - before.0;
-        let e2 = self.tx_packets("leaf1", "eth2")? - before.1;
-        ensure!(e1 + e2 > 100, "almost no traffic: {e1} + {e2} packets");
-        Ok(e1 as f64 / (e1 + e2) as f64)
     }
 
     /// Waits (bounded) until leaf1 holds the member via spine1 out; returns it.
@@ -154,57 +103,20 @@ fn arn_with_xdp_detects_congestion_in_the_program_and_moves_traffic() -> Result<
 }
 
 fn arn_end_to_end(dataplane: &str) -> Result<()> {
-    let fare = fare_bin()?;
-    let mut lab = Lab {
-        name: format!("arn{}{}", &dataplane[..1], std::process::id() % 100_000),
-        traffic: Vec::new(),
-    };
-    let topo = repo_root().join("topologies/arn-spine-leaf.yaml");
-    lab.fare(&[
-        "lab",
-        "up",
-        &topo.to_string_lossy(),
-        "--name",
-        &lab.name,
-        "--routing",
-        "static",
-        "--dataplane",
-        dataplane,
-        "--arn-clear-ms",
-        "200",
-    ])?;
+    let mut lab = ArnFabric::up(
+        format!("arn{}{}", &dataplane[..1], std::process::id() % 100_000),
+        &[
+            "--routing",
+            "static",
+            "--dataplane",
+            dataplane,
+            "--arn-clear-ms",
+            "200",
+        ],
+    )?;
     // 40 Mbit/s over two 100 Mbit/s spines: ~20 Mbit/s each, twice what a congested
     // (10%) spine1-leaf2 link carries.
-    let fare_s = fare.to_string_lossy().to_string();
-    for (ns, args) in [
-        (
-            lab.ns("leaf2-h0"),
-            vec!["lab", "gen", "--sink", "--duration", "60"],
-        ),
-        (
-            lab.ns("leaf1-h0"),
-            vec![
-                "lab",
-                "gen",
-                "--to",
-                "198.51.100.2",
-                "--rate-kbit",
-                "40000",
-                "--flows",
-                "64",
-                "--duration",
-                "60",
-            ],
-        ),
-    ] {
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns, &fare_s])
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        lab.traffic.push(child);
-    }
+    lab.start_traffic(40_000, 60)?;
     ensure!(
         wait_until(Duration::from_secs(10), || lab
             .spine1_share(Duration::from_millis(500))

@@ -10,56 +10,24 @@
 //!    do not move traffic and are counted in the program's ARN_STATS.
 //! 4. A Type 1 then a Type 2: removed, then restored before the hold time.
 
-use anyhow::{ensure, Context, Result};
-use fare_integration::{fare_bin, have_root, have_tool, repo_root, run, wait_until};
+use anyhow::{ensure, Result};
+use fare_integration::arn_fabric::ArnFabric;
+use fare_integration::{fare_bin, have_root, have_tool, run, wait_until};
 use serde_json::Value;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 /// leaf1's address on its link to spine1 (the plan's first /31: spine1-leaf1 is link 0).
 const LEAF1_ON_SPINE1_LINK: &str = "172.16.0.1";
 
-struct Lab {
-    name: String,
-    traffic: Vec<Child>,
-    stopped: Option<i32>,
+/// What this test does with the shared fabric besides the traffic: send ARNs by hand,
+/// read leaf1's program counters.
+trait ArnByHand {
+    fn send_from(&self, node: &str, args: &[&str]) -> Result<()>;
+    fn send_from_spine1(&self, args: &[&str]) -> Result<()>;
+    fn arn_stats(&self) -> Result<Vec<u64>>;
 }
 
-impl Drop for Lab {
-    fn drop(&mut self) {
-        if let Some(pid) = self.stopped {
-            let _ = Command::new("kill")
-                .args(["-CONT", &pid.to_string()])
-                .output();
-        }
-        for c in &mut self.traffic {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        if let Ok(fare) = fare_bin() {
-            let _ = Command::new(fare)
-                .args(["lab", "down", &self.name])
-                .output();
-        }
-    }
-}
-
-impl Lab {
-    fn ns(&self, node: &str) -> String {
-        format!("farelab-{}-{node}", self.name)
-    }
-
-    fn fare(&self, args: &[&str]) -> Result<String> {
-        let out = Command::new(fare_bin()?).args(args).output()?;
-        ensure!(
-            out.status.success(),
-            "fare {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
+impl ArnByHand for ArnFabric {
     /// `fare arn send` from `node`'s namespace to leaf1's address on the spine1 link.
     fn send_from(&self, node: &str, args: &[&str]) -> Result<()> {
         let fare = fare_bin()?.to_string_lossy().to_string();
@@ -73,27 +41,6 @@ impl Lab {
 
     fn send_from_spine1(&self, args: &[&str]) -> Result<()> {
         self.send_from("spine1", args)
-    }
-
-    fn tx_packets(&self, ifname: &str) -> Result<u64> {
-        let out = run(
-            "ip",
-            &["-n", &self.ns("leaf1"), "-j", "-s", "link", "show", ifname],
-        )?;
-        let v: Value = serde_json::from_slice(&out.stdout)?;
-        v[0]["stats64"]["tx"]["packets"]
-            .as_u64()
-            .context("no tx counter")
-    }
-
-    /// Share of leaf1's packets toward leaf2 that left over spine1 (eth1) during `window`.
-    fn spine1_share(&self, window: Duration) -> Result<f64> {
-        let before = (self.tx_packets("eth1")?, self.tx_packets("eth2")?);
-        std::thread::sleep(window);
-        let e1 = self.tx_packets("eth1")? - before.0;
-        let e2 = self.tx_packets("eth2")? - before.1;
-        ensure!(e1 + e2 > 50, "almost no traffic: {e1} + {e2} packets");
-        Ok(e1 as f64 / (e1 + e2) as f64)
     }
 
     /// leaf1's in-program ARN counters (ARN_STATS, summed over CPUs), by index.
@@ -145,65 +92,19 @@ fn xdp_program_applies_arn_without_the_agent() -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") || !have_tool(test, "bpftool") {
         return Ok(());
     }
-    let fare = fare_bin()?;
-    let mut lab = Lab {
-        name: format!("ax{}", std::process::id() % 100_000),
-        traffic: Vec::new(),
-        stopped: None,
-    };
-    let topo = repo_root().join("topologies/arn-spine-leaf.yaml");
-    lab.fare(&[
-        "lab",
-        "up",
-        &topo.to_string_lossy(),
-        "--name",
-        &lab.name,
-        "--routing",
-        "static",
-        "--dataplane",
-        "xdp",
-        "--arn-hold-ms",
-        "2000",
-    ])?;
-    let state: Value = serde_json::from_str(&std::fs::read_to_string(format!(
-        "/run/fare/lab/{}/state.json",
-        lab.name
-    ))?)?;
-    let leaf1_pid = state["agents"]
-        .as_array()
-        .and_then(|a| a.iter().find(|e| e[0] == "leaf1"))
-        .and_then(|e| e[1].as_i64())
-        .context("leaf1 agent pid in state.json")?;
-    let fare_s = fare.to_string_lossy().to_string();
-    for (ns, args) in [
-        (
-            lab.ns("leaf2-h0"),
-            vec!["lab", "gen", "--sink", "--duration", "90"],
-        ),
-        (
-            lab.ns("leaf1-h0"),
-            vec![
-                "lab",
-                "gen",
-                "--to",
-                "198.51.100.2",
-                "--rate-kbit",
-                "20000",
-                "--flows",
-                "64",
-                "--duration",
-                "90",
-            ],
-        ),
-    ] {
-        let child = Command::new("ip")
-            .args(["netns", "exec", &ns, &fare_s])
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()?;
-        lab.traffic.push(child);
-    }
+    let mut lab = ArnFabric::up(
+        format!("ax{}", std::process::id() % 100_000),
+        &[
+            "--routing",
+            "static",
+            "--dataplane",
+            "xdp",
+            "--arn-hold-ms",
+            "2000",
+        ],
+    )?;
+    let leaf1_pid = lab.agent_pid("leaf1")?;
+    lab.start_traffic(20_000, 90)?;
     ensure!(
         wait_until(Duration::from_secs(10), || lab
             .spine1_share(Duration::from_millis(500))
@@ -215,7 +116,7 @@ fn xdp_program_applies_arn_without_the_agent() -> Result<()> {
 
     // The agent cannot react from here on: only the program can.
     run("kill", &["-STOP", &leaf1_pid.to_string()])?;
-    lab.stopped = Some(leaf1_pid as i32);
+    lab.stopped = Some(leaf1_pid);
 
     // 3. Spoofed and malformed ARNs first: nothing moves.
     let before = lab.arn_stats()?;

@@ -47,13 +47,11 @@ pub struct ArnConfig {
     #[serde(default)]
     pub monitor: Option<MonitorConfig>,
     /// Pass an ARN on to the other ARN neighbors when this node cannot act on it (the
-    /// member toward the sender is the last one of its group): the nodes upstream can.
-    #[serde(default = "default_propagate")]
+    /// member toward the sender is the last one of its group) and its Path ID is listed
+    /// in `paths`: the nodes upstream can. Off by default: it needs Path IDs that mean
+    /// the same at every tier (see README).
+    #[serde(default)]
     pub propagate: bool,
-}
-
-fn default_propagate() -> bool {
-    true
 }
 
 impl Default for ArnConfig {
@@ -67,7 +65,7 @@ impl Default for ArnConfig {
             notify: Vec::new(),
             refresh_ms: default_refresh_ms(),
             monitor: None,
-            propagate: default_propagate(),
+            propagate: false,
         }
     }
 }

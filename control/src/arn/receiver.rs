@@ -639,9 +639,13 @@ impl Receiver {
         let Some(refresh) = self.propagate else {
             return;
         };
-        let key = (sender, msg.path_id.unwrap_or(0), Cause::of(msg).failure);
+        let path_id = msg.path_id.unwrap_or(0);
+        let key = (sender, path_id, Cause::of(msg).failure);
         if msg.kind.removes() {
-            if !refused {
+            // Only a Path ID this node knows the prefixes of: an unlisted one matches
+            // every member toward the sender, and passing that on can come back around
+            // the fabric.
+            if !refused || !self.paths.contains_key(&path_id) {
                 return;
             }
             if self
@@ -1280,7 +1284,11 @@ mod tests {
         })
         .await
         .unwrap();
-        let mut r = Receiver::new(&config(), &[]);
+        let on = ArnConfig {
+            propagate: true,
+            ..config()
+        };
+        let mut r = Receiver::new(&on, &[]);
         let s1: IpAddr = S1.parse().unwrap();
         let s2: IpAddr = S2.parse().unwrap();
         let m = |kind| ArnMessage {

@@ -163,13 +163,16 @@ pub enum Stat {
     DpfColored = 12,
     /// Dropped: the egress port's virtual queue was full (see `EgressQueue`).
     QueueDropped = 13,
+    /// An ARN (Type 1/3) in the program would have taken out a group's last active
+    /// member: kept (the agent refuses the same).
+    ArnKeptLast = 14,
 }
 
 /// Entries of STATS (room for later counters, e.g. ARN reception).
 pub const STAT_COUNT: u32 = 16;
 
 impl Stat {
-    pub const ALL: [Stat; 10] = [
+    pub const ALL: [Stat; 11] = [
         Stat::Received,
         Stat::Forwarded,
         Stat::NotIp,
@@ -180,6 +183,7 @@ impl Stat {
         Stat::RedirectFailed,
         Stat::DpfColored,
         Stat::QueueDropped,
+        Stat::ArnKeptLast,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -194,6 +198,7 @@ impl Stat {
             Stat::RedirectFailed => "redirect_failed",
             Stat::DpfColored => "dpf_colored",
             Stat::QueueDropped => "queue_dropped",
+            Stat::ArnKeptLast => "arn_kept_last",
         }
     }
 }
@@ -312,6 +317,10 @@ mod arn {
     pub const ARN_PATHS: &str = "ARN_PATHS";
     pub const ARN_REMOVED: &str = "ARN_REMOVED";
     pub const ARN_STATS: &str = "ARN_STATS";
+    /// GROUP_ACTIVE[group id]: members in service (state 0). User space sets it when it
+    /// writes a group or a member's state; the program's ARN receiver keeps it current
+    /// and never takes out the last one.
+    pub const GROUP_ACTIVE: &str = "GROUP_ACTIVE";
 
     /// ARN_CONFIG[0]. `enabled` 0 = the program ignores ARNs (passes them to the kernel).
     #[repr(C)]

@@ -7,11 +7,13 @@
 //! sees, logs and counts it; messages with a flow identifier are left to the agent.
 
 use aya_ebpf::{bindings::xdp_action, helpers::bpf_ktime_get_ns, programs::XdpContext};
-use fare_common::{ArnConfigRow, ArnPathKey, ArnSender, ArnStat, MEMBER_REMOVED_BY_ARN};
+use fare_common::{
+    ArnConfigRow, ArnPathKey, ArnSender, ArnStat, Stat, MAX_MEMBERS_PER_GROUP, MEMBER_REMOVED_BY_ARN,
+};
 
 use crate::classify::Fields;
 use crate::consts::IPPROTO_UDP;
-use crate::maps::{ARN_CONFIG, ARN_NEIGHBORS, ARN_PATHS, ARN_REMOVED, ARN_STATS, MEMBERS};
+use crate::maps::{ARN_CONFIG, ARN_NEIGHBORS, ARN_PATHS, ARN_REMOVED, ARN_STATS, GROUP_ACTIVE, MEMBERS};
 use crate::packet::{ptr_at, read_be16};
 
 const TTL: u8 = 255;
@@ -115,10 +117,21 @@ fn handle(ctx: &XdpContext, f: &Fields, ttl: u8, cfg: &ArnConfigRow) -> ArnStat 
         let (Some(since), Some(m)) = (ARN_REMOVED.get_ptr_mut(id), MEMBERS.get_ptr_mut(id)) else {
             continue;
         };
+        let active = GROUP_ACTIVE.get_ptr_mut(id / MAX_MEMBERS_PER_GROUP);
         // SAFETY: array values; plain stores (user space only rewrites whole rows).
         unsafe {
             if removes {
                 if (*m).state & MEMBER_REMOVED_BY_ARN == 0 {
+                    if (*m).state == 0 {
+                        // In service now: never the group's last one.
+                        if let Some(a) = active {
+                            if *a <= 1 {
+                                crate::stats::count(Stat::ArnKeptLast);
+                                continue;
+                            }
+                            *a -= 1;
+                        }
+                    }
                     (*m).state |= MEMBER_REMOVED_BY_ARN;
                     count(ArnStat::Removed);
                 }
@@ -127,6 +140,11 @@ fn handle(ctx: &XdpContext, f: &Fields, ttl: u8, cfg: &ArnConfigRow) -> ArnStat 
                 *since = 0;
                 if (*m).state & MEMBER_REMOVED_BY_ARN != 0 {
                     (*m).state &= !MEMBER_REMOVED_BY_ARN;
+                    if (*m).state == 0 {
+                        if let Some(a) = active {
+                            *a += 1;
+                        }
+                    }
                     count(ArnStat::Restored);
                 }
             }
@@ -161,7 +179,14 @@ pub fn expire(id: u32) {
     // SAFETY: array values; another CPU may do the same (counted twice at worst).
     unsafe {
         *since = 0;
-        (*m).state &= !MEMBER_REMOVED_BY_ARN;
+        if (*m).state & MEMBER_REMOVED_BY_ARN != 0 {
+            (*m).state &= !MEMBER_REMOVED_BY_ARN;
+            if (*m).state == 0 {
+                if let Some(a) = GROUP_ACTIVE.get_ptr_mut(id / MAX_MEMBERS_PER_GROUP) {
+                    *a += 1;
+                }
+            }
+        }
     }
     count(ArnStat::Expired);
 }

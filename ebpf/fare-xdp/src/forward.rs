@@ -154,9 +154,11 @@ pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
     }
     // Every member left is held out by ARNs only: an ARN never empties a group, so the
     // start slot's member carries on (no second loop: the verifier would walk it too).
+    // (The agent's own ARN removal adds MEMBER_ADMIN_DOWN on top of the program's bit:
+    // still a member out by ARN only.)
     let id = member_id(group, first);
     let m = MEMBERS.get(id)?;
-    if m.state != MEMBER_REMOVED_BY_ARN {
+    if m.state & MEMBER_REMOVED_BY_ARN == 0 {
         return None;
     }
     Some(NextHop {

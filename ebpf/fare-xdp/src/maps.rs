@@ -79,3 +79,6 @@ pub static STEER_MASKS: Array<u32> = Array::pinned(MAX_STEER_MASKS, 0);
 
 #[map]
 pub static STEER_GROUPS: HashMap<SteerGroupKey, u32> = HashMap::pinned(MAX_FLOW_STEER, 0);
+
+#[map]
+pub static GROUP_ACTIVE: Array<u32> = Array::pinned(MAX_GROUPS, 0);

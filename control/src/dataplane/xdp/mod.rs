@@ -136,6 +136,8 @@ pub struct XdpDataplane {
     egress: DevMapHash<MapData>,
     color_sets: Array<MapData, fc::ColorSet>,
     flow_rules: Array<MapData, fc::FlowRule>,
+    /// Members in service per group (the program's ARN receiver keeps the last one).
+    group_active: Array<MapData, u32>,
     arn: arn::ArnMaps,
     steer: steer::SteerMaps,
     installed: BTreeMap<IpNet, Installed>,
@@ -213,6 +215,7 @@ impl XdpDataplane {
             egress: take_map(&mut ebpf, map_names::EGRESS)?,
             color_sets: take_map(&mut ebpf, map_names::COLOR_SETS)?,
             flow_rules: take_map(&mut ebpf, map_names::FLOW_RULES)?,
+            group_active: take_map(&mut ebpf, fc::GROUP_ACTIVE)?,
             arn: arn::ArnMaps::take(&mut ebpf)?,
             steer: steer::SteerMaps::take(&mut ebpf)?.0,
             ebpf,
@@ -272,6 +275,9 @@ impl XdpDataplane {
             let mut name = |ifindex: u32| {
                 netdev::ifname(ifindex).unwrap_or_else(|_| format!("ifindex{ifindex}"))
             };
+            // The counts of a pinned group may predate this agent's version: recount.
+            let active = members.iter().filter(|m| m.active()).count() as u32;
+            let _ = self.group_active.set(gid, active, 0);
             match encode::decode(prefix, &row, &members, &mut name) {
                 Some(group) => {
                     self.generation = self.generation.max(row.generation);
@@ -472,6 +478,10 @@ impl XdpDataplane {
         self.cursors
             .set(gid, zero, 0)
             .map_err(|e| err(format!("SPRAY_CURSOR[{gid}]: {e}")))?;
+        let active = encoded.members.iter().filter(|m| m.active()).count() as u32;
+        self.group_active
+            .set(gid, active, 0)
+            .map_err(|e| err(format!("GROUP_ACTIVE[{gid}]: {e}")))?;
         self.generation = self.generation.wrapping_add(1);
         encoded.group.generation = self.generation;
         self.group_rows
@@ -506,6 +516,18 @@ impl XdpDataplane {
                 .remove(&Key::new(u32::from(n.prefix_len()), n.network().octets())),
         };
         r.map_err(|e| err(format!("route {prefix}: {e}")))
+    }
+
+    /// GROUP_ACTIVE[gid] from the member rows (after user space changed one).
+    fn recount_active(&mut self, gid: u32, n: usize) -> Result<(), DataplaneError> {
+        let active = self
+            .member_states(gid, n)?
+            .iter()
+            .filter(|s| **s == 0)
+            .count() as u32;
+        self.group_active
+            .set(gid, active, 0)
+            .map_err(|e| err(format!("GROUP_ACTIVE[{gid}]: {e}")))
     }
 
     fn member_states(&self, gid: u32, n: usize) -> Result<Vec<u32>, DataplaneError> {
@@ -549,6 +571,7 @@ impl XdpDataplane {
                     .set(id, row, 0)
                     .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
             }
+            self.recount_active(copy, n)?;
         }
         Ok(())
     }
@@ -965,6 +988,7 @@ impl Dataplane for XdpDataplane {
         self.member_rows
             .set(id, row, 0)
             .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
+        self.recount_active(gid, n)?;
         self.refresh_copies_of(gid)
     }
 

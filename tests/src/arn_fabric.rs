@@ -1,0 +1,145 @@
+//! The ARN spine-leaf lab (topologies/arn-spine-leaf.yaml) shared by the ARN tests:
+//! `fare lab up` with the test's options, UDP traffic from leaf1's host to leaf2's host
+//! sprayed over spine1 and spine2, and leaf1's share through spine1 read from its
+//! interface counters. Dropping it stops the traffic, continues an agent the test
+//! stopped, and takes the lab down.
+
+use crate::{fare_bin, repo_root, run};
+use anyhow::{ensure, Context, Result};
+use serde_json::Value;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+pub struct ArnFabric {
+    pub name: String,
+    traffic: Vec<Child>,
+    /// An agent pid the test SIGSTOPped (continued on drop).
+    pub stopped: Option<i32>,
+}
+
+impl Drop for ArnFabric {
+    fn drop(&mut self) {
+        if let Some(pid) = self.stopped {
+            let _ = Command::new("kill")
+                .args(["-CONT", &pid.to_string()])
+                .output();
+        }
+        for c in &mut self.traffic {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        if let Ok(fare) = fare_bin() {
+            let _ = Command::new(fare)
+                .args(["lab", "down", &self.name])
+                .output();
+        }
+    }
+}
+
+impl ArnFabric {
+    /// `fare lab up topologies/arn-spine-leaf.yaml --name NAME EXTRA...`.
+    pub fn up(name: String, extra: &[&str]) -> Result<ArnFabric> {
+        let lab = ArnFabric {
+            name,
+            traffic: Vec::new(),
+            stopped: None,
+        };
+        let topo = repo_root().join("topologies/arn-spine-leaf.yaml");
+        let topo = topo.to_string_lossy().into_owned();
+        let mut args = vec!["lab", "up", &topo, "--name", &lab.name];
+        args.extend_from_slice(extra);
+        lab.fare(&args)?;
+        Ok(lab)
+    }
+
+    pub fn ns(&self, node: &str) -> String {
+        format!("farelab-{}-{node}", self.name)
+    }
+
+    /// `fare ARGS...`; its stdout, or an error with its stderr.
+    pub fn fare(&self, args: &[&str]) -> Result<String> {
+        let out = Command::new(fare_bin()?).args(args).output()?;
+        ensure!(
+            out.status.success(),
+            "fare {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The pid of `node`'s agent (from the lab's state.json).
+    pub fn agent_pid(&self, node: &str) -> Result<i32> {
+        let state: Value = serde_json::from_str(&std::fs::read_to_string(format!(
+            "/run/fare/lab/{}/state.json",
+            self.name
+        ))?)?;
+        state["agents"]
+            .as_array()
+            .and_then(|a| a.iter().find(|e| e[0] == node))
+            .and_then(|e| e[1].as_i64())
+            .map(|p| p as i32)
+            .with_context(|| format!("{node}'s agent pid in state.json"))
+    }
+
+    /// UDP from leaf1's host to leaf2's host (198.51.100.2): `kbit` over 64 flows for
+    /// `seconds`, with a sink at leaf2's host.
+    pub fn start_traffic(&mut self, kbit: u64, seconds: u64) -> Result<()> {
+        let fare = fare_bin()?.to_string_lossy().to_string();
+        let (kbit, seconds) = (kbit.to_string(), seconds.to_string());
+        for (ns, args) in [
+            (
+                self.ns("leaf2-h0"),
+                vec!["lab", "gen", "--sink", "--duration", &seconds],
+            ),
+            (
+                self.ns("leaf1-h0"),
+                vec![
+                    "lab",
+                    "gen",
+                    "--to",
+                    "198.51.100.2",
+                    "--rate-kbit",
+                    &kbit,
+                    "--flows",
+                    "64",
+                    "--duration",
+                    &seconds,
+                ],
+            ),
+        ] {
+            let child = Command::new("ip")
+                .args(["netns", "exec", &ns, &fare])
+                .args(&args)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()?;
+            self.traffic.push(child);
+        }
+        Ok(())
+    }
+
+    pub fn tx_packets(&self, node: &str, ifname: &str) -> Result<u64> {
+        let out = run(
+            "ip",
+            &["-n", &self.ns(node), "-j", "-s", "link", "show", ifname],
+        )?;
+        let v: Value = serde_json::from_slice(&out.stdout)?;
+        v[0]["stats64"]["tx"]["packets"]
+            .as_u64()
+            .context("no tx counter")
+    }
+
+    /// Share of leaf1's packets toward leaf2 that left over spine1 (eth1) during `window`.
+    pub fn spine1_share(&self, window: Duration) -> Result<f64> {
+        let before = (
+            self.tx_packets("leaf1", "eth1")?,
+            self.tx_packets("leaf1", "eth2")?,
+        );
+        std::thread::sleep(window);
+        let e1 = self.tx_packets("leaf1", "eth1")? - before.0;
+        let e2 = self.tx_packets("leaf1", "eth2")? - before.1;
+        ensure!(e1 + e2 > 50, "almost no traffic: {e1} + {e2} packets");
+        Ok(e1 as f64 / (e1 + e2) as f64)
+    }
+}

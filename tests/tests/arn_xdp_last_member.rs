@@ -1,0 +1,107 @@
+//! The XDP program's ARN receiver never takes out a group's last member in service (as
+//! the agent's receiver refuses to): through the real program (BPF_PROG_TEST_RUN), a
+//! Type 1 from the neighbor on e1 takes member 0 out, a Type 1 from the neighbor on e2
+//! would take out the last one and is counted `arn_kept_last` instead, so traffic keeps
+//! flowing through e2; a Type 2 from e1's neighbor brings member 0 back.
+
+use anyhow::{ensure, Result};
+use fare::dataplane::xdp::arn::ArnFastPath;
+use fare::dataplane::xdp::{netdev, TestRunOptions, XdpDataplane};
+use fare::dataplane::{Dataplane, GroupMode};
+use fare_integration::packets::udp4_frame;
+use fare_integration::xdp_lab::{group, have_xdp, sink_mac, XdpLab, ROUTER_MAC};
+use fare_integration::{have_root, have_tool};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+const XDP_PASS: u32 = 2;
+
+/// An ARN datagram (Path ID 0) from `src` with TTL 255.
+fn arn(src: [u8; 4], kind: u8) -> Vec<u8> {
+    let payload = [kind, 0, 9, 0x40, 0, 0, 0, 0];
+    let mut f = ROUTER_MAC.to_vec();
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 9, 0x08, 0x00]);
+    let total = 20 + 8 + payload.len();
+    f.extend_from_slice(&[0x45, 0xc0]);
+    f.extend_from_slice(&(total as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0, 0, 0, 255, 17, 0, 0]);
+    f.extend_from_slice(&src);
+    f.extend_from_slice(&[10, 0, 0, 1]);
+    f.extend_from_slice(&40000u16.to_be_bytes());
+    f.extend_from_slice(&9961u16.to_be_bytes());
+    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(&payload);
+    f
+}
+
+/// The sinks 64 spray-mode packets leave for.
+fn egress(dp: &XdpDataplane) -> Result<BTreeSet<u8>> {
+    let mut out = BTreeSet::new();
+    for sport in 0..64 {
+        let frame = udp4_frame(
+            ROUTER_MAC,
+            [2, 0, 0, 0, 0x10, 1],
+            Ipv4Addr::new(10, 0, 0, 1),
+            Ipv4Addr::new(198, 18, 0, 1),
+            1000 + sport,
+            2000,
+            64,
+        );
+        out.insert(dp.test_run(&frame, TestRunOptions::default())?.frame[5]);
+    }
+    Ok(out)
+}
+
+#[test]
+fn xdp_arn_never_removes_the_last_member() -> Result<()> {
+    let test = "xdp_arn_never_removes_the_last_member";
+    if !(have_root(test) && have_tool(test, "ethtool") && have_xdp(test)) {
+        return Ok(());
+    }
+    let lab = XdpLab::new("lm")?;
+    let configure = |opts: &mut fare::dataplane::xdp::XdpOptions| {
+        opts.arn = Some(ArnFastPath {
+            udp_port: 9961,
+            hold: Duration::from_secs(60),
+            per_second: 1_000_000,
+            burst: 1_000_000,
+            neighbors: vec![
+                ("10.0.0.2".parse().expect("addr"), "e1".into()),
+                ("10.0.0.3".parse().expect("addr"), "e2".into()),
+            ],
+            paths: BTreeMap::new(),
+        });
+    };
+    lab.with_dataplane(configure, |rt, dp| {
+        rt.block_on(dp.install(&group("198.18.0.0/16", &[1, 1], GroupMode::Spray)?))?;
+        let (e1, e2) = (sink_mac(1)[5], sink_mac(2)[5]);
+        ensure!(egress(dp)? == BTreeSet::from([e1, e2]));
+        let on = |name: &str| -> Result<TestRunOptions> {
+            Ok(TestRunOptions {
+                ingress_ifindex: netdev::ifindex(name)?,
+                ..TestRunOptions::default()
+            })
+        };
+        let run = |frame: Vec<u8>, via: &str| -> Result<()> {
+            let r = dp.test_run(&frame, on(via)?)?;
+            ensure!(r.action == XDP_PASS, "ARN action {}", r.action);
+            Ok(())
+        };
+        run(arn([10, 0, 0, 2], 1), "e1")?;
+        ensure!(egress(dp)? == BTreeSet::from([e2]), "member 0 not out");
+        run(arn([10, 0, 0, 3], 1), "e2")?;
+        ensure!(
+            egress(dp)? == BTreeSet::from([e2]),
+            "the last member went out too"
+        );
+        let stats = dp.stats()?;
+        ensure!(stats["arn_kept_last"] == 1, "{stats:?}");
+        let arn_stats = dp.arn_stats()?;
+        ensure!(arn_stats["removed"] == 1, "{arn_stats:?}");
+        run(arn([10, 0, 0, 2], 2), "e1")?;
+        ensure!(egress(dp)? == BTreeSet::from([e1, e2]), "member 0 not back");
+        Ok(())
+    })
+}
