@@ -67,21 +67,27 @@ impl QueueReader {
         })
     }
 
-    fn request(
-        &mut self,
-        message: RouteNetlinkMessage,
-        extra_flags: u16,
-    ) -> io::Result<Vec<RouteNetlinkMessage>> {
+    /// Sends `message` with `flags` under the next sequence number.
+    fn send(&mut self, message: RouteNetlinkMessage, flags: u16) -> io::Result<()> {
         let mut m = NetlinkMessage::from(message);
         self.seq = self.seq.wrapping_add(1);
-        // With an ACK every request ends in a known message: a GET for a built-in qdisc
-        // (noqueue) has no reply of its own.
-        m.header.flags = NLM_F_REQUEST | NLM_F_ACK | extra_flags;
+        m.header.flags = flags;
         m.header.sequence_number = self.seq;
         m.finalize();
         let mut out = vec![0u8; m.buffer_len()];
         m.serialize(&mut out);
         self.socket.send(&out, 0)?;
+        Ok(())
+    }
+
+    fn request(
+        &mut self,
+        message: RouteNetlinkMessage,
+        extra_flags: u16,
+    ) -> io::Result<Vec<RouteNetlinkMessage>> {
+        // With an ACK every request ends in a known message: a GET for a built-in qdisc
+        // (noqueue) has no reply of its own.
+        self.send(message, NLM_F_REQUEST | NLM_F_ACK | extra_flags)?;
         let mut replies = Vec::new();
         loop {
             self.buf.clear();
@@ -123,14 +129,10 @@ impl QueueReader {
     pub fn root_qdisc(&mut self, ifindex: u32) -> io::Result<QdiscSample> {
         let mut tc = TcMessage::with_index(ifindex as i32);
         tc.header.parent = TcHandle::ROOT;
-        let mut m = NetlinkMessage::from(RouteNetlinkMessage::GetQueueDiscipline(tc));
-        self.seq = self.seq.wrapping_add(1);
-        m.header.flags = NLM_F_REQUEST | NLM_F_ACK | NLM_F_ECHO;
-        m.header.sequence_number = self.seq;
-        m.finalize();
-        let mut out = vec![0u8; m.buffer_len()];
-        m.serialize(&mut out);
-        self.socket.send(&out, 0)?;
+        self.send(
+            RouteNetlinkMessage::GetQueueDiscipline(tc),
+            NLM_F_REQUEST | NLM_F_ACK | NLM_F_ECHO,
+        )?;
         let mut sample = None;
         loop {
             self.buf.clear();
@@ -154,15 +156,10 @@ impl QueueReader {
     /// dump: one request per sample for all watched ports. Interfaces with a built-in
     /// qdisc (noqueue) are absent.
     pub fn root_qdiscs(&mut self) -> io::Result<std::collections::HashMap<u32, QdiscSample>> {
-        let mut m =
-            NetlinkMessage::from(RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()));
-        self.seq = self.seq.wrapping_add(1);
-        m.header.flags = NLM_F_REQUEST | netlink_packet_core::NLM_F_DUMP;
-        m.header.sequence_number = self.seq;
-        m.finalize();
-        let mut out = vec![0u8; m.buffer_len()];
-        m.serialize(&mut out);
-        self.socket.send(&out, 0)?;
+        self.send(
+            RouteNetlinkMessage::GetQueueDiscipline(TcMessage::default()),
+            NLM_F_REQUEST | netlink_packet_core::NLM_F_DUMP,
+        )?;
         let mut roots = std::collections::HashMap::new();
         loop {
             self.buf.clear();

@@ -3,8 +3,8 @@
 //! `group_fallback`. Semantics as in `dataplane::dpf` (what the XDP program does too).
 
 use super::client::P4rtError;
-use super::p4info::{self, id_of, P4Info};
-use super::program::{canonical, Field};
+use super::p4info::{id_of, P4Info};
+use super::program::{canonical, key_of as key, param_of, Field};
 use super::proto::p4::v1 as p4;
 use crate::dataplane::FlowRule;
 use ipnet::IpNet;
@@ -40,22 +40,6 @@ pub struct DpfProgram {
     pub group_fallback_gid: Field,
     pub set_fallback: u32,
     pub set_fallback_gid: Field,
-}
-
-fn key(t: &super::proto::p4::config::v1::Table, name: &str) -> Result<Field, P4rtError> {
-    let f = p4info::match_field(t, name)?;
-    Ok(Field {
-        id: f.id,
-        bits: f.bitwidth,
-    })
-}
-
-fn param_of(a: &super::proto::p4::config::v1::Action, name: &str) -> Result<Field, P4rtError> {
-    let p = p4info::param(a, name)?;
-    Ok(Field {
-        id: p.id,
-        bits: p.bitwidth,
-    })
 }
 
 fn ternary(field: Field, value: u128, mask: u128, what: &str) -> Result<p4::FieldMatch, P4rtError> {

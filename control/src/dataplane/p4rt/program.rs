@@ -88,7 +88,19 @@ fn field_of(f: &super::proto::p4::config::v1::MatchField) -> Field {
     }
 }
 
-fn param_of(a: &super::proto::p4::config::v1::Action, name: &str) -> Result<Field, P4rtError> {
+/// Match field `name` of table `t`, resolved once at load.
+pub(super) fn key_of(
+    t: &super::proto::p4::config::v1::Table,
+    name: &str,
+) -> Result<Field, P4rtError> {
+    Ok(field_of(p4info::match_field(t, name)?))
+}
+
+/// Parameter `name` of action `a`, resolved once at load.
+pub(super) fn param_of(
+    a: &super::proto::p4::config::v1::Action,
+    name: &str,
+) -> Result<Field, P4rtError> {
     let p = p4info::param(a, name)?;
     Ok(Field {
         id: p.id,
