@@ -1273,10 +1273,9 @@ mod tests {
         assert_eq!((c.flows_steered, c.flows_released), (2, 2));
     }
 
-    #[tokio::test]
-    async fn arn_without_alternative_is_propagated_to_the_other_neighbors() {
+    /// A data plane whose group for 192.0.2.0/24 has one member, via S1.
+    async fn only_via_s1() -> NullDataplane {
         let mut dp = NullDataplane::default();
-        // The only way to 192.0.2.0/24 is via S1: nothing to do here, pass it on.
         dp.install(&Group {
             prefix: "192.0.2.0/24".parse().unwrap(),
             mode: GroupMode::Spray,
@@ -1284,6 +1283,13 @@ mod tests {
         })
         .await
         .unwrap();
+        dp
+    }
+
+    #[tokio::test]
+    async fn arn_without_alternative_is_propagated_to_the_other_neighbors() {
+        // The only way to 192.0.2.0/24 is via S1: nothing to do here, pass it on.
+        let mut dp = only_via_s1().await;
         let on = ArnConfig {
             propagate: true,
             ..config()
@@ -1335,14 +1341,7 @@ mod tests {
             },
             &[],
         );
-        let mut dp1 = NullDataplane::default();
-        dp1.install(&Group {
-            prefix: "192.0.2.0/24".parse().unwrap(),
-            mode: GroupMode::Spray,
-            members: vec![member(S1, "lo")],
-        })
-        .await
-        .unwrap();
+        let mut dp1 = only_via_s1().await;
         off.apply(&mut dp1, s1, &m(ArnType::CongestionDetected), t0)
             .await;
         assert!(off.take_outbox().is_empty());
