@@ -71,6 +71,18 @@ impl Default for ArnConfig {
 }
 
 impl ArnConfig {
+    /// Every sender this node accepts: `neighbors` and then `extra` (the BGP neighbors
+    /// that name an interface), the first entry for an address winning.
+    pub fn accepted_neighbors(&self, extra: &[ArnNeighbor]) -> Vec<ArnNeighbor> {
+        let mut out: Vec<ArnNeighbor> = Vec::new();
+        for n in self.neighbors.iter().chain(extra) {
+            if !out.iter().any(|m| m.address == n.address) {
+                out.push(n.clone());
+            }
+        }
+        out
+    }
+
     pub fn hold(&self) -> Duration {
         Duration::from_millis(self.hold_ms)
     }

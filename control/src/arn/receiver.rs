@@ -331,17 +331,15 @@ pub struct Receiver {
 impl Receiver {
     /// `extra_neighbors` are the BGP neighbors that name an interface (the agent adds them).
     pub fn new(config: &ArnConfig, extra_neighbors: &[ArnNeighbor]) -> Receiver {
-        let mut neighbors: Vec<Neighbor> = Vec::new();
-        for n in config.neighbors.iter().chain(extra_neighbors) {
-            if neighbors.iter().any(|m| m.address == n.address) {
-                continue;
-            }
-            neighbors.push(Neighbor {
+        let neighbors: Vec<Neighbor> = config
+            .accepted_neighbors(extra_neighbors)
+            .into_iter()
+            .map(|n| Neighbor {
                 address: n.address,
-                interface: n.interface.clone(),
                 ifindex: transport::ifindex(&n.interface),
-            });
-        }
+                interface: n.interface,
+            })
+            .collect();
         let mut paths: HashMap<u32, Vec<IpNet>> = HashMap::new();
         for p in &config.paths {
             paths

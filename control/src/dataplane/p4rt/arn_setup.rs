@@ -51,12 +51,7 @@ pub struct PortMonitor {
 /// The setup for switch `ports` from the `arn:` block and the BGP neighbors with an
 /// interface.
 pub fn plan(arn: &ArnConfig, bgp: &[ArnNeighbor], ports: &BTreeMap<String, u32>) -> ArnSetup {
-    let mut neighbors: Vec<ArnNeighbor> = Vec::new();
-    for n in arn.neighbors.iter().chain(bgp) {
-        if !neighbors.iter().any(|m| m.address == n.address) {
-            neighbors.push(n.clone());
-        }
-    }
+    let neighbors = arn.accepted_neighbors(bgp);
     let on_switch: Vec<&ArnNeighbor> = neighbors
         .iter()
         .filter(|n| ports.contains_key(&n.interface))

@@ -43,12 +43,11 @@ impl ArnFastPath {
         config: &crate::arn::ArnConfig,
         extra: &[crate::arn::config::ArnNeighbor],
     ) -> ArnFastPath {
-        let mut neighbors: Vec<(IpAddr, String)> = Vec::new();
-        for n in config.neighbors.iter().chain(extra) {
-            if !neighbors.iter().any(|(a, _)| *a == n.address) {
-                neighbors.push((n.address, n.interface.clone()));
-            }
-        }
+        let neighbors: Vec<(IpAddr, String)> = config
+            .accepted_neighbors(extra)
+            .into_iter()
+            .map(|n| (n.address, n.interface))
+            .collect();
         let mut paths: BTreeMap<u32, Vec<IpNet>> = BTreeMap::new();
         for p in &config.paths {
             paths
