@@ -24,12 +24,12 @@ use netlink_packet_route::RouteNetlinkMessage;
 use netlink_sys::{protocols::NETLINK_ROUTE, Socket, SocketAddr as NlAddr};
 use serde::Serialize;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 /// One sample of a root qdisc.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -434,42 +434,16 @@ impl Watched {
     }
 }
 
-/// Sends ARNs from the monitor thread itself (blocking sockets, one per family).
-struct Sender {
-    port: u16,
-    v4: std::net::UdpSocket,
-    v6: Option<std::net::UdpSocket>,
-}
-
-impl Sender {
-    fn new(port: u16) -> io::Result<Sender> {
-        let v4 = transport::blocking_sender(SocketAddr::from(([0, 0, 0, 0], 0)))
-            .map_err(|e| io::Error::other(e.to_string()))?;
-        let v6 = transport::blocking_sender(SocketAddr::from(([0u16; 8], 0))).ok();
-        Ok(Sender { port, v4, v6 })
-    }
-
-    fn send(&self, event: &mut MonitorEvent) {
-        let Ok(bytes) = event.message.encode() else {
-            return;
-        };
-        for to in &event.notify {
-            let socket = match to {
-                IpAddr::V4(_) => Some(&self.v4),
-                IpAddr::V6(_) => self.v6.as_ref(),
-            };
-            let Some(socket) = socket else { continue };
-            if let Err(e) = socket.send_to(&bytes, SocketAddr::new(*to, self.port)) {
-                warn!(%to, error = %e, "sending ARN failed");
-            }
-        }
-        event.queued_us = if event.crossed_ns != 0 {
-            // From the program's own crossing stamp (same clock).
-            crate::dataplane::xdp::queues::monotonic_ns().saturating_sub(event.crossed_ns) / 1000
-        } else {
-            event.at.map_or(0, |a| a.elapsed().as_micros() as u64)
-        };
-    }
+/// Sends `event` from the monitor thread itself and notes how long it took since
+/// detection (`queued_us`).
+fn send_event(sender: &transport::BlockingSender, event: &mut MonitorEvent) {
+    sender.send(&event.message, &event.notify);
+    event.queued_us = if event.crossed_ns != 0 {
+        // From the program's own crossing stamp (same clock).
+        crate::dataplane::xdp::queues::monotonic_ns().saturating_sub(event.crossed_ns) / 1000
+    } else {
+        event.at.map_or(0, |a| a.elapsed().as_micros() as u64)
+    };
 }
 
 /// The XDP program whose egress virtual queues stand in for the qdiscs (frames XDP
@@ -501,7 +475,8 @@ pub fn spawn(
     // The driver's carrier, read at once (IFF_RUNNING follows it only when the kernel's
     // linkwatch runs, up to a second later); IFF_RUNNING where the driver cannot tell.
     let carrier = crate::bgp::link::CarrierProbe::open()?;
-    let sender = Sender::new(port)?;
+    let sender =
+        transport::BlockingSender::new(port).map_err(|e| io::Error::other(e.to_string()))?;
     let (mut queues, mut crossings) = match &xdp {
         Some(x) => {
             let q = crate::dataplane::xdp::queues::Queues::open(&x.pin_root, &x.node)
@@ -551,7 +526,7 @@ pub fn spawn(
             let any_qdisc = watched.iter().any(|w| !w.virtual_queue);
             let deliver = |out: Vec<MonitorEvent>| -> bool {
                 for mut e in out {
-                    sender.send(&mut e);
+                    send_event(&sender, &mut e);
                     if events.send(e).is_err() {
                         return false;
                     }

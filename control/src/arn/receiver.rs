@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use ipnet::IpNet;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -890,8 +890,13 @@ pub async fn run<C: MemberControl + ?Sized>(
     }
     drop(tx);
     // Propagated ARNs leave with the ARN options (TTL 255, CS6) to the receive port.
-    let outgoing = transport::blocking_sender(SocketAddr::from(([0, 0, 0, 0], 0))).ok();
-    let outgoing6 = transport::blocking_sender(SocketAddr::from(([0u16; 8], 0))).ok();
+    let outgoing = match transport::BlockingSender::new(receiver.port) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warn!(error = %e, "no socket to propagate ARNs from");
+            None
+        }
+    };
     let tick = (receiver.hold / 10).clamp(Duration::from_millis(1), Duration::from_millis(50));
     let mut timer = tokio::time::interval(tick);
     timer.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -919,14 +924,8 @@ pub async fn run<C: MemberControl + ?Sized>(
                     let _ = tx.send(ReceiverEvent { from: d.from.ip(), ttl: d.ttl, message, dropped, changes });
                 }
                 for (msg, to) in receiver.take_outbox() {
-                    let Ok(bytes) = msg.encode() else { continue };
-                    for a in to {
-                        let socket = if a.is_ipv4() { outgoing.as_ref() } else { outgoing6.as_ref() };
-                        if let Some(socket) = socket {
-                            if let Err(e) = socket.send_to(&bytes, SocketAddr::new(a, receiver.port)) {
-                                warn!(to = %a, error = %e, "ARN propagation failed");
-                            }
-                        }
+                    if let Some(sender) = &outgoing {
+                        sender.send(&msg, &to);
                     }
                 }
             }

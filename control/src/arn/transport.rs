@@ -219,6 +219,40 @@ pub fn blocking_sender(addr: SocketAddr) -> Result<std::net::UdpSocket, Transpor
     Ok(s.into())
 }
 
+/// Sends ARNs with blocking sockets (one per family, the IPv6 one when the host has
+/// IPv6): the monitor thread's Types 1-4 and the receiver's propagated ARNs.
+pub struct BlockingSender {
+    port: u16,
+    v4: std::net::UdpSocket,
+    v6: Option<std::net::UdpSocket>,
+}
+
+impl BlockingSender {
+    /// Sockets that send to UDP `port` of each destination.
+    pub fn new(port: u16) -> Result<BlockingSender, TransportError> {
+        let v4 = blocking_sender(SocketAddr::from(([0, 0, 0, 0], 0)))?;
+        let v6 = blocking_sender(SocketAddr::from(([0u16; 8], 0))).ok();
+        Ok(BlockingSender { port, v4, v6 })
+    }
+
+    /// `message` to every address of `to` (failures logged, the others still sent).
+    pub fn send(&self, message: &super::codec::ArnMessage, to: &[IpAddr]) {
+        let Ok(bytes) = message.encode() else {
+            return;
+        };
+        for to in to {
+            let socket = match to {
+                IpAddr::V4(_) => Some(&self.v4),
+                IpAddr::V6(_) => self.v6.as_ref(),
+            };
+            let Some(socket) = socket else { continue };
+            if let Err(e) = socket.send_to(&bytes, SocketAddr::new(*to, self.port)) {
+                tracing::warn!(%to, error = %e, "sending ARN failed");
+            }
+        }
+    }
+}
+
 /// Interface index of `name` (0 when unknown).
 pub fn ifindex(name: &str) -> u32 {
     nix::net::if_::if_nametoindex(name).unwrap_or(0)
