@@ -311,12 +311,7 @@ fn shape(state: &LabState, node: &str, ifname: &str, gbps: f64) -> Result<(), La
 
 /// A new rate for the XDP program's virtual queue on `ifname` in `ns`.
 pub fn set_virtual_queue_rate(ns: &str, ifname: &str, kbit: u64) -> Result<(), LabError> {
-    let out = sys::run("ip", &["-n", ns, "-o", "link", "show", "dev", ifname])?;
-    let ifindex: u32 = out
-        .split(':')
-        .next()
-        .and_then(|i| i.trim().parse().ok())
-        .ok_or_else(|| LabError::Input(format!("no ifindex for {ifname} in {ns}")))?;
+    let ifindex = sys::ifindex(ns, ifname)?;
     let root = std::path::Path::new(crate::dataplane::xdp::pins::DEFAULT_ROOT);
     crate::dataplane::xdp::queues::Queues::open(root, ns)
         .and_then(|mut q| q.set_rate(ifindex, kbit * 1000 / 8))

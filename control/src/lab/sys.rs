@@ -45,6 +45,19 @@ pub fn run(cmd: &str, args: &[&str]) -> Result<String, SysError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The index of interface `ifname` inside namespace `ns`.
+pub fn ifindex(ns: &str, ifname: &str) -> Result<u32, SysError> {
+    let args = ["-n", ns, "-o", "link", "show", "dev", ifname];
+    let out = run("ip", &args)?;
+    out.split(':')
+        .next()
+        .and_then(|i| i.trim().parse().ok())
+        .ok_or_else(|| SysError::Failed {
+            cmd: describe("ip", &args),
+            stderr: format!("no ifindex for {ifname} in {ns} in its output"),
+        })
+}
+
 /// Runs `cmd args` feeding `input` on stdin (the `-batch -` form of ip and tc).
 pub fn run_stdin(cmd: &str, args: &[&str], input: &str) -> Result<String, SysError> {
     let spawn_err = |source| SysError::Spawn {

@@ -88,21 +88,58 @@ impl LinkCounters {
     }
 }
 
-/// The port's counters: the XDP program's virtual queue when given, else the tbf's.
-fn link_counters(
-    ns: &str,
-    ifname: &str,
-    vq: Option<(&Queues, u32)>,
-) -> anyhow::Result<LinkCounters> {
-    if let Some((queues, ifindex)) = vq {
-        let q = queues
-            .get(ifindex)
+/// What the XDP programs tell the bench with their own clocks: spine1's virtual queue
+/// toward leaf2 (its crossing stamp, its counters) and leaf1's removal stamps of the
+/// members spine1's ARNs take out.
+struct XdpProbe {
+    ifindex: u32,
+    queues: Queues,
+    maps: XdpMaps,
+    targets: Vec<u32>,
+}
+
+impl XdpProbe {
+    /// Waits (up to 5 s) for leaf1's program to take a member out; then (onset ->
+    /// crossing, crossing -> removal) in seconds when the crossing came after `t0_ns`.
+    fn crossing_to_removal(&self, t0_ns: u64) -> Option<(f64, f64)> {
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(5) {
+            if let Some(removed) = self.maps.removed_at(&self.targets) {
+                let crossed = self.queues.get(self.ifindex).map_or(0, |q| q.crossed_ns);
+                return (crossed >= t0_ns && removed >= crossed).then(|| {
+                    (
+                        (crossed - t0_ns) as f64 / 1e9,
+                        (removed - crossed) as f64 / 1e9,
+                    )
+                });
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        None
+    }
+
+    fn counters(&self) -> anyhow::Result<LinkCounters> {
+        let q = self
+            .queues
+            .get(self.ifindex)
             .context("no virtual queue on the congested port")?;
-        return Ok(LinkCounters {
+        Ok(LinkCounters {
             packets: q.packets,
             drops: q.drops,
             delay_ns: Some(q.delay_ns),
-        });
+        })
+    }
+}
+
+/// The congested port's counters: the XDP program's virtual queue when there is one,
+/// else the tbf's.
+fn link_counters(
+    ns: &str,
+    ifname: &str,
+    program: Option<&XdpProbe>,
+) -> anyhow::Result<LinkCounters> {
+    if let Some(p) = program {
+        return p.counters();
     }
     let out = sys::run(
         "tc",
@@ -118,15 +155,6 @@ fn link_counters(
         drops: root["drops"].as_u64().unwrap_or(0),
         delay_ns: None,
     })
-}
-
-/// `ifname`'s index inside namespace `ns`.
-fn ifindex_in(ns: &str, ifname: &str) -> anyhow::Result<u32> {
-    let out = sys::run("ip", &["-n", ns, "-o", "link", "show", "dev", ifname])?;
-    out.split(':')
-        .next()
-        .and_then(|i| i.trim().parse().ok())
-        .with_context(|| format!("no ifindex for {ifname} in {ns}"))
 }
 
 const CONGESTED: &str = "spine1";
@@ -311,7 +339,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
     };
     // XDP: the programs' own clocks — spine1's crossing stamp, leaf1's removal stamp.
     let program = if xdp {
-        let ifindex = ifindex_in(&congested.ns, &port.interface)?;
+        let ifindex = sys::ifindex(&congested.ns, &port.interface)?;
         let queues = Queues::open(
             std::path::Path::new(crate::dataplane::xdp::pins::DEFAULT_ROOT),
             &congested.ns,
@@ -331,7 +359,12 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
             )
             .or_else(|| maps.wait_targets(spine1.into(), 0, Duration::from_secs(1)))
             .context("leaf1's program lists no member for spine1's ARNs")?;
-        Some((ifindex, queues, maps, targets))
+        Some(XdpProbe {
+            ifindex,
+            queues,
+            maps,
+            targets,
+        })
     } else {
         None
     };
@@ -344,19 +377,10 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         let t0 = state::now();
         let t0_ns = monotonic_ns();
         shape(low)?;
-        if let Some((ifindex, queues, maps, targets)) = &program {
-            let start = Instant::now();
-            while start.elapsed() < Duration::from_secs(5) {
-                if let Some(removed) = maps.removed_at(targets) {
-                    let crossed = queues.get(*ifindex).map_or(0, |q| q.crossed_ns);
-                    if crossed >= t0_ns && removed >= crossed {
-                        prog_onset_cross.push((crossed - t0_ns) as f64 / 1e9);
-                        prog_cross_removed.push((removed - crossed) as f64 / 1e9);
-                    }
-                    break;
-                }
-                std::thread::sleep(Duration::from_micros(200));
-            }
+        if let Some((onset, removal)) = program.as_ref().and_then(|p| p.crossing_to_removal(t0_ns))
+        {
+            prog_onset_cross.push(onset);
+            prog_cross_removed.push(removal);
         }
         let removed = b.wait_logged(
             INGRESS,
@@ -407,18 +431,10 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         if !with_arn {
             sys::kill(spine1_agent, nix::sys::signal::Signal::SIGSTOP);
         }
-        let before = link_counters(
-            &congested.ns,
-            &port.interface,
-            program.as_ref().map(|p| (&p.1, p.0)),
-        )?;
+        let before = link_counters(&congested.ns, &port.interface, program.as_ref())?;
         shape(low)?;
         std::thread::sleep(Duration::from_secs_f64(args.loss_seconds));
-        let after = link_counters(
-            &congested.ns,
-            &port.interface,
-            program.as_ref().map(|p| (&p.1, p.0)),
-        )?;
+        let after = link_counters(&congested.ns, &port.interface, program.as_ref())?;
         shape(full)?;
         if !with_arn {
             sys::kill(spine1_agent, nix::sys::signal::Signal::SIGCONT);
