@@ -217,7 +217,7 @@ impl XdpDataplane {
             flow_rules: take_map(&mut ebpf, map_names::FLOW_RULES)?,
             group_active: take_map(&mut ebpf, fc::GROUP_ACTIVE)?,
             arn: arn::ArnMaps::take(&mut ebpf)?,
-            steer: steer::SteerMaps::take(&mut ebpf)?.0,
+            steer: steer::SteerMaps::take(&mut ebpf)?,
             ebpf,
             pins,
             links,
@@ -276,8 +276,7 @@ impl XdpDataplane {
                 netdev::ifname(ifindex).unwrap_or_else(|_| format!("ifindex{ifindex}"))
             };
             // The counts of a pinned group may predate this agent's version: recount.
-            let active = members.iter().filter(|m| m.active()).count() as u32;
-            let _ = self.group_active.set(gid, active, 0);
+            let _ = self.store_active(gid, members.iter().map(|m| m.state));
             match encode::decode(prefix, &row, &members, &mut name) {
                 Some(group) => {
                     self.generation = self.generation.max(row.generation);
@@ -478,10 +477,7 @@ impl XdpDataplane {
         self.cursors
             .set(gid, zero, 0)
             .map_err(|e| err(format!("SPRAY_CURSOR[{gid}]: {e}")))?;
-        let active = encoded.members.iter().filter(|m| m.active()).count() as u32;
-        self.group_active
-            .set(gid, active, 0)
-            .map_err(|e| err(format!("GROUP_ACTIVE[{gid}]: {e}")))?;
+        self.store_active(gid, encoded.members.iter().map(|m| m.state))?;
         self.generation = self.generation.wrapping_add(1);
         encoded.group.generation = self.generation;
         self.group_rows
@@ -518,13 +514,13 @@ impl XdpDataplane {
         r.map_err(|e| err(format!("route {prefix}: {e}")))
     }
 
-    /// GROUP_ACTIVE[gid] from the member rows (after user space changed one).
-    fn recount_active(&mut self, gid: u32, n: usize) -> Result<(), DataplaneError> {
-        let active = self
-            .member_states(gid, n)?
-            .iter()
-            .filter(|s| **s == 0)
-            .count() as u32;
+    /// GROUP_ACTIVE[gid]: how many of `states` are in service (0).
+    fn store_active(
+        &mut self,
+        gid: u32,
+        states: impl Iterator<Item = u32>,
+    ) -> Result<(), DataplaneError> {
+        let active = states.filter(|s| *s == 0).count() as u32;
         self.group_active
             .set(gid, active, 0)
             .map_err(|e| err(format!("GROUP_ACTIVE[{gid}]: {e}")))
@@ -546,32 +542,24 @@ impl XdpDataplane {
         if copies.is_empty() {
             return Ok(());
         }
-        let Some(n) = self
+        let Some(group) = self
             .installed
             .values()
             .find(|i| i.gid == gid)
-            .map(|i| i.encoded.members.len())
+            .map(|i| i.encoded.clone())
         else {
             return Ok(());
         };
-        let states = self.member_states(gid, n)?;
+        let states = self.member_states(gid, group.members.len())?;
         for (port, copy) in copies {
-            let rows = (0..n)
-                .map(|i| self.member_row(copy, i))
-                .collect::<Result<Vec<_>, _>>()?;
-            let ifindexes: Vec<u32> = rows.iter().map(|r| r.ifindex).collect();
-            for (i, (mut row, s)) in rows
-                .into_iter()
-                .zip(steer::copy_states(&states, &ifindexes, port))
-                .enumerate()
-            {
-                row.state = s;
+            let rows = steer::steered_copy(&group, &states, port).members;
+            for (i, row) in rows.iter().enumerate() {
                 let id = member_id(copy, i as u32);
                 self.member_rows
                     .set(id, row, 0)
                     .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
             }
-            self.recount_active(copy, n)?;
+            self.store_active(copy, rows.iter().map(|m| m.state))?;
         }
         Ok(())
     }
@@ -584,18 +572,26 @@ impl XdpDataplane {
         if ports.is_empty() && self.steer.copies.is_empty() {
             return Ok(());
         }
-        let mut wanted = Vec::new();
+        let mut wanted: Vec<(u32, u32)> = Vec::new();
         for inst in self.installed.values() {
             for &port in &ports {
-                if let Some(copy) = steer::steered_copy(&inst.encoded, port) {
-                    wanted.push((inst.gid, port, copy));
+                if steer::needs_copy(&inst.encoded, port) {
+                    wanted.push((inst.gid, port));
                 }
             }
         }
-        for (gid, port, mut copy) in wanted.clone() {
+        for &(gid, port) in &wanted {
             if self.steer.copies.contains_key(&(gid, port)) {
                 continue;
             }
+            let Some(group) = self
+                .installed
+                .values()
+                .find(|i| i.gid == gid)
+                .map(|i| i.encoded.clone())
+            else {
+                continue;
+            };
             let Some((cgid, wait)) = self.ids.take() else {
                 return Err(err("all group ids in use: no steered copy"));
             };
@@ -603,15 +599,8 @@ impl XdpDataplane {
                 tokio::time::sleep(wait).await;
             }
             // Members switched off in the group stay off in the copy.
-            let states = self.member_states(gid, copy.members.len())?;
-            let ifindexes: Vec<u32> = copy.members.iter().map(|m| m.ifindex).collect();
-            for (m, s) in copy
-                .members
-                .iter_mut()
-                .zip(steer::copy_states(&states, &ifindexes, port))
-            {
-                m.state = s;
-            }
+            let states = self.member_states(gid, group.members.len())?;
+            let mut copy = steer::steered_copy(&group, &states, port);
             self.arn.clear_group(cgid);
             self.write_group(cgid, &mut copy, None)?;
             self.steer.set_copy(gid, port, cgid)?;
@@ -620,7 +609,7 @@ impl XdpDataplane {
             .steer
             .copies
             .keys()
-            .filter(|(g, p)| !wanted.iter().any(|(wg, wp, _)| wg == g && wp == p))
+            .filter(|key| !wanted.contains(key))
             .copied()
             .collect();
         for (gid, port) in stale {
@@ -988,7 +977,8 @@ impl Dataplane for XdpDataplane {
         self.member_rows
             .set(id, row, 0)
             .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
-        self.recount_active(gid, n)?;
+        let states = self.member_states(gid, n)?;
+        self.store_active(gid, states.into_iter())?;
         self.refresh_copies_of(gid)
     }
 

@@ -49,22 +49,30 @@ pub fn key_of(flow: &FlowId) -> FlowSteerKey {
     }
 }
 
-/// The copy of `group` for flows that avoid `ifindex` (None: no member leaves there, or
-/// every member does).
-pub fn steered_copy(group: &Encoded, ifindex: u32) -> Option<Encoded> {
+/// Whether `group` gets a steered copy for flows that avoid `ifindex`: some member
+/// leaves there and some other does not.
+pub fn needs_copy(group: &Encoded, ifindex: u32) -> bool {
     let via = group
         .members
         .iter()
         .filter(|m| m.ifindex == ifindex)
         .count();
-    if via == 0 || via == group.members.len() {
-        return None;
-    }
+    via != 0 && via != group.members.len()
+}
+
+/// The copy of `group` for flows that avoid `ifindex`, its members' states from the
+/// group's current ones (`states`, see [`copy_states`]).
+pub fn steered_copy(group: &Encoded, states: &[u32], ifindex: u32) -> Encoded {
     let mut copy = group.clone();
-    for m in copy.members.iter_mut().filter(|m| m.ifindex == ifindex) {
-        m.state |= fc::MEMBER_REMOVED_BY_ARN;
+    let ifindexes: Vec<u32> = copy.members.iter().map(|m| m.ifindex).collect();
+    for (m, s) in copy
+        .members
+        .iter_mut()
+        .zip(copy_states(states, &ifindexes, ifindex))
+    {
+        m.state = s;
     }
-    Some(copy)
+    copy
 }
 
 /// Member states of a steered copy from the group's (`states`) and egress ports: those
@@ -100,8 +108,9 @@ pub struct SteerMaps {
 
 impl SteerMaps {
     /// Takes the maps and clears what an earlier agent left (its receiver's state is gone
-    /// with it, so nothing would ever release those flows).
-    pub fn take(ebpf: &mut Ebpf) -> Result<(SteerMaps, Vec<u32>), DataplaneError> {
+    /// with it, so nothing would ever release those flows; the copies' group ids are not
+    /// referenced by any route, so the id allocator treats them as free).
+    pub fn take(ebpf: &mut Ebpf) -> Result<SteerMaps, DataplaneError> {
         let mut m = SteerMaps {
             flows: take_map(ebpf, fc::FLOW_STEER)?,
             masks: take_map(ebpf, fc::STEER_MASKS)?,
@@ -114,15 +123,11 @@ impl SteerMaps {
         for k in keys {
             let _ = m.flows.remove(&k);
         }
-        let mut stale_copies = Vec::new();
         let keys: Vec<SteerGroupKey> = m.groups.keys().filter_map(Result::ok).collect();
         for k in keys {
-            if let Ok(copy) = m.groups.get(&k, 0) {
-                stale_copies.push(copy);
-            }
             let _ = m.groups.remove(&k);
         }
-        Ok((m, stale_copies))
+        Ok(m)
     }
 
     /// The Mask in use (0: none).
@@ -221,18 +226,19 @@ mod tests {
             group: fc::Group::default(),
             members: vec![member(3), member(4), member(3)],
         };
-        let c = steered_copy(&g, 3).expect("copy");
+        assert!(needs_copy(&g, 3));
+        let c = steered_copy(&g, &[0, 0, 0], 3);
         let states: Vec<u32> = c.members.iter().map(|m| m.state).collect();
         assert_eq!(
             states,
             vec![fc::MEMBER_REMOVED_BY_ARN, 0, fc::MEMBER_REMOVED_BY_ARN]
         );
-        assert!(steered_copy(&g, 9).is_none());
+        assert!(!needs_copy(&g, 9));
         let only = Encoded {
             group: fc::Group::default(),
             members: vec![member(3)],
         };
-        assert!(steered_copy(&only, 3).is_none());
+        assert!(!needs_copy(&only, 3));
         // The other member out: the copy keeps the avoided one in service.
         let r = fc::MEMBER_REMOVED_BY_ARN;
         let a = fc::MEMBER_ADMIN_DOWN;
