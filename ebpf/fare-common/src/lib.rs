@@ -506,8 +506,8 @@ pub use steer::*;
 /// ARN per-flow mode: an ARN with a flow identifier moves only the matching flows. User
 /// space (the agent's receiver) writes one FLOW_STEER entry per flow identifier: the
 /// identifier's fields under its Mask (unmasked fields zero) -> the egress port those
-/// flows must avoid. The program builds the key of a packet for every Mask in use
-/// (STEER_MASKS, at most `MAX_STEER_MASKS`, 0 ends the list); on a hit it forwards by the
+/// flows must avoid. The program builds each packet's key with the one Mask in use
+/// (STEER_MASKS[0], 0 = none); on a hit it forwards by the
 /// group's steered copy, STEER_GROUPS[(group, port)]: the same members, those through the
 /// port marked removed (so the copy is never empty: like an ARN removal, the last one
 /// carries on). Swapping the group id keeps the verifier's work as without steering.
@@ -525,8 +525,9 @@ mod steer {
     }
     /// Entries of FLOW_STEER.
     pub const MAX_FLOW_STEER: u32 = 4096;
-    /// Distinct Masks in use at once.
-    pub const MAX_STEER_MASKS: u32 = 4;
+    /// Masks in use at once: one (a second lookup per packet exceeded the verifier's
+    /// budget); the agent refuses a flow identifier with another Mask meanwhile.
+    pub const MAX_STEER_MASKS: u32 = 1;
 
     /// ARN Mask bits (draft-wh-rtgwg-adaptive-routing-arn flow identifier).
     pub const STEER_PROTOCOL: u32 = 0x10;
@@ -548,8 +549,9 @@ mod steer {
         pub dst: [u32; 4],
     }
 
-    /// FLOW_STEER value: the port to avoid, since when (bpf_ktime ns; the entry is ignored
-    /// once older than ARN_CONFIG's hold time, as member removals are).
+    /// FLOW_STEER value: the port to avoid, and since when (CLOCK_MONOTONIC ns, for
+    /// whoever dumps the map). The agent's receiver removes the entry on Type 2/4 or
+    /// after its hold time; the program does not expire it.
     #[repr(C)]
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
     pub struct FlowSteerValue {

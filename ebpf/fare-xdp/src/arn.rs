@@ -8,7 +8,8 @@
 
 use aya_ebpf::{bindings::xdp_action, helpers::bpf_ktime_get_ns, programs::XdpContext};
 use fare_common::{
-    ArnConfigRow, ArnPathKey, ArnSender, ArnStat, Stat, MAX_MEMBERS_PER_GROUP, MEMBER_REMOVED_BY_ARN,
+    ArnConfigRow, ArnPathKey, ArnSender, ArnStat, Member, Stat, MAX_MEMBERS_PER_GROUP,
+    MEMBER_REMOVED_BY_ARN,
 };
 
 use crate::classify::Fields;
@@ -138,19 +139,35 @@ fn handle(ctx: &XdpContext, f: &Fields, ttl: u8, cfg: &ArnConfigRow) -> ArnStat 
                 *since = now;
             } else {
                 *since = 0;
-                if (*m).state & MEMBER_REMOVED_BY_ARN != 0 {
-                    (*m).state &= !MEMBER_REMOVED_BY_ARN;
-                    if (*m).state == 0 {
-                        if let Some(a) = active {
-                            *a += 1;
-                        }
-                    }
+                if end_removal(m, id) {
                     count(ArnStat::Restored);
                 }
             }
         }
     }
     ArnStat::Accepted
+}
+
+/// Clears member `id`'s ARN removal bit (`m` is its MEMBERS row); true when it was set.
+/// A member back in service counts again in its group's GROUP_ACTIVE.
+///
+/// # Safety
+/// `m` must point at MEMBERS[id].
+#[inline(always)]
+unsafe fn end_removal(m: *mut Member, id: u32) -> bool {
+    // SAFETY: the caller's pointer; plain stores as everywhere in this module.
+    unsafe {
+        if (*m).state & MEMBER_REMOVED_BY_ARN == 0 {
+            return false;
+        }
+        (*m).state &= !MEMBER_REMOVED_BY_ARN;
+        if (*m).state == 0 {
+            if let Some(a) = GROUP_ACTIVE.get_ptr_mut(id / MAX_MEMBERS_PER_GROUP) {
+                *a += 1;
+            }
+        }
+    }
+    true
 }
 
 /// Ends member `id`'s ARN removal when the hold time has passed since the last Type 1/3
@@ -179,14 +196,7 @@ pub fn expire(id: u32) {
     // SAFETY: array values; another CPU may do the same (counted twice at worst).
     unsafe {
         *since = 0;
-        if (*m).state & MEMBER_REMOVED_BY_ARN != 0 {
-            (*m).state &= !MEMBER_REMOVED_BY_ARN;
-            if (*m).state == 0 {
-                if let Some(a) = GROUP_ACTIVE.get_ptr_mut(id / MAX_MEMBERS_PER_GROUP) {
-                    *a += 1;
-                }
-            }
-        }
+        end_removal(m, id);
     }
     count(ArnStat::Expired);
 }

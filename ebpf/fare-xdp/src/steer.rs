@@ -1,6 +1,7 @@
 //! ARN per-flow mode (see `fare_common::FlowSteerKey`): the egress port a packet's flow
 //! must avoid because an ARN with a matching flow identifier said so. Costs one array
-//! read per packet while no flow is steered.
+//! read per packet while no flow is steered. Steering ends when the agent removes the
+//! entry (Type 2/4 or its hold time).
 
 use fare_common::{
     FlowSteerKey, SteerGroupKey, STEER_DST, STEER_DST_PORT, STEER_PROTOCOL, STEER_SRC,
@@ -13,9 +14,9 @@ use crate::maps::{FLOW_STEER, STEER_GROUPS, STEER_MASKS};
 /// The group to forward by: `group`'s steered copy when the packet's flow must avoid a
 /// port and the copy exists, else `group`.
 ///
-/// A BPF-to-BPF call, not inlined: its stack (the keys it tries) is gone when it
-/// returns, so the verifier walks the forwarding loop after it with one more state (an
-/// unknown group id), not once per path through the lookups.
+/// Swapping the group id keeps the forwarding loop after it as the verifier already
+/// walks it (one more unknown group id); one Mask, one lookup, because a loop over
+/// several Masks before the forwarding loop exceeded the verifier's budget.
 #[inline(always)]
 pub fn steered_group(group: u32, f: &Fields) -> u32 {
     let port = avoided_port(f);
