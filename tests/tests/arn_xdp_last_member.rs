@@ -8,7 +8,7 @@ use anyhow::{ensure, Result};
 use fare::dataplane::xdp::arn::ArnFastPath;
 use fare::dataplane::xdp::{netdev, TestRunOptions, XdpDataplane};
 use fare::dataplane::{Dataplane, GroupMode};
-use fare_integration::packets::udp4_frame;
+use fare_integration::packets::{ethernet, ipv4, udp, udp4_frame, ETH_P_IP};
 use fare_integration::xdp_lab::{group, have_xdp, sink_mac, XdpLab, ROUTER_MAC};
 use fare_integration::{have_root, have_tool};
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,19 +20,14 @@ const XDP_PASS: u32 = 2;
 /// An ARN datagram (Path ID 0) from `src` with TTL 255.
 fn arn(src: [u8; 4], kind: u8) -> Vec<u8> {
     let payload = [kind, 0, 9, 0x40, 0, 0, 0, 0];
-    let mut f = ROUTER_MAC.to_vec();
-    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 9, 0x08, 0x00]);
-    let total = 20 + 8 + payload.len();
-    f.extend_from_slice(&[0x45, 0xc0]);
-    f.extend_from_slice(&(total as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0, 0, 0, 255, 17, 0, 0]);
-    f.extend_from_slice(&src);
-    f.extend_from_slice(&[10, 0, 0, 1]);
-    f.extend_from_slice(&40000u16.to_be_bytes());
-    f.extend_from_slice(&9961u16.to_be_bytes());
-    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-    f.extend_from_slice(&[0, 0]);
-    f.extend_from_slice(&payload);
+    let mut f = ethernet(ROUTER_MAC, [0x02, 0, 0, 0, 0, 9], None, ETH_P_IP);
+    f.extend(ipv4(
+        Ipv4Addr::from(src),
+        Ipv4Addr::new(10, 0, 0, 1),
+        17,
+        255,
+        &udp(40000, 9961, &payload),
+    ));
     f
 }
 
