@@ -332,6 +332,42 @@ fn sender(ns: &Netns, count: u64, sent: Arc<AtomicU64>) -> Result<std::thread::J
     })
 }
 
+/// One traffic run R1 -> R3: the receiver at R3 and the sender at R1.
+struct Traffic {
+    rx: Receiver,
+    sent: Arc<AtomicU64>,
+    tx: std::thread::JoinHandle<()>,
+}
+
+impl Traffic {
+    /// Starts `count` datagrams from R1 to R3.
+    fn start(f: &Fabric, count: u64) -> Result<Traffic> {
+        let rx = receiver(f.ns("R3"), count as usize)?;
+        let sent = Arc::new(AtomicU64::new(0));
+        let tx = sender(f.ns("R1"), count, sent.clone())?;
+        Ok(Traffic { rx, sent, tx })
+    }
+
+    /// Datagrams handed to the kernel so far.
+    fn sent(&self) -> usize {
+        self.sent.load(Ordering::SeqCst) as usize
+    }
+
+    /// Waits for the sender and the stragglers; (which sequence numbers arrived, how many
+    /// were sent).
+    fn finish(self) -> Result<(Vec<bool>, usize)> {
+        let _ = self.tx.join();
+        std::thread::sleep(Duration::from_millis(300));
+        let got = self
+            .rx
+            .got
+            .lock()
+            .map_err(|_| anyhow::anyhow!("poisoned"))?
+            .clone();
+        Ok((got, self.sent.load(Ordering::SeqCst) as usize))
+    }
+}
+
 /// Polls `check` every 5 ms for at most `timeout`; returns the time it took.
 fn wait(timeout: Duration, mut check: impl FnMut() -> bool) -> Option<Duration> {
     let start = Instant::now();
@@ -399,15 +435,12 @@ fn upa_steers_an_rnic_away_from_the_plane_its_peer_left() -> Result<()> {
     );
 
     // Traffic R1 -> R3: 2 s before the failure, then the failure, then 4 s more.
-    let count = 8 * RATE;
-    let rx = receiver(f.ns("R3"), count as usize)?;
-    let sent = Arc::new(AtomicU64::new(0));
-    let tx = sender(f.ns("R1"), count, sent.clone())?;
+    let traffic = Traffic::start(&f, 8 * RATE)?;
     std::thread::sleep(Duration::from_secs(2));
-    let at_fail = sent.load(Ordering::SeqCst) as usize;
+    let at_fail = traffic.sent();
     f.ns("B1").sh("ip link set dev r3 down")?;
     let installed = wait(Duration::from_secs(10), || !f.route("R1", DST).is_empty());
-    let at_install = sent.load(Ordering::SeqCst) as usize;
+    let at_install = traffic.sent();
     let Some(reaction) = installed else {
         bail!(
             "{test}: R1 never installed a host route for {DST}\n{}",
@@ -418,15 +451,7 @@ fn upa_steers_an_rnic_away_from_the_plane_its_peer_left() -> Result<()> {
     // Switches keep the UPA but install nothing for it; R1's host route avoids plane 1.
     let a1 = f.route("A1", DST);
     let s1 = f.route("S1", DST);
-    let _ = tx.join();
-    std::thread::sleep(Duration::from_millis(300));
-    let got = rx
-        .got
-        .lock()
-        .map_err(|_| anyhow::anyhow!("poisoned"))?
-        .clone();
-    drop(rx);
-    let total = sent.load(Ordering::SeqCst) as usize;
+    let (got, total) = traffic.finish()?;
     let before = lost(&got, 0..at_fail);
     let during = lost(&got, at_fail..at_install);
     let after = lost(&got, at_install..total);
@@ -467,24 +492,13 @@ fn upa_steers_an_rnic_away_from_the_plane_its_peer_left() -> Result<()> {
     );
 
     // The link comes back: UPA withdrawn, host route removed, traffic on the aggregate.
-    let count = 6 * RATE;
-    let rx = receiver(f.ns("R3"), count as usize)?;
-    let sent = Arc::new(AtomicU64::new(0));
-    let tx = sender(f.ns("R1"), count, sent.clone())?;
+    let traffic = Traffic::start(&f, 6 * RATE)?;
     std::thread::sleep(Duration::from_secs(1));
-    let at_up = sent.load(Ordering::SeqCst) as usize;
+    let at_up = traffic.sent();
     f.ns("B1").sh("ip link set dev r3 up")?;
     let removed = wait(Duration::from_secs(30), || f.route("R1", DST).is_empty());
-    let at_removed = sent.load(Ordering::SeqCst) as usize;
-    let _ = tx.join();
-    std::thread::sleep(Duration::from_millis(300));
-    let got = rx
-        .got
-        .lock()
-        .map_err(|_| anyhow::anyhow!("poisoned"))?
-        .clone();
-    drop(rx);
-    let total = sent.load(Ordering::SeqCst) as usize;
+    let at_removed = traffic.sent();
+    let (got, total) = traffic.finish()?;
     ensure!(
         removed.is_some(),
         "{test}: R1 keeps {} after R3 came back\n{}",
