@@ -203,6 +203,10 @@ impl XdpDataplane {
                 links.push((format!("tc-{ifname}"), link));
             }
         }
+        configure_queues(
+            queues::Queues::new(take_map(&mut ebpf, fc::QUEUES)?),
+            &opts.queues,
+        )?;
         let ncpus = aya::util::nr_cpus().map_err(|(what, e)| err(format!("{what}: {e}")))?;
         let mut dp = XdpDataplane {
             routes_v4: take_map(&mut ebpf, map_names::ROUTES_V4)?,
@@ -228,7 +232,6 @@ impl XdpDataplane {
             log_task,
         };
         dp.adopt()?;
-        configure_queues(opts)?;
         dp.arn.configure(opts.arn.clone())?;
         dp.sync_arn();
         tracing::info!(
@@ -530,8 +533,9 @@ impl XdpDataplane {
         (0..n).map(|i| Ok(self.member_row(gid, i)?.state)).collect()
     }
 
-    /// Rewrites the member states of `gid`'s steered copies after a member of it changed.
-    fn refresh_copies_of(&mut self, gid: u32) -> Result<(), DataplaneError> {
+    /// Rewrites the member states of `gid`'s steered copies after a member of it changed
+    /// (`states`: the group's member states now).
+    fn refresh_copies_of(&mut self, gid: u32, states: &[u32]) -> Result<(), DataplaneError> {
         let copies: Vec<(u32, u32)> = self
             .steer
             .copies
@@ -550,9 +554,8 @@ impl XdpDataplane {
         else {
             return Ok(());
         };
-        let states = self.member_states(gid, group.members.len())?;
         for (port, copy) in copies {
-            let rows = steer::steered_copy(&group, &states, port).members;
+            let rows = steer::steered_copy(&group, states, port).members;
             for (i, row) in rows.iter().enumerate() {
                 let id = member_id(copy, i as u32);
                 self.member_rows
@@ -651,11 +654,12 @@ impl Drop for XdpDataplane {
 
 /// Writes the configured egress virtual queues (their state starts empty) and removes
 /// queues of ports no longer configured.
-fn configure_queues(opts: &XdpOptions) -> Result<(), DataplaneError> {
-    let mut q =
-        queues::Queues::open(&opts.pin_root, &opts.node).map_err(|e| err(format!("{e:#}")))?;
+fn configure_queues(
+    mut q: queues::Queues,
+    specs: &[queues::QueueSpec],
+) -> Result<(), DataplaneError> {
     let mut wanted = Vec::new();
-    for spec in &opts.queues {
+    for spec in specs {
         let ifindex = netdev::ifindex(&spec.interface)
             .map_err(|e| err(format!("queue on {}: {e}", spec.interface)))?;
         q.configure(ifindex, spec.rate_bytes_per_s(), spec.limit_bytes)
@@ -958,10 +962,11 @@ impl Dataplane for XdpDataplane {
         if index >= n {
             return Err(err(format!("{prefix} has no member {index}")));
         }
-        let mut others_active = false;
-        for i in (0..n).filter(|&i| i != index) {
-            others_active |= self.member_row(gid, i)?.active();
-        }
+        let mut states = self.member_states(gid, n)?;
+        let others_active = states
+            .iter()
+            .enumerate()
+            .any(|(i, s)| i != index && *s == 0);
         if !active && !others_active {
             return Err(err(format!(
                 "{prefix}: refusing to deactivate the last active member"
@@ -977,9 +982,9 @@ impl Dataplane for XdpDataplane {
         self.member_rows
             .set(id, row, 0)
             .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
-        let states = self.member_states(gid, n)?;
-        self.store_active(gid, states.into_iter())?;
-        self.refresh_copies_of(gid)
+        states[index] = row.state;
+        self.store_active(gid, states.iter().copied())?;
+        self.refresh_copies_of(gid, &states)
     }
 
     async fn steer_flow(

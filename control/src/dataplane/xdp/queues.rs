@@ -56,7 +56,12 @@ impl Queues {
         let data = MapData::from_pin(&path).with_context(|| format!("{}", path.display()))?;
         let map = HashMap::try_from(Map::HashMap(data))
             .with_context(|| format!("{}: not a hash map", path.display()))?;
-        Ok(Queues { map })
+        Ok(Queues::new(map))
+    }
+
+    /// The map as the loader handed it over (the data plane's own handle).
+    pub fn new(map: HashMap<MapData, u32, EgressQueue>) -> Queues {
+        Queues { map }
     }
 
     /// Ports that have a queue.
