@@ -4,14 +4,16 @@
 //! interface counters. Dropping it stops the traffic, continues an agent the test
 //! stopped, and takes the lab down.
 
-use crate::{fare_bin, repo_root, run};
+use crate::lab::{fare, Lab};
+use crate::{fare_bin, run};
 use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 pub struct ArnFabric {
-    pub name: String,
+    /// Taken down (`fare lab down`) when dropped, after the traffic has stopped.
+    lab: Lab,
     traffic: Vec<Child>,
     /// An agent pid the test SIGSTOPped (continued on drop).
     pub stopped: Option<i32>,
@@ -28,37 +30,37 @@ impl Drop for ArnFabric {
             let _ = c.kill();
             let _ = c.wait();
         }
-        if let Ok(fare) = fare_bin() {
-            let _ = Command::new(fare)
-                .args(["lab", "down", &self.name])
-                .output();
-        }
     }
 }
 
 impl ArnFabric {
     /// `fare lab up topologies/arn-spine-leaf.yaml --name NAME EXTRA...`.
     pub fn up(name: String, extra: &[&str]) -> Result<ArnFabric> {
+        let (lab, out) = Lab::up("topologies/arn-spine-leaf.yaml", &name, extra)?;
         let lab = ArnFabric {
-            name,
+            lab,
             traffic: Vec::new(),
             stopped: None,
         };
-        let topo = repo_root().join("topologies/arn-spine-leaf.yaml");
-        let topo = topo.to_string_lossy().into_owned();
-        let mut args = vec!["lab", "up", &topo, "--name", &lab.name];
-        args.extend_from_slice(extra);
-        lab.fare(&args)?;
+        ensure!(
+            out.status.success(),
+            "lab up: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         Ok(lab)
     }
 
+    pub fn name(&self) -> &str {
+        &self.lab.name
+    }
+
     pub fn ns(&self, node: &str) -> String {
-        format!("farelab-{}-{node}", self.name)
+        format!("farelab-{}-{node}", self.lab.name)
     }
 
     /// `fare ARGS...`; its stdout, or an error with its stderr.
     pub fn fare(&self, args: &[&str]) -> Result<String> {
-        let out = Command::new(fare_bin()?).args(args).output()?;
+        let out = fare(args)?;
         ensure!(
             out.status.success(),
             "fare {}: {}",
@@ -72,7 +74,7 @@ impl ArnFabric {
     pub fn agent_pid(&self, node: &str) -> Result<i32> {
         let state: Value = serde_json::from_str(&std::fs::read_to_string(format!(
             "/run/fare/lab/{}/state.json",
-            self.name
+            self.lab.name
         ))?)?;
         state["agents"]
             .as_array()

@@ -32,7 +32,7 @@ trait AgentArn {
 
 impl AgentArn for ArnFabric {
     fn show(&self, node: &str, what: &str) -> Result<Value> {
-        let socket = format!("/run/fare/lab/{}/{node}.sock", self.name);
+        let socket = format!("/run/fare/lab/{}/{node}.sock", self.name());
         let text = self.fare(&["show", "--socket", &socket, what, "--json"])?;
         serde_json::from_str(&text).context("fare show --json")
     }
@@ -135,7 +135,7 @@ fn arn_end_to_end(dataplane: &str) -> Result<()> {
         "congest",
         "spine1-leaf2",
         "--name",
-        &lab.name,
+        lab.name(),
         "--json",
     ])?)?;
     let lines = report["arn"].as_array().cloned().unwrap_or_default();
@@ -165,7 +165,7 @@ fn arn_end_to_end(dataplane: &str) -> Result<()> {
     ensure!(spine1["sent"]["1"].as_u64().unwrap_or(0) >= 1, "{spine1}");
 
     // 2. Congestion over: Type 2, the member and the traffic come back.
-    lab.fare(&["lab", "restore", "spine1-leaf2", "--name", &lab.name])?;
+    lab.fare(&["lab", "restore", "spine1-leaf2", "--name", lab.name()])?;
     lab.wait_restored(Duration::from_secs(10))?;
     let leaf1 = lab.show("leaf1", "arn")?;
     ensure!(counter(&leaf1, "type2") >= 1, "{leaf1}");
