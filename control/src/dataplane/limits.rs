@@ -193,7 +193,7 @@ pub fn fit_members(members: &[Member], limits: &GroupLimits) -> Option<(Vec<Memb
             }
             let size: u64 = weights.iter().map(|&w| u64::from(w)).sum();
             let smaller = (size * u64::from(heaviest) / u64::from(top))
-                .max((kept.len() as u64).min(size - 1))
+                .max((kept.len() as u64).min(size.saturating_sub(1)))
                 .max(1);
             cap = Some(u32::try_from(smaller).unwrap_or(u32::MAX));
             weights = wcmp::weights(&kept, cap).weights;
