@@ -310,6 +310,10 @@ pub struct P4RuntimeConfig {
     /// Interface name used in members -> P4 port number.
     #[serde(default)]
     pub ports: BTreeMap<String, u32>,
+    /// The target's limit on the sum of weights of one group, when below what the P4Info
+    /// states (the agent reduces every group to the smaller of the two).
+    #[serde(default)]
+    pub max_group_size: Option<u32>,
 }
 
 fn one() -> u64 {
