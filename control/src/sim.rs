@@ -766,9 +766,11 @@ impl<'a> Worker<'a> {
             } else {
                 from_above = true;
             }
+            // What the route carries: in averaged mode the sender's PathBWsum / N, min'ed
+            // with this link, through the wire encoding (draft mode stores values already
+            // rounded, see below).
             let path = match mode {
-                // Averaged: the sender's PathBWsum / N, min'ed with this link.
-                Mode::Averaged => opt(self.path[m]).map(|v| v.min(link)),
+                Mode::Averaged => opt(self.path[m]).map(|v| wire.quantize(v.min(link)).min(link)),
                 Mode::Draft => opt(self.path[m]),
             };
             self.routes.push(Received {

@@ -383,9 +383,11 @@ mod tests {
         assert_eq!(w.weights, [3, 4, 4, 4]);
         // The delta reported is against the values given, not the ratio guessed.
         assert!(w.delta > 1.0 && w.delta < 1.004, "{}", w.delta);
-        // A real difference beyond the tolerance stays: 100 : 99 is not 1 : 1 at 0.39 %.
+        // A real difference beyond the tolerance stays: 100 : 99 is not 1 : 1 at 0.39 %
+        // (a simpler ratio within the tolerance, 57 : 56, may stand for it).
         let w = weights_within(&[100.0, 99.0], None, 8.0 * 2f64.powi(-11));
-        assert_eq!(w.weights, [100, 99]);
+        assert!(w.weights[0] > w.weights[1], "{:?}", w.weights);
+        assert!(w.delta <= 1.0 + 8.0 * 2f64.powi(-11));
         // ... and 1000 : 999 is, being closer than the precision.
         let w = weights_within(&[1000.0, 999.0], None, 8.0 * 2f64.powi(-11));
         assert_eq!(w.weights, [1, 1]);

@@ -1111,7 +1111,7 @@ impl RibTask {
             Some(LocRoute::Local | LocRoute::Unreachable) => true,
             // An RNIC is a stub speaker in each plane (mpson §3): it advertises only what
             // it originates, never one plane's routes (or UPAs) into another.
-            Some(LocRoute::Learned(_)) if self.config.policy.role == Role::Rnic => false,
+            Some(LocRoute::Learned(_)) if self.config.policy.role.is_stub() => false,
             // Sender-side loop check: a neighbor already on the AS path would drop it.
             Some(LocRoute::Learned(paths)) => !paths[0]
                 .attrs
@@ -1123,8 +1123,13 @@ impl RibTask {
 
     /// True when every path carries a FIB-Suppress community another router attached
     /// (§4.2.1): the route stays in the RIB and is advertised, but not installed. The
-    /// router that tagged it (the RNIC's own leaf) installs it.
+    /// router that tagged it (the RNIC's own leaf) installs it, and so does an RNIC: it
+    /// asked for exactly these host routes by Prefix-ORF to install them (§4.2);
+    /// suppression is for switches.
     fn fib_suppressed(&self, paths: &[Path]) -> bool {
+        if self.config.policy.role.is_stub() {
+            return false;
+        }
         let subtype = self.config.policy.fib_suppress_subtype;
         !paths.is_empty()
             && paths.iter().all(|p| {
