@@ -59,15 +59,11 @@ impl Encoding {
                 }
             }
             Encoding::Float32Upper16 => {
-                let v = gbytes as f32;
-                let bits = v.to_bits();
-                if v.is_infinite() && gbytes.is_finite() {
-                    // Saturate like binary16: the largest finite upper half.
-                    return 0x7f7f;
-                }
+                let bits = (gbytes as f32).to_bits();
                 let round = 0x7fff + ((bits >> 16) & 1);
                 let hi = (bits.saturating_add(round) >> 16) as u16;
-                if hi & 0x7f80 == 0x7f80 && hi & 0x7f != 0 {
+                // A finite value that rounded to infinity saturates like binary16.
+                if hi == 0x7f80 && gbytes.is_finite() {
                     0x7f7f
                 } else {
                     hi

@@ -6,8 +6,10 @@
 //! - `hand_computed_*`: small fabrics whose groups are worked out by hand from the drafts'
 //!   text (no shared code), checked against the live speakers.
 //! - `generated_*`: proptest over random 3- and 5-stage fabrics (asymmetric capacities,
-//!   parallel links, multi-homed prefixes) x random failures and degradations x both
-//!   modes; a failing case shrinks to a minimal fabric, printed as topology YAML.
+//!   parallel links, multi-homed prefixes) and multi-plane fabrics of RNICs, x random
+//!   failures and degradations x both modes (x the draft's optional 5-stage behaviours);
+//!   a failing case shrinks and is printed as topology YAML. FARE_DIFF_CASES sets the
+//!   number of cases per generator (default 100).
 
 use fare::bandwidth::{DraftOptions, Encoding, Mode};
 use fare::bgp::fare::Policy;
@@ -744,6 +746,69 @@ fn clos5() -> impl Strategy<Value = Fabric> {
         )
 }
 
+/// A random multi-plane fabric (draft-xu-idr-fare-in-mpson): 1-3 planes, each 2 leaves
+/// and 1-2 spines; 2-4 RNICs, each linked to one leaf of every plane and originating its
+/// host route; RNICs are stub speakers.
+fn multiplane() -> impl Strategy<Value = Fabric> {
+    (
+        1u32..=3,
+        1u32..=2,
+        2u32..=4,
+        prop::collection::vec(0usize..SPEEDS.len(), 40),
+        prop::collection::vec((0usize..40, 0u32..4, 1u32..=100), 0..3),
+        any::<bool>(),
+    )
+        .prop_map(|(planes, spines, rnics, speeds, changes, averaged)| {
+            let mut t = Topology::new("genmp");
+            let mut speed = speeds.iter().cycle().map(|&i| SPEEDS[i]);
+            let mut leaves: Vec<Vec<usize>> = Vec::new();
+            for p in 1..=planes {
+                let s: Vec<usize> = (1..=spines)
+                    .map(|k| t.add_node(node(format!("S{k}@P{p}"), Role::Spine, 65100 + p, vec![])))
+                    .collect();
+                let l: Vec<usize> = (1..=2u32)
+                    .map(|k| {
+                        let id = t.add_node(node(
+                            format!("L{k}@P{p}"),
+                            Role::Leaf,
+                            65000 + p * 10 + k,
+                            vec![],
+                        ));
+                        for &x in &s {
+                            t.add_link(x, id, speed.next().unwrap_or(100.0), None);
+                        }
+                        id
+                    })
+                    .collect();
+                leaves.push(l);
+            }
+            for r in 1..=rnics {
+                let prefix: IpNet = format!("10.9.0.{r}/32").parse().unwrap();
+                let id = t.add_node(node(
+                    format!("R{r}"),
+                    Role::Rnic,
+                    4_200_000_000 + r,
+                    vec![prefix],
+                ));
+                for plane in &leaves {
+                    t.add_link(
+                        plane[(r as usize) % 2],
+                        id,
+                        speed.next().unwrap_or(100.0),
+                        None,
+                    );
+                }
+            }
+            let mut case = Case::new(if averaged {
+                Mode::Averaged
+            } else {
+                Mode::Draft
+            });
+            case.changes = changes_for(&t, &changes);
+            Fabric { topo: t, case }
+        })
+}
+
 /// Turns (link index, kind, percent) picks into failures (kind 0) and degradations to a
 /// percentage of the link (kinds 1-3), skipping failures that would cut a node off.
 fn changes_for(t: &Topology, picks: &[(usize, u32, u32)]) -> Vec<Change> {
@@ -798,6 +863,11 @@ proptest! {
     fn generated_five_stage_fabrics_match_the_model(f in clos5()) {
         check(&f)?;
     }
+
+    #[test]
+    fn generated_multiplane_fabrics_match_the_model(f in multiplane()) {
+        check(&f)?;
+    }
 }
 
 /// Cases per generated test: FARE_DIFF_CASES, default 40 (each is a whole fabric).
@@ -805,5 +875,5 @@ fn cases() -> u32 {
     std::env::var("FARE_DIFF_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(40)
+        .unwrap_or(100)
 }
