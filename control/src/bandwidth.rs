@@ -40,7 +40,7 @@ pub enum Encoding {
     #[default]
     Binary16,
     /// The upper 16 bits of an IEEE 754 binary32 (the bfloat16 layout), round to nearest
-    /// even: 8 significant bits, relative rounding error at most 2^-9 (0.2 %). What fare
+    /// even: 8 significant bits, relative rounding error at most 2^-8 (0.39 %). What fare
     /// sent before binary16; kept for interoperability with such speakers.
     Float32Upper16,
 }
@@ -95,17 +95,18 @@ impl Encoding {
     pub fn relative_precision(self) -> f64 {
         match self {
             Encoding::Binary16 => 2f64.powi(-11),
-            Encoding::Float32Upper16 => 2f64.powi(-9),
+            Encoding::Float32Upper16 => 2f64.powi(-8),
         }
     }
 
     /// How far (as WCMP oversubscription, see [`crate::wcmp`]) integer weights may be from
-    /// received bandwidths and still count as their exact ratio. A value can be rounded
-    /// once per hop it crosses (up to four in a 5-stage fabric), and a ratio compares two
-    /// such values: 2 x 4 x the relative precision. Ratios closer than that (0.39 % with
-    /// binary16, 1.6 % with the upper half of float32) are one ratio to fare.
+    /// received bandwidths and still count as their exact ratio. A received value has been
+    /// rounded where it was sent, and a sum of rounded values is rounded again: two
+    /// roundings, 2 x the precision; a ratio compares two such values: 4 x the relative
+    /// precision. Ratios closer than that (0.2 % with binary16, 1.6 % with the upper half
+    /// of a binary32) are one ratio to fare.
     pub fn ratio_tolerance(self) -> f64 {
-        8.0 * self.relative_precision()
+        4.0 * self.relative_precision()
     }
 }
 

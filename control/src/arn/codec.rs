@@ -30,11 +30,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 /// The only version this codec speaks (draft: "The default value is 0").
-pub const VERSION: u8 = 0;
-/// Para-Type bit 0: flow identifier present.
-pub const PARA_FLOW: u8 = 0x80;
-/// Para-Type bit 1: Path ID present.
-pub const PARA_PATH_ID: u8 = 0x40;
+use fare_common::arn_wire as wire;
+pub use fare_common::arn_wire::{PARA_FLOW, PARA_PATH_ID, VERSION};
 /// Mask bits of the flow identifier (bit 0 = Protocol is the most significant).
 pub const MASK_PROTOCOL: u8 = 0x10;
 pub const MASK_SRC: u8 = 0x08;
@@ -51,22 +48,22 @@ pub const MAX_LEN: usize = 48;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 pub enum ArnType {
     /// 1: congestion detected: remove the affected path.
-    CongestionDetected = 1,
+    CongestionDetected = wire::TYPE_CONGESTION_DETECTED as isize,
     /// 2: congestion eliminated: restore it.
-    CongestionEliminated = 2,
+    CongestionEliminated = wire::TYPE_CONGESTION_ELIMINATED as isize,
     /// 3: failure detected: remove the affected path.
-    FailureDetected = 3,
+    FailureDetected = wire::TYPE_FAILURE_DETECTED as isize,
     /// 4: failure eliminated: restore it.
-    FailureEliminated = 4,
+    FailureEliminated = wire::TYPE_FAILURE_ELIMINATED as isize,
 }
 
 impl ArnType {
     pub fn from_u8(v: u8) -> Option<ArnType> {
         match v {
-            1 => Some(ArnType::CongestionDetected),
-            2 => Some(ArnType::CongestionEliminated),
-            3 => Some(ArnType::FailureDetected),
-            4 => Some(ArnType::FailureEliminated),
+            wire::TYPE_CONGESTION_DETECTED => Some(ArnType::CongestionDetected),
+            wire::TYPE_CONGESTION_ELIMINATED => Some(ArnType::CongestionEliminated),
+            wire::TYPE_FAILURE_DETECTED => Some(ArnType::FailureDetected),
+            wire::TYPE_FAILURE_ELIMINATED => Some(ArnType::FailureEliminated),
             _ => None,
         }
     }
@@ -750,6 +747,63 @@ mod tests {
                 let e = ArnMessage::decode(&bytes[..cut]).unwrap_err();
                 prop_assert!(e.offset <= cut, "{} at cut {}", e, cut);
             }
+        }
+    }
+}
+
+/// The ARN constants `p4/include/constants.p4` repeats for the P4 compiler agree with
+/// the one source in `fare_common::arn_wire` (used by this codec and the XDP program).
+#[cfg(test)]
+mod p4_constants_agree {
+    use fare_common::arn_wire as wire;
+
+    fn p4_value(text: &str, name: &str) -> u64 {
+        let line = text
+            .lines()
+            .find(|l| {
+                let l = l.trim_start();
+                (l.starts_with("const ") && l.contains(&format!(" {name} ")))
+                    || l.starts_with(&format!("#define {name} "))
+            })
+            .unwrap_or_else(|| panic!("{name} not in constants.p4"));
+        let v = line
+            .rsplit(['=', ' '])
+            .map(|t| t.trim().trim_end_matches(';'))
+            .find(|t| !t.is_empty())
+            .unwrap_or_default();
+        let parsed = match v.strip_prefix("0x") {
+            Some(hex) => u64::from_str_radix(hex, 16),
+            None => v.parse(),
+        };
+        parsed.unwrap_or_else(|_| panic!("{name}: `{v}` is not a number"))
+    }
+
+    #[test]
+    fn constants_p4_matches_fare_common() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../p4/include/constants.p4");
+        let text = std::fs::read_to_string(path).expect("p4/include/constants.p4");
+        // (fare.p4 writes and checks Version 0 as a literal.)
+        assert_eq!(wire::VERSION, 0);
+        let expect: [(&str, u64); 7] = [
+            ("ARN_UDP_PORT", wire::DEFAULT_UDP_PORT.into()),
+            (
+                "ARN_CONGESTION_DETECTED",
+                wire::TYPE_CONGESTION_DETECTED.into(),
+            ),
+            (
+                "ARN_CONGESTION_ELIMINATED",
+                wire::TYPE_CONGESTION_ELIMINATED.into(),
+            ),
+            ("ARN_FAILURE_DETECTED", wire::TYPE_FAILURE_DETECTED.into()),
+            (
+                "ARN_FAILURE_ELIMINATED",
+                wire::TYPE_FAILURE_ELIMINATED.into(),
+            ),
+            ("ARN_PARA_FLOW", wire::PARA_FLOW.into()),
+            ("ARN_PARA_PATH_ID", wire::PARA_PATH_ID.into()),
+        ];
+        for (name, value) in expect {
+            assert_eq!(p4_value(&text, name), value, "{name} in constants.p4");
         }
     }
 }

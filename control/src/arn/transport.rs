@@ -13,7 +13,7 @@ use tokio::io::Interest;
 use tokio::net::UdpSocket;
 
 /// Default UDP destination port of ARN datagrams (`arn: {udp_port: N}`).
-pub const DEFAULT_PORT: u16 = 9961;
+pub const DEFAULT_PORT: u16 = fare_common::arn_wire::DEFAULT_UDP_PORT;
 /// DSCP CS6 (network control) = 48; the TOS / traffic class octet is DSCP << 2.
 pub const DSCP_CS6: u8 = 48;
 pub const TOS_CS6: u8 = DSCP_CS6 << 2;

@@ -560,3 +560,24 @@ mod steer {
         pub since_ns: u64,
     }
 }
+
+/// ARN wire constants (draft-wh-rtgwg-adaptive-routing-arn §3; docs/CODEPOINTS.md): the
+/// one source for the agent's codec and the XDP program. `p4/include/constants.p4`
+/// repeats them for the P4 compiler; a test in the control crate checks it agrees.
+pub mod arn_wire {
+    /// Default UDP port of ARN datagrams (the draft leaves it open).
+    pub const DEFAULT_UDP_PORT: u16 = 9961;
+    /// Version octet of the ARN header.
+    pub const VERSION: u8 = 0;
+    /// Type octet: congestion detected / eliminated, failure detected / eliminated.
+    pub const TYPE_CONGESTION_DETECTED: u8 = 1;
+    pub const TYPE_CONGESTION_ELIMINATED: u8 = 2;
+    pub const TYPE_FAILURE_DETECTED: u8 = 3;
+    pub const TYPE_FAILURE_ELIMINATED: u8 = 4;
+    /// Para-Type bit 0: flow identifier present.
+    pub const PARA_FLOW: u8 = 0x80;
+    /// Para-Type bit 1: Path ID present.
+    pub const PARA_PATH_ID: u8 = 0x40;
+    /// TTL / hop limit ARN datagrams are sent with and must arrive with (GTSM-like).
+    pub const TTL: u8 = 255;
+}

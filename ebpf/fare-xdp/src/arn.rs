@@ -17,10 +17,12 @@ use crate::consts::IPPROTO_UDP;
 use crate::maps::{ARN_CONFIG, ARN_NEIGHBORS, ARN_PATHS, ARN_REMOVED, ARN_STATS, GROUP_ACTIVE, MEMBERS};
 use crate::packet::{ptr_at, read_be16};
 
-const TTL: u8 = 255;
+use fare_common::arn_wire::{
+    PARA_FLOW, PARA_PATH_ID, TTL, TYPE_CONGESTION_DETECTED, TYPE_FAILURE_DETECTED,
+    TYPE_FAILURE_ELIMINATED, VERSION,
+};
+
 const UDP_HLEN: usize = 8;
-const PARA_FLOW: u8 = 0x80;
-const PARA_PATH_ID: u8 = 0x40;
 
 /// `Some(action)` when the packet is a datagram to the ARN port (handled here).
 #[inline(always)]
@@ -76,7 +78,8 @@ fn handle(ctx: &XdpContext, f: &Fields, ttl: u8, cfg: &ArnConfigRow) -> ArnStat 
     // SAFETY: ptr_at checked the four bytes.
     let h = unsafe { *h };
     let (kind, version, para) = (h[0], h[1] >> 4, h[3]);
-    if !(1..=4).contains(&kind) || version != 0 || para & !(PARA_FLOW | PARA_PATH_ID) != 0 {
+    let known = (TYPE_CONGESTION_DETECTED..=TYPE_FAILURE_ELIMINATED).contains(&kind);
+    if !known || version != VERSION || para & !(PARA_FLOW | PARA_PATH_ID) != 0 {
         return ArnStat::Malformed;
     }
     if para & PARA_FLOW != 0 {
@@ -109,7 +112,7 @@ fn handle(ctx: &XdpContext, f: &Fields, ttl: u8, cfg: &ArnConfigRow) -> ArnStat 
             }
         }
     };
-    let removes = kind == 1 || kind == 3;
+    let removes = kind == TYPE_CONGESTION_DETECTED || kind == TYPE_FAILURE_DETECTED;
     for i in 0..fare_common::MAX_ARN_TARGETS {
         if i as u32 >= targets.n {
             break;

@@ -598,7 +598,7 @@ fn path_bandwidth_quantization() {
         assert_eq!(Encoding::Float32Upper16.quantize(gbps), gbps);
     }
     // 75/7 Gbps = 1.339 GB/s: binary16 keeps 11 significant bits (spacing 2^-10 in
-    // [1, 2)), the upper half of float32 only 8 (the 10.6875 seen on the wire before).
+    // [1, 2)), the upper half of a binary32 only 8 (the 10.6875 seen on the wire before).
     let v = 75.0 / 7.0;
     assert_eq!(Encoding::Binary16.quantize(v), 1371.0 / 1024.0 * 8.0);
     assert_eq!(Encoding::Float32Upper16.quantize(v), 10.6875);
