@@ -381,13 +381,6 @@ impl Receiver {
         self.counters.clone()
     }
 
-    /// Re-resolves interface indexes (interfaces may appear after the agent starts).
-    pub fn refresh_interfaces(&mut self) {
-        for n in &mut self.neighbors {
-            n.ifindex = transport::ifindex(&n.interface);
-        }
-    }
-
     /// Admission: the datagram must come from a configured neighbor address, over that
     /// neighbor's interface, with TTL / hop limit 255, within the rate limit, and decode.
     pub fn admit(

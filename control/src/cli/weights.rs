@@ -7,7 +7,7 @@ use crate::sim::{self, Change, RouteGroup};
 use crate::topology::{self, Topology};
 use ipnet::IpNet;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 #[command(
@@ -202,17 +202,6 @@ fn trim_float(x: f64) -> String {
     } else {
         format!("{x:.3}")
     }
-}
-
-/// Loads `path` and applies `changes`: the same input `fare weights` computes from, for
-/// other tools (lab, tests).
-pub fn load_with_changes(path: &Path, changes: &[Change]) -> anyhow::Result<Topology> {
-    let mut topo = topology::load(path)?;
-    for c in changes {
-        c.apply(&mut topo)
-            .map_err(|e| InputError(format!("{}: {e}", path.display())))?;
-    }
-    Ok(topo)
 }
 
 #[cfg(test)]

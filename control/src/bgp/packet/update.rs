@@ -45,19 +45,6 @@ impl Update {
         )
     }
 
-    pub fn is_end_of_rib(&self) -> bool {
-        self.withdrawn.is_empty()
-            && self.nlri.is_empty()
-            && (self.attributes == Default::default()
-                || (self
-                    .attributes
-                    .mp_unreach
-                    .as_ref()
-                    .is_some_and(|u| u.withdrawn.is_empty())
-                    && self.attributes.mp_reach.is_none()
-                    && self.attributes.other.is_empty()))
-    }
-
     pub(super) fn decode(body: &[u8], ctx: Context) -> Result<Update, MessageError> {
         let list_err =
             |reason| MessageError::new(code::UPDATE, sub::MALFORMED_ATTRIBUTE_LIST, vec![], reason);

@@ -388,16 +388,6 @@ impl Client {
             Err(_) => Err(P4rtError::Timeout("packet-in")),
         }
     }
-
-    /// A packet-in if one is queued, without waiting.
-    pub fn try_packet_in(&mut self) -> Option<PacketIn> {
-        self.packets.try_recv().ok()
-    }
-
-    /// True while the switch reports this client as primary.
-    pub fn is_primary(&self) -> bool {
-        *self.arbitration.borrow() == Arbitration::Primary
-    }
 }
 
 async fn read_stream(
