@@ -63,12 +63,21 @@ impl SentCounters {
     }
 }
 
+impl From<crate::agent::dataplane_task::HandleError> for ControlError {
+    fn from(e: crate::agent::dataplane_task::HandleError) -> Self {
+        match e {
+            crate::agent::dataplane_task::HandleError::Dataplane(e) => e.into(),
+            e => ControlError::Failed(e.to_string()),
+        }
+    }
+}
+
 #[async_trait]
 impl MemberControl for DataplaneHandle {
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
         DataplaneHandle::groups(self)
             .await
-            .map_err(|e| ControlError(e.to_string()))
+            .map_err(ControlError::from)
     }
     async fn set_member_active(
         &mut self,
@@ -78,7 +87,7 @@ impl MemberControl for DataplaneHandle {
     ) -> Result<(), ControlError> {
         DataplaneHandle::set_member_active(self, prefix, index, active)
             .await
-            .map_err(|e| ControlError(e.to_string()))
+            .map_err(ControlError::from)
     }
     async fn steer_flow(
         &mut self,
@@ -88,7 +97,7 @@ impl MemberControl for DataplaneHandle {
     ) -> Result<bool, ControlError> {
         DataplaneHandle::steer_flow(self, flow.clone(), interface.to_string(), avoid)
             .await
-            .map_err(|e| ControlError(e.to_string()))
+            .map_err(ControlError::from)
     }
 }
 

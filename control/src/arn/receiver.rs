@@ -8,7 +8,7 @@
 use super::codec::{ArnMessage, ArnType, FlowId};
 use super::config::{ArnConfig, ArnNeighbor, RateLimit};
 use super::transport::{self, ArnSocket, Datagram, TTL};
-use crate::dataplane::{Dataplane, GroupStatus, Member};
+use crate::dataplane::{Dataplane, DataplaneError, GroupStatus, Member};
 use async_trait::async_trait;
 use ipnet::IpNet;
 use serde::Serialize;
@@ -20,9 +20,26 @@ use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
 /// A failure reported by the data plane side of the seam.
+/// Why the data plane did not do what the receiver asked.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct ControlError(pub String);
+pub enum ControlError {
+    /// The member is the last one forwarding for its prefix (the rule is
+    /// [`crate::dataplane::keep_last_active`]): kept, and counted as such.
+    #[error(transparent)]
+    LastActiveMember(DataplaneError),
+    /// Anything else (a backend failure, the data plane task gone).
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl From<DataplaneError> for ControlError {
+    fn from(e: DataplaneError) -> Self {
+        match e {
+            e @ DataplaneError::LastActiveMember { .. } => ControlError::LastActiveMember(e),
+            e => ControlError::Failed(e.to_string()),
+        }
+    }
+}
 
 /// What the receiver needs from the data plane: the installed groups and the per-member
 /// on/off switch. Every [`Dataplane`] provides it; the agent plugs in its handle.
@@ -58,12 +75,10 @@ impl<T: Dataplane + ?Sized> MemberControl for T {
     ) -> Result<bool, ControlError> {
         Dataplane::steer_flow(self, flow, interface, avoid)
             .await
-            .map_err(|e| ControlError(e.to_string()))
+            .map_err(ControlError::from)
     }
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
-        Dataplane::groups(self)
-            .await
-            .map_err(|e| ControlError(e.to_string()))
+        Dataplane::groups(self).await.map_err(ControlError::from)
     }
     async fn set_member_active(
         &mut self,
@@ -73,7 +88,7 @@ impl<T: Dataplane + ?Sized> MemberControl for T {
     ) -> Result<(), ControlError> {
         Dataplane::set_member_active(self, prefix, index, active)
             .await
-            .map_err(|e| ControlError(e.to_string()))
+            .map_err(ControlError::from)
     }
 }
 
@@ -102,6 +117,8 @@ pub struct Counters {
     pub expired: AtomicU64,
     /// Removals refused because the member was the last active one of its group.
     pub refused_last_member: AtomicU64,
+    /// Removals the data plane failed to carry out for another reason (logged).
+    pub backend_errors: AtomicU64,
     /// Removals dropped because a re-installed group no longer has that path.
     pub stale_dropped: AtomicU64,
     /// ARNs that matched no member.
@@ -131,6 +148,7 @@ pub struct CountersSnapshot {
     pub members_restored: u64,
     pub expired: u64,
     pub refused_last_member: u64,
+    pub backend_errors: u64,
     pub stale_dropped: u64,
     pub unmatched: u64,
     pub flows_steered: u64,
@@ -157,6 +175,7 @@ impl Counters {
             members_restored: g(&self.members_restored),
             expired: g(&self.expired),
             refused_last_member: g(&self.refused_last_member),
+            backend_errors: g(&self.backend_errors),
             stale_dropped: g(&self.stale_dropped),
             unmatched: g(&self.unmatched),
             flows_steered: g(&self.flows_steered),
@@ -593,10 +612,15 @@ impl Receiver {
                             sender,
                         });
                     }
-                    Err(e) => {
+                    Err(ControlError::LastActiveMember(_)) => {
                         bump(&self.counters.refused_last_member);
                         refused = true;
-                        info!(%prefix, index, error = %e, "ARN: member kept (no alternative left)");
+                        info!(%prefix, index, "ARN: member kept (no alternative left)");
+                    }
+                    Err(e) => {
+                        bump(&self.counters.backend_errors);
+                        refused = true;
+                        warn!(%prefix, index, error = %e, "ARN: the data plane failed to take the member out");
                     }
                 }
             } else if let Some(r) = self.removals.get_mut(&key) {
@@ -764,7 +788,12 @@ impl Receiver {
                     if active {
                         if let Err(e) = control.set_member_active(key.prefix, index, false).await {
                             self.removals.remove(&key);
-                            bump(&self.counters.refused_last_member);
+                            match e {
+                                ControlError::LastActiveMember(_) => {
+                                    bump(&self.counters.refused_last_member)
+                                }
+                                _ => bump(&self.counters.backend_errors),
+                            }
                             info!(prefix = %key.prefix, error = %e, "ARN removal dropped after re-install");
                         }
                     }

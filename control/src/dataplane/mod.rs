@@ -116,6 +116,27 @@ pub enum DataplaneError {
     InvalidGroup { prefix: IpNet, why: String },
     #[error("no group for {0}")]
     NoSuchGroup(IpNet),
+    /// The one member still forwarding for a prefix is never taken out (an ARN or an
+    /// admin change would leave the prefix without a path): see [`keep_last_active`].
+    #[error("{prefix}: refusing to deactivate the last active member ({index})")]
+    LastActiveMember { prefix: IpNet, index: usize },
+}
+
+/// The rule every data plane applies before deactivating a member: the group must keep
+/// another active one. `active[i]` is member i's current state; setting member `index`
+/// active is always allowed.
+pub fn keep_last_active(
+    prefix: IpNet,
+    active: &[bool],
+    index: usize,
+    set_active: bool,
+) -> Result<(), DataplaneError> {
+    let others = active.iter().enumerate().any(|(i, a)| i != index && *a);
+    if set_active || others {
+        Ok(())
+    } else {
+        Err(DataplaneError::LastActiveMember { prefix, index })
+    }
 }
 
 impl DataplaneError {
@@ -285,22 +306,42 @@ impl Dataplane for NullDataplane {
             .groups
             .get_mut(&prefix)
             .ok_or(DataplaneError::NoSuchGroup(prefix))?;
-        let others_active = status
-            .members
-            .iter()
-            .enumerate()
-            .any(|(i, m)| i != index && m.active);
+        let states: Vec<bool> = status.members.iter().map(|m| m.active).collect();
         let member = status
             .members
             .get_mut(index)
             .ok_or_else(|| DataplaneError::backend("none", format!("no member {index}")))?;
-        if !active && !others_active {
-            return Err(DataplaneError::backend(
-                "none",
-                "refusing to deactivate the last active member",
-            ));
-        }
+        keep_last_active(prefix, &states, index, active)?;
         member.active = active;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod last_active_rule {
+    use super::*;
+
+    #[test]
+    fn the_last_forwarding_member_stays() {
+        let p: IpNet = "10.0.0.0/24".parse().expect("prefix");
+        // (current states, member, set active, allowed)
+        let table: &[(&[bool], usize, bool, bool)] = &[
+            (&[true, true], 0, false, true),
+            (&[true, false], 0, false, false),
+            (&[false, true], 0, false, true),
+            (&[true], 0, false, false),
+            (&[false, false], 1, true, true),
+            (&[true, false, false], 0, true, true),
+            (&[false, false, true], 1, false, true),
+        ];
+        for &(states, index, set, allowed) in table {
+            let r = keep_last_active(p, states, index, set);
+            assert_eq!(r.is_ok(), allowed, "{states:?} {index} -> {set}");
+            if let Err(e) = r {
+                assert!(
+                    matches!(e, DataplaneError::LastActiveMember { index: i, .. } if i == index)
+                );
+            }
+        }
     }
 }

@@ -568,11 +568,9 @@ impl Dataplane for KernelDataplane {
         if index >= inst.active.len() {
             return Err(err(format!("{prefix} has no member {index}")));
         }
+        super::keep_last_active(prefix, &inst.active, index, active)?;
         let mut states = inst.active.clone();
         states[index] = active;
-        if !states.iter().any(|a| *a) {
-            return Err(err("refusing to deactivate the last active member"));
-        }
         if states == inst.active {
             return Ok(());
         }

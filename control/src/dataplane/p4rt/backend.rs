@@ -1540,13 +1540,8 @@ impl Dataplane for P4RuntimeDataplane {
         if flags[index] == active {
             return Ok(());
         }
+        crate::dataplane::keep_last_active(prefix, &flags, index, active)?;
         flags[index] = active;
-        if !flags.iter().any(|a| *a) {
-            return Err(DataplaneError::backend(
-                BACKEND,
-                "refusing to deactivate the last active member",
-            ));
-        }
         self.write_group(&inst.group, &flags).await
     }
 }

@@ -981,15 +981,8 @@ impl Dataplane for XdpDataplane {
             return Err(err(format!("{prefix} has no member {index}")));
         }
         let mut states = self.member_states(gid, n)?;
-        let others_active = states
-            .iter()
-            .enumerate()
-            .any(|(i, s)| i != index && *s == 0);
-        if !active && !others_active {
-            return Err(err(format!(
-                "{prefix}: refusing to deactivate the last active member"
-            )));
-        }
+        let forwarding: Vec<bool> = states.iter().map(|s| *s == 0).collect();
+        super::keep_last_active(prefix, &forwarding, index, active)?;
         let mut row = self.member_row(gid, index)?;
         row.state = if active {
             0
