@@ -8,9 +8,9 @@
 //! - congestion: spine1's shaper toward leaf2 drops to 10% (queue builds). ARN: onset ->
 //!   spine1 crosses its threshold (its "ARN sent" log line) -> leaf1 has the member out
 //!   ("ARN applied"). BGP alone carries no queue state; its only lever is a new link
-//!   bandwidth: `fare lab degrade` to the same 10% (the two agents restart with the new
-//!   `bandwidth_gbps`: the agent has no runtime bandwidth change), measured until every
-//!   agent shows the re-weighted groups.
+//!   bandwidth: `fare lab degrade` to the same 10% (the two agents at the link's ends get
+//!   the new bandwidth through their management sockets, `fare set bandwidth`, no
+//!   restart), measured until every agent shows the re-weighted groups.
 //! - failure: spine1's link to leaf2 goes down. ARN: Type 3 -> leaf1 has the member out.
 //!   BGP: the session drops, spine1 withdraws, leaf1 installs the group without spine1
 //!   ("group installed" without that member). Both from the same event.
@@ -39,7 +39,7 @@ pub struct Args {
     /// to come back).
     #[arg(long, default_value_t = 5)]
     failure_trials: usize,
-    /// Bandwidth re-advertisement trials (BGP alone; each restarts two agents).
+    /// Bandwidth re-advertisement trials (BGP alone; a run-time bandwidth change).
     #[arg(long, default_value_t = 3)]
     bgp_trials: usize,
     /// The agents' data plane.
@@ -571,7 +571,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
     );
     row(
         "congestion",
-        "BGP alone: new bandwidth -> groups re-weighted (agents restarted)",
+        "BGP alone: new bandwidth (`fare set bandwidth`) -> groups re-weighted",
         &degrade,
     );
     if xdp {
