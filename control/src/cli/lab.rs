@@ -161,6 +161,9 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                     println!("arn {node} +{dt:.3}s {line}");
                 }
             }
+            if r.arn_enabled && r.arn.is_empty() && !a.no_check {
+                anyhow::bail!("{}: the agents run ARN but logged none", r.change);
+            }
             Ok(())
         }
         Command::Restore(a) => {

@@ -5,7 +5,8 @@
 //! - neighbors: `[{"address", "remote_as", "state": "Established", ...}]`
 //! - groups: `[{"prefix", "mode": "spray"|"flow", "members": [{"via", "interface",
 //!   "weight", "bandwidth_gbps", "packets"}]}]` (`via` = neighbor address, or the
-//!   neighbor MAC for static members); DPF routes add `"colors": [{"color", "members":
+//!   neighbor MAC for static members; `"active": false` is added while ARN holds the
+//!   member out or its port is down); DPF routes add `"colors": [{"color", "members":
 //!   [...same keys...]}]`, the per-color groups with their own counters
 //! - routes: `[{"prefix", "source", "paths": [{"next_hop", "neighbor", "as_path",
 //!   "path_bandwidth_gbps", "selected"}]}]`
@@ -173,13 +174,17 @@ pub fn group_json(g: &pb::Group) -> Value {
     let members = |list: &[pb::Member]| {
         list.iter()
             .map(|m| {
-                json!({
+                let mut v = json!({
                     "via": m.via,
                     "interface": m.interface,
                     "weight": m.weight,
                     "bandwidth_gbps": m.bandwidth_gbps,
                     "packets": m.packets,
-                })
+                });
+                if !m.active {
+                    v["active"] = json!(false);
+                }
+                v
             })
             .collect::<Vec<_>>()
     };
@@ -483,6 +488,10 @@ mod tests {
         };
         let v = group_json(&colored);
         assert_eq!(v["colors"][0]["color"], 100);
+        assert_eq!(v["members"][0].get("active"), None);
+        let mut out = colored.clone();
+        out.members[0].active = false;
+        assert_eq!(group_json(&out)["members"][0]["active"], false);
         assert_eq!(v["colors"][0]["members"][0]["packets"], 5);
         let t = groups_table(&[colored]);
         assert!(t.contains("color 100"), "{t}");

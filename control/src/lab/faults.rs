@@ -71,6 +71,9 @@ pub struct CongestArgs {
     pub duration: f64,
     #[arg(long)]
     pub json: bool,
+    /// Exit 0 even when the agents (with ARN on) logged no ARN.
+    #[arg(long)]
+    pub no_check: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -223,7 +226,8 @@ fn expected_view(plan: &Plan, groups: &[sim::RouteGroup]) -> GroupView {
     v
 }
 
-/// What an agent reports (`fare show groups --json`), in the same shape.
+/// What an agent reports (`fare show groups --json`), in the same shape: the members
+/// that forward (active).
 fn agent_view(groups: &Value) -> BTreeMap<String, BTreeMap<String, u64>> {
     let mut out = BTreeMap::new();
     for g in groups.as_array().into_iter().flatten() {
@@ -232,6 +236,10 @@ fn agent_view(groups: &Value) -> BTreeMap<String, BTreeMap<String, u64>> {
         };
         let entry: &mut BTreeMap<String, u64> = out.entry(prefix.to_string()).or_default();
         for m in g["members"].as_array().into_iter().flatten() {
+            // A member the data plane holds out (ARN, port down) forwards nothing.
+            if m["active"] == Value::Bool(false) {
+                continue;
+            }
             if let Some(i) = m["interface"].as_str() {
                 *entry.entry(i.to_string()).or_insert(0) += m["weight"].as_u64().unwrap_or(1);
             }
@@ -667,6 +675,8 @@ pub struct CongestReport {
     pub change: String,
     pub links: Vec<String>,
     pub percent: f64,
+    /// The agents run ARN (the lab was not brought up with `--no-arn`).
+    pub arn_enabled: bool,
     /// ARN lines the agents logged after the change: (node, seconds after it, line).
     pub arn: Vec<(String, f64, String)>,
 }
@@ -703,6 +713,7 @@ pub fn congest(
         change: format!("congest {a}-{b} to {percent}%"),
         links: links.iter().map(|l| l.name.clone()).collect(),
         percent,
+        arn_enabled: state.plan.options.arn.is_some() && !state.agents.is_empty(),
         arn: Vec::new(),
     };
     if duration > 0.0 {
