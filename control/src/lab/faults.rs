@@ -116,6 +116,29 @@ pub fn resolve<'p>(
     )))
 }
 
+/// [`resolve`] for `fail` and `degrade`: those are recorded, and modelled (`fare weights
+/// --fail/--degrade`), per node pair, so one of several parallel links alone is refused
+/// (it would leave the model behind).
+fn resolve_pair<'p>(
+    plan: &'p Plan,
+    spec: &str,
+) -> Result<(String, String, Vec<&'p LinkPlan>), LabError> {
+    let (a, b, links) = resolve(plan, spec)?;
+    let all = plan.links_between(&a, &b);
+    // `A-B` is also the name of the first of parallel links: as a pair it means them all.
+    if spec == format!("{a}-{b}") || spec == format!("{b}-{a}") {
+        return Ok((a, b, all));
+    }
+    let all = all.len();
+    if links.len() < all {
+        return Err(LabError::Input(format!(
+            "`{spec}` is one of {all} links between {a} and {b}: fail and degrade apply to \
+             every link of a node pair, name it {a}-{b}"
+        )));
+    }
+    Ok((a, b, links))
+}
+
 /// The result of a change: when it was made and how long the fabric took to converge.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ChangeReport {
@@ -610,7 +633,7 @@ fn finish(
 
 pub fn fail(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeReport, LabError> {
     let (dir, mut state) = load(name)?;
-    let (a, b, links) = resolve(&state.plan, spec)?;
+    let (a, b, links) = resolve_pair(&state.plan, spec)?;
     let links: Vec<LinkPlan> = links.into_iter().cloned().collect();
     let before = state.changes.clone();
     let since = Instant::now();
@@ -642,7 +665,7 @@ pub fn degrade(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeRep
         .ok()
         .filter(|g: &f64| g.is_finite() && *g > 0.0)
         .ok_or_else(|| LabError::Input(format!("`{spec}`: GBPS must be a positive number")))?;
-    let (a, b, links) = resolve(&state.plan, pair)?;
+    let (a, b, links) = resolve_pair(&state.plan, pair)?;
     let links: Vec<LinkPlan> = links.into_iter().cloned().collect();
     let before = state.changes.clone();
     let since = Instant::now();
@@ -847,6 +870,33 @@ mod tests {
         assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z"), Some(951_868_800.0));
         assert_eq!(parse_rfc3339("garbage"), None);
         assert_eq!(parse_rfc3339("\u{1b}[2m2000"), None);
+    }
+
+    #[test]
+    fn fail_and_degrade_take_node_pairs() {
+        let t = crate::topology::parse(
+            std::path::Path::new("t.yaml"),
+            "name: t\nnodes:\n  - {name: A, role: leaf, asn: 1, prefixes: [10.0.0.0/24]}\n  \
+             - {name: B, role: spine, asn: 2}\n  - {name: C, role: leaf, asn: 3}\n\
+             links:\n  - {a: A, b: B, gbps: 100}\n  - {a: A, b: B, gbps: 100}\n  \
+             - {a: B, b: C, gbps: 100, name: up}\n",
+        )
+        .unwrap();
+        let plan = crate::lab::plan::plan(&t, "t", &Default::default()).unwrap();
+        // The pair means both parallel links, also though `A-B` names the first one.
+        let names = |r: (String, String, Vec<&LinkPlan>)| -> Vec<String> {
+            r.2.iter().map(|l| l.name.clone()).collect()
+        };
+        assert_eq!(names(resolve_pair(&plan, "A-B").unwrap()), ["A-B", "A-B#2"]);
+        assert_eq!(names(resolve_pair(&plan, "B-A").unwrap()), ["A-B", "A-B#2"]);
+        // One of them alone would leave the model (per pair) behind.
+        assert!(matches!(
+            resolve_pair(&plan, "A-B#2"),
+            Err(LabError::Input(_))
+        ));
+        // A named single link is its pair; congestion may take one parallel link.
+        assert_eq!(names(resolve_pair(&plan, "up").unwrap()), ["up"]);
+        assert_eq!(names(resolve(&plan, "A-B#2").unwrap()), ["A-B#2"]);
     }
 
     #[test]
