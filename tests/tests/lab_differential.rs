@@ -248,7 +248,13 @@ struct Outcome {
     own: Vec<String>,
 }
 
-fn run_case(case: &Case, mode: &str, lab_name: &str, report: &mut Vec<Outcome>) -> Result<()> {
+fn run_case(
+    case: &Case,
+    mode: &str,
+    lab_name: &str,
+    deadline: Instant,
+    report: &mut Vec<Outcome>,
+) -> Result<()> {
     let topo = case.topology.to_string_lossy().into_owned();
     let (lab, up) = Lab::up(
         &topo,
@@ -279,6 +285,9 @@ fn run_case(case: &Case, mode: &str, lab_name: &str, report: &mut Vec<Outcome>) 
             if out.status.success() { "ok" } else { "FAILED" },
             own.len()
         );
+        for l in own.iter().take(4) {
+            eprintln!("      {l}");
+        }
         report.push(Outcome {
             step,
             lab_ok: out.status.success(),
@@ -288,8 +297,10 @@ fn run_case(case: &Case, mode: &str, lab_name: &str, report: &mut Vec<Outcome>) 
         Ok(())
     };
     judge(format!("{} {mode} lab up", case.label), &up, &changes)?;
-    if !up.status.success() && !Path::new(&format!("/run/fare/lab/{lab_name}")).exists() {
-        return Ok(());
+    if !up.status.success() {
+        // Every later step would differ the same way: the fabric never converged.
+        eprintln!("  (changes skipped: lab up did not converge)");
+        return lab.down();
     }
     let steps: Vec<Change> = case
         .links
@@ -302,6 +313,10 @@ fn run_case(case: &Case, mode: &str, lab_name: &str, report: &mut Vec<Outcome>) 
         })
         .collect();
     for step in steps {
+        if Instant::now() > deadline {
+            eprintln!("  (remaining changes skipped: the budget is spent)");
+            break;
+        }
         let pair = step.pair();
         let (verb, arg) = match &step {
             Change::Fail(..) => ("fail", pair.clone()),
@@ -452,7 +467,7 @@ fn lab_differential_every_topology_both_modes() -> Result<()> {
                     .map(|l| format!("{}-{}", l.0, l.1))
                     .collect();
                 eprintln!("{} {mode} (lab {lab}, links {})", case.label, on.join(", "));
-                if let Err(e) = run_case(case, mode, &lab, &mut report) {
+                if let Err(e) = run_case(case, mode, &lab, start + BUDGET, &mut report) {
                     report.push(Outcome {
                         step: format!("{} {mode}", case.label),
                         lab_ok: false,
