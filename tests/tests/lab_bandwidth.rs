@@ -7,7 +7,9 @@
 //! - SIGHUP after editing the configuration files of Leaf1 and Spine1 (link L3 at 50G)
 //!   takes Leaf2 to 1:1:2:2, again with the same processes;
 //! - `fare set bandwidth --interface` puts L3 back (3:3:4:4); an unknown neighbor is
-//!   refused with exit code 2.
+//!   refused with exit code 2;
+//! - with L7 set to 50G on Leaf2 behind the lab's back, `fare lab restore all` exits 1 and
+//!   names Leaf2's group, live 3:3:2:4 against the model's 3:3:4:4 (`--no-check`: exit 0).
 //!
 //! Expected groups by hand (white paper §2.2.1, averaged mode): a spine advertises to
 //! Leaf2 the sum of its links to Leaf1 divided by its 2 links to Leaf2, and Leaf2 weighs
@@ -258,5 +260,52 @@ fn lab_bandwidth_changes_without_restart() -> Result<()> {
         String::from_utf8_lossy(&out.stderr)
     );
     ensure!(pids(&state(&name)?) == before, "agent pids changed");
+
+    // 4. Fail loudly: L7 at 50G on Leaf2 behind the lab's back. Leaf2 now weighs L7 by
+    // min(100, 50) = 50: 75:75:50:100 = 3:3:2:4, where the model (no change recorded) has
+    // 3:3:4:4. The lab's check names that group and exits 1; --no-check exits 0.
+    let leaf2 = ports(&st, "Leaf2");
+    let (l7, _, _) = leaf2.get("L7").context("Leaf2 has no port on L7")?;
+    let leaf2_socket = format!("/run/fare/lab/{name}/Leaf2.sock");
+    let set = |gbps: &str| {
+        fare(&[
+            "set",
+            "bandwidth",
+            "--socket",
+            &leaf2_socket,
+            "--interface",
+            l7,
+            gbps,
+        ])
+    };
+    ensure!(set("50")?.status.success(), "fare set bandwidth on Leaf2");
+    let check = |extra: &[&str]| {
+        let mut args = vec!["lab", "restore", "all", "--name", &name, "--timeout", "3"];
+        args.extend_from_slice(extra);
+        fare(&args)
+    };
+    let out = check(&[])?;
+    let err = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(1),
+        "restore with Leaf2 off the model: exit {:?}\n{err}",
+        out.status.code()
+    );
+    let line = format!("Leaf2 {PREFIX}: live L5:3 L6:3 L7:2 L8:4 | model L5:3 L6:3 L7:4 L8:4");
+    ensure!(err.contains(&line), "no `{line}` in:\n{err}");
+    ensure!(err.contains("did not converge to the model"), "{err}");
+    let out = check(&["--no-check"])?;
+    ensure!(
+        out.status.success(),
+        "--no-check: exit {:?}",
+        out.status.code()
+    );
+    ensure!(set("100")?.status.success(), "fare set bandwidth on Leaf2");
+    let out = check(&[])?;
+    ensure!(
+        out.status.success(),
+        "back on the model: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     lab.down()
 }
