@@ -3,8 +3,11 @@
 //! §2.2.1). Pure functions over numbers in Gbps, shared by the offline simulator (`sim`)
 //! and the BGP speaker, so both compute the same groups.
 //!
-//! On the wire the Path Bandwidth community carries GB/s as float32; converting is the
-//! codec's business (1 GB/s = 8 Gbps).
+//! On the wire the Path Bandwidth community carries GB/s in a 16-bit float
+//! ([`Encoding`], 1 GB/s = 8 Gbps). Every value a node advertises goes through that
+//! encoding, so the model ([`crate::sim`]) quantizes at every hop exactly as the speaker
+//! does, and ratios are reduced with a tolerance that matches the encoding
+//! ([`Encoding::ratio_tolerance`]).
 
 use crate::topology::Role;
 use serde::{Deserialize, Serialize};
@@ -21,6 +24,97 @@ pub enum Mode {
     /// White paper §2.2.1: sum over incoming routes / eligible outgoing interfaces,
     /// then min with the outgoing link.
     Averaged,
+}
+
+/// How a bandwidth is written into the 2-octet Local Administrator of the Path Bandwidth
+/// community. The draft asks for "IEEE floating point format" in GB/s; the only IEEE 754
+/// format of 16 bits is binary16.
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Encoding {
+    /// IEEE 754 binary16 (half precision), round to nearest even: 11 significant bits,
+    /// relative rounding error at most 2^-11 (0.049 %), largest finite value 65504 GB/s
+    /// (524 Tbps; larger finite values saturate there), +infinity kept as infinity.
+    #[default]
+    Binary16,
+    /// The upper 16 bits of an IEEE 754 binary32 (the bfloat16 layout), round to nearest
+    /// even: 8 significant bits, relative rounding error at most 2^-9 (0.2 %). What fare
+    /// sent before binary16; kept for interoperability with such speakers.
+    Float32Upper16,
+}
+
+impl Encoding {
+    /// The 16 bits sent for `gbps`. Negative values and NaN are sent as 0.
+    pub fn encode(self, gbps: f64) -> u16 {
+        let gbytes = if gbps > 0.0 { gbps / 8.0 } else { 0.0 };
+        match self {
+            Encoding::Binary16 => {
+                let h = half::f16::from_f64(gbytes);
+                if h.is_infinite() && gbytes.is_finite() {
+                    half::f16::MAX.to_bits()
+                } else {
+                    h.to_bits()
+                }
+            }
+            Encoding::Float32Upper16 => {
+                let bits = (gbytes as f32).to_bits();
+                let round = 0x7fff + ((bits >> 16) & 1);
+                let hi = (bits.saturating_add(round) >> 16) as u16;
+                // A finite value that rounded to infinity saturates like binary16.
+                if hi == 0x7f80 && gbytes.is_finite() {
+                    0x7f7f
+                } else {
+                    hi
+                }
+            }
+        }
+    }
+
+    /// The bandwidth in Gbps the 16 bits stand for. Negative values and NaN read as 0
+    /// (no usable bandwidth); +infinity is the originator's "maximum bandwidth value".
+    pub fn decode(self, bits: u16) -> f64 {
+        let gbytes = match self {
+            Encoding::Binary16 => half::f16::from_bits(bits).to_f64(),
+            Encoding::Float32Upper16 => f64::from(f32::from_bits(u32::from(bits) << 16)),
+        };
+        if gbytes > 0.0 {
+            gbytes * 8.0
+        } else {
+            0.0
+        }
+    }
+
+    /// The value `gbps` has after one trip through the community.
+    pub fn quantize(self, gbps: f64) -> f64 {
+        self.decode(self.encode(gbps))
+    }
+
+    /// Largest relative rounding error of one encoding (half a unit in the last place).
+    pub fn relative_precision(self) -> f64 {
+        match self {
+            Encoding::Binary16 => 2f64.powi(-11),
+            Encoding::Float32Upper16 => 2f64.powi(-9),
+        }
+    }
+
+    /// How far (as WCMP oversubscription, see [`crate::wcmp`]) integer weights may be from
+    /// received bandwidths and still count as their exact ratio. A value can be rounded
+    /// once per hop it crosses (up to four in a 5-stage fabric), and a ratio compares two
+    /// such values: 2 x 4 x the relative precision. Ratios closer than that (0.39 % with
+    /// binary16, 1.6 % with the upper half of float32) are one ratio to fare.
+    pub fn ratio_tolerance(self) -> f64 {
+        8.0 * self.relative_precision()
+    }
+}
+
+/// The sum of bandwidths in a fixed order (ascending), so every node and the model
+/// get the same bits whatever order their routes arrived in.
+pub fn sum(values: impl IntoIterator<Item = f64>) -> f64 {
+    let mut v: Vec<f64> = values.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    v.into_iter().sum()
 }
 
 /// The value an originator attaches in draft mode: "a maximum bandwidth value". Every
@@ -150,7 +244,7 @@ pub fn draft_advertise(
     match rule {
         Rule::Normal => Advertised {
             path_gbps: match spread {
-                Spread::Weighted(b) => Some(b.iter().sum()),
+                Spread::Weighted(b) => Some(sum(b.iter().copied())),
                 Spread::Equal => None,
             },
             link_value_gbps: None,
@@ -159,13 +253,13 @@ pub fn draft_advertise(
             path_gbps: received(),
             link_value_gbps: options
                 .link_community
-                .then(|| routes.iter().map(|r| r.link_gbps).sum()),
+                .then(|| sum(routes.iter().map(|r| r.link_gbps))),
         },
         Rule::RemoteSpine => {
             let mut path = received();
             if options.remote_spine_update {
                 if let (Some(p), Spread::Weighted(b)) = (path, spread) {
-                    path = Some(p.min(b.iter().sum()));
+                    path = Some(p.min(sum(b.iter().copied())));
                 }
             }
             Advertised {

@@ -20,7 +20,7 @@
 //! identical groups are stored once. Work grows with origin sets x switches and with
 //! distinct groups, not with nodes x prefixes.
 
-use crate::bandwidth::{self, DraftOptions, Mode, Received, Rule, Spread};
+use crate::bandwidth::{self, DraftOptions, Encoding, Mode, Received, Rule, Spread};
 use crate::topology::{LinkId, NodeId, Role, Topology};
 use crate::wcmp;
 use ipnet::IpNet;
@@ -34,6 +34,10 @@ pub struct Options {
     /// Sum of weights per group at most this (ASIC table limit).
     pub max_group_size: Option<u32>,
     pub draft: DraftOptions,
+    /// The wire encoding of the Path Bandwidth value: every advertised value is rounded
+    /// through it, hop by hop, as the speakers do, and ratios are reduced with its
+    /// tolerance.
+    pub encoding: Encoding,
     /// Worker threads; 0 = one per core.
     pub threads: usize,
     /// Compute every stub on its own instead of once per class of identical stubs: the
@@ -178,7 +182,11 @@ pub fn solve<'t>(topo: &'t Topology, options: &Options) -> Solution<'t> {
                 members.iter().map(|m| f64::from_bits(m.2)).collect()
             };
             SharedGroup {
-                weights: wcmp::weights(&bandwidths, options.max_group_size),
+                weights: wcmp::weights_within(
+                    &bandwidths,
+                    options.max_group_size,
+                    options.encoding.ratio_tolerance(),
+                ),
                 members: members
                     .into_iter()
                     .map(|(n, k, b)| (n as NodeId, k, f64::from_bits(b)))
@@ -743,6 +751,7 @@ impl<'a> Worker<'a> {
     fn group(&mut self, n: NodeId, members: &[M]) -> u32 {
         let ctx = self.ctx;
         let mode = ctx.options.mode;
+        let wire = ctx.options.encoding;
         self.routes.clear();
         let mut key = std::mem::take(&mut self.key);
         key.clear();
@@ -757,9 +766,11 @@ impl<'a> Worker<'a> {
             } else {
                 from_above = true;
             }
+            // What the route carries: in averaged mode the sender's PathBWsum / N, min'ed
+            // with this link, through the wire encoding (draft mode stores values already
+            // rounded, see below).
             let path = match mode {
-                // Averaged: the sender's PathBWsum / N, min'ed with this link.
-                Mode::Averaged => opt(self.path[m]).map(|v| v.min(link)),
+                Mode::Averaged => opt(self.path[m]).map(|v| wire.quantize(v.min(link)).min(link)),
                 Mode::Draft => opt(self.path[m]),
             };
             self.routes.push(Received {
@@ -786,14 +797,15 @@ impl<'a> Worker<'a> {
                 Mode::Draft => {
                     let adv =
                         bandwidth::draft_advertise(rule, &self.routes, &spread, &ctx.options.draft);
-                    self.path[n] = adv.path_gbps.unwrap_or(f64::NAN);
-                    self.link_value[n] = adv.link_value_gbps.unwrap_or(f64::NAN);
+                    let sent = |v: Option<f64>| v.map_or(f64::NAN, |v| wire.quantize(v));
+                    self.path[n] = sent(adv.path_gbps);
+                    self.link_value[n] = sent(adv.link_value_gbps);
                 }
                 // PathBWsum for now; averaged_value divides by N once all of this level
                 // know their `up` flag.
                 Mode::Averaged => {
                     self.path[n] = match &spread {
-                        Spread::Weighted(b) => b.iter().sum(),
+                        Spread::Weighted(b) => bandwidth::sum(b.iter().copied()),
                         Spread::Equal => f64::NAN,
                     };
                 }

@@ -27,8 +27,9 @@ pub struct Weights {
     pub delta: f64,
 }
 
-/// Ratios closer than this count as exact: path bandwidths travel as IEEE float32 in the
-/// Path Bandwidth community (7 significant digits), so finer differences are noise.
+/// Ratios closer than this count as exact in [`weights`]: float noise. Bandwidths that
+/// came over the wire are reduced with their encoding's tolerance instead
+/// ([`weights_within`], [`crate::bandwidth::Encoding::ratio_tolerance`]).
 pub const EXACT_TOLERANCE: f64 = 1e-6;
 
 /// Without `--max-group-size`, the largest group searched for an exact ratio; ratios that
@@ -43,6 +44,15 @@ pub const DEFAULT_SIZE_CAP: u32 = 1 << 16;
 /// positive bandwidth gets at least weight 1 unless the limit is below the number of such
 /// members, in which case the largest ones are kept.
 pub fn weights(bandwidths: &[f64], max_group_size: Option<u32>) -> Weights {
+    weights_within(bandwidths, max_group_size, EXACT_TOLERANCE)
+}
+
+/// Like [`weights`], but the smallest group whose delta is within `1 + tolerance` of the
+/// bandwidths counts as their ratio: the simplest ratio the bandwidths could stand for
+/// when each is only known to a relative precision (values that crossed the wire). With
+/// 10.6875 : 14.3125 (75/7 : 100/7 after a coarse encoding) and a tolerance of 1.6 %,
+/// that is 3 : 4, not 171 : 229.
+pub fn weights_within(bandwidths: &[f64], max_group_size: Option<u32>, tolerance: f64) -> Weights {
     let ideal = normalize(bandwidths);
     let positive = ideal.iter().filter(|&&x| x > 0.0).count() as u64;
     if positive == 0 {
@@ -58,7 +68,7 @@ pub fn weights(bandwidths: &[f64], max_group_size: Option<u32>) -> Weights {
     )
     .max(1);
     let floor = if cap >= positive { 1 } else { 0 };
-    best_apportionment(&ideal, floor, cap)
+    best_apportionment(&ideal, floor, cap, tolerance.max(EXACT_TOLERANCE))
 }
 
 /// Bandwidths scaled to (0, 1] by the largest; non-positive and NaN become 0. Infinite
@@ -109,8 +119,8 @@ impl PartialOrd for Next {
 
 /// Scans group sizes T = (members * floor).max(1) ..= cap, apportioning greedily, and
 /// returns the T with the smallest delta (the smallest such T on ties). Stops at the first
-/// exact T: that is the GCD-reduced ratio.
-fn best_apportionment(ideal: &[f64], floor: u32, cap: u64) -> Weights {
+/// T within `tolerance` of exact: that is the GCD-reduced ratio.
+fn best_apportionment(ideal: &[f64], floor: u32, cap: u64, tolerance: f64) -> Weights {
     let total_ideal: f64 = ideal.iter().sum();
     let mut w: Vec<u32> = ideal
         .iter()
@@ -144,7 +154,7 @@ fn best_apportionment(ideal: &[f64], floor: u32, cap: u64) -> Weights {
             if better {
                 best = Some((delta, w.clone()));
             }
-            if delta <= 1.0 + EXACT_TOLERANCE {
+            if delta <= 1.0 + tolerance {
                 break;
             }
         }
@@ -360,6 +370,30 @@ mod tests {
     }
 
     #[test]
+    fn tolerance_finds_the_simple_ratio_behind_quantized_values() {
+        // Issue seen live: 75/7 and 100/7 Gbps after the upper half of a float32.
+        let bw = [10.6875, 14.3125, 14.3125, 14.3125];
+        let exact = weights(&bw, None);
+        assert!(
+            exact.weights.iter().sum::<u32>() > 200,
+            "{:?}",
+            exact.weights
+        );
+        let w = weights_within(&bw, None, 8.0 * 2f64.powi(-9));
+        assert_eq!(w.weights, [3, 4, 4, 4]);
+        // The delta reported is against the values given, not the ratio guessed.
+        assert!(w.delta > 1.0 && w.delta < 1.004, "{}", w.delta);
+        // A real difference beyond the tolerance stays: 100 : 99 is not 1 : 1 at 0.39 %
+        // (a simpler ratio within the tolerance, 57 : 56, may stand for it).
+        let w = weights_within(&[100.0, 99.0], None, 8.0 * 2f64.powi(-11));
+        assert!(w.weights[0] > w.weights[1], "{:?}", w.weights);
+        assert!(w.delta <= 1.0 + 8.0 * 2f64.powi(-11));
+        // ... and 1000 : 999 is, being closer than the precision.
+        let w = weights_within(&[1000.0, 999.0], None, 8.0 * 2f64.powi(-11));
+        assert_eq!(w.weights, [1, 1]);
+    }
+
+    #[test]
     fn non_positive_members_get_zero() {
         assert_eq!(
             weights(&[0.0, 50.0, -1.0, f64::NAN], None).weights,
@@ -474,6 +508,21 @@ mod tests {
                     }
                 }
             }
+        }
+
+        /// Small integer ratios, each value rounded by up to 4 x the binary16 precision
+        /// (four hops), come back as exactly those ratios.
+        #[test]
+        fn tolerance_recovers_small_ratios(ks in prop::collection::vec(1u32..9, 1..9),
+                                           noise in prop::collection::vec(-1.0f64..1.0, 9),
+                                           scale in 1.0f64..500.0) {
+            let u = 2f64.powi(-11);
+            let bw: Vec<f64> = ks.iter().zip(&noise)
+                .map(|(&k, e)| f64::from(k) * scale * (1.0 + 4.0 * u * e)).collect();
+            let w = weights_within(&bw, None, 8.0 * u);
+            let g = ks.iter().copied().fold(0, |a, b| { let (mut a, mut b) = (a, b); while b != 0 { (a, b) = (b, a % b); } a });
+            let expect: Vec<u32> = ks.iter().map(|k| k / g).collect();
+            prop_assert_eq!(w.weights, expect, "{:?}", bw);
         }
 
         #[test]

@@ -159,6 +159,7 @@ pub fn config(
         asn,
         port: 179,
         listen: true,
+        listen_addresses: vec![],
         hold_time: 9,
         connect_retry: Duration::from_millis(500),
         connect_retry_max: Duration::from_secs(4),

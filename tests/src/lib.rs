@@ -24,13 +24,30 @@ pub mod p4;
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// True when running as root; otherwise prints why the test is skipped.
+/// Records that `test` did not run, and why: printed (stderr, as cargo shows it with
+/// --nocapture or on failure) and appended to the file named by FARE_SKIP_LOG, which
+/// `scripts/test` lists at the end of a run, so a green run says what it did not test.
+pub fn skip(test: &str, why: &str) {
+    eprintln!("SKIPPED {test}: {why}");
+    if let Ok(path) = std::env::var("FARE_SKIP_LOG") {
+        use std::io::Write;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = writeln!(f, "{test}: {why}");
+        }
+    }
+}
+
 pub fn have_root(test: &str) -> bool {
     // SAFETY-free check: uid 0 owns /proc/self.
     let root = std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m) == 0)
         .unwrap_or(false);
     if !root {
-        eprintln!("SKIPPED {test}: needs root (network namespaces)");
+        skip(test, "needs root (network namespaces)");
     }
     root
 }
@@ -44,7 +61,7 @@ pub fn have_tool(test: &str, tool: &str) -> bool {
         .map(|s| s.success())
         .unwrap_or(false);
     if !found {
-        eprintln!("SKIPPED {test}: `{tool}` is not on PATH");
+        skip(test, &format!("`{tool}` is not on PATH"));
     }
     found
 }

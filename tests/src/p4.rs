@@ -25,8 +25,9 @@ pub fn bmv2_available(test: &str) -> bool {
     }
     let (p4info, json) = pipeline();
     if !p4info.exists() || !json.exists() {
-        eprintln!(
-            "SKIPPED {test}: p4/build/fare.json or fare.p4info.txtpb missing (run make -C p4)"
+        crate::skip(
+            test,
+            "p4/build/fare.json or fare.p4info.txtpb missing (run make -C p4)",
         );
         return false;
     }
@@ -278,9 +279,12 @@ pub fn have_p4runtime_python(test: &str) -> bool {
         .map(|s| s.success())
         .unwrap_or(false);
     if !ok {
-        eprintln!(
-            "SKIPPED {test}: PyPI p4runtime not importable from {} (run scripts/setup)",
-            py.display()
+        crate::skip(
+            test,
+            &format!(
+                "PyPI p4runtime not importable from {} (run scripts/setup)",
+                py.display()
+            ),
         );
     }
     ok

@@ -236,6 +236,6 @@ pub fn have_xdp(test: &str) -> bool {
         !linker,
         "bpf-linker is installed but this build has no XDP program: rebuild"
     );
-    eprintln!("SKIPPED {test}: built without the XDP program (run scripts/setup)");
+    crate::skip(test, "built without the XDP program (run scripts/setup)");
     false
 }

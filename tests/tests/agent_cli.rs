@@ -58,7 +58,8 @@ fn agent_show_json_contracts() -> Result<()> {
     let groups = agent.show("groups")?;
     ensure!(
         groups
-            == json!([{"prefix": "198.18.0.0/16", "mode": "spray", "members": [
+            == json!([{"prefix": "198.18.0.0/16", "mode": "spray", "size": 7, "limit": null,
+                "reduced_from": null, "delta": null, "members": [
                 {"via": "02:00:00:00:00:01", "interface": "eth1", "weight": 3, "bandwidth_gbps": 0.0, "packets": 0},
                 {"via": "02:00:00:00:00:02", "interface": "eth2", "weight": 4, "bandwidth_gbps": 0.0, "packets": 0}]}]),
         "{groups}"

@@ -73,9 +73,9 @@ fn bgp_bird_session_routes_both_ways_ipv4_ipv6() {
     })
     .unwrap_or_else(|| panic!("BIRD lacks 192.0.2.0/24: {}", birdc("show route all")));
     // BIRD prints an unknown IPv4-address-specific community as (unknown 0xTTSS, global,
-    // local): type 0x01, subtype 0xa0, router ID, upper half of float32 +inf (0x7f80).
+    // local): type 0x01, subtype 0xa0, router ID, binary16 +inf (0x7c00 = 31744).
     assert!(
-        v4.contains("BGP.ext_community: (unknown 0x1a0, 10.0.0.1, 32640)"),
+        v4.contains("BGP.ext_community: (unknown 0x1a0, 10.0.0.1, 31744)"),
         "{v4}"
     );
     let v6 = wait_for(Duration::from_secs(20), || {

@@ -100,7 +100,7 @@ fn bgp_frr_transit_spine_community_crosses_unchanged() {
     for path in &route.paths {
         // Exactly one community, the transitive one as leaf 1 wrote it: type 0x01,
         // subtype 0xa0, router ID 10.255.0.1, value +inf GB/s ("maximum", draft §4.2).
-        assert_eq!(path.ext_communities, ["01a00aff00017f80"], "{path:?}");
+        assert_eq!(path.ext_communities, ["01a00aff00017c00"], "{path:?}");
     }
 
     // The same weights as `fare weights` for this topology.

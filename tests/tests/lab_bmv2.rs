@@ -17,7 +17,7 @@ fn bmv2_available(test: &str) -> bool {
         return false;
     }
     if !repo_root().join("p4/build/fare.json").exists() {
-        eprintln!("SKIPPED {test}: p4/build/fare.json missing (run make -C p4)");
+        fare_integration::skip(test, "p4/build/fare.json missing (run make -C p4)");
         return false;
     }
     true
@@ -129,7 +129,7 @@ fn lab_bmv2_spine_in_mininet() -> Result<()> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !mininet {
-        eprintln!("SKIPPED {test}: Debian's mininet is not installed");
+        fare_integration::skip(test, "Debian's mininet is not installed");
         return Ok(());
     }
     lab_with_bmv2(test, "mininet")

@@ -1,6 +1,6 @@
 //! The live fabric against the model, through the management sockets: `fare lab up` on
-//! every topology in topologies/ that fits this machine, plus a small generated 5-stage
-//! fabric, in both modes (draft, averaged), then the file's first link degraded to 75%,
+//! every topology in topologies/ that fits this machine, in both modes (draft, averaged),
+//! then the file's first link degraded to 75%,
 //! 50% and 25% of its capacity and failed, and its last link degraded to 50% and failed,
 //! each change restored before the next.
 //!
@@ -356,34 +356,16 @@ fn run_case(
     lab.down()
 }
 
-fn cases(tmp: &Path) -> Result<(Vec<Case>, Vec<String>)> {
+fn cases() -> Result<(Vec<Case>, Vec<String>)> {
     let mut skipped = Vec::new();
     let mut files: Vec<PathBuf> = std::fs::read_dir(repo_root().join("topologies"))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
         .collect();
     files.sort();
-    // The cases first: Figure 1 (multi-homed prefix), then 5-stage.
-    files.sort_by_key(|p| !p.ends_with("draft-fig1.yaml"));
-    // A small 5-stage fabric: 2 PoDs of 2 leaves and 2 spines, 2 planes of 2 super-spines.
-    let clos5 = tmp.join("clos5-small.yaml");
-    let out = fare(&[
-        "topo",
-        "gen",
-        "clos5",
-        "--pods",
-        "2",
-        "--leaves",
-        "2",
-        "--planes",
-        "2",
-        "--super-spines",
-        "2",
-        "--output",
-        &clos5.to_string_lossy(),
-    ])?;
-    anyhow::ensure!(out.status.success(), "fare topo gen clos5 failed");
-    files.insert(1.min(files.len()), clos5);
+    // The cases first: Figure 1 (multi-homed prefix)...
+    // Then the small 5-stage fabric (remote-spine rules).
+    files.sort_by_key(|p| !(p.ends_with("draft-fig1.yaml") || p.ends_with("clos5-small.yaml")));
     let bmv2 = which("simple_switch_grpc");
     let mut list = Vec::new();
     for path in files {
@@ -444,10 +426,8 @@ fn lab_differential_every_topology_both_modes() -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") || !have_tool(test, "nsenter") {
         return Ok(());
     }
-    let tmp = std::env::temp_dir().join(format!("fare-diff-{}", std::process::id()));
-    std::fs::create_dir_all(&tmp)?;
     let result = (|| -> Result<String> {
-        let (cases, mut skipped) = cases(&tmp)?;
+        let (cases, mut skipped) = cases()?;
         let start = Instant::now();
         let mut report = Vec::new();
         for (i, case) in cases.iter().enumerate() {
@@ -479,7 +459,7 @@ fn lab_differential_every_topology_both_modes() -> Result<()> {
         }
         let mut s = String::new();
         for k in &skipped {
-            let _ = writeln!(s, "SKIPPED: {k}");
+            fare_integration::skip(test, k);
         }
         let failed: Vec<&Outcome> = report
             .iter()
@@ -529,6 +509,5 @@ fn lab_differential_every_topology_both_modes() -> Result<()> {
         );
         Ok(s)
     })();
-    let _ = std::fs::remove_dir_all(&tmp);
     result.map(|_| ())
 }

@@ -113,9 +113,9 @@ fn lab_up_down_every_topology() -> Result<()> {
         .enumerate()
     {
         if total > MAX_NAMESPACES {
-            eprintln!(
-                "SKIPPED lab up {}: {total} namespaces is more than this test's {MAX_NAMESPACES}",
-                topo.display()
+            fare_integration::skip(
+                &format!("lab up {}", topo.display()),
+                &format!("{total} namespaces is more than this test's {MAX_NAMESPACES}"),
             );
             continue;
         }
@@ -250,10 +250,12 @@ fn lab_down_leaves_nothing_with_agents() -> Result<()> {
     }
     for (i, (topo, total, links)) in topologies(test)?.into_iter().enumerate() {
         if total > MAX_NAMESPACES_WITH_AGENTS {
-            eprintln!(
-                "SKIPPED {test} {}: {total} namespaces with agents is more than this test's \
-                 {MAX_NAMESPACES_WITH_AGENTS} (lab_up_down_every_topology covers it without)",
-                topo.display()
+            fare_integration::skip(
+                &format!("{test} {}", topo.display()),
+                &format!(
+                    "{total} namespaces with agents is more than this test's \
+                     {MAX_NAMESPACES_WITH_AGENTS} (lab_up_down_every_topology covers it without)"
+                ),
             );
             continue;
         }
@@ -389,7 +391,7 @@ fn have_mininet(test: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("SKIPPED {test}: Debian's mininet is not installed");
+        fare_integration::skip(test, "Debian's mininet is not installed");
     }
     ok
 }

@@ -333,9 +333,12 @@ fn p4_bmv2_congestion_sends_arn() -> Result<()> {
         Ok(())
     })?;
     if let Err(e) = fabric.bmv2.set_queue_rate(1, 200) {
-        eprintln!(
-            "SKIPPED {test}: cannot rate-limit a BMv2 queue ({e:#}); simple_switch_grpc needs \
-             its Thrift runtime server (configure --with-thrift)"
+        fare_integration::skip(
+            test,
+            &format!(
+                "cannot rate-limit a BMv2 queue ({e:#}); simple_switch_grpc needs \
+                 its Thrift runtime server (configure --with-thrift)"
+            ),
         );
         return Ok(());
     }

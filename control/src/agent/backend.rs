@@ -5,7 +5,16 @@
 use super::config::{AgentConfig, DataplaneConfig};
 use crate::dataplane::kernel::KernelDataplane;
 use crate::dataplane::xdp::{XdpDataplane, XdpOptions};
-use crate::dataplane::{Dataplane, DataplaneError, NullDataplane};
+use crate::dataplane::{Dataplane, DataplaneError, GroupLimits, NullDataplane};
+
+/// The limits the agent reduces every group to: the backend's own (XDP slots, P4Info
+/// selector sizes and `dataplane.max_group_size`, kernel nexthop entries), tightened by
+/// `fare.max_group_size` when that is set.
+pub fn group_limits(config: &AgentConfig, backend: &dyn Dataplane) -> GroupLimits {
+    backend
+        .limits()
+        .min(GroupLimits::size(config.fare.max_group_size.unwrap_or(0)))
+}
 
 /// Opens (or re-attaches to) the data plane of this node. Backends must keep any state
 /// they find (pinned maps, kernel routes, switch tables) so a restarted agent does not

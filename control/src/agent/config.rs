@@ -118,6 +118,35 @@ pub struct FareConfig {
     /// Largest sum of weights a group may have (data plane limit).
     #[serde(default)]
     pub max_group_size: Option<u32>,
+    /// How the Path Bandwidth value is written in the community's 2-octet local
+    /// administrator: `binary16` (IEEE 754 half precision, default) or `float32-upper16`
+    /// (the upper half of a binary32, for speakers that send that). Every node of a
+    /// fabric must use the same one.
+    #[serde(default)]
+    pub bandwidth_encoding: crate::bandwidth::Encoding,
+    /// Draft §4.2, super-spines: attach the optional non-transitive Path Bandwidth
+    /// community with the bandwidth of the link(s) toward the advertising spine
+    /// (default true; without it spines of other PoDs use plain ECMP).
+    #[serde(default = "default_true")]
+    pub link_community: bool,
+    /// Draft §4.2, spines of other PoDs: lower the transitive value to the total
+    /// bandwidth toward the next-next hop when that is smaller (default false).
+    #[serde(default)]
+    pub remote_spine_update: bool,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+impl FareConfig {
+    /// The draft's optional 5-stage behaviours as the policy takes them.
+    pub fn draft_options(&self) -> crate::bandwidth::DraftOptions {
+        crate::bandwidth::DraftOptions {
+            link_community: self.link_community,
+            remote_spine_update: self.remote_spine_update,
+        }
+    }
 }
 
 impl Default for FareConfig {
@@ -130,6 +159,9 @@ impl Default for FareConfig {
             upa_subtype: default_upa_subtype(),
             group_mode: GroupMode::default(),
             max_group_size: None,
+            bandwidth_encoding: Default::default(),
+            link_community: true,
+            remote_spine_update: false,
         }
     }
 }
@@ -278,6 +310,10 @@ pub struct P4RuntimeConfig {
     /// Interface name used in members -> P4 port number.
     #[serde(default)]
     pub ports: BTreeMap<String, u32>,
+    /// The target's limit on the sum of weights of one group, when below what the P4Info
+    /// states (the agent reduces every group to the smaller of the two).
+    #[serde(default)]
+    pub max_group_size: Option<u32>,
 }
 
 fn one() -> u64 {

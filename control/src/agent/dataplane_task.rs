@@ -10,7 +10,15 @@
 //! switches off again every such member that is still in the group (same `via` and
 //! interface); members that left the group are forgotten. Then it notifies
 //! [`DataplaneHandle::groups_changed`] so the ARN receiver can reconcile its own state.
+//!
+//! Every group fits its data plane: before an install the task reduces the group (and
+//! each per-color group) to the backend's limits, tightened by the agent's
+//! `fare.max_group_size`, with the optimal reduction of `wcmp` (see
+//! [`crate::dataplane::limits`]), logs the reduction, and reports it with the group in
+//! [`DataplaneHandle::groups`] (`GroupStatus::fit`). The install stays one backend call,
+//! make-before-break like any other.
 
+use crate::dataplane::limits::{self, GroupFit, GroupLimits};
 use crate::dataplane::{
     ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupStatus, Member,
 };
@@ -93,6 +101,7 @@ pub enum HandleError {
 pub struct DataplaneHandle {
     tx: mpsc::Sender<DataplaneCommand>,
     backend: &'static str,
+    limits: GroupLimits,
     stats: Arc<DataplaneStats>,
     changed: Arc<Notify>,
 }
@@ -101,6 +110,11 @@ impl DataplaneHandle {
     /// Backend name (`xdp`, `kernel`, `p4runtime`, `none`).
     pub fn backend(&self) -> &'static str {
         self.backend
+    }
+
+    /// The limits every group is reduced to before it is installed.
+    pub fn limits(&self) -> GroupLimits {
+        self.limits
     }
 
     pub fn stats(&self) -> &DataplaneStats {
@@ -193,22 +207,113 @@ impl DataplaneHandle {
     }
 }
 
-/// Starts the task. It runs until every handle is dropped, then returns the backend
-/// (without tearing anything down: forwarding state outlives the agent).
+/// Starts the task with the backend's own limits. It runs until every handle is dropped,
+/// then returns the backend (without tearing anything down: forwarding state outlives
+/// the agent).
 pub fn spawn(
     backend: Box<dyn Dataplane>,
 ) -> (DataplaneHandle, tokio::task::JoinHandle<Box<dyn Dataplane>>) {
+    let limits = backend.limits();
+    spawn_with_limits(backend, limits)
+}
+
+/// Starts the task; every group is reduced to `limits` (at most the backend's own,
+/// see `agent::backend::group_limits`) before it is installed.
+pub fn spawn_with_limits(
+    backend: Box<dyn Dataplane>,
+    limits: GroupLimits,
+) -> (DataplaneHandle, tokio::task::JoinHandle<Box<dyn Dataplane>>) {
+    let limits = limits.min(backend.limits());
     let (tx, rx) = mpsc::channel(QUEUE);
     let stats = Arc::new(DataplaneStats::default());
     let changed = Arc::new(Notify::new());
     let handle = DataplaneHandle {
         tx,
         backend: backend.name(),
+        limits,
         stats: stats.clone(),
         changed: changed.clone(),
     };
-    let task = tokio::spawn(run(backend, rx, stats, changed));
+    let task = tokio::spawn(run(backend, limits, rx, stats, changed));
     (handle, task)
+}
+
+/// The fit of an installed group and of each of its colors.
+#[derive(Clone, Debug)]
+struct Fits {
+    group: GroupFit,
+    colors: BTreeMap<u32, GroupFit>,
+}
+
+/// `group` and `colors` reduced to `limits`, each reduction logged.
+fn fit_all(
+    name: &'static str,
+    limits: &GroupLimits,
+    group: Group,
+    colors: Vec<ColorGroup>,
+) -> (Group, Vec<ColorGroup>, Fits) {
+    let (members, fit) = limits::fit(&group.members, limits);
+    log_reduction(name, &group, None, members.len(), &fit);
+    let group = Group { members, ..group };
+    let mut color_fits = BTreeMap::new();
+    let colors = colors
+        .into_iter()
+        .map(|c| {
+            let (members, fit) = limits::fit(&c.members, limits);
+            log_reduction(name, &group, Some(c.color), members.len(), &fit);
+            color_fits.insert(c.color, fit);
+            ColorGroup { members, ..c }
+        })
+        .collect();
+    let fits = Fits {
+        group: fit,
+        colors: color_fits,
+    };
+    (group, colors, fits)
+}
+
+fn log_reduction(
+    name: &'static str,
+    group: &Group,
+    color: Option<u32>,
+    members: usize,
+    fit: &GroupFit,
+) {
+    if let Some(r) = &fit.reduced {
+        info!(
+            backend = name,
+            prefix = %group.prefix,
+            color,
+            before = r.from_size,
+            after = fit.size,
+            limit = fit.limit,
+            members_before = r.from_members,
+            members_after = members,
+            delta = r.delta,
+            ideal = ?r.ideal,
+            "group reduced to fit the data plane"
+        );
+    }
+}
+
+/// Fills in `fit` of every group (and color) from what the task installed; groups it did
+/// not install (adopted from a previous agent) get their size and the limit.
+fn annotate(groups: &mut [GroupStatus], fits: &BTreeMap<IpNet, Fits>, limits: &GroupLimits) {
+    for g in groups {
+        let known = fits.get(&g.group.prefix);
+        g.fit = Some(
+            known
+                .map(|f| f.group.clone())
+                .unwrap_or_else(|| GroupFit::unchanged(&g.group.members, limits)),
+        );
+        for c in &mut g.colors {
+            c.fit = Some(
+                known
+                    .and_then(|f| f.colors.get(&c.color).cloned())
+                    .unwrap_or_else(|| GroupFit::unchanged(&c.members, limits)),
+            );
+        }
+    }
 }
 
 /// What identifies a member across re-installs of its group.
@@ -232,6 +337,7 @@ type HeldOut = BTreeMap<IpNet, BTreeSet<MemberKey>>;
 
 async fn run(
     mut backend: Box<dyn Dataplane>,
+    limits: GroupLimits,
     mut rx: mpsc::Receiver<DataplaneCommand>,
     stats: Arc<DataplaneStats>,
     changed: Arc<Notify>,
@@ -240,6 +346,8 @@ async fn run(
     let mut held: HeldOut = BTreeMap::new();
     // The installed groups' members, to name the member of a set_member_active.
     let mut installed: BTreeMap<IpNet, Vec<MemberKey>> = BTreeMap::new();
+    let mut fits: BTreeMap<IpNet, Fits> = BTreeMap::new();
+    info!(backend = name, ?limits, "data plane group limits");
     while let Some(command) = rx.recv().await {
         match command {
             DataplaneCommand::Install { .. } | DataplaneCommand::InstallColored { .. } => {
@@ -252,6 +360,7 @@ async fn run(
                     } => (group, colors, reply),
                     _ => unreachable!("matched above"),
                 };
+                let (group, colors, fit) = fit_all(name, &limits, group, colors);
                 let result = if colors.is_empty() {
                     backend.install(&group).await
                 } else {
@@ -272,6 +381,7 @@ async fn run(
                             group.prefix,
                             group.members.iter().map(MemberKey::of).collect(),
                         );
+                        fits.insert(group.prefix, fit);
                         keep_held_out(backend.as_mut(), &group, &mut held).await;
                     }
                     Err(e) => warn!(backend = name, prefix = %group.prefix, "install failed: {e}"),
@@ -290,6 +400,7 @@ async fn run(
                         info!(backend = name, %prefix, "group removed");
                         installed.remove(&prefix);
                         held.remove(&prefix);
+                        fits.remove(&prefix);
                     }
                     Err(e) => warn!(backend = name, %prefix, "remove failed: {e}"),
                 }
@@ -348,9 +459,10 @@ async fn run(
                 let _ = reply.send(result);
             }
             DataplaneCommand::Groups { reply } => {
-                let result = backend.groups().await;
-                if let Err(e) = &result {
-                    debug!(backend = name, "reading groups failed: {e}");
+                let mut result = backend.groups().await;
+                match &mut result {
+                    Ok(groups) => annotate(groups, &fits, &limits),
+                    Err(e) => debug!(backend = name, "reading groups failed: {e}"),
                 }
                 let _ = reply.send(result);
             }
@@ -415,6 +527,7 @@ fn describe(group: &Group) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dataplane::limits::GroupLimits;
     use crate::dataplane::{GroupMode, Member, NullDataplane};
 
     fn group(prefix: &str, weights: &[u32]) -> Group {
@@ -458,6 +571,180 @@ mod tests {
         drop(handle);
         let backend = task.await.unwrap();
         assert_eq!(backend.name(), "none");
+    }
+
+    /// Members with weights and bandwidths (Gbps).
+    fn weighted(prefix: &str, weights: &[u32], bandwidths: &[f64]) -> Group {
+        let mut g = group(prefix, weights);
+        for (m, b) in g.members.iter_mut().zip(bandwidths) {
+            m.bandwidth_gbps = *b;
+        }
+        g
+    }
+
+    fn weights(g: &Group) -> Vec<u32> {
+        g.members.iter().map(|m| m.weight).collect()
+    }
+
+    /// Issue 15: after a lane degradation the leaf computed 171:229:229:229 (sum 858, the
+    /// exact ratio of 10.6875 and 14.3125 Gbps). A data plane of 16 entries per group
+    /// refuses that; through the task it gets 3:4:4:4 (the best split within 16, delta
+    /// 858/855 by hand, see dataplane::limits), replacing the previous group instead of
+    /// leaving it stale.
+    #[tokio::test]
+    async fn oversize_groups_are_reduced_not_refused() {
+        let limits = GroupLimits::size(16);
+        let p: IpNet = "10.0.1.0/24".parse().unwrap();
+        let bw = [10.6875, 14.3125, 14.3125, 14.3125];
+        let degraded = weighted("10.0.1.0/24", &[171, 229, 229, 229], &bw);
+        // The backend alone refuses it, like the XDP backend did.
+        let mut alone = NullDataplane::with_limits(limits);
+        let e = alone.install(&degraded).await.unwrap_err().to_string();
+        assert!(e.contains("exceeds the group size limit 16"), "{e}");
+
+        let (handle, _task) = spawn(Box::new(NullDataplane::with_limits(limits)));
+        assert_eq!(handle.limits(), limits);
+        let before = weighted("10.0.1.0/24", &[1, 1, 1, 1], &[14.3125; 4]);
+        handle.install(before).await.unwrap();
+        handle.install(degraded).await.unwrap();
+        let groups = handle.groups().await.unwrap();
+        assert_eq!(groups.len(), 1);
+        assert_eq!(groups[0].group.prefix, p);
+        assert_eq!(weights(&groups[0].group), [3, 4, 4, 4]);
+        let fit = groups[0].fit.clone().unwrap();
+        assert_eq!((fit.size, fit.limit), (15, Some(16)));
+        let r = fit.reduced.unwrap();
+        assert_eq!((r.from_size, r.from_members), (858, 4));
+        assert!((r.delta - 858.0 / 855.0).abs() < 1e-12, "{}", r.delta);
+        assert_eq!(handle.stats().errors.load(Ordering::Relaxed), 0);
+
+        // Back to a group that fits: installed as given, no reduction reported.
+        handle
+            .install(weighted("10.0.1.0/24", &[1, 1], &[14.3125; 2]))
+            .await
+            .unwrap();
+        let fit = handle.groups().await.unwrap()[0].fit.clone().unwrap();
+        assert_eq!((fit.size, fit.limit, fit.reduced), (2, Some(16), None));
+    }
+
+    /// `fare.max_group_size` tightens the backend's limit (the smaller wins), and a
+    /// member switched off by ARN stays off when its group comes back reduced.
+    #[tokio::test]
+    async fn configured_limit_and_held_out_members_survive_reduction() {
+        let backend = NullDataplane::with_limits(GroupLimits::size(256));
+        let (handle, _task) = spawn_with_limits(Box::new(backend), GroupLimits::size(8));
+        assert_eq!(handle.limits().max_size, Some(8));
+        let p: IpNet = "10.0.2.0/24".parse().unwrap();
+        // 75:75:100:100 as 3:3:4:4 does not fit 8; the best within 8 is 2:2:2:2
+        // (delta (2/8)/(3/14) = 7/6), and 1:1:1:1 is the same split.
+        let bw = [75.0, 75.0, 100.0, 100.0];
+        handle
+            .install(weighted("10.0.2.0/24", &[3, 3, 4, 4], &bw))
+            .await
+            .unwrap();
+        let g = &handle.groups().await.unwrap()[0];
+        assert!(weights(&g.group).iter().sum::<u32>() <= 8);
+        let delta = g.fit.as_ref().unwrap().reduced.as_ref().unwrap().delta;
+        assert!((delta - 7.0 / 6.0).abs() < 1e-12, "{delta}");
+        handle.set_member_active(p, 2, false).await.unwrap();
+        // Recomputed (e.g. 30:30:40:40 from new bandwidth values): still m2 off.
+        handle
+            .install(weighted("10.0.2.0/24", &[30, 30, 40, 40], &bw))
+            .await
+            .unwrap();
+        let g = &handle.groups().await.unwrap()[0];
+        let active: Vec<bool> = g.members.iter().map(|m| m.active).collect();
+        assert_eq!(active, [true, true, false, true]);
+    }
+
+    /// DPF: the per-color groups are reduced too, each on its own.
+    #[tokio::test]
+    async fn color_groups_are_reduced_too() {
+        struct Colored {
+            inner: NullDataplane,
+            colors: Vec<ColorGroup>,
+        }
+        #[async_trait::async_trait]
+        impl Dataplane for Colored {
+            fn name(&self) -> &'static str {
+                "colored"
+            }
+            fn limits(&self) -> GroupLimits {
+                self.inner.limits()
+            }
+            async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+                self.inner.install(group).await
+            }
+            async fn install_colored(
+                &mut self,
+                group: &Group,
+                colors: &[ColorGroup],
+            ) -> Result<(), DataplaneError> {
+                for c in colors {
+                    if let Some(why) = self.inner.limits().violation(&c.members) {
+                        return Err(DataplaneError::backend("colored", why));
+                    }
+                }
+                self.colors = colors.to_vec();
+                self.inner.install(group).await
+            }
+            async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+                self.inner.remove(prefix).await
+            }
+            async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
+                let mut g = self.inner.groups().await?;
+                for s in &mut g {
+                    s.colors = self
+                        .colors
+                        .iter()
+                        .map(|c| crate::dataplane::ColorStatus {
+                            color: c.color,
+                            members: c.members.clone(),
+                            status: vec![Default::default(); c.members.len()],
+                            fit: None,
+                        })
+                        .collect();
+                }
+                Ok(g)
+            }
+            async fn set_member_active(
+                &mut self,
+                prefix: IpNet,
+                index: usize,
+                active: bool,
+            ) -> Result<(), DataplaneError> {
+                self.inner.set_member_active(prefix, index, active).await
+            }
+        }
+        let backend = Colored {
+            inner: NullDataplane::with_limits(GroupLimits::size(16)),
+            colors: vec![],
+        };
+        let (handle, _task) = spawn(Box::new(backend));
+        let bw = [10.6875, 14.3125, 14.3125, 14.3125];
+        let route = weighted("10.0.3.0/24", &[171, 229, 229, 229], &bw);
+        let red = ColorGroup {
+            color: 100,
+            active: true,
+            members: weighted("10.0.3.0/24", &[171, 229], &bw[..2]).members,
+        };
+        handle
+            .install_colored(route, vec![red.clone()])
+            .await
+            .unwrap();
+        let g = &handle.groups().await.unwrap()[0];
+        assert_eq!(weights(&g.group), [3, 4, 4, 4]);
+        // 171:229 within 16: 3:4 (7 entries); the lighter member gets 3/7 for an ideal
+        // share of 171/400: delta = 1200/1197 (the heavier one gets less than its share).
+        let c = &g.colors[0];
+        assert_eq!(
+            c.members.iter().map(|m| m.weight).collect::<Vec<_>>(),
+            [3, 4]
+        );
+        let cf = c.fit.as_ref().unwrap();
+        assert_eq!((cf.size, cf.reduced.as_ref().unwrap().from_size), (7, 400));
+        let d = cf.reduced.as_ref().unwrap().delta;
+        assert!((d - 1200.0 / 1197.0).abs() < 1e-12, "{d}");
     }
 
     #[tokio::test]

@@ -282,6 +282,7 @@ mod tests {
                 active: true,
             }],
             colors: Vec::new(),
+            fit: None,
         }];
         let text = render(&state, &groups, &[("install", 1)]);
         for line in [

@@ -193,7 +193,8 @@ pub async fn run(
         backend = backend.name(),
         "agent starting"
     );
-    let (dataplane, dataplane_task) = dataplane_task::spawn(backend);
+    let limits = backend::group_limits(&config, backend.as_ref());
+    let (dataplane, dataplane_task) = dataplane_task::spawn_with_limits(backend, limits);
     let state = SharedState::new(AgentState::from_config(&config, dataplane.backend()));
     let shutdown = CancellationToken::new();
     let ctx = AgentContext {

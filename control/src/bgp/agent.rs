@@ -20,6 +20,7 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
         asn: c.asn,
         port: b.port,
         listen: b.listen,
+        listen_addresses: Vec::new(),
         hold_time: b.hold_time,
         connect_retry: Duration::from_millis(b.connect_retry_ms),
         connect_retry_max: Duration::from_millis(b.connect_retry_max_ms),
@@ -31,7 +32,8 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
             fib_suppress_subtype: c.fare.fib_suppress_subtype,
             upa_subtype: c.fare.upa_subtype,
             max_group_size: c.fare.max_group_size,
-            draft: Default::default(),
+            draft: c.fare.draft_options(),
+            encoding: c.fare.bandwidth_encoding,
         },
         group_mode: c.fare.group_mode,
         neighbors: c

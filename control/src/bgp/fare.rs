@@ -13,7 +13,7 @@
 //!   super-spine keeps the transitive value and adds a non-transitive one), averaged mode
 //!   per [`bandwidth::averaged_advertise`] (sum / N, min with the outgoing link).
 
-use crate::bandwidth::{self, Advertised, DraftOptions, Mode, Received, Rule, Spread};
+use crate::bandwidth::{self, Advertised, DraftOptions, Encoding, Mode, Received, Rule, Spread};
 use crate::topology::Role;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -29,6 +29,9 @@ pub struct Policy {
     pub upa_subtype: u8,
     pub max_group_size: Option<u32>,
     pub draft: DraftOptions,
+    /// How the Path Bandwidth value is written on the wire (and so how finely ratios
+    /// can be told apart).
+    pub encoding: Encoding,
 }
 
 impl Default for Policy {
@@ -41,6 +44,7 @@ impl Default for Policy {
             upa_subtype: super::packet::upa::DEFAULT_UPA_SUBTYPE,
             max_group_size: None,
             draft: DraftOptions::default(),
+            encoding: Encoding::default(),
         }
     }
 }
@@ -71,7 +75,8 @@ impl Policy {
             .collect();
         let weights = match &spread {
             Spread::Weighted(b) if b.iter().all(|v| v.is_finite() && *v > 0.0) => {
-                crate::wcmp::weights(b, self.max_group_size).weights
+                crate::wcmp::weights_within(b, self.max_group_size, self.encoding.ratio_tolerance())
+                    .weights
             }
             _ => vec![1; routes.len()],
         };
@@ -100,7 +105,7 @@ impl Policy {
             Mode::Averaged => Advertised {
                 path_gbps: match &decision.spread {
                     Spread::Weighted(b) => Some(bandwidth::averaged_advertise(
-                        b.iter().sum(),
+                        bandwidth::sum(b.iter().copied()),
                         outgoing_neighbors,
                         out_link_gbps.unwrap_or(f64::INFINITY),
                     )),

@@ -14,7 +14,7 @@ use super::neighbor::{
 use super::packet::attribute::flag;
 use super::packet::upa::Upa;
 use super::packet::{
-    color, community, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
+    color, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
     PathAttributes, Update,
 };
 use super::packet::{orf, Capability};
@@ -72,6 +72,9 @@ pub struct SpeakerConfig {
     pub port: u16,
     /// Accept incoming sessions (one listener per address family).
     pub listen: bool,
+    /// Listen on these addresses only (empty: the wildcard address of each family).
+    /// Lets many speakers share one host and port, each on its own addresses.
+    pub listen_addresses: Vec<IpAddr>,
     pub hold_time: u16,
     pub connect_retry: Duration,
     pub connect_retry_max: Duration,
@@ -291,21 +294,33 @@ pub async fn start(
             if wanted.is_empty() {
                 continue;
             }
-            let listener = socket::listen(SocketAddr::new(any, config.port))?;
-            for (peer, prot) in &wanted {
-                if let Some(key) = &prot.md5_key {
-                    socket::set_md5(&listener, *peer, Some(key))?;
-                }
-            }
+            let binds: Vec<IpAddr> = if config.listen_addresses.is_empty() {
+                vec![any]
+            } else {
+                config
+                    .listen_addresses
+                    .iter()
+                    .copied()
+                    .filter(|a| a.is_ipv6() == v6)
+                    .collect()
+            };
             // GTSM on the listener only when every neighbor of the family uses it, so
             // the SYN is checked too; otherwise it is set per accepted connection.
             let all_gtsm = wanted.iter().all(|k| k.1.gtsm);
-            if all_gtsm {
-                socket::set_gtsm(&listener, v6)?;
-            }
             let gtsm_peers: HashSet<IpAddr> =
                 wanted.iter().filter(|k| k.1.gtsm).map(|k| k.0).collect();
-            tokio::spawn(accept_loop(listener, accept_to.clone(), gtsm_peers));
+            for addr in binds {
+                let listener = socket::listen(SocketAddr::new(addr, config.port))?;
+                for (peer, prot) in &wanted {
+                    if let Some(key) = &prot.md5_key {
+                        socket::set_md5(&listener, *peer, Some(key))?;
+                    }
+                }
+                if all_gtsm {
+                    socket::set_gtsm(&listener, v6)?;
+                }
+                tokio::spawn(accept_loop(listener, accept_to.clone(), gtsm_peers.clone()));
+            }
         }
     }
     let (cmd_tx, cmd_rx) = mpsc::channel(64);
@@ -882,6 +897,7 @@ impl RibTask {
 
     fn inputs(&self, paths: &[Path]) -> Vec<Received> {
         let subtype = self.config.policy.subtype;
+        let encoding = self.config.policy.encoding;
         paths
             .iter()
             .map(|p| {
@@ -892,7 +908,7 @@ impl RibTask {
                     link_value_gbps: None,
                 };
                 for c in &p.attrs.ext_communities {
-                    if let Some(pb) = c.path_bandwidth(subtype) {
+                    if let Some(pb) = c.path_bandwidth(subtype, encoding) {
                         if pb.transitive {
                             input.path_gbps.get_or_insert(pb.gbps());
                         } else {
@@ -1142,7 +1158,7 @@ impl RibTask {
             Some(LocRoute::Local | LocRoute::Unreachable) => true,
             // An RNIC is a stub speaker in each plane (mpson §3): it advertises only what
             // it originates, never one plane's routes (or UPAs) into another.
-            Some(LocRoute::Learned(_)) if self.config.policy.role == Role::Rnic => false,
+            Some(LocRoute::Learned(_)) if self.config.policy.role.is_stub() => false,
             // Sender-side loop check: a neighbor already on the AS path would drop it.
             Some(LocRoute::Learned(paths)) => !paths[0]
                 .attrs
@@ -1154,8 +1170,13 @@ impl RibTask {
 
     /// True when every path carries a FIB-Suppress community another router attached
     /// (§4.2.1): the route stays in the RIB and is advertised, but not installed. The
-    /// router that tagged it (the RNIC's own leaf) installs it.
+    /// router that tagged it (the RNIC's own leaf) installs it, and so does an RNIC: it
+    /// asked for exactly these host routes by Prefix-ORF to install them (§4.2);
+    /// suppression is for switches.
     fn fib_suppressed(&self, paths: &[Path]) -> bool {
+        if self.config.policy.role.is_stub() {
+            return false;
+        }
         let subtype = self.config.policy.fib_suppress_subtype;
         !paths.is_empty()
             && paths.iter().all(|p| {
@@ -1288,6 +1309,7 @@ impl RibTask {
         let session = p.session.as_ref()?;
         let policy = &self.config.policy;
         let subtype = policy.subtype;
+        let encoding = policy.encoding;
         let mut a = PathAttributes::default();
         match route? {
             LocRoute::Unreachable => {
@@ -1310,14 +1332,15 @@ impl RibTask {
                 a.as_path = Some(AsPath::sequence(vec![self.config.asn]));
                 let value = policy.originate(p.link_gbps);
                 a.ext_communities.push(
-                    PathBandwidth::new(true, self.config.router_id, value).to_community(subtype),
+                    PathBandwidth::new(true, self.config.router_id, value)
+                        .to_community(subtype, encoding),
                 );
                 // A super-spine attaches its link value to what it originates too.
                 if policy.role == Role::SuperSpine && policy.draft.link_community {
                     if let Some(l) = p.link_gbps {
                         a.ext_communities.push(
                             PathBandwidth::new(false, self.config.router_id, l)
-                                .to_community(subtype),
+                                .to_community(subtype, encoding),
                         );
                     }
                 }
@@ -1354,7 +1377,7 @@ impl RibTask {
                     if !c.is_transitive() {
                         continue;
                     }
-                    if c.path_bandwidth(subtype).is_some() && !keep {
+                    if c.is_path_bandwidth(subtype) && !keep {
                         continue;
                     }
                     a.ext_communities.push(*c);
@@ -1368,13 +1391,14 @@ impl RibTask {
                     if let Some(v) = adv.path_gbps {
                         a.ext_communities.push(
                             PathBandwidth::new(true, self.config.router_id, v)
-                                .to_community(subtype),
+                                .to_community(subtype, encoding),
                         );
                     }
                 }
                 if let Some(v) = adv.link_value_gbps {
                     a.ext_communities.push(
-                        PathBandwidth::new(false, self.config.router_id, v).to_community(subtype),
+                        PathBandwidth::new(false, self.config.router_id, v)
+                            .to_community(subtype, encoding),
                     );
                 }
                 for raw in &best.other {
@@ -1509,11 +1533,6 @@ fn peer_sends_orf(info: &SessionInfo) -> bool {
 
 fn is_known(type_code: u8) -> bool {
     matches!(type_code, 1..=8 | 14..=16 | 32)
-}
-
-/// The value the community carries for `gbps` (see [`community::quantize_gbps`]).
-pub fn advertised_gbps(gbps: f64) -> f64 {
-    community::quantize_gbps(gbps)
 }
 
 /// Applies ORF entries to a neighbor's list (RFC 5291 §3): ADD replaces an entry of the

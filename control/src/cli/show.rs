@@ -3,11 +3,15 @@
 //!
 //! JSON contracts (DESIGN.md):
 //! - neighbors: `[{"address", "remote_as", "state": "Established", ...}]`
-//! - groups: `[{"prefix", "mode": "spray"|"flow", "members": [{"via", "interface",
-//!   "weight", "bandwidth_gbps", "packets"}]}]` (`via` = neighbor address, or the
-//!   neighbor MAC for static members; `"active": false` is added while ARN holds the
-//!   member out or its port is down); DPF routes add `"colors": [{"color", "members":
-//!   [...same keys...]}]`, the per-color groups with their own counters
+//! - groups: `[{"prefix", "mode": "spray"|"flow", "size", "limit", "reduced_from",
+//!   "delta", "members": [{"via", "interface", "weight", "bandwidth_gbps", "packets"}]}]`
+//!   (`via` = neighbor address, or the neighbor MAC for static members; `"active": false`
+//!   is added while ARN holds the member out or its port is down; `size` = sum of
+//!   the installed weights, `limit` = the data plane's limit on it or null, `reduced_from`
+//!   and `delta` = requested sum and oversubscription against the ideal when the agent
+//!   reduced the group to fit, else null); DPF routes add `"colors": [{"color", "size",
+//!   "limit", "reduced_from", "delta", "members": [...same keys...]}]`, the per-color
+//!   groups with their own counters
 //! - routes: `[{"prefix", "source", "paths": [{"next_hop", "neighbor", "as_path",
 //!   "path_bandwidth_gbps", "selected"}]}]`
 
@@ -169,7 +173,23 @@ pub fn route_json(r: &pb::Route) -> Value {
     })
 }
 
-/// Exactly the keys of the DESIGN.md contract, plus `colors` on DPF routes.
+/// `size`, `limit`, `reduced_from`, `delta` of a group (see the module documentation);
+/// an agent that does not report them gives the size of its weights and nulls.
+fn fit_json(fit: Option<&pb::GroupFit>, members: &[pb::Member]) -> [(&'static str, Value); 4] {
+    let size = fit.map_or_else(
+        || members.iter().map(|m| u64::from(m.weight)).sum(),
+        |f| f.size,
+    );
+    [
+        ("size", json!(size)),
+        ("limit", json!(fit.and_then(|f| f.limit))),
+        ("reduced_from", json!(fit.and_then(|f| f.reduced_from))),
+        ("delta", json!(fit.and_then(|f| f.delta))),
+    ]
+}
+
+/// Exactly the keys of the DESIGN.md contract, plus the fit keys, plus `colors` on DPF
+/// routes.
 pub fn group_json(g: &pb::Group) -> Value {
     let members = |list: &[pb::Member]| {
         list.iter()
@@ -193,11 +213,20 @@ pub fn group_json(g: &pb::Group) -> Value {
         "mode": g.mode,
         "members": members(&g.members),
     });
+    for (k, x) in fit_json(g.fit.as_ref(), &g.members) {
+        v[k] = x;
+    }
     if !g.colors.is_empty() {
         v["colors"] = g
             .colors
             .iter()
-            .map(|c| json!({"color": c.color, "members": members(&c.members)}))
+            .map(|c| {
+                let mut cv = json!({"color": c.color, "members": members(&c.members)});
+                for (k, x) in fit_json(c.fit.as_ref(), &c.members) {
+                    cv[k] = x;
+                }
+                cv
+            })
             .collect();
     }
     v
@@ -387,16 +416,25 @@ fn groups_table(list: &[pb::Group]) -> String {
         let colors = g
             .colors
             .iter()
-            .map(|c| (format!("color {}", c.color), &c.members));
-        groups_table_rows(&mut rows, Some(&g.prefix), &g.mode, &g.members);
-        for (label, members) in colors {
-            groups_table_rows(&mut rows, None, &label, members);
+            .map(|c| (format!("color {}", c.color), &c.members, c.fit.as_ref()));
+        groups_table_rows(
+            &mut rows,
+            Some(&g.prefix),
+            &g.mode,
+            &g.members,
+            g.fit.as_ref(),
+        );
+        for (label, members, fit) in colors {
+            groups_table_rows(&mut rows, None, &label, members, fit);
         }
     }
     table(
         &[
             "PREFIX",
             "MODE",
+            "SIZE",
+            "LIMIT",
+            "DELTA",
             "VIA",
             "INTERFACE",
             "NEXT HOP",
@@ -411,22 +449,36 @@ fn groups_table(list: &[pb::Group]) -> String {
 }
 
 /// Rows of one group: `prefix` on its first row only when given, `label` (the mode, or
-/// `color N`) likewise.
+/// `color N`), size, limit and delta likewise. DELTA is empty unless the agent reduced
+/// the group to fit, then `1.0035 (from 858)`: oversubscription and requested size.
 fn groups_table_rows(
     rows: &mut Vec<Vec<String>>,
     prefix: Option<&str>,
     label: &str,
     members: &[pb::Member],
+    fit: Option<&pb::GroupFit>,
 ) {
+    let size = fit.map_or_else(
+        || members.iter().map(|m| u64::from(m.weight)).sum(),
+        |f| f.size,
+    );
+    let limit = fit
+        .and_then(|f| f.limit)
+        .map_or_else(|| "-".to_string(), |l| l.to_string());
+    let delta = match (fit.and_then(|f| f.delta), fit.and_then(|f| f.reduced_from)) {
+        (Some(d), Some(from)) => format!("{d:.4} (from {from})"),
+        (Some(d), None) => format!("{d:.4}"),
+        _ => String::new(),
+    };
     for (i, m) in members.iter().enumerate() {
         let first = i == 0;
+        let once = |s: &str| if first { s.to_string() } else { String::new() };
         rows.push(vec![
             prefix.filter(|_| first).unwrap_or_default().to_string(),
-            if first {
-                label.to_string()
-            } else {
-                String::new()
-            },
+            once(label),
+            once(&size.to_string()),
+            once(&limit),
+            once(&delta),
             m.via.clone(),
             m.interface.clone(),
             m.next_hop.clone(),
@@ -465,16 +517,23 @@ mod tests {
                 removed_reason: String::new(),
             }],
             colors: vec![],
+            fit: Some(pb::GroupFit {
+                size: 3,
+                limit: Some(256),
+                reduced_from: None,
+                delta: None,
+            }),
         };
         assert_eq!(
             group_json(&g),
-            json!({"prefix": "198.18.0.0/16", "mode": "spray", "members": [
+            json!({"prefix": "198.18.0.0/16", "mode": "spray", "size": 3, "limit": 256,
+                "reduced_from": null, "delta": null, "members": [
                 {"via": "02:00:00:00:00:01", "interface": "eth1", "weight": 3,
                  "bandwidth_gbps": 100.0, "packets": 7}]})
         );
         let t = groups_table(std::slice::from_ref(&g));
         assert!(t.starts_with("PREFIX"), "{t}");
-        assert!(t.contains("198.18.0.0/16  spray"), "{t}");
+        assert!(t.contains("198.18.0.0/16  spray  3     256"), "{t}");
 
         // A DPF route: its color groups follow, with their own counters.
         let mut red = g.members[0].clone();
@@ -483,6 +542,7 @@ mod tests {
             colors: vec![pb::ColorGroup {
                 color: 100,
                 members: vec![red],
+                fit: None,
             }],
             ..g
         };
@@ -493,7 +553,50 @@ mod tests {
         out.members[0].active = false;
         assert_eq!(group_json(&out)["members"][0]["active"], false);
         assert_eq!(v["colors"][0]["members"][0]["packets"], 5);
+        assert_eq!(
+            v["colors"][0]["size"], 3,
+            "no fit reported: the weights' sum"
+        );
+        assert_eq!(v["colors"][0]["limit"], Value::Null);
         let t = groups_table(&[colored]);
         assert!(t.contains("color 100"), "{t}");
+    }
+
+    /// A group the agent reduced: 858 requested (171:229:229:229), 3:4:4:4 installed
+    /// under a limit of 16, delta 286/285.
+    #[test]
+    fn reduced_group_shows_size_limit_and_delta() {
+        let member = |w: u32, bw: f64| pb::Member {
+            via: format!("10.0.0.{w}"),
+            interface: "eth1".into(),
+            weight: w,
+            bandwidth_gbps: bw,
+            active: true,
+            ..Default::default()
+        };
+        let g = pb::Group {
+            prefix: "10.0.1.0/24".into(),
+            mode: "spray".into(),
+            members: vec![
+                member(3, 10.6875),
+                member(4, 14.3125),
+                member(4, 14.3125),
+                member(4, 14.3125),
+            ],
+            colors: vec![],
+            fit: Some(pb::GroupFit {
+                size: 15,
+                limit: Some(16),
+                reduced_from: Some(858),
+                delta: Some(286.0 / 285.0),
+            }),
+        };
+        let v = group_json(&g);
+        assert_eq!(v["size"], 15);
+        assert_eq!(v["limit"], 16);
+        assert_eq!(v["reduced_from"], 858);
+        assert!((v["delta"].as_f64().unwrap() - 1.003_508_771_9).abs() < 1e-9);
+        let t = groups_table(&[g]);
+        assert!(t.contains("15    16     1.0035 (from 858)"), "{t}");
     }
 }

@@ -2,7 +2,7 @@
 //! as BGP with the Path Bandwidth community would leave it after convergence.
 
 use super::InputError;
-use crate::bandwidth::{DraftOptions, Mode};
+use crate::bandwidth::{DraftOptions, Encoding, Mode};
 use crate::sim::{self, Change, RouteGroup};
 use crate::topology::{self, Topology};
 use ipnet::IpNet;
@@ -50,6 +50,11 @@ pub struct Args {
     /// bandwidth toward the next-next hop when smaller (optional in the draft).
     #[arg(long)]
     pub remote_spine_update: bool,
+    /// Wire encoding of the Path Bandwidth value, applied at every hop as the agents do
+    /// (`binary16`: IEEE 754 half precision; `float32-upper16`: the upper half of a
+    /// binary32, for older speakers).
+    #[arg(long, value_enum, default_value_t = Encoding::Binary16)]
+    pub encoding: Encoding,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -75,6 +80,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             link_community: !args.no_link_community,
             remote_spine_update: args.remote_spine_update,
         },
+        encoding: args.encoding,
         threads: 0,
         no_stub_sharing: false,
     };

@@ -9,7 +9,7 @@
 //! data plane's answer; the kernel follows it.
 
 use super::kernel::KernelDataplane;
-use super::{ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupStatus};
+use super::{ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupLimits, GroupStatus};
 use async_trait::async_trait;
 use ipnet::IpNet;
 use tracing::warn;
@@ -29,6 +29,11 @@ impl WithHostRoutes {
 impl Dataplane for WithHostRoutes {
     fn name(&self) -> &'static str {
         self.primary.name()
+    }
+
+    /// Every group goes to both: the tighter of their limits.
+    fn limits(&self) -> GroupLimits {
+        self.primary.limits().min(self.kernel.limits())
     }
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {

@@ -8,15 +8,19 @@
 //! - `install` of a prefix that already has a group is a make-before-break replacement:
 //!   no packet ever sees a half-written group.
 //! - A group never reaches the data plane with zero active members (see `remove`).
+//! - `limits` states what one group may hold; the agent reduces every group to it
+//!   before `install` (see [`limits`]), so a backend may refuse what exceeds it.
 
 pub mod dpf;
 pub mod host_routes;
 pub mod kernel;
+pub mod limits;
 pub mod mac;
 pub mod p4rt;
 pub mod xdp;
 
 pub use dpf::{ColorGroup, FlowRule};
+pub use limits::{GroupFit, GroupLimits};
 pub use mac::MacAddr;
 
 use async_trait::async_trait;
@@ -79,6 +83,10 @@ pub struct GroupStatus {
     /// by color; empty otherwise).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub colors: Vec<ColorStatus>,
+    /// Installed size, limit and reduction (filled in by the agent's data plane task;
+    /// None from a backend).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<GroupFit>,
 }
 
 /// One per-color group of a route as installed: its members and their counters (same
@@ -88,6 +96,9 @@ pub struct ColorStatus {
     pub color: u32,
     pub members: Vec<Member>,
     pub status: Vec<MemberStatus>,
+    /// As `GroupStatus::fit`, for this color's group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fit: Option<GroupFit>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -135,6 +146,11 @@ pub fn validate(group: &Group) -> Result<(), DataplaneError> {
 pub trait Dataplane: Send {
     /// Short backend name for logs (`xdp`, `kernel`, `p4runtime`, `none`).
     fn name(&self) -> &'static str;
+
+    /// What one group (and each per-color group) may hold here. Default: no limit.
+    fn limits(&self) -> GroupLimits {
+        GroupLimits::NONE
+    }
 
     /// Installs the group for `group.prefix`, replacing any previous one make-before-break.
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError>;
@@ -197,6 +213,18 @@ pub trait Dataplane: Send {
 #[derive(Default)]
 pub struct NullDataplane {
     groups: std::collections::BTreeMap<IpNet, GroupStatus>,
+    limits: GroupLimits,
+}
+
+impl NullDataplane {
+    /// A `none` backend that states `limits` and refuses groups beyond them, like a real
+    /// data plane (tests of the reduction).
+    pub fn with_limits(limits: GroupLimits) -> NullDataplane {
+        NullDataplane {
+            groups: Default::default(),
+            limits,
+        }
+    }
 }
 
 #[async_trait]
@@ -205,8 +233,18 @@ impl Dataplane for NullDataplane {
         "none"
     }
 
+    fn limits(&self) -> GroupLimits {
+        self.limits
+    }
+
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
         validate(group)?;
+        if let Some(why) = self.limits.violation(&group.members) {
+            return Err(DataplaneError::InvalidGroup {
+                prefix: group.prefix,
+                why,
+            });
+        }
         let members = vec![
             MemberStatus {
                 active: true,
@@ -220,6 +258,7 @@ impl Dataplane for NullDataplane {
                 group: group.clone(),
                 members,
                 colors: Vec::new(),
+                fit: None,
             },
         );
         Ok(())

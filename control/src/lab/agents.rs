@@ -89,6 +89,11 @@ pub fn config_yaml(
         .iter()
         .map(|n| (n.name.as_str(), n.asn))
         .collect();
+    let role_of: HashMap<&str, &str> = plan
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.role.as_str()))
+        .collect();
     let neighbors: Vec<Value> = match o.routing {
         Routing::Bgp => node
             .ports
@@ -99,6 +104,9 @@ pub fn config_yaml(
                     "remote_as": asn_of.get(p.peer.as_str()).copied().unwrap_or(0),
                     "interface": p.interface,
                     "bandwidth_gbps": p.gbps,
+                    // The neighbor's place in the Clos: a spine whose routes come from
+                    // super-spines applies draft §4.2's remote-spine rule.
+                    "role": role_of.get(p.peer.as_str()).copied().unwrap_or("leaf"),
                 })
             })
             .collect(),
@@ -169,14 +177,11 @@ pub fn config_yaml(
         })
 }
 
-/// The `fare:` block: an RNIC says so, which makes it a stub speaker (mpson §3: it
-/// advertises only its own prefixes, never one plane's routes into another).
+/// The `fare:` block: the node's role from the topology. A super-spine passes the
+/// transitive value and attaches its link value (draft §4.2); an RNIC is a stub speaker
+/// (mpson §3: it advertises only its own prefixes, never one plane's routes into another).
 fn fare_block(node: &NodePlan, mode: &str) -> Value {
-    if node.role == "rnic" {
-        json!({"mode": mode, "role": "rnic"})
-    } else {
-        json!({"mode": mode})
-    }
+    json!({"mode": mode, "role": node.role})
 }
 
 /// Writes every node's configuration into the state directory.

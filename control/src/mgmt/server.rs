@@ -2,7 +2,7 @@
 
 use super::{pb, MgmtError};
 use crate::agent::AgentContext;
-use crate::dataplane::{GroupMode, GroupStatus, Member, MemberStatus};
+use crate::dataplane::{GroupFit, GroupMode, GroupStatus, Member, MemberStatus};
 use pb::management_server::{Management, ManagementServer};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -274,6 +274,15 @@ fn member_to_pb(m: &Member, status: MemberStatus) -> pb::Member {
     }
 }
 
+fn fit_to_pb(fit: &Option<GroupFit>) -> Option<pb::GroupFit> {
+    fit.as_ref().map(|f| pb::GroupFit {
+        size: f.size,
+        limit: f.limit,
+        reduced_from: f.reduced.as_ref().map(|r| r.from_size),
+        delta: f.reduced.as_ref().map(|r| r.delta),
+    })
+}
+
 pub fn group_to_pb(g: &GroupStatus) -> pb::Group {
     pb::Group {
         prefix: g.group.prefix.to_string(),
@@ -300,7 +309,9 @@ pub fn group_to_pb(g: &GroupStatus) -> pb::Group {
                     .enumerate()
                     .map(|(i, m)| member_to_pb(m, c.status.get(i).cloned().unwrap_or_default()))
                     .collect(),
+                fit: fit_to_pb(&c.fit),
             })
             .collect(),
+        fit: fit_to_pb(&g.fit),
     }
 }

@@ -50,9 +50,10 @@ fn feed(prefixes: usize) -> Vec<u8> {
             origin: Some(Origin::Igp),
             as_path: Some(AsPath::sequence(vec![GEN_AS])),
             next_hop: Some(Ipv4Addr::new(10, 0, 0, 1)),
-            ext_communities: vec![
-                bw.to_community(fare::bgp::packet::community::DEFAULT_PATH_BANDWIDTH_SUBTYPE)
-            ],
+            ext_communities: vec![bw.to_community(
+                fare::bgp::packet::community::DEFAULT_PATH_BANDWIDTH_SUBTYPE,
+                Default::default(),
+            )],
             ..Default::default()
         };
         for u in update::pack(&attrs, chunk, ctx) {

@@ -2,8 +2,10 @@
 //! (draft-xu-idr-fare §3): an IPv4-address-specific extended community, type 0x01
 //! (transitive) or 0x41 (non-transitive), subtype configurable (see docs/CODEPOINTS.md),
 //! global administrator = router ID of the node that set the value, local administrator =
-//! IEEE-754 float32 path bandwidth in gigabytes per second (1 GB/s = 8 Gbps).
+//! the path bandwidth in gigabytes per second (1 GB/s = 8 Gbps) as a 16-bit float
+//! ([`Encoding`]: IEEE 754 binary16 by default).
 
+use crate::bandwidth::Encoding;
 use std::net::Ipv4Addr;
 
 /// Default Path Bandwidth subtype (the draft leaves it TBD).
@@ -23,32 +25,38 @@ impl ExtCommunity {
         self.0[0] & NON_TRANSITIVE_BIT == 0
     }
 
+    /// True when this is a Path Bandwidth community of `subtype` (either type).
+    pub fn is_path_bandwidth(&self, subtype: u8) -> bool {
+        let [t, s, ..] = self.0;
+        s == subtype && (t == TYPE_IPV4_TRANSITIVE || t == TYPE_IPV4_NON_TRANSITIVE)
+    }
+
     /// This community read as a Path Bandwidth community of `subtype`, if it is one.
-    pub fn path_bandwidth(&self, subtype: u8) -> Option<PathBandwidth> {
-        let [t, s, a, b, c, d, hi, lo] = self.0;
-        if s != subtype || (t != TYPE_IPV4_TRANSITIVE && t != TYPE_IPV4_NON_TRANSITIVE) {
+    pub fn path_bandwidth(&self, subtype: u8, encoding: Encoding) -> Option<PathBandwidth> {
+        if !self.is_path_bandwidth(subtype) {
             return None;
         }
+        let [t, _, a, b, c, d, hi, lo] = self.0;
         Some(PathBandwidth {
             transitive: t == TYPE_IPV4_TRANSITIVE,
             router_id: Ipv4Addr::new(a, b, c, d),
-            gbytes_per_s: f32::from_bits(u32::from_be_bytes([hi, lo, 0, 0])),
+            gbps: encoding.decode(u16::from_be_bytes([hi, lo])),
         })
     }
 }
 
 /// The decoded Path Bandwidth community.
 ///
-/// Layout note: an IPv4-address-specific extended community has 4 octets of global
-/// administrator and 2 of local administrator; a float32 does not fit in 2. fare follows
-/// the draft's intent with the layout the deployed Link Bandwidth community uses for its
-/// float: global administrator = router ID (4 octets), local administrator = the upper
-/// 16 bits of the float32 (bfloat16-style truncation). See docs/CODEPOINTS.md.
+/// Layout: an IPv4-address-specific extended community has 4 octets of global
+/// administrator and 2 of local administrator, so the "IEEE floating point" value of the
+/// draft is a 16-bit float: IEEE 754 binary16 by default (see [`Encoding`] and
+/// docs/CODEPOINTS.md).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct PathBandwidth {
     pub transitive: bool,
     pub router_id: Ipv4Addr,
-    pub gbytes_per_s: f32,
+    /// Gigabits per second; never negative or NaN once decoded.
+    pub gbps: f64,
 }
 
 impl PathBandwidth {
@@ -56,52 +64,30 @@ impl PathBandwidth {
         PathBandwidth {
             transitive,
             router_id,
-            gbytes_per_s: (gbps / 8.0) as f32,
+            gbps,
         }
     }
 
     /// The value in gigabits per second (what topologies and `fare weights` use).
-    /// Negative and NaN values read as 0 (no usable bandwidth); +infinity is the
-    /// "maximum bandwidth value" an originator may attach (draft §4.2).
+    /// +infinity is the "maximum bandwidth value" an originator may attach (draft §4).
     pub fn gbps(&self) -> f64 {
-        let v = self.gbytes_per_s as f64 * 8.0;
-        if v > 0.0 {
-            v
+        if self.gbps > 0.0 {
+            self.gbps
         } else {
             0.0
         }
     }
 
-    pub fn to_community(&self, subtype: u8) -> ExtCommunity {
+    pub fn to_community(&self, subtype: u8, encoding: Encoding) -> ExtCommunity {
         let t = if self.transitive {
             TYPE_IPV4_TRANSITIVE
         } else {
             TYPE_IPV4_NON_TRANSITIVE
         };
         let [a, b, c, d] = self.router_id.octets();
-        let [hi, lo] = float_to_16(self.gbytes_per_s);
+        let [hi, lo] = encoding.encode(self.gbps).to_be_bytes();
         ExtCommunity([t, subtype, a, b, c, d, hi, lo])
     }
-}
-
-/// The upper half of a float32, rounded to nearest (ties to even).
-fn float_to_16(v: f32) -> [u8; 2] {
-    let bits = v.to_bits();
-    if v.is_nan() {
-        return [0x7f, 0xc0];
-    }
-    let round = 0x7fff + ((bits >> 16) & 1);
-    let hi = (bits.saturating_add(round) >> 16) as u16;
-    hi.to_be_bytes()
-}
-
-/// The value a bandwidth in Gbps has after one trip through the community.
-pub fn quantize_gbps(gbps: f64) -> f64 {
-    let pb = PathBandwidth::new(true, Ipv4Addr::UNSPECIFIED, gbps);
-    pb.to_community(DEFAULT_PATH_BANDWIDTH_SUBTYPE)
-        .path_bandwidth(DEFAULT_PATH_BANDWIDTH_SUBTYPE)
-        .map(|p| p.gbps())
-        .unwrap_or(0.0)
 }
 
 /// Default FIB-Suppress subtype (draft-xu-idr-fare-in-mpson §4.2.1 leaves it TBD): in the

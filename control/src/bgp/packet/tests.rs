@@ -213,6 +213,7 @@ fn header_errors() {
 /// The FARE route a leaf originates: IPv4 body NLRI with the Path Bandwidth community.
 #[test]
 fn update_ipv4_with_path_bandwidth() {
+    use crate::bandwidth::Encoding;
     let body = [
         0x00, 0x00, // withdrawn routes length 0
         0x00, 0x1f, // total path attribute length 31
@@ -222,7 +223,7 @@ fn update_ipv4_with_path_bandwidth() {
         0xc0, 0x10, 0x08, // EXTENDED_COMMUNITIES, 8 octets
         0x01, 0xa0, // transitive IPv4-address-specific, subtype 0xa0
         0x0a, 0x00, 0x00, 0x01, // global admin: router ID 10.0.0.1
-        0x41, 0x48, // local admin: 12.5 GB/s (100 Gbps), upper half of the float32
+        0x4a, 0x40, // local admin: 12.5 GB/s (100 Gbps), IEEE 754 binary16
         0x18, 0xc0, 0x00, 0x02, // NLRI 192.0.2.0/24
     ];
     let pb = PathBandwidth::new(true, Ipv4Addr::new(10, 0, 0, 1), 100.0);
@@ -231,7 +232,7 @@ fn update_ipv4_with_path_bandwidth() {
             origin: Some(Origin::Igp),
             as_path: Some(AsPath::sequence(vec![65001])),
             next_hop: Some(Ipv4Addr::new(10, 1, 0, 1)),
-            ext_communities: vec![pb.to_community(0xa0)],
+            ext_communities: vec![pb.to_community(0xa0, Encoding::Binary16)],
             ..Default::default()
         },
         nlri: vec![net("192.0.2.0/24")],
@@ -242,14 +243,14 @@ fn update_ipv4_with_path_bandwidth() {
         &Message::Update(update.clone()),
     );
     let back = update.attributes.ext_communities[0]
-        .path_bandwidth(0xa0)
+        .path_bandwidth(0xa0, Encoding::Binary16)
         .unwrap();
     assert_eq!(back.gbps(), 100.0);
     assert!(back.transitive);
     assert_eq!(back.router_id, Ipv4Addr::new(10, 0, 0, 1));
     // Another subtype is not ours.
     assert_eq!(
-        update.attributes.ext_communities[0].path_bandwidth(0xa1),
+        update.attributes.ext_communities[0].path_bandwidth(0xa1, Encoding::Binary16),
         None
     );
 }
@@ -588,13 +589,35 @@ fn unrecognized_well_known_session_reset() {
 
 #[test]
 fn path_bandwidth_quantization() {
+    use crate::bandwidth::Encoding;
+    // Port speeds and their halves survive both encodings exactly.
     for gbps in [
         10.0, 25.0, 40.0, 50.0, 75.0, 100.0, 200.0, 225.0, 300.0, 400.0, 800.0,
     ] {
-        assert_eq!(community::quantize_gbps(gbps), gbps);
+        assert_eq!(Encoding::Binary16.quantize(gbps), gbps);
+        assert_eq!(Encoding::Float32Upper16.quantize(gbps), gbps);
     }
-    let q = community::quantize_gbps(133.333);
-    assert!((q - 133.333).abs() / 133.333 < 0.004, "{q}");
+    // 75/7 Gbps = 1.339 GB/s: binary16 keeps 11 significant bits (spacing 2^-10 in
+    // [1, 2)), the upper half of float32 only 8 (the 10.6875 seen on the wire before).
+    let v = 75.0 / 7.0;
+    assert_eq!(Encoding::Binary16.quantize(v), 1371.0 / 1024.0 * 8.0);
+    assert_eq!(Encoding::Float32Upper16.quantize(v), 10.6875);
+    // The bits, by hand: 12.5 GB/s = 1.5625 x 2^3 -> sign 0, exponent 3 + 15 = 18,
+    // fraction 0.5625 x 1024 = 576: 0b0_10010_1001000000 = 0x4a40.
+    assert_eq!(Encoding::Binary16.encode(100.0), 0x4a40);
+    // The same value as the upper half of binary32: 0x4148_0000 -> 0x4148.
+    assert_eq!(Encoding::Float32Upper16.encode(100.0), 0x4148);
+    // Infinity ("maximum bandwidth") stays infinity; huge finite values saturate.
+    assert_eq!(Encoding::Binary16.encode(f64::INFINITY), 0x7c00);
+    assert_eq!(Encoding::Binary16.decode(0x7c00), f64::INFINITY);
+    assert_eq!(Encoding::Binary16.quantize(1.0e7), 65504.0 * 8.0);
+    assert_eq!(Encoding::Float32Upper16.encode(f64::INFINITY), 0x7f80);
+    // Negative, NaN and zero read as no bandwidth.
+    for bits in [0x0000, 0x8000, 0xbc00, 0x7e00] {
+        assert_eq!(Encoding::Binary16.decode(bits), 0.0);
+    }
+    assert_eq!(Encoding::Binary16.encode(-5.0), 0);
+    assert_eq!(Encoding::Binary16.encode(f64::NAN), 0);
 }
 
 // ---- property tests ----
@@ -708,12 +731,19 @@ proptest! {
     }
 
     #[test]
-    fn path_bandwidth_round_trip(gbps in 0.001f64..1.0e6, rid in any::<u32>(), transitive in any::<bool>()) {
-        let pb = PathBandwidth::new(transitive, Ipv4Addr::from(rid), gbps);
-        let back = pb.to_community(0xa0).path_bandwidth(0xa0).unwrap();
-        prop_assert_eq!(back.router_id, pb.router_id);
-        prop_assert_eq!(back.transitive, transitive);
-        prop_assert!((back.gbps() - gbps).abs() / gbps < 0.004);
+    fn path_bandwidth_round_trip(gbps in 0.001f64..4.0e5, rid in any::<u32>(), transitive in any::<bool>()) {
+        use crate::bandwidth::Encoding;
+        for enc in [Encoding::Binary16, Encoding::Float32Upper16] {
+            let pb = PathBandwidth::new(transitive, Ipv4Addr::from(rid), gbps);
+            let back = pb.to_community(0xa0, enc).path_bandwidth(0xa0, enc).unwrap();
+            prop_assert_eq!(back.router_id, pb.router_id);
+            prop_assert_eq!(back.transitive, transitive);
+            // Within half a unit in the last place (normal range: >= 0.49 Mbps).
+            prop_assert!((back.gbps() - gbps).abs() / gbps <= enc.relative_precision() * 1.0000001,
+                "{enc:?} {gbps} -> {}", back.gbps());
+            // A decoded value encodes to the same bits again: relaying never drifts.
+            prop_assert_eq!(enc.quantize(back.gbps()), back.gbps());
+        }
     }
 }
 

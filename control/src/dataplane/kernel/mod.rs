@@ -21,7 +21,8 @@
 pub mod nexthop;
 
 use super::{
-    validate, Dataplane, DataplaneError, Group, GroupMode, GroupStatus, Member, MemberStatus,
+    validate, Dataplane, DataplaneError, Group, GroupLimits, GroupMode, GroupStatus, Member,
+    MemberStatus,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -63,6 +64,44 @@ pub struct KernelDataplane {
     used_ids: BTreeSet<u32>,
     next_id: u32,
     ifindex: HashMap<String, u32>,
+    /// Largest member weight this kernel takes (see [`kernel_limits`]).
+    limits: GroupLimits,
+}
+
+/// Entries of one nexthop group: `NHA_GROUP` is one netlink attribute (u16 length, 4
+/// octets of header) of 8-octet `struct nexthop_grp` entries.
+pub const MAX_GROUP_ENTRIES: u32 = (u16::MAX as u32 - 4) / 8;
+
+/// Kernel releases from which a group entry carries a 16-bit weight (`weight_high`).
+const WIDE_WEIGHTS_SINCE: (u32, u32) = (6, 12);
+
+/// `major.minor` of a kernel release string (`6.18.44-fc-v509` -> (6, 18)).
+pub fn release_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.trim().split(['.', '-']);
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Nexthop group limits of a kernel release: no limit on the sum of weights (the kernel
+/// spreads hash space by weight), at most [`MAX_GROUP_ENTRIES`] members, weights up to
+/// 65536 from Linux 6.12 (`weight_high`), 256 before (one octet, weight - 1). An unknown
+/// release gets the older, smaller limit.
+pub fn kernel_limits(release: Option<&str>) -> GroupLimits {
+    let wide = release
+        .and_then(release_version)
+        .is_some_and(|v| v >= WIDE_WEIGHTS_SINCE);
+    GroupLimits {
+        max_size: None,
+        max_members: Some(MAX_GROUP_ENTRIES),
+        max_member_weight: Some(if wide { MAX_WEIGHT } else { 256 }),
+    }
+}
+
+/// The running kernel's limits (from /proc/sys/kernel/osrelease).
+fn running_kernel_limits() -> GroupLimits {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok();
+    kernel_limits(release.as_deref())
 }
 
 fn err(what: impl Into<String>) -> DataplaneError {
@@ -103,6 +142,7 @@ impl KernelDataplane {
             used_ids: BTreeSet::new(),
             next_id: FIRST_ID,
             ifindex: HashMap::new(),
+            limits: running_kernel_limits(),
         };
         dp.adopt().await?;
         Ok(dp)
@@ -438,6 +478,10 @@ impl Dataplane for KernelDataplane {
         NAME
     }
 
+    fn limits(&self) -> GroupLimits {
+        self.limits
+    }
+
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
         validate(group)?;
         if let Some(inst) = self.installed.get(&group.prefix) {
@@ -454,10 +498,10 @@ impl Dataplane for KernelDataplane {
         if group.mode == GroupMode::Spray && !was_spray {
             warn!(prefix = %group.prefix, "kernel backend: spray requested, the kernel spreads per flow");
         }
-        if let Some(m) = group.members.iter().find(|m| m.weight > MAX_WEIGHT) {
+        if let Some(why) = self.limits.violation(&group.members) {
             return Err(DataplaneError::InvalidGroup {
                 prefix: group.prefix,
-                why: format!("weight {} of {} exceeds {MAX_WEIGHT}", m.weight, m.via),
+                why: format!("kernel nexthop group: {why}"),
             });
         }
         let active = vec![true; group.members.len()];
@@ -505,6 +549,7 @@ impl Dataplane for KernelDataplane {
                 group: inst.group.clone(),
                 members,
                 colors: Vec::new(),
+                fit: None,
             });
         }
         Ok(out)
@@ -533,5 +578,27 @@ impl Dataplane for KernelDataplane {
         }
         let group = inst.group.clone();
         self.replace(group, states).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn weight_limit_follows_the_kernel_release() {
+        assert_eq!(release_version("6.18.44-fc-v509"), Some((6, 18)));
+        assert_eq!(release_version("5.15.0-91-generic"), Some((5, 15)));
+        assert_eq!(release_version("6.12"), Some((6, 12)));
+        assert_eq!(release_version("garbage"), None);
+        let w = |r: Option<&str>| kernel_limits(r).max_member_weight;
+        assert_eq!(w(Some("6.12.0")), Some(65536));
+        assert_eq!(w(Some("7.0.1")), Some(65536));
+        assert_eq!(w(Some("6.11.9")), Some(256));
+        assert_eq!(w(Some("5.15.0-91-generic")), Some(256));
+        assert_eq!(w(None), Some(256));
+        // (65535 - 4) / 8 entries of 8 octets fit one NHA_GROUP attribute.
+        assert_eq!(kernel_limits(None).max_members, Some(8191));
+        assert_eq!(kernel_limits(None).max_size, None);
     }
 }

@@ -18,11 +18,12 @@
 use super::client::{Client, P4rtError, PacketIn};
 use super::p4info::P4Info;
 use super::program::{self, update, FareProgram, GroupMember};
+use super::proto::p4::config::v1 as p4cfg;
 use super::proto::p4::v1 as p4;
 use crate::agent::config::P4RuntimeConfig;
 use crate::dataplane::{
-    validate, ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupMode,
-    GroupStatus, MacAddr, Member, MemberStatus,
+    validate, ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits,
+    GroupMode, GroupStatus, MacAddr, Member, MemberStatus,
 };
 use async_trait::async_trait;
 use ipnet::IpNet;
@@ -186,6 +187,32 @@ pub struct P4RuntimeDataplane {
     fallbacks: BTreeMap<u16, u16>,
     /// DPF: flow_color entries as written.
     flow_entries: Vec<p4::TableEntry>,
+    /// What one group may hold: the selector's sizes from the P4Info, and the
+    /// configured target limit (`dataplane.max_group_size`).
+    limits: GroupLimits,
+}
+
+/// What one group may hold in action profile `profile` (P4Runtime spec, ActionProfile):
+/// `max_group_size` (0: unset, then `size`, the whole profile) bounds the sum of
+/// weights under SumOfWeights semantics (the default), the number of members under
+/// SumOfMembers (which may also bound each member's weight). In the replicated form each
+/// unit of weight is a member of weight 1, so the bound is on the sum of weights either way.
+pub fn selector_limits(profile: &p4cfg::ActionProfile, form: GroupForm) -> GroupLimits {
+    use p4cfg::action_profile::SelectorSizeSemantics;
+    let positive = |v: i64| u32::try_from(v).ok().filter(|&v| v > 0);
+    let group = positive(i64::from(profile.max_group_size)).or(positive(profile.size));
+    match (&profile.selector_size_semantics, form) {
+        (Some(SelectorSizeSemantics::SumOfMembers(m)), GroupForm::Weighted) => GroupLimits {
+            max_size: None,
+            max_members: group,
+            max_member_weight: positive(i64::from(m.max_member_weight)),
+        },
+        _ => GroupLimits {
+            max_size: group,
+            max_members: None,
+            max_member_weight: None,
+        },
+    }
 }
 
 /// FNV-1a over the pipeline files: the cookie that tells whether the switch runs them.
@@ -203,7 +230,17 @@ fn cookie_of(parts: &[&[u8]]) -> u64 {
 impl P4RuntimeDataplane {
     /// Opens the backend from the agent's `dataplane: {kind: p4runtime, ...}` block.
     pub async fn open(config: &P4RuntimeConfig) -> Result<P4RuntimeDataplane, DataplaneError> {
-        Self::connect(P4RuntimeOptions::from_config(config)).await
+        let mut dp = Self::connect(P4RuntimeOptions::from_config(config)).await?;
+        dp.set_target_limit(config.max_group_size);
+        Ok(dp)
+    }
+
+    /// A target's own limit on the sum of weights of one group, below what its P4Info
+    /// states (e.g. a switch ASIC's selector group size); None or 0: none.
+    pub fn set_target_limit(&mut self, max_group_size: Option<u32>) {
+        self.limits = self
+            .limits
+            .min(GroupLimits::size(max_group_size.unwrap_or(0)));
     }
 
     /// Connects, becomes primary, pushes the pipeline unless the switch already runs it,
@@ -244,6 +281,12 @@ impl P4RuntimeDataplane {
             }
         };
         let program = FareProgram::resolve(&info).map_err(err)?;
+        let limits = selector_limits(
+            info.action_profile("wcmp.wcmp_selector")
+                .map_err(|e| err(e.into()))?,
+            options.form,
+        );
+        tracing::info!(?limits, "p4runtime: group limits from the P4Info");
         let mut dp = P4RuntimeDataplane {
             client,
             program,
@@ -259,6 +302,7 @@ impl P4RuntimeDataplane {
             colors: BTreeMap::new(),
             fallbacks: BTreeMap::new(),
             flow_entries: Vec::new(),
+            limits,
         };
         if !fresh {
             dp.reconcile().await.map_err(err)?;
@@ -1281,6 +1325,10 @@ impl Dataplane for P4RuntimeDataplane {
         BACKEND
     }
 
+    fn limits(&self) -> GroupLimits {
+        self.limits
+    }
+
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
         if self.colors.contains_key(&group.prefix) {
             return self.install_colored(group, &[]).await;
@@ -1461,10 +1509,12 @@ impl Dataplane for P4RuntimeDataplane {
                                         }
                                     })
                                     .collect(),
+                                fit: None,
                             })
                             .collect()
                     })
                     .unwrap_or_default(),
+                fit: None,
             })
             .collect())
     }
@@ -1514,6 +1564,52 @@ mod tests {
         assert_eq!(ids.take(), Some(3));
         assert_eq!(ids.take(), Some(1));
         assert_eq!(ids.take(), None);
+    }
+
+    /// The committed fare.p4 (BMv2): `action_selector(..., SELECTOR_SIZE = 16384, ...)`,
+    /// no max_group_size, so a group may use the whole profile; a target limit lowers it.
+    #[test]
+    fn group_limits_from_the_p4info() {
+        let text = include_str!("../../../../p4/build/fare.p4info.txtpb");
+        let info = P4Info::from_text(text).unwrap();
+        let selector = info.action_profile("wcmp.wcmp_selector").unwrap();
+        let l = selector_limits(selector, GroupForm::Weighted);
+        assert_eq!(l, GroupLimits::size(16384));
+        assert_eq!(selector_limits(selector, GroupForm::Replicated), l);
+
+        // A target that states max_group_size 256 (Tofino's ActionSelector in fare_tna.p4).
+        let mut tna = selector.clone();
+        tna.max_group_size = 256;
+        assert_eq!(
+            selector_limits(&tna, GroupForm::Weighted),
+            GroupLimits::size(256)
+        );
+        // SumOfMembers: members counted, each weight bounded; replicated members are
+        // weight-1 members, so there the bound is on the sum of weights.
+        tna.selector_size_semantics =
+            Some(p4cfg::action_profile::SelectorSizeSemantics::SumOfMembers(
+                p4cfg::action_profile::SumOfMembers {
+                    max_member_weight: 100,
+                },
+            ));
+        assert_eq!(
+            selector_limits(&tna, GroupForm::Weighted),
+            GroupLimits {
+                max_size: None,
+                max_members: Some(256),
+                max_member_weight: Some(100),
+            }
+        );
+        assert_eq!(
+            selector_limits(&tna, GroupForm::Replicated),
+            GroupLimits::size(256)
+        );
+        // The configured target limit: the smaller wins.
+        assert_eq!(
+            l.min(GroupLimits::size(64)).max_size,
+            Some(64),
+            "target limit below the P4Info's"
+        );
     }
 
     #[test]

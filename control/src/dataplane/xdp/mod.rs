@@ -29,7 +29,8 @@ pub mod steer;
 pub mod testrun;
 
 use crate::dataplane::{
-    ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupStatus, MemberStatus,
+    ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits, GroupStatus,
+    MemberStatus,
 };
 use async_trait::async_trait;
 use aya::maps::lpm_trie::{Key, LpmTrie};
@@ -769,10 +770,25 @@ fn attach_tc_egress(
     Ok(FdLink::from(pinned))
 }
 
+/// What one XDP group holds (`fare_common`'s map layout, shared with the program).
+pub fn xdp_limits() -> GroupLimits {
+    GroupLimits {
+        max_size: Some(fc::MAX_SLOTS as u32),
+        max_members: Some(fc::MAX_MEMBERS_PER_GROUP),
+        max_member_weight: None,
+    }
+}
+
 #[async_trait]
 impl Dataplane for XdpDataplane {
     fn name(&self) -> &'static str {
         BACKEND
+    }
+
+    /// The program's map layout: `MAX_SLOTS` replicated-member slots and
+    /// `MAX_MEMBERS_PER_GROUP` members per group (route groups and color groups alike).
+    fn limits(&self) -> GroupLimits {
+        xdp_limits()
     }
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
@@ -936,12 +952,14 @@ impl Dataplane for XdpDataplane {
                     color: c.color,
                     members: group.members,
                     status,
+                    fit: None,
                 });
             }
             out.push(GroupStatus {
                 group: inst.group.clone(),
                 members,
                 colors,
+                fit: None,
             });
         }
         Ok(out)
