@@ -25,6 +25,8 @@
 //!   of the last `install` is the convergence time. `Member::via` is the neighbor
 //!   address for BGP members, the neighbor MAC for static ones.
 //! - `ctx.shutdown`: cancelled on SIGTERM/SIGINT; the task must return soon after.
+//! - `ctx.speaker`: the BGP task puts its speaker's command channel there, for run-time
+//!   changes ([`set_bandwidth`] from the management API and on SIGHUP, see [`reload`]).
 //!
 //! On exit the agent leaves the data plane forwarding: nothing is torn down, and the next
 //! agent re-attaches to what it finds (`backend::open`) and replaces it make-before-break.
@@ -34,6 +36,7 @@ pub mod config;
 pub mod dataplane_task;
 pub mod metrics;
 pub mod protocols;
+pub mod reload;
 pub mod state;
 pub mod statics;
 
@@ -54,6 +57,96 @@ pub struct AgentContext {
     pub state: SharedState,
     pub dataplane: DataplaneHandle,
     pub shutdown: CancellationToken,
+    pub speaker: SpeakerSlot,
+}
+
+/// The command channel of the running BGP speaker, once the BGP task has started it.
+#[derive(Clone, Debug, Default)]
+pub struct SpeakerSlot(Arc<std::sync::Mutex<Option<SpeakerSender>>>);
+
+type SpeakerSender = tokio::sync::mpsc::Sender<crate::bgp::speaker::SpeakerCommand>;
+
+impl SpeakerSlot {
+    pub fn set(&self, commands: SpeakerSender) {
+        if let Ok(mut s) = self.0.lock() {
+            *s = Some(commands);
+        }
+    }
+
+    pub fn get(&self) -> Option<SpeakerSender> {
+        self.0.lock().ok().and_then(|s| s.clone())
+    }
+}
+
+/// Which links [`set_bandwidth`] changes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BandwidthTarget {
+    Neighbor(std::net::IpAddr),
+    /// Every neighbor whose `interface` is this one.
+    Interface(String),
+}
+
+impl std::fmt::Display for BandwidthTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BandwidthTarget::Neighbor(a) => write!(f, "neighbor {a}"),
+            BandwidthTarget::Interface(i) => write!(f, "interface {i}"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SetBandwidthError {
+    #[error("bandwidth must be a positive number of Gbps, not {0}")]
+    Invalid(f64),
+    #[error("no configured neighbor matches {0}")]
+    NoMatch(BandwidthTarget),
+    #[error("this agent runs no BGP speaker (no neighbors configured)")]
+    NoSpeaker,
+    #[error("the BGP speaker stopped")]
+    Stopped,
+}
+
+/// Sets (`Some`) or clears (`None`: the interface speed again) the link bandwidth of the
+/// target's neighbors in the running speaker, which decides every prefix again and
+/// re-advertises at once. Returns each neighbor with the bandwidth now used for it.
+pub async fn set_bandwidth(
+    ctx: &AgentContext,
+    target: &BandwidthTarget,
+    gbps: Option<f64>,
+) -> Result<Vec<(std::net::IpAddr, Option<f64>)>, SetBandwidthError> {
+    if let Some(g) = gbps {
+        if !(g.is_finite() && g > 0.0) {
+            return Err(SetBandwidthError::Invalid(g));
+        }
+    }
+    let commands = ctx.speaker.get().ok_or(SetBandwidthError::NoSpeaker)?;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let (neighbor, interface) = match target {
+        BandwidthTarget::Neighbor(a) => (Some(*a), None),
+        BandwidthTarget::Interface(i) => (None, Some(i.clone())),
+    };
+    commands
+        .send(crate::bgp::speaker::SpeakerCommand::SetBandwidth {
+            neighbor,
+            interface,
+            gbps,
+            reply,
+        })
+        .await
+        .map_err(|_| SetBandwidthError::Stopped)?;
+    let set = answer.await.map_err(|_| SetBandwidthError::Stopped)?;
+    if set.is_empty() {
+        return Err(SetBandwidthError::NoMatch(target.clone()));
+    }
+    let mut state = ctx.state.write();
+    for (addr, now) in &set {
+        if let Some(n) = state.neighbors.get_mut(addr) {
+            n.bandwidth_gbps = *now;
+        }
+    }
+    info!(%target, ?gbps, "link bandwidth changed at run time");
+    Ok(set)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -85,8 +178,12 @@ pub enum AgentError {
 /// How long tasks get to finish after SIGTERM/SIGINT before the agent exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
-/// Runs the agent until SIGTERM or SIGINT (or until a protocol task fails).
-pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
+/// Runs the agent until SIGTERM or SIGINT (or until a protocol task fails). With the
+/// path of its configuration file, SIGHUP reloads it ([`reload`]).
+pub async fn run(
+    config: AgentConfig,
+    config_path: Option<std::path::PathBuf>,
+) -> Result<(), AgentError> {
     let config = Arc::new(config);
     let backend = backend::open(&config).await?;
     info!(
@@ -105,8 +202,13 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
         state,
         dataplane,
         shutdown: shutdown.clone(),
+        speaker: SpeakerSlot::default(),
     };
     let signals = signals(shutdown.clone())?;
+    let hangup = match config_path {
+        Some(path) => Some(reload::on_sighup(ctx.clone(), path).map_err(AgentError::Signal)?),
+        None => None,
+    };
 
     install_static_groups(&ctx).await?;
     // DPF flow rules; an empty list also clears rules an earlier agent left pinned.
@@ -170,6 +272,9 @@ pub async fn run(config: AgentConfig) -> Result<(), AgentError> {
         warn!("tasks did not stop within {SHUTDOWN_GRACE:?}; exiting anyway");
     }
     signals.abort();
+    if let Some(h) = hangup {
+        h.abort();
+    }
     let _ = std::fs::remove_file(&config.management.socket);
     drop(ctx);
     // The backend comes back once every handle is gone; dropping it must not tear down.

@@ -88,6 +88,7 @@ pub async fn run(ctx: AgentContext) -> Result<(), String> {
     let handle = speaker::start(speaker_config(&ctx.config), tx)
         .await
         .map_err(|e| format!("BGP listener on port {}: {e}", ctx.config.bgp.port))?;
+    ctx.speaker.set(handle.commands.clone());
     let mut sync = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {

@@ -170,6 +170,16 @@ pub enum SpeakerCommand {
         up: bool,
         speed_gbps: Option<f64>,
     },
+    /// Set (Some) or clear (None: back to the interface speed) the bandwidth of the links
+    /// to one neighbor or of every neighbor over one interface, overriding the configured
+    /// value, and re-decide every prefix at once. Replies with each matched neighbor and
+    /// the bandwidth now used for it.
+    SetBandwidth {
+        neighbor: Option<IpAddr>,
+        interface: Option<String>,
+        gbps: Option<f64>,
+        reply: tokio::sync::oneshot::Sender<Vec<(IpAddr, Option<f64>)>>,
+    },
     /// Every route as `fare show routes` shows it.
     Routes(tokio::sync::oneshot::Sender<Vec<RouteView>>),
     /// Ask one neighbor (or every Established one) to re-send its routes with
@@ -505,6 +515,9 @@ impl RibTask {
                     Some(SpeakerCommand::Link { interface, up, speed_gbps }) => {
                         self.on_link(&interface, up, speed_gbps);
                     }
+                    Some(SpeakerCommand::SetBandwidth { neighbor, interface, gbps, reply }) => {
+                        let _ = reply.send(self.set_bandwidth(neighbor, interface.as_deref(), gbps));
+                    }
                     Some(SpeakerCommand::Routes(reply)) => {
                         let mut all: Vec<RouteView> =
                             self.rib.loc.keys().copied().collect::<Vec<_>>()
@@ -746,6 +759,40 @@ impl RibTask {
             // A link's bandwidth feeds every weight and every advertised value.
             self.dirty.extend(self.rib.loc.keys().copied());
         }
+    }
+
+    /// [`SpeakerCommand::SetBandwidth`]: the new value becomes the neighbor's configured
+    /// one (link events no longer change it); `None` goes back to the interface speed.
+    fn set_bandwidth(
+        &mut self,
+        neighbor: Option<IpAddr>,
+        interface: Option<&str>,
+        gbps: Option<f64>,
+    ) -> Vec<(IpAddr, Option<f64>)> {
+        let mut matched = Vec::new();
+        for (addr, p) in self.peers.iter_mut() {
+            let hit = neighbor == Some(*addr)
+                || (interface.is_some() && p.spec.interface.as_deref() == interface);
+            if !hit {
+                continue;
+            }
+            p.spec.bandwidth_gbps = gbps;
+            let now = gbps.or_else(|| {
+                p.spec
+                    .interface
+                    .as_deref()
+                    .and_then(super::link::interface_speed_gbps)
+            });
+            if p.link_gbps != now {
+                info!(peer = %addr, from = ?p.link_gbps, to = ?now, "link bandwidth set");
+                p.link_gbps = now;
+                // Every weight and advertised value may use this link.
+                self.dirty.extend(self.rib.loc.keys().copied());
+            }
+            matched.push((*addr, now));
+        }
+        matched.sort_by_key(|m| m.0);
+        matched
     }
 
     /// Colors of every path of `prefix` outside its multipath set.

@@ -9,7 +9,9 @@ use std::path::PathBuf;
     long_about = "Runs the per-node agent: programs the data plane backend \
 (`dataplane.kind`: xdp, kernel, p4runtime or none) with the `static:` groups and the groups \
 computed from BGP, and serves the management API on `management.socket` (see `fare show`). \
-SIGTERM or SIGINT stops the agent and leaves the data plane forwarding. A bad configuration \
+SIGTERM or SIGINT stops the agent and leaves the data plane forwarding. SIGHUP re-reads \
+the configuration file and applies changed neighbor `bandwidth_gbps` at once (other changed \
+keys are logged: they need a restart). A bad configuration \
 exits with code 2 and one line naming the file, line and problem."
 )]
 pub struct Args {
@@ -34,6 +36,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(agent::run(config))?;
+    runtime.block_on(agent::run(config, Some(args.config.clone())))?;
     Ok(())
 }

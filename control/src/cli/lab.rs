@@ -108,11 +108,16 @@ pub struct UpArgs {
     /// Seconds to wait for every agent's management socket.
     #[arg(long, default_value_t = 30)]
     pub agent_timeout: u64,
-    /// With `--routing bgp`: seconds to wait, once every agent answers, until every agent's
-    /// groups equal the ideal ones (reported as `converged_s`); 0 returns at once. A fabric
-    /// that has not converged by then is left up with a warning naming the nodes.
+    /// With `--routing bgp`: seconds to wait, once every agent answers, until every session
+    /// is up and every agent's groups equal the model's (`fare weights` with the same
+    /// --mode; reported as `converged_s`); 0 returns at once. A fabric that has not
+    /// converged by then is left up, the differences are printed (node, prefix, live vs
+    /// model) and the exit code is 1.
     #[arg(long, default_value_t = 120)]
     pub converge_timeout: u64,
+    /// Report, but exit 0 even when the fabric has not converged to the model in time.
+    #[arg(long)]
+    pub no_check: bool,
     /// Print the phase timings as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -134,11 +139,13 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Traffic(a) => traffic::run(a).map_err(input),
         Command::Fail(a) => {
             let r = faults::fail(a.name.as_deref(), &a.link, a.timeout).map_err(input)?;
-            print_change(&r, a.json)
+            print_change(&r, a.json)?;
+            enforce(&r.change, &r.mismatches, a.timeout, a.no_check)
         }
         Command::Degrade(a) => {
             let r = faults::degrade(a.name.as_deref(), &a.spec, a.timeout).map_err(input)?;
-            print_change(&r, a.json)
+            print_change(&r, a.json)?;
+            enforce(&r.change, &r.mismatches, a.timeout, a.no_check)
         }
         Command::Congest(a) => {
             let r = faults::congest(a.name.as_deref(), &a.link, a.percent, a.duration)
@@ -154,11 +161,15 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                     println!("arn {node} +{dt:.3}s {line}");
                 }
             }
+            if r.arn_enabled && r.arn.is_empty() && !a.no_check {
+                anyhow::bail!("{}: the agents run ARN but logged none", r.change);
+            }
             Ok(())
         }
         Command::Restore(a) => {
             let r = faults::restore(a.name.as_deref(), &a.link, a.timeout).map_err(input)?;
-            print_change(&r, a.json)
+            print_change(&r, a.json)?;
+            enforce(&r.change, &r.mismatches, a.timeout, a.no_check)
         }
         Command::Restart(a) => {
             let r = restart::restart(&a).map_err(input)?;
@@ -192,10 +203,17 @@ fn print_change(r: &faults::ChangeReport, json: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     let conv = match r.convergence_s {
-        Some(s) => format!("converged in {:.3} s", s),
-        None => "convergence not measured (no agents, or timeout)".to_string(),
+        Some(s) => format!("converged to the model in {:.3} s", s),
+        None if r.mismatches.is_empty() => "convergence not measured (no agents)".to_string(),
+        None => format!("NOT converged ({} differences)", r.mismatches.len()),
     };
     println!("{} ({}): {conv}", r.change, r.links.join(", "));
+    if !r.bandwidth_set.is_empty() {
+        println!(
+            "new bandwidth given at run time to: {}",
+            r.bandwidth_set.join(", ")
+        );
+    }
     if !r.restarted.is_empty() {
         println!(
             "agents restarted with new groups: {}",
@@ -203,6 +221,36 @@ fn print_change(r: &faults::ChangeReport, json: bool) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// How many differences are printed before "... and N more".
+const DIFF_LINES: usize = 40;
+
+/// Prints what differs from the model (stderr) and fails unless `no_check`.
+fn enforce(
+    what: &str,
+    mismatches: &[faults::Mismatch],
+    timeout: f64,
+    no_check: bool,
+) -> anyhow::Result<()> {
+    if mismatches.is_empty() {
+        return Ok(());
+    }
+    eprintln!("differences from the model (node what: live | model):");
+    for m in mismatches.iter().take(DIFF_LINES) {
+        eprintln!("  {m}");
+    }
+    if mismatches.len() > DIFF_LINES {
+        eprintln!("  ... and {} more", mismatches.len() - DIFF_LINES);
+    }
+    if no_check {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{what}: the fabric did not converge to the model within {timeout} s ({} differences; \
+         --no-check accepts that)",
+        mismatches.len()
+    )
 }
 
 fn run_up(a: UpArgs) -> anyhow::Result<()> {
@@ -249,7 +297,12 @@ fn run_up(a: UpArgs) -> anyhow::Result<()> {
     if a.json {
         println!("{}", serde_json::to_string(&report)?);
     }
-    Ok(())
+    enforce(
+        &format!("lab up {}", report.lab),
+        &report.mismatches,
+        a.converge_timeout as f64,
+        a.no_check,
+    )
 }
 
 fn run_down(a: DownArgs) -> anyhow::Result<()> {

@@ -7,6 +7,7 @@ pub mod agent;
 pub mod arn;
 pub mod bench;
 pub mod lab;
+pub mod set;
 pub mod show;
 pub mod topo;
 pub mod weights;
@@ -45,6 +46,9 @@ pub enum Command {
     Agent(agent::Args),
     /// Show the state of a running agent through its management socket.
     Show(show::Args),
+    /// Change a running agent through its management socket (link bandwidth).
+    #[command(subcommand)]
+    Set(set::Command),
     /// Decode or send Adaptive Routing Notifications.
     #[command(subcommand)]
     Arn(arn::Command),
@@ -82,6 +86,7 @@ pub fn main() -> ExitCode {
         Command::Topo(c) => topo::run(c),
         Command::Agent(a) => agent::run(a),
         Command::Show(a) => show::run(a),
+        Command::Set(c) => set::run(c),
         Command::Arn(c) => arn::run(c),
         Command::Lab(c) => lab::run(c),
         Command::Bench(a) => bench::run(a),

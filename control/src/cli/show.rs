@@ -5,7 +5,8 @@
 //! - neighbors: `[{"address", "remote_as", "state": "Established", ...}]`
 //! - groups: `[{"prefix", "mode": "spray"|"flow", "size", "limit", "reduced_from",
 //!   "delta", "members": [{"via", "interface", "weight", "bandwidth_gbps", "packets"}]}]`
-//!   (`via` = neighbor address, or the neighbor MAC for static members; `size` = sum of
+//!   (`via` = neighbor address, or the neighbor MAC for static members; `"active": false`
+//!   is added while ARN holds the member out or its port is down; `size` = sum of
 //!   the installed weights, `limit` = the data plane's limit on it or null, `reduced_from`
 //!   and `delta` = requested sum and oversubscription against the ideal when the agent
 //!   reduced the group to fit, else null); DPF routes add `"colors": [{"color", "size",
@@ -193,13 +194,17 @@ pub fn group_json(g: &pb::Group) -> Value {
     let members = |list: &[pb::Member]| {
         list.iter()
             .map(|m| {
-                json!({
+                let mut v = json!({
                     "via": m.via,
                     "interface": m.interface,
                     "weight": m.weight,
                     "bandwidth_gbps": m.bandwidth_gbps,
                     "packets": m.packets,
-                })
+                });
+                if !m.active {
+                    v["active"] = json!(false);
+                }
+                v
             })
             .collect::<Vec<_>>()
     };
@@ -543,6 +548,10 @@ mod tests {
         };
         let v = group_json(&colored);
         assert_eq!(v["colors"][0]["color"], 100);
+        assert_eq!(v["members"][0].get("active"), None);
+        let mut out = colored.clone();
+        out.members[0].active = false;
+        assert_eq!(group_json(&out)["members"][0]["active"], false);
         assert_eq!(v["colors"][0]["members"][0]["packets"], 5);
         assert_eq!(
             v["colors"][0]["size"], 3,

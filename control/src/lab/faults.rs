@@ -1,13 +1,18 @@
 //! Link changes on a running lab — `fail`, `degrade`, `congest`, `restore` — and the
 //! convergence they cause, measured from the agents' groups.
 //!
-//! With `--routing bgp` the agents converge by themselves (a failed link drops its
-//! session; a degraded link needs the new `bandwidth_gbps`, so those two agents get a
-//! rewritten configuration and a restart). With `--routing static` the lab plays the
-//! controller: it recomputes every group like `fare weights --fail/--degrade` and restarts
-//! the agents whose groups changed (an agent re-attaches make-before-break).
-//! Convergence time = from the change until every agent reports the expected member
-//! interfaces (and weights) for every prefix, polled through the management sockets.
+//! With `--routing bgp` the agents converge by themselves: a failed link drops its
+//! session; a degraded link's new bandwidth reaches the two agents at its ends through
+//! their management API (`fare set bandwidth`, no restart), as a lane failure changes a
+//! port's speed. With `--routing static` the lab plays the controller: it recomputes every
+//! group like `fare weights --fail/--degrade` and restarts the agents whose groups changed
+//! (an agent re-attaches make-before-break).
+//!
+//! Convergence = every session up (except those over failed links) and every agent's
+//! groups equal to the model's (`sim`, as `fare weights --mode M --fail/--degrade` with the
+//! lab's changes), compared as member -> weight ratios per (node, prefix) through the
+//! management sockets. Convergence time = from the change until then. What still differs
+//! when the timeout ends is returned as [`Mismatch`]es; the CLI prints them and exits 1.
 
 use super::agents;
 use super::plan::{LinkPlan, Plan, Routing};
@@ -30,6 +35,9 @@ pub struct FailArgs {
     /// Seconds to wait for convergence.
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
+    /// Report, but exit 0 even when the fabric has not converged to the model in time.
+    #[arg(long)]
+    pub no_check: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -42,6 +50,9 @@ pub struct DegradeArgs {
     pub name: Option<String>,
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
+    /// Report, but exit 0 even when the fabric has not converged to the model in time.
+    #[arg(long)]
+    pub no_check: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -60,6 +71,9 @@ pub struct CongestArgs {
     pub duration: f64,
     #[arg(long)]
     pub json: bool,
+    /// Exit 0 even when the agents (with ARN on) logged no ARN.
+    #[arg(long)]
+    pub no_check: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -70,6 +84,9 @@ pub struct RestoreArgs {
     pub name: Option<String>,
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
+    /// Report, but exit 0 even when the fabric has not converged to the model in time.
+    #[arg(long)]
+    pub no_check: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -99,6 +116,29 @@ pub fn resolve<'p>(
     )))
 }
 
+/// [`resolve`] for `fail` and `degrade`: those are recorded, and modelled (`fare weights
+/// --fail/--degrade`), per node pair, so one of several parallel links alone is refused
+/// (it would leave the model behind).
+fn resolve_pair<'p>(
+    plan: &'p Plan,
+    spec: &str,
+) -> Result<(String, String, Vec<&'p LinkPlan>), LabError> {
+    let (a, b, links) = resolve(plan, spec)?;
+    let all = plan.links_between(&a, &b);
+    // `A-B` is also the name of the first of parallel links: as a pair it means them all.
+    if spec == format!("{a}-{b}") || spec == format!("{b}-{a}") {
+        return Ok((a, b, all));
+    }
+    let all = all.len();
+    if links.len() < all {
+        return Err(LabError::Input(format!(
+            "`{spec}` is one of {all} links between {a} and {b}: fail and degrade apply to \
+             every link of a node pair, name it {a}-{b}"
+        )));
+    }
+    Ok((a, b, links))
+}
+
 /// The result of a change: when it was made and how long the fabric took to converge.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ChangeReport {
@@ -107,8 +147,34 @@ pub struct ChangeReport {
     /// Seconds from the change until every agent showed the expected groups; None when
     /// the agents did not get there within the timeout (or there are no agents).
     pub convergence_s: Option<f64>,
-    /// Agents restarted by the lab (static routing, or a new link bandwidth).
+    /// Agents restarted by the lab (static routing).
     pub restarted: Vec<String>,
+    /// Agents given the new link bandwidth through their management socket (BGP).
+    pub bandwidth_set: Vec<String>,
+    /// What still differed from the model when the timeout ended (empty: converged).
+    pub mismatches: Vec<Mismatch>,
+}
+
+/// One difference between the live fabric and the model.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Mismatch {
+    pub node: String,
+    /// The prefix of a group, or `session NEIGHBOR` (the far node) for a session down, or
+    /// `agent` when the agent did not answer.
+    pub what: String,
+    /// Members and weights (`S1:3 S2:4`, reduced by their gcd) or a session state.
+    pub live: String,
+    pub model: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: live {} | model {}",
+            self.node, self.what, self.live, self.model
+        )
+    }
 }
 
 fn sim_changes(changes: &[LinkChange]) -> Vec<sim::Change> {
@@ -183,7 +249,8 @@ fn expected_view(plan: &Plan, groups: &[sim::RouteGroup]) -> GroupView {
     v
 }
 
-/// What an agent reports (`fare show groups --json`), in the same shape.
+/// What an agent reports (`fare show groups --json`), in the same shape: the members
+/// that forward (active).
 fn agent_view(groups: &Value) -> BTreeMap<String, BTreeMap<String, u64>> {
     let mut out = BTreeMap::new();
     for g in groups.as_array().into_iter().flatten() {
@@ -192,6 +259,10 @@ fn agent_view(groups: &Value) -> BTreeMap<String, BTreeMap<String, u64>> {
         };
         let entry: &mut BTreeMap<String, u64> = out.entry(prefix.to_string()).or_default();
         for m in g["members"].as_array().into_iter().flatten() {
+            // A member the data plane holds out (ARN, port down) forwards nothing.
+            if m["active"] == Value::Bool(false) {
+                continue;
+            }
             if let Some(i) = m["interface"].as_str() {
                 *entry.entry(i.to_string()).or_insert(0) += m["weight"].as_u64().unwrap_or(1);
             }
@@ -213,55 +284,149 @@ fn gcd(a: u64, b: u64) -> u64 {
     }
 }
 
-/// Nodes whose reported groups differ from the expected ones (member interfaces and
-/// weight ratios); prefixes an agent has no group for count only if one is expected.
-pub fn unconverged(
+/// Names members in a diff: the far node, or the link's name when the node has several
+/// links to it.
+fn member_label(node: &super::plan::NodePlan, interface: &str) -> String {
+    let Some(port) = node.ports.iter().find(|p| p.interface == interface) else {
+        return interface.to_string();
+    };
+    if node.ports.iter().filter(|p| p.peer == port.peer).count() > 1 {
+        port.link.clone()
+    } else {
+        port.peer.clone()
+    }
+}
+
+fn group_text(node: &super::plan::NodePlan, members: Option<&BTreeMap<String, u64>>) -> String {
+    let Some(m) = members.filter(|m| !m.is_empty()) else {
+        return "no group".into();
+    };
+    let mut parts: Vec<String> = normalized(m)
+        .iter()
+        .map(|(i, w)| format!("{}:{w}", member_label(node, i)))
+        .collect();
+    parts.sort();
+    parts.join(" ")
+}
+
+/// Links failed by the recorded changes (their sessions are expected down).
+fn failed_links(state: &LabState) -> BTreeSet<String> {
+    current_gbps(state)
+        .into_iter()
+        .filter(|(_, g)| *g <= 0.0)
+        .map(|(l, _)| l)
+        .collect()
+}
+
+/// Differences between what the agents report and the model: per node, every prefix
+/// either side has a group for (member interfaces and weight ratios), then — when
+/// `sessions` — every session not Established over a link that is not failed.
+pub fn check(
     fare: &std::path::Path,
     dir: &StateDir,
-    plan: &Plan,
+    state: &LabState,
     expected: &GroupView,
-) -> Vec<String> {
+    sessions: bool,
+) -> Vec<Mismatch> {
+    let plan = &state.plan;
+    let failed = failed_links(state);
     let mut out = Vec::new();
     for node in &plan.nodes {
         let want = expected.get(&node.name).cloned().unwrap_or_default();
         let Some(groups) = agents::show_json(fare, dir, &node.name, "groups") else {
-            out.push(node.name.clone());
+            out.push(Mismatch {
+                node: node.name.clone(),
+                what: "agent".into(),
+                live: "no answer on its management socket".into(),
+                model: "running".into(),
+            });
             continue;
         };
         let have = agent_view(&groups);
-        let same = want.iter().all(|(prefix, members)| {
-            have.get(prefix).is_some_and(|h| {
-                let hs: BTreeSet<&String> = h.keys().collect();
-                let ws: BTreeSet<&String> = members.keys().collect();
-                hs == ws && normalized(h) == normalized(members)
-            })
-        });
-        if !same {
-            out.push(node.name.clone());
+        let prefixes: BTreeSet<&String> = want.keys().chain(have.keys()).collect();
+        for prefix in prefixes {
+            let (h, w) = (have.get(prefix), want.get(prefix));
+            let same = match (h, w) {
+                (Some(h), Some(w)) => normalized(h) == normalized(w),
+                (None, None) => true,
+                (Some(x), None) | (None, Some(x)) => x.is_empty(),
+            };
+            if !same {
+                out.push(Mismatch {
+                    node: node.name.clone(),
+                    what: prefix.clone(),
+                    live: group_text(node, h),
+                    model: group_text(node, w),
+                });
+            }
+        }
+        if !sessions {
+            continue;
+        }
+        let neighbors = agents::show_json(fare, dir, &node.name, "neighbors");
+        for n in neighbors
+            .as_ref()
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let st = n["state"].as_str().unwrap_or("?");
+            if st == "Established" {
+                continue;
+            }
+            let addr = n["address"].as_str().unwrap_or("");
+            let port = node.ports.iter().find(|p| p.peer_addr.to_string() == addr);
+            if port.is_some_and(|p| failed.contains(&p.link)) {
+                continue;
+            }
+            out.push(Mismatch {
+                node: node.name.clone(),
+                what: format!(
+                    "session {}",
+                    port.map(|p| member_label(node, &p.interface))
+                        .unwrap_or_else(|| addr.to_string())
+                ),
+                live: st.to_string(),
+                model: "Established".into(),
+            });
         }
     }
     out
 }
 
+/// Waits until [`check`] finds nothing (groups first, then sessions). Returns the
+/// seconds since `since`, or what still differs when `timeout` has passed.
 pub(super) fn wait_converged(
     fare: &std::path::Path,
     dir: &StateDir,
     state: &LabState,
     since: Instant,
     timeout: Duration,
-) -> Result<Option<f64>, LabError> {
+) -> Result<Result<f64, Vec<Mismatch>>, LabError> {
     if state.agents.is_empty() {
-        return Ok(None);
+        return Ok(Err(Vec::new()));
     }
     let expected = expected_view(&state.plan, &expected_groups(state)?);
     loop {
-        let left = unconverged(fare, dir, &state.plan, &expected);
-        if left.is_empty() {
-            return Ok(Some(since.elapsed().as_secs_f64()));
+        let groups_left = check(fare, dir, state, &expected, false);
+        if groups_left.is_empty() {
+            // Converged when the groups were right (the sessions behind them are checked
+            // next and only decide whether this counts).
+            let at = since.elapsed().as_secs_f64();
+            if check(fare, dir, state, &expected, true).is_empty() {
+                return Ok(Ok(at));
+            }
         }
         if since.elapsed() > timeout {
-            tracing::warn!("not converged after {timeout:?}: {}", left.join(", "));
-            return Ok(None);
+            let left = check(fare, dir, state, &expected, true);
+            if left.is_empty() {
+                return Ok(Ok(since.elapsed().as_secs_f64()));
+            }
+            tracing::debug!(
+                "not converged to the model after {timeout:?}: {} differences",
+                left.len()
+            );
+            return Ok(Err(left));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -318,13 +483,10 @@ pub fn set_virtual_queue_rate(ns: &str, ifname: &str, kbit: u64) -> Result<(), L
         .map_err(|e| LabError::Input(format!("virtual queue of {ifname} in {ns}: {e:#}")))
 }
 
-/// Rewrites the configurations of `nodes` for the current changes and restarts their agents.
-fn restart_agents(dir: &StateDir, state: &mut LabState, nodes: &[String]) -> Result<(), LabError> {
-    if state.agents.is_empty() || nodes.is_empty() {
-        return Ok(());
-    }
+/// Rewrites the configurations of `nodes` for the current changes: the current link
+/// bandwidths (BGP) or groups (static), so that a restarted agent starts from them.
+fn write_configs(dir: &StateDir, state: &LabState, nodes: &[String]) -> Result<(), LabError> {
     let groups = expected_groups(state)?;
-    // The configuration carries the current link bandwidths (BGP) or groups (static).
     let gbps = current_gbps(state);
     let mut plan = state.plan.clone();
     for n in &mut plan.nodes {
@@ -336,14 +498,27 @@ fn restart_agents(dir: &StateDir, state: &mut LabState, nodes: &[String]) -> Res
             }
         }
     }
-    let fare = up::fare_binary();
     for name in nodes {
         let Some(node) = plan.node(name) else {
             continue;
         };
         let text = agents::config_yaml(&plan, node, &dir.socket(name), &groups, state.mode)?;
-        let path = dir.config(name);
-        std::fs::write(&path, text)?;
+        std::fs::write(dir.config(name), text)?;
+    }
+    Ok(())
+}
+
+/// Rewrites the configurations of `nodes` for the current changes and restarts their agents.
+fn restart_agents(dir: &StateDir, state: &mut LabState, nodes: &[String]) -> Result<(), LabError> {
+    if state.agents.is_empty() || nodes.is_empty() {
+        return Ok(());
+    }
+    write_configs(dir, state, nodes)?;
+    let fare = up::fare_binary();
+    for name in nodes {
+        let Some(node) = state.plan.node(name).cloned() else {
+            continue;
+        };
         if let Some(entry) = state.agents.iter_mut().find(|(n, _)| n == name) {
             let old = entry.1 as i32;
             sys::kill(old, nix::sys::signal::Signal::SIGTERM);
@@ -355,11 +530,51 @@ fn restart_agents(dir: &StateDir, state: &mut LabState, nodes: &[String]) -> Res
                 sys::kill(old, nix::sys::signal::Signal::SIGKILL);
             }
             let _ = std::fs::remove_file(dir.socket(name));
-            entry.1 = agents::spawn(&fare, node, dir)?;
+            entry.1 = agents::spawn(&fare, &node, dir)?;
         }
     }
     dir.save(state)?;
     Ok(())
+}
+
+/// BGP routing: gives the agents at both ends of `links` the links' new bandwidth through
+/// their management sockets (`fare set bandwidth --interface`), no restart, and records it
+/// in their configurations. Returns the nodes told.
+fn set_bandwidths(
+    dir: &StateDir,
+    state: &LabState,
+    links: &[LinkPlan],
+    gbps: impl Fn(&LinkPlan) -> f64,
+) -> Result<Vec<String>, LabError> {
+    if state.agents.is_empty() || state.plan.options.routing != Routing::Bgp {
+        return Ok(Vec::new());
+    }
+    let fare = up::fare_binary();
+    let mut told = Vec::new();
+    for l in links {
+        let g = format!("{}", gbps(l));
+        for (node, ifname) in [(&l.a, &l.a_interface), (&l.b, &l.b_interface)] {
+            let socket = dir.socket(node);
+            sys::run(
+                &fare.to_string_lossy(),
+                &[
+                    "set",
+                    "bandwidth",
+                    "--socket",
+                    &socket.to_string_lossy(),
+                    "--interface",
+                    ifname,
+                    &g,
+                ],
+            )
+            .map_err(|e| LabError::AgentFailed(format!("bandwidth of {ifname} on {node}: {e}")))?;
+            told.push(node.clone());
+        }
+    }
+    told.sort();
+    told.dedup();
+    write_configs(dir, state, &told)?;
+    Ok(told)
 }
 
 /// Nodes whose expected groups differ between two sets of changes.
@@ -387,13 +602,12 @@ fn finish(
     dir: &StateDir,
     state: &mut LabState,
     before: Vec<LinkChange>,
-    extra_restarts: Vec<String>,
     report: &mut ChangeReport,
     since: Instant,
     timeout: f64,
 ) -> Result<(), LabError> {
     dir.save(state)?;
-    let mut restart = extra_restarts;
+    let mut restart = Vec::new();
     if state.plan.options.routing == Routing::Static {
         restart.extend(changed_nodes(state, &before)?);
     }
@@ -401,23 +615,27 @@ fn finish(
     restart.dedup();
     restart_agents(dir, state, &restart)?;
     report.restarted = restart;
-    report.convergence_s = wait_converged(
+    match wait_converged(
         &up::fare_binary(),
         dir,
         state,
         since,
         Duration::from_secs_f64(timeout.clamp(0.0, 3600.0)),
-    )?;
+    )? {
+        Ok(s) => report.convergence_s = Some(s),
+        Err(left) => report.mismatches = left,
+    }
     dir.event(
         &json!({"at": state::now(), "event": "converged", "change": report.change,
-        "convergence_s": report.convergence_s, "restarted": report.restarted}),
+        "convergence_s": report.convergence_s, "restarted": report.restarted,
+        "bandwidth_set": report.bandwidth_set, "mismatches": report.mismatches.len()}),
     );
     Ok(())
 }
 
 pub fn fail(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeReport, LabError> {
     let (dir, mut state) = load(name)?;
-    let (a, b, links) = resolve(&state.plan, spec)?;
+    let (a, b, links) = resolve_pair(&state.plan, spec)?;
     let links: Vec<LinkPlan> = links.into_iter().cloned().collect();
     let before = state.changes.clone();
     let since = Instant::now();
@@ -432,16 +650,10 @@ pub fn fail(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeReport
         links: links.iter().map(|l| l.name.clone()).collect(),
         convergence_s: None,
         restarted: Vec::new(),
+        bandwidth_set: Vec::new(),
+        mismatches: Vec::new(),
     };
-    finish(
-        &dir,
-        &mut state,
-        before,
-        Vec::new(),
-        &mut report,
-        since,
-        timeout,
-    )?;
+    finish(&dir, &mut state, before, &mut report, since, timeout)?;
     Ok(report)
 }
 
@@ -455,7 +667,7 @@ pub fn degrade(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeRep
         .ok()
         .filter(|g: &f64| g.is_finite() && *g > 0.0)
         .ok_or_else(|| LabError::Input(format!("`{spec}`: GBPS must be a positive number")))?;
-    let (a, b, links) = resolve(&state.plan, pair)?;
+    let (a, b, links) = resolve_pair(&state.plan, pair)?;
     let links: Vec<LinkPlan> = links.into_iter().cloned().collect();
     let before = state.changes.clone();
     let since = Instant::now();
@@ -474,14 +686,12 @@ pub fn degrade(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeRep
         links: links.iter().map(|l| l.name.clone()).collect(),
         convergence_s: None,
         restarted: Vec::new(),
+        bandwidth_set: Vec::new(),
+        mismatches: Vec::new(),
     };
-    // BGP agents learn link bandwidth from their configuration: restart the two ends.
-    let extra = if state.plan.options.routing == Routing::Bgp {
-        vec![a, b]
-    } else {
-        Vec::new()
-    };
-    finish(&dir, &mut state, before, extra, &mut report, since, timeout)?;
+    // BGP agents: the two ends learn the new bandwidth at run time.
+    report.bandwidth_set = set_bandwidths(&dir, &state, &links, |_| gbps)?;
+    finish(&dir, &mut state, before, &mut report, since, timeout)?;
     Ok(report)
 }
 
@@ -490,6 +700,8 @@ pub struct CongestReport {
     pub change: String,
     pub links: Vec<String>,
     pub percent: f64,
+    /// The agents run ARN (the lab was not brought up with `--no-arn`).
+    pub arn_enabled: bool,
     /// ARN lines the agents logged after the change: (node, seconds after it, line).
     pub arn: Vec<(String, f64, String)>,
 }
@@ -526,6 +738,7 @@ pub fn congest(
         change: format!("congest {a}-{b} to {percent}%"),
         links: links.iter().map(|l| l.name.clone()).collect(),
         percent,
+        arn_enabled: state.plan.options.arn.is_some() && !state.agents.is_empty(),
         arn: Vec::new(),
     };
     if duration > 0.0 {
@@ -607,7 +820,7 @@ pub fn restore(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeRep
     let before = state.changes.clone();
     let since = Instant::now();
     let mut names = Vec::new();
-    let mut degraded = false;
+    let mut undegraded: Vec<LinkPlan> = Vec::new();
     for (a, b) in &pairs {
         let links: Vec<LinkPlan> = state
             .plan
@@ -621,7 +834,10 @@ pub fn restore(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeRep
             shape(&state, &l.b, &l.b_interface, l.gbps)?;
             names.push(l.name.clone());
         }
-        degraded |= state.changes.iter().any(|c| matches!(c, LinkChange::Degrade { a: x, b: y, .. } if (x == a && y == b) || (x == b && y == a)));
+        if state.changes.iter().any(|c| matches!(c, LinkChange::Degrade { a: x, b: y, .. } if (x == a && y == b) || (x == b && y == a)))
+        {
+            undegraded.extend(links.iter().cloned());
+        }
         state.changes.retain(|c| {
             let (x, y) = match c {
                 LinkChange::Fail { a, b }
@@ -637,16 +853,12 @@ pub fn restore(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeRep
         links: names,
         convergence_s: None,
         restarted: Vec::new(),
+        bandwidth_set: Vec::new(),
+        mismatches: Vec::new(),
     };
-    let extra = if degraded && state.plan.options.routing == Routing::Bgp {
-        pairs
-            .iter()
-            .flat_map(|(a, b)| [a.clone(), b.clone()])
-            .collect()
-    } else {
-        Vec::new()
-    };
-    finish(&dir, &mut state, before, extra, &mut report, since, timeout)?;
+    // BGP agents: the links' own capacity again, at run time.
+    report.bandwidth_set = set_bandwidths(&dir, &state, &undegraded, |l| l.gbps)?;
+    finish(&dir, &mut state, before, &mut report, since, timeout)?;
     Ok(report)
 }
 
@@ -660,6 +872,33 @@ mod tests {
         assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z"), Some(951_868_800.0));
         assert_eq!(parse_rfc3339("garbage"), None);
         assert_eq!(parse_rfc3339("\u{1b}[2m2000"), None);
+    }
+
+    #[test]
+    fn fail_and_degrade_take_node_pairs() {
+        let t = crate::topology::parse(
+            std::path::Path::new("t.yaml"),
+            "name: t\nnodes:\n  - {name: A, role: leaf, asn: 1, prefixes: [10.0.0.0/24]}\n  \
+             - {name: B, role: spine, asn: 2}\n  - {name: C, role: leaf, asn: 3}\n\
+             links:\n  - {a: A, b: B, gbps: 100}\n  - {a: A, b: B, gbps: 100}\n  \
+             - {a: B, b: C, gbps: 100, name: up}\n",
+        )
+        .unwrap();
+        let plan = crate::lab::plan::plan(&t, "t", &Default::default()).unwrap();
+        // The pair means both parallel links, also though `A-B` names the first one.
+        let names = |r: (String, String, Vec<&LinkPlan>)| -> Vec<String> {
+            r.2.iter().map(|l| l.name.clone()).collect()
+        };
+        assert_eq!(names(resolve_pair(&plan, "A-B").unwrap()), ["A-B", "A-B#2"]);
+        assert_eq!(names(resolve_pair(&plan, "B-A").unwrap()), ["A-B", "A-B#2"]);
+        // One of them alone would leave the model (per pair) behind.
+        assert!(matches!(
+            resolve_pair(&plan, "A-B#2"),
+            Err(LabError::Input(_))
+        ));
+        // A named single link is its pair; congestion may take one parallel link.
+        assert_eq!(names(resolve_pair(&plan, "up").unwrap()), ["up"]);
+        assert_eq!(names(resolve(&plan, "A-B#2").unwrap()), ["A-B#2"]);
     }
 
     #[test]

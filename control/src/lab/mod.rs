@@ -49,4 +49,7 @@ pub enum LabError {
     Input(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// The lab runs, but not as asked (a split too far from the ideal one): exit code 1.
+    #[error("{0}")]
+    Check(String),
 }

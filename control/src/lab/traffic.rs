@@ -51,6 +51,10 @@ pub struct Args {
     /// No per-second progress lines.
     #[arg(long)]
     pub quiet: bool,
+    /// Exit 1 when the split's distance from the ideal one (total variation, 0..1) is
+    /// larger than this.
+    #[arg(long)]
+    pub max_split_error: Option<f64>,
 }
 
 const PORT: u16 = 5201;
@@ -308,5 +312,13 @@ pub fn run(a: Args) -> Result<(), LabError> {
     } else {
         print!("{}", report::table(&cmp));
     }
-    Ok(())
+    match a.max_split_error {
+        Some(max) if cmp.split_error.is_nan() || cmp.split_error > max => {
+            Err(LabError::Check(format!(
+                "the split is {:.3} from the ideal one, more than --max-split-error {max}",
+                cmp.split_error
+            )))
+        }
+        _ => Ok(()),
+    }
 }

@@ -47,6 +47,9 @@ pub struct UpReport {
     /// BGP routing: seconds from the agents' start until every agent's groups were the
     /// ideal ones (None: static routing, not waited for, or not converged in time).
     pub converged_s: Option<f64>,
+    /// BGP routing: what still differed from the model when the wait ended (sessions
+    /// down, groups), empty when converged or not waited for.
+    pub mismatches: Vec<super::faults::Mismatch>,
     pub total_s: f64,
 }
 
@@ -212,10 +215,12 @@ fn build(
                 report.sessions
             ),
         );
-        report.converged_s =
-            super::faults::wait_converged(&req.fare, dir, state, t, req.converge_timeout)?;
-        if let Some(s) = report.converged_s {
-            progress(req, &format!("converged {s:.2} s after the agents started"));
+        match super::faults::wait_converged(&req.fare, dir, state, t, req.converge_timeout)? {
+            Ok(s) => {
+                report.converged_s = Some(s);
+                progress(req, &format!("converged {s:.2} s after the agents started"));
+            }
+            Err(left) => report.mismatches = left,
         }
     }
     report.total_s = t0.elapsed().as_secs_f64();

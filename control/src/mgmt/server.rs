@@ -158,6 +158,44 @@ impl Management for Service {
         Ok(Response::new(arn_to_pb(&arn)))
     }
 
+    async fn set_bandwidth(
+        &self,
+        request: Request<pb::SetBandwidthRequest>,
+    ) -> Result<Response<pb::SetBandwidthResponse>, Status> {
+        let r = request.into_inner();
+        let target = match (r.neighbor.is_empty(), r.interface.is_empty()) {
+            (false, true) => {
+                crate::agent::BandwidthTarget::Neighbor(r.neighbor.parse().map_err(|_| {
+                    Status::invalid_argument(format!("`{}`: not an IP address", r.neighbor))
+                })?)
+            }
+            (true, false) => crate::agent::BandwidthTarget::Interface(r.interface),
+            _ => {
+                return Err(Status::invalid_argument(
+                    "give exactly one of neighbor and interface",
+                ))
+            }
+        };
+        let set = crate::agent::set_bandwidth(&self.ctx, &target, r.gbps)
+            .await
+            .map_err(|e| match e {
+                crate::agent::SetBandwidthError::Invalid(_)
+                | crate::agent::SetBandwidthError::NoMatch(_) => {
+                    Status::invalid_argument(e.to_string())
+                }
+                _ => Status::failed_precondition(e.to_string()),
+            })?;
+        Ok(Response::new(pb::SetBandwidthResponse {
+            neighbors: set
+                .into_iter()
+                .map(|(a, g)| pb::NeighborBandwidth {
+                    address: a.to_string(),
+                    bandwidth_gbps: g,
+                })
+                .collect(),
+        }))
+    }
+
     async fn get_info(
         &self,
         _: Request<pb::GetInfoRequest>,
