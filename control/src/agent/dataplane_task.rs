@@ -51,6 +51,10 @@ pub enum DataplaneCommand {
     SetMemberActive {
         prefix: IpNet,
         index: usize,
+        /// The member's `via` as the caller saw it: the task acts on the member with that
+        /// `via` in the group installed now (its index may have moved), or refuses with
+        /// `NoSuchMember` when it is gone. None: by index alone.
+        via: Option<String>,
         active: bool,
         reply: oneshot::Sender<Result<(), DataplaneError>>,
     },
@@ -160,6 +164,27 @@ impl DataplaneHandle {
         self.call(|reply| DataplaneCommand::SetMemberActive {
             prefix,
             index,
+            via: None,
+            active,
+            reply,
+        })
+        .await
+    }
+
+    /// Like [`Self::set_member_active`], for the member whose `via` is `via` in the group
+    /// as installed when the command runs: a group re-installed after the caller read it
+    /// (members reordered, the member gone) never has the wrong member switched.
+    pub async fn set_member_active_via(
+        &self,
+        prefix: IpNet,
+        index: usize,
+        via: &str,
+        active: bool,
+    ) -> Result<(), HandleError> {
+        self.call(|reply| DataplaneCommand::SetMemberActive {
+            prefix,
+            index,
+            via: Some(via.to_string()),
             active,
             reply,
         })
@@ -413,10 +438,27 @@ async fn run(
             DataplaneCommand::SetMemberActive {
                 prefix,
                 index,
+                via,
                 active,
                 reply,
             } => {
-                let result = backend.set_member_active(prefix, index, active).await;
+                let members = installed.get(&prefix);
+                let index = match (&via, members) {
+                    (Some(v), Some(m)) => m.iter().position(|k| &k.via == v).ok_or_else(|| {
+                        DataplaneError::NoSuchMember {
+                            prefix,
+                            via: v.clone(),
+                        }
+                    }),
+                    _ => Ok(index),
+                };
+                let (index, result) = match index {
+                    Ok(index) => (
+                        index,
+                        backend.set_member_active(prefix, index, active).await,
+                    ),
+                    Err(e) => (0, Err(e)),
+                };
                 count(&stats, &stats.member_changes, &result);
                 match &result {
                     Ok(()) => {

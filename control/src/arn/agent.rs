@@ -83,9 +83,10 @@ impl MemberControl for DataplaneHandle {
         &mut self,
         prefix: IpNet,
         index: usize,
+        via: &str,
         active: bool,
     ) -> Result<(), ControlError> {
-        DataplaneHandle::set_member_active(self, prefix, index, active)
+        DataplaneHandle::set_member_active_via(self, prefix, index, via, active)
             .await
             .map_err(ControlError::from)
     }

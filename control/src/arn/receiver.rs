@@ -46,10 +46,13 @@ impl From<DataplaneError> for ControlError {
 #[async_trait]
 pub trait MemberControl: Send {
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError>;
+    /// Switches member `index` of `prefix` — the member whose `via` is `via`, wherever
+    /// it is in the group installed now (refused with `NoSuchMember` when it left).
     async fn set_member_active(
         &mut self,
         prefix: IpNet,
         index: usize,
+        via: &str,
         active: bool,
     ) -> Result<(), ControlError>;
     /// ARN per-flow mode: flows matching `flow` avoid `interface` (or may use it again).
@@ -84,8 +87,21 @@ impl<T: Dataplane + ?Sized> MemberControl for T {
         &mut self,
         prefix: IpNet,
         index: usize,
+        via: &str,
         active: bool,
     ) -> Result<(), ControlError> {
+        let groups = Dataplane::groups(self).await?;
+        let now = groups
+            .iter()
+            .find(|g| g.group.prefix == prefix)
+            .and_then(|g| g.group.members.iter().position(|m| m.via == via));
+        let Some(index) = now.or((via.is_empty()).then_some(index)) else {
+            return Err(DataplaneError::NoSuchMember {
+                prefix,
+                via: via.to_string(),
+            }
+            .into());
+        };
         Dataplane::set_member_active(self, prefix, index, active)
             .await
             .map_err(ControlError::from)
@@ -242,6 +258,9 @@ struct RemovalKey {
 #[derive(Clone, Debug)]
 struct Removal {
     index: usize,
+    /// The member's `via`: the data plane switches the member that has it, wherever it
+    /// is in the group installed by then.
+    via: String,
     /// Every condition that keeps the member out, with its expiry.
     causes: BTreeMap<Cause, Instant>,
     /// When the member went out, and the Metric of the latest ARN that kept it out.
@@ -472,14 +491,20 @@ impl Receiver {
         sender: IpAddr,
         msg: &ArnMessage,
         groups: &[GroupStatus],
-    ) -> Vec<(IpNet, usize)> {
+    ) -> Vec<(IpNet, usize, String)> {
         let Some(neighbor) = self.neighbors.iter().find(|n| n.address == sender) else {
             return Vec::new();
         };
-        let behind: Option<&Vec<IpNet>> = msg
-            .path_id
-            .filter(|id| *id != 0)
-            .and_then(|id| self.paths.get(&id));
+        // A Path ID names the prefixes behind one path; an ID this node does not list (a
+        // path it no longer has) designates nothing, never every path toward the sender.
+        let behind: Option<&Vec<IpNet>> = match msg.path_id.filter(|id| *id != 0) {
+            None => None,
+            Some(id) => match self.paths.get(&id) {
+                Some(list) => Some(list),
+                None if self.paths.is_empty() => None,
+                None => return Vec::new(),
+            },
+        };
         let flow_dst = msg.flow.as_ref().and_then(|f| f.dst);
         let mut out = Vec::new();
         for g in groups {
@@ -498,7 +523,7 @@ impl Receiver {
                 }
             }
             if let Some(i) = member_toward(&g.group.members, neighbor) {
-                out.push((prefix, i));
+                out.push((prefix, i, g.group.members[i].via.clone()));
             }
         }
         out
@@ -584,7 +609,7 @@ impl Receiver {
         let cause = Cause::of(msg);
         let mut changes = Vec::new();
         let mut refused = false;
-        for (prefix, index) in targets {
+        for (prefix, index, via) in targets {
             let key = RemovalKey { prefix, sender };
             if msg.kind.removes() {
                 let expires = now + self.hold;
@@ -593,13 +618,14 @@ impl Receiver {
                     r.metric = msg.metric;
                     continue; // already out: refreshed
                 }
-                match control.set_member_active(prefix, index, false).await {
+                match control.set_member_active(prefix, index, &via, false).await {
                     Ok(()) => {
                         bump(&self.counters.members_removed);
                         self.removals.insert(
                             key,
                             Removal {
                                 index,
+                                via: via.clone(),
                                 causes: BTreeMap::from([(cause, expires)]),
                                 since: now,
                                 metric: msg.metric,
@@ -630,9 +656,9 @@ impl Receiver {
                         && (cause.path_id == 0 || c.path_id == cause.path_id))
                 });
                 if r.causes.is_empty() {
-                    let index = r.index;
+                    let (index, via) = (r.index, r.via.clone());
                     self.removals.remove(&key);
-                    if self.restore(control, prefix, index).await {
+                    if self.restore(control, prefix, index, &via).await {
                         changes.push(MemberChange {
                             prefix,
                             index,
@@ -698,8 +724,9 @@ impl Receiver {
         control: &mut C,
         prefix: IpNet,
         index: usize,
+        via: &str,
     ) -> bool {
-        match control.set_member_active(prefix, index, true).await {
+        match control.set_member_active(prefix, index, via, true).await {
             Ok(()) => {
                 bump(&self.counters.members_restored);
                 true
@@ -732,15 +759,15 @@ impl Receiver {
         for (key, r) in self.removals.iter_mut() {
             r.causes.retain(|_, expires| *expires > now);
             if r.causes.is_empty() {
-                done.push((key.clone(), r.index));
+                done.push((key.clone(), r.index, r.via.clone()));
             }
         }
         let mut changes = Vec::new();
-        for (key, index) in done {
+        for (key, index, via) in done {
             self.removals.remove(&key);
             bump(&self.counters.expired);
             info!(prefix = %key.prefix, index, sender = %key.sender, "ARN removal timed out: member restored");
-            if self.restore(control, key.prefix, index).await {
+            if self.restore(control, key.prefix, index, &via).await {
                 changes.push(MemberChange {
                     prefix: key.prefix,
                     index,
@@ -773,7 +800,10 @@ impl Receiver {
                     neighbor
                         .as_ref()
                         .and_then(|n| member_toward(&g.group.members, n))
-                        .map(|i| (i, g.members.get(i).is_none_or(|s| s.active)))
+                        .map(|i| {
+                            let active = g.members.get(i).is_none_or(|s| s.active);
+                            (i, g.group.members[i].via.clone(), active)
+                        })
                 });
             match found {
                 None => {
@@ -781,12 +811,16 @@ impl Receiver {
                     bump(&self.counters.stale_dropped);
                     info!(prefix = %key.prefix, sender = %key.sender, "ARN removal dropped: path no longer installed");
                 }
-                Some((index, active)) => {
+                Some((index, via, active)) => {
                     if let Some(r) = self.removals.get_mut(&key) {
                         r.index = index;
+                        r.via = via.clone();
                     }
                     if active {
-                        if let Err(e) = control.set_member_active(key.prefix, index, false).await {
+                        if let Err(e) = control
+                            .set_member_active(key.prefix, index, &via, false)
+                            .await
+                        {
                             self.removals.remove(&key);
                             match e {
                                 ControlError::LastActiveMember(_) => {
@@ -1130,18 +1164,18 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn unknown_path_id_means_every_group_via_sender() {
+    async fn path_id_zero_means_every_group_via_sender() {
         let (mut r, mut dp) = setup().await;
         let s2: IpAddr = S2.parse().unwrap();
-        let m = ArnMessage::path(ArnType::FailureDetected, 0, 0x0a00_0063);
+        let m = ArnMessage::path(ArnType::FailureDetected, 0, 0);
         r.apply(&mut dp, s2, &m, Instant::now()).await;
         assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, false]);
         assert_eq!(active(&mut dp, "198.51.100.0/24").await, vec![true, false]);
         // congestion end does not revoke a failure
-        let end = ArnMessage::path(ArnType::CongestionEliminated, 0, 0x0a00_0063);
+        let end = ArnMessage::path(ArnType::CongestionEliminated, 0, 0);
         r.apply(&mut dp, s2, &end, Instant::now()).await;
         assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, false]);
-        let end = ArnMessage::path(ArnType::FailureEliminated, 0, 0x0a00_0063);
+        let end = ArnMessage::path(ArnType::FailureEliminated, 0, 0);
         r.apply(&mut dp, s2, &end, Instant::now()).await;
         assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, true]);
     }
@@ -1156,6 +1190,75 @@ mod tests {
         assert!(changes.is_empty());
         assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![false, true]);
         assert_eq!(r.counters().snapshot().refused_last_member, 1);
+    }
+
+    /// The race a live fabric hit: BGP re-installs a group (members reordered) between
+    /// the receiver reading the groups and switching a member. The member toward the
+    /// sender goes out, never the one that took its index.
+    #[tokio::test]
+    async fn a_group_reinstalled_meanwhile_never_loses_the_wrong_member() {
+        struct Stale {
+            dp: NullDataplane,
+            seen: Vec<GroupStatus>,
+        }
+        #[async_trait]
+        impl MemberControl for Stale {
+            async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
+                Ok(self.seen.clone())
+            }
+            async fn set_member_active(
+                &mut self,
+                prefix: IpNet,
+                index: usize,
+                via: &str,
+                active: bool,
+            ) -> Result<(), ControlError> {
+                MemberControl::set_member_active(&mut self.dp, prefix, index, via, active).await
+            }
+        }
+        let (mut r, mut dp) = setup().await;
+        let seen = Dataplane::groups(&mut dp).await.unwrap();
+        // Re-installed as [S2, S1] after the receiver read [S1, S2].
+        let mut g = group("192.0.2.0/24");
+        g.members.reverse();
+        dp.install(&g).await.unwrap();
+        let mut stale = Stale { dp, seen };
+        let m = ArnMessage::path(ArnType::FailureDetected, 0, LEAF2.into());
+        r.apply(&mut stale, S1.parse().unwrap(), &m, Instant::now())
+            .await;
+        // [S2, S1]: S1 (now index 1) is out, S2 forwards.
+        assert_eq!(
+            active(&mut stale.dp, "192.0.2.0/24").await,
+            vec![true, false]
+        );
+        // A member that left the group meanwhile is not switched at all.
+        let (mut r, mut dp) = setup().await;
+        let seen = Dataplane::groups(&mut dp).await.unwrap();
+        let mut g = group("192.0.2.0/24");
+        g.members.remove(0);
+        g.members.push(member("192.0.2.99", "lo"));
+        dp.install(&g).await.unwrap();
+        let mut stale = Stale { dp, seen };
+        r.apply(&mut stale, S1.parse().unwrap(), &m, Instant::now())
+            .await;
+        assert_eq!(
+            active(&mut stale.dp, "192.0.2.0/24").await,
+            vec![true, true]
+        );
+        assert_eq!(r.counters().snapshot().backend_errors, 1);
+    }
+
+    /// A Path ID this node does not list designates nothing (not every path toward the
+    /// sender); Path ID 0 / absent still means every path toward it.
+    #[tokio::test]
+    async fn an_unlisted_path_id_moves_nothing() {
+        let (mut r, mut dp) = setup().await;
+        let s1: IpAddr = S1.parse().unwrap();
+        let m = ArnMessage::path(ArnType::FailureDetected, 0, 4242);
+        let changes = r.apply(&mut dp, s1, &m, Instant::now()).await;
+        assert!(changes.is_empty(), "{changes:?}");
+        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, true]);
+        assert_eq!(active(&mut dp, "198.51.100.0/24").await, vec![true, true]);
     }
 
     #[tokio::test]
@@ -1232,9 +1335,10 @@ mod tests {
             &mut self,
             prefix: IpNet,
             index: usize,
+            via: &str,
             active: bool,
         ) -> Result<(), ControlError> {
-            MemberControl::set_member_active(&mut self.dp, prefix, index, active).await
+            MemberControl::set_member_active(&mut self.dp, prefix, index, via, active).await
         }
         async fn steer_flow(
             &mut self,

@@ -120,6 +120,10 @@ pub enum DataplaneError {
     /// admin change would leave the prefix without a path): see [`keep_last_active`].
     #[error("{prefix}: refusing to deactivate the last active member ({index})")]
     LastActiveMember { prefix: IpNet, index: usize },
+    /// The member asked for (by what it points at) is no longer in the group: it was
+    /// re-installed since the caller read it.
+    #[error("{prefix}: no member via {via} (the group changed)")]
+    NoSuchMember { prefix: IpNet, via: String },
 }
 
 /// The rule every data plane applies before deactivating a member: the group must keep

@@ -100,17 +100,13 @@ fn handle(ctx: &XdpContext, f: &Fields, ttl: u8, cfg: &ArnConfigRow) -> ArnStat 
     } else {
         0
     };
-    let mut key = ArnPathKey { sender, path_id };
-    // SAFETY: read-only lookups of hash map values.
+    let key = ArnPathKey { sender, path_id };
+    // SAFETY: read-only lookups of hash map values. A Path ID not listed (a path this
+    // node no longer has) is the agent's to judge, never the sender's wildcard (path 0):
+    // that would take out every member toward the sender.
     let targets = match unsafe { ARN_PATHS.get(&key) } {
         Some(t) => t,
-        None => {
-            key.path_id = 0;
-            match unsafe { ARN_PATHS.get(&key) } {
-                Some(t) => t,
-                None => return ArnStat::Deferred,
-            }
-        }
+        None => return ArnStat::Deferred,
     };
     let removes = kind == TYPE_CONGESTION_DETECTED || kind == TYPE_FAILURE_DETECTED;
     for i in 0..fare_common::MAX_ARN_TARGETS {
