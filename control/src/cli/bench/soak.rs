@@ -4,9 +4,10 @@
 //! without the CPU load, timing each recovery.
 //!
 //! - Lab ups: each waits (as `fare lab up` does) until every agent's groups equal the
-//!   ideal ones, at most `--bound` seconds after the agents started; then every agent's
-//!   neighbors are read through its management socket. A session is stuck when either
-//!   end does not show it Established.
+//!   ideal ones, at most `--bound` seconds after the agents started (or one check once
+//!   every agent answers, if they answer later); then every agent's neighbors are read
+//!   through its management socket. A session is stuck when either end does not show it
+//!   Established.
 //! - Flaps: `fare lab fail LINK` (down on both ends, waits for the failed state), then
 //!   `fare lab restore LINK`. Recovery = from just before the link goes up until the
 //!   later of the two ends' "session established" and the last "group installed" of
@@ -364,17 +365,20 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
     let _ = writeln!(
         o,
         "**Lab ups.** {} `lab up` runs x {sessions_per_up} sessions with {} CPU hogs: \
-         **{stuck} sessions not Established within {:.0} s** of the agents' start (target 0){}; \
-         {} of {} runs converged to the ideal groups, from the agents' start median {:.2} s, \
-         p99 {:.2} s, max {:.2} s (the XDP agents load their programs before BGP starts).\n",
+         **{stuck} sessions not Established** when `lab up` stopped waiting (target 0){}: \
+         {:.0} s after the agents' start, or at the first check once every agent answers \
+         on its management socket if that is later. {} of {} runs converged to the ideal \
+         groups, from the agents' start median {:.2} s, p99 {:.2} s, max {:.2} s (the \
+         time includes the agents' start-up: the XDP agents load their programs before \
+         BGP starts).\n",
         ups.len(),
         args.hogs,
-        args.bound,
         if stuck_list.is_empty() {
             String::new()
         } else {
-            format!(": {}", stuck_list.join(", "))
+            format!(" ({})", stuck_list.join(", "))
         },
+        args.bound,
         conv.len(),
         ups.len(),
         quantile(&conv, 0.5),
