@@ -10,6 +10,7 @@ pub mod lab_bench;
 pub mod mpson;
 pub mod results;
 pub mod sim;
+pub mod soak;
 pub mod wcmp;
 pub mod xdp;
 pub mod xdp_forward;
@@ -85,6 +86,8 @@ pub enum Suite {
     /// ARN reaction inside the XDP program against the agent's user-space receiver, same
     /// ARN, same trial: sender's send -> member out at the receiver; root.
     ArnXdp(arn_xdp::Args),
+    /// Every session, every time: repeated `lab up` and link flaps under CPU load (root).
+    Soak(soak::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -97,6 +100,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Elephant(a) => ("elephant", elephant::run_bench(a)?),
         Suite::Arn(a) => (a.section(), arn::run_bench(a)?),
         Suite::ArnXdp(a) => ("arn-xdp", arn_xdp::run_bench(a)?),
+        Suite::Soak(a) => ("soak", soak::run_bench(a)?),
     };
     println!("{body}");
     if !args.no_write {
