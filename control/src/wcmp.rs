@@ -179,7 +179,7 @@ fn best_apportionment(ideal: &[f64], floor: u32, cap: u64, tolerance: f64) -> We
 }
 
 /// The oversubscription of integer weights `reduced` against ideal `bandwidths`
-/// (DESIGN.md): max_i (w'_i * sum w) / (w_i * sum w'); 1.0 = exact.
+/// (README, docs/weights.md): max_i (w'_i * sum w) / (w_i * sum w'); 1.0 = exact.
 pub fn delta(bandwidths: &[f64], reduced: &[u32]) -> f64 {
     let ideal = normalize(bandwidths);
     let total_ideal: f64 = ideal.iter().sum();

@@ -1,4 +1,4 @@
-//! Agent configuration file (`fare agent --config FILE`); the contract is in DESIGN.md.
+//! Agent configuration file (`fare agent --config FILE`); every key is in docs/configuration.md.
 //! Unknown keys are errors, so a typo never silently changes behaviour.
 
 use crate::bandwidth::Mode;

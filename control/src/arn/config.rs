@@ -49,7 +49,7 @@ pub struct ArnConfig {
     /// Pass an ARN on to the other ARN neighbors when this node cannot act on it (the
     /// member toward the sender is the last one of its group) and its Path ID is listed
     /// in `paths`: the nodes upstream can. Off by default: it needs Path IDs that mean
-    /// the same at every tier (see README).
+    /// the same at every tier (see docs/arn.md).
     #[serde(default)]
     pub propagate: bool,
 }

@@ -15,7 +15,7 @@ keys are logged: they need a restart). A bad configuration \
 exits with code 2 and one line naming the file, line and problem."
 )]
 pub struct Args {
-    /// Agent configuration file (YAML; see README "fare agent").
+    /// Agent configuration file (YAML; every key: docs/configuration.md).
     #[arg(long, short)]
     pub config: PathBuf,
     /// Only load and check the configuration, then exit.

@@ -1,7 +1,7 @@
 //! `fare show --socket PATH neighbors|routes|groups [--json]`: the state of a running
 //! agent, read through its management API.
 //!
-//! JSON contracts (DESIGN.md):
+//! JSON contracts (docs/configuration.md):
 //! - neighbors: `[{"address", "remote_as", "state": "Established", ...}]`
 //! - groups: `[{"prefix", "mode": "spray"|"flow", "size", "limit", "reduced_from",
 //!   "delta", "members": [{"via", "interface", "weight", "bandwidth_gbps", "packets"}]}]`
@@ -188,7 +188,7 @@ fn fit_json(fit: Option<&pb::GroupFit>, members: &[pb::Member]) -> [(&'static st
     ]
 }
 
-/// Exactly the keys of the DESIGN.md contract, plus the fit keys, plus `colors` on DPF
+/// Exactly the keys of the contract in docs/configuration.md, plus the fit keys, plus `colors` on DPF
 /// routes.
 pub fn group_json(g: &pb::Group) -> Value {
     let members = |list: &[pb::Member]| {

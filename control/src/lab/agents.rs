@@ -1,4 +1,4 @@
-//! One agent configuration per node (the DESIGN.md contract), and starting/stopping the
+//! One agent configuration per node (docs/configuration.md), and starting/stopping the
 //! agents inside their namespaces.
 //!
 //! - `--routing bgp`: one neighbor per link (address of the far end, its ASN, the local

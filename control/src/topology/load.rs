@@ -1,4 +1,4 @@
-//! The topology YAML format (DESIGN.md) and its validation. Every problem comes back as
+//! The topology YAML format (docs/configuration.md) and its validation. Every problem comes back as
 //! one `FileError` naming the file, the line and the problem; nothing here panics on input.
 
 use super::{Node, Role, Topology};

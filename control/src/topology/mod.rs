@@ -2,7 +2,7 @@
 //!
 //! A topology is a list of nodes (with a role that places them in a Clos stage) and a list
 //! of links; several links between the same pair are parallel links, each its own member
-//! of a WCMP group. `load` reads the YAML format of DESIGN.md, `gen` builds large fabrics.
+//! of a WCMP group. `load` reads the YAML format of docs/configuration.md, `gen` builds large fabrics.
 
 pub mod gen;
 pub mod load;
