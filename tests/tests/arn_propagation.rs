@@ -10,8 +10,8 @@
 //! C sends Type 1 with Path ID D (the far end of C's congested link; every tier lists
 //! D -> X): B cannot act on it and passes it on to its other ARN neighbor, A (from its
 //! address on link 1), and A takes its member via link 1 out; Type 2 follows and A
-//! restores it. An unlisted Path ID is not passed on. Data planes `none`: this is the
-//! control plane's behaviour.
+//! restores it. An unlisted Path ID moves nothing and is not passed on. Data planes
+//! `none`: this is the control plane's behaviour.
 
 use anyhow::{ensure, Result};
 use fare_integration::agent::{Agent, TempDir};
@@ -101,15 +101,17 @@ fn arn_without_alternative_is_passed_upstream() -> Result<()> {
         Ok(())
     };
 
-    // An unlisted Path ID: B keeps its member and passes nothing on.
+    // An unlisted Path ID designates nothing at B (a path B does not have): no member
+    // moves, nothing is passed on.
     send("congestion", "10.0.0.77")?;
     ensure!(
         wait_until(Duration::from_secs(5), || agent_b
             .show("arn")
-            .is_ok_and(|v| counter(&v, "refused_last_member") >= 1)),
-        "B never refused: {}",
+            .is_ok_and(|v| counter(&v, "unmatched") >= 1)),
+        "B never counted the unlisted Path ID as unmatched: {}",
         agent_b.log_text()
     );
+    ensure!(counter(&agent_b.show("arn")?, "refused_last_member") == 0);
     std::thread::sleep(Duration::from_millis(300));
     ensure!(
         removed(&agent_a).is_empty(),
