@@ -2,7 +2,7 @@
 //! every prefix is once BGP has converged, in draft or averaged mode.
 //!
 //! ```no_run
-//! # use fare::{sim, topology};
+//! # use fare_model::{sim, topology};
 //! let topo = topology::load("topologies/whitepaper-asymmetric.yaml".as_ref()).unwrap();
 //! let solution = sim::solve(&topo, &sim::Options::default());
 //! for g in solution.route_groups() {

@@ -1,0 +1,16 @@
+//! fare-model: what FARE computes, with no I/O but reading a topology file. The agent,
+//! the BGP speaker, the lab and `fare weights` all use it; it uses none of them (the
+//! compiler enforces the one-way flow).
+//!
+//! - [`topology`]: fabrics (nodes, roles, links, prefixes) and their YAML format.
+//! - [`bandwidth`]: the path-bandwidth algebra of draft-xu-idr-fare and the white
+//!   paper's averaging, and the wire encoding of the value.
+//! - [`wcmp`]: bandwidths -> integer weights, optimal reduction to a group-size limit,
+//!   replicated members and the spray order.
+//! - [`sim`]: every node's group for every prefix once BGP has converged.
+
+pub mod bandwidth;
+pub mod sim;
+pub mod topology;
+pub mod wcmp;
+pub mod yamlfile;
