@@ -838,7 +838,8 @@ impl<'a> Worker<'a> {
             // Learned from above: every member is above, so no downward link is incoming.
             ctx.down_links[n] - to_lower_origins
         };
-        sum / outgoing.max(1) as f64
+        // min with the outgoing link happens per link at the receiver (`group`).
+        bandwidth::averaged_advertise(sum, outgoing.max(1) as usize, f64::INFINITY)
     }
 }
 
