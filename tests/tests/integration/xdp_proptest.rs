@@ -7,7 +7,7 @@
 //! one outcome; a forwarded frame differs from its input only in the MACs, TTL / hop limit
 //! and IPv4 checksum, and a valid IPv4 checksum stays valid; nothing else is ever changed.
 //!
-//! Run: `cargo test -p fare-integration --test xdp_proptest -- --nocapture` (root).
+//! Run: `cargo test -p fare-integration --test integration xdp_proptest:: -- --nocapture` (root).
 //! `FARE_PROPTEST_CASES` sets the number of cases (default 3000).
 
 use anyhow::{Context, Result};

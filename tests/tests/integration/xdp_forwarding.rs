@@ -2,7 +2,7 @@
 //! egress veths to four sink namespaces (see `fare_integration::xdp_lab`). The sender
 //! is pinned to one CPU, so the per-CPU spray cursor sees every packet.
 //!
-//! Run: `cargo test -p fare-integration --test xdp_forwarding -- --test-threads=1` (root).
+//! Run: `cargo test -p fare-integration --test integration xdp_forwarding:: -- --test-threads=1` (root).
 
 use anyhow::{ensure, Result};
 use fare::dataplane::xdp::{XdpDataplane, XdpOptions};

@@ -3,7 +3,7 @@
 //! `kill -9` plus a restart under traffic without losing a packet (the program stays
 //! attached through its pinned link; the new agent re-attaches and reconciles).
 //!
-//! Run: `cargo test -p fare-integration --test xdp_agent -- --test-threads=1` (root).
+//! Run: `cargo test -p fare-integration --test integration xdp_agent:: -- --test-threads=1` (root).
 
 use anyhow::{ensure, Context, Result};
 use fare_integration::packets::udp4_frame;

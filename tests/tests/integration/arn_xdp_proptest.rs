@@ -6,7 +6,7 @@
 //! and for Path-ID-only messages agrees with the codec on valid (deferred: no member
 //! table in this test) against malformed; flow-identifier messages are deferred.
 //!
-//! Run: `cargo test -p fare-integration --test arn_xdp_proptest -- --nocapture` (root).
+//! Run: `cargo test -p fare-integration --test integration arn_xdp_proptest:: -- --nocapture` (root).
 
 use anyhow::{Context, Result};
 use fare::arn::codec::ArnMessage;

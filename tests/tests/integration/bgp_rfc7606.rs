@@ -9,7 +9,7 @@
 //!
 //! In every case the agent keeps running and keeps a second, well-behaved peer's route.
 //!
-//! Run: `cargo test -p fare-integration --test bgp_rfc7606 -- --nocapture` (root).
+//! Run: `cargo test -p fare-integration --test integration bgp_rfc7606:: -- --nocapture` (root).
 
 use anyhow::{bail, ensure, Context, Result};
 use fare_integration::bgp::{wait_for, Daemon, TempFile};

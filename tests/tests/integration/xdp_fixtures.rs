@@ -3,7 +3,7 @@
 //! counter that must move), plus exact spray counts and member removal. No traffic
 //! crosses an interface; the router namespace only provides real egress interfaces.
 //!
-//! Run: `cargo test -p fare-integration --test xdp_fixtures -- --test-threads=1` (root).
+//! Run: `cargo test -p fare-integration --test integration xdp_fixtures:: -- --test-threads=1` (root).
 
 use anyhow::{ensure, Result};
 use fare::dataplane::xdp::{TestRunOptions, XdpDataplane, XdpOptions};

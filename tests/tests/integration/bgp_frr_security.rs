@@ -6,7 +6,7 @@
 //! - GTSM on fare's side only: FRR's single-hop eBGP packets arrive with TTL 1, below
 //!   fare's minimum of 254, so the session never establishes.
 //!
-//! Run: `cargo test -p fare-integration --test bgp_frr_security -- --nocapture` (root).
+//! Run: `cargo test -p fare-integration --test integration bgp_frr_security:: -- --nocapture` (root).
 
 use fare::bgp::socket::Protection;
 use fare_integration::bgp::{
