@@ -618,6 +618,19 @@ struct Fabric {
     case: Case,
 }
 
+impl Fabric {
+    /// A generated fabric in either mode, with its picked failures and degradations.
+    fn new(topo: Topology, averaged: bool, picks: &[(usize, u32, u32)]) -> Fabric {
+        let mut case = Case::new(if averaged {
+            Mode::Averaged
+        } else {
+            Mode::Draft
+        });
+        case.changes = changes_for(&topo, picks);
+        Fabric { topo, case }
+    }
+}
+
 fn node(name: String, role: Role, asn: u32, prefixes: Vec<IpNet>) -> Node {
     Node {
         name,
@@ -663,13 +676,7 @@ fn clos3() -> impl Strategy<Value = Fabric> {
                     }
                 }
             }
-            let mut case = Case::new(if averaged {
-                Mode::Averaged
-            } else {
-                Mode::Draft
-            });
-            case.changes = changes_for(&t, &changes);
-            Fabric { topo: t, case }
+            Fabric::new(t, averaged, &changes)
         })
 }
 
@@ -731,17 +738,12 @@ fn clos5() -> impl Strategy<Value = Fabric> {
                         }
                     }
                 }
-                let mut case = Case::new(if averaged {
-                    Mode::Averaged
-                } else {
-                    Mode::Draft
-                });
-                case.draft = DraftOptions {
+                let mut f = Fabric::new(t, averaged, &changes);
+                f.case.draft = DraftOptions {
                     link_community: lc,
                     remote_spine_update: rsu,
                 };
-                case.changes = changes_for(&t, &changes);
-                Fabric { topo: t, case }
+                f
             },
         )
 }
@@ -799,13 +801,7 @@ fn multiplane() -> impl Strategy<Value = Fabric> {
                     );
                 }
             }
-            let mut case = Case::new(if averaged {
-                Mode::Averaged
-            } else {
-                Mode::Draft
-            });
-            case.changes = changes_for(&t, &changes);
-            Fabric { topo: t, case }
+            Fabric::new(t, averaged, &changes)
         })
 }
 
