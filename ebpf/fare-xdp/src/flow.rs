@@ -48,6 +48,12 @@ impl FlowKey {
     }
 }
 
+/// A new, independent-looking hash from `h` (flow mode re-picks a slot with it).
+#[inline(always)]
+pub fn rehash(h: u32) -> u32 {
+    fmix32(h ^ 0x9e37_79b9)
+}
+
 #[inline(always)]
 fn fold16(a: &[u8; 16]) -> u32 {
     let w = |i: usize| u32::from_ne_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);

@@ -101,8 +101,12 @@ fn colored_group(ctx: &XdpContext, group: u32, fields: &Fields) -> Option<u32> {
     None
 }
 
+/// Flow mode: how many times a flow whose member is out of service hashes again.
+const REHASH_TRIES: u32 = 4;
+
 /// Picks the slot (spray: the per-CPU cursor; flow: the hash), then walks forward past
-/// members that are out of service. None when the group is empty or all are out.
+/// members that are out of service (spray: skipped slots take no packet, so the others
+/// keep their exact ratio). None when the group is empty or all are out.
 #[inline(always)]
 pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
     let g = GROUPS.get(group)?;
@@ -127,6 +131,30 @@ pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
     // ARN removals end lazily: the member at the start slot, when its hold ran out.
     let first = g.slots[start as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);
     crate::arn::expire(member_id(group, first));
+    let mut start = start;
+    if flow_mode {
+        // A flow whose slot's member is out of service hashes again onto the slots (a
+        // few tries) instead of taking the next slot: the removed member's flows then
+        // spread over the others in proportion to their slots, and every other flow
+        // keeps its member. The walk below is the last resort.
+        let mut h = flow.hash();
+        for _ in 0..REHASH_TRIES {
+            let index =
+                g.slots[start as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);
+            let id = member_id(group, index);
+            let m = MEMBERS.get(id)?;
+            if m.active() {
+                return Some(NextHop {
+                    member_id: id,
+                    ifindex: m.ifindex,
+                    src_mac: m.src_mac,
+                    dst_mac: m.dst_mac,
+                });
+            }
+            h = crate::flow::rehash(h);
+            start = ((h as u64 * n as u64) >> 32) as u32;
+        }
+    }
     for i in 0..MAX_SLOTS as u32 {
         if i >= n {
             break;

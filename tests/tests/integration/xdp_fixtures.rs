@@ -495,6 +495,65 @@ fn xdp_flow_mode_sticks_and_spreads() -> Result<()> {
             }
             eprintln!("flow mode v6={v6}: {counts:?} over {flows} flows");
         }
+        // A member out of service (weight 4 of 3:3:4:4): its flows spread over the others
+        // in proportion to their weights (3:3:4, not all onto the next slot's member), and
+        // no other flow moves.
+        let prefix: ipnet::IpNet = "198.18.0.0/16".parse()?;
+        let frame_of = |f: u32| {
+            udp4_frame(
+                ROUTER_MAC,
+                GEN_MAC,
+                Ipv4Addr::new(10, 0, 0, 1),
+                Ipv4Addr::new(198, 18, (f >> 8) as u8, f as u8),
+                1024 + (f % 50_000) as u16,
+                4791,
+                64,
+            )
+        };
+        let mut before = Vec::with_capacity(flows as usize);
+        for f in 0..flows {
+            before.push(member_of(
+                &dp.test_run(&frame_of(f), TestRunOptions::default())?.frame,
+            ));
+        }
+        rt.block_on(dp.set_member_active(prefix, 2, false))?;
+        let mut counts = [0u32; 4];
+        let mut moved = [0u32; 4];
+        for f in 0..flows {
+            let now = member_of(&dp.test_run(&frame_of(f), TestRunOptions::default())?.frame);
+            let was = before[f as usize];
+            ensure!(
+                was == 3 || now == was,
+                "flow {f} moved from member {was} to {now} though its member is in service"
+            );
+            if was == 3 {
+                moved[now - 1] += 1;
+            }
+            counts[now - 1] += 1;
+        }
+        ensure!(
+            counts[2] == 0,
+            "the member out of service got flows: {counts:?}"
+        );
+        for (i, w) in [(0usize, 3.0), (1, 3.0), (3, 4.0)] {
+            let share = f64::from(counts[i]) / f64::from(flows);
+            ensure!(
+                (share - w / 10.0).abs() <= 0.03,
+                "member {i}: share {share:.4}, want {:.4} ({counts:?})",
+                w / 10.0
+            );
+        }
+        // The removed member's own flows: 3:3:4 too, not all on one neighbour.
+        let total: u32 = moved.iter().sum();
+        for (i, w) in [(0usize, 3.0), (1, 3.0), (3, 4.0)] {
+            let share = f64::from(moved[i]) / f64::from(total.max(1));
+            ensure!(
+                (share - w / 10.0).abs() <= 0.06,
+                "moved flows on member {i}: {share:.4}, want {:.4} ({moved:?})",
+                w / 10.0
+            );
+        }
+        eprintln!("flow mode, member 3 out: {counts:?}; its flows went {moved:?}");
         Ok(())
     })
 }
