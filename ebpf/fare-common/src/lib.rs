@@ -309,12 +309,17 @@ mod arn {
     pub const MAX_ARN_NEIGHBORS: u32 = 256;
     /// Entries of ARN_PATHS.
     pub const MAX_ARN_PATHS: u32 = 4096;
+    /// Entries of ARN_LOCAL: the node's own addresses.
+    pub const MAX_ARN_LOCAL: u32 = 256;
     /// Member slots one (sender, Path ID) designates (more are left to user space).
     pub const MAX_ARN_TARGETS: usize = 32;
 
     pub const ARN_CONFIG: &str = "ARN_CONFIG";
     pub const ARN_NEIGHBORS: &str = "ARN_NEIGHBORS";
     pub const ARN_PATHS: &str = "ARN_PATHS";
+    /// The node's own addresses (key: ArnSender layout, value unused): an ARN datagram
+    /// to any other unicast address is transit traffic, forwarded like any packet.
+    pub const ARN_LOCAL: &str = "ARN_LOCAL";
     pub const ARN_REMOVED: &str = "ARN_REMOVED";
     pub const ARN_STATS: &str = "ARN_STATS";
     /// GROUP_ACTIVE[group id]: members in service (state 0). User space sets it when it

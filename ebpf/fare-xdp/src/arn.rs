@@ -14,7 +14,7 @@ use fare_common::{
 
 use crate::classify::Fields;
 use crate::consts::IPPROTO_UDP;
-use crate::maps::{ARN_CONFIG, ARN_NEIGHBORS, ARN_PATHS, ARN_REMOVED, ARN_STATS, GROUP_ACTIVE, MEMBERS};
+use crate::maps::{ARN_CONFIG, ARN_LOCAL, ARN_NEIGHBORS, ARN_PATHS, ARN_REMOVED, ARN_STATS, GROUP_ACTIVE, MEMBERS};
 use crate::packet::{ptr_at, read_be16};
 
 use fare_common::arn_wire::{
@@ -34,9 +34,30 @@ pub fn receive(ctx: &XdpContext, f: &Fields, ttl: u8) -> Option<u32> {
     if cfg.enabled == 0 || f.ports & 0xffff != cfg.udp_port {
         return None;
     }
+    // Only ARNs for this node: to one of its addresses, or to a multicast group. An ARN
+    // to another node crosses this one like any packet.
+    if !is_multicast(f) {
+        let dst = ArnSender {
+            family: f.family as u32,
+            addr: f.dst,
+        };
+        // SAFETY: read-only lookup of a hash map value.
+        unsafe { ARN_LOCAL.get(&dst) }?;
+    }
     let stat = handle(ctx, f, ttl, cfg);
     count(stat);
     Some(xdp_action::XDP_PASS)
+}
+
+/// 224.0.0.0/4 or ff00::/8 (addresses are in packet byte order).
+#[inline(always)]
+fn is_multicast(f: &Fields) -> bool {
+    let first = f.dst[0].to_ne_bytes()[0];
+    if f.family == 4 {
+        first & 0xf0 == 0xe0
+    } else {
+        first == 0xff
+    }
 }
 
 #[inline(always)]

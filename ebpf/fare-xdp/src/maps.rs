@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use fare_common::{
     ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ARN_STAT_COUNT,
-    MAX_ARN_NEIGHBORS, MAX_ARN_PATHS,
+    MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS,
     ColorSet, FlowRule, Group, Member, MemberCounters, RouteValue, MAX_EGRESS, MAX_FLOW_RULES,
     MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, STAT_COUNT, EgressQueue, QUEUE_EVENTS_BYTES, FlowSteerKey, FlowSteerValue, MAX_FLOW_STEER, SteerGroupKey,
     MAX_STEER_MASKS,
@@ -56,6 +56,9 @@ pub static ARN_NEIGHBORS: HashMap<ArnSender, ArnNeighborRow> =
 
 #[map]
 pub static ARN_PATHS: HashMap<ArnPathKey, ArnTargets> = HashMap::pinned(MAX_ARN_PATHS, 0);
+
+#[map]
+pub static ARN_LOCAL: HashMap<ArnSender, u32> = HashMap::pinned(MAX_ARN_LOCAL, 0);
 
 #[map]
 pub static ARN_REMOVED: Array<u64> = Array::pinned(MAX_MEMBERS, 0);

@@ -56,6 +56,8 @@ fn xdp_arn_never_removes_the_last_member() -> Result<()> {
         return Ok(());
     }
     let lab = XdpLab::new("lm")?;
+    // The ARNs' destination is the router's own address (the program acts only on those).
+    lab.router.sh("ip addr add 10.0.0.1/32 dev lo")?;
     let configure = |opts: &mut fare::dataplane::xdp::XdpOptions| {
         opts.arn = Some(ArnFastPath {
             udp_port: 9961,

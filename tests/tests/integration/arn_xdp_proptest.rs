@@ -77,6 +77,9 @@ fn xdp_arn_parser_agrees_with_the_codec() -> Result<()> {
         return Ok(());
     }
     let ns = Netns::new("axp")?;
+    // The datagrams' destination is this node's: the program acts only on ARNs to one of
+    // its addresses (or a multicast group).
+    ns.sh("ip link set lo up && ip addr add 10.0.0.1/32 dev lo")?;
     let node = format!("arnprop-{}", std::process::id());
     inns::run(&ns.name, move || -> Result<()> {
         let rt = tokio::runtime::Builder::new_current_thread()
@@ -148,6 +151,29 @@ fn xdp_arn_parser_agrees_with_the_codec() -> Result<()> {
                 .map_err(|e| anyhow::anyhow!("{e}"))
                 .context("program and codec disagree")?;
             eprintln!("ARN counters: {:?}", dp.arn_stats()?);
+            // A valid ARN to another node's address is transit traffic: no ARN outcome.
+            let valid = ArnMessage::path(fare::arn::codec::ArnType::FailureDetected, 0, 7)
+                .encode()
+                .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+            let mut transit = frame(&valid, 255);
+            transit[14 + 19] = 99; // destination 10.0.0.99
+            let before = dp.arn_stats()?;
+            dp.test_run(&transit, TestRunOptions::default())?;
+            let after = dp.arn_stats()?;
+            anyhow::ensure!(
+                outcome(&before, &after).is_empty(),
+                "an ARN to 10.0.0.99 counted as ours: {:?}",
+                outcome(&before, &after)
+            );
+            // ... and to this node's address it is ours (deferred: no member table here).
+            let before = dp.arn_stats()?;
+            dp.test_run(&frame(&valid, 255), TestRunOptions::default())?;
+            let after = dp.arn_stats()?;
+            anyhow::ensure!(
+                outcome(&before, &after) == ["deferred"],
+                "{:?}",
+                outcome(&before, &after)
+            );
             Ok(())
         })();
         dp.destroy()?;

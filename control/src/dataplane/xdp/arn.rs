@@ -66,6 +66,27 @@ impl ArnFastPath {
     }
 }
 
+/// Every address of this network namespace's interfaces (at most ARN_LOCAL's size).
+fn local_addresses() -> Vec<IpAddr> {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    let mut out: Vec<IpAddr> = addrs
+        .filter_map(|a| a.address)
+        .filter_map(|a| {
+            if let Some(v4) = a.as_sockaddr_in() {
+                Some(IpAddr::V4(v4.ip()))
+            } else {
+                a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+            }
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out.truncate(fc::MAX_ARN_LOCAL as usize);
+    out
+}
+
 /// The sender key as the program reads it from the packet.
 pub fn sender_key(a: IpAddr) -> ArnSender {
     match a {
@@ -128,6 +149,7 @@ pub struct ArnMaps {
     config: Array<MapData, ArnConfigRow>,
     neighbors: HashMap<MapData, ArnSender, ArnNeighborRow>,
     paths: HashMap<MapData, ArnPathKey, ArnTargets>,
+    local: HashMap<MapData, ArnSender, u32>,
     removed: Array<MapData, u64>,
     stats: PerCpuArray<MapData, u64>,
     settings: Option<ArnFastPath>,
@@ -139,6 +161,7 @@ impl ArnMaps {
             config: take_map(ebpf, fc::ARN_CONFIG)?,
             neighbors: take_map(ebpf, fc::ARN_NEIGHBORS)?,
             paths: take_map(ebpf, fc::ARN_PATHS)?,
+            local: take_map(ebpf, fc::ARN_LOCAL)?,
             removed: take_map(ebpf, fc::ARN_REMOVED)?,
             stats: take_map(ebpf, fc::ARN_STATS)?,
             settings: None,
@@ -175,6 +198,19 @@ impl ArnMaps {
                 self.neighbors
                     .insert(sender_key(*address), value, 0)
                     .map_err(|e| err(format!("ARN_NEIGHBORS: {e}")))?;
+            }
+        }
+        // The node's own addresses: the program acts only on ARNs sent to one of them (or
+        // to a multicast group) and forwards any other like transit traffic.
+        let old: Vec<ArnSender> = self.local.keys().filter_map(Result::ok).collect();
+        for k in old {
+            let _ = self.local.remove(&k);
+        }
+        if settings.is_some() {
+            for address in local_addresses() {
+                self.local
+                    .insert(sender_key(address), 1, 0)
+                    .map_err(|e| err(format!("ARN_LOCAL: {e}")))?;
             }
         }
         self.config
