@@ -1,4 +1,4 @@
-//! `fare weights` and `fare topo` as a user runs them: the JSON contract of DESIGN.md and
+//! `fare weights` and `fare topo` as a user runs them: the JSON contract of docs/configuration.md and
 //! exit code 2 with FILE:LINE: problem on bad input. No root needed.
 
 use std::path::PathBuf;

@@ -36,9 +36,6 @@ struct Case {
     encoding: Encoding,
     /// Applied before the speakers start (the converged state after them).
     changes: Vec<Change>,
-    /// Links (by name) taken down at run time once converged, through the speaker's
-    /// link-down path; the model then has them failed too.
-    fail_at_run_time: Vec<String>,
     /// Leaves tag the routes of their RNICs with FIB-Suppress (mpson §4.2), and the live
     /// groups are returned as they are (the model knows no suppression).
     fib_suppress: bool,
@@ -51,7 +48,6 @@ impl Case {
             draft: DraftOptions::default(),
             encoding: Encoding::default(),
             changes: vec![],
-            fail_at_run_time: vec![],
             fib_suppress: false,
         }
     }
@@ -91,9 +87,8 @@ fn asn(topo: &Topology, i: usize) -> u32 {
     topo.nodes[i].asn.unwrap_or(4_200_000_000 + i as u32)
 }
 
-/// Runs every node's speaker on loopback, waits until the groups equal the model, then
-/// takes `case.fail_at_run_time` down and waits again. Err: what differed. Ok: the live
-/// groups.
+/// Runs every node's speaker on loopback and waits until the groups equal the model.
+/// Err: what differed. Ok: the live groups.
 fn run(topo: &Topology, case: &Case) -> Result<Groups, String> {
     let mut topo = topo.clone();
     for c in &case.changes {
@@ -138,7 +133,7 @@ async fn run_async(topo: &Topology, case: &Case) -> Result<Groups, String> {
             neighbors.push(NeighborSpec {
                 address: remote,
                 remote_as: asn(topo, other),
-                interface: Some(format!("lnk{k}")),
+                interface: None,
                 bandwidth_gbps: Some(l.gbps),
                 // One side connects, the other listens: no collisions to resolve here.
                 passive: i > other,
@@ -221,40 +216,12 @@ async fn run_async(topo: &Topology, case: &Case) -> Result<Groups, String> {
             }
         });
     }
-    let mut expected_topo = topo.clone();
     let expected = if case.fib_suppress {
         None
     } else {
-        Some(model(&expected_topo, case))
+        Some(model(topo, case))
     };
     let result = converge(&handles, &live, expected.as_ref(), topo, "start").await;
-    if result.is_ok() && !case.fail_at_run_time.is_empty() {
-        for name in &case.fail_at_run_time {
-            let Some(k) = topo.links.iter().position(|l| &l.name == name) else {
-                return Err(format!("no link {name}"));
-            };
-            let l = &topo.links[k];
-            for end in [l.a, l.b] {
-                let _ = handles[end]
-                    .commands
-                    .send(SpeakerCommand::Link {
-                        interface: format!("lnk{k}"),
-                        up: false,
-                        speed_gbps: None,
-                    })
-                    .await;
-            }
-        }
-        expected_topo
-            .links
-            .retain(|l| !case.fail_at_run_time.contains(&l.name));
-        let expected = model(&expected_topo, case);
-        let r = converge_groups(&live, Some(&expected), "after run-time failure").await;
-        for h in &handles {
-            let _ = h.commands.send(SpeakerCommand::Shutdown).await;
-        }
-        return r;
-    }
     for h in &handles {
         let _ = h.commands.send(SpeakerCommand::Shutdown).await;
     }
@@ -633,14 +600,9 @@ impl Fabric {
 
 fn node(name: String, role: Role, asn: u32, prefixes: Vec<IpNet>) -> Node {
     Node {
-        name,
-        role,
         asn: Some(asn),
-        router_id: None,
         prefixes,
-        pod: None,
-        plane: None,
-        target: Default::default(),
+        ..Node::new(name, role)
     }
 }
 

@@ -1107,16 +1107,7 @@ links:
             })
             .prop_map(|((leaves, spines), caps)| {
                 let mut t = Topology::new("random");
-                let node = |name: String, role| crate::topology::Node {
-                    name,
-                    role,
-                    asn: None,
-                    router_id: None,
-                    prefixes: vec![],
-                    pod: None,
-                    plane: None,
-                    target: Default::default(),
-                };
+                let node = |name: String, role| crate::topology::Node::new(name, role);
                 let s: Vec<NodeId> = (0..spines)
                     .map(|i| t.add_node(node(format!("S{i}"), crate::topology::Role::Spine)))
                     .collect();

@@ -442,28 +442,20 @@ async fn run(
                 active,
                 reply,
             } => {
-                let members = installed.get(&prefix);
-                let index = match (&via, members) {
-                    (Some(v), Some(m)) => m.iter().position(|k| &k.via == v).ok_or_else(|| {
-                        DataplaneError::NoSuchMember {
-                            prefix,
-                            via: v.clone(),
-                        }
-                    }),
-                    _ => Ok(index),
-                };
-                let (index, result) = match index {
-                    Ok(index) => (
-                        index,
-                        backend.set_member_active(prefix, index, active).await,
-                    ),
-                    Err(e) => (0, Err(e)),
-                };
+                let members = installed
+                    .get(&prefix)
+                    .map(|m| m.iter().map(|k| k.via.as_str()));
+                let (index, result) =
+                    match crate::dataplane::member_now(prefix, index, via.as_deref(), members) {
+                        Ok(i) => (Some(i), backend.set_member_active(prefix, i, active).await),
+                        Err(e) => (None, Err(e)),
+                    };
                 count(&stats, &stats.member_changes, &result);
                 match &result {
                     Ok(()) => {
-                        info!(backend = name, %prefix, index, active, "member state set");
-                        if let Some(key) = installed.get(&prefix).and_then(|m| m.get(index)) {
+                        info!(backend = name, %prefix, ?index, active, "member state set");
+                        let key = index.and_then(|i| installed.get(&prefix)?.get(i));
+                        if let Some(key) = key {
                             let set = held.entry(prefix).or_default();
                             if active {
                                 set.remove(key);
@@ -473,7 +465,7 @@ async fn run(
                         }
                     }
                     Err(e) => {
-                        warn!(backend = name, %prefix, index, active, "member state failed: {e}")
+                        warn!(backend = name, %prefix, ?index, active, "member state failed: {e}")
                     }
                 }
                 let _ = reply.send(result);

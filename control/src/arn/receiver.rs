@@ -91,17 +91,11 @@ impl<T: Dataplane + ?Sized> MemberControl for T {
         active: bool,
     ) -> Result<(), ControlError> {
         let groups = Dataplane::groups(self).await?;
-        let now = groups
+        let members = groups
             .iter()
             .find(|g| g.group.prefix == prefix)
-            .and_then(|g| g.group.members.iter().position(|m| m.via == via));
-        let Some(index) = now.or((via.is_empty()).then_some(index)) else {
-            return Err(DataplaneError::NoSuchMember {
-                prefix,
-                via: via.to_string(),
-            }
-            .into());
-        };
+            .map(|g| g.group.members.iter().map(|m| m.via.as_str()));
+        let index = crate::dataplane::member_now(prefix, index, Some(via), members)?;
         Dataplane::set_member_active(self, prefix, index, active)
             .await
             .map_err(ControlError::from)

@@ -64,6 +64,18 @@ pub struct NeighborSpec {
     pub summary_only: bool,
 }
 
+impl NeighborSpec {
+    /// The bandwidth of the link to this neighbor: the configured one, else the speed the
+    /// interface's driver reports.
+    fn link_gbps(&self) -> Option<f64> {
+        self.bandwidth_gbps.or_else(|| {
+            self.interface
+                .as_deref()
+                .and_then(super::link::interface_speed_gbps)
+        })
+    }
+}
+
 #[derive(Clone, Debug)]
 pub struct SpeakerConfig {
     pub router_id: Ipv4Addr,
@@ -254,11 +266,7 @@ pub async fn start(
             commands: cmd_rx,
         };
         tokio::spawn(neighbor.run());
-        let link_gbps = spec.bandwidth_gbps.or_else(|| {
-            spec.interface
-                .as_deref()
-                .and_then(super::link::interface_speed_gbps)
-        });
+        let link_gbps = spec.link_gbps();
         statuses.push(status.clone());
         peers.insert(
             spec.address,
@@ -777,12 +785,7 @@ impl RibTask {
                 continue;
             }
             p.spec.bandwidth_gbps = gbps;
-            let now = gbps.or_else(|| {
-                p.spec
-                    .interface
-                    .as_deref()
-                    .and_then(super::link::interface_speed_gbps)
-            });
+            let now = p.spec.link_gbps();
             if p.link_gbps != now {
                 info!(peer = %addr, from = ?p.link_gbps, to = ?now, "link bandwidth set");
                 p.link_gbps = now;

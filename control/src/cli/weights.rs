@@ -212,16 +212,10 @@ mod tests {
     #[test]
     fn pairs_split_at_the_right_dash() {
         let mut t = gen::clos3(2, 1, 100.0, 1);
-        t.add_node(crate::topology::Node {
-            name: "a-b".into(),
-            role: crate::topology::Role::Host,
-            asn: None,
-            router_id: None,
-            prefixes: vec![],
-            pod: None,
-            plane: None,
-            target: Default::default(),
-        });
+        t.add_node(crate::topology::Node::new(
+            "a-b",
+            crate::topology::Role::Host,
+        ));
         assert_eq!(split_pair(&t, "S1-L1").unwrap(), ("S1".into(), "L1".into()));
         assert_eq!(
             split_pair(&t, "a-b-S1").unwrap(),

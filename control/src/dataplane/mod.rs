@@ -126,6 +126,29 @@ pub enum DataplaneError {
     NoSuchMember { prefix: IpNet, via: String },
 }
 
+/// Which member a caller means: the one whose `via` is `via` in the group as installed
+/// now (`members`: their `via`s), wherever it moved since the caller read the group;
+/// `index` itself without a `via` or an installed group (the backend then judges it).
+pub fn member_now<'a>(
+    prefix: IpNet,
+    index: usize,
+    via: Option<&str>,
+    members: Option<impl IntoIterator<Item = &'a str>>,
+) -> Result<usize, DataplaneError> {
+    match (via, members) {
+        (Some(v), Some(members)) => {
+            members
+                .into_iter()
+                .position(|m| m == v)
+                .ok_or_else(|| DataplaneError::NoSuchMember {
+                    prefix,
+                    via: v.to_string(),
+                })
+        }
+        _ => Ok(index),
+    }
+}
+
 /// The rule every data plane applies before deactivating a member: the group must keep
 /// another active one. `active[i]` is member i's current state; setting member `index`
 /// active is always allowed.

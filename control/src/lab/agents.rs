@@ -84,16 +84,8 @@ pub fn config_yaml(
         DataplaneKind::Kernel => json!({"kind": "kernel", "interfaces": interfaces}),
         DataplaneKind::None => json!({"kind": "none"}),
     };
-    let asn_of: HashMap<&str, u32> = plan
-        .nodes
-        .iter()
-        .map(|n| (n.name.as_str(), n.asn))
-        .collect();
-    let role_of: HashMap<&str, &str> = plan
-        .nodes
-        .iter()
-        .map(|n| (n.name.as_str(), n.role.as_str()))
-        .collect();
+    let node_of: HashMap<&str, &NodePlan> =
+        plan.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
     let neighbors: Vec<Value> = match o.routing {
         Routing::Bgp => node
             .ports
@@ -101,12 +93,12 @@ pub fn config_yaml(
             .map(|p| {
                 json!({
                     "address": p.peer_addr.to_string(),
-                    "remote_as": asn_of.get(p.peer.as_str()).copied().unwrap_or(0),
+                    "remote_as": node_of.get(p.peer.as_str()).map_or(0, |n| n.asn),
                     "interface": p.interface,
                     "bandwidth_gbps": p.gbps,
                     // The neighbor's place in the Clos: a spine whose routes come from
                     // super-spines applies draft §4.2's remote-spine rule.
-                    "role": role_of.get(p.peer.as_str()).copied().unwrap_or("leaf"),
+                    "role": node_of.get(p.peer.as_str()).map_or("leaf", |n| n.role.as_str()),
                 })
             })
             .collect(),

@@ -26,14 +26,9 @@ fn router_id(n: u32) -> Ipv4Addr {
 
 fn node(name: String, role: Role, asn: u32, rid: u32) -> Node {
     Node {
-        name,
-        role,
         asn: Some(asn),
         router_id: Some(router_id(rid)),
-        prefixes: Vec::new(),
-        pod: None,
-        plane: None,
-        target: Default::default(),
+        ..Node::new(name, role)
     }
 }
 

@@ -72,6 +72,23 @@ pub struct Node {
     pub target: Target,
 }
 
+impl Node {
+    /// A node with only a name and a role: no AS, router ID, prefixes, PoD or plane,
+    /// forwarded by Linux.
+    pub fn new(name: impl Into<String>, role: Role) -> Node {
+        Node {
+            name: name.into(),
+            role,
+            asn: None,
+            router_id: None,
+            prefixes: Vec::new(),
+            pod: None,
+            plane: None,
+            target: Target::default(),
+        }
+    }
+}
+
 /// The forwarding element of a node: the default `linux` (a `fare agent` with the XDP or
 /// kernel data plane), or `bmv2` (a `simple_switch_grpc` running fare.p4, programmed by
 /// the node's agent over P4Runtime).
