@@ -384,6 +384,51 @@ pub struct StaticMember {
 }
 
 impl AgentConfig {
+    /// A configuration with every optional block at its default (what a file with only
+    /// these three keys gives): the lab builds its agents' files from it.
+    pub fn new(name: impl Into<String>, router_id: Ipv4Addr, asn: u32) -> AgentConfig {
+        AgentConfig {
+            name: name.into(),
+            router_id,
+            asn,
+            management: Management::default(),
+            fare: FareConfig::default(),
+            dataplane: DataplaneConfig::default(),
+            neighbors: Vec::new(),
+            prefixes: Vec::new(),
+            static_groups: Vec::new(),
+            static_from: None,
+            bgp: BgpConfig::default(),
+            dpf: None,
+            arn: None,
+        }
+    }
+}
+
+impl NeighborConfig {
+    /// A neighbor with every optional key at its default.
+    pub fn new(address: IpAddr, remote_as: u32) -> NeighborConfig {
+        NeighborConfig {
+            address,
+            remote_as,
+            interface: None,
+            bandwidth_gbps: None,
+            color: None,
+            orf_receive: false,
+            orf_send: Vec::new(),
+            fib_suppress: false,
+            upa_hosts: Vec::new(),
+            summary_only: false,
+            passive: false,
+            gtsm: false,
+            md5_password: None,
+            local_address: None,
+            role: None,
+        }
+    }
+}
+
+impl AgentConfig {
     /// Loads and validates a configuration file; every error names file, line and field.
     pub fn load(path: &Path) -> Result<AgentConfig, FileError> {
         let (mut config, text): (AgentConfig, String) = yamlfile::load(path)?;
@@ -480,13 +525,8 @@ impl AgentConfig {
             )
         };
         let resolved = Dpf::from_config(d).map_err(|e| {
-            let p = e
-                .split_whitespace()
-                .nth(2)
-                .unwrap_or("dpf")
-                .trim_end_matches(':')
-                .to_string();
-            at(&p, e)
+            let p = e.prefix().map_or("dpf".to_string(), |p| p.to_string());
+            at(&p, e.to_string())
         })?;
         // Line of the i-th `- ` item after `flows:` (the block is nested under dpf:).
         let flows_at = yamlfile::find_line(text, "flows:", 1);
@@ -544,8 +584,13 @@ impl AgentConfig {
                     role: n.role,
                 })
                 .collect();
-            dpf::check_staged(self.fare.role, self.asn, &neighbors)
-                .map_err(|e| FileError::new(path, yamlfile::find_line(text, "neighbors:", 1), e))?;
+            dpf::check_staged(self.fare.role, self.asn, &neighbors).map_err(|e| {
+                FileError::new(
+                    path,
+                    yamlfile::find_line(text, "neighbors:", 1),
+                    e.to_string(),
+                )
+            })?;
         }
         Ok(())
     }

@@ -22,6 +22,7 @@
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
@@ -179,6 +180,17 @@ pub struct MonitorConfig {
     pub interfaces: Vec<MonitoredInterface>,
 }
 
+impl MonitorConfig {
+    /// Watches `interfaces` every `interval_us`, at the default scheduling priority.
+    pub fn new(interval_us: u64, interfaces: Vec<MonitoredInterface>) -> MonitorConfig {
+        MonitorConfig {
+            interval_us,
+            realtime_priority: default_realtime_priority(),
+            interfaces,
+        }
+    }
+}
+
 fn default_interval_us() -> u64 {
     1000
 }
@@ -224,6 +236,30 @@ impl MonitoredInterface {
             .unwrap_or(self.high_bytes.saturating_mul(2))
             .max(1)
     }
+}
+
+impl ArnConfig {
+    /// Path ID -> the prefixes behind it (`paths:`, entries of one ID merged): what both
+    /// receivers (the agent's and the XDP program's) look a Path ID up in.
+    pub fn path_table(&self) -> BTreeMap<u32, Vec<IpNet>> {
+        let mut table: BTreeMap<u32, Vec<IpNet>> = BTreeMap::new();
+        for p in &self.paths {
+            table
+                .entry(u32::from(p.path_id))
+                .or_default()
+                .extend(p.prefixes.iter().copied());
+        }
+        table
+    }
+}
+
+/// Whether a group for `prefix` lies behind a Path ID whose prefixes are `behind`: the
+/// prefix is inside one of them, or contains one (an aggregate over several paths). The
+/// one rule of Path ID coverage, for every receiver.
+pub fn path_covers(behind: &[IpNet], prefix: &IpNet) -> bool {
+    behind
+        .iter()
+        .any(|p| p.contains(prefix) || prefix.contains(&p.network()))
 }
 
 impl ArnConfig {

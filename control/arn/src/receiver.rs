@@ -6,7 +6,7 @@
 //! Everything rejected is counted in [`Counters`] and otherwise ignored.
 
 use super::codec::{ArnMessage, ArnType, FlowId};
-use super::config::{ArnConfig, ArnNeighbor, RateLimit};
+use super::config::{path_covers, ArnConfig, ArnNeighbor, RateLimit};
 use super::transport::{self, ArnSocket, Datagram, TTL};
 use async_trait::async_trait;
 use fare_model::forwarding::{GroupStatus, Member, MemberError};
@@ -307,7 +307,7 @@ struct SteeredFlow {
 /// The receiver's state machine; [`run`] drives it from sockets and timers.
 pub struct Receiver {
     neighbors: Vec<Neighbor>,
-    paths: HashMap<u32, Vec<IpNet>>,
+    paths: BTreeMap<u32, Vec<IpNet>>,
     hold: Duration,
     rate: RateLimit,
     buckets: HashMap<IpAddr, Bucket>,
@@ -339,13 +339,7 @@ impl Receiver {
                 interface: n.interface,
             })
             .collect();
-        let mut paths: HashMap<u32, Vec<IpNet>> = HashMap::new();
-        for p in &config.paths {
-            paths
-                .entry(u32::from(p.path_id))
-                .or_default()
-                .extend(p.prefixes.iter().copied());
-        }
+        let paths = config.path_table();
         Receiver {
             neighbors,
             paths,
@@ -471,10 +465,7 @@ impl Receiver {
         for g in groups {
             let prefix = g.group.prefix;
             if let Some(list) = behind {
-                if !list
-                    .iter()
-                    .any(|p| p.contains(&prefix) || prefix.contains(&p.network()))
-                {
+                if !path_covers(list, &prefix) {
                     continue;
                 }
             }

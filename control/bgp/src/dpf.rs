@@ -102,6 +102,41 @@ pub enum Coloring {
     None,
 }
 
+/// Why a DPF configuration or a session's colors are refused (one line each).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DpfError {
+    #[error("dpf route {0}: backup color equals the primary")]
+    BackupIsPrimary(IpNet),
+    #[error("dpf route {0}: primary needs a backup (a color or all); use color: N for one color")]
+    PrimaryWithoutBackup(IpNet),
+    #[error("dpf route {0}: give color (N or all) or primary + backup")]
+    NoColor(IpNet),
+    #[error("dpf route {0}: color excludes primary/backup (use one form)")]
+    ColorAndPrimary(IpNet),
+    #[error("dpf route {0} is given twice")]
+    Duplicate(IpNet),
+    #[error("session color mismatch: local {local}, peer {peer}")]
+    ColorMismatch { local: String, peer: String },
+    #[error("DPF primary/backup coloring needs a strictly staged fabric (draft-wang-idr-dpf §4): neighbors of stage {stage} use different AS numbers {ases:?}; give every node of a stage the same AS")]
+    StageAses { stage: &'static str, ases: Vec<u32> },
+    #[error("DPF primary/backup coloring needs a strictly staged fabric (draft-wang-idr-dpf §4): leaf AS {asn} equals its neighbor's AS {neighbor}")]
+    LeafAsOfNeighbor { asn: u32, neighbor: u32 },
+}
+
+impl DpfError {
+    /// The route an error is about, if it is about one.
+    pub fn prefix(&self) -> Option<IpNet> {
+        match self {
+            DpfError::BackupIsPrimary(p)
+            | DpfError::PrimaryWithoutBackup(p)
+            | DpfError::NoColor(p)
+            | DpfError::ColorAndPrimary(p)
+            | DpfError::Duplicate(p) => Some(*p),
+            _ => None,
+        }
+    }
+}
+
 impl Coloring {
     pub fn has_backup(&self) -> bool {
         matches!(
@@ -112,7 +147,7 @@ impl Coloring {
 }
 
 impl RouteColoringConfig {
-    pub fn coloring(&self) -> Result<Coloring, String> {
+    pub fn coloring(&self) -> Result<Coloring, DpfError> {
         use ColorOrAll::*;
         let p = self.prefix;
         Ok(match (self.color, self.primary, self.backup) {
@@ -121,25 +156,11 @@ impl RouteColoringConfig {
             (None, Some(primary), Some(Color(backup))) if primary != backup => {
                 Coloring::PrimaryBackup { primary, backup }
             }
-            (None, Some(_), Some(Color(_))) => {
-                return Err(format!("dpf route {p}: backup color equals the primary"))
-            }
+            (None, Some(_), Some(Color(_))) => return Err(DpfError::BackupIsPrimary(p)),
             (None, Some(primary), Some(Word(_))) => Coloring::PrimaryAll(primary),
-            (None, Some(_), None) => {
-                return Err(format!(
-                    "dpf route {p}: primary needs a backup (a color or all); use color: N for one color"
-                ))
-            }
-            (None, None, _) => {
-                return Err(format!(
-                    "dpf route {p}: give color (N or all) or primary + backup"
-                ))
-            }
-            (Some(_), _, _) => {
-                return Err(format!(
-                    "dpf route {p}: color excludes primary/backup (use one form)"
-                ))
-            }
+            (None, Some(_), None) => return Err(DpfError::PrimaryWithoutBackup(p)),
+            (None, None, _) => return Err(DpfError::NoColor(p)),
+            (Some(_), _, _) => return Err(DpfError::ColorAndPrimary(p)),
         })
     }
 }
@@ -166,11 +187,11 @@ impl Default for Dpf {
 }
 
 impl Dpf {
-    pub fn from_config(c: &DpfConfig) -> Result<Dpf, String> {
+    pub fn from_config(c: &DpfConfig) -> Result<Dpf, DpfError> {
         let mut routes = HashMap::new();
         for r in &c.routes {
             if routes.insert(r.prefix.trunc(), r.coloring()?).is_some() {
-                return Err(format!("dpf route {} is given twice", r.prefix));
+                return Err(DpfError::Duplicate(r.prefix));
             }
         }
         Ok(Dpf {
@@ -224,7 +245,7 @@ impl SessionColor {
 
     /// Strict mode match rules of §2.1.1 against the peer's OPEN capabilities;
     /// `Err` describes the mismatch (the session is then refused).
-    pub fn check(&self, peer_capabilities: &[Capability]) -> Result<(), String> {
+    pub fn check(&self, peer_capabilities: &[Capability]) -> Result<(), DpfError> {
         if self.mode != SessionColoring::Strict {
             return Ok(());
         }
@@ -232,15 +253,14 @@ impl SessionColor {
         match (self.color, peer) {
             (None, PeerColor::None) => Ok(()),
             (Some(a), PeerColor::Color(b)) if a == b => Ok(()),
-            (local, peer) => Err(format!(
-                "session color mismatch: local {}, peer {}",
-                show(local),
-                match peer {
+            (local, peer) => Err(DpfError::ColorMismatch {
+                local: show(local),
+                peer: match peer {
                     PeerColor::None => "none".to_string(),
                     PeerColor::Color(c) => c.to_string(),
                     PeerColor::Malformed => "malformed SESSION-COLOR capability".to_string(),
-                }
-            )),
+                },
+            }),
         }
     }
 
@@ -343,7 +363,7 @@ pub fn check_staged(
     role: fare_model::topology::Role,
     asn: u32,
     neighbors: &[StageNeighbor],
-) -> Result<(), String> {
+) -> Result<(), DpfError> {
     use fare_model::topology::Role;
     let stage_of = |r: Option<Role>| match (role, r) {
         (_, Some(Role::SuperSpine)) => Some(Role::SuperSpine),
@@ -361,21 +381,20 @@ pub fn check_staged(
         ases.sort();
         ases.dedup();
         if ases.len() > 1 {
-            return Err(format!(
-                "DPF primary/backup coloring needs a strictly staged fabric (draft-wang-idr-dpf §4): neighbors of stage {} use different AS numbers {:?}; give every node of a stage the same AS",
-                stage.as_str(),
-                ases
-            ));
+            return Err(DpfError::StageAses {
+                stage: stage.as_str(),
+                ases,
+            });
         }
     }
     if let Some(n) = neighbors
         .iter()
         .find(|n| n.remote_as == asn && matches!(role, Role::Leaf | Role::Rnic))
     {
-        return Err(format!(
-            "DPF primary/backup coloring needs a strictly staged fabric (draft-wang-idr-dpf §4): leaf AS {asn} equals its neighbor's AS {}",
-            n.remote_as
-        ));
+        return Err(DpfError::LeafAsOfNeighbor {
+            asn,
+            neighbor: n.remote_as,
+        });
     }
     Ok(())
 }
@@ -434,7 +453,10 @@ mod tests {
             assert!(loose.check(&caps).is_ok());
         }
         assert_eq!(
-            strict(Some(RED)).check(&[cap(BLUE)]).unwrap_err(),
+            strict(Some(RED))
+                .check(&[cap(BLUE)])
+                .unwrap_err()
+                .to_string(),
             "session color mismatch: local 1, peer 2"
         );
         assert_eq!(strict(Some(RED)).capability(), Some(cap(RED)));
@@ -527,7 +549,7 @@ mod tests {
     fn route_coloring_forms() {
         let parse = |y: &str| -> Result<Coloring, String> {
             let c: RouteColoringConfig = serde_norway::from_str(y).map_err(|e| e.to_string())?;
-            c.coloring()
+            c.coloring().map_err(|e| e.to_string())
         };
         assert_eq!(
             parse("{prefix: 10.0.0.0/8, color: 5}"),
@@ -561,6 +583,7 @@ mod tests {
         let n = |remote_as, role| StageNeighbor { remote_as, role };
         assert!(check_staged(Role::Leaf, 65001, &[n(65100, None), n(65100, None)]).is_ok());
         let e = check_staged(Role::Leaf, 65001, &[n(65100, None), n(65101, None)]).unwrap_err();
+        let e = e.to_string();
         assert!(e.contains("§4") && e.contains("65101"), "{e}");
         assert!(check_staged(Role::Leaf, 65100, &[n(65100, None)]).is_err());
         // A spine: leaves may differ, super-spines may not.

@@ -440,7 +440,7 @@ impl Neighbor {
             // do not match with the Color Mismatch NOTIFICATION.
             if let Err(why) = cfg.session_color.check(&open.capabilities) {
                 let n = Notification::new(code::OPEN, cfg.session_color.mismatch_subcode);
-                return Err(self.fail(&mut writer, n, &why).await);
+                return Err(self.fail(&mut writer, n, &why.to_string()).await);
             }
             // Collision (RFC 4271 §6.8): the connection opened by the higher BGP ID wins.
             let keep_ours = u32::from(cfg.router_id) > u32::from(open.bgp_id);

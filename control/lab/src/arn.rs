@@ -16,9 +16,9 @@
 
 use super::plan::{NodePlan, Plan};
 use super::up::TBF_MIN_LIMIT_BYTES;
+use fare_arn::config::{ArnConfig, ArnNeighbor, MonitorConfig, MonitoredInterface, PathPrefixes};
 use fare_model::sim::RouteGroup;
 use serde::{Deserialize, Serialize};
-use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// ARN settings of a lab (kept in its state so restarted agents get the same block).
@@ -77,42 +77,50 @@ pub fn block(
     node: &NodePlan,
     arn: &LabArn,
     paths: &BTreeMap<String, BTreeSet<String>>,
-) -> Value {
-    let neighbors: Vec<Value> = node
+) -> ArnConfig {
+    let neighbors = node
         .ports
         .iter()
-        .map(|p| json!({"address": p.peer_addr.to_string(), "interface": p.interface}))
+        .map(|p| ArnNeighbor {
+            address: p.peer_addr.into(),
+            interface: p.interface.clone(),
+        })
         .collect();
-    let interfaces: Vec<Value> = node
+    let interfaces: Vec<MonitoredInterface> = node
         .ports
         .iter()
         .filter_map(|p| {
             let far = plan.node(&p.peer)?;
-            Some(json!({
-                "interface": p.interface,
-                "path_id": far.router_id.to_string(),
-                "high_bytes": HIGH_BYTES,
-                "low_bytes": LOW_BYTES,
-                "limit_bytes": TBF_MIN_LIMIT_BYTES,
-                "clear_ms": arn.clear_ms,
-            }))
+            Some(MonitoredInterface {
+                interface: p.interface.clone(),
+                path_id: far.router_id,
+                high_bytes: HIGH_BYTES as u32,
+                low_bytes: LOW_BYTES as u32,
+                limit_bytes: Some(TBF_MIN_LIMIT_BYTES as u32),
+                clear_ms: arn.clear_ms,
+                notify: Vec::new(),
+            })
         })
         .collect();
-    let paths: Vec<Value> = paths
+    // Path IDs are router IDs, prefixes those the plan's groups route: both parse.
+    let paths = paths
         .iter()
-        .map(|(id, prefixes)| json!({"path_id": id, "prefixes": prefixes}))
+        .filter_map(|(id, prefixes)| {
+            Some(PathPrefixes {
+                path_id: id.parse().ok()?,
+                prefixes: prefixes.iter().filter_map(|p| p.parse().ok()).collect(),
+            })
+        })
         .collect();
-    let mut block = json!({
-        "hold_ms": arn.hold_ms,
-        "refresh_ms": (arn.hold_ms / 4).max(1),
-        "neighbors": neighbors,
-        "paths": paths,
-    });
-    if !interfaces.is_empty() {
-        block["monitor"] =
-            json!({"interval_us": arn.interval_us.max(100), "interfaces": interfaces});
+    ArnConfig {
+        hold_ms: arn.hold_ms,
+        refresh_ms: (arn.hold_ms / 4).max(1),
+        neighbors,
+        paths,
+        monitor: (!interfaces.is_empty())
+            .then(|| MonitorConfig::new(arn.interval_us.max(100), interfaces)),
+        ..ArnConfig::default()
     }
-    block
 }
 
 #[cfg(test)]
@@ -137,7 +145,9 @@ mod tests {
         assert!(paths["10.0.1.1"].contains("198.51.100.0/24"));
         let spine1 = p.node("spine1").unwrap();
         let b = block(&p, spine1, &LabArn::default(), &paths);
-        let config: fare_arn::ArnConfig = serde_json::from_value(b).unwrap();
+        // What the agent reads back from the file.
+        let yaml = serde_norway::to_string(&b).unwrap();
+        let config: ArnConfig = serde_norway::from_str(&yaml).unwrap();
         config.check().unwrap();
         let m = config.monitor.unwrap();
         assert_eq!(m.interfaces.len(), 2);

@@ -16,7 +16,7 @@ use super::plan::{NodePlan, Plan};
 use super::state::StateDir;
 use super::sys;
 use super::LabError;
-use serde_json::{json, Value};
+use fare_agent::config::{DataplaneConfig, P4RuntimeConfig, Pipeline};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -93,16 +93,17 @@ pub fn ports(node: &NodePlan) -> BTreeMap<String, u32> {
 }
 
 /// The agent's `dataplane:` block for a BMv2 node.
-pub fn dataplane_config(node: &NodePlan, build: &Path) -> Value {
-    json!({
-        "kind": "p4runtime",
-        "address": GRPC_ADDR,
-        "device_id": DEVICE_ID,
-        "pipeline": {
-            "p4info": build.join(P4INFO).to_string_lossy(),
-            "config": build.join(DEVICE_CONFIG).to_string_lossy(),
-        },
-        "ports": ports(node),
+pub fn dataplane_config(node: &NodePlan, build: &Path) -> DataplaneConfig {
+    DataplaneConfig::P4runtime(P4RuntimeConfig {
+        address: GRPC_ADDR.to_string(),
+        device_id: DEVICE_ID,
+        election_id: 1,
+        pipeline: Some(Pipeline {
+            p4info: build.join(P4INFO),
+            config: build.join(DEVICE_CONFIG),
+        }),
+        ports: ports(node),
+        max_group_size: None,
     })
 }
 
@@ -215,7 +216,8 @@ mod tests {
         let p = ports(s1);
         assert_eq!(p.get("eth1"), Some(&1));
         assert_eq!(p.get("eth2"), Some(&2));
-        let dp = dataplane_config(s1, Path::new("/b"));
+        // As the agent's file has it.
+        let dp = serde_json::to_value(dataplane_config(s1, Path::new("/b"))).unwrap();
         assert_eq!(dp["kind"], "p4runtime");
         assert_eq!(dp["ports"]["eth2"], 2);
         assert_eq!(dp["pipeline"]["config"], "/b/fare.json");

@@ -48,13 +48,7 @@ impl ArnFastPath {
             .into_iter()
             .map(|n| (n.address, n.interface))
             .collect();
-        let mut paths: BTreeMap<u32, Vec<IpNet>> = BTreeMap::new();
-        for p in &config.paths {
-            paths
-                .entry(u32::from(p.path_id))
-                .or_default()
-                .extend(p.prefixes.iter().copied());
-        }
+        let paths = config.path_table();
         ArnFastPath {
             udp_port: config.udp_port,
             hold: config.hold(),
@@ -126,11 +120,7 @@ pub fn targets<'a>(
                 .or_default()
                 .push(id);
             for (path_id, behind) in &settings.paths {
-                if *path_id != 0
-                    && behind
-                        .iter()
-                        .any(|p| p.contains(&g.prefix) || g.prefix.contains(&p.network()))
-                {
+                if *path_id != 0 && fare_arn::config::path_covers(behind, &g.prefix) {
                     out.entry(ArnPathKey {
                         sender,
                         path_id: *path_id,
