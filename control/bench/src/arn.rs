@@ -211,8 +211,7 @@ impl Bench {
 
     /// Members (interfaces) of the ingress group toward the far leaf's prefix.
     fn ingress_members(&self, prefix: &str) -> Vec<String> {
-        let Some(groups) = agents::show_json(&up::fare_binary(), &self.dir, INGRESS, "groups")
-        else {
+        let Some(groups) = agents::show_json(&self.dir, INGRESS, agents::Show::Groups) else {
             return Vec::new();
         };
         groups
