@@ -13,6 +13,7 @@ pub mod codec;
 pub mod config;
 pub mod monitor;
 pub mod receiver;
+pub mod shift;
 pub mod transport;
 
 pub use agent::run;

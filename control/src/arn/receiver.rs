@@ -7,6 +7,7 @@
 
 use super::codec::{ArnMessage, ArnType, FlowId};
 use super::config::{ArnConfig, ArnNeighbor, RateLimit};
+use super::shift::{CongestionMode, Share, ShiftConfig};
 use super::transport::{self, ArnSocket, Datagram, TTL};
 use crate::dataplane::{Dataplane, DataplaneError, GroupStatus, Member};
 use async_trait::async_trait;
@@ -64,6 +65,20 @@ pub trait MemberControl: Send {
         avoid: bool,
     ) -> Result<bool, ControlError> {
         let _ = (flow, interface, avoid);
+        Ok(false)
+    }
+    /// Congestion shift (`arn::shift`): the member whose `via` is `via` keeps `share`
+    /// (0 < share <= 1) of its weight, the others keep theirs. Ok(false): this path to the
+    /// data plane cannot re-weight a group (the receiver removes the member instead). The
+    /// agent's data plane task can, for every backend.
+    async fn set_member_share(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        via: &str,
+        share: f64,
+    ) -> Result<bool, ControlError> {
+        let _ = (prefix, index, via, share);
         Ok(false)
     }
 }
@@ -138,6 +153,11 @@ pub struct Counters {
     pub flows_released: AtomicU64,
     /// ARNs passed on upstream because no alternative was left here.
     pub propagated: AtomicU64,
+    /// Congestion shift: share cuts and recovery steps written to the data plane.
+    pub shares_cut: AtomicU64,
+    pub shares_restored: AtomicU64,
+    /// Multicast ARNs to a group this node does not listen to.
+    pub dropped_other_group: AtomicU64,
 }
 
 /// A plain copy of [`Counters`] for display and JSON.
@@ -164,6 +184,9 @@ pub struct CountersSnapshot {
     pub flows_steered: u64,
     pub flows_released: u64,
     pub propagated: u64,
+    pub shares_cut: u64,
+    pub shares_restored: u64,
+    pub dropped_other_group: u64,
 }
 
 impl Counters {
@@ -191,6 +214,9 @@ impl Counters {
             flows_steered: g(&self.flows_steered),
             flows_released: g(&self.flows_released),
             propagated: g(&self.propagated),
+            shares_cut: g(&self.shares_cut),
+            shares_restored: g(&self.shares_restored),
+            dropped_other_group: g(&self.dropped_other_group),
         }
     }
 }
@@ -203,7 +229,11 @@ fn bump(c: &AtomicU64) {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rejection {
     NotNeighbor,
-    WrongInterface { ifindex: Option<u32> },
+    /// Sent to a multicast group this node is not configured for.
+    OtherGroup(IpAddr),
+    WrongInterface {
+        ifindex: Option<u32>,
+    },
     Ttl(Option<u8>),
     RateLimited,
     Malformed(super::codec::DecodeError),
@@ -213,6 +243,7 @@ impl std::fmt::Display for Rejection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Rejection::NotNeighbor => f.write_str("not a configured ARN neighbor"),
+            Rejection::OtherGroup(g) => write!(f, "sent to multicast group {g}, not ours"),
             Rejection::WrongInterface { ifindex } => {
                 write!(f, "arrived on the wrong interface (ifindex {ifindex:?})")
             }
@@ -273,6 +304,9 @@ pub struct RemovedMember {
     pub metric: u8,
     /// Every condition keeping it out: (failure?, Path ID, expiry).
     pub causes: Vec<RemovalCause>,
+    /// Congestion shift: the member is in service with this share of its weight, in
+    /// thousandths (None: taken out).
+    pub share_permille: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -297,8 +331,12 @@ impl RemovedMember {
                 )
             })
             .collect();
+        let what = match self.share_permille {
+            Some(p) => format!(": share {:.1} % of its weight", f64::from(p) / 10.0),
+            None => String::new(),
+        };
         format!(
-            "ARN {} (metric {}) from {}",
+            "ARN {} (metric {}) from {}{what}",
             causes.join(", "),
             self.metric,
             self.sender
@@ -326,6 +364,26 @@ pub struct MemberChange {
     pub index: usize,
     pub active: bool,
     pub sender: IpAddr,
+    /// Congestion shift: the member's new share of its weight, in thousandths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_permille: Option<u32>,
+}
+
+/// A member whose share a congestion shift lowered (`arn::shift`).
+#[derive(Clone, Debug)]
+struct Shifted {
+    index: usize,
+    via: String,
+    share: Share,
+    path_ids: std::collections::BTreeSet<u32>,
+    metric: u8,
+    since: Instant,
+    /// The hold time: without a refresh by then the share starts to come back.
+    expires: Instant,
+}
+
+fn permille(f: f64) -> u32 {
+    (f * 1000.0).round().clamp(0.0, 1000.0) as u32
 }
 
 /// A flow the data plane keeps off the port toward `sender` until `expires`.
@@ -355,6 +413,12 @@ pub struct Receiver {
     propagated: HashMap<(IpAddr, u32, bool), Instant>,
     /// ARNs to send, with their destinations; [`run`] sends them.
     outbox: Vec<(ArnMessage, Vec<IpAddr>)>,
+    /// What a Type 1 does (shift or remove) and the shift's parameters.
+    shift: ShiftConfig,
+    /// Members whose share a congestion shift lowered.
+    shifted: BTreeMap<RemovalKey, Shifted>,
+    /// The multicast group ARNs may arrive on (others are dropped).
+    group: Option<IpAddr>,
     counters: Arc<Counters>,
     /// A copy of the removals for readers outside the receiver task (management API).
     published: Arc<std::sync::RwLock<Vec<RemovedMember>>>,
@@ -391,6 +455,9 @@ impl Receiver {
             propagate: config.propagate.then(|| config.refresh()),
             propagated: HashMap::new(),
             outbox: Vec::new(),
+            shift: config.congestion.clone(),
+            shifted: BTreeMap::new(),
+            group: config.multicast.as_ref().map(|m| m.group),
             counters: Arc::new(Counters::default()),
             published: Arc::default(),
         }
@@ -424,6 +491,12 @@ impl Receiver {
         let c = &self.counters;
         bump(&c.received);
         let sender = canonical(d.from.ip());
+        if let Some(dst) = d.dst.filter(|a| a.is_multicast()) {
+            if self.group != Some(dst) {
+                bump(&c.dropped_other_group);
+                return Err(Rejection::OtherGroup(dst));
+            }
+        }
         let Some(n) = self.neighbors.iter_mut().find(|n| n.address == sender) else {
             bump(&c.dropped_not_neighbor);
             return Err(Rejection::NotNeighbor);
@@ -601,10 +674,17 @@ impl Receiver {
             debug!(%sender, %msg, "ARN matched no group member");
         }
         let cause = Cause::of(msg);
+        let shift = self.shift.mode == CongestionMode::Shift && !cause.failure;
         let mut changes = Vec::new();
         let mut refused = false;
         for (prefix, index, via) in targets {
             let key = RemovalKey { prefix, sender };
+            if shift {
+                if let Some(change) = self.apply_shift(control, &key, index, &via, msg, now).await {
+                    changes.extend(change);
+                    continue;
+                }
+            }
             if msg.kind.removes() {
                 let expires = now + self.hold;
                 if let Some(r) = self.removals.get_mut(&key) {
@@ -630,6 +710,7 @@ impl Receiver {
                             index,
                             active: false,
                             sender,
+                            share_permille: None,
                         });
                     }
                     Err(ControlError::LastActiveMember(_)) => {
@@ -658,12 +739,127 @@ impl Receiver {
                             index,
                             active: true,
                             sender,
+                            share_permille: None,
                         });
                     }
                 }
             }
         }
         self.plan_propagation(sender, msg, refused, now);
+        changes
+    }
+
+    /// Congestion shift (`arn::shift`) of the member `key` names: a Type 1 cuts its share
+    /// by the Metric (damped), a Type 2 starts giving it back. None: not handled here (the
+    /// data plane cannot shift, or a Type 2 for a member that is not shifted): the caller
+    /// goes on with the removal rules.
+    async fn apply_shift<C: MemberControl + ?Sized>(
+        &mut self,
+        control: &mut C,
+        key: &RemovalKey,
+        index: usize,
+        via: &str,
+        msg: &ArnMessage,
+        now: Instant,
+    ) -> Option<Option<MemberChange>> {
+        if !msg.kind.removes() {
+            let s = self.shifted.get_mut(key)?;
+            s.share.cleared(now);
+            return Some(None);
+        }
+        let hold = self.hold;
+        let e = self.shifted.entry(key.clone()).or_insert_with(|| Shifted {
+            index,
+            via: via.to_string(),
+            share: Share::new(now),
+            path_ids: Default::default(),
+            metric: msg.metric,
+            since: now,
+            expires: now + hold,
+        });
+        e.expires = now + hold;
+        e.metric = msg.metric;
+        e.path_ids.insert(msg.path_id.unwrap_or(0));
+        if !e.share.congested(&self.shift, msg.metric, now) {
+            return Some(None); // damped, or already at the floor
+        }
+        let (factor, index, via) = (e.share.factor, e.index, e.via.clone());
+        match control
+            .set_member_share(key.prefix, index, &via, factor)
+            .await
+        {
+            Ok(true) => {
+                bump(&self.counters.shares_cut);
+                info!(prefix = %key.prefix, index, sender = %key.sender, metric = msg.metric, share = factor, "ARN: congested member's share lowered");
+                Some(Some(MemberChange {
+                    prefix: key.prefix,
+                    index,
+                    active: true,
+                    sender: key.sender,
+                    share_permille: Some(permille(factor)),
+                }))
+            }
+            Ok(false) => {
+                self.shifted.remove(key);
+                None
+            }
+            Err(e) => {
+                bump(&self.counters.backend_errors);
+                warn!(prefix = %key.prefix, index, error = %e, "ARN: the data plane failed to shift the member's share");
+                self.shifted.remove(key);
+                Some(None)
+            }
+        }
+    }
+
+    /// Recovery of shifted members: a share whose hold time ran out without a refresh
+    /// starts coming back as on Type 2; due steps are written to the data plane.
+    async fn tick_shares<C: MemberControl + ?Sized>(
+        &mut self,
+        control: &mut C,
+        now: Instant,
+    ) -> Vec<MemberChange> {
+        let mut changes = Vec::new();
+        let keys: Vec<RemovalKey> = self.shifted.keys().cloned().collect();
+        for key in keys {
+            let Some(e) = self.shifted.get_mut(&key) else {
+                continue;
+            };
+            if !e.share.is_recovering() && e.expires <= now {
+                e.share.cleared(now);
+                bump(&self.counters.expired);
+            }
+            if !e.share.tick(&self.shift, now) {
+                if e.share.done() {
+                    self.shifted.remove(&key);
+                }
+                continue;
+            }
+            let (factor, index, via) = (e.share.factor, e.index, e.via.clone());
+            if e.share.done() {
+                self.shifted.remove(&key);
+            }
+            match control
+                .set_member_share(key.prefix, index, &via, factor)
+                .await
+            {
+                Ok(_) => {
+                    bump(&self.counters.shares_restored);
+                    debug!(prefix = %key.prefix, index, share = factor, "ARN: share given back");
+                    changes.push(MemberChange {
+                        prefix: key.prefix,
+                        index,
+                        active: true,
+                        sender: key.sender,
+                        share_permille: Some(permille(factor)),
+                    });
+                }
+                Err(e) => {
+                    bump(&self.counters.backend_errors);
+                    warn!(prefix = %key.prefix, index, error = %e, "ARN: cannot give the share back");
+                }
+            }
+        }
         changes
     }
 
@@ -756,7 +952,7 @@ impl Receiver {
                 done.push((key.clone(), r.index, r.via.clone()));
             }
         }
-        let mut changes = Vec::new();
+        let mut changes = self.tick_shares(control, now).await;
         for (key, index, via) in done {
             self.removals.remove(&key);
             bump(&self.counters.expired);
@@ -767,6 +963,7 @@ impl Receiver {
                     index,
                     active: true,
                     sender: key.sender,
+                    share_permille: None,
                 });
             }
         }
@@ -780,6 +977,32 @@ impl Receiver {
         let Ok(groups) = control.groups().await else {
             return;
         };
+        // Shifted members: the data plane task keeps their shares across re-installs;
+        // only follow the member's index, and forget members that left the group.
+        let keys: Vec<RemovalKey> = self.shifted.keys().cloned().collect();
+        for key in keys {
+            let found = self
+                .neighbors
+                .iter()
+                .find(|n| n.address == key.sender)
+                .and_then(|n| {
+                    let g = groups.iter().find(|g| g.group.prefix == key.prefix)?;
+                    let i = member_toward(&g.group.members, n)?;
+                    Some((i, g.group.members[i].via.clone()))
+                });
+            match found {
+                Some((index, via)) => {
+                    if let Some(e) = self.shifted.get_mut(&key) {
+                        e.index = index;
+                        e.via = via;
+                    }
+                }
+                None => {
+                    self.shifted.remove(&key);
+                    bump(&self.counters.stale_dropped);
+                }
+            }
+        }
         let keys: Vec<RemovalKey> = self.removals.keys().cloned().collect();
         for key in keys {
             let neighbor = self
@@ -830,8 +1053,30 @@ impl Receiver {
         }
     }
 
-    /// Members currently held out by ARN, with why and until when.
+    /// Members currently held out by ARN (or, shifted, carrying less), with why and until
+    /// when.
     pub fn removed_members(&self) -> Vec<RemovedMember> {
+        let shifted = self
+            .shifted
+            .iter()
+            .filter(|(_, s)| !s.share.done())
+            .map(|(k, s)| RemovedMember {
+                prefix: k.prefix,
+                index: s.index,
+                sender: k.sender,
+                since: s.since,
+                metric: s.metric,
+                causes: s
+                    .path_ids
+                    .iter()
+                    .map(|&path_id| RemovalCause {
+                        failure: false,
+                        path_id,
+                        expires: s.expires,
+                    })
+                    .collect(),
+                share_permille: Some(permille(s.share.factor)),
+            });
         self.removals
             .iter()
             .map(|(k, r)| RemovedMember {
@@ -849,7 +1094,9 @@ impl Receiver {
                         expires: *expires,
                     })
                     .collect(),
+                share_permille: None,
             })
+            .chain(shifted)
             .collect()
     }
 

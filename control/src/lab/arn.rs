@@ -31,6 +31,9 @@ pub struct LabArn {
     /// Type 2 only after the queue stayed drained this long (see `MonitoredInterface`).
     #[serde(default)]
     pub clear_ms: u64,
+    /// What a Type 1 does at the receivers (`arn.congestion.mode`).
+    #[serde(default)]
+    pub congestion: crate::arn::shift::CongestionMode,
 }
 
 impl Default for LabArn {
@@ -39,6 +42,7 @@ impl Default for LabArn {
             interval_us: 1000,
             hold_ms: 1000,
             clear_ms: 200,
+            congestion: crate::arn::shift::CongestionMode::Shift,
         }
     }
 }
@@ -107,6 +111,7 @@ pub fn block(
         "refresh_ms": (arn.hold_ms / 4).max(1),
         "neighbors": neighbors,
         "paths": paths,
+        "congestion": {"mode": arn.congestion},
     });
     if !interfaces.is_empty() {
         block["monitor"] =

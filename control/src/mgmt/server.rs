@@ -236,7 +236,12 @@ pub fn arn_to_pb(arn: &crate::arn::agent::ArnStatus) -> pb::ArnState {
                 kinds: r
                     .causes
                     .iter()
-                    .map(|c| if c.failure { "failure" } else { "congestion" }.to_string())
+                    .map(|c| match (c.failure, r.share_permille) {
+                        (true, _) => "failure",
+                        (false, None) => "congestion",
+                        (false, Some(_)) => "shift",
+                    })
+                    .map(str::to_string)
                     .collect(),
                 path_ids: r
                     .causes

@@ -37,6 +37,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         split: SplitMode::Spray,
         arn: Some(LabArn {
             hold_ms: 5000,
+            congestion: crate::arn::shift::CongestionMode::Remove,
             ..LabArn::default()
         }),
         ..plan::Options::default()
