@@ -136,13 +136,16 @@ pub fn bgp_neighbors_of(config: &crate::agent::config::AgentConfig) -> Vec<ArnNe
 /// Fills each monitored interface's empty `notify` with the default (see module docs).
 pub fn resolve_notify(config: &mut ArnConfig, neighbors: &[ArnNeighbor]) {
     let global = config.notify.clone();
+    let multicast = config.multicast.is_some();
     let all: Vec<ArnNeighbor> = config.neighbors.iter().chain(neighbors).cloned().collect();
     if let Some(m) = config.monitor.as_mut() {
         for i in &mut m.interfaces {
             if !i.notify.is_empty() {
                 continue;
             }
-            i.notify = if global.is_empty() {
+            i.notify = if global.is_empty() && multicast {
+                Vec::new() // the group reaches the neighbors (see `arn.multicast`)
+            } else if global.is_empty() {
                 let mut list: Vec<IpAddr> = all
                     .iter()
                     .filter(|n| n.interface != i.interface)
@@ -186,6 +189,17 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
         Ok(s) => sockets.push(s),
         Err(e) => info!("ARN: no IPv6 socket ({e}); IPv4 only"),
     }
+    // Multicast transport: join the group on its interfaces; the monitor sends there too.
+    let multicast = match &config.multicast {
+        None => None,
+        Some(m) => {
+            let interfaces = m.resolved_interfaces(&config.accepted_neighbors(&extra));
+            let joined = ArnSocket::join_group(&sockets, m.group, &interfaces)
+                .map_err(|e| format!("ARN multicast: {e}"))?;
+            info!(group = %m.group, interfaces = ?joined, "ARN: receiving on the multicast group");
+            Some((m.group, joined))
+        }
+    };
     let status = ArnStatus {
         udp_port: config.udp_port,
         counters: receiver.counters(),
@@ -213,6 +227,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                 tx,
                 stop.clone(),
                 xdp_queue_source(&ctx.config),
+                multicast.clone(),
             )
             .map_err(|e| format!("ARN monitor: {e}"))?,
         );

@@ -66,6 +66,24 @@ pub struct ArnConfig {
     pub multicast: Option<MulticastConfig>,
 }
 
+impl MulticastConfig {
+    /// `interfaces`, else the interfaces of `neighbors` (each once, in order).
+    pub fn resolved_interfaces(&self, neighbors: &[ArnNeighbor]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let from = if self.interfaces.is_empty() {
+            neighbors.iter().map(|n| n.interface.clone()).collect()
+        } else {
+            self.interfaces.clone()
+        };
+        for i in from {
+            if !i.is_empty() && !out.contains(&i) {
+                out.push(i);
+            }
+        }
+        out
+    }
+}
+
 /// `arn.multicast`: the group ARNs are sent to and received on.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]

@@ -438,6 +438,7 @@ impl Watched {
 /// detection (`queued_us`).
 fn send_event(sender: &transport::BlockingSender, event: &mut MonitorEvent) {
     sender.send(&event.message, &event.notify);
+    sender.send_group(&event.message, &event.interface);
     event.queued_us = if event.crossed_ns != 0 {
         // From the program's own crossing stamp (same clock).
         crate::dataplane::xdp::queues::monotonic_ns().saturating_sub(event.crossed_ns) / 1000
@@ -462,6 +463,7 @@ pub struct XdpQueueSource {
 /// the program's threshold-crossing events wake the thread at once (Type 1 goes out
 /// without waiting for the next sample); the periodic samples compute the drained backlog
 /// for Type 2 and refreshes.
+#[allow(clippy::too_many_arguments)]
 pub fn spawn(
     config: MonitorConfig,
     default_notify: Vec<IpAddr>,
@@ -470,13 +472,19 @@ pub fn spawn(
     events: UnboundedSender<MonitorEvent>,
     stop: Arc<AtomicBool>,
     xdp: Option<XdpQueueSource>,
+    multicast: Option<(IpAddr, Vec<String>)>,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     let mut reader = QueueReader::new()?;
     // The driver's carrier, read at once (IFF_RUNNING follows it only when the kernel's
     // linkwatch runs, up to a second later); IFF_RUNNING where the driver cannot tell.
     let carrier = crate::bgp::link::CarrierProbe::open()?;
-    let sender =
+    let mut sender =
         transport::BlockingSender::new(port).map_err(|e| io::Error::other(e.to_string()))?;
+    if let Some((group, interfaces)) = &multicast {
+        sender = sender
+            .with_multicast(*group, interfaces)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+    }
     let (mut queues, mut crossings) = match &xdp {
         Some(x) => {
             let q = crate::dataplane::xdp::queues::Queues::open(&x.pin_root, &x.node)

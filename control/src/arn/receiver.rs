@@ -1386,6 +1386,39 @@ mod tests {
         );
     }
 
+    /// `arn.multicast`: an ARN to the configured group is admitted like a unicast one; an
+    /// ARN to another group (the host may have joined it for something else) is dropped
+    /// and counted.
+    #[test]
+    fn multicast_arns_count_only_for_the_configured_group() {
+        let cfg = ArnConfig {
+            multicast: Some(crate::arn::config::MulticastConfig {
+                group: "239.255.0.61".parse().unwrap(),
+                interfaces: vec![],
+            }),
+            ..config()
+        };
+        let mut r = Receiver::new(&cfg, &[]);
+        let now = Instant::now();
+        let good = ArnMessage::path(ArnType::CongestionDetected, 9, LEAF2.into())
+            .encode()
+            .unwrap();
+        let mut ours = datagram(S1, 255);
+        ours.dst = Some("239.255.0.61".parse().unwrap());
+        assert!(r.admit(&ours, &good, now).is_ok());
+        let mut other = datagram(S1, 255);
+        other.dst = Some("239.255.0.62".parse().unwrap());
+        assert_eq!(
+            r.admit(&other, &good, now),
+            Err(Rejection::OtherGroup("239.255.0.62".parse().unwrap()))
+        );
+        // Without a configured group every multicast ARN is someone else's.
+        let mut plain = Receiver::new(&config(), &[]);
+        assert!(plain.admit(&ours, &good, now).is_err());
+        let c = r.counters().snapshot();
+        assert_eq!((c.accepted, c.dropped_other_group), (1, 1));
+    }
+
     #[tokio::test]
     async fn congestion_removes_only_members_toward_sender_behind_path_then_restores() {
         let (mut r, mut dp) = setup().await;
