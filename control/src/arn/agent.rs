@@ -35,11 +35,19 @@ pub struct ArnStatus {
     pub counters: Arc<Counters>,
     pub removed: Arc<RwLock<Vec<RemovedMember>>>,
     pub sent: Arc<SentCounters>,
-    /// Watched interfaces (empty without `arn.monitor`).
-    pub monitored: Vec<String>,
+    /// Watched interfaces (empty without `arn.monitor`), each with its congestion signal
+    /// once the monitor knows it (`eth2: qdisc backlog + BQL inflight`).
+    pub monitored: Arc<RwLock<Vec<String>>>,
 }
 
 impl ArnStatus {
+    pub fn monitored(&self) -> Vec<String> {
+        self.monitored
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     pub fn removed(&self) -> Vec<RemovedMember> {
         self.removed
             .read()
@@ -205,11 +213,13 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
         counters: receiver.counters(),
         removed: receiver.published(),
         sent: Arc::default(),
-        monitored: config
-            .monitor
-            .iter()
-            .flat_map(|m| m.interfaces.iter().map(|i| i.interface.clone()))
-            .collect(),
+        monitored: Arc::new(RwLock::new(
+            config
+                .monitor
+                .iter()
+                .flat_map(|m| m.interfaces.iter().map(|i| i.interface.clone()))
+                .collect(),
+        )),
     };
     ctx.state.write().arn = Some(status.clone());
 
@@ -226,8 +236,11 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                 config.udp_port,
                 tx,
                 stop.clone(),
-                xdp_queue_source(&ctx.config),
-                multicast.clone(),
+                monitor::MonitorExtras {
+                    xdp: xdp_queue_source(&ctx.config),
+                    multicast: multicast.clone(),
+                    signals: Some(status.monitored.clone()),
+                },
             )
             .map_err(|e| format!("ARN monitor: {e}"))?,
         );
@@ -244,7 +257,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                 }
             }
         });
-        info!(interfaces = ?status.monitored, "ARN monitor started");
+        info!(interfaces = ?status.monitored(), "ARN monitor started");
     }
     info!(port = config.udp_port, "ARN receiver listening");
 

@@ -9,6 +9,7 @@
 //! - `receiver`: admission, (sender, Path ID) -> members, removal/restore, timeout, reconcile.
 
 pub mod agent;
+pub mod bql;
 pub mod codec;
 pub mod config;
 pub mod monitor;

@@ -282,8 +282,7 @@ fn monitor(args: MonitorArgs) -> Result<()> {
             args.port,
             tx,
             stop.clone(),
-            None,
-            None,
+            monitor::MonitorExtras::default(),
         )
         .context("starting the queue monitor (rtnetlink)")?;
         let sender = tokio::spawn(monitor::report_sent(rx, Some(sent_tx)));

@@ -259,7 +259,7 @@ pub fn arn_to_pb(arn: &crate::arn::agent::ArnStatus) -> pb::ArnState {
                 reason: r.reason(),
             })
             .collect(),
-        monitored: arn.monitored.clone(),
+        monitored: arn.monitored(),
     }
 }
 
