@@ -845,7 +845,7 @@ impl Receiver {
             {
                 Ok(_) => {
                     bump(&self.counters.shares_restored);
-                    debug!(prefix = %key.prefix, index, share = factor, "ARN: share given back");
+                    info!(prefix = %key.prefix, index, share = factor, "ARN: share given back");
                     changes.push(MemberChange {
                         prefix: key.prefix,
                         index,

@@ -9,6 +9,7 @@ mod agent_xdp;
 mod agent_xdp_limits;
 mod arn_lab;
 mod arn_propagation;
+mod arn_shift;
 mod arn_transport;
 mod arn_xdp;
 mod arn_xdp_last_member;
