@@ -637,6 +637,13 @@ impl Receiver {
         let mut refused = false;
         for (prefix, index, via) in targets {
             let key = RemovalKey { prefix, sender };
+            if shift && msg.kind.removes() && !has_alternative(&groups, prefix, index) {
+                // Shifting the only member in service moves nothing: this node has no
+                // alternative (the propagation rule below passes the ARN upstream).
+                bump(&self.counters.refused_last_member);
+                refused = true;
+                continue;
+            }
             if shift {
                 if let Some(change) = self.apply_shift(control, &key, index, &via, msg, now).await {
                     changes.extend(change);
@@ -1065,6 +1072,17 @@ impl Receiver {
             .map(|(k, r)| (k.prefix, r.index, k.sender))
             .collect()
     }
+}
+
+/// True when the group of `prefix` has a member in service other than `index`.
+fn has_alternative(groups: &[GroupStatus], prefix: IpNet, index: usize) -> bool {
+    groups
+        .iter()
+        .find(|g| g.group.prefix == prefix)
+        .is_some_and(|g| {
+            (0..g.group.members.len())
+                .any(|i| i != index && g.members.get(i).is_none_or(|m| m.active))
+        })
 }
 
 /// IPv4-mapped IPv6 senders compare as IPv4.
