@@ -8,6 +8,7 @@ mod agent_kernel;
 mod agent_xdp;
 mod agent_xdp_limits;
 mod arn_lab;
+mod arn_multicast;
 mod arn_propagation;
 mod arn_shift;
 mod arn_transport;
