@@ -1,7 +1,8 @@
 //! ARN over multicast into a real `fare agent` (`arn.multicast`): the agent joins its group
 //! on the link to its neighbor; a failure ARN (Type 3) the neighbor sends to that group out
 //! of the link takes the member toward it out, one sent to another group moves nothing and
-//! never reaches the receiver, and Type 4 to the group brings the member back.
+//! never reaches the receiver, and Type 4 to the group brings the member back. Second
+//! test: the sending side, an agent's monitor sending to its group only.
 //!
 //! ```text
 //!   A (a1 10.0.5.1/30) ---- (s1 10.0.5.2/30) S        A: group X via S and via a2 (a veth to itself)
