@@ -600,6 +600,99 @@ impl AgentConfig {
 mod tests {
     use super::*;
 
+    /// Every key of the agent configuration (but the `arn:` and `dpf:` blocks, which
+    /// arn.md and dpf.md describe) is in the reference, docs/configuration.md: a key added
+    /// without its documentation fails here.
+    #[test]
+    fn every_key_is_in_the_configuration_reference() {
+        let reference = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/configuration.md"
+        ))
+        .expect("docs/configuration.md");
+        let mac: MacAddr = "02:00:00:00:00:01".parse().expect("mac");
+        let mut c = AgentConfig::new("n", Ipv4Addr::new(10, 0, 0, 1), 65001);
+        c.neighbors
+            .push(NeighborConfig::new(IpAddr::from([10, 0, 0, 2]), 65002));
+        c.static_groups.push(StaticGroup {
+            prefix: "10.9.0.0/16".parse().expect("prefix"),
+            mode: GroupMode::Spray,
+            members: vec![StaticMember {
+                interface: "eth1".into(),
+                neighbor_mac: mac,
+                weight: 1,
+                next_hop: None,
+                bandwidth_gbps: None,
+            }],
+        });
+        c.static_from = Some(StaticFrom {
+            weights: "w.json".into(),
+            node: "n".into(),
+            mode: GroupMode::Spray,
+            links: BTreeMap::from([(
+                "l".to_string(),
+                LinkMapping {
+                    interface: "eth1".into(),
+                    neighbor_mac: mac,
+                    next_hop: None,
+                },
+            )]),
+        });
+        let mut values = vec![serde_json::to_value(&c).expect("serializes")];
+        for dataplane in [
+            DataplaneConfig::Xdp {
+                interfaces: vec![],
+                pin_name: Some("n".into()),
+                queues: vec![fare_dataplane::xdp::queues::QueueSpec {
+                    interface: "eth1".into(),
+                    rate_mbps: 1.0,
+                    limit_bytes: 0,
+                }],
+                egress_spray: vec!["eth1".into()],
+            },
+            DataplaneConfig::Kernel { interfaces: vec![] },
+            DataplaneConfig::P4runtime(P4RuntimeConfig {
+                address: "127.0.0.1:9559".into(),
+                device_id: 1,
+                election_id: 1,
+                pipeline: Some(Pipeline {
+                    p4info: "a".into(),
+                    config: "b".into(),
+                }),
+                ports: BTreeMap::new(),
+                max_group_size: Some(1),
+            }),
+        ] {
+            values.push(serde_json::to_value(&dataplane).expect("serializes"));
+        }
+        fn keys(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(m) => {
+                    for (k, v) in m {
+                        if k == "arn" || k == "dpf" || k == "ports" || k == "links" {
+                            out.push(k.clone());
+                            continue;
+                        }
+                        out.push(k.clone());
+                        keys(v, out);
+                    }
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|v| keys(v, out)),
+                _ => {}
+            }
+        }
+        let mut all = Vec::new();
+        values.iter().for_each(|v| keys(v, &mut all));
+        let missing: Vec<&String> = all
+            .iter()
+            .filter(|k| !reference.contains(&format!("`{k}`")))
+            .collect();
+        assert!(
+            missing.is_empty(),
+            "not in docs/configuration.md: {missing:?}"
+        );
+    }
+
     const EXAMPLE: &str = r#"
 name: leaf1
 router_id: 10.0.0.1
