@@ -256,6 +256,8 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         split: SplitMode::Spray,
         arn: Some(LabArn {
             interval_us: args.interval_us,
+            // The reaction-time trials measure the member going out (whole-member removal).
+            congestion: fare_arn::shift::CongestionMode::Remove,
             ..LabArn::default()
         }),
         ..plan::Options::default()
