@@ -90,7 +90,7 @@ fn backlog(ns: &str, ifname: &str) -> anyhow::Result<u64> {
 }
 
 fn agent_counter(dir: &fare_lab::state::StateDir, node: &str, names: &[&str]) -> u64 {
-    fare_lab::agents::show_json(&fare_lab::up::fare_binary(), dir, node, "arn")
+    fare_lab::agents::show_json(dir, node, fare_lab::agents::Show::Arn)
         .map(|v| {
             names
                 .iter()

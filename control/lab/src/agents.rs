@@ -255,6 +255,7 @@ pub fn socket_ready(dir: &StateDir, node: &str) -> bool {
 pub enum Show {
     Groups,
     Neighbors,
+    Arn,
 }
 
 /// `fare show WHAT --json` of every node in `nodes`, read in process from their
@@ -284,6 +285,10 @@ pub fn show_all(dir: &StateDir, nodes: &[&str], what: Show) -> Vec<Option<Value>
                                 .map(json::group_json)
                                 .collect(),
                         )
+                    }
+                    Show::Arn => {
+                        let a = c.get_arn(pb::GetArnRequest {}).await.ok()?;
+                        json::arn_json(&a.into_inner())
                     }
                     Show::Neighbors => {
                         let list = c.list_neighbors(pb::ListNeighborsRequest {}).await.ok()?;

@@ -16,7 +16,7 @@
 //!   "path_bandwidth_gbps", "selected"}]}]`
 
 use anyhow::Context;
-use fare_agent::mgmt::json::{group_json, neighbor_json, route_json};
+use fare_agent::mgmt::json::{arn_json, group_json, neighbor_json, route_json};
 use fare_agent::mgmt::{client, pb};
 use serde_json::{json, Value};
 use std::path::PathBuf;
@@ -131,40 +131,6 @@ fn to_json(items: Vec<Value>) -> String {
     let mut s = serde_json::to_string_pretty(&Value::Array(items)).unwrap_or_default();
     s.push('\n');
     s
-}
-
-/// `{"enabled", "udp_port", "counters": {...}, "sent": {"1": n, ...}, "monitored": [...],
-/// "removed": [{"prefix", "index", "sender", "kinds", "path_ids", "metric", "for_ms",
-/// "expires_in_ms", "reason"}]}`
-pub fn arn_json(a: &pb::ArnState) -> Value {
-    let counters: serde_json::Map<String, Value> = a
-        .counters
-        .iter()
-        .map(|(k, v)| (k.clone(), json!(v)))
-        .collect();
-    let sent: serde_json::Map<String, Value> = a
-        .sent
-        .iter()
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
-    json!({
-        "enabled": a.enabled,
-        "udp_port": a.udp_port,
-        "counters": counters,
-        "sent": sent,
-        "monitored": a.monitored,
-        "removed": a.removed.iter().map(|r| json!({
-            "prefix": r.prefix,
-            "index": r.index,
-            "sender": r.sender,
-            "kinds": r.kinds,
-            "path_ids": r.path_ids,
-            "metric": r.metric,
-            "for_ms": r.for_ms,
-            "expires_in_ms": r.expires_in_ms,
-            "reason": r.reason,
-        })).collect::<Vec<_>>(),
-    })
 }
 
 fn arn_text(a: &pb::ArnState) -> String {
