@@ -8,6 +8,7 @@ pub mod arn_shift;
 pub mod arn_xdp;
 pub mod elephant;
 pub mod lab_bench;
+pub mod lab_scale;
 pub mod mpson;
 pub mod results;
 pub mod sim;
@@ -92,6 +93,9 @@ pub enum Suite {
     ArnShift(arn_shift::Args),
     /// Every session, every time: repeated `lab up` and link flaps under CPU load (root).
     Soak(soak::Args),
+    /// How large a BGP-routed lab fabric comes up and converges here, and where the time
+    /// goes: generated Clos fabrics of growing size in one run (root).
+    LabScale(lab_scale::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -106,6 +110,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::ArnXdp(a) => ("arn-xdp", arn_xdp::run_bench(a)?),
         Suite::ArnShift(a) => ("arn-shift", arn_shift::run_bench(a)?),
         Suite::Soak(a) => ("soak", soak::run_bench(a)?),
+        Suite::LabScale(a) => ("lab-scale", lab_scale::run_bench(a)?),
     };
     println!("{body}");
     if !args.no_write {
