@@ -1,7 +1,9 @@
 //! BGP: wire codec, session FSM, RIB and the FARE/DPF/suppression policy.
 pub mod agent;
 pub mod dpf;
+pub mod events;
 pub mod fare;
+pub mod fsm;
 pub mod link;
 pub mod neighbor;
 pub mod packet;

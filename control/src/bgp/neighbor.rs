@@ -22,16 +22,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-/// RFC 4271 §8.2.2 states.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum State {
-    Idle,
-    Connect,
-    Active,
-    OpenSent,
-    OpenConfirm,
-    Established,
-}
+pub use super::fsm::State;
 
 /// What one neighbor needs to run.
 #[derive(Clone, Debug)]
