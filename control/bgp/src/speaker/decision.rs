@@ -2,7 +2,15 @@
 //! the weights, per-color groups (DPF), the views of `fare show routes` and the groups
 //! sent to the data plane.
 
-use super::*;
+use super::{ColorGroupView, PathView, RibTask, RouteView, SpeakerEvent};
+use crate::fare::Decision;
+use crate::packet::color;
+use crate::rib::{LocRoute, Path};
+use fare_model::bandwidth::{Encoding, Received};
+use fare_model::forwarding::{ColorGroup, Group, Member};
+use fare_model::topology::Role;
+use ipnet::IpNet;
+use std::net::IpAddr;
 
 impl RibTask {
     pub(super) fn decide(&self, paths: &[Path]) -> (Vec<Received>, Decision) {
@@ -308,7 +316,12 @@ pub(super) fn by_color(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::community::PathBandwidth;
+    use crate::fare::Policy;
     use crate::packet::ExtCommunity;
+    use crate::packet::{ColorCommunity, Family, MpReach, PathAttributes};
+    use std::net::Ipv4Addr;
+    use std::sync::Arc;
 
     const ID: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
 

@@ -2,7 +2,15 @@
 //! and ORF, down) and the speaker's commands (link events, bandwidth, refresh).
 
 use super::mpson::{apply_orf, peer_sends_orf};
-use super::*;
+use super::{RibTask, SpeakerEvent};
+use crate::community::FibSuppress;
+use crate::dpf;
+use crate::neighbor::{Command, SessionEvent};
+use crate::packet::{color, nlri, orf, AsPath, PathAttributes, Update};
+use ipnet::IpNet;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use tracing::{debug, info, warn};
 
 impl RibTask {
     pub(super) async fn on_session(&mut self, ev: SessionEvent) {
@@ -307,6 +315,8 @@ impl Import {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fare::Policy;
+    use crate::packet::{Aigp, ColorCommunity, Origin};
 
     const ME: u32 = 65001;
     const PEER: u32 = 65002;

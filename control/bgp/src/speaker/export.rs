@@ -2,7 +2,26 @@
 //! attributes of each route (next-hop-self, AS_PATH, Path Bandwidth re-advertised per the
 //! policy, DPF colors) packed into UPDATEs.
 
-use super::*;
+use super::{RibTask, SpeakerEvent};
+use crate::community::PathBandwidth;
+use crate::dpf;
+use crate::dpf::Transit;
+use crate::fare::Decision;
+use crate::neighbor::Command;
+use crate::packet::attribute::flag;
+use crate::packet::upa::Upa;
+use crate::packet::{
+    color, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
+    PathAttributes,
+};
+use crate::rib::LocRoute;
+use fare_model::bandwidth::Received;
+use fare_model::topology::Role;
+use ipnet::IpNet;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use tracing::info;
 
 impl RibTask {
     /// Decides every dirty prefix, then sends group changes and UPDATEs.
@@ -336,6 +355,8 @@ pub(super) fn advertised_to(route: Option<&LocRoute>, remote_as: u32, stub: bool
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rib::Path;
+    use std::net::Ipv4Addr;
 
     fn learned(path: Vec<u32>) -> LocRoute {
         LocRoute::Learned(vec![Path {

@@ -5,24 +5,15 @@
 //! route views for `fare show routes`, neighbor status changes. The agent forwards them
 //! to its data plane task and shared state; tests and benchmarks read them directly.
 
-use super::community::{FibSuppress, PathBandwidth};
-use super::dpf::{self, Dpf, Transit};
-use super::fare::{Decision, Policy};
+use super::dpf::Dpf;
+use super::fare::Policy;
 use super::neighbor::{
     Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
 };
-use super::packet::attribute::flag;
-use super::packet::upa::Upa;
-use super::packet::{
-    color, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
-    PathAttributes, Update,
-};
-use super::packet::{orf, Capability};
-use super::rib::{LocRoute, Path, Rib};
+use super::packet::{orf, Family};
+use super::rib::Rib;
 use super::socket::{self, Protection};
-use super::upa;
-use fare_model::bandwidth::{Encoding, Received};
-use fare_model::forwarding::{ColorGroup, Group, GroupMode, Member};
+use fare_model::forwarding::{ColorGroup, Group, GroupMode};
 use fare_model::topology::Role;
 use ipnet::IpNet;
 use serde::Serialize;
@@ -31,7 +22,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tracing::{debug, info, warn};
+use tracing::{debug, warn};
 
 mod decision;
 mod events;

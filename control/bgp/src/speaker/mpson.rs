@@ -2,7 +2,15 @@
 //! hosts announced and avoided), FIB-Suppress, summary-only neighbors and the Outbound
 //! Route Filters an RNIC asks for its host routes with (RFC 5291/5292).
 
-use super::*;
+use super::RibTask;
+use crate::neighbor::SessionInfo;
+use crate::packet::{nlri, orf, Capability};
+use crate::rib::{LocRoute, Path};
+use crate::upa;
+use fare_model::topology::Role;
+use ipnet::IpNet;
+use std::net::{IpAddr, Ipv4Addr};
+use tracing::{info, warn};
 
 impl RibTask {
     /// True when every path carries a FIB-Suppress community another router attached
@@ -175,6 +183,10 @@ pub(super) fn suppressed_by_others(paths: &[Path], subtype: u8, router_id: Ipv4A
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::community::FibSuppress;
+    use crate::fare::Policy;
+    use crate::packet::{Family, PathAttributes};
+    use std::sync::Arc;
 
     const LEAF: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 1);
     const ME: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
