@@ -1,6 +1,8 @@
-//! One BGP neighbor: the RFC 4271 §8 finite state machine over one TCP connection at a
-//! time, with hold / keepalive / connect-retry (exponential backoff) timers, connection
-//! collision resolution (§6.8) and capability negotiation.
+//! One BGP neighbor: the I/O task around its state machine ([`super::fsm`]). The task
+//! owns the sockets (the session's connection, a colliding or standby one, the outbound
+//! attempt), the timers and the capability negotiation; it turns reads, timer expiries,
+//! connections and commands into [`Event`]s and carries out the machine's [`Action`]s.
+//! All decisions (states, collisions, backoff) are the machine's.
 //!
 //! The task talks to the rest of the speaker through channels only: it reports
 //! [`SessionEvent`]s (up, UPDATE received, down) and sends what it is given as
