@@ -7,6 +7,7 @@
 
 use super::codec::{ArnMessage, ArnType, FlowId};
 use super::config::{path_covers, ArnConfig, ArnNeighbor, RateLimit};
+use super::shift::{CongestionMode, Share, ShiftConfig};
 use super::transport::{self, ArnSocket, Datagram, TTL};
 use async_trait::async_trait;
 use fare_model::forwarding::{GroupStatus, Member, MemberError};
@@ -67,6 +68,20 @@ pub trait MemberControl: Send {
         let _ = (flow, interface, avoid);
         Ok(false)
     }
+    /// Congestion shift (`arn::shift`): the member whose `via` is `via` keeps `share`
+    /// (0 < share <= 1) of its weight, the others keep theirs. Ok(false): this path to the
+    /// data plane cannot re-weight a group (the receiver removes the member instead). The
+    /// agent's data plane task can, for every backend.
+    async fn set_member_share(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        via: &str,
+        share: f64,
+    ) -> Result<bool, ControlError> {
+        let _ = (prefix, index, via, share);
+        Ok(false)
+    }
 }
 
 /// Receiver counters (shared with the agent's management API and metrics).
@@ -105,6 +120,11 @@ pub struct Counters {
     pub flows_released: AtomicU64,
     /// ARNs passed on upstream because no alternative was left here.
     pub propagated: AtomicU64,
+    /// Congestion shift: share cuts and recovery steps written to the data plane.
+    pub shares_cut: AtomicU64,
+    pub shares_restored: AtomicU64,
+    /// Multicast ARNs to a group this node does not listen to.
+    pub dropped_other_group: AtomicU64,
 }
 
 /// A plain copy of [`Counters`] for display and JSON.
@@ -131,6 +151,9 @@ pub struct CountersSnapshot {
     pub flows_steered: u64,
     pub flows_released: u64,
     pub propagated: u64,
+    pub shares_cut: u64,
+    pub shares_restored: u64,
+    pub dropped_other_group: u64,
 }
 
 impl Counters {
@@ -158,6 +181,9 @@ impl Counters {
             flows_steered: g(&self.flows_steered),
             flows_released: g(&self.flows_released),
             propagated: g(&self.propagated),
+            shares_cut: g(&self.shares_cut),
+            shares_restored: g(&self.shares_restored),
+            dropped_other_group: g(&self.dropped_other_group),
         }
     }
 }
@@ -170,7 +196,11 @@ fn bump(c: &AtomicU64) {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Rejection {
     NotNeighbor,
-    WrongInterface { ifindex: Option<u32> },
+    /// Sent to a multicast group this node is not configured for.
+    OtherGroup(IpAddr),
+    WrongInterface {
+        ifindex: Option<u32>,
+    },
     Ttl(Option<u8>),
     RateLimited,
     Malformed(super::codec::DecodeError),
@@ -180,6 +210,7 @@ impl std::fmt::Display for Rejection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Rejection::NotNeighbor => f.write_str("not a configured ARN neighbor"),
+            Rejection::OtherGroup(g) => write!(f, "sent to multicast group {g}, not ours"),
             Rejection::WrongInterface { ifindex } => {
                 write!(f, "arrived on the wrong interface (ifindex {ifindex:?})")
             }
@@ -240,6 +271,9 @@ pub struct RemovedMember {
     pub metric: u8,
     /// Every condition keeping it out: (failure?, Path ID, expiry).
     pub causes: Vec<RemovalCause>,
+    /// Congestion shift: the member is in service with this share of its weight, in
+    /// thousandths (None: taken out).
+    pub share_permille: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,8 +298,12 @@ impl RemovedMember {
                 )
             })
             .collect();
+        let what = match self.share_permille {
+            Some(p) => format!(": share {:.1} % of its weight", f64::from(p) / 10.0),
+            None => String::new(),
+        };
         format!(
-            "ARN {} (metric {}) from {}",
+            "ARN {} (metric {}) from {}{what}",
             causes.join(", "),
             self.metric,
             self.sender
@@ -293,6 +331,26 @@ pub struct MemberChange {
     pub index: usize,
     pub active: bool,
     pub sender: IpAddr,
+    /// Congestion shift: the member's new share of its weight, in thousandths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_permille: Option<u32>,
+}
+
+/// A member whose share a congestion shift lowered (`arn::shift`).
+#[derive(Clone, Debug)]
+struct Shifted {
+    index: usize,
+    via: String,
+    share: Share,
+    path_ids: std::collections::BTreeSet<u32>,
+    metric: u8,
+    since: Instant,
+    /// The hold time: without a refresh by then the share starts to come back.
+    expires: Instant,
+}
+
+fn permille(f: f64) -> u32 {
+    (f * 1000.0).round().clamp(0.0, 1000.0) as u32
 }
 
 /// A flow the data plane keeps off the port toward `sender` until `expires`.
@@ -322,6 +380,12 @@ pub struct Receiver {
     propagated: HashMap<(IpAddr, u32, bool), Instant>,
     /// ARNs to send, with their destinations; [`run`] sends them.
     outbox: Vec<(ArnMessage, Vec<IpAddr>)>,
+    /// What a Type 1 does (shift or remove) and the shift's parameters.
+    shift: ShiftConfig,
+    /// Members whose share a congestion shift lowered.
+    shifted: BTreeMap<RemovalKey, Shifted>,
+    /// The multicast group ARNs may arrive on (others are dropped).
+    group: Option<IpAddr>,
     counters: Arc<Counters>,
     /// A copy of the removals for readers outside the receiver task (management API).
     published: Arc<std::sync::RwLock<Vec<RemovedMember>>>,
@@ -352,6 +416,9 @@ impl Receiver {
             propagate: config.propagate.then(|| config.refresh()),
             propagated: HashMap::new(),
             outbox: Vec::new(),
+            shift: config.congestion.clone(),
+            shifted: BTreeMap::new(),
+            group: config.multicast.as_ref().map(|m| m.group),
             counters: Arc::new(Counters::default()),
             published: Arc::default(),
         }
@@ -385,6 +452,12 @@ impl Receiver {
         let c = &self.counters;
         bump(&c.received);
         let sender = canonical(d.from.ip());
+        if let Some(dst) = d.dst.filter(|a| a.is_multicast()) {
+            if self.group != Some(dst) {
+                bump(&c.dropped_other_group);
+                return Err(Rejection::OtherGroup(dst));
+            }
+        }
         let Some(n) = self.neighbors.iter_mut().find(|n| n.address == sender) else {
             bump(&c.dropped_not_neighbor);
             return Err(Rejection::NotNeighbor);
@@ -559,10 +632,24 @@ impl Receiver {
             debug!(%sender, %msg, "ARN matched no group member");
         }
         let cause = Cause::of(msg);
+        let shift = self.shift.mode == CongestionMode::Shift && !cause.failure;
         let mut changes = Vec::new();
         let mut refused = false;
         for (prefix, index, via) in targets {
             let key = RemovalKey { prefix, sender };
+            if shift && msg.kind.removes() && !has_alternative(&groups, prefix, index) {
+                // Shifting the only member in service moves nothing: this node has no
+                // alternative (the propagation rule below passes the ARN upstream).
+                bump(&self.counters.refused_last_member);
+                refused = true;
+                continue;
+            }
+            if shift {
+                if let Some(change) = self.apply_shift(control, &key, index, &via, msg, now).await {
+                    changes.extend(change);
+                    continue;
+                }
+            }
             if msg.kind.removes() {
                 let expires = now + self.hold;
                 if let Some(r) = self.removals.get_mut(&key) {
@@ -588,6 +675,7 @@ impl Receiver {
                             index,
                             active: false,
                             sender,
+                            share_permille: None,
                         });
                     }
                     Err(ControlError::LastActiveMember(_)) => {
@@ -616,12 +704,127 @@ impl Receiver {
                             index,
                             active: true,
                             sender,
+                            share_permille: None,
                         });
                     }
                 }
             }
         }
         self.plan_propagation(sender, msg, refused, now);
+        changes
+    }
+
+    /// Congestion shift (`arn::shift`) of the member `key` names: a Type 1 cuts its share
+    /// by the Metric (damped), a Type 2 starts giving it back. None: not handled here (the
+    /// data plane cannot shift, or a Type 2 for a member that is not shifted): the caller
+    /// goes on with the removal rules.
+    async fn apply_shift<C: MemberControl + ?Sized>(
+        &mut self,
+        control: &mut C,
+        key: &RemovalKey,
+        index: usize,
+        via: &str,
+        msg: &ArnMessage,
+        now: Instant,
+    ) -> Option<Option<MemberChange>> {
+        if !msg.kind.removes() {
+            let s = self.shifted.get_mut(key)?;
+            s.share.cleared(now);
+            return Some(None);
+        }
+        let hold = self.hold;
+        let e = self.shifted.entry(key.clone()).or_insert_with(|| Shifted {
+            index,
+            via: via.to_string(),
+            share: Share::new(now),
+            path_ids: Default::default(),
+            metric: msg.metric,
+            since: now,
+            expires: now + hold,
+        });
+        e.expires = now + hold;
+        e.metric = msg.metric;
+        e.path_ids.insert(msg.path_id.unwrap_or(0));
+        if !e.share.congested(&self.shift, msg.metric, now) {
+            return Some(None); // damped, or already at the floor
+        }
+        let (factor, index, via) = (e.share.factor, e.index, e.via.clone());
+        match control
+            .set_member_share(key.prefix, index, &via, factor)
+            .await
+        {
+            Ok(true) => {
+                bump(&self.counters.shares_cut);
+                info!(prefix = %key.prefix, index, sender = %key.sender, metric = msg.metric, share = factor, "ARN: congested member's share lowered");
+                Some(Some(MemberChange {
+                    prefix: key.prefix,
+                    index,
+                    active: true,
+                    sender: key.sender,
+                    share_permille: Some(permille(factor)),
+                }))
+            }
+            Ok(false) => {
+                self.shifted.remove(key);
+                None
+            }
+            Err(e) => {
+                bump(&self.counters.backend_errors);
+                warn!(prefix = %key.prefix, index, error = %e, "ARN: the data plane failed to shift the member's share");
+                self.shifted.remove(key);
+                Some(None)
+            }
+        }
+    }
+
+    /// Recovery of shifted members: a share whose hold time ran out without a refresh
+    /// starts coming back as on Type 2; due steps are written to the data plane.
+    async fn tick_shares<C: MemberControl + ?Sized>(
+        &mut self,
+        control: &mut C,
+        now: Instant,
+    ) -> Vec<MemberChange> {
+        let mut changes = Vec::new();
+        let keys: Vec<RemovalKey> = self.shifted.keys().cloned().collect();
+        for key in keys {
+            let Some(e) = self.shifted.get_mut(&key) else {
+                continue;
+            };
+            if !e.share.is_recovering() && e.expires <= now {
+                e.share.cleared(now);
+                bump(&self.counters.expired);
+            }
+            if !e.share.tick(&self.shift, now) {
+                if e.share.done() {
+                    self.shifted.remove(&key);
+                }
+                continue;
+            }
+            let (factor, index, via) = (e.share.factor, e.index, e.via.clone());
+            if e.share.done() {
+                self.shifted.remove(&key);
+            }
+            match control
+                .set_member_share(key.prefix, index, &via, factor)
+                .await
+            {
+                Ok(_) => {
+                    bump(&self.counters.shares_restored);
+                    info!(prefix = %key.prefix, index, share = factor, "ARN: share given back");
+                    changes.push(MemberChange {
+                        prefix: key.prefix,
+                        index,
+                        active: true,
+                        sender: key.sender,
+                        share_permille: Some(permille(factor)),
+                    });
+                }
+                Err(e) => {
+                    bump(&self.counters.backend_errors);
+                    warn!(prefix = %key.prefix, index, error = %e, "ARN: cannot give the share back");
+                }
+            }
+        }
         changes
     }
 
@@ -714,7 +917,7 @@ impl Receiver {
                 done.push((key.clone(), r.index, r.via.clone()));
             }
         }
-        let mut changes = Vec::new();
+        let mut changes = self.tick_shares(control, now).await;
         for (key, index, via) in done {
             self.removals.remove(&key);
             bump(&self.counters.expired);
@@ -725,6 +928,7 @@ impl Receiver {
                     index,
                     active: true,
                     sender: key.sender,
+                    share_permille: None,
                 });
             }
         }
@@ -738,6 +942,32 @@ impl Receiver {
         let Ok(groups) = control.groups().await else {
             return;
         };
+        // Shifted members: the data plane task keeps their shares across re-installs;
+        // only follow the member's index, and forget members that left the group.
+        let keys: Vec<RemovalKey> = self.shifted.keys().cloned().collect();
+        for key in keys {
+            let found = self
+                .neighbors
+                .iter()
+                .find(|n| n.address == key.sender)
+                .and_then(|n| {
+                    let g = groups.iter().find(|g| g.group.prefix == key.prefix)?;
+                    let i = member_toward(&g.group.members, n)?;
+                    Some((i, g.group.members[i].via.clone()))
+                });
+            match found {
+                Some((index, via)) => {
+                    if let Some(e) = self.shifted.get_mut(&key) {
+                        e.index = index;
+                        e.via = via;
+                    }
+                }
+                None => {
+                    self.shifted.remove(&key);
+                    bump(&self.counters.stale_dropped);
+                }
+            }
+        }
         let keys: Vec<RemovalKey> = self.removals.keys().cloned().collect();
         for key in keys {
             let neighbor = self
@@ -788,8 +1018,30 @@ impl Receiver {
         }
     }
 
-    /// Members currently held out by ARN, with why and until when.
+    /// Members currently held out by ARN (or, shifted, carrying less), with why and until
+    /// when.
     pub fn removed_members(&self) -> Vec<RemovedMember> {
+        let shifted = self
+            .shifted
+            .iter()
+            .filter(|(_, s)| !s.share.done())
+            .map(|(k, s)| RemovedMember {
+                prefix: k.prefix,
+                index: s.index,
+                sender: k.sender,
+                since: s.since,
+                metric: s.metric,
+                causes: s
+                    .path_ids
+                    .iter()
+                    .map(|&path_id| RemovalCause {
+                        failure: false,
+                        path_id,
+                        expires: s.expires,
+                    })
+                    .collect(),
+                share_permille: Some(permille(s.share.factor)),
+            });
         self.removals
             .iter()
             .map(|(k, r)| RemovedMember {
@@ -807,7 +1059,9 @@ impl Receiver {
                         expires: *expires,
                     })
                     .collect(),
+                share_permille: None,
             })
+            .chain(shifted)
             .collect()
     }
 
@@ -818,6 +1072,17 @@ impl Receiver {
             .map(|(k, r)| (k.prefix, r.index, k.sender))
             .collect()
     }
+}
+
+/// True when the group of `prefix` has a member in service other than `index`.
+fn has_alternative(groups: &[GroupStatus], prefix: IpNet, index: usize) -> bool {
+    groups
+        .iter()
+        .find(|g| g.group.prefix == prefix)
+        .is_some_and(|g| {
+            (0..g.group.members.len())
+                .any(|i| i != index && g.members.get(i).is_none_or(|m| m.active))
+        })
 }
 
 /// IPv4-mapped IPv6 senders compare as IPv4.
@@ -1147,6 +1412,39 @@ mod tests {
             ),
             (1, 1, 1, 3)
         );
+    }
+
+    /// `arn.multicast`: an ARN to the configured group is admitted like a unicast one; an
+    /// ARN to another group (the host may have joined it for something else) is dropped
+    /// and counted.
+    #[test]
+    fn multicast_arns_count_only_for_the_configured_group() {
+        let cfg = ArnConfig {
+            multicast: Some(crate::config::MulticastConfig {
+                group: "239.255.0.61".parse().unwrap(),
+                interfaces: vec![],
+            }),
+            ..config()
+        };
+        let mut r = Receiver::new(&cfg, &[]);
+        let now = Instant::now();
+        let good = ArnMessage::path(ArnType::CongestionDetected, 9, LEAF2.into())
+            .encode()
+            .unwrap();
+        let mut ours = datagram(S1, 255);
+        ours.dst = Some("239.255.0.61".parse().unwrap());
+        assert!(r.admit(&ours, &good, now).is_ok());
+        let mut other = datagram(S1, 255);
+        other.dst = Some("239.255.0.62".parse().unwrap());
+        assert_eq!(
+            r.admit(&other, &good, now),
+            Err(Rejection::OtherGroup("239.255.0.62".parse().unwrap()))
+        );
+        // Without a configured group every multicast ARN is someone else's.
+        let mut plain = Receiver::new(&config(), &[]);
+        assert!(plain.admit(&ours, &good, now).is_err());
+        let c = r.counters().snapshot();
+        assert_eq!((c.accepted, c.dropped_other_group), (1, 1));
     }
 
     #[tokio::test]

@@ -4,6 +4,7 @@
 //! section) and a variant to `Suite`.
 
 pub mod arn;
+pub mod arn_shift;
 pub mod arn_xdp;
 pub mod elephant;
 pub mod lab_bench;
@@ -86,6 +87,9 @@ pub enum Suite {
     /// ARN reaction inside the XDP program against the agent's user-space receiver, same
     /// ARN, same trial: sender's send -> member out at the receiver; root.
     ArnXdp(arn_xdp::Args),
+    /// ARN congestion shift against whole-member removal and no ARN: four paths, one
+    /// congested, delivered throughput, loss and queueing delay; root.
+    ArnShift(arn_shift::Args),
     /// Every session, every time: repeated `lab up` and link flaps under CPU load (root).
     Soak(soak::Args),
 }
@@ -100,6 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Elephant(a) => ("elephant", elephant::run_bench(a)?),
         Suite::Arn(a) => (a.section(), arn::run_bench(a)?),
         Suite::ArnXdp(a) => ("arn-xdp", arn_xdp::run_bench(a)?),
+        Suite::ArnShift(a) => ("arn-shift", arn_shift::run_bench(a)?),
         Suite::Soak(a) => ("soak", soak::run_bench(a)?),
     };
     println!("{body}");

@@ -215,7 +215,7 @@ fn build(
                 report.sessions
             ),
         );
-        match super::faults::wait_converged(&req.fare, dir, state, t, req.converge_timeout)? {
+        match super::faults::wait_converged(dir, state, t, req.converge_timeout)? {
             Ok(s) => {
                 report.converged_s = Some(s);
                 progress(req, &format!("converged {s:.2} s after the agents started"));
