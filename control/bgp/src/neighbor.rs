@@ -1,37 +1,32 @@
-//! One BGP neighbor: the RFC 4271 §8 finite state machine over one TCP connection at a
-//! time, with hold / keepalive / connect-retry (exponential backoff) timers, connection
-//! collision resolution (§6.8) and capability negotiation.
+//! One BGP neighbor: the I/O task around its state machine ([`super::fsm`]). The task
+//! owns the sockets (the session's connection, a colliding or standby one, the outbound
+//! attempt), the timers and the capability negotiation; it turns reads, timer expiries,
+//! connections and commands into [`Event`]s and carries out the machine's [`Action`]s.
+//! All decisions (states, collisions, backoff) are the machine's.
 //!
 //! The task talks to the rest of the speaker through channels only: it reports
 //! [`SessionEvent`]s (up, UPDATE received, down) and sends what it is given as
 //! [`Command`]s. Its observable state lives in a shared [`NeighborStatus`].
 
-use super::packet::error::{cease, code};
+use super::events::{Action, ConnId, Event, MsgError, PeerOpen, Timer};
+use super::fsm::{check_open, Fsm, FsmConfig};
+use super::packet::error::code;
 use super::packet::{
-    frame_len, Capability, Context, Family, Message, MessageError, Notification, Open,
-    RouteRefresh, Update,
+    frame_len, Capability, Context, Family, Message, MessageError, Open, RouteRefresh, Update,
 };
 use super::socket::{self, Protection};
 use serde::Serialize;
+use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedReadHalf;
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tracing::{debug, info, warn};
 
-/// RFC 4271 §8.2.2 states.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub enum State {
-    Idle,
-    Connect,
-    Active,
-    OpenSent,
-    OpenConfirm,
-    Established,
-}
+pub use super::fsm::State;
 
 /// What one neighbor needs to run.
 #[derive(Clone, Debug)]
@@ -165,26 +160,7 @@ impl NeighborStatus {
 
 pub type SharedStatus = Arc<Mutex<NeighborStatus>>;
 
-/// Why a session ended; the NOTIFICATION we sent, if any, is in the text.
-type Ended = String;
-
-/// After a link-up, how long the end with the lower BGP ID waits for the peer's
-/// connection before connecting itself (see [`Neighbor::kick_delay`]).
-pub const KICK_DEFER: Duration = Duration::from_millis(100);
-
-/// How long an Established session keeps a colliding connection on standby.
-pub const STANDBY: Duration = Duration::from_secs(2);
-
-/// The session ended because the speaker is shutting down.
-const SHUTDOWN: &str = "shutdown";
-
-/// A connection and who opened it.
-struct Conn {
-    stream: TcpStream,
-    outbound: bool,
-    /// Our OPEN already went out on it (a colliding connection gets it at once).
-    open_sent: bool,
-}
+pub use super::fsm::{KICK_DEFER, STANDBY};
 
 pub struct Neighbor {
     pub config: PeerConfig,
@@ -192,6 +168,111 @@ pub struct Neighbor {
     pub incoming: mpsc::Receiver<TcpStream>,
     pub events: mpsc::Sender<SessionEvent>,
     pub commands: mpsc::UnboundedReceiver<Command>,
+}
+
+/// One TCP connection of the neighbor, split for reading and writing.
+struct Link {
+    reader: Reader,
+    writer: OwnedWriteHalf,
+    local: Option<IpAddr>,
+}
+
+impl Link {
+    fn new(stream: TcpStream) -> Link {
+        let local = stream.local_addr().ok().map(|a| a.ip().to_canonical());
+        let (rd, wr) = stream.into_split();
+        Link {
+            reader: Reader::new(rd),
+            writer: wr,
+            local,
+        }
+    }
+}
+
+/// One outbound connection attempt, polled in place (its SYN leaves in the poll that
+/// creates it); dropping it closes its socket.
+type Attempt =
+    std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<TcpStream>> + Send>>;
+
+/// The attempt's outcome; pending forever without an attempt.
+async fn connected(
+    attempt: &mut Option<(ConnId, Attempt)>,
+) -> (ConnId, std::io::Result<TcpStream>) {
+    let Some((id, a)) = attempt.as_mut() else {
+        return std::future::pending().await;
+    };
+    let result = a.as_mut().await;
+    let id = *id;
+    *attempt = None;
+    (id, result)
+}
+
+/// What woke the task up.
+enum Input {
+    /// The peer's connection, accepted by the speaker.
+    Incoming(TcpStream),
+    /// Our connection attempt succeeded.
+    Connected(ConnId, TcpStream),
+    /// A read on the session's connection.
+    Message(Box<Result<Message, ReadError>>),
+    Event(Event),
+    Command(Option<Command>),
+    /// The hold timer ran out: an event unless messages are waiting unread.
+    HoldExpired,
+}
+
+/// The I/O state of the task around the machine.
+struct Io {
+    links: HashMap<ConnId, Link>,
+    next_id: ConnId,
+    attempt: Option<(ConnId, Attempt)>,
+    /// A connect the machine asked for, started once no connection of the peer's is
+    /// waiting (then there is nothing to cross).
+    dial: Option<ConnId>,
+    timers: HashMap<Timer, tokio::time::Instant>,
+    /// The peer's OPEN on the session's connection (OpenConfirm, Established).
+    peer_open: Option<Open>,
+    /// What the session negotiated, once Established.
+    session: Option<SessionInfo>,
+    /// Events raised while carrying out actions (a failed write).
+    queue: VecDeque<Event>,
+}
+
+impl Io {
+    fn add(&mut self, stream: TcpStream) -> ConnId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.links.insert(id, Link::new(stream));
+        id
+    }
+
+    fn ctx(&self) -> Context {
+        Context {
+            four_octet_as: self.peer_open.as_ref().is_some_and(|o| {
+                o.capabilities
+                    .iter()
+                    .any(|c| matches!(c, Capability::FourOctetAs(_)))
+            }),
+        }
+    }
+
+    /// Writes on connection `id`; a failure on the session's connection `primary` is a
+    /// TcpConnectionFails event, elsewhere it shows when that connection is used.
+    async fn write(&mut self, id: ConnId, primary: Option<ConnId>, bytes: &[u8]) -> bool {
+        let Some(link) = self.links.get_mut(&id) else {
+            return false;
+        };
+        match link.writer.write_all(bytes).await {
+            Ok(()) => true,
+            Err(e) => {
+                if Some(id) == primary {
+                    self.queue
+                        .push_back(Event::TcpConnectionFails(id, format!("write: {e}")));
+                }
+                false
+            }
+        }
+    }
 }
 
 impl Neighbor {
@@ -210,359 +291,339 @@ impl Neighbor {
         }
     }
 
-    /// How long after a link-up to connect. Both ends see the link come back within
-    /// milliseconds; if both connect at once the connections cross and one must be
-    /// closed (RFC 4271 §6.8), which, when one end is already Established on the other
-    /// connection, takes both down. So the end whose connection would lose (the lower
-    /// BGP ID, as known from the last session) gives the peer's connection
-    /// [`KICK_DEFER`] to arrive first; the other end connects at once.
-    fn kick_delay(&self) -> Duration {
-        let remote = self.status.lock().ok().and_then(|s| s.remote_id);
-        match remote {
-            Some(r) if u32::from(self.config.router_id) < u32::from(r) => {
-                KICK_DEFER.min(self.config.connect_retry)
-            }
-            _ => Duration::ZERO,
+    fn fsm_config(&self) -> FsmConfig {
+        let cfg = &self.config;
+        FsmConfig {
+            router_id: cfg.router_id,
+            hold_time: cfg.hold_time,
+            connect_retry: cfg.connect_retry,
+            connect_retry_max: cfg.connect_retry_max,
+            passive: cfg.passive,
+            color_mismatch_subcode: cfg.session_color.mismatch_subcode,
         }
     }
 
-    /// Runs until a `Shutdown` command or until the speaker drops its command sender.
+    /// Runs the state machine until a `Shutdown` command or until the speaker drops its
+    /// command sender: socket reads, timers and commands become events, the machine's
+    /// actions are carried out here.
     pub async fn run(mut self) {
-        let cfg = self.config.clone();
-        let mut backoff = cfg.connect_retry;
-        let mut first = true;
-        // The standby connection the last session left (see `STANDBY`).
-        let mut carried: Option<Conn> = None;
+        let mut fsm = Fsm::new(self.fsm_config());
+        let epoch = Instant::now();
+        let our_open = our_open(&self.config);
+        let mut io = Io {
+            links: HashMap::new(),
+            next_id: 1,
+            attempt: None,
+            dial: None,
+            timers: HashMap::new(),
+            peer_open: None,
+            session: None,
+            queue: VecDeque::from([Event::ManualStart]),
+        };
         loop {
-            self.set_state(if self.config.passive {
-                State::Active
-            } else {
-                State::Connect
-            });
-            let delay = if first { Duration::ZERO } else { backoff };
-            first = false;
-            // Commands that do not concern an idle neighbor leave the pending connect
-            // (and its backoff) alone; only a kick restarts it at once.
-            let mut dialer = Dialer::new(&cfg, delay);
-            // Biased: a connection of the peer's already waiting is taken before an
-            // attempt of ours starts (no crossing connections to sort out).
-            let conn = if let Some(c) = carried.take() {
-                c
-            } else {
-                loop {
-                    tokio::select! {
-                        biased;
-                        Some(stream) = self.incoming.recv() => break Conn { stream, outbound: false, open_sent: false },
-                        cmd = self.commands.recv() => match cmd {
-                            Some(Command::Send(_)) | Some(Command::Reset) | Some(Command::Refresh(_)) => {}
-                            Some(Command::Kick) => {
-                                // The link came back: whatever failed before it went down
-                                // says nothing about the next attempt.
-                                backoff = cfg.connect_retry;
-                                dialer.kick(self.kick_delay());
-                            }
-                            Some(Command::Shutdown) | None => return,
-                        },
-                        stream = dialer.next() => break Conn { stream, outbound: true, open_sent: false },
+            while let Some(event) = io.queue.pop_front() {
+                let actions = fsm.handle(epoch.elapsed(), event);
+                self.set_state(fsm.state());
+                for action in actions {
+                    if self.act(action, &fsm, &mut io, &our_open).await {
+                        return;
                     }
                 }
+            }
+            if let Some(id) = io.dial.take() {
+                if let Ok(stream) = self.incoming.try_recv() {
+                    let peers = io.add(stream);
+                    io.queue.push_back(Event::TcpConnectionConfirmed(peers));
+                    let why = "not started: the peer's connection was waiting";
+                    io.queue
+                        .push_back(Event::TcpConnectionFails(id, why.into()));
+                    continue;
+                }
+                let cfg = &self.config;
+                let addr = SocketAddr::new(cfg.address, cfg.port);
+                let (local, protection) = (cfg.local_address, cfg.protection.clone());
+                io.attempt = Some((
+                    id,
+                    Box::pin(async move { socket::connect(addr, local, &protection).await }),
+                ));
+            }
+            let primary = fsm.connection();
+            let ctx = match fsm.state() {
+                State::OpenConfirm | State::Established => io.ctx(),
+                _ => Context::default(),
             };
-            // An outbound attempt still under way goes on inside the handshake: the peer
-            // may already have accepted it and picked it in its own collision check.
-            let attempt = dialer.in_flight();
-            drop(dialer);
-            let started = Instant::now();
-            let mut collided = false;
-            let result = self
-                .session(conn, attempt, &mut collided, &mut carried)
-                .await;
-            self.set_state(State::Idle);
-            let reason = match result {
-                Ok(()) => return,
-                Err(e) if e == SHUTDOWN => return,
-                Err(e) => e,
+            let next_timer = io
+                .timers
+                .iter()
+                .min_by_key(|(_, at)| **at)
+                .map(|(t, at)| (*t, *at));
+            let Io { links, attempt, .. } = &mut io;
+            // Biased: a colliding connection already there is taken in before the next
+            // message is read, so that the collision decision sees it (the peer decides
+            // on the same two connections). Reads and timers are not biased so that a
+            // flood of UPDATEs does not hold back the keepalives.
+            let input = tokio::select! {
+                biased;
+                Some(stream) = self.incoming.recv() => Input::Incoming(stream),
+                (id, result) = connected(attempt) => match result {
+                    Ok(stream) => Input::Connected(id, stream),
+                    Err(e) => {
+                        debug!(peer = %self.config.address, "connect: {e}");
+                        Input::Event(Event::TcpConnectionFails(id, format!("connect: {e}")))
+                    }
+                },
+                cmd = self.commands.recv() => Input::Command(cmd),
+                input = async {
+                    tokio::select! {
+                        m = async {
+                            match primary.and_then(|id| links.get_mut(&id)) {
+                                Some(link) => link.reader.next(ctx).await,
+                                None => std::future::pending().await,
+                            }
+                        } => Input::Message(Box::new(m)),
+                        t = async {
+                            match next_timer {
+                                Some((t, at)) => {
+                                    tokio::time::sleep_until(at).await;
+                                    t
+                                }
+                                None => std::future::pending().await,
+                            }
+                        } => match t {
+                            Timer::ConnectRetry => Input::Event(Event::ConnectRetryTimerExpires),
+                            Timer::Hold => Input::HoldExpired,
+                            Timer::Keepalive => Input::Event(Event::KeepaliveTimerExpires),
+                            Timer::Standby => Input::Event(Event::StandbyTimerExpires),
+                        },
+                    }
+                } => input,
             };
-            collided |= reason.contains(&format!(
-                "({}/{})",
-                code::CEASE,
-                cease::CONNECTION_COLLISION
-            ));
-            info!(peer = %self.config.address, %reason, "session down");
-            self.count(|s| s.last_error = Some(reason.clone()));
-            let _ = self
-                .events
-                .send(SessionEvent::Down {
-                    peer: self.config.address,
-                    reason,
-                })
-                .await;
-            // A session that stayed up a while restarts the backoff. So does a collision
-            // (RFC 4271 §6.8) that took both connections down: the two ends raced (a
-            // crossing SYN, or one end Established while the other still chose), which
-            // says nothing about the peer; the next try comes after connect-retry.
-            backoff = if collided || started.elapsed() > self.config.connect_retry_max {
-                self.config.connect_retry
-            } else {
-                (backoff * 2).min(self.config.connect_retry_max)
-            };
+            match input {
+                Input::Incoming(stream) => {
+                    let _ = stream.set_nodelay(true);
+                    let id = io.add(stream);
+                    io.queue.push_back(Event::TcpConnectionConfirmed(id));
+                }
+                Input::Connected(id, stream) => {
+                    io.links.insert(id, Link::new(stream));
+                    io.queue.push_back(Event::TcpCrAcked(id));
+                }
+                Input::Message(m) => {
+                    let event = message_event(*m, primary, &fsm, &self.config, &mut io);
+                    if let Event::NotifMsg(_) | Event::NotifMsgVerErr(_) = event {
+                        self.count(|s| s.notifications_received += 1);
+                    }
+                    io.queue.push_back(event);
+                }
+                Input::Event(event) => {
+                    if let Some(timer) = expired(&event) {
+                        io.timers.remove(&timer);
+                    }
+                    io.queue.push_back(event);
+                }
+                Input::HoldExpired => {
+                    // The hold timer measures the peer's silence, not this task's: a
+                    // message already here (the task was busy) restarts it when read.
+                    let waiting = primary
+                        .and_then(|id| io.links.get_mut(&id))
+                        .is_some_and(|l| l.reader.has_news());
+                    if waiting {
+                        io.timers.insert(
+                            Timer::Hold,
+                            tokio::time::Instant::now() + Duration::from_millis(100),
+                        );
+                    } else {
+                        io.timers.remove(&Timer::Hold);
+                        io.queue.push_back(Event::HoldTimerExpires);
+                    }
+                }
+                Input::Command(cmd) => self.command(cmd, &fsm, &mut io).await,
+            }
         }
     }
 
-    async fn session(
-        &mut self,
-        mut conn: Conn,
-        mut attempt: Option<Attempt>,
-        collided: &mut bool,
-        next: &mut Option<Conn>,
-    ) -> Result<(), Ended> {
-        let cfg = self.config.clone();
-        let mut caps: Vec<Capability> = cfg
-            .families
-            .iter()
-            .map(|f| {
-                let (afi, safi) = f.afi_safi();
-                Capability::Multiprotocol { afi, safi }
-            })
-            .collect();
-        caps.push(Capability::RouteRefresh);
-        caps.push(Capability::FourOctetAs(cfg.local_as));
-        caps.extend(cfg.session_color.capability());
-        if cfg.orf_receive || !cfg.orf_send.is_empty() {
-            use super::packet::orf;
-            // RFC 5291 §4: receive to accept the neighbor's filters, send to give ours
-            // (the neighbor may then wait for it before its first UPDATE).
-            let mut sr = 0;
-            if cfg.orf_receive {
-                sr |= orf::RECEIVE;
+    /// A command of the speaker: stops and link changes are events; UPDATEs and
+    /// ROUTE-REFRESH requests go out while Established and are dropped otherwise (the
+    /// speaker sends the whole table when the session comes up).
+    async fn command(&self, cmd: Option<Command>, fsm: &Fsm, io: &mut Io) {
+        let established = fsm.state() == State::Established;
+        let primary = fsm.connection();
+        match cmd {
+            Some(Command::Send(updates)) if established => {
+                let Some(id) = primary else { return };
+                let ctx = io.ctx();
+                let families = io
+                    .session
+                    .as_ref()
+                    .map(|s| s.families.clone())
+                    .unwrap_or_default();
+                let n = updates.len() as u64;
+                let mut buf = Vec::new();
+                for u in updates {
+                    let fam_ok = u
+                        .announced()
+                        .chain(u.withdrawn_all())
+                        .all(|p| families.contains(&super::packet::nlri::family_of(&p)));
+                    if fam_ok {
+                        buf.extend_from_slice(&Message::Update(u).encode(ctx));
+                    }
+                }
+                if io.write(id, primary, &buf).await {
+                    self.count(|s| s.updates_sent += n);
+                }
             }
-            if !cfg.orf_send.is_empty() {
-                sr |= orf::SEND;
-            }
-            let families = cfg
-                .families
-                .iter()
-                .map(|f| {
+            Some(Command::Refresh(wanted)) if established => {
+                let Some(id) = primary else { return };
+                let Some(info) = io.session.as_ref() else {
+                    return;
+                };
+                if !info.route_refresh {
+                    debug!(peer = %self.config.address, "no ROUTE-REFRESH: the peer did not advertise the capability");
+                    return;
+                }
+                let ctx = io.ctx();
+                let mut buf = Vec::new();
+                let mut sent = 0;
+                for f in wanted.iter().filter(|f| info.families.contains(f)) {
                     let (afi, safi) = f.afi_safi();
-                    // Standard and pre-standard types: FRR sends whichever we accept.
-                    orf::OrfFamily {
+                    let rr = RouteRefresh {
                         afi,
+                        subtype: 0,
                         safi,
-                        types: vec![(orf::ADDRESS_PREFIX, sr)],
-                    }
-                })
-                .collect();
-            caps.push(Capability::Orf(families));
-        }
-        let our_open = Open::new(cfg.local_as, cfg.hold_time, cfg.router_id, caps);
-        // The other connection of a collision (stream, opened by us), OPEN sent on it.
-        let mut pending: Option<(TcpStream, bool)> = None;
-
-        // OpenSent / OpenConfirm, possibly twice after a collision. Both sides may
-        // connect at once (e.g. when a link comes back): each then sends its OPEN on
-        // both connections, so whichever connection the BGP IDs pick can complete.
-        let (reader, mut writer, info) = 'handshake: loop {
-            let Conn {
-                stream,
-                outbound,
-                open_sent,
-            } = conn;
-            let local_address = stream
-                .local_addr()
-                .map(|a| a.ip().to_canonical())
-                .map_err(|e| e.to_string())?;
-            let (rd, wr) = stream.into_split();
-            let mut reader = Reader::new(rd);
-            let mut writer = Writer::new(wr);
-            if !open_sent {
-                writer
-                    .send(&Message::Open(our_open.clone()), Context::default())
-                    .await?;
-            }
-            self.set_state(State::OpenSent);
-            // RFC 4271 §8.2.2: a large hold timer while waiting for the OPEN.
-            let open = loop {
-                // Biased: a colliding connection already there is taken in before the
-                // OPEN is read, so that the decision below sees it (the peer decides on
-                // the same two connections).
-                let msg = tokio::select! {
-                    biased;
-                    Some(s) = self.incoming.recv() => {
-                        // Peer raced us: answer with our OPEN there too, decide once
-                        // its OPEN tells us its BGP ID.
-                        *collided = true;
-                        pending = Some((send_open(s, &our_open).await, false));
-                        continue;
-                    }
-                    s = connected(&mut attempt) => {
-                        // Our own attempt made it after all: the same, the other way.
-                        if let Some(s) = s {
-                            *collided = true;
-                            pending = Some((send_open(s, &our_open).await, true));
-                        }
-                        continue;
-                    }
-                    cmd = self.commands.recv() => {
-                        self.handshake_command(cmd, &mut writer).await?;
-                        continue;
-                    }
-                    m = reader.next(Context::default(), Duration::from_secs(240)) => m,
-                };
-                match msg {
-                    Ok(Message::Open(o)) => break o,
-                    Ok(Message::Notification(n)) => return Err(self.notified(n)),
-                    Ok(_) => {
-                        return Err(self
-                            .fail(&mut writer, Notification::new(code::FSM, 1), "not an OPEN")
-                            .await)
-                    }
-                    Err(ReadError::Message(e)) => {
-                        return Err(self.fail(&mut writer, e.notification, e.reason).await)
-                    }
-                    Err(ReadError::Io(e)) => return Err(e),
-                }
-            };
-            if open.asn() != cfg.remote_as {
-                let n = Notification {
-                    code: code::OPEN,
-                    subcode: super::packet::error::open::BAD_PEER_AS,
-                    data: open.my_as.to_be_bytes().to_vec(),
-                };
-                return Err(self.fail(&mut writer, n, "peer AS mismatch").await);
-            }
-            if open.bgp_id == cfg.router_id {
-                let n =
-                    Notification::new(code::OPEN, super::packet::error::open::BAD_BGP_IDENTIFIER);
-                return Err(self
-                    .fail(&mut writer, n, "peer uses our BGP identifier")
-                    .await);
-            }
-            // DPF strict mode (draft-wang-idr-dpf §2.1.1): refuse a session whose colors
-            // do not match with the Color Mismatch NOTIFICATION.
-            if let Err(why) = cfg.session_color.check(&open.capabilities) {
-                let n = Notification::new(code::OPEN, cfg.session_color.mismatch_subcode);
-                return Err(self.fail(&mut writer, n, &why.to_string()).await);
-            }
-            // Collision (RFC 4271 §6.8): the connection opened by the higher BGP ID wins.
-            let keep_ours = u32::from(cfg.router_id) > u32::from(open.bgp_id);
-            if let Some((other, other_outbound)) = pending.take() {
-                if current_stays(outbound, other_outbound, keep_ours) {
-                    close_with(
-                        other,
-                        Notification::new(code::CEASE, cease::CONNECTION_COLLISION),
-                    )
-                    .await;
-                } else {
-                    cease_collision(&mut writer).await;
-                    conn = Conn {
-                        stream: other,
-                        outbound: other_outbound,
-                        open_sent: true,
+                        orf: None,
                     };
-                    continue 'handshake;
+                    buf.extend_from_slice(&Message::RouteRefresh(rr).encode(ctx));
+                    sent += 1;
+                }
+                info!(peer = %self.config.address, families = ?wanted, "ROUTE-REFRESH sent");
+                self.count(|s| s.route_refresh_sent += sent);
+                io.write(id, primary, &buf).await;
+            }
+            Some(Command::Send(_)) | Some(Command::Refresh(_)) => {}
+            Some(Command::Reset) => io.queue.push_back(Event::AutomaticStop),
+            Some(Command::Kick) => io.queue.push_back(Event::LinkUp),
+            Some(Command::Shutdown) | None => io.queue.push_back(Event::ManualStop),
+        }
+    }
+
+    /// Carries out one action of the machine; true when the task must end.
+    async fn act(&self, action: Action, fsm: &Fsm, io: &mut Io, our_open: &Open) -> bool {
+        let cfg = &self.config;
+        let primary = fsm.connection();
+        match action {
+            Action::Connect => {
+                io.dial = Some(io.next_id);
+                io.next_id += 1;
+            }
+            Action::AbortConnect => {
+                io.dial = None;
+                io.attempt = None;
+            }
+            Action::SendOpen(id) => {
+                let bytes = Message::Open(our_open.clone()).encode(Context::default());
+                io.write(id, primary, &bytes).await;
+            }
+            Action::SendKeepalive(id) => {
+                let bytes = Message::Keepalive.encode(io.ctx());
+                io.write(id, primary, &bytes).await;
+            }
+            Action::SendNotification(id, n) => {
+                if Some(id) == primary {
+                    warn!(peer = %cfg.address, "sending NOTIFICATION {n}");
+                }
+                let bytes = Message::Notification(n).encode(Context::default());
+                if io.write(id, None, &bytes).await {
+                    self.count(|s| s.notifications_sent += 1);
                 }
             }
-            let peer_families = open.families();
-            let families: Vec<Family> = if open
-                .capabilities
-                .iter()
-                .any(|c| matches!(c, Capability::Multiprotocol { .. }))
-            {
-                cfg.families
-                    .iter()
-                    .copied()
-                    .filter(|f| peer_families.contains(f))
-                    .collect()
-            } else {
-                // RFC 4760 §8: no MP capability means IPv4 unicast only.
-                cfg.families
-                    .iter()
-                    .copied()
-                    .filter(|f| *f == Family::Ipv4Unicast)
-                    .collect()
-            };
-            let info = SessionInfo {
-                remote_id: open.bgp_id,
-                remote_as: open.asn(),
-                local_address,
-                hold_time: cfg.hold_time.min(open.hold_time),
-                families,
-                four_octet_as: open
-                    .capabilities
-                    .iter()
-                    .any(|c| matches!(c, Capability::FourOctetAs(_))),
-                route_refresh: open.has(&Capability::RouteRefresh),
-                capabilities: open.capabilities.clone(),
-            };
-            writer.send(&Message::Keepalive, Context::default()).await?;
-            self.set_state(State::OpenConfirm);
-
-            // OpenConfirm: wait for the peer's KEEPALIVE. A colliding connection that
-            // shows up now is decided at once: we already know the peer's BGP ID.
-            let hold = Duration::from_secs(info.hold_time as u64);
-            let wait = if hold.is_zero() {
-                Duration::from_secs(u32::MAX as u64)
-            } else {
-                hold
-            };
-            let ctx = Context {
-                four_octet_as: info.four_octet_as,
-            };
-            let msg = loop {
-                tokio::select! {
-                    biased;
-                    other = async {
-                        tokio::select! {
-                            biased;
-                            Some(s) = self.incoming.recv() => Some((s, false)),
-                            s = connected(&mut attempt) => s.map(|s| (s, true)),
-                        }
-                    } => {
-                        let Some((s, other_outbound)) = other else { continue };
-                        *collided = true;
-                        let other = send_open(s, &our_open).await;
-                        if current_stays(outbound, other_outbound, keep_ours) {
-                            close_with(
-                                other,
-                                Notification::new(code::CEASE, cease::CONNECTION_COLLISION),
-                            )
-                            .await;
-                        } else {
-                            cease_collision(&mut writer).await;
-                            conn = Conn { stream: other, outbound: other_outbound, open_sent: true };
-                            continue 'handshake;
-                        }
+            Action::Close(id) => {
+                io.links.remove(&id);
+            }
+            Action::StartTimer {
+                timer,
+                after,
+                jitter: j,
+            } => {
+                let after = if j { jitter(after) } else { after };
+                io.timers.insert(timer, tokio::time::Instant::now() + after);
+            }
+            Action::StopTimer(timer) => {
+                io.timers.remove(&timer);
+            }
+            Action::SessionUp(id) => return self.session_up(id, fsm, io).await,
+            Action::DeliverUpdate(u) => {
+                let prefixes = u.announced().count() as u64;
+                let malformed = !u.errors.is_empty();
+                for e in &u.errors {
+                    warn!(peer = %cfg.address, "malformed UPDATE: {e}");
+                }
+                self.count(|s| {
+                    s.updates_received += 1;
+                    s.prefixes_received += prefixes;
+                    s.malformed_updates += malformed as u64;
+                });
+                let event = SessionEvent::Update {
+                    peer: cfg.address,
+                    update: u,
+                };
+                if self.events.send(event).await.is_err() {
+                    io.queue.push_back(Event::ManualStop);
+                }
+            }
+            Action::DeliverRouteRefresh(RouteRefresh {
+                afi,
+                safi,
+                subtype,
+                orf,
+            }) => {
+                // RFC 2918 §4: a family not negotiated is ignored; RFC 7313's BoRR/EoRR
+                // markers (subtype 1/2) are not requests.
+                self.count(|s| s.route_refresh_received += 1);
+                let families = io.session.as_ref().map(|s| &s.families);
+                match Family::from_afi_safi(afi, safi) {
+                    Some(family)
+                        if subtype == 0 && families.is_some_and(|f| f.contains(&family)) =>
+                    {
+                        let event = SessionEvent::RouteRefresh {
+                            peer: cfg.address,
+                            family: Some(family),
+                            orf: orf.filter(|_| cfg.orf_receive),
+                        };
+                        let _ = self.events.send(event).await;
                     }
-                    cmd = self.commands.recv() => self.handshake_command(cmd, &mut writer).await?,
-                    m = reader.next(ctx, wait) => break m,
+                    _ => debug!(peer = %cfg.address, afi, safi, subtype, "ROUTE-REFRESH ignored"),
                 }
-            };
-            match msg {
-                Ok(Message::Keepalive) => {}
-                Ok(Message::Notification(n)) => return Err(self.notified(n)),
-                Ok(_) => {
-                    return Err(self
-                        .fail(
-                            &mut writer,
-                            Notification::new(code::FSM, 2),
-                            "unexpected message in OpenConfirm",
-                        )
-                        .await)
-                }
-                Err(ReadError::Message(e)) => {
-                    return Err(self.fail(&mut writer, e.notification, e.reason).await)
-                }
-                Err(ReadError::Io(e)) => return Err(e),
             }
-            break (reader, writer, info);
-        };
-        let mut reader = reader;
-        let ctx = Context {
-            four_octet_as: info.four_octet_as,
-        };
-        let hold = Duration::from_secs(info.hold_time as u64);
-        let no_timer = Duration::from_secs(u32::MAX as u64);
+            Action::SessionDown(reason) => {
+                io.session = None;
+                io.peer_open = None;
+                info!(peer = %cfg.address, %reason, "session down");
+                self.count(|s| s.last_error = Some(reason.clone()));
+                let _ = self
+                    .events
+                    .send(SessionEvent::Down {
+                        peer: cfg.address,
+                        reason,
+                    })
+                    .await;
+            }
+            Action::Stop => return true,
+        }
+        false
+    }
 
-        self.set_state(State::Established);
+    /// Established on connection `id`: report the session, then send the ORF request.
+    async fn session_up(&self, id: ConnId, fsm: &Fsm, io: &mut Io) -> bool {
+        let cfg = &self.config;
+        let Some(open) = io.peer_open.clone() else {
+            return false;
+        };
+        let local = io
+            .links
+            .get(&id)
+            .and_then(|l| l.local)
+            .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+        let info = session_info(cfg, &open, local, fsm.hold_time());
         info!(peer = %cfg.address, remote_id = %info.remote_id, families = ?info.families, "session established");
         self.count(|s| {
             s.remote_id = Some(info.remote_id);
@@ -573,309 +634,180 @@ impl Neighbor {
             s.flaps += 1;
             s.peer_route_refresh = info.route_refresh;
         });
-        let families = info.families.clone();
-        let peer_route_refresh = info.route_refresh;
-        let orf_request = orf_request(&cfg.orf_send, &families, &info.capabilities);
-        self.events
-            .send(SessionEvent::Up {
-                peer: cfg.address,
-                info,
-            })
-            .await
-            .map_err(|_| "speaker stopped".to_string())?;
-
-        if !orf_request.is_empty() {
+        let orf = orf_request(&cfg.orf_send, &info.families, &info.capabilities);
+        io.session = Some(info.clone());
+        let up = SessionEvent::Up {
+            peer: cfg.address,
+            info,
+        };
+        if self.events.send(up).await.is_err() {
+            io.queue.push_back(Event::ManualStop);
+            return false;
+        }
+        if !orf.is_empty() {
+            let ctx = io.ctx();
             let mut buf = Vec::new();
-            for rr in orf_request {
+            for rr in orf {
                 buf.extend_from_slice(&Message::RouteRefresh(rr).encode(ctx));
                 self.count(|s| s.route_refresh_sent += 1);
             }
             info!(peer = %cfg.address, prefixes = cfg.orf_send.len(), "ORF sent");
-            writer.write_raw(&buf).await?;
+            io.write(id, Some(id), &buf).await;
         }
-
-        let keepalive_every = if hold.is_zero() { no_timer } else { hold / 3 };
-        let mut keepalive = tokio::time::interval_at(
-            tokio::time::Instant::now() + keepalive_every,
-            keepalive_every,
-        );
-        // A colliding connection kept on standby (`*next`) until this instant.
-        let mut standby_until = tokio::time::Instant::now();
-        loop {
-            tokio::select! {
-                other = async {
-                    tokio::select! {
-                        Some(s) = self.incoming.recv() => Some((s, false)),
-                        s = connected(&mut attempt) => s.map(|s| (s, true)),
-                    }
-                } => {
-                    let Some((stream, outbound)) = other else { continue };
-                    // RFC 4271 §6.8: an Established session wins any collision, and the
-                    // new connection is closed. It is kept on standby for STANDBY instead:
-                    // the peer may have chosen it while this end was completing the
-                    // handshake on this one (then a Cease comes here next), or may have
-                    // lost this connection without us noticing (a link flap: the
-                    // KEEPALIVE now draws its RST at once instead of after the hold time).
-                    // Either way this session ends and the next starts on the standby at
-                    // once; otherwise it is closed when STANDBY is over.
-                    if let Some(old) = next.take() {
-                        close_with(old.stream, Notification::new(code::CEASE, cease::CONNECTION_COLLISION)).await;
-                    }
-                    *next = Some(Conn { stream, outbound, open_sent: false });
-                    standby_until = tokio::time::Instant::now() + STANDBY;
-                    writer.send(&Message::Keepalive, ctx).await?;
-                }
-                _ = tokio::time::sleep_until(standby_until), if next.is_some() => {
-                    if let Some(old) = next.take() {
-                        close_with(old.stream, Notification::new(code::CEASE, cease::CONNECTION_COLLISION)).await;
-                    }
-                }
-                msg = reader.next(ctx, if hold.is_zero() { no_timer } else { hold }) => {
-                    match msg {
-                        Ok(Message::Update(u)) => {
-                            let prefixes = u.announced().count() as u64;
-                            let malformed = !u.errors.is_empty();
-                            if malformed {
-                                for e in &u.errors {
-                                    warn!(peer = %cfg.address, "malformed UPDATE: {e}");
-                                }
-                            }
-                            self.count(|s| {
-                                s.updates_received += 1;
-                                s.prefixes_received += prefixes;
-                                s.malformed_updates += malformed as u64;
-                            });
-                            self.events
-                                .send(SessionEvent::Update { peer: cfg.address, update: Box::new(u) })
-                                .await
-                                .map_err(|_| "speaker stopped".to_string())?;
-                        }
-                        Ok(Message::Keepalive) => {}
-                        Ok(Message::RouteRefresh(RouteRefresh { afi, safi, subtype, orf })) => {
-                            // RFC 2918 §4: a family not negotiated is ignored; RFC 7313's
-                            // BoRR/EoRR markers (subtype 1/2) are not requests.
-                            self.count(|s| s.route_refresh_received += 1);
-                            match Family::from_afi_safi(afi, safi) {
-                                Some(family) if subtype == 0 && families.contains(&family) => {
-                                    let _ = self.events.send(SessionEvent::RouteRefresh { peer: cfg.address, family: Some(family), orf: orf.filter(|_| cfg.orf_receive) }).await;
-                                }
-                                _ => debug!(peer = %cfg.address, afi, safi, subtype, "ROUTE-REFRESH ignored"),
-                            }
-                        }
-                        Ok(Message::Notification(n)) => return Err(self.notified(n)),
-                        Ok(Message::Open(_)) => {
-                            return Err(self.fail(&mut writer, Notification::new(code::FSM, 3), "OPEN while Established").await)
-                        }
-                        Err(ReadError::Message(e)) => {
-                            return Err(self.fail(&mut writer, e.notification, e.reason).await)
-                        }
-                        Err(ReadError::Io(e)) => return Err(e),
-                    }
-                }
-                _ = keepalive.tick() => writer.send(&Message::Keepalive, ctx).await?,
-                cmd = self.commands.recv() => match cmd {
-                    Some(Command::Send(updates)) => {
-                        let n = updates.len() as u64;
-                        let mut buf = Vec::new();
-                        for u in updates {
-                            let fam_ok = u.announced().chain(u.withdrawn_all()).all(|p| {
-                                families.contains(&super::packet::nlri::family_of(&p))
-                            });
-                            if fam_ok {
-                                buf.extend_from_slice(&Message::Update(u).encode(ctx));
-                            }
-                        }
-                        writer.write_raw(&buf).await?;
-                        self.count(|s| s.updates_sent += n);
-                    }
-                    Some(Command::Kick) => {}
-                    Some(Command::Refresh(wanted)) => {
-                        if !peer_route_refresh {
-                            debug!(peer = %cfg.address, "no ROUTE-REFRESH: the peer did not advertise the capability");
-                            continue;
-                        }
-                        let mut buf = Vec::new();
-                        for f in wanted.iter().filter(|f| families.contains(f)) {
-                            let (afi, safi) = f.afi_safi();
-                            buf.extend_from_slice(&Message::RouteRefresh(RouteRefresh { afi, subtype: 0, safi, orf: None }).encode(ctx));
-                            self.count(|s| s.route_refresh_sent += 1);
-                        }
-                        info!(peer = %cfg.address, families = ?wanted, "ROUTE-REFRESH sent");
-                        writer.write_raw(&buf).await?;
-                    }
-                    Some(Command::Reset) => {
-                        let n = Notification::new(code::CEASE, cease::ADMINISTRATIVE_RESET);
-                        let _ = writer.send(&Message::Notification(n), ctx).await;
-                        self.count(|s| s.notifications_sent += 1);
-                        *next = None;
-                        return Err("link down".into());
-                    }
-                    Some(Command::Shutdown) | None => {
-                        let n = Notification::new(code::CEASE, cease::ADMINISTRATIVE_SHUTDOWN);
-                        let _ = writer.send(&Message::Notification(n), ctx).await;
-                        self.count(|s| s.notifications_sent += 1);
-                        *next = None;
-                        return Ok(());
-                    }
-                },
-            }
-        }
-    }
-
-    /// A command that arrives during OpenSent/OpenConfirm: a reset or shutdown ends the
-    /// handshake (a reset left queued would later drop the session it completes);
-    /// UPDATEs wait for Established, where the speaker sends the whole table anyway.
-    async fn handshake_command(
-        &mut self,
-        cmd: Option<Command>,
-        writer: &mut Writer,
-    ) -> Result<(), Ended> {
-        match cmd {
-            Some(Command::Send(_)) | Some(Command::Kick) | Some(Command::Refresh(_)) => Ok(()),
-            Some(Command::Reset) => {
-                let n = Notification::new(code::CEASE, cease::ADMINISTRATIVE_RESET);
-                let _ = writer
-                    .send(&Message::Notification(n), Context::default())
-                    .await;
-                self.count(|s| s.notifications_sent += 1);
-                Err("link down".into())
-            }
-            Some(Command::Shutdown) | None => {
-                let n = Notification::new(code::CEASE, cease::ADMINISTRATIVE_SHUTDOWN);
-                let _ = writer
-                    .send(&Message::Notification(n), Context::default())
-                    .await;
-                self.count(|s| s.notifications_sent += 1);
-                Err(SHUTDOWN.into())
-            }
-        }
-    }
-
-    fn notified(&self, n: Notification) -> Ended {
-        self.count(|s| s.notifications_received += 1);
-        if self.config.session_color.is_mismatch(n.code, n.subcode) {
-            return format!("received NOTIFICATION {n}: session color mismatch");
-        }
-        format!("received NOTIFICATION {n}")
-    }
-
-    async fn fail(&self, writer: &mut Writer, n: Notification, reason: &str) -> Ended {
-        warn!(peer = %self.config.address, %reason, "sending NOTIFICATION {n}");
-        let text = format!("sent NOTIFICATION {n}: {reason}");
-        let _ = writer
-            .send(&Message::Notification(n), Context::default())
-            .await;
-        self.count(|s| s.notifications_sent += 1);
-        text
+        false
     }
 }
 
-/// One outbound connection attempt, polled in place (its SYN leaves in the poll that
-/// creates it); dropping it closes its socket.
-type Attempt =
-    std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<TcpStream>> + Send>>;
+/// The timer whose expiry this event is (it no longer runs).
+fn expired(event: &Event) -> Option<Timer> {
+    match event {
+        Event::ConnectRetryTimerExpires => Some(Timer::ConnectRetry),
+        Event::KeepaliveTimerExpires => Some(Timer::Keepalive),
+        Event::StandbyTimerExpires => Some(Timer::Standby),
+        Event::HoldTimerExpires => Some(Timer::Hold),
+        _ => None,
+    }
+}
 
-/// The attempt's connection once it is made; `None` when it failed. Pending forever
-/// without an attempt (a select arm for "our connect completed" that never fires).
-async fn connected(attempt: &mut Option<Attempt>) -> Option<TcpStream> {
-    let Some(a) = attempt.as_mut() else {
-        return std::future::pending().await;
+/// The event a read on the session's connection is. An OPEN in OpenSent is checked
+/// here ([`check_open`]) and kept for the session's parameters; anywhere else it is an
+/// error of the machine's.
+fn message_event(
+    m: Result<Message, ReadError>,
+    primary: Option<ConnId>,
+    fsm: &Fsm,
+    cfg: &PeerConfig,
+    io: &mut Io,
+) -> Event {
+    match m {
+        Ok(Message::Open(o)) => {
+            let peer = PeerOpen {
+                bgp_id: o.bgp_id,
+                hold_time: o.hold_time,
+            };
+            if fsm.state() != State::OpenSent {
+                return Event::BgpOpen(peer);
+            }
+            match check_open(&o, cfg.remote_as, cfg.router_id, &cfg.session_color) {
+                Ok(peer) => {
+                    io.peer_open = Some(o);
+                    Event::BgpOpen(peer)
+                }
+                Err(e) => Event::BgpOpenMsgErr(e),
+            }
+        }
+        Ok(Message::Keepalive) => Event::KeepAliveMsg,
+        Ok(Message::Update(u)) => Event::UpdateMsg(Box::new(u)),
+        Ok(Message::RouteRefresh(r)) => Event::RouteRefreshMsg(r),
+        Ok(Message::Notification(n)) => {
+            if n.code == code::OPEN && n.subcode == super::packet::error::open::UNSUPPORTED_VERSION
+            {
+                Event::NotifMsgVerErr(n)
+            } else {
+                Event::NotifMsg(n)
+            }
+        }
+        Err(ReadError::Message(e)) => {
+            let err = MsgError {
+                notification: e.notification,
+                reason: e.reason.to_string(),
+            };
+            match err.notification.code {
+                code::OPEN => Event::BgpOpenMsgErr(err),
+                code::UPDATE => Event::UpdateMsgErr(err),
+                code::ROUTE_REFRESH => Event::RouteRefreshMsgErr(err),
+                _ => Event::BgpHeaderErr(err),
+            }
+        }
+        Err(ReadError::Io(e)) => Event::TcpConnectionFails(primary.unwrap_or(0), e),
+    }
+}
+
+/// Our OPEN: the families, ROUTE-REFRESH, 4-octet AS, DPF session color and ORF.
+fn our_open(cfg: &PeerConfig) -> Open {
+    let mut caps: Vec<Capability> = cfg
+        .families
+        .iter()
+        .map(|f| {
+            let (afi, safi) = f.afi_safi();
+            Capability::Multiprotocol { afi, safi }
+        })
+        .collect();
+    caps.push(Capability::RouteRefresh);
+    caps.push(Capability::FourOctetAs(cfg.local_as));
+    caps.extend(cfg.session_color.capability());
+    if cfg.orf_receive || !cfg.orf_send.is_empty() {
+        use super::packet::orf;
+        // RFC 5291 §4: receive to accept the neighbor's filters, send to give ours
+        // (the neighbor may then wait for it before its first UPDATE).
+        let mut sr = 0;
+        if cfg.orf_receive {
+            sr |= orf::RECEIVE;
+        }
+        if !cfg.orf_send.is_empty() {
+            sr |= orf::SEND;
+        }
+        let families = cfg
+            .families
+            .iter()
+            .map(|f| {
+                let (afi, safi) = f.afi_safi();
+                // Standard and pre-standard types: FRR sends whichever we accept.
+                orf::OrfFamily {
+                    afi,
+                    safi,
+                    types: vec![(orf::ADDRESS_PREFIX, sr)],
+                }
+            })
+            .collect();
+        caps.push(Capability::Orf(families));
+    }
+    Open::new(cfg.local_as, cfg.hold_time, cfg.router_id, caps)
+}
+
+/// What the session negotiated, from the peer's OPEN.
+fn session_info(
+    cfg: &PeerConfig,
+    open: &Open,
+    local_address: IpAddr,
+    hold_time: u16,
+) -> SessionInfo {
+    let peer_families = open.families();
+    let families: Vec<Family> = if open
+        .capabilities
+        .iter()
+        .any(|c| matches!(c, Capability::Multiprotocol { .. }))
+    {
+        cfg.families
+            .iter()
+            .copied()
+            .filter(|f| peer_families.contains(f))
+            .collect()
+    } else {
+        // RFC 4760 §8: no MP capability means IPv4 unicast only.
+        cfg.families
+            .iter()
+            .copied()
+            .filter(|f| *f == Family::Ipv4Unicast)
+            .collect()
     };
-    let result = a.as_mut().await;
-    *attempt = None;
-    match result {
-        Ok(stream) => Some(stream),
-        Err(e) => {
-            debug!("connect: {e}");
-            None
-        }
+    SessionInfo {
+        remote_id: open.bgp_id,
+        remote_as: open.asn(),
+        local_address,
+        hold_time,
+        families,
+        four_octet_as: open
+            .capabilities
+            .iter()
+            .any(|c| matches!(c, Capability::FourOctetAs(_))),
+        route_refresh: open.has(&Capability::RouteRefresh),
+        capabilities: open.capabilities.clone(),
     }
 }
 
-/// Outbound connects of one idle neighbor: the first after `delay`, then retries after
-/// connect-retry, doubling up to connect_retry_max (jittered). Passive: never.
-struct Dialer {
-    cfg: PeerConfig,
-    at: tokio::time::Instant,
-    wait: Duration,
-    attempt: Option<Attempt>,
-}
-
-impl Dialer {
-    fn new(cfg: &PeerConfig, delay: Duration) -> Dialer {
-        Dialer {
-            cfg: cfg.clone(),
-            at: tokio::time::Instant::now() + jitter(delay),
-            wait: cfg.connect_retry,
-            attempt: None,
-        }
-    }
-
-    /// The next connection made. Cancel safe: the attempt under way and the retry time
-    /// stay in `self`.
-    async fn next(&mut self) -> TcpStream {
-        if self.cfg.passive {
-            return std::future::pending().await;
-        }
-        loop {
-            if self.attempt.is_none() {
-                tokio::time::sleep_until(self.at).await;
-                let cfg = self.cfg.clone();
-                let addr = SocketAddr::new(cfg.address, cfg.port);
-                self.attempt = Some(Box::pin(async move {
-                    socket::connect(addr, cfg.local_address, &cfg.protection).await
-                }));
-            }
-            if let Some(stream) = connected(&mut self.attempt).await {
-                return stream;
-            }
-            debug!(peer = %self.cfg.address, "connect failed; next in {:?}", self.wait);
-            self.at = tokio::time::Instant::now() + jitter(self.wait);
-            self.wait = (self.wait * 2).min(self.cfg.connect_retry_max);
-        }
-    }
-
-    /// Connect now with a fresh attempt (one under way may be stuck retransmitting its
-    /// SYN into a link that was down) and restart the retry delays.
-    fn kick(&mut self, delay: Duration) {
-        self.attempt = None;
-        self.at = tokio::time::Instant::now() + delay;
-        self.wait = self.cfg.connect_retry;
-    }
-
-    /// The attempt under way, if any, for the handshake to finish.
-    fn in_flight(&mut self) -> Option<Attempt> {
-        self.attempt.take()
-    }
-}
-
-/// RFC 4271 §6.8 between the connection in hand and another one: the connection opened by
-/// the speaker with the higher BGP ID stays (`keep_ours`: that is us). Two connections
-/// opened by the same side: the newer stays (its opener has given up the older one).
-fn current_stays(current_outbound: bool, other_outbound: bool, keep_ours: bool) -> bool {
-    current_outbound != other_outbound && current_outbound == keep_ours
-}
-
-/// Sends our OPEN on a colliding connection (errors surface when it is read).
-async fn send_open(mut stream: TcpStream, open: &Open) -> TcpStream {
-    let _ = stream
-        .write_all(&Message::Open(open.clone()).encode(Context::default()))
-        .await;
-    stream
-}
-
-/// Tells the peer this connection lost a collision (RFC 4271 §6.8).
-async fn cease_collision(writer: &mut Writer) {
-    let _ = writer
-        .send(
-            &Message::Notification(Notification::new(code::CEASE, cease::CONNECTION_COLLISION)),
-            Context::default(),
-        )
-        .await;
-}
-
-/// RFC 4271 §10: connect-retry delays are jittered (x0.75..1.0), so that two speakers
-/// that lost a session together do not keep colliding on every retry.
+/// RFC 4271 §10: timer values are jittered (x0.75..1.0), so that two speakers that lost
+/// a session together do not keep colliding on every retry.
 fn jitter(d: Duration) -> Duration {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
@@ -889,18 +821,11 @@ fn jitter(d: Duration) -> Duration {
     d.mul_f64(fraction)
 }
 
-async fn close_with(stream: TcpStream, n: Notification) {
-    let mut stream = stream;
-    let _ = stream
-        .write_all(&Message::Notification(n).encode(Context::default()))
-        .await;
-}
-
 enum ReadError {
     /// The peer sent something we must answer with this NOTIFICATION.
     Message(MessageError),
-    /// The connection failed or the hold timer expired.
-    Io(Ended),
+    /// The connection failed.
+    Io(String),
 }
 
 /// Reads whole messages from the socket.
@@ -919,9 +844,8 @@ impl Reader {
         }
     }
 
-    /// The next message; the hold timer is the time allowed for it to arrive.
-    async fn next(&mut self, ctx: Context, hold: Duration) -> Result<Message, ReadError> {
-        let deadline = tokio::time::Instant::now() + hold;
+    /// The next message. Cancel safe: what was read stays in the buffer.
+    async fn next(&mut self, ctx: Context) -> Result<Message, ReadError> {
         loop {
             let avail = &self.buf[self.start..];
             if let Some(len) = frame_len(avail).map_err(ReadError::Message)? {
@@ -939,39 +863,27 @@ impl Reader {
                 self.buf.reserve(1 << 16);
             }
             // `read_buf` is cancel safe: nothing is lost if another select arm wins.
-            match tokio::time::timeout_at(deadline, self.half.read_buf(&mut self.buf)).await {
-                Err(_) => {
-                    return Err(ReadError::Message(MessageError::new(
-                        code::HOLD_TIMER_EXPIRED,
-                        0,
-                        vec![],
-                        "hold timer expired",
-                    )))
-                }
-                Ok(Ok(0)) => return Err(ReadError::Io("connection closed by peer".into())),
-                Ok(Ok(_)) => {}
-                Ok(Err(e)) => return Err(ReadError::Io(format!("read: {e}"))),
+            match self.half.read_buf(&mut self.buf).await {
+                Ok(0) => return Err(ReadError::Io("connection closed by peer".into())),
+                Ok(_) => {}
+                Err(e) => return Err(ReadError::Io(format!("read: {e}"))),
             }
         }
     }
-}
 
-struct Writer {
-    half: tokio::net::tcp::OwnedWriteHalf,
-}
-
-impl Writer {
-    fn new(half: tokio::net::tcp::OwnedWriteHalf) -> Self {
-        Writer { half }
-    }
-    async fn send(&mut self, m: &Message, ctx: Context) -> Result<(), Ended> {
-        self.write_raw(&m.encode(ctx)).await
-    }
-    async fn write_raw(&mut self, b: &[u8]) -> Result<(), Ended> {
-        self.half
-            .write_all(b)
-            .await
-            .map_err(|e| format!("write: {e}"))
+    /// A whole message is buffered, or bytes arrived that were not read yet (without
+    /// waiting).
+    fn has_news(&mut self) -> bool {
+        let avail = &self.buf[self.start..];
+        if let Ok(Some(len)) = frame_len(avail) {
+            if avail.len() >= len {
+                return true;
+            }
+        }
+        if self.buf.capacity() - self.buf.len() < 8192 {
+            self.buf.reserve(1 << 16);
+        }
+        matches!(self.half.try_read_buf(&mut self.buf), Ok(n) if n > 0)
     }
 }
 
@@ -1260,8 +1172,17 @@ mod tests {
             wait_established(&[&early, &late]).await,
             Vec::<usize>::new()
         );
-        assert_eq!(early.downs(), Vec::<String>::new());
-        assert_eq!(late.downs(), Vec::<String>::new());
+        // Each side reported the session once, with what the peer's OPEN said.
+        for (side, peer_id) in [(&mut early, 2), (&mut late, 1)] {
+            let mut ups = Vec::new();
+            while let Ok(ev) = side.events.try_recv() {
+                match ev {
+                    SessionEvent::Up { info, .. } => ups.push((info.remote_id, info.hold_time)),
+                    other => panic!("unexpected {other:?}"),
+                }
+            }
+            assert_eq!(ups, vec![(Ipv4Addr::new(10, 0, 0, peer_id), 9)]);
+        }
     }
 
     /// One side restarts (its task and listener go away, a new one starts at once): the
@@ -1288,5 +1209,63 @@ mod tests {
             let down = wait_established(&[&stays, &restarting]).await;
             assert!(down.is_empty(), "round {round}: not Established: {down:?}");
         }
+    }
+
+    /// A peer that completes the handshake (hold time 3 s) and then says nothing: the
+    /// neighbor sends KEEPALIVEs every second meanwhile, then the hold timer ends the
+    /// session with NOTIFICATION 4/0 and a Down event saying so.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn silent_peer_is_dropped_by_the_hold_timer() {
+        let (a, b) = pair(65, 0);
+        let port = free_port(a);
+        let listener = socket::listen(SocketAddr::new(b.into(), port)).expect("listener");
+        let mut side = side(a, b, port, 1).await;
+        let (mut peer, _) = tokio::time::timeout(WAIT, listener.accept())
+            .await
+            .expect("the neighbor connects")
+            .expect("accept");
+        let open = Open::new(65000, 3, Ipv4Addr::new(10, 0, 0, 2), vec![]);
+        let mut out = Message::Open(open).encode(Context::default());
+        out.extend(Message::Keepalive.encode(Context::default()));
+        peer.write_all(&out).await.expect("write");
+        // Read what the neighbor sends until it closes: OPEN, KEEPALIVEs, NOTIFICATION.
+        let mut buf = Vec::new();
+        let deadline = tokio::time::Instant::now() + WAIT * 2;
+        loop {
+            match tokio::time::timeout_at(deadline, peer.read_buf(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => break,
+                Ok(Ok(_)) => {}
+                Err(_) => panic!("the session did not end within {:?}", WAIT * 2),
+            }
+        }
+        let mut msgs = Vec::new();
+        let mut rest = &buf[..];
+        while let Ok(Some(len)) = frame_len(rest) {
+            msgs.push(Message::decode(&rest[..len], Context::default()).expect("decode"));
+            rest = &rest[len..];
+        }
+        assert!(matches!(msgs.first(), Some(Message::Open(_))), "{msgs:?}");
+        let keepalives = msgs
+            .iter()
+            .filter(|m| matches!(m, Message::Keepalive))
+            .count();
+        // One answering the OPEN, then one per second for about 3 s.
+        assert!(keepalives >= 2, "{msgs:?}");
+        match msgs.last() {
+            Some(Message::Notification(n)) => assert_eq!((n.code, n.subcode), (4, 0)),
+            other => panic!("last message {other:?}"),
+        }
+        // The Down event follows the close the peer saw.
+        let reason = loop {
+            match tokio::time::timeout(WAIT, side.events.recv()).await {
+                Ok(Some(SessionEvent::Down { reason, .. })) => break reason,
+                Ok(Some(_)) => {}
+                other => panic!("no Down event: {other:?}"),
+            }
+        };
+        assert_eq!(
+            reason,
+            "sent NOTIFICATION hold timer expired (4/0): hold timer expired"
+        );
     }
 }
