@@ -103,7 +103,10 @@ fn one(leaves: u32, spines: u32, args: &Args) -> anyhow::Result<Row> {
         let n = per_agent.len().max(1) as f64;
         let stat = |f: fn(&(f64, f64)) -> f64| {
             let v: Vec<f64> = per_agent.iter().map(f).collect();
-            (v.iter().sum::<f64>() / n, v.iter().cloned().fold(0.0, f64::max))
+            (
+                v.iter().sum::<f64>() / n,
+                v.iter().cloned().fold(0.0, f64::max),
+            )
         };
         let (rss_mib_mean, rss_mib_max) = stat(|x| x.0);
         let (cpu_s_mean, cpu_s_max) = stat(|x| x.1);
@@ -132,7 +135,11 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         eprintln!("lab-scale: clos3 {l}x{s}");
         rows.push(one(*l, *s, &args)?);
     }
-    let build = if cfg!(debug_assertions) { "debug" } else { "release" };
+    let build = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
     let mut out = String::new();
     let _ = writeln!(
         out,
