@@ -9,7 +9,6 @@ use super::codec::{ArnMessage, ArnType, FlowId};
 use super::config::{path_covers, ArnConfig, ArnNeighbor, RateLimit};
 use super::shift::{CongestionMode, Share, ShiftConfig};
 use super::transport::{self, ArnSocket, Datagram, TTL};
-use async_trait::async_trait;
 use fare_model::forwarding::{GroupStatus, Member};
 use ipnet::IpNet;
 use serde::Serialize;

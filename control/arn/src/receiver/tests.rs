@@ -1,5 +1,6 @@
 use super::*;
 use crate::config::PathPrefixes;
+use async_trait::async_trait;
 use fare_model::forwarding::{keep_last_active, Group, GroupMode, MemberStatus};
 use std::collections::BTreeMap;
 
