@@ -16,7 +16,7 @@ use std::time::Duration;
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// Fabrics as LEAVESxSPINES, smallest (the baseline) first.
-    #[arg(long, value_delimiter = ',', default_values_t = ["8x4".to_string(), "32x8".to_string(), "196x4".to_string()])]
+    #[arg(long, value_delimiter = ',', default_values_t = ["8x4".to_string(), "64x16".to_string(), "196x4".to_string(), "240x8".to_string()])]
     pub fabrics: Vec<String>,
     /// The agents' data plane (`none`: BGP and group computation only).
     #[arg(long, value_enum, default_value_t = DataplaneKind::None)]
@@ -58,6 +58,16 @@ fn rss_and_cpu(pid: u32) -> Option<(f64, f64)> {
     let f: Vec<&str> = rest.split_whitespace().collect();
     let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
     Some((kb / 1024.0, ticks / 100.0))
+}
+
+/// `x` against the baseline `b`, or "-" where the baseline is too small to divide by
+/// (CPU time is counted in 10 ms ticks).
+fn ratio(x: f64, b: f64) -> String {
+    if b.is_finite() && b > 0.0 && x.is_finite() {
+        format!("x{:.2}", x / b)
+    } else {
+        "-".to_string()
+    }
 }
 
 fn load_average() -> f64 {
@@ -172,7 +182,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         let (b_conv, b_cpu) = base.unwrap_or((f64::NAN, f64::NAN));
         let _ = writeln!(
             out,
-            "| {} | {} | {} | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {} | x{:.2} | {:.1} / {:.1} MiB | {:.2} / {:.2} s | x{:.2} | {:.1} |",
+            "| {} | {} | {} | {:.2} s | {:.2} s | {:.2} s | {:.2} s | {} | {} | {:.1} / {:.1} MiB | {:.2} / {:.2} s | {} | {:.1} |",
             r.fabric,
             r.report.nodes,
             r.report.sessions,
@@ -181,12 +191,12 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
             r.report.addresses_s,
             r.report.agents_s,
             conv.map_or(format!("not in {} s", args.converge_timeout), |c| format!("{c:.2} s")),
-            conv.unwrap_or(f64::NAN) / sessions / b_conv,
+            ratio(conv.unwrap_or(f64::NAN) / sessions, b_conv),
             r.rss_mib_mean,
             r.rss_mib_max,
             r.cpu_s_mean,
             r.cpu_s_max,
-            r.cpu_s_mean * r.report.nodes as f64 / sessions / b_cpu,
+            ratio(r.cpu_s_mean * r.report.nodes as f64 / sessions, b_cpu),
             r.load,
         );
     }
