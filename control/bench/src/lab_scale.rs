@@ -153,6 +153,10 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
     let mut out = String::new();
     let _ = writeln!(
         out,
+        "## Labs of 200+ nodes: lab up and BGP convergence by fabric size (`lab-scale`)\n"
+    );
+    let _ = writeln!(
+        out,
         "Command: `{}` ({build} build, data plane `{}`, ARN off). Each fabric is brought up, \
          measured and taken down in turn; the first is the baseline of the ratio columns \
          (convergence time per session, agent CPU per session). Convergence: from the agents' \
@@ -198,6 +202,33 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
             r.cpu_s_max,
             ratio(r.cpu_s_mean * r.report.nodes as f64 / sessions, b_cpu),
             r.load,
+        );
+    }
+    if let Some(big) = rows.iter().max_by_key(|r| r.report.nodes) {
+        let agents_cpu = big.cpu_s_mean * big.report.nodes as f64;
+        let _ = writeln!(
+            out,
+            "\nLargest fabric: {} nodes / {} sessions {} (target: 200+ nodes under 60 s); its \
+             agents used {:.1} s of CPU together ({:.2} s each on average, the spines most), \
+             {:.1} MiB RSS each on average. `lab up` itself: namespaces {:.2} s, veth links \
+             {:.2} s (one `ip -batch`), addresses + shaping + sysctls {:.2} s (one `ip`/`tc` \
+             batch and one `sysctl` per namespace, a few namespaces at a time), agents \
+             answering {:.2} s: BGP convergence, i.e. the agents' CPU on this 2-core machine, \
+             is where the time goes.",
+            big.report.nodes,
+            big.report.sessions,
+            big.report
+                .converged_s
+                .map_or("did not converge".to_string(), |c| format!(
+                    "converged in {c:.1} s"
+                )),
+            agents_cpu,
+            big.cpu_s_mean,
+            big.rss_mib_mean,
+            big.report.namespaces_s,
+            big.report.links_s,
+            big.report.addresses_s,
+            big.report.agents_s,
         );
     }
     Ok(out)
