@@ -314,6 +314,23 @@ pub struct P4RuntimeConfig {
     /// states (the agent reduces every group to the smaller of the two).
     #[serde(default)]
     pub max_group_size: Option<u32>,
+    /// How weights reach the switch: `weighted` (one member per next hop with its
+    /// P4Runtime weight; the default) or `replicated` (weight w as w members of weight 1,
+    /// for targets that reject weights).
+    #[serde(default)]
+    pub group_form: P4GroupForm,
+    /// Source MAC the switch writes into routed packets (default 02:fa:4e:00:00:01).
+    #[serde(default)]
+    pub router_mac: Option<crate::dataplane::MacAddr>,
+}
+
+/// `dataplane.group_form` of a P4Runtime switch.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum P4GroupForm {
+    #[default]
+    Weighted,
+    Replicated,
 }
 
 fn one() -> u64 {
@@ -632,9 +649,41 @@ dataplane:
 "#;
         let c: AgentConfig = yamlfile::parse(Path::new("s.yaml"), text).unwrap();
         match c.dataplane {
-            DataplaneConfig::P4runtime(p) => assert_eq!(p.ports["e2"], 2),
+            DataplaneConfig::P4runtime(p) => {
+                assert_eq!(p.ports["e2"], 2);
+                assert_eq!(p.group_form, P4GroupForm::Weighted, "default form");
+                assert_eq!(p.router_mac, None);
+            }
             other => panic!("{other:?}"),
         }
+        let replicated = text.replace(
+            "  ports: {e1: 1, e2: 2}\n",
+            "  ports: {e1: 1, e2: 2}\n  group_form: replicated\n  router_mac: 02:aa:00:00:00:07\n",
+        );
+        let c: AgentConfig = yamlfile::parse(Path::new("s.yaml"), &replicated).unwrap();
+        match c.dataplane {
+            DataplaneConfig::P4runtime(p) => {
+                assert_eq!(p.group_form, P4GroupForm::Replicated);
+                assert_eq!(
+                    p.router_mac,
+                    Some(crate::dataplane::MacAddr([2, 0xaa, 0, 0, 0, 7]))
+                );
+                let o = crate::dataplane::p4rt::P4RuntimeOptions::from_config(&p);
+                assert_eq!(o.form, crate::dataplane::p4rt::GroupForm::Replicated);
+                assert_eq!(
+                    o.router_mac,
+                    crate::dataplane::MacAddr([2, 0xaa, 0, 0, 0, 7])
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let bad = text.replace(
+            "  ports: {e1: 1, e2: 2}\n",
+            "  ports: {e1: 1, e2: 2}\n  group_form: copies\n",
+        );
+        let e = yamlfile::parse::<AgentConfig>(Path::new("s.yaml"), &bad).unwrap_err();
+        // The `dataplane` block is tagged by `kind`, so the error points at the document.
+        assert!(e.to_string().contains("unknown variant `copies`"), "{e}");
     }
 
     #[test]

@@ -33,6 +33,12 @@ use tracing::{debug, info, warn};
 /// full, which slows a flood of BGP updates down to what the backend can program.
 const QUEUE: usize = 1024;
 
+/// Most queued installs handed to the backend at once (`Dataplane::install_batch`).
+const BATCH: usize = 256;
+
+/// How often the backend's `maintain` runs (reconnects, mastership).
+const MAINTAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// A request to the data plane task. Each carries a reply channel; the handle's
 /// methods wrap them, so most code never builds these directly.
 #[derive(Debug)]
@@ -368,52 +374,103 @@ async fn run(
     changed: Arc<Notify>,
 ) -> Box<dyn Dataplane> {
     let name = backend.name();
-    let mut held: HeldOut = BTreeMap::new();
-    // The installed groups' members, to name the member of a set_member_active.
-    let mut installed: BTreeMap<IpNet, Vec<MemberKey>> = BTreeMap::new();
-    let mut fits: BTreeMap<IpNet, Fits> = BTreeMap::new();
+    let mut state = TaskState::default();
     info!(backend = name, ?limits, "data plane group limits");
-    while let Some(command) = rx.recv().await {
+    let mut tick = tokio::time::interval(MAINTAIN_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // A command taken from the queue while gathering a batch, handled next.
+    let mut next: Option<DataplaneCommand> = None;
+    loop {
+        let command = match next.take() {
+            Some(c) => c,
+            None => tokio::select! {
+                c = rx.recv() => match c {
+                    Some(c) => c,
+                    None => break,
+                },
+                _ = tick.tick() => {
+                    if let Err(e) = backend.maintain().await {
+                        debug!(backend = name, "data plane upkeep: {e}");
+                    }
+                    continue;
+                }
+            },
+        };
         match command {
-            DataplaneCommand::Install { .. } | DataplaneCommand::InstallColored { .. } => {
-                let (group, colors, reply) = match command {
-                    DataplaneCommand::Install { group, reply } => (group, vec![], reply),
-                    DataplaneCommand::InstallColored {
-                        group,
-                        colors,
-                        reply,
-                    } => (group, colors, reply),
-                    _ => unreachable!("matched above"),
+            DataplaneCommand::Install { group, reply } => {
+                // Installs already queued behind this one (distinct prefixes, up to BATCH)
+                // go to the backend together: one request per phase for all of them.
+                let mut batch = vec![(group, reply)];
+                while batch.len() < BATCH {
+                    match rx.try_recv() {
+                        Ok(DataplaneCommand::Install { group, reply })
+                            if !batch.iter().any(|(g, _)| g.prefix == group.prefix) =>
+                        {
+                            batch.push((group, reply))
+                        }
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let mut fitted = Vec::with_capacity(batch.len());
+                let mut replies = Vec::with_capacity(batch.len());
+                for (group, reply) in batch {
+                    let (group, _, fit) = fit_all(name, &limits, group, vec![]);
+                    fitted.push((group, fit));
+                    replies.push(reply);
+                }
+                let groups: Vec<Group> = fitted.iter().map(|(g, _)| g.clone()).collect();
+                let results = if groups.len() == 1 {
+                    vec![backend.install(&groups[0]).await]
+                } else {
+                    backend.install_batch(&groups).await
                 };
+                for (((group, fit), reply), result) in fitted.into_iter().zip(replies).zip(results)
+                {
+                    let installed_ok = after_install(
+                        backend.as_mut(),
+                        name,
+                        &stats,
+                        &mut state,
+                        group,
+                        0,
+                        fit,
+                        &result,
+                    )
+                    .await;
+                    let _ = reply.send(result);
+                    if installed_ok {
+                        changed.notify_one();
+                    }
+                }
+            }
+            DataplaneCommand::InstallColored {
+                group,
+                colors,
+                reply,
+            } => {
                 let (group, colors, fit) = fit_all(name, &limits, group, colors);
                 let result = if colors.is_empty() {
                     backend.install(&group).await
                 } else {
                     backend.install_colored(&group, &colors).await
                 };
-                count(&stats, &stats.installs, &result);
-                match &result {
-                    Ok(()) => {
-                        info!(
-                            backend = name,
-                            prefix = %group.prefix,
-                            mode = ?group.mode,
-                            members = %describe(&group),
-                            colors = colors.len(),
-                            "group installed"
-                        );
-                        installed.insert(
-                            group.prefix,
-                            group.members.iter().map(MemberKey::of).collect(),
-                        );
-                        fits.insert(group.prefix, fit);
-                        keep_held_out(backend.as_mut(), &group, &mut held).await;
-                    }
-                    Err(e) => warn!(backend = name, prefix = %group.prefix, "install failed: {e}"),
-                }
-                let ok = result.is_ok();
+                let installed_ok = after_install(
+                    backend.as_mut(),
+                    name,
+                    &stats,
+                    &mut state,
+                    group,
+                    colors.len(),
+                    fit,
+                    &result,
+                )
+                .await;
                 let _ = reply.send(result);
-                if ok {
+                if installed_ok {
                     changed.notify_one();
                 }
             }
@@ -423,9 +480,9 @@ async fn run(
                 match &result {
                     Ok(()) => {
                         info!(backend = name, %prefix, "group removed");
-                        installed.remove(&prefix);
-                        held.remove(&prefix);
-                        fits.remove(&prefix);
+                        state.installed.remove(&prefix);
+                        state.held.remove(&prefix);
+                        state.fits.remove(&prefix);
                     }
                     Err(e) => warn!(backend = name, %prefix, "remove failed: {e}"),
                 }
@@ -442,7 +499,8 @@ async fn run(
                 active,
                 reply,
             } => {
-                let members = installed
+                let members = state
+                    .installed
                     .get(&prefix)
                     .map(|m| m.iter().map(|k| k.via.as_str()));
                 let (index, result) =
@@ -454,9 +512,9 @@ async fn run(
                 match &result {
                     Ok(()) => {
                         info!(backend = name, %prefix, ?index, active, "member state set");
-                        let key = index.and_then(|i| installed.get(&prefix)?.get(i));
+                        let key = index.and_then(|i| state.installed.get(&prefix)?.get(i));
                         if let Some(key) = key {
-                            let set = held.entry(prefix).or_default();
+                            let set = state.held.entry(prefix).or_default();
                             if active {
                                 set.remove(key);
                             } else {
@@ -495,7 +553,7 @@ async fn run(
             DataplaneCommand::Groups { reply } => {
                 let mut result = backend.groups().await;
                 match &mut result {
-                    Ok(groups) => annotate(groups, &fits, &limits),
+                    Ok(groups) => annotate(groups, &state.fits, &limits),
                     Err(e) => debug!(backend = name, "reading groups failed: {e}"),
                 }
                 let _ = reply.send(result);
@@ -503,6 +561,55 @@ async fn run(
         }
     }
     backend
+}
+
+/// What the task keeps between commands.
+#[derive(Default)]
+struct TaskState {
+    /// Members switched off, per prefix.
+    held: HeldOut,
+    /// The installed groups' members, to name the member of a set_member_active.
+    installed: BTreeMap<IpNet, Vec<MemberKey>>,
+    fits: BTreeMap<IpNet, Fits>,
+}
+
+/// Book-keeping after one install: counters, log, installed members and fit, members
+/// held out switched off again. True when the group was installed.
+#[allow(clippy::too_many_arguments)]
+async fn after_install(
+    backend: &mut dyn Dataplane,
+    name: &'static str,
+    stats: &DataplaneStats,
+    state: &mut TaskState,
+    group: Group,
+    colors: usize,
+    fit: Fits,
+    result: &Result<(), DataplaneError>,
+) -> bool {
+    count(stats, &stats.installs, result);
+    match result {
+        Ok(()) => {
+            info!(
+                backend = name,
+                prefix = %group.prefix,
+                mode = ?group.mode,
+                members = %describe(&group),
+                colors,
+                "group installed"
+            );
+            state.installed.insert(
+                group.prefix,
+                group.members.iter().map(MemberKey::of).collect(),
+            );
+            state.fits.insert(group.prefix, fit);
+            keep_held_out(backend, &group, &mut state.held).await;
+            true
+        }
+        Err(e) => {
+            warn!(backend = name, prefix = %group.prefix, "install failed: {e}");
+            false
+        }
+    }
 }
 
 /// After `group` was installed: switches off again the members of it that were off before

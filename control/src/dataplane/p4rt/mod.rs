@@ -13,6 +13,8 @@ pub mod arn_setup;
 pub mod backend;
 pub mod client;
 pub mod dpf;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod p4info;
 pub mod program;
 pub mod proto;
