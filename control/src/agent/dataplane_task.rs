@@ -17,6 +17,11 @@
 //! [`crate::dataplane::limits`]), logs the reduction, and reports it with the group in
 //! [`DataplaneHandle::groups`] (`GroupStatus::fit`). The install stays one backend call,
 //! make-before-break like any other.
+//!
+//! Installs already queued when the task takes one (up to [`BATCH`], distinct prefixes)
+//! go to the backend together (`Dataplane::install_batch`; P4Runtime writes them in a
+//! few requests). Once a second the task calls `Dataplane::maintain` (a P4Runtime switch
+//! is reconnected and re-synced there).
 
 use crate::dataplane::limits::{self, GroupFit, GroupLimits};
 use crate::dataplane::{
@@ -688,6 +693,83 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// Records the prefixes of every backend call (`install_batch` as one entry).
+    struct Batches {
+        inner: NullDataplane,
+        calls: std::sync::Arc<std::sync::Mutex<Vec<Vec<String>>>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Dataplane for Batches {
+        fn name(&self) -> &'static str {
+            "batches"
+        }
+        async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+            if let Ok(mut c) = self.calls.lock() {
+                c.push(vec![group.prefix.to_string()]);
+            }
+            self.inner.install(group).await
+        }
+        async fn install_batch(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
+            if let Ok(mut c) = self.calls.lock() {
+                c.push(groups.iter().map(|g| g.prefix.to_string()).collect());
+            }
+            let mut out = Vec::new();
+            for g in groups {
+                out.push(self.inner.install(g).await);
+            }
+            out
+        }
+        async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+            self.inner.remove(prefix).await
+        }
+        async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
+            self.inner.groups().await
+        }
+        async fn set_member_active(
+            &mut self,
+            prefix: IpNet,
+            index: usize,
+            active: bool,
+        ) -> Result<(), DataplaneError> {
+            self.inner.set_member_active(prefix, index, active).await
+        }
+    }
+
+    /// Installs queued together reach the backend as one batch; a second install of a
+    /// prefix already in the batch starts the next one (its order is kept), and each
+    /// caller gets its own result.
+    #[tokio::test]
+    async fn queued_installs_are_batched() {
+        let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let backend = Batches {
+            inner: NullDataplane::default(),
+            calls: calls.clone(),
+        };
+        let (handle, _task) = spawn(Box::new(backend));
+        // On this single-threaded runtime all five are queued before the task runs.
+        let results = futures::future::join_all([
+            handle.install(group("10.0.0.0/24", &[1, 2])),
+            handle.install(group("10.0.1.0/24", &[1])),
+            handle.install(group("10.0.2.0/24", &[0])),
+            handle.install(group("10.0.0.0/24", &[3, 4])),
+            handle.install(group("10.0.3.0/24", &[1])),
+        ])
+        .await;
+        let ok: Vec<bool> = results.iter().map(Result::is_ok).collect();
+        assert_eq!(ok, vec![true, true, false, true, true], "weight 0 refused alone");
+        let calls = calls.lock().map(|c| c.clone()).unwrap_or_default();
+        assert_eq!(
+            calls,
+            vec![
+                vec!["10.0.0.0/24", "10.0.1.0/24", "10.0.2.0/24"],
+                vec!["10.0.0.0/24", "10.0.3.0/24"],
+            ]
+        );
+        let groups = handle.groups().await.unwrap();
+        assert_eq!(groups[0].group.members[1].weight, 4, "the later install wins");
     }
 
     #[tokio::test]
