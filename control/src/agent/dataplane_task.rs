@@ -759,7 +759,11 @@ mod tests {
         ])
         .await;
         let ok: Vec<bool> = results.iter().map(Result::is_ok).collect();
-        assert_eq!(ok, vec![true, true, false, true, true], "weight 0 refused alone");
+        assert_eq!(
+            ok,
+            vec![true, true, false, true, true],
+            "weight 0 refused alone"
+        );
         let calls = calls.lock().map(|c| c.clone()).unwrap_or_default();
         assert_eq!(
             calls,
@@ -769,7 +773,10 @@ mod tests {
             ]
         );
         let groups = handle.groups().await.unwrap();
-        assert_eq!(groups[0].group.members[1].weight, 4, "the later install wins");
+        assert_eq!(
+            groups[0].group.members[1].weight, 4,
+            "the later install wins"
+        );
     }
 
     #[tokio::test]
