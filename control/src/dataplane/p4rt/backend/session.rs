@@ -318,12 +318,14 @@ impl P4RuntimeDataplane {
                 failures.push(e.to_string());
             }
         }
-        let plain: Vec<Group> = desired
-            .groups
-            .values()
-            .filter(|d| d.colors.is_none())
-            .map(|d| d.group.clone())
-            .collect();
+        let mut plain = Vec::new();
+        for d in desired.groups.values().filter(|d| d.colors.is_none()) {
+            // As on install: members that name only a next hop get its MAC.
+            match crate::dataplane::xdp::neighbor::fill_macs(&d.group, BACKEND).await {
+                Ok(resolved) => plain.push(resolved.unwrap_or_else(|| d.group.clone())),
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
         for r in self.install_groups(plain).await {
             if let Err(e) = r {
                 failures.push(e.to_string());

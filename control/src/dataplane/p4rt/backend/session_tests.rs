@@ -75,6 +75,63 @@ async fn until_primary(dp: &mut P4RuntimeDataplane) {
     panic!("not primary after 5 s: {}", dp.session_state());
 }
 
+/// The fake target is strict the way the specification allows: a group and its members in
+/// one Write fail there (it applies the batch in reverse), in two Writes they pass.
+#[tokio::test]
+async fn the_fake_target_refuses_a_batch_that_assumes_order() {
+    let fake = FakeTarget::start().await;
+    let dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
+        .await
+        .expect("connect");
+    let prog = dp.program().clone();
+    drop(dp);
+    let mut client = Client::connect(&fake.address, 1, 8).await.expect("client");
+    let member = |id| {
+        update(
+            p4::update::Type::Insert,
+            p4::Entity {
+                entity: Some(p4::entity::Entity::ActionProfileMember(
+                    prog.member(id, 1, MacAddr([2, 0, 0, 0, 0, 1]), DEFAULT_ROUTER_MAC, 0, 1)
+                        .expect("member"),
+                )),
+            },
+        )
+    };
+    let members = [GroupMember {
+        member_id: 1,
+        weight: 1,
+        watch_port: None,
+    }];
+    let group = update(
+        p4::update::Type::Insert,
+        p4::Entity {
+            entity: Some(p4::entity::Entity::ActionProfileGroup(
+                prog.profile_group(1, &members, 9).expect("group"),
+            )),
+        },
+    );
+    let e = client
+        .write(vec![member(1), group.clone()])
+        .await
+        .expect_err("one batch");
+    assert!(e.to_string().contains("NotFound"), "{e}");
+    client.write(vec![member(2)]).await.expect("member alone");
+    let members2 = [GroupMember {
+        member_id: 2,
+        weight: 1,
+        watch_port: None,
+    }];
+    let group2 = update(
+        p4::update::Type::Insert,
+        p4::Entity {
+            entity: Some(p4::entity::Entity::ActionProfileGroup(
+                prog.profile_group(2, &members2, 9).expect("group"),
+            )),
+        },
+    );
+    client.write(vec![group2]).await.expect("then the group");
+}
+
 #[tokio::test]
 async fn dependent_entities_go_in_separate_writes() {
     let fake = FakeTarget::start().await;
