@@ -411,68 +411,20 @@ impl Dataplane for P4RuntimeDataplane {
     }
 
     async fn install_batch(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
-        let mut results: Vec<Option<Result<(), DataplaneError>>> = Vec::new();
-        let mut plain = Vec::new();
-        let mut slots = Vec::new();
-        for group in groups {
-            results.push(None);
-            let slot = results.len() - 1;
-            if self
-                .desired
-                .groups
-                .get(&group.prefix)
-                .is_some_and(|d| d.colors.is_some())
-            {
-                // A DPF route keeps its colors until install_colored changes them.
-                let colors = self
-                    .desired
-                    .groups
-                    .get(&group.prefix)
-                    .and_then(|d| d.colors.clone())
-                    .unwrap_or_default();
-                results[slot] = Some(self.install_colored(group, &colors).await);
-                continue;
-            }
-            if let Err(e) = validate(group) {
-                results[slot] = Some(Err(e));
-                continue;
-            }
-            self.desired.groups.insert(
-                group.prefix,
-                DesiredGroup {
-                    group: group.clone(),
-                    colors: None,
-                    inactive: BTreeSet::new(),
-                },
-            );
-            // BGP members name only a next hop: the switch rewrites the destination MAC,
-            // so take it from the kernel's neighbor table like the XDP backend does.
-            match crate::dataplane::xdp::neighbor::fill_macs(group, BACKEND).await {
-                Ok(resolved) => {
-                    plain.push(resolved.unwrap_or_else(|| group.clone()));
-                    slots.push(slot);
-                }
-                Err(e) => results[slot] = Some(Err(e)),
-            }
+        // A prefix twice: the batch is cut before its second install, which then sees the
+        // first one installed (in order, like separate calls).
+        let mut out = Vec::with_capacity(groups.len());
+        let mut start = 0;
+        while start < groups.len() {
+            let mut seen = BTreeSet::new();
+            let end = groups[start..]
+                .iter()
+                .position(|g| !seen.insert(g.prefix))
+                .map_or(groups.len(), |i| start + i);
+            out.extend(self.install_run(&groups[start..end]).await);
+            start = end;
         }
-        if !plain.is_empty() {
-            match self.ensure_session().await {
-                Ok(()) => {
-                    for (slot, r) in slots.into_iter().zip(self.install_groups(plain).await) {
-                        results[slot] = Some(r);
-                    }
-                }
-                Err(e) => {
-                    for slot in slots {
-                        results[slot] = Some(Err(DataplaneError::backend(BACKEND, e.to_string())));
-                    }
-                }
-            }
-        }
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result"))))
-            .collect()
+        out
     }
 
     async fn install_colored(
@@ -612,6 +564,72 @@ impl Dataplane for P4RuntimeDataplane {
 }
 
 impl P4RuntimeDataplane {
+    /// Installs groups of distinct prefixes together (see `install_batch`).
+    async fn install_run(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
+        let mut results: Vec<Option<Result<(), DataplaneError>>> = Vec::new();
+        let mut plain = Vec::new();
+        let mut slots = Vec::new();
+        for group in groups {
+            results.push(None);
+            let slot = results.len() - 1;
+            if self
+                .desired
+                .groups
+                .get(&group.prefix)
+                .is_some_and(|d| d.colors.is_some())
+            {
+                // A DPF route keeps its colors until install_colored changes them.
+                let colors = self
+                    .desired
+                    .groups
+                    .get(&group.prefix)
+                    .and_then(|d| d.colors.clone())
+                    .unwrap_or_default();
+                results[slot] = Some(self.install_colored(group, &colors).await);
+                continue;
+            }
+            if let Err(e) = validate(group) {
+                results[slot] = Some(Err(e));
+                continue;
+            }
+            self.desired.groups.insert(
+                group.prefix,
+                DesiredGroup {
+                    group: group.clone(),
+                    colors: None,
+                    inactive: BTreeSet::new(),
+                },
+            );
+            // BGP members name only a next hop: the switch rewrites the destination MAC,
+            // so take it from the kernel's neighbor table like the XDP backend does.
+            match crate::dataplane::xdp::neighbor::fill_macs(group, BACKEND).await {
+                Ok(resolved) => {
+                    plain.push(resolved.unwrap_or_else(|| group.clone()));
+                    slots.push(slot);
+                }
+                Err(e) => results[slot] = Some(Err(e)),
+            }
+        }
+        if !plain.is_empty() {
+            match self.ensure_session().await {
+                Ok(()) => {
+                    for (slot, r) in slots.into_iter().zip(self.install_groups(plain).await) {
+                        results[slot] = Some(r);
+                    }
+                }
+                Err(e) => {
+                    for slot in slots {
+                        results[slot] = Some(Err(DataplaneError::backend(BACKEND, e.to_string())));
+                    }
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result"))))
+            .collect()
+    }
+
     pub(super) async fn install_colored_inner(
         &mut self,
         group: &Group,

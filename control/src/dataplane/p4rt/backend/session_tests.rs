@@ -377,3 +377,27 @@ async fn resource_exhausted_reduces_the_group_to_the_target_limit() {
     assert_eq!(dp.limits().max_size, Some(8));
     assert_eq!(counts(&fake, &prog), (3, 3, 3, 10));
 }
+
+#[tokio::test]
+async fn a_prefix_twice_in_one_batch_ends_as_its_last_group() {
+    let fake = FakeTarget::start().await;
+    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
+        .await
+        .expect("connect");
+    let prog = dp.program().clone();
+    let results = dp
+        .install_batch(&[
+            group("10.9.0.0/16", &[3, 3, 4, 4]),
+            group("10.8.0.0/16", &[1, 1]),
+            group("10.9.0.0/16", &[1, 2, 3, 4]),
+        ])
+        .await;
+    assert!(results.iter().all(Result::is_ok), "{results:?}");
+    assert_eq!(counts(&fake, &prog), (2, 2, 2, 6));
+    let installed = dp.groups().await.expect("groups");
+    let w: Vec<Vec<u32>> = installed
+        .iter()
+        .map(|g| g.group.members.iter().map(|m| m.weight).collect())
+        .collect();
+    assert_eq!(w, vec![vec![1, 1], vec![1, 2, 3, 4]], "10.8 then 10.9");
+}
