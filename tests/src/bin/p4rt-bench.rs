@@ -13,6 +13,7 @@
 //! (`tests/p4/install_writer.py`).
 
 use anyhow::{Context, Result};
+use fare::cli::bench::results;
 use fare::dataplane::p4rt::client::Client;
 use fare::dataplane::p4rt::p4info::P4Info;
 use fare::dataplane::p4rt::program::{entity_table, update, FareProgram, GroupMember};
@@ -291,20 +292,49 @@ fn agent_bench(args: &[u32]) -> Result<()> {
         }
         python.push(python_install_round(&sw, n)?);
     }
-    println!("Agent install path to BMv2 simple_switch_grpc: {n} routes x one 4-member group, then the same {n} groups changed; {rounds} rounds (median)");
-    println!("| what | fare agent, queued together | fare agent, one at a time | Python p4runtime, same writes | batched / Python |");
-    println!("|---|---|---|---|---|");
-    let row = |what: &str, f: fn(&Install) -> f64| {
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut md = String::new();
+    md.push_str(
+        "## P4Runtime: the agent's install path (fare vs the Python `p4runtime` bindings)\n\n",
+    );
+    md.push_str(&format!(
+        "What: {n} routes, each with its own 4-member WCMP group (3:3:4:4), handed to the \
+         agent's data plane task (`DataplaneHandle::install`, where the BGP side hands over \
+         the groups it computed) until the switch (BMv2 `simple_switch_grpc`, fare.p4) \
+         answered; then the same {n} groups changed make-before-break (4:4:3:3). fare: all \
+         {n} queued at once (the task batches them: one Write per phase, at most 500 \
+         updates each) and, for comparison, each awaited before the next (a batch of one). \
+         Baseline in the same run: the PyPI `p4runtime` bindings doing the same writes in \
+         the same order and batch size (`tests/p4/install_writer.py`), request building \
+         timed too. Not included: BGP UPDATE parsing and the WCMP computation (see the `bgp` \
+         section for those). Medians of {rounds} rounds, alternating.\n\n"
+    ));
+    md.push_str(&format!(
+        "Command (root; BMv2 on PATH; `scripts/setup` for the Python venv):\n\n    \
+         cargo run --release -p fare-integration --bin p4rt-bench -- agent {n} {rounds}\n\n\
+         Result (load average at the end: {}):\n\n",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
+    md.push_str("| what | fare agent, queued together | fare agent, one at a time | Python p4runtime, same writes | queued / Python |\n");
+    md.push_str("|---|---|---|---|---|\n");
+    let mut row = |what: &str, f: fn(&Install) -> f64| {
         let b = median(batched.iter().map(f).collect());
         let s = median(single.iter().map(f).collect());
         let p = median(python.iter().map(f).collect());
-        println!(
-            "| {what} | {b:.0}/s | {s:.0}/s | {p:.0}/s | {:.2}x |",
+        md.push_str(&format!(
+            "| {what} | {b:.0}/s | {s:.0}/s | {p:.0}/s | {:.2}x |\n",
             b / p
-        );
+        ));
     };
     row("new routes (route + group)", |r| r.install);
     row("group changes (make-before-break)", |r| r.change);
+    println!("{md}");
+    let path = repo_root().join("bench/RESULTS.md");
+    results::write_section(&path, "p4rt-agent", &md)?;
+    eprintln!("wrote section `p4rt-agent` of {}", path.display());
     Ok(())
 }
 
