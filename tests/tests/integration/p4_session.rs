@@ -59,14 +59,17 @@ enum Cmd {
 
 /// A backend on its own thread in the switch namespace.
 struct Controller {
-    tx: Option<mpsc::Sender<(Cmd, mpsc::Sender<Result<String>>)>>,
+    tx: Option<tokio::sync::mpsc::UnboundedSender<(Cmd, mpsc::Sender<Result<String>>)>>,
     thread: Option<JoinHandle<Result<()>>>,
 }
 
 impl Controller {
     fn start(fabric: &Fabric, opts: P4RuntimeOptions) -> Result<Controller> {
         let sw = fabric.bmv2.sw.name.clone();
-        let (tx, rx) = mpsc::channel::<(Cmd, mpsc::Sender<Result<String>>)>();
+        // A tokio channel: while the backend waits for a command its runtime keeps running
+        // (it reads the switch's stream as an agent would).
+        let (tx, mut rx) =
+            tokio::sync::mpsc::unbounded_channel::<(Cmd, mpsc::Sender<Result<String>>)>();
         let (ready_tx, ready_rx) = mpsc::channel::<Result<()>>();
         let thread = std::thread::spawn(move || {
             in_netns(&sw, move || async move {
@@ -80,7 +83,7 @@ impl Controller {
                         return Ok(());
                     }
                 };
-                while let Ok((cmd, reply)) = rx.recv() {
+                while let Some((cmd, reply)) = rx.recv().await {
                     let answer = match cmd {
                         Cmd::Install(g) => dp.install(&g).await.map(|()| String::new()),
                         Cmd::UntilPrimary => {
@@ -224,9 +227,19 @@ fn p4_second_controller_takes_over_and_leaves() -> Result<()> {
     // fare's group) and writes its own.
     let mut other = Controller::start(&fabric, options(&fabric, 20))?;
     other.call(Cmd::Install(group("198.20.0.0/16", &[1, 1, 1, 1])?))?;
+    // fare learns it is backup from the switch's arbitration update, or, if its write
+    // comes first, from the switch refusing it (PERMISSION_DENIED); from then on it stands
+    // back without writing.
     let e = fare
         .call(Cmd::Install(group("198.19.0.0/16", &[1, 3])?))
         .expect_err("fare is backup now");
+    ensure!(
+        e.to_string().contains("standing back") || e.to_string().contains("Not primary"),
+        "{e}"
+    );
+    let e = fare
+        .call(Cmd::Install(group("198.19.0.0/16", &[1, 3])?))
+        .expect_err("still backup");
     ensure!(e.to_string().contains("standing back"), "{e}");
     let got = spray(&fabric, "198.20.0.1", 280)?;
     ensure!(

@@ -400,7 +400,7 @@ impl Dataplane for P4RuntimeDataplane {
     }
 
     async fn maintain(&mut self) -> Result<(), DataplaneError> {
-        self.ensure_session().await
+        self.probe().await
     }
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {

@@ -183,6 +183,20 @@ impl P4RuntimeDataplane {
         self.session = Session::Backup(why);
     }
 
+    /// The periodic check (`Dataplane::maintain`): a cheap RPC (Capabilities) shows a dead
+    /// switch even before the stream's end has been read, then the session is brought up
+    /// to date.
+    pub(super) async fn probe(&mut self) -> Result<(), DataplaneError> {
+        if !matches!(self.session, Session::Down { .. }) {
+            if let Err(e) = self.client.capabilities().await {
+                if e.is_transport() {
+                    self.session_down(e.to_string());
+                }
+            }
+        }
+        self.ensure_session().await
+    }
+
     /// Brings the session up to date: notices a closed stream or a change of primary
     /// reported by the target, reconnects when the backoff allows, and replays the agent's
     /// state after a reconnect or a regained mastership. Err while fare cannot write.
