@@ -572,20 +572,16 @@ impl P4RuntimeDataplane {
         for group in groups {
             results.push(None);
             let slot = results.len() - 1;
-            if self
+            let colored = self
                 .desired
                 .groups
                 .get(&group.prefix)
-                .is_some_and(|d| d.colors.is_some())
-            {
-                // A DPF route keeps its colors until install_colored changes them.
-                let colors = self
-                    .desired
-                    .groups
-                    .get(&group.prefix)
-                    .and_then(|d| d.colors.clone())
-                    .unwrap_or_default();
-                results[slot] = Some(self.install_colored(group, &colors).await);
+                .and_then(|d| d.colors.as_ref())
+                .is_some_and(|c| !c.is_empty());
+            if colored || self.colors.contains_key(&group.prefix) {
+                // A plain install of a DPF route drops its colors (their groups and
+                // entries are deleted).
+                results[slot] = Some(self.install_colored(group, &[]).await);
                 continue;
             }
             if let Err(e) = validate(group) {
