@@ -153,7 +153,9 @@ fn switch_members_to_l3(lab: &str) -> Result<Vec<(u64, u64)>> {
 
 /// topologies/bmv2-weighted.yaml: the BMv2 spine's group toward L3 has two members over
 /// parallel 100G and 40G links; BGP gives them weights 5:2 and the switch splits the
-/// traffic it carries to L3 by them (its member counters, against the ideal 5/7).
+/// traffic it carries to L3 by them (its member counters, against the ideal 5/7). BGP's
+/// groups hash per flow: 500 flows, so the share is within 0.06 of 5/7 (3 standard
+/// deviations of a 500-flow binomial split).
 #[test]
 fn lab_bmv2_weighted_members_split_by_weight() -> Result<()> {
     let test = "lab_bmv2_weighted_members_split_by_weight";
@@ -211,7 +213,7 @@ fn lab_bmv2_weighted_members_split_by_weight() -> Result<()> {
             100.0 * 5.0 / 7.0
         );
         eprintln!("{test}: {last}");
-        if total > 100.0 && received / sent.max(1.0) > 0.95 && (share - 5.0 / 7.0).abs() < 0.02 {
+        if total > 100.0 && received / sent.max(1.0) > 0.95 && (share - 5.0 / 7.0).abs() < 0.06 {
             matched = true;
             break;
         }
