@@ -205,6 +205,7 @@ async fn agent_round(
         arn_hold: fare::dataplane::p4rt::DEFAULT_ARN_HOLD,
     })
     .await?;
+    let prog = dp.program().clone();
     let (handle, task) = fare::agent::dataplane_task::spawn(Box::new(dp));
     let first: Vec<_> = (0..n)
         .map(|i| agent_group(i, [3, 3, 4, 4]))
@@ -227,6 +228,14 @@ async fn agent_round(
             }
         }
         rates[k] = f64::from(n) / start.elapsed().as_secs_f64();
+        // What was timed is on the switch: its route table and profile groups, read by a
+        // second (backup) session.
+        let (routes, groups) = switch_counts(&prog).await?;
+        anyhow::ensure!(
+            routes == n as usize && groups == n as usize,
+            "after {} {n} groups the switch has {routes} routes and {groups} profile groups",
+            if k == 0 { "installing" } else { "changing" }
+        );
     }
     let removed = futures::future::join_all(first.iter().map(|g| handle.remove(g.prefix))).await;
     for r in removed {
@@ -238,6 +247,32 @@ async fn agent_round(
         install: rates[0],
         change: rates[1],
     })
+}
+
+/// Route entries and profile groups on the switch, read by a backup session.
+async fn switch_counts(prog: &FareProgram) -> Result<(usize, usize)> {
+    let mut reader = Client::open(GRPC_ADDR, 1, 5, std::time::Duration::from_secs(5)).await?;
+    let entities = reader
+        .read(vec![
+            entity_table(p4::TableEntry {
+                table_id: prog.route_v4.table,
+                ..Default::default()
+            }),
+            p4::Entity {
+                entity: Some(p4::entity::Entity::ActionProfileGroup(
+                    p4::ActionProfileGroup {
+                        action_profile_id: prog.selector,
+                        ..Default::default()
+                    },
+                )),
+            },
+        ])
+        .await?;
+    let routes = entities
+        .iter()
+        .filter(|e| matches!(e.entity, Some(p4::entity::Entity::TableEntry(_))))
+        .count();
+    Ok((routes, entities.len() - routes))
 }
 
 fn python_install_round(sw: &str, n: u32) -> Result<Install> {
