@@ -13,7 +13,7 @@
 //! (`tests/p4/install_writer.py`).
 
 use anyhow::{Context, Result};
-use fare::cli::bench::results;
+use fare::bench::results;
 use fare::dataplane::p4rt::client::Client;
 use fare::dataplane::p4rt::p4info::P4Info;
 use fare::dataplane::p4rt::program::{entity_table, update, FareProgram, GroupMember};

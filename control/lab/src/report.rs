@@ -1,0 +1,379 @@
+//! What the lab shows: per-link load against the ideal weighted split (table, JSON and an
+//! SVG drawing of the fabric), and `fare lab show` (utilization, groups, events).
+
+use super::agents;
+use super::faults;
+use super::ideal::LinkLoads;
+use super::plan::Plan;
+use super::state::{LinkChange, StateDir};
+use super::stats::{self, DirectionLoad};
+use super::LabError;
+use serde::Serialize;
+use std::fmt::Write;
+use std::time::Duration;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Totals {
+    pub sent_packets: u64,
+    pub received_packets: u64,
+    pub unroutable_mbit: f64,
+    pub duration_s: f64,
+    pub flows_per_source: usize,
+    pub rate_mbit_per_source: f64,
+    pub split: String,
+    pub changes: Vec<LinkChange>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct LinkRow {
+    pub link: String,
+    pub from: String,
+    pub to: String,
+    pub capacity_mbit: f64,
+    pub ideal_mbit: f64,
+    pub measured_mbit: f64,
+    pub utilization: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub lab: String,
+    pub links: Vec<LinkRow>,
+    /// Total variation distance between the measured and the ideal distribution of load
+    /// over link directions: 0 = the measured split is the ideal one, 1 = disjoint.
+    pub split_error: f64,
+    /// Largest |measured - ideal| / ideal over directions carrying at least 5% of the
+    /// largest ideal load.
+    pub max_relative_error: f64,
+    pub totals: Totals,
+}
+
+pub fn compare(
+    plan: &Plan,
+    measured: &[DirectionLoad],
+    ideal: &LinkLoads,
+    totals: Totals,
+) -> Comparison {
+    let links: Vec<LinkRow> = measured
+        .iter()
+        .map(|m| LinkRow {
+            link: m.link.clone(),
+            from: m.from.clone(),
+            to: m.to.clone(),
+            capacity_mbit: m.capacity_mbit,
+            ideal_mbit: ideal
+                .get(&(m.link.clone(), m.from.clone()))
+                .copied()
+                .unwrap_or(0.0),
+            measured_mbit: m.mbit,
+            utilization: m.utilization,
+        })
+        .collect();
+    let (mt, it): (f64, f64) = links.iter().fold((0.0, 0.0), |(a, b), l| {
+        (a + l.measured_mbit, b + l.ideal_mbit)
+    });
+    let split_error = if mt > 0.0 && it > 0.0 {
+        0.5 * links
+            .iter()
+            .map(|l| (l.measured_mbit / mt - l.ideal_mbit / it).abs())
+            .sum::<f64>()
+    } else {
+        1.0
+    };
+    let max_ideal = links.iter().map(|l| l.ideal_mbit).fold(0.0, f64::max);
+    let max_relative_error = links
+        .iter()
+        .filter(|l| l.ideal_mbit >= 0.05 * max_ideal && l.ideal_mbit > 0.0)
+        .map(|l| (l.measured_mbit - l.ideal_mbit).abs() / l.ideal_mbit)
+        .fold(0.0, f64::max);
+    Comparison {
+        lab: plan.lab.clone(),
+        links,
+        split_error,
+        max_relative_error,
+        totals,
+    }
+}
+
+/// The comparison as a text table (directions with any load, ideal or measured).
+pub fn table(c: &Comparison) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "{:<14} {:>8} {:>8} {:>9} {:>9} {:>9} {:>6}",
+        "link", "from", "to", "cap Mb/s", "ideal", "measured", "util"
+    );
+    for l in c
+        .links
+        .iter()
+        .filter(|l| l.ideal_mbit > 0.01 || l.measured_mbit > 0.01)
+    {
+        let _ = writeln!(
+            s,
+            "{:<14} {:>8} {:>8} {:>9.1} {:>9.2} {:>9.2} {:>5.0}%",
+            l.link,
+            l.from,
+            l.to,
+            l.capacity_mbit,
+            l.ideal_mbit,
+            l.measured_mbit,
+            100.0 * l.utilization
+        );
+    }
+    let t = &c.totals;
+    let loss = if t.sent_packets > 0 {
+        100.0 * (1.0 - t.received_packets as f64 / t.sent_packets as f64)
+    } else {
+        0.0
+    };
+    let _ = writeln!(
+        s,
+        "packets: sent {} received {} (loss {loss:.2}%); {} flows/source at {:.1} Mbit/s, {} s, {} mode",
+        t.sent_packets, t.received_packets, t.flows_per_source, t.rate_mbit_per_source, t.duration_s, t.split
+    );
+    let _ = writeln!(
+        s,
+        "split vs ideal: distance {:.3} (0 = ideal), largest per-link deviation {:.1}%",
+        c.split_error,
+        100.0 * c.max_relative_error
+    );
+    s
+}
+
+fn stage(role: &str) -> usize {
+    match role {
+        "super-spine" => 3,
+        "spine" => 2,
+        "leaf" => 1,
+        _ => 0,
+    }
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// An SVG drawing of the fabric: nodes in rows by Clos stage, every link (parallel ones
+/// side by side) drawn with a width and color by utilization and labelled with its load
+/// in both directions (measured / ideal, Mbit/s). Failed links are dashed.
+pub fn svg(plan: &Plan, c: &Comparison) -> String {
+    let stages: Vec<usize> = plan.nodes.iter().map(|n| stage(&n.role)).collect();
+    let top = stages.iter().copied().max().unwrap_or(0);
+    let mut rows: Vec<Vec<usize>> = vec![Vec::new(); top + 1];
+    for (i, &st) in stages.iter().enumerate() {
+        rows[st].push(i);
+    }
+    let widest = rows.iter().map(Vec::len).max().unwrap_or(1).max(1);
+    let width = (widest as f64 * 110.0).max(400.0) + 80.0;
+    let used: Vec<usize> = (0..=top).rev().filter(|&r| !rows[r].is_empty()).collect();
+    let height = used.len() as f64 * 170.0 + 80.0;
+    let mut pos = vec![(0.0, 0.0); plan.nodes.len()];
+    for (row_idx, &r) in used.iter().enumerate() {
+        let n = rows[r].len() as f64;
+        for (k, &i) in rows[r].iter().enumerate() {
+            let x = 40.0 + (width - 80.0) * (k as f64 + 0.5) / n;
+            pos[i] = (x, 60.0 + row_idx as f64 * 170.0);
+        }
+    }
+    let index = |name: &str| plan.nodes.iter().position(|n| n.name == name);
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{:.0}" font-family="sans-serif" font-size="10">"#,
+        height + 30.0
+    );
+    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        s,
+        r#"<text x="10" y="16" font-size="13">lab {}: link load measured/ideal (Mbit/s), split distance {:.3}</text>"#,
+        esc(&plan.lab),
+        c.split_error
+    );
+    let mut pair_seen: std::collections::HashMap<(usize, usize), usize> = Default::default();
+    for l in &plan.links {
+        let (Some(a), Some(b)) = (index(&l.a), index(&l.b)) else {
+            continue;
+        };
+        let key = (a.min(b), a.max(b));
+        let nth = *pair_seen.entry(key).and_modify(|k| *k += 1).or_insert(0);
+        let dirs: Vec<&LinkRow> = c.links.iter().filter(|r| r.link == l.name).collect();
+        let util = dirs.iter().map(|r| r.utilization).fold(0.0, f64::max);
+        let failed = dirs.iter().all(|r| r.capacity_mbit <= 0.0) && !dirs.is_empty();
+        let color = if failed {
+            "#999999"
+        } else if util > 0.8 {
+            "#d62728"
+        } else if util > 0.5 {
+            "#ff7f0e"
+        } else {
+            "#2ca02c"
+        };
+        let (ax, ay) = pos[a];
+        let (bx, by) = pos[b];
+        let off = nth as f64 * 6.0;
+        let w = 1.0 + 8.0 * util.min(1.0);
+        let dash = if failed {
+            r#" stroke-dasharray="4 3""#
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            r#"<line x1="{:.1}" y1="{ay:.1}" x2="{:.1}" y2="{by:.1}" stroke="{color}" stroke-width="{w:.1}"{dash}><title>{}</title></line>"#,
+            ax + off,
+            bx + off,
+            esc(&l.name)
+        );
+        let label: Vec<String> = dirs
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}→{} {:.1}/{:.1}",
+                    r.from, r.to, r.measured_mbit, r.ideal_mbit
+                )
+            })
+            .collect();
+        let t = 0.3 + 0.4 * ((nth % 3) as f64 / 2.0);
+        let _ = writeln!(
+            s,
+            r##"<text x="{:.1}" y="{:.1}" font-size="8" fill="#333">{}</text>"##,
+            ax + (bx - ax) * t + off + 3.0,
+            ay + (by - ay) * t,
+            esc(&label.join("  "))
+        );
+    }
+    for (i, n) in plan.nodes.iter().enumerate() {
+        let (x, y) = pos[i];
+        let _ = writeln!(
+            s,
+            r##"<rect x="{:.1}" y="{:.1}" width="60" height="24" rx="4" fill="#e8eef7" stroke="#336"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"##,
+            x - 30.0,
+            y - 12.0,
+            y + 4.0,
+            esc(&n.name)
+        );
+    }
+    let _ = writeln!(
+        s,
+        r#"<text x="10" y="{:.0}">green &lt; 50% utilization, orange &lt; 80%, red above; dashed = failed</text>"#,
+        height + 20.0
+    );
+    s.push_str("</svg>\n");
+    s
+}
+
+#[derive(clap::Args, Debug)]
+pub struct ShowArgs {
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Seconds between the two counter samples utilization is computed from.
+    #[arg(long, default_value_t = 1.0)]
+    pub interval: f64,
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run_show(a: ShowArgs) -> Result<(), LabError> {
+    let dir = StateDir::find(a.name.as_deref())?;
+    let state = dir.load()?;
+    let plan = &state.plan;
+    let first = stats::snapshot(plan);
+    std::thread::sleep(Duration::from_secs_f64(a.interval.clamp(0.1, 60.0)));
+    let second = stats::snapshot(plan);
+    let gbps = faults::current_gbps(&state);
+    let scale = plan.options.scale_mbit_per_gbps;
+    let loads = stats::loads(plan, &first, &second, |l| {
+        gbps.get(l).copied().unwrap_or(0.0) * scale
+    });
+    let mut groups = serde_json::Map::new();
+    let mut neighbors = serde_json::Map::new();
+    if !state.agents.is_empty() {
+        let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
+        let all_groups = agents::show_all(&dir, &names, agents::Show::Groups);
+        let all_neighbors = agents::show_all(&dir, &names, agents::Show::Neighbors);
+        for ((name, g), v) in names.iter().zip(all_groups).zip(all_neighbors) {
+            if let Some(g) = g {
+                groups.insert(name.to_string(), g);
+            }
+            if let Some(v) = v {
+                neighbors.insert(name.to_string(), v);
+            }
+        }
+    }
+    let events = dir.events_list();
+    let arn = faults::arn_lines(&dir, &state, state.up_at);
+    if a.json {
+        let v = serde_json::json!({
+            "lab": plan.lab,
+            "routing": plan.options.routing,
+            "dataplane": plan.options.dataplane,
+            "links": loads,
+            "groups": groups,
+            "neighbors": neighbors,
+            "changes": state.changes,
+            "events": events,
+            "arn": arn,
+        });
+        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        return Ok(());
+    }
+    println!(
+        "lab {} ({:?} routing, {:?} data plane, {} nodes, {} links)",
+        plan.lab,
+        plan.options.routing,
+        plan.options.dataplane,
+        plan.nodes.len(),
+        plan.links.len()
+    );
+    println!(
+        "{:<14} {:>8} {:>8} {:>9} {:>9} {:>6}",
+        "link", "from", "to", "cap Mb/s", "Mbit/s", "util"
+    );
+    for l in &loads {
+        println!(
+            "{:<14} {:>8} {:>8} {:>9.1} {:>9.2} {:>5.0}%",
+            l.link,
+            l.from,
+            l.to,
+            l.capacity_mbit,
+            l.mbit,
+            100.0 * l.utilization
+        );
+    }
+    for (node, g) in &groups {
+        for grp in g.as_array().into_iter().flatten() {
+            let members: Vec<String> = grp["members"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|m| format!("{}:{}", m["interface"].as_str().unwrap_or("?"), m["weight"]))
+                .collect();
+            println!(
+                "group {node:<6} {:<18} {:<5} {}",
+                grp["prefix"].as_str().unwrap_or("?"),
+                grp["mode"].as_str().unwrap_or(""),
+                members.join(" ")
+            );
+        }
+    }
+    for (node, v) in &neighbors {
+        let up_ = v
+            .as_array()
+            .map(|l| l.iter().filter(|n| n["state"] == "Established").count())
+            .unwrap_or(0);
+        let total = v.as_array().map(Vec::len).unwrap_or(0);
+        if total > 0 {
+            println!("bgp   {node:<6} {up_}/{total} sessions established");
+        }
+    }
+    for c in &state.changes {
+        println!("change {}", serde_json::to_string(c).unwrap_or_default());
+    }
+    for (node, dt, line) in arn.iter().take(20) {
+        println!("arn   {node:<6} +{dt:.3}s {line}");
+    }
+    Ok(())
+}
