@@ -65,12 +65,44 @@ pub struct Bmv2 {
     pub sw: Netns,
     child: Child,
     pub log: PathBuf,
+    ports: BTreeMap<u32, String>,
 }
 
 impl Bmv2 {
     /// Starts the switch in `sw` on the given (already created) interfaces.
     pub fn start(sw: Netns, ports: &BTreeMap<u32, String>) -> Result<Bmv2> {
         let log = std::env::temp_dir().join(format!("{}.bmv2.log", sw.name));
+        std::fs::File::create(&log)?; // empty; restarts append
+        let child = Self::spawn(&sw, ports, &log)?;
+        let mut b = Bmv2 {
+            sw,
+            child,
+            log,
+            ports: ports.clone(),
+        };
+        b.wait_listening()?;
+        Ok(b)
+    }
+
+    /// Kills the switch with SIGKILL (no goodbye to its controllers) and starts it again
+    /// on the same ports: it comes back with no pipeline and no entries.
+    pub fn restart(&mut self) -> Result<()> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        // The port must be free before the new process binds it.
+        let name = self.sw.name.clone();
+        wait_until(Duration::from_secs(10), || {
+            Command::new("ip")
+                .args(["netns", "exec", &name, "ss", "-Hltn", "sport", "=", ":9559"])
+                .output()
+                .map(|o| o.stdout.is_empty())
+                .unwrap_or(false)
+        });
+        self.child = Self::spawn(&self.sw, &self.ports, &self.log)?;
+        self.wait_listening()
+    }
+
+    fn spawn(sw: &Netns, ports: &BTreeMap<u32, String>, log: &PathBuf) -> Result<Child> {
         let mut cmd = sw.command("simple_switch_grpc");
         cmd.args(["--device-id", "1", "--no-p4", "--thrift-port", THRIFT_PORT]);
         for (port, iface) in ports {
@@ -81,13 +113,18 @@ impl Bmv2 {
             cmd.args(["--log-console", "-L", "debug"]);
         }
         cmd.args(["--", "--grpc-server-addr", GRPC_ADDR, "--cpu-port", "255"]);
-        let logfile = std::fs::File::create(&log)?;
-        let child = cmd
-            .stdout(Stdio::from(logfile.try_clone()?))
+        let logfile = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)?;
+        cmd.stdout(Stdio::from(logfile.try_clone()?))
             .stderr(Stdio::from(logfile))
             .spawn()
-            .context("spawning simple_switch_grpc")?;
-        let mut b = Bmv2 { sw, child, log };
+            .context("spawning simple_switch_grpc")
+    }
+
+    fn wait_listening(&mut self) -> Result<()> {
+        let b = self;
         let name = b.sw.name.clone();
         let up = wait_until(Duration::from_secs(20), || {
             Command::new("ip")
@@ -106,7 +143,7 @@ impl Bmv2 {
         if let Ok(Some(status)) = b.child.try_wait() {
             bail!("simple_switch_grpc exited: {status}");
         }
-        Ok(b)
+        Ok(())
     }
 
     /// True while the switch process runs (a crash is a test failure).

@@ -661,6 +661,8 @@ mod tests {
                 }),
                 ports: BTreeMap::new(),
                 max_group_size: Some(1),
+                group_form: Default::default(),
+                router_mac: None,
             }),
         ] {
             values.push(serde_json::to_value(&dataplane).expect("serializes"));
@@ -743,9 +745,45 @@ dataplane:
 "#;
         let c: AgentConfig = yamlfile::parse(Path::new("s.yaml"), text).unwrap();
         match c.dataplane {
-            DataplaneConfig::P4runtime(p) => assert_eq!(p.ports["e2"], 2),
+            DataplaneConfig::P4runtime(p) => {
+                assert_eq!(p.ports["e2"], 2);
+                assert_eq!(
+                    p.group_form,
+                    fare_dataplane::p4rt::config::P4GroupForm::Weighted,
+                    "default form"
+                );
+                assert_eq!(p.router_mac, None);
+            }
             other => panic!("{other:?}"),
         }
+        let replicated = text.replace(
+            "  ports: {e1: 1, e2: 2}\n",
+            "  ports: {e1: 1, e2: 2}\n  group_form: replicated\n  router_mac: 02:aa:00:00:00:07\n",
+        );
+        let c: AgentConfig = yamlfile::parse(Path::new("s.yaml"), &replicated).unwrap();
+        match c.dataplane {
+            DataplaneConfig::P4runtime(p) => {
+                assert_eq!(
+                    p.group_form,
+                    fare_dataplane::p4rt::config::P4GroupForm::Replicated
+                );
+                assert_eq!(
+                    p.router_mac,
+                    Some(fare_dataplane::MacAddr([2, 0xaa, 0, 0, 0, 7]))
+                );
+                let o = fare_dataplane::p4rt::P4RuntimeOptions::from_config(&p);
+                assert_eq!(o.form, fare_dataplane::p4rt::GroupForm::Replicated);
+                assert_eq!(o.router_mac, fare_dataplane::MacAddr([2, 0xaa, 0, 0, 0, 7]));
+            }
+            other => panic!("{other:?}"),
+        }
+        let bad = text.replace(
+            "  ports: {e1: 1, e2: 2}\n",
+            "  ports: {e1: 1, e2: 2}\n  group_form: copies\n",
+        );
+        let e = yamlfile::parse::<AgentConfig>(Path::new("s.yaml"), &bad).unwrap_err();
+        // The `dataplane` block is tagged by `kind`, so the error points at the document.
+        assert!(e.to_string().contains("unknown variant `copies`"), "{e}");
     }
 
     #[test]

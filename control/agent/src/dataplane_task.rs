@@ -17,6 +17,11 @@
 //! [`fare_dataplane::limits`]), logs the reduction, and reports it with the group in
 //! [`DataplaneHandle::groups`] (`GroupStatus::fit`). The install stays one backend call,
 //! make-before-break like any other.
+//!
+//! Installs already queued when the task takes one (up to [`BATCH`], distinct prefixes)
+//! go to the backend together (`Dataplane::install_batch`; P4Runtime writes them in a
+//! few requests). Once a second the task calls `Dataplane::maintain` (a P4Runtime switch
+//! is reconnected and re-synced there).
 
 use fare_dataplane::limits::{self, GroupFit, GroupLimits};
 use fare_dataplane::{ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupStatus, Member};
@@ -30,6 +35,12 @@ use tracing::{debug, info, warn};
 /// Queue depth between the protocols and the data plane task. Senders wait when it is
 /// full, which slows a flood of BGP updates down to what the backend can program.
 const QUEUE: usize = 1024;
+
+/// Most queued installs handed to the backend at once (`Dataplane::install_batch`).
+const BATCH: usize = 256;
+
+/// How often the backend's `maintain` runs (reconnects, mastership).
+const MAINTAIN_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// A request to the data plane task. Each carries a reply channel; the handle's
 /// methods wrap them, so most code never builds these directly.
@@ -431,18 +442,89 @@ async fn run(
     let mut requested: Requested = BTreeMap::new();
     let mut shares: Shares = BTreeMap::new();
     info!(backend = name, ?limits, "data plane group limits");
-    while let Some(command) = rx.recv().await {
+    let mut tick = tokio::time::interval(MAINTAIN_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    // A command taken from the queue while gathering a batch, handled next.
+    let mut next: Option<DataplaneCommand> = None;
+    loop {
+        let command = match next.take() {
+            Some(c) => c,
+            None => tokio::select! {
+                c = rx.recv() => match c {
+                    Some(c) => c,
+                    None => break,
+                },
+                _ = tick.tick() => {
+                    if let Err(e) = backend.maintain().await {
+                        debug!(backend = name, "data plane upkeep: {e}");
+                    }
+                    continue;
+                }
+            },
+        };
         match command {
-            DataplaneCommand::Install { .. } | DataplaneCommand::InstallColored { .. } => {
-                let (group, colors, reply) = match command {
-                    DataplaneCommand::Install { group, reply } => (group, vec![], reply),
-                    DataplaneCommand::InstallColored {
-                        group,
-                        colors,
-                        reply,
-                    } => (group, colors, reply),
-                    _ => unreachable!("matched above"),
+            DataplaneCommand::Install { group, reply } => {
+                // Installs already queued behind this one (distinct prefixes, up to BATCH)
+                // go to the backend together: one request per phase for all of them.
+                let mut batch = vec![(group, reply)];
+                while batch.len() < BATCH {
+                    match rx.try_recv() {
+                        Ok(DataplaneCommand::Install { group, reply })
+                            if !batch.iter().any(|(g, _)| g.prefix == group.prefix) =>
+                        {
+                            batch.push((group, reply))
+                        }
+                        Ok(other) => {
+                            next = Some(other);
+                            break;
+                        }
+                        Err(_) => break,
+                    }
+                }
+                let mut prepared = Vec::with_capacity(batch.len());
+                let mut replies = Vec::with_capacity(batch.len());
+                for (group, reply) in batch {
+                    // Shares of members that left the group are forgotten.
+                    if let Some(s) = shares.get_mut(&group.prefix) {
+                        s.retain(|k, _| group.members.iter().any(|m| MemberKey::of(m) == *k));
+                        if s.is_empty() {
+                            shares.remove(&group.prefix);
+                        }
+                    }
+                    requested.insert(group.prefix, (group.clone(), vec![]));
+                    prepared.push(prepare(name, &limits, (group, vec![]), &shares));
+                    replies.push(reply);
+                }
+                let groups: Vec<Group> = prepared.iter().map(|p| p.group.clone()).collect();
+                let results = if groups.len() == 1 {
+                    vec![backend.install(&groups[0]).await]
+                } else {
+                    backend.install_batch(&groups).await
                 };
+                for ((p, reply), result) in prepared.into_iter().zip(replies).zip(results) {
+                    finish(
+                        backend.as_mut(),
+                        name,
+                        p,
+                        &result,
+                        &mut installed,
+                        &mut fits,
+                        &mut held,
+                    )
+                    .await;
+                    count(&stats, &stats.installs, &result);
+                    let ok = result.is_ok();
+                    let _ = reply.send(result);
+                    if ok {
+                        changed.notify_one();
+                    }
+                }
+            }
+            DataplaneCommand::InstallColored {
+                group,
+                colors,
+                reply,
+            } => {
                 // Shares of members that left the group are forgotten.
                 if let Some(s) = shares.get_mut(&group.prefix) {
                     s.retain(|k, _| group.members.iter().any(|m| MemberKey::of(m) == *k));
@@ -619,6 +701,30 @@ async fn install_shifted(
     fits: &mut BTreeMap<IpNet, Fits>,
     held: &mut HeldOut,
 ) -> Result<(), DataplaneError> {
+    let p = prepare(name, limits, (group, colors), shares);
+    let result = if p.colors.is_empty() {
+        backend.install(&p.group).await
+    } else {
+        backend.install_colored(&p.group, &p.colors).await
+    };
+    finish(backend, name, p, &result, installed, fits, held).await;
+    result
+}
+
+/// A group (and its colors) with the ARN shares applied and reduced to the limits.
+struct Prepared {
+    group: Group,
+    colors: Vec<ColorGroup>,
+    fit: Fits,
+    shifted: usize,
+}
+
+fn prepare(
+    name: &'static str,
+    limits: &GroupLimits,
+    (group, colors): (Group, Vec<ColorGroup>),
+    shares: &Shares,
+) -> Prepared {
     let s = shares.get(&group.prefix);
     let group = Group {
         members: shifted(&group.members, s),
@@ -632,12 +738,31 @@ async fn install_shifted(
         })
         .collect();
     let (group, colors, fit) = fit_all(name, limits, group, colors);
-    let result = if colors.is_empty() {
-        backend.install(&group).await
-    } else {
-        backend.install_colored(&group, &colors).await
-    };
-    match &result {
+    Prepared {
+        group,
+        colors,
+        fit,
+        shifted: s.map_or(0, |s| s.len()),
+    }
+}
+
+/// Book-keeping after the backend installed (or refused) a prepared group.
+async fn finish(
+    backend: &mut dyn Dataplane,
+    name: &'static str,
+    p: Prepared,
+    result: &Result<(), DataplaneError>,
+    installed: &mut BTreeMap<IpNet, Vec<MemberKey>>,
+    fits: &mut BTreeMap<IpNet, Fits>,
+    held: &mut HeldOut,
+) {
+    let Prepared {
+        group,
+        colors,
+        fit,
+        shifted,
+    } = p;
+    match result {
         Ok(()) => {
             info!(
                 backend = name,
@@ -645,7 +770,7 @@ async fn install_shifted(
                 mode = ?group.mode,
                 members = %describe(&group),
                 colors = colors.len(),
-                shifted = s.map_or(0, |s| s.len()),
+                shifted,
                 "group installed"
             );
             installed.insert(
@@ -657,7 +782,6 @@ async fn install_shifted(
         }
         Err(e) => warn!(backend = name, prefix = %group.prefix, "install failed: {e}"),
     }
-    result
 }
 
 /// After `group` was installed: switches off again the members of it that were off before
@@ -736,6 +860,90 @@ mod tests {
                 })
                 .collect(),
         }
+    }
+
+    /// Records the prefixes of every backend call (`install_batch` as one entry).
+    struct Batches {
+        inner: NullDataplane,
+        calls: std::sync::Arc<std::sync::Mutex<Vec<Vec<String>>>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Dataplane for Batches {
+        fn name(&self) -> &'static str {
+            "batches"
+        }
+        async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+            if let Ok(mut c) = self.calls.lock() {
+                c.push(vec![group.prefix.to_string()]);
+            }
+            self.inner.install(group).await
+        }
+        async fn install_batch(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
+            if let Ok(mut c) = self.calls.lock() {
+                c.push(groups.iter().map(|g| g.prefix.to_string()).collect());
+            }
+            let mut out = Vec::new();
+            for g in groups {
+                out.push(self.inner.install(g).await);
+            }
+            out
+        }
+        async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+            self.inner.remove(prefix).await
+        }
+        async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
+            self.inner.groups().await
+        }
+        async fn set_member_active(
+            &mut self,
+            prefix: IpNet,
+            index: usize,
+            active: bool,
+        ) -> Result<(), DataplaneError> {
+            self.inner.set_member_active(prefix, index, active).await
+        }
+    }
+
+    /// Installs queued together reach the backend as one batch; a second install of a
+    /// prefix already in the batch starts the next one (its order is kept), and each
+    /// caller gets its own result.
+    #[tokio::test]
+    async fn queued_installs_are_batched() {
+        let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let backend = Batches {
+            inner: NullDataplane::default(),
+            calls: calls.clone(),
+        };
+        let (handle, _task) = spawn(Box::new(backend));
+        // On this single-threaded runtime all five are queued before the task runs.
+        let results = futures::future::join_all([
+            handle.install(group("10.0.0.0/24", &[1, 2])),
+            handle.install(group("10.0.1.0/24", &[1])),
+            handle.install(group("10.0.2.0/24", &[0])),
+            handle.install(group("10.0.0.0/24", &[3, 4])),
+            handle.install(group("10.0.3.0/24", &[1])),
+        ])
+        .await;
+        let ok: Vec<bool> = results.iter().map(Result::is_ok).collect();
+        assert_eq!(
+            ok,
+            vec![true, true, false, true, true],
+            "weight 0 refused alone"
+        );
+        let calls = calls.lock().map(|c| c.clone()).unwrap_or_default();
+        assert_eq!(
+            calls,
+            vec![
+                vec!["10.0.0.0/24", "10.0.1.0/24", "10.0.2.0/24"],
+                vec!["10.0.0.0/24", "10.0.3.0/24"],
+            ]
+        );
+        let groups = handle.groups().await.unwrap();
+        assert_eq!(
+            groups[0].group.members[1].weight, 4,
+            "the later install wins"
+        );
     }
 
     #[tokio::test]

@@ -28,7 +28,8 @@ pub fn build() {
     }
     if let Err(e) = tonic_prost_build::configure()
         .build_client(true)
-        .build_server(false)
+        // The server side serves the in-memory target of the backend's unit tests.
+        .build_server(true)
         .compile_fds(fds)
     {
         panic!("generating code for the P4Runtime protos: {e}");

@@ -83,8 +83,26 @@ pub trait Dataplane: Send {
     /// Installs the group for `group.prefix`, replacing any previous one make-before-break.
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError>;
 
+    /// Installs several groups of distinct prefixes, one result per group in order. A
+    /// backend that can write many groups per request (P4Runtime) overrides it; the
+    /// default installs them one by one.
+    async fn install_batch(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
+        let mut out = Vec::with_capacity(groups.len());
+        for g in groups {
+            out.push(self.install(g).await);
+        }
+        out
+    }
+
     /// Removes the group and route for `prefix` (traffic falls back to the kernel stack).
     async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError>;
+
+    /// Periodic upkeep, called by the agent's data plane task about once a second: a
+    /// backend with a session to a device notices a lost session or mastership and
+    /// restores it here. Default: nothing.
+    async fn maintain(&mut self) -> Result<(), DataplaneError> {
+        Ok(())
+    }
 
     /// Every installed group with its per-member counters and state.
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError>;

@@ -104,6 +104,8 @@ pub fn dataplane_config(node: &NodePlan, build: &Path) -> DataplaneConfig {
         }),
         ports: ports(node),
         max_group_size: None,
+        group_form: Default::default(),
+        router_mac: None,
     })
 }
 

@@ -4,8 +4,16 @@
 //! (scripts/setup); prints SKIPPED otherwise.
 //!
 //!   cargo run --release -p fare-integration --bin p4rt-bench -- [ROUTES] [GROUPS] [BATCH] [ROUNDS]
+//!
+//! `agent [N] [ROUNDS]`: the agent's own install path instead of raw Writes: N routes, each
+//! with a 4-member WCMP group, handed to the agent's data plane task (`DataplaneHandle::
+//! install`, where the BGP side hands over its groups) all at once (batched) or one after
+//! the other, until the switch answered; then the same N groups changed make-before-break.
+//! Baseline in the same run: the Python bindings doing the same writes
+//! (`tests/p4/install_writer.py`).
 
 use anyhow::{Context, Result};
+use fare::bench::results;
 use fare::dataplane::p4rt::client::Client;
 use fare::dataplane::p4rt::p4info::P4Info;
 use fare::dataplane::p4rt::program::{entity_table, update, FareProgram, GroupMember};
@@ -150,10 +158,232 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// Install and change rates (routes or groups per second) of one agent round.
+#[derive(Clone, Copy, Debug, Default)]
+struct Install {
+    install: f64,
+    change: f64,
+}
+
+fn agent_group(i: u32, weights: [u32; 4]) -> Result<fare::dataplane::Group> {
+    use fare::dataplane::{Group, GroupMode, Member};
+    Ok(Group {
+        prefix: ipnet::IpNet::new(Ipv4Addr::from((12u32 << 24) | (i << 8)).into(), 24)?,
+        mode: GroupMode::Spray,
+        members: weights
+            .iter()
+            .enumerate()
+            .map(|(j, w)| Member {
+                via: format!("10.1.{}.2", j + 1),
+                interface: format!("p{}", j + 1),
+                next_hop: None,
+                neighbor_mac: Some(MacAddr([2, 0, 0, 0, 0, j as u8 + 1])),
+                weight: *w,
+                bandwidth_gbps: 100.0,
+            })
+            .collect(),
+    })
+}
+
+/// N installs then N changes through the agent's data plane task: all handed over at
+/// once (`batched`), or each awaited before the next.
+async fn agent_round(
+    n: u32,
+    batched: bool,
+    ports: std::collections::BTreeMap<String, u32>,
+) -> Result<Install> {
+    use fare::dataplane::p4rt::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions};
+    let (p4info, json) = pipeline();
+    let dp = P4RuntimeDataplane::connect(P4RuntimeOptions {
+        address: GRPC_ADDR.to_string(),
+        device_id: 1,
+        election_id: 10,
+        pipeline: Some((p4info, json)),
+        ports,
+        router_mac: fare::dataplane::p4rt::backend::DEFAULT_ROUTER_MAC,
+        form: GroupForm::Weighted,
+        arn_hold: fare::dataplane::p4rt::DEFAULT_ARN_HOLD,
+    })
+    .await?;
+    let prog = dp.program().clone();
+    let (handle, task) = fare::agent::dataplane_task::spawn(Box::new(dp));
+    let first: Vec<_> = (0..n)
+        .map(|i| agent_group(i, [3, 3, 4, 4]))
+        .collect::<Result<_>>()?;
+    let second: Vec<_> = (0..n)
+        .map(|i| agent_group(i, [4, 4, 3, 3]))
+        .collect::<Result<_>>()?;
+    let mut rates = [0.0; 2];
+    for (k, groups) in [first.clone(), second].into_iter().enumerate() {
+        let start = Instant::now();
+        if batched {
+            let results =
+                futures::future::join_all(groups.into_iter().map(|g| handle.install(g))).await;
+            for r in results {
+                r?;
+            }
+        } else {
+            for g in groups {
+                handle.install(g).await?;
+            }
+        }
+        rates[k] = f64::from(n) / start.elapsed().as_secs_f64();
+        // What was timed is on the switch: its route table and profile groups, read by a
+        // second (backup) session.
+        let (routes, groups) = switch_counts(&prog).await?;
+        anyhow::ensure!(
+            routes == n as usize && groups == n as usize,
+            "after {} {n} groups the switch has {routes} routes and {groups} profile groups",
+            if k == 0 { "installing" } else { "changing" }
+        );
+    }
+    let removed = futures::future::join_all(first.iter().map(|g| handle.remove(g.prefix))).await;
+    for r in removed {
+        r?;
+    }
+    drop(handle);
+    drop(task.await?);
+    Ok(Install {
+        install: rates[0],
+        change: rates[1],
+    })
+}
+
+/// Route entries and profile groups on the switch, read by a backup session.
+async fn switch_counts(prog: &FareProgram) -> Result<(usize, usize)> {
+    let mut reader = Client::open(GRPC_ADDR, 1, 5, std::time::Duration::from_secs(5)).await?;
+    let entities = reader
+        .read(vec![
+            entity_table(p4::TableEntry {
+                table_id: prog.route_v4.table,
+                ..Default::default()
+            }),
+            p4::Entity {
+                entity: Some(p4::entity::Entity::ActionProfileGroup(
+                    p4::ActionProfileGroup {
+                        action_profile_id: prog.selector,
+                        ..Default::default()
+                    },
+                )),
+            },
+        ])
+        .await?;
+    let routes = entities
+        .iter()
+        .filter(|e| matches!(e.entity, Some(p4::entity::Entity::TableEntry(_))))
+        .count();
+    Ok((routes, entities.len() - routes))
+}
+
+fn python_install_round(sw: &str, n: u32) -> Result<Install> {
+    let (p4info, _) = pipeline();
+    let py = p4runtime_venv().join("bin/python3");
+    let script = repo_root().join("tests/p4/install_writer.py");
+    let out = run(
+        "ip",
+        &[
+            "netns",
+            "exec",
+            sw,
+            &py.to_string_lossy(),
+            &script.to_string_lossy(),
+            GRPC_ADDR,
+            "1",
+            "20",
+            &p4info.to_string_lossy(),
+            &n.to_string(),
+            "500",
+        ],
+    )?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("python output")?;
+    Ok(Install {
+        install: v["install_per_s"].as_f64().unwrap_or(0.0),
+        change: v["change_per_s"].as_f64().unwrap_or(0.0),
+    })
+}
+
+fn agent_bench(args: &[u32]) -> Result<()> {
+    let n = args.first().copied().unwrap_or(500);
+    let rounds = args.get(1).copied().unwrap_or(3);
+    anyhow::ensure!(
+        (1..=1000).contains(&n),
+        "N must be 1..1000 (fare.p4's group table has 1024 entries)"
+    );
+    let fabric = Fabric::new("p4i", 4)?;
+    let sw = fabric.bmv2.sw.name.clone();
+    let (mut batched, mut single, mut python) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..rounds {
+        for mode in [true, false] {
+            let ports = fabric.port_map();
+            let r = in_netns(
+                &sw,
+                move || async move { agent_round(n, mode, ports).await },
+            )?;
+            if mode {
+                batched.push(r);
+            } else {
+                single.push(r);
+            }
+        }
+        python.push(python_install_round(&sw, n)?);
+    }
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let mut md = String::new();
+    md.push_str(
+        "## P4Runtime: the agent's install path (fare vs the Python `p4runtime` bindings)\n\n",
+    );
+    md.push_str(&format!(
+        "What: {n} routes, each with its own 4-member WCMP group (3:3:4:4), handed to the \
+         agent's data plane task (`DataplaneHandle::install`, where the BGP side hands over \
+         the groups it computed) until the switch (BMv2 `simple_switch_grpc`, fare.p4) \
+         answered; then the same {n} groups changed make-before-break (4:4:3:3). fare: all \
+         {n} queued at once (the task batches them: one Write per phase, at most 500 \
+         updates each) and, for comparison, each awaited before the next (a batch of one). \
+         Baseline in the same run: the PyPI `p4runtime` bindings doing the same writes in \
+         the same order and batch size (`tests/p4/install_writer.py`), request building \
+         timed too. Not included: BGP UPDATE parsing and the WCMP computation (see the `bgp` \
+         section for those). Medians of {rounds} rounds, alternating.\n\n"
+    ));
+    md.push_str(&format!(
+        "Command (root; BMv2 on PATH; `scripts/setup` for the Python venv):\n\n    \
+         cargo run --release -p fare-integration --bin p4rt-bench -- agent {n} {rounds}\n\n\
+         Result (load average at the end: {}):\n\n",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    ));
+    md.push_str("| what | fare agent, queued together | fare agent, one at a time | Python p4runtime, same writes | queued / Python |\n");
+    md.push_str("|---|---|---|---|---|\n");
+    let mut row = |what: &str, f: fn(&Install) -> f64| {
+        let b = median(batched.iter().map(f).collect());
+        let s = median(single.iter().map(f).collect());
+        let p = median(python.iter().map(f).collect());
+        md.push_str(&format!(
+            "| {what} | {b:.0}/s | {s:.0}/s | {p:.0}/s | {:.2}x |\n",
+            b / p
+        ));
+    };
+    row("new routes (route + group)", |r| r.install);
+    row("group changes (make-before-break)", |r| r.change);
+    println!("{md}");
+    let path = repo_root().join("bench/RESULTS.md");
+    results::write_section(&path, "p4rt-agent", &md)?;
+    eprintln!("wrote section `p4rt-agent` of {}", path.display());
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let test = "p4rt-bench";
     if !bmv2_available(test) || !have_p4runtime_python(test) {
         return Ok(());
+    }
+    if std::env::args().nth(1).as_deref() == Some("agent") {
+        let args: Vec<u32> = std::env::args()
+            .skip(2)
+            .filter_map(|a| a.parse().ok())
+            .collect();
+        return agent_bench(&args);
     }
     let args: Vec<u32> = std::env::args()
         .skip(1)

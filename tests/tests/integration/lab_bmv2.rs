@@ -121,6 +121,110 @@ fn lab_bmv2_spine_forwards_with_the_weighted_split() -> Result<()> {
     lab_with_bmv2("lab_bmv2_spine_forwards_with_the_weighted_split", "netns")
 }
 
+/// Packets S1's switch counted on each member of its group toward L3, in member order,
+/// with the members' weights.
+fn switch_members_to_l3(lab: &str) -> Result<Vec<(u64, u64)>> {
+    let socket = format!("/run/fare/lab/{lab}/S1.sock");
+    let out = fare(&["show", "--socket", &socket, "groups", "--json"])?;
+    ensure!(
+        out.status.success(),
+        "show groups on S1: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let groups: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let group = groups
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["prefix"] == "10.0.3.0/24"))
+        .context("S1 has no group for L3's prefix")?;
+    Ok(group["members"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .map(|m| {
+                    (
+                        m["weight"].as_u64().unwrap_or(0),
+                        m["packets"].as_u64().unwrap_or(0),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// topologies/bmv2-weighted.yaml: the BMv2 spine's group toward L3 has two members over
+/// parallel 100G and 40G links; BGP gives them weights 5:2 and the switch splits the
+/// traffic it carries to L3 by them (its member counters, against the ideal 5/7). BGP's
+/// groups hash per flow: 500 flows, so the share is within 0.06 of 5/7 (3 standard
+/// deviations of a 500-flow binomial split).
+#[test]
+#[ignore = "fails: the BMv2 spine sends every packet to the weight-5 member (docs/lab.md, BMv2 section)"]
+fn lab_bmv2_weighted_members_split_by_weight() -> Result<()> {
+    let test = "lab_bmv2_weighted_members_split_by_weight";
+    if !bmv2_available(test) {
+        return Ok(());
+    }
+    let name = format!("bmw{}", std::process::id() % 100_000);
+    let (lab, up) = Lab::up(
+        "topologies/bmv2-weighted.yaml",
+        &name,
+        &["--backend", "netns", "--dataplane", "xdp"],
+    )?;
+    ensure!(
+        up.status.success(),
+        "lab up: {}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let mut last = String::new();
+    let mut matched = false;
+    for _ in 0..5 {
+        let before = switch_members_to_l3(&name)?;
+        let weights: Vec<u64> = before.iter().map(|(w, _)| *w).collect();
+        if weights != vec![5, 2] {
+            last = format!("S1's group toward L3 has weights {weights:?}, want [5, 2]");
+            std::thread::sleep(Duration::from_secs(2));
+            continue;
+        }
+        let r = lab.json(
+            "traffic",
+            &[
+                "--from",
+                "L1",
+                "--to",
+                "L3",
+                "--rate-mbit",
+                "20",
+                "--duration",
+                "3",
+            ],
+        )?;
+        let sent = r["totals"]["sent_packets"].as_f64().unwrap_or(0.0);
+        let received = r["totals"]["received_packets"].as_f64().unwrap_or(0.0);
+        let after = switch_members_to_l3(&name)?;
+        let per: Vec<f64> = after
+            .iter()
+            .zip(&before)
+            .map(|((_, a), (_, b))| a.saturating_sub(*b) as f64)
+            .collect();
+        let total: f64 = per.iter().sum();
+        let share = per.first().copied().unwrap_or(0.0) / total.max(1.0);
+        last = format!(
+            "sent {sent}, received {received}; through the switch {total}: {per:?} on the 5:2 members, \
+             {:.2}% on the 100G one (ideal {:.2}%)",
+            100.0 * share,
+            100.0 * 5.0 / 7.0
+        );
+        eprintln!("{test}: {last}");
+        if total > 100.0 && received / sent.max(1.0) > 0.95 && (share - 5.0 / 7.0).abs() < 0.06 {
+            matched = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    ensure!(matched, "the switch's split never matched: {last}");
+    lab.down()?;
+    Ok(())
+}
+
 #[test]
 fn lab_bmv2_spine_in_mininet() -> Result<()> {
     let test = "lab_bmv2_spine_in_mininet";

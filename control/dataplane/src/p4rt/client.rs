@@ -136,7 +136,10 @@ pub struct PacketIn {
 pub enum Arbitration {
     Pending,
     Primary,
+    /// Another controller (higher election id) is primary; the target's message.
     Backup(String),
+    /// The stream channel ended (switch gone or restarted, connection lost).
+    Closed(String),
 }
 
 /// A connected P4Runtime session with one device.
@@ -161,7 +164,29 @@ impl Client {
         device_id: u64,
         election_id: u64,
     ) -> Result<Client, P4rtError> {
-        let deadline = tokio::time::Instant::now() + ELECTION_ID_RETRY;
+        let client = Self::open(addr, device_id, election_id, ELECTION_ID_RETRY).await?;
+        match client.arbitration() {
+            Arbitration::Primary => Ok(client),
+            Arbitration::Backup(why) | Arbitration::Closed(why) => Err(P4rtError::NotPrimary {
+                device_id: client.device_id,
+                why,
+            }),
+            Arbitration::Pending => Err(P4rtError::Timeout("arbitration")),
+        }
+    }
+
+    /// Connects and opens the stream channel with `election_id`, and returns once the
+    /// target answered the arbitration, primary or not: a backup keeps its stream open and
+    /// learns from [`Client::arbitration`] when it becomes primary (the target tells every
+    /// controller when the primary changes). An election id the target still sees as taken
+    /// is retried for up to `retry_taken`.
+    pub async fn open(
+        addr: &str,
+        device_id: u64,
+        election_id: u64,
+        retry_taken: Duration,
+    ) -> Result<Client, P4rtError> {
+        let deadline = tokio::time::Instant::now() + retry_taken;
         loop {
             match Self::connect_once(addr, device_id, election_id).await {
                 Err(e) if e.is_election_id_taken() && tokio::time::Instant::now() < deadline => {
@@ -184,7 +209,7 @@ impl Client {
         };
         let endpoint = Channel::from_shared(format!("http://{addr}"))
             .map_err(|e| connect_err(e.to_string()))?
-            .connect_timeout(Duration::from_secs(5))
+            .connect_timeout(Duration::from_secs(2))
             .tcp_nodelay(true);
         let channel = endpoint
             .connect()
@@ -230,22 +255,39 @@ impl Client {
             arbitration,
             packets,
         };
-        client.wait_primary(Duration::from_secs(5)).await?;
+        client.wait_answer(Duration::from_secs(5)).await?;
         Ok(client)
     }
 
-    async fn wait_primary(&mut self, limit: Duration) -> Result<(), P4rtError> {
+    /// The arbitration state as the target last reported it (Closed once the stream ended).
+    pub fn arbitration(&self) -> Arbitration {
+        self.arbitration.borrow().clone()
+    }
+
+    /// True while the target says this session is the primary.
+    pub fn is_primary(&self) -> bool {
+        matches!(*self.arbitration.borrow(), Arbitration::Primary)
+    }
+
+    /// Waits until the arbitration state differs from what was last seen (or `limit`).
+    pub async fn arbitration_changed(&mut self, limit: Duration) -> Arbitration {
+        let _ = tokio::time::timeout(limit, self.arbitration.changed()).await;
+        self.arbitration.borrow_and_update().clone()
+    }
+
+    /// Waits for the target's first arbitration answer (primary or backup).
+    async fn wait_answer(&mut self, limit: Duration) -> Result<(), P4rtError> {
         let wait = async {
             loop {
                 match &*self.arbitration.borrow_and_update() {
-                    Arbitration::Primary => return Ok(()),
-                    Arbitration::Backup(why) => {
+                    Arbitration::Pending => {}
+                    Arbitration::Closed(why) => {
                         return Err(P4rtError::NotPrimary {
                             device_id: self.device_id,
                             why: why.clone(),
                         })
                     }
-                    Arbitration::Pending => {}
+                    _ => return Ok(()),
                 }
                 if self.arbitration.changed().await.is_err() {
                     return Err(P4rtError::StreamClosed);
@@ -400,8 +442,10 @@ async fn read_stream(
         let message = match message {
             Ok(m) => m,
             Err(status) => {
-                tracing::warn!(error = %RpcError::from_status(&status), "P4Runtime stream ended");
-                break;
+                let error = RpcError::from_status(&status);
+                tracing::warn!(%error, "P4Runtime stream ended");
+                let _ = arbitration.send(Arbitration::Closed(error.to_string()));
+                return;
             }
         };
         match message.update {
@@ -435,7 +479,7 @@ async fn read_stream(
             None => {}
         }
     }
-    let _ = arbitration.send(Arbitration::Backup("stream closed".into()));
+    let _ = arbitration.send(Arbitration::Closed("stream closed".into()));
 }
 
 /// The WriteRequest for `updates` (exposed for tests and benchmarks).

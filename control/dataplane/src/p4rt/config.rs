@@ -22,6 +22,23 @@ pub struct P4RuntimeConfig {
     /// states (the agent reduces every group to the smaller of the two).
     #[serde(default)]
     pub max_group_size: Option<u32>,
+    /// How weights reach the switch: `weighted` (one member per next hop with its
+    /// P4Runtime weight; the default) or `replicated` (weight w as w members of weight 1,
+    /// for targets that reject weights).
+    #[serde(default)]
+    pub group_form: P4GroupForm,
+    /// Source MAC the switch writes into routed packets (default 02:fa:4e:00:00:01).
+    #[serde(default)]
+    pub router_mac: Option<crate::MacAddr>,
+}
+
+/// `dataplane.group_form` of a P4Runtime switch.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum P4GroupForm {
+    #[default]
+    Weighted,
+    Replicated,
 }
 
 fn one() -> u64 {

@@ -14,6 +14,8 @@ pub mod backend;
 pub mod client;
 pub mod config;
 pub mod dpf;
+#[cfg(test)]
+pub(crate) mod fake;
 pub mod p4info;
 pub mod program;
 pub mod proto;

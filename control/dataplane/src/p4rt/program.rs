@@ -49,6 +49,8 @@ pub struct FareProgram {
     pub wcmp_group: u32,
     pub wcmp_group_id: Field,
     pub selector: u32,
+    /// The selector's `max_group_size` from the P4Info (0: unstated).
+    pub selector_max_group_size: i32,
     pub set_nexthop: SetNexthop,
     pub arn_rx: u32,
     pub arn_rx_port: Field,
@@ -146,6 +148,7 @@ impl FareProgram {
             wcmp_group: id_of(wcmp_group),
             wcmp_group_id: field_of(p4info::match_field(wcmp_group, "group_id")?),
             selector: id_of(info.action_profile("wcmp.wcmp_selector")?),
+            selector_max_group_size: info.action_profile("wcmp.wcmp_selector")?.max_group_size,
             set_nexthop: SetNexthop {
                 action: id_of(set_nexthop),
                 port: param_of(set_nexthop, "port")?,
@@ -355,7 +358,11 @@ impl FareProgram {
         })
     }
 
-    /// Action-profile group with weighted members; `max_size` = sum of weights.
+    /// Action-profile group with weighted members. `max_size` is the sum of weights when
+    /// the P4Info states a `max_group_size` (the target then sizes the group by it), else 0:
+    /// "the largest the target supports", so a target whose limit the P4Info does not state
+    /// answers a group beyond it with RESOURCE_EXHAUSTED (P4Runtime spec, ActionProfileGroup),
+    /// which the backend acts on, rather than refusing `max_size` itself.
     pub fn profile_group(
         &self,
         group_id: u32,
@@ -388,7 +395,11 @@ impl FareProgram {
             action_profile_id: self.selector,
             group_id,
             members: out,
-            max_size,
+            max_size: if self.selector_max_group_size > 0 {
+                max_size
+            } else {
+                0
+            },
         })
     }
 
@@ -974,7 +985,14 @@ registers {
         let g = p.profile_group(77, &members, 9).unwrap();
         assert_eq!(g.action_profile_id, 60001);
         assert_eq!(g.group_id, 77);
-        assert_eq!(g.max_size, 14, "max_size = sum of weights");
+        assert_eq!(g.max_size, 0, "no max_group_size in the P4Info: max_size 0");
+        let mut sized = p.clone();
+        sized.selector_max_group_size = 256;
+        let g2 = sized.profile_group(77, &members, 9).unwrap();
+        assert_eq!(
+            g2.max_size, 14,
+            "stated max_group_size: max_size = sum of weights"
+        );
         let got: Vec<(u32, i32)> = g.members.iter().map(|m| (m.member_id, m.weight)).collect();
         assert_eq!(got, vec![(1, 3), (2, 3), (3, 4), (4, 4)]);
         assert_eq!(g.members[0].watch_kind, None);

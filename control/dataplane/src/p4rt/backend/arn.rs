@@ -1,0 +1,212 @@
+//! ARN tables (reception paths, queue monitors, hold time) and packet I/O.
+use super::*;
+
+/// A monitored port as the agent asked for it (kept to write it again after a reconnect).
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct Monitor {
+    pub interface: String,
+    pub high: u32,
+    pub low: u32,
+    pub neighbor_router_id: Ipv4Addr,
+    pub targets: Vec<(String, MacAddr, Ipv4Addr, Ipv4Addr)>,
+}
+
+impl P4RuntimeDataplane {
+    /// Maps ARNs arriving on `interface` with `path_id` to the members of `prefixes` that
+    /// leave through `interface`: such an ARN removes (Types 1, 3) or restores (2, 4) them
+    /// in the data plane at once. Rewrites affected installed groups.
+    pub async fn map_arn_path(
+        &mut self,
+        interface: &str,
+        path_id: Ipv4Addr,
+        prefixes: &[IpNet],
+    ) -> Result<u16, DataplaneError> {
+        self.desired
+            .arn_paths
+            .push((interface.to_string(), path_id, prefixes.to_vec()));
+        self.ensure_session().await?;
+        self.map_arn_path_inner(interface, path_id, prefixes).await
+    }
+
+    pub(super) async fn map_arn_path_inner(
+        &mut self,
+        interface: &str,
+        path_id: Ipv4Addr,
+        prefixes: &[IpNet],
+    ) -> Result<u16, DataplaneError> {
+        let port = self.port(interface)?;
+        let slot = match self.arn_paths.get(&(port, path_id)) {
+            Some(s) => *s,
+            None => {
+                let s = self
+                    .slots
+                    .take()
+                    .ok_or_else(|| DataplaneError::backend(BACKEND, "out of ARN slots"))?
+                    as u16;
+                let entry = self
+                    .program
+                    .arn_rx_entry(port, path_id, s, self.options.arn_hold_us())
+                    .map_err(err)?;
+                self.write_upsert(vec![update(
+                    p4::update::Type::Insert,
+                    program::entity_table(entry),
+                )])
+                .await
+                .map_err(err)?;
+                self.arn_paths.insert((port, path_id), s);
+                s
+            }
+        };
+        for prefix in prefixes {
+            self.prefix_slots.insert((*prefix, port), slot);
+            if let Some(inst) = self.groups.get(prefix).cloned() {
+                let active: Vec<bool> = inst.members.iter().map(|m| m.active).collect();
+                self.write_group(&inst.group, &active).await?;
+            }
+            // DPF color groups of the prefix carry the same slots.
+            if let Some(mut colors) = self.colors.remove(prefix) {
+                let mut result = Ok(());
+                for c in &mut colors {
+                    let active: Vec<bool> = c.inst.members.iter().map(|m| m.active).collect();
+                    match self
+                        .write_profile(&c.inst.group, &active, Some(&c.inst))
+                        .await
+                    {
+                        Ok(i) => c.inst = i,
+                        Err(e) => result = Err(e),
+                    }
+                }
+                self.colors.insert(*prefix, colors);
+                result?;
+            }
+        }
+        Ok(slot)
+    }
+
+    /// Configures ARN generation: when `interface`'s queue reaches `high` packets, an ARN
+    /// Type 1 with Path ID `neighbor_router_id` goes to every `targets` port; Type 2 below
+    /// `low`. `targets`: (interface, neighbor MAC, our address, neighbor address).
+    pub async fn monitor_port(
+        &mut self,
+        interface: &str,
+        high: u32,
+        low: u32,
+        neighbor_router_id: Ipv4Addr,
+        targets: &[(String, MacAddr, Ipv4Addr, Ipv4Addr)],
+    ) -> Result<(), DataplaneError> {
+        let monitor = Monitor {
+            interface: interface.to_string(),
+            high,
+            low,
+            neighbor_router_id,
+            targets: targets.to_vec(),
+        };
+        self.desired
+            .monitors
+            .retain(|m| m.interface != monitor.interface);
+        self.desired.monitors.push(monitor.clone());
+        self.ensure_session().await?;
+        self.monitor_port_inner(&monitor).await
+    }
+
+    /// Writes a monitored port's entries: the encapsulation entries and the clone session
+    /// it names, then the monitor entry that names the session (separate Writes, in that
+    /// order). Entries already there are modified (a replay after a reconnect).
+    pub(super) async fn monitor_port_inner(
+        &mut self,
+        monitor: &Monitor,
+    ) -> Result<(), DataplaneError> {
+        let Monitor {
+            interface,
+            high,
+            low,
+            neighbor_router_id,
+            targets,
+        } = monitor;
+        let (high, low, neighbor_router_id) = (*high, *low, *neighbor_router_id);
+        let port = self.port(interface)?;
+        // One clone session per monitored port (ids start at 1; 0 is not a valid session).
+        let session = port + 1;
+        let mut updates = Vec::new();
+        let mut target_ports = Vec::new();
+        for (iface, mac, src, dst) in targets {
+            let p = self.port(iface)?;
+            target_ports.push(p);
+            let entry = self
+                .program
+                .arn_encap_entry(p, *mac, self.options.router_mac, *src, *dst)
+                .map_err(err)?;
+            updates.push(update(
+                p4::update::Type::Insert,
+                program::entity_table(entry),
+            ));
+        }
+        updates.push(update(
+            p4::update::Type::Insert,
+            self.program.clone_session(session, &target_ports),
+        ));
+        self.write_upsert(updates).await.map_err(err)?;
+        let monitor = self
+            .program
+            .arn_monitor_entry(port, high, low, neighbor_router_id, session)
+            .map_err(err)?;
+        self.write_upsert(vec![update(
+            p4::update::Type::Insert,
+            program::entity_table(monitor),
+        )])
+        .await
+        .map_err(err)
+    }
+
+    /// Lifetime of a data-plane removal that no Type 2/4 revokes: rewrites every ARN
+    /// path entry (the hold travels with the entry; BMv2 refuses register writes).
+    pub async fn set_arn_hold(&mut self, hold: Duration) -> Result<(), DataplaneError> {
+        self.options.arn_hold = hold;
+        self.ensure_session().await?;
+        self.set_arn_hold_inner().await
+    }
+
+    pub(super) async fn set_arn_hold_inner(&mut self) -> Result<(), DataplaneError> {
+        let hold_us = self.options.arn_hold_us();
+        let mut updates = Vec::new();
+        for ((port, path_id), slot) in &self.arn_paths {
+            let entry = self
+                .program
+                .arn_rx_entry(*port, *path_id, *slot, hold_us)
+                .map_err(err)?;
+            updates.push(update(
+                p4::update::Type::Modify,
+                program::entity_table(entry),
+            ));
+        }
+        for chunk in groups::batches(updates) {
+            self.write(chunk).await.map_err(err)?;
+        }
+        Ok(())
+    }
+
+    /// Sends a complete Ethernet frame out of `interface` (ARN Types 3/4 on link failure).
+    pub async fn packet_out(
+        &mut self,
+        interface: &str,
+        frame: Vec<u8>,
+    ) -> Result<(), DataplaneError> {
+        let port = self.port(interface)?;
+        let meta = self.program.packet_out_metadata(port).map_err(err)?;
+        self.ensure_session().await?;
+        self.client.packet_out(frame, meta).await.map_err(err)
+    }
+
+    /// Next packet sent to the controller: (arrival interface, reason, frame).
+    pub async fn packet_in(
+        &mut self,
+        limit: Duration,
+    ) -> Result<(String, u8, Vec<u8>), DataplaneError> {
+        let PacketIn { payload, metadata } = self.client.packet_in(limit).await.map_err(err)?;
+        let (port, reason) = self
+            .program
+            .packet_in_meta(&metadata)
+            .ok_or_else(|| DataplaneError::backend(BACKEND, "packet-in without fare metadata"))?;
+        Ok((self.interface_of(port), reason, payload))
+    }
+}
