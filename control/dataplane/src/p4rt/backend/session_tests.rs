@@ -401,3 +401,54 @@ async fn a_prefix_twice_in_one_batch_ends_as_its_last_group() {
         .collect();
     assert_eq!(w, vec![vec![1, 1], vec![1, 2, 3, 4]], "10.8 then 10.9");
 }
+
+/// Issue 18's ratio rule on P4: taking a member out rewrites the group without it and the
+/// others keep their weights exactly (3:3:4:4 minus a 4 is 3:3:4, not 3:3:8 or 1:1:1), in
+/// both group forms; putting it back restores 3:3:4:4.
+#[tokio::test]
+async fn removing_a_member_keeps_the_others_ratio_in_both_forms() {
+    for form in [GroupForm::Weighted, GroupForm::Replicated] {
+        let fake = FakeTarget::start().await;
+        let mut dp = P4RuntimeDataplane::connect(P4RuntimeOptions {
+            form,
+            ..options(&fake.address, 7)
+        })
+        .await
+        .expect("connect");
+        let prefix: IpNet = "10.9.0.0/16".parse().expect("prefix");
+        dp.install(&group("10.9.0.0/16", &[3, 3, 4, 4]))
+            .await
+            .expect("install");
+        // Per port of the group's members: the weight (weighted form) or the number of
+        // replicas (replicated form).
+        let shares = |fake: &FakeTarget| -> Vec<i32> {
+            let s = fake.lock();
+            let mut per_member: BTreeMap<u32, i32> = BTreeMap::new();
+            for g in s.groups.values() {
+                for m in &g.members {
+                    *per_member.entry(m.member_id).or_default() += m.weight.max(1);
+                }
+            }
+            // Replicas of one next hop are distinct members with the same action
+            // parameters: fold them by parameters.
+            let mut by_action: BTreeMap<Vec<Vec<u8>>, i32> = BTreeMap::new();
+            for (id, w) in per_member {
+                let params = s
+                    .members
+                    .get(&id)
+                    .and_then(|m| m.action.as_ref())
+                    .map(|a| a.params.iter().map(|p| p.value.clone()).collect())
+                    .unwrap_or_default();
+                *by_action.entry(params).or_default() += w;
+            }
+            let mut v: Vec<i32> = by_action.into_values().collect();
+            v.sort_unstable();
+            v
+        };
+        assert_eq!(shares(&fake), vec![3, 3, 4, 4], "{form:?} installed");
+        dp.set_member_active(prefix, 3, false).await.expect("out");
+        assert_eq!(shares(&fake), vec![3, 3, 4], "{form:?} without member 3");
+        dp.set_member_active(prefix, 3, true).await.expect("back");
+        assert_eq!(shares(&fake), vec![3, 3, 4, 4], "{form:?} restored");
+    }
+}
