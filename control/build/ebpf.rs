@@ -1,5 +1,7 @@
-//! Builds the XDP program (ebpf/fare-xdp) for `bpfel-unknown-none` and hands the object
-//! to the crate: `OUT_DIR/fare-xdp.o` plus `--cfg fare_xdp_embedded`.
+//! Builds the eBPF objects for `bpfel-unknown-none` and hands them to the crate:
+//! - the XDP program (ebpf/fare-xdp): `OUT_DIR/fare-xdp.o` plus `--cfg fare_xdp_embedded`;
+//! - the benchmark-only programs (ebpf/fare-bench-xdp: minimal forwarder, traffic
+//!   generator, sink): `OUT_DIR/fare-bench-xdp.o` plus `--cfg fare_bench_xdp_embedded`.
 //!
 //! The eBPF crate needs `RUSTC_BOOTSTRAP=1 -Z build-std=core` (on the pinned stable
 //! toolchain, with rust-src) and `bpf-linker`; both come from scripts/setup. When
@@ -15,14 +17,17 @@ const TARGET: &str = "bpfel-unknown-none";
 
 pub fn build() {
     println!("cargo::rustc-check-cfg=cfg(fare_xdp_embedded)");
+    println!("cargo::rustc-check-cfg=cfg(fare_bench_xdp_embedded)");
     println!("cargo::rerun-if-env-changed=FARE_SKIP_EBPF");
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let root = manifest.parent().map(Path::to_path_buf).unwrap_or_default();
-    let program = root.join("ebpf/fare-xdp");
     for input in [
         "ebpf/fare-xdp/src",
         "ebpf/fare-xdp/Cargo.toml",
         "ebpf/fare-xdp/Cargo.lock",
+        "ebpf/fare-bench-xdp/src",
+        "ebpf/fare-bench-xdp/Cargo.toml",
+        "ebpf/fare-bench-xdp/Cargo.lock",
         "ebpf/fare-common/src",
         "ebpf/fare-common/Cargo.toml",
     ] {
@@ -55,9 +60,30 @@ pub fn build() {
     }
 
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap_or_default());
+    // One target directory: the second object reuses the first one's build of core and aya-ebpf.
     let target_dir = out_dir.join("ebpf-target");
+    for (name, cfg) in [
+        ("fare-xdp", "fare_xdp_embedded"),
+        ("fare-bench-xdp", "fare_bench_xdp_embedded"),
+    ] {
+        if build_object(&root, name, &cargo_bin, &target_dir, &out_dir) {
+            println!("cargo::rustc-cfg={cfg}");
+        }
+    }
+}
+
+/// Builds ebpf/`name` and copies its object to `OUT_DIR/name.o`; false when cargo could
+/// not be run (a cargo warning says why). A failed build of the program panics.
+fn build_object(
+    root: &Path,
+    name: &str,
+    cargo_bin: &Path,
+    target_dir: &Path,
+    out_dir: &Path,
+) -> bool {
+    let program = root.join("ebpf").join(name);
     let path = env::join_paths(
-        std::iter::once(cargo_bin.clone())
+        std::iter::once(cargo_bin.to_path_buf())
             .chain(env::var_os("PATH").iter().flat_map(env::split_paths)),
     )
     .unwrap_or_default();
@@ -72,7 +98,7 @@ pub fn build() {
             "build-std=core",
         ])
         .arg("--target-dir")
-        .arg(&target_dir)
+        .arg(target_dir)
         .env("RUSTC_BOOTSTRAP", "1")
         .env("PATH", path)
         // The host build's flags and wrappers (clippy, coverage) are not for this target.
@@ -86,24 +112,24 @@ pub fn build() {
     let output = match cmd.output() {
         Ok(o) => o,
         Err(e) => {
-            println!("cargo::warning=could not run cargo for the XDP program: {e}");
-            return;
+            println!("cargo::warning=could not run cargo for ebpf/{name}: {e}");
+            return false;
         }
     };
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         for line in stderr.lines().filter(|l| !l.trim().is_empty()).take(40) {
-            println!("cargo::warning=fare-xdp: {line}");
+            println!("cargo::warning={name}: {line}");
         }
         // A broken eBPF program is a bug, not a missing tool: fail loudly.
-        panic!("building the XDP program (ebpf/fare-xdp) failed; see the warnings above");
+        panic!("building the eBPF object ebpf/{name} failed; see the warnings above");
     }
-    let object = target_dir.join(TARGET).join("release").join("fare-xdp");
-    let embedded = out_dir.join("fare-xdp.o");
+    let object = target_dir.join(TARGET).join("release").join(name);
+    let embedded = out_dir.join(format!("{name}.o"));
     if let Err(e) = std::fs::copy(&object, &embedded) {
         panic!("copying {} failed: {e}", object.display());
     }
-    println!("cargo::rustc-cfg=fare_xdp_embedded");
+    true
 }
 
 fn cargo_home() -> PathBuf {

@@ -14,6 +14,7 @@ pub mod soak;
 pub mod wcmp;
 pub mod xdp;
 pub mod xdp_forward;
+pub mod xdp_objects;
 
 use crate::topology::gen::MultiPlane;
 use std::path::PathBuf;
