@@ -8,8 +8,14 @@
 //! - [`wcmp`]: bandwidths -> integer weights, optimal reduction to a group-size limit,
 //!   replicated members and the spray order.
 //! - [`sim`]: every node's group for every prefix once BGP has converged.
+//! - [`forwarding`]: what a data plane is given (groups, members, DPF colors) and the
+//!   rules every data plane keeps (group-size limits, the last active member).
+//! - [`mpson`]: route-table sizes of multi-plane fabrics under each suppression technique.
 
 pub mod bandwidth;
+pub mod forwarding;
+pub mod mpson;
+pub mod rng;
 pub mod sim;
 pub mod topology;
 pub mod wcmp;

@@ -1,7 +1,7 @@
 //! `fare agent --config FILE`: runs the per-node agent until SIGTERM/SIGINT.
 
-use crate::agent::{self, config::AgentConfig};
 use anyhow::Context;
+use fare_agent::{self, config::AgentConfig};
 use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
@@ -36,6 +36,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Ok(());
     }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(agent::run(config, Some(args.config.clone())))?;
+    runtime.block_on(fare_agent::run(config, Some(args.config.clone())))?;
     Ok(())
 }

@@ -1,9 +1,9 @@
 //! `fare arn decode` and `fare arn send`: operator tools for Adaptive Routing Notifications.
 
-use crate::arn::codec::{ArnJson, ArnMessage, ArnType, Family, FlowId};
-use crate::arn::transport::{self, ArnSocket};
 use crate::cli::InputError;
 use anyhow::{bail, Context, Result};
+use fare_arn::codec::{ArnJson, ArnMessage, ArnType, Family, FlowId};
+use fare_arn::transport::{self, ArnSocket};
 use pcap_file::pcapng::Block;
 use pcap_file::DataLink;
 use std::io::Read;
@@ -85,7 +85,7 @@ fn parse_interface(s: &str) -> Result<(String, Ipv4Addr), String> {
 pub struct ListenArgs {
     /// Accepted sender, `ADDRESS@INTERFACE` (repeat for several).
     #[arg(long = "neighbor", value_parser = parse_neighbor)]
-    pub neighbors: Vec<crate::arn::config::ArnNeighbor>,
+    pub neighbors: Vec<fare_arn::config::ArnNeighbor>,
     /// Address to listen on (0.0.0.0 or ::).
     #[arg(long, default_value = "0.0.0.0")]
     pub address: IpAddr,
@@ -101,11 +101,11 @@ pub struct ListenArgs {
     pub json: bool,
 }
 
-fn parse_neighbor(s: &str) -> Result<crate::arn::config::ArnNeighbor, String> {
+fn parse_neighbor(s: &str) -> Result<fare_arn::config::ArnNeighbor, String> {
     let (a, i) = s
         .split_once('@')
         .ok_or_else(|| format!("`{s}`: expected ADDRESS@INTERFACE, e.g. 10.1.0.2@eth1"))?;
-    Ok(crate::arn::config::ArnNeighbor {
+    Ok(fare_arn::config::ArnNeighbor {
         address: a
             .parse()
             .map_err(|_| format!("`{a}` is not an IP address"))?,
@@ -240,8 +240,8 @@ async fn stop_after(duration_ms: Option<u64>) {
 }
 
 fn monitor(args: MonitorArgs) -> Result<()> {
-    use crate::arn::config::{MonitorConfig, MonitoredInterface};
-    use crate::arn::monitor;
+    use fare_arn::config::{MonitorConfig, MonitoredInterface};
+    use fare_arn::monitor;
     if args.low_bytes >= args.high_bytes {
         bail!(InputError("--low-bytes must be below --high-bytes".into()));
     }
@@ -310,8 +310,8 @@ fn monitor(args: MonitorArgs) -> Result<()> {
 }
 
 fn listen(args: ListenArgs) -> Result<()> {
-    use crate::arn::receiver::{self, Receiver};
-    let config = crate::arn::ArnConfig {
+    use fare_arn::receiver::{self, Receiver};
+    let config = fare_arn::ArnConfig {
         udp_port: args.port,
         neighbors: args.neighbors.clone(),
         ..Default::default()
@@ -322,7 +322,7 @@ fn listen(args: ListenArgs) -> Result<()> {
         let counters = receiver.counters();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<receiver::ReceiverEvent>();
         // No data plane: the receiver still admits, decodes and counts.
-        let mut dataplane = crate::dataplane::NullDataplane::default();
+        let mut dataplane = fare_dataplane::NullDataplane::default();
         let notify = std::sync::Arc::new(tokio::sync::Notify::new());
         let count = args.count;
         let json = args.json;
@@ -360,7 +360,7 @@ fn listen(args: ListenArgs) -> Result<()> {
         receiver::run(
             receiver,
             vec![socket],
-            &mut dataplane,
+            &mut dataplane as &mut dyn fare_dataplane::Dataplane,
             notify,
             Some(tx),
             stop,

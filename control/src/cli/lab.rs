@@ -1,10 +1,10 @@
-//! `fare lab`: emulated fabrics on this machine (see `crate::lab`).
+//! `fare lab`: emulated fabrics on this machine (see `fare_lab`).
 
 use super::InputError;
-use crate::bandwidth::Mode;
-use crate::lab::plan::{self, Backend, DataplaneKind, Routing, SplitMode};
-use crate::lab::{down, faults, gen, report, restart, state::StateDir, traffic, up};
-use crate::topology;
+use fare_lab::plan::{self, Backend, DataplaneKind, Routing, SplitMode};
+use fare_lab::{down, faults, gen, report, restart, state::StateDir, traffic, up};
+use fare_model::bandwidth::Mode;
+use fare_model::topology;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -189,10 +189,10 @@ pub fn run(command: Command) -> anyhow::Result<()> {
 }
 
 /// Bad input from the command line exits with 2 (`InputError`), the rest with 1.
-fn input(e: crate::lab::LabError) -> anyhow::Error {
+fn input(e: fare_lab::LabError) -> anyhow::Error {
     match e {
-        crate::lab::LabError::Input(m) => InputError(m).into(),
-        crate::lab::LabError::Plan(p) => InputError(p.to_string()).into(),
+        fare_lab::LabError::Input(m) => InputError(m).into(),
+        fare_lab::LabError::Plan(p) => InputError(p.to_string()).into(),
         other => other.into(),
     }
 }
@@ -270,7 +270,7 @@ fn run_up(a: UpArgs) -> anyhow::Result<()> {
         routing: a.routing,
         split: a.split,
         backend: a.backend,
-        arn: (!a.no_arn).then_some(crate::lab::arn::LabArn {
+        arn: (!a.no_arn).then_some(fare_lab::arn::LabArn {
             interval_us: a.arn_interval_us,
             hold_ms: a.arn_hold_ms,
             clear_ms: a.arn_clear_ms,

@@ -5,7 +5,6 @@
 
 pub mod agent;
 pub mod arn;
-pub mod bench;
 pub mod lab;
 pub mod set;
 pub mod show;
@@ -56,7 +55,7 @@ pub enum Command {
     #[command(subcommand)]
     Lab(lab::Command),
     /// Run benchmarks and write bench/RESULTS.md.
-    Bench(bench::Args),
+    Bench(fare_bench::Args),
 }
 
 /// An error caused by the user's input: exit code 2.
@@ -89,13 +88,14 @@ pub fn main() -> ExitCode {
         Command::Set(c) => set::run(c),
         Command::Arn(c) => arn::run(c),
         Command::Lab(c) => lab::run(c),
-        Command::Bench(a) => bench::run(a),
+        Command::Bench(a) => fare_bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             let input = e.downcast_ref::<InputError>().is_some()
-                || e.downcast_ref::<crate::yamlfile::FileError>().is_some();
+                || e.downcast_ref::<fare_model::yamlfile::FileError>()
+                    .is_some();
             eprintln!("fare: {e:#}");
             if input {
                 ExitCode::from(2)

@@ -2,8 +2,8 @@
 //! changes to a running agent through its management API.
 
 use super::InputError;
-use crate::mgmt::{client, pb, MgmtError};
 use anyhow::Context;
+use fare_agent::mgmt::{client, pb, MgmtError};
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug)]

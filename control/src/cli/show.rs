@@ -15,8 +15,8 @@
 //! - routes: `[{"prefix", "source", "paths": [{"next_hop", "neighbor", "as_path",
 //!   "path_bandwidth_gbps", "selected"}]}]`
 
-use crate::mgmt::{client, pb};
 use anyhow::Context;
+use fare_agent::mgmt::{client, pb};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 

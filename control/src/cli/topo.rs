@@ -1,7 +1,6 @@
 //! `fare topo check FILE` and `fare topo gen ...`.
 
-use crate::topology::{self, gen, Topology};
-use std::collections::HashSet;
+use fare_model::topology::{self, gen};
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -78,7 +77,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
         Command::Check { file } => {
             let t = topology::load(&file)?;
-            println!("{}: ok: {}", file.display(), summary(&t));
+            println!("{}: ok: {}", file.display(), t.summary());
             Ok(())
         }
         Command::Gen(g) => {
@@ -122,38 +121,11 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             match out.output {
                 Some(path) => {
                     std::fs::write(&path, yaml)?;
-                    eprintln!("{}: {}", path.display(), summary(&t));
+                    eprintln!("{}: {}", path.display(), t.summary());
                 }
                 None => std::io::stdout().lock().write_all(yaml.as_bytes())?,
             }
             Ok(())
         }
     }
-}
-
-/// "N nodes (roles), M links (K parallel), P prefixes".
-pub fn summary(t: &Topology) -> String {
-    let mut roles: Vec<(&str, usize)> = Vec::new();
-    for n in &t.nodes {
-        match roles.iter_mut().find(|(r, _)| *r == n.role.as_str()) {
-            Some((_, c)) => *c += 1,
-            None => roles.push((n.role.as_str(), 1)),
-        }
-    }
-    let roles: Vec<String> = roles.iter().map(|(r, c)| format!("{c} {r}")).collect();
-    let mut pairs = HashSet::new();
-    let parallel = t
-        .links
-        .iter()
-        .filter(|l| !pairs.insert((l.a.min(l.b), l.a.max(l.b))))
-        .count();
-    let prefixes: HashSet<_> = t.nodes.iter().flat_map(|n| n.prefixes.iter()).collect();
-    format!(
-        "{} nodes ({}), {} links ({} parallel), {} prefixes",
-        t.nodes.len(),
-        roles.join(", "),
-        t.links.len(),
-        parallel,
-        prefixes.len()
-    )
 }

@@ -2,9 +2,9 @@
 //! as BGP with the Path Bandwidth community would leave it after convergence.
 
 use super::InputError;
-use crate::bandwidth::{DraftOptions, Encoding, Mode};
-use crate::sim::{self, Change, RouteGroup};
-use crate::topology::{self, Topology};
+use fare_model::bandwidth::{DraftOptions, Encoding, Mode};
+use fare_model::sim::{self, Change, RouteGroup};
+use fare_model::topology::{self, Topology};
 use ipnet::IpNet;
 use std::io::Write;
 use std::path::PathBuf;
@@ -207,14 +207,14 @@ fn trim_float(x: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::topology::gen;
+    use fare_model::topology::gen;
 
     #[test]
     fn pairs_split_at_the_right_dash() {
         let mut t = gen::clos3(2, 1, 100.0, 1);
-        t.add_node(crate::topology::Node::new(
+        t.add_node(fare_model::topology::Node::new(
             "a-b",
-            crate::topology::Role::Host,
+            fare_model::topology::Role::Host,
         ));
         assert_eq!(split_pair(&t, "S1-L1").unwrap(), ("S1".into(), "L1".into()));
         assert_eq!(

@@ -15,10 +15,10 @@
 //!   cargo run --release -p fare-integration --bin bgp-bench -- [PREFIXES] [TRIALS] [--no-write]
 
 use anyhow::{bail, ensure, Context, Result};
+use fare::bench::results;
 use fare::bgp::packet::{update, Capability, Message, Open, Origin, PathAttributes, PathBandwidth};
 use fare::bgp::packet::{AsPath, Context as Ctx};
 use fare::bgp::speaker::{self, SpeakerEvent};
-use fare::cli::bench::results;
 use fare_integration::bgp::{config, pair, spawn_in_netns, wait_for, FareSpeaker, Frr};
 use fare_integration::{have_tool, repo_root, veth, Netns};
 use ipnet::{IpNet, Ipv4Net};
@@ -156,7 +156,7 @@ fn ingest_fare(bytes: &[u8], prefixes: usize) -> Result<Ingest> {
     let mut s = session(&g)?;
     std::thread::sleep(Duration::from_millis(200));
     let rss_before = results_rss_kb()? * 1024;
-    fare::cli::bench::reset_peak_rss();
+    fare::bench::reset_peak_rss();
     let start = Instant::now();
     s.write_all(bytes)?;
     let done = wait_for(Duration::from_secs(600), || {
@@ -172,7 +172,7 @@ fn ingest_fare(bytes: &[u8], prefixes: usize) -> Result<Ingest> {
         .ok()
         .and_then(|l| *l)
         .context("no group event")?;
-    let peak = fare::cli::bench::peak_rss_bytes().context("VmHWM")?;
+    let peak = fare::bench::peak_rss_bytes().context("VmHWM")?;
     let _ = commands.blocking_send(speaker::SpeakerCommand::Shutdown);
     Ok(Ingest {
         seconds: (end - start).as_secs_f64(),

@@ -15,7 +15,7 @@
 //! Root.   cargo run -p fare-integration --bin dpf-bench -- [TRIALS] [--no-write]
 
 use anyhow::{bail, Context, Result};
-use fare::cli::bench::results;
+use fare::bench::results;
 use fare_integration::dpf_lab::{group_vias, DpfFabric};
 use fare_integration::{bgp::wait_for, repo_root, Netns};
 use std::process::{Command, Stdio};

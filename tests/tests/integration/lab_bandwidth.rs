@@ -129,29 +129,16 @@ fn wait_group(lab: &str, state: &Value, want: &[(String, u64)], step: &str) -> R
 }
 
 /// Sets `bandwidth_gbps` of the neighbor at `addr` in an agent configuration written by
-/// `fare lab up` (keys sorted: address, bandwidth_gbps, interface, remote_as).
+/// `fare lab up`, through the agent's own configuration type.
 fn edit_bandwidth(path: &str, addr: &str, gbps: f64) -> Result<()> {
-    let text = std::fs::read_to_string(path)?;
-    let start = text.find("\nneighbors:\n").context("no neighbors: block")?;
-    let at = start
-        + text[start..]
-            .find(&format!("- address: {addr}\n"))
-            .context("neighbor not in the configuration")?;
-    let line_start = at + text[at..].find('\n').context("truncated")? + 1;
-    let line_end = line_start + text[line_start..].find('\n').context("truncated")?;
-    ensure!(
-        text[line_start..line_end]
-            .trim_start()
-            .starts_with("bandwidth_gbps:"),
-        "unexpected layout: {}",
-        &text[line_start..line_end]
-    );
-    let new = format!(
-        "{}  bandwidth_gbps: {gbps:.1}{}",
-        &text[..line_start],
-        &text[line_end..]
-    );
-    std::fs::write(path, new)?;
+    let mut config = fare::agent::config::AgentConfig::load(std::path::Path::new(path))?;
+    let neighbor = config
+        .neighbors
+        .iter_mut()
+        .find(|n| n.address.to_string() == addr)
+        .context("neighbor not in the configuration")?;
+    neighbor.bandwidth_gbps = Some(gbps);
+    std::fs::write(path, serde_norway::to_string(&config)?)?;
     Ok(())
 }
 

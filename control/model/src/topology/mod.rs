@@ -338,3 +338,32 @@ fn yaml_str(s: &str) -> String {
         format!("{s:?}")
     }
 }
+impl Topology {
+    /// "N nodes (roles), M links (K parallel), P prefixes".
+    pub fn summary(&self) -> String {
+        let mut roles: Vec<(&str, usize)> = Vec::new();
+        for n in &self.nodes {
+            match roles.iter_mut().find(|(r, _)| *r == n.role.as_str()) {
+                Some((_, c)) => *c += 1,
+                None => roles.push((n.role.as_str(), 1)),
+            }
+        }
+        let roles: Vec<String> = roles.iter().map(|(r, c)| format!("{c} {r}")).collect();
+        let mut pairs = std::collections::HashSet::new();
+        let parallel = self
+            .links
+            .iter()
+            .filter(|l| !pairs.insert((l.a.min(l.b), l.a.max(l.b))))
+            .count();
+        let prefixes: std::collections::HashSet<_> =
+            self.nodes.iter().flat_map(|n| n.prefixes.iter()).collect();
+        format!(
+            "{} nodes ({}), {} links ({} parallel), {} prefixes",
+            self.nodes.len(),
+            roles.join(", "),
+            self.links.len(),
+            parallel,
+            prefixes.len()
+        )
+    }
+}

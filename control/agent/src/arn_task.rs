@@ -1,0 +1,340 @@
+//! ARN inside `fare agent` (the `arn:` block): the receiver on the agent's data plane, and
+//! the queue/link monitor with its sender.
+//!
+//! - Receiver: UDP `arn.udp_port` (IPv4, and IPv6 when available); accepted senders are
+//!   `arn.neighbors` plus every BGP neighbor that names an interface. Type 1/3 switch off the
+//!   members toward the sender (`DataplaneHandle::set_member_active`), Type 2/4 or the hold
+//!   timer switch them on again. After every group install the data plane task keeps them
+//!   off (see `agent::dataplane_task`) and the receiver reconciles (drops removals of paths
+//!   the new groups no longer have).
+//! - Monitor (`arn.monitor`): a thread samples the watched interfaces' qdisc backlog and link
+//!   state; its ARNs go to the interface's `notify` list, else `arn.notify`, else every ARN/BGP
+//!   neighbor that is not on the watched interface itself (the node across the affected link
+//!   must not take itself out of its own paths).
+//! - State for `fare show arn`: [`ArnStatus`] in the agent's shared state.
+
+use crate::dataplane_task::DataplaneHandle;
+use crate::protocols::ProtocolResult;
+use crate::AgentContext;
+use async_trait::async_trait;
+use fare_arn::config::ArnNeighbor;
+use fare_arn::monitor::{self, MonitorEvent};
+use fare_arn::receiver::{self, ControlError, Counters, MemberControl, Receiver, RemovedMember};
+use fare_arn::transport::ArnSocket;
+use fare_dataplane::GroupStatus;
+use ipnet::IpNet;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use tracing::info;
+
+/// What `fare show arn` reads: receiver counters, members held out, ARNs sent.
+#[derive(Clone, Debug)]
+pub struct ArnStatus {
+    pub udp_port: u16,
+    pub counters: Arc<Counters>,
+    pub removed: Arc<RwLock<Vec<RemovedMember>>>,
+    pub sent: Arc<SentCounters>,
+    /// Watched interfaces (empty without `arn.monitor`).
+    pub monitored: Vec<String>,
+}
+
+impl ArnStatus {
+    pub fn removed(&self) -> Vec<RemovedMember> {
+        self.removed
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+/// ARNs this node sent, by Type (refreshes included).
+#[derive(Debug, Default)]
+pub struct SentCounters {
+    pub by_type: [AtomicU64; 4],
+}
+
+impl SentCounters {
+    pub fn get(&self, kind: u8) -> u64 {
+        usize::from(kind)
+            .checked_sub(1)
+            .and_then(|i| self.by_type.get(i))
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+}
+
+impl From<crate::dataplane_task::HandleError> for ControlError {
+    fn from(e: crate::dataplane_task::HandleError) -> Self {
+        match e {
+            crate::dataplane_task::HandleError::Dataplane(e) => e.into(),
+            e => ControlError::Failed(e.to_string()),
+        }
+    }
+}
+
+#[async_trait]
+impl MemberControl for DataplaneHandle {
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
+        DataplaneHandle::groups(self)
+            .await
+            .map_err(ControlError::from)
+    }
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        via: &str,
+        active: bool,
+    ) -> Result<(), ControlError> {
+        DataplaneHandle::set_member_active_via(self, prefix, index, via, active)
+            .await
+            .map_err(ControlError::from)
+    }
+    async fn steer_flow(
+        &mut self,
+        flow: &fare_arn::codec::FlowId,
+        interface: &str,
+        avoid: bool,
+    ) -> Result<bool, ControlError> {
+        DataplaneHandle::steer_flow(self, flow.clone(), interface.to_string(), avoid)
+            .await
+            .map_err(ControlError::from)
+    }
+}
+
+/// The senders this agent accepts besides `arn.neighbors`: BGP neighbors with an interface.
+pub fn bgp_neighbors(ctx: &AgentContext) -> Vec<ArnNeighbor> {
+    bgp_neighbors_of(&ctx.config)
+}
+
+/// [`bgp_neighbors`] from the agent configuration alone (the XDP data plane uses it).
+pub fn bgp_neighbors_of(config: &crate::config::AgentConfig) -> Vec<ArnNeighbor> {
+    config
+        .neighbors
+        .iter()
+        .filter_map(|n| {
+            n.interface.as_ref().map(|i| ArnNeighbor {
+                address: n.address,
+                interface: i.clone(),
+            })
+        })
+        .collect()
+}
+
+/// With the XDP data plane the monitor reads the program's egress virtual queues (see
+/// `fare_dataplane::xdp::queues`) for the ports that have one.
+fn xdp_queue_source(
+    config: &crate::config::AgentConfig,
+) -> Result<Option<Box<dyn monitor::QueueSource>>, String> {
+    match &config.dataplane {
+        crate::config::DataplaneConfig::Xdp { pin_name, .. } => {
+            let node = pin_name.clone().unwrap_or_else(|| config.name.clone());
+            let root = std::path::Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT);
+            fare_dataplane::xdp::queues::VirtualQueues::open(root, &node)
+                .map(|q| Some(Box::new(q) as Box<dyn monitor::QueueSource>))
+                .map_err(|e| format!("ARN monitor: the XDP program's queues: {e:#}"))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// The ARN protocol task of the agent; returns when `ctx.shutdown` is cancelled.
+pub async fn run(ctx: AgentContext) -> ProtocolResult {
+    let mut config = ctx.config.arn.clone().unwrap_or_default();
+    let extra = bgp_neighbors(&ctx);
+    config.resolve_notify(&extra);
+    let receiver = Receiver::new(&config, &extra);
+    let mut sockets =
+        vec![
+            ArnSocket::bind(SocketAddr::from(([0, 0, 0, 0], config.udp_port)), None)
+                .map_err(|e| e.to_string())?,
+        ];
+    match ArnSocket::bind(SocketAddr::from(([0u16; 8], config.udp_port)), None) {
+        Ok(s) => sockets.push(s),
+        Err(e) => info!("ARN: no IPv6 socket ({e}); IPv4 only"),
+    }
+    let status = ArnStatus {
+        udp_port: config.udp_port,
+        counters: receiver.counters(),
+        removed: receiver.published(),
+        sent: Arc::default(),
+        monitored: config
+            .monitor
+            .iter()
+            .flat_map(|m| m.interfaces.iter().map(|i| i.interface.clone()))
+            .collect(),
+    };
+    ctx.state.write().arn = Some(status.clone());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut monitor_thread = None;
+    let mut sender_task = None;
+    if let Some(m) = config.monitor.clone() {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<MonitorEvent>();
+        monitor_thread = Some(
+            monitor::spawn(
+                m,
+                config.notify.clone(),
+                config.refresh(),
+                config.udp_port,
+                tx,
+                stop.clone(),
+                xdp_queue_source(&ctx.config)?,
+            )
+            .map_err(|e| format!("ARN monitor: {e}"))?,
+        );
+        let (sent_tx, mut sent_rx) = tokio::sync::mpsc::unbounded_channel::<MonitorEvent>();
+        sender_task = Some(tokio::spawn(monitor::report_sent(rx, Some(sent_tx))));
+        let sent = status.sent.clone();
+        tokio::spawn(async move {
+            while let Some(e) = sent_rx.recv().await {
+                if let Some(c) = usize::from(e.kind)
+                    .checked_sub(1)
+                    .and_then(|i| sent.by_type.get(i))
+                {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        });
+        info!(interfaces = ?status.monitored, "ARN monitor started");
+    }
+    info!(port = config.udp_port, "ARN receiver listening");
+
+    let mut control = ctx.dataplane.clone();
+    let shutdown = ctx.shutdown.clone();
+    receiver::run(
+        receiver,
+        sockets,
+        &mut control,
+        ctx.dataplane.groups_changed(),
+        None,
+        shutdown.cancelled_owned(),
+    )
+    .await;
+
+    stop.store(true, Ordering::Relaxed);
+    if let Some(t) = sender_task {
+        t.abort();
+    }
+    if let Some(t) = monitor_thread {
+        let _ = tokio::task::spawn_blocking(move || t.join()).await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use fare_arn::config::{ArnConfig, ArnNeighbor};
+    use fare_arn::config::{MonitorConfig, MonitoredInterface};
+    use fare_arn::receiver::Receiver;
+    use fare_model::forwarding::GroupStatus;
+    use std::net::IpAddr;
+
+    fn neighbor(a: &str, i: &str) -> ArnNeighbor {
+        ArnNeighbor {
+            address: a.parse().unwrap(),
+            interface: i.into(),
+        }
+    }
+
+    #[test]
+    fn default_notify_skips_the_watched_link() {
+        let mut c = ArnConfig {
+            monitor: Some(MonitorConfig {
+                interval_us: 100,
+                realtime_priority: 0,
+                interfaces: vec![
+                    MonitoredInterface {
+                        interface: "s1-l2".into(),
+                        path_id: "10.0.0.2".parse().unwrap(),
+                        high_bytes: 10,
+                        low_bytes: 1,
+                        limit_bytes: None,
+                        clear_ms: 0,
+                        notify: vec![],
+                    },
+                    MonitoredInterface {
+                        interface: "s1-l1".into(),
+                        path_id: "10.0.0.1".parse().unwrap(),
+                        high_bytes: 10,
+                        low_bytes: 1,
+                        limit_bytes: None,
+                        clear_ms: 0,
+                        notify: vec!["10.9.9.9".parse().unwrap()],
+                    },
+                ],
+            }),
+            ..ArnConfig::default()
+        };
+        let bgp = [neighbor("10.1.0.1", "s1-l1"), neighbor("10.1.1.1", "s1-l2")];
+        c.resolve_notify(&bgp);
+        let m = c.monitor.as_ref().unwrap();
+        assert_eq!(
+            m.interfaces[0].notify,
+            vec!["10.1.0.1".parse::<IpAddr>().unwrap()]
+        );
+        assert_eq!(
+            m.interfaces[1].notify,
+            vec!["10.9.9.9".parse::<IpAddr>().unwrap()]
+        );
+        // a global list wins over the default
+        c.notify = vec!["10.8.8.8".parse().unwrap()];
+        c.monitor.as_mut().unwrap().interfaces[0].notify.clear();
+        c.resolve_notify(&bgp);
+        assert_eq!(
+            c.monitor.unwrap().interfaces[0].notify,
+            vec!["10.8.8.8".parse::<IpAddr>().unwrap()]
+        );
+    }
+
+    #[tokio::test]
+    async fn removal_survives_reinstall_through_the_handle_until_the_path_goes() {
+        use fare_arn::{ArnMessage, ArnType};
+        use fare_dataplane::{Group, GroupMode, Member, NullDataplane};
+        use std::time::Instant;
+        let member = |via: &str| Member {
+            via: via.into(),
+            interface: "lo".into(),
+            next_hop: Some(via.parse().unwrap()),
+            neighbor_mac: None,
+            weight: 1,
+            bandwidth_gbps: 100.0,
+        };
+        let group = |vias: &[&str]| Group {
+            prefix: "192.0.2.0/24".parse().unwrap(),
+            mode: GroupMode::Spray,
+            members: vias.iter().map(|v| member(v)).collect(),
+        };
+        let (mut handle, _task) = crate::dataplane_task::spawn(Box::new(NullDataplane::default()));
+        handle
+            .install(group(&["10.1.0.2", "10.1.1.2"]))
+            .await
+            .unwrap();
+        let config = ArnConfig {
+            neighbors: vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")],
+            ..ArnConfig::default()
+        };
+        let mut r = Receiver::new(&config, &[]);
+        let m = ArnMessage::path(ArnType::CongestionDetected, 9, 0x0a00_0002);
+        let changes = r
+            .apply(&mut handle, "10.1.0.2".parse().unwrap(), &m, Instant::now())
+            .await;
+        assert_eq!(changes.len(), 1);
+        let active =
+            |g: Vec<GroupStatus>| -> Vec<bool> { g[0].members.iter().map(|m| m.active).collect() };
+        // BGP re-installs with another order: the member toward 10.1.0.2 stays out.
+        handle
+            .install(group(&["10.1.1.2", "10.1.0.2"]))
+            .await
+            .unwrap();
+        r.reconcile(&mut handle).await;
+        assert_eq!(active(handle.groups().await.unwrap()), vec![true, false]);
+        assert_eq!(r.removed_members()[0].index, 1);
+        assert!(r.removed_members()[0].reason().contains("congestion"));
+        // The path is gone from the group: the removal is dropped.
+        handle.install(group(&["10.1.1.2"])).await.unwrap();
+        r.reconcile(&mut handle).await;
+        assert!(r.removed_members().is_empty());
+        assert_eq!(r.counters().snapshot().stale_dropped, 1);
+    }
+}

@@ -1,0 +1,71 @@
+//! Builds the data plane backend named by `dataplane.kind`.
+//!
+//! One `match` arm per backend.
+
+use super::config::{AgentConfig, DataplaneConfig};
+use fare_dataplane::kernel::KernelDataplane;
+use fare_dataplane::xdp::{XdpDataplane, XdpOptions};
+use fare_dataplane::{Dataplane, DataplaneError, GroupLimits, NullDataplane};
+
+/// The limits the agent reduces every group to: the backend's own (XDP slots, P4Info
+/// selector sizes and `dataplane.max_group_size`, kernel nexthop entries), tightened by
+/// `fare.max_group_size` when that is set.
+pub fn group_limits(config: &AgentConfig, backend: &dyn Dataplane) -> GroupLimits {
+    backend
+        .limits()
+        .min(GroupLimits::size(config.fare.max_group_size.unwrap_or(0)))
+}
+
+/// Opens (or re-attaches to) the data plane of this node. Backends must keep any state
+/// they find (pinned maps, kernel routes, switch tables) so a restarted agent does not
+/// interrupt forwarding; `install` then replaces it make-before-break.
+pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneError> {
+    match &config.dataplane {
+        DataplaneConfig::None => Ok(Box::new(NullDataplane::default())),
+        DataplaneConfig::Kernel { interfaces } => {
+            Ok(Box::new(KernelDataplane::open(interfaces).await?))
+        }
+        DataplaneConfig::Xdp {
+            interfaces,
+            pin_name,
+            queues,
+            egress_spray,
+        } => {
+            // Pins live under /sys/fs/bpf/fare/<pin name, else name>: a restarted agent
+            // with the same one re-attaches to them without a forwarding gap.
+            let pins = pin_name.clone().unwrap_or_else(|| config.name.clone());
+            let mut options = XdpOptions::new(pins, interfaces.clone());
+            options.queues = queues.clone();
+            options.egress_spray = egress_spray.clone();
+            options.arn = config.arn.as_ref().map(|arn| {
+                let bgp = crate::arn_task::bgp_neighbors_of(config);
+                fare_dataplane::xdp::arn::ArnFastPath::from_config(arn, &bgp)
+            });
+            let xdp: Box<dyn Dataplane> = Box::new(XdpDataplane::open(&options)?);
+            if egress_spray.is_empty() {
+                return Ok(xdp);
+            }
+            // The host's own packets need kernel routes to reach a sprayed egress.
+            let kernel = KernelDataplane::open(interfaces).await?;
+            Ok(Box::new(fare_dataplane::host_routes::WithHostRoutes::new(
+                xdp, kernel,
+            )))
+        }
+        DataplaneConfig::P4runtime(p4) => {
+            let mut dp = fare_dataplane::p4rt::P4RuntimeDataplane::open(p4).await?;
+            if let Some(arn) = &config.arn {
+                use fare_dataplane::p4rt::arn_setup;
+                let bgp = crate::arn_task::bgp_neighbors_of(config);
+                let setup = arn_setup::plan(arn, &bgp, &p4.ports);
+                let written = arn_setup::apply(&mut dp, &setup).await;
+                tracing::info!(
+                    written,
+                    paths = setup.paths.len(),
+                    monitors = setup.monitors.len(),
+                    "p4: ARN tables programmed from the arn: block"
+                );
+            }
+            Ok(Box::new(dp))
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! `fare agent`: one per fabric node. Loads its configuration, programs the data plane
+//! with static groups and (with BGP) computed groups, and serves the management API.
+//!
+//! # Shape of the runtime
+//!
+//! ```text
+//!  config ──> static groups ─┐
+//!  BGP task ── Group ────────┼──> DataplaneHandle ──mpsc──> data plane task ──> Box<dyn Dataplane>
+//!  ARN task ── member on/off ┘                                   ^
+//!  mgmt server, metrics ── groups() (counters) ──────────────────┘
+//!  BGP task ── neighbors, routes ──> SharedState <── mgmt server, metrics (read)
+//! ```
+//!
+//! # The seam protocols plug into
+//!
+//! A protocol is a task started in [`protocols::spawn`] with a clone of [`AgentContext`]:
+//! - `ctx.config`: the loaded configuration (`neighbors`, `prefixes`, `fare.mode`...).
+//! - `ctx.state` ([`state::SharedState`]): write neighbor session state
+//!   (`ctx.state.write().set_neighbor_state(addr, SessionState::Established, None)`),
+//!   counters on [`state::NeighborStatus`], and routes (`set_route`/`remove_route`
+//!   with [`state::RouteSource::Bgp`]). Never hold the lock across an `.await`.
+//! - `ctx.dataplane` ([`dataplane_task::DataplaneHandle`]): `install(Group)` (replaces
+//!   make-before-break), `remove(prefix)`, `set_member_active(prefix, index, active)`
+//!   (ARN), `groups()`. Each call returns once the backend has applied it, so the time
+//!   of the last `install` is the convergence time. `Member::via` is the neighbor
+//!   address for BGP members, the neighbor MAC for static ones.
+//! - `ctx.shutdown`: cancelled on SIGTERM/SIGINT; the task must return soon after.
+//! - `ctx.speaker`: the BGP task puts its speaker's command channel there, for run-time
+//!   changes ([`set_bandwidth`] from the management API and on SIGHUP, see [`reload`]).
+//!
+//! On exit the agent leaves the data plane forwarding: nothing is torn down, and the next
+//! agent re-attaches to what it finds (`backend::open`) and replaces it make-before-break.
+
+pub mod arn_task;
+pub mod backend;
+pub mod bgp_task;
+pub mod config;
+pub mod dataplane_task;
+pub mod metrics;
+pub mod mgmt;
+pub mod protocols;
+pub mod reload;
+pub mod state;
+pub mod statics;
+
+use config::AgentConfig;
+use dataplane_task::DataplaneHandle;
+use state::{AgentState, RoutePath, RouteSource, RouteStatus, SharedState};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+use tracing::{error, info, warn};
+
+/// Everything a protocol task needs; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AgentContext {
+    pub config: Arc<AgentConfig>,
+    pub state: SharedState,
+    pub dataplane: DataplaneHandle,
+    pub shutdown: CancellationToken,
+    pub speaker: SpeakerSlot,
+}
+
+/// The command channel of the running BGP speaker, once the BGP task has started it.
+#[derive(Clone, Debug, Default)]
+pub struct SpeakerSlot(Arc<std::sync::Mutex<Option<SpeakerSender>>>);
+
+type SpeakerSender = tokio::sync::mpsc::Sender<fare_bgp::speaker::SpeakerCommand>;
+
+impl SpeakerSlot {
+    pub fn set(&self, commands: SpeakerSender) {
+        if let Ok(mut s) = self.0.lock() {
+            *s = Some(commands);
+        }
+    }
+
+    pub fn get(&self) -> Option<SpeakerSender> {
+        self.0.lock().ok().and_then(|s| s.clone())
+    }
+}
+
+/// Which links [`set_bandwidth`] changes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BandwidthTarget {
+    Neighbor(std::net::IpAddr),
+    /// Every neighbor whose `interface` is this one.
+    Interface(String),
+}
+
+impl std::fmt::Display for BandwidthTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BandwidthTarget::Neighbor(a) => write!(f, "neighbor {a}"),
+            BandwidthTarget::Interface(i) => write!(f, "interface {i}"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SetBandwidthError {
+    #[error("bandwidth must be a positive number of Gbps, not {0}")]
+    Invalid(f64),
+    #[error("no configured neighbor matches {0}")]
+    NoMatch(BandwidthTarget),
+    #[error("this agent runs no BGP speaker (no neighbors configured)")]
+    NoSpeaker,
+    #[error("the BGP speaker stopped")]
+    Stopped,
+}
+
+/// Sets (`Some`) or clears (`None`: the interface speed again) the link bandwidth of the
+/// target's neighbors in the running speaker, which decides every prefix again and
+/// re-advertises at once. Returns each neighbor with the bandwidth now used for it.
+pub async fn set_bandwidth(
+    ctx: &AgentContext,
+    target: &BandwidthTarget,
+    gbps: Option<f64>,
+) -> Result<Vec<(std::net::IpAddr, Option<f64>)>, SetBandwidthError> {
+    if let Some(g) = gbps {
+        if !(g.is_finite() && g > 0.0) {
+            return Err(SetBandwidthError::Invalid(g));
+        }
+    }
+    let commands = ctx.speaker.get().ok_or(SetBandwidthError::NoSpeaker)?;
+    let (reply, answer) = tokio::sync::oneshot::channel();
+    let (neighbor, interface) = match target {
+        BandwidthTarget::Neighbor(a) => (Some(*a), None),
+        BandwidthTarget::Interface(i) => (None, Some(i.clone())),
+    };
+    commands
+        .send(fare_bgp::speaker::SpeakerCommand::SetBandwidth {
+            neighbor,
+            interface,
+            gbps,
+            reply,
+        })
+        .await
+        .map_err(|_| SetBandwidthError::Stopped)?;
+    let set = answer.await.map_err(|_| SetBandwidthError::Stopped)?;
+    if set.is_empty() {
+        return Err(SetBandwidthError::NoMatch(target.clone()));
+    }
+    let mut state = ctx.state.write();
+    for (addr, now) in &set {
+        if let Some(n) = state.neighbors.get_mut(addr) {
+            n.bandwidth_gbps = *now;
+        }
+    }
+    info!(%target, ?gbps, "link bandwidth changed at run time");
+    Ok(set)
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    #[error("data plane: {0}")]
+    Dataplane(#[from] fare_dataplane::DataplaneError),
+    #[error("static group {prefix}: {source}")]
+    StaticGroup {
+        prefix: ipnet::IpNet,
+        #[source]
+        source: dataplane_task::HandleError,
+    },
+    #[error("management API: {0}")]
+    Mgmt(#[from] mgmt::MgmtError),
+    #[error("metrics listener on {addr}: {source}")]
+    Metrics {
+        addr: std::net::SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("signal handler: {0}")]
+    Signal(#[source] std::io::Error),
+    #[error("{0} stopped: {1}")]
+    Protocol(&'static str, String),
+    #[error("dpf flow rules: {0}")]
+    FlowRules(#[source] dataplane_task::HandleError),
+}
+
+/// How long tasks get to finish after SIGTERM/SIGINT before the agent exits anyway.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs the agent until SIGTERM or SIGINT (or until a protocol task fails). With the
+/// path of its configuration file, SIGHUP reloads it ([`reload`]).
+pub async fn run(
+    config: AgentConfig,
+    config_path: Option<std::path::PathBuf>,
+) -> Result<(), AgentError> {
+    let config = Arc::new(config);
+    let backend = backend::open(&config).await?;
+    info!(
+        name = %config.name,
+        router_id = %config.router_id,
+        asn = config.asn,
+        backend = backend.name(),
+        "agent starting"
+    );
+    let limits = backend::group_limits(&config, backend.as_ref());
+    let (dataplane, dataplane_task) = dataplane_task::spawn_with_limits(backend, limits);
+    let state = SharedState::new(AgentState::from_config(&config, dataplane.backend()));
+    let shutdown = CancellationToken::new();
+    let ctx = AgentContext {
+        config: config.clone(),
+        state,
+        dataplane,
+        shutdown: shutdown.clone(),
+        speaker: SpeakerSlot::default(),
+    };
+    let signals = signals(shutdown.clone())?;
+    let hangup = match config_path {
+        Some(path) => Some(reload::on_sighup(ctx.clone(), path).map_err(AgentError::Signal)?),
+        None => None,
+    };
+
+    install_static_groups(&ctx).await?;
+    // DPF flow rules; an empty list also clears rules an earlier agent left pinned.
+    let flows = config
+        .dpf
+        .as_ref()
+        .map(|d| d.flows.clone())
+        .unwrap_or_default();
+    ctx.dataplane
+        .set_flow_rules(flows)
+        .await
+        .map_err(AgentError::FlowRules)?;
+
+    let mgmt = mgmt::server::serve(&config.management.socket, ctx.clone()).await?;
+    info!(socket = %config.management.socket.display(), "management API listening");
+    let metrics = match config.management.metrics {
+        Some(addr) => {
+            let task = metrics::serve(addr, ctx.clone())
+                .await
+                .map_err(|source| AgentError::Metrics { addr, source })?;
+            info!(%addr, "metrics listening");
+            Some(task)
+        }
+        None => None,
+    };
+
+    let mut tasks = JoinSet::new();
+    protocols::spawn(&ctx, &mut tasks);
+
+    let mut failure = None;
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            Some(done) = tasks.join_next() => match done {
+                Ok((name, Ok(()))) => info!(task = name, "task finished"),
+                Ok((name, Err(e))) => {
+                    error!(task = name, "task failed: {e}");
+                    failure = Some(AgentError::Protocol(name, e));
+                    shutdown.cancel();
+                    break;
+                }
+                Err(e) => {
+                    error!("task panicked: {e}");
+                    failure = Some(AgentError::Protocol("task", e.to_string()));
+                    shutdown.cancel();
+                    break;
+                }
+            },
+        }
+    }
+
+    info!("agent stopping; data plane state is left in place");
+    let drain = async {
+        while tasks.join_next().await.is_some() {}
+        let _ = mgmt.await;
+        if let Some(m) = metrics {
+            let _ = m.await;
+        }
+    };
+    if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
+        warn!("tasks did not stop within {SHUTDOWN_GRACE:?}; exiting anyway");
+    }
+    signals.abort();
+    if let Some(h) = hangup {
+        h.abort();
+    }
+    let _ = std::fs::remove_file(&config.management.socket);
+    drop(ctx);
+    // The backend comes back once every handle is gone; dropping it must not tear down.
+    if let Ok(Ok(backend)) = tokio::time::timeout(SHUTDOWN_GRACE, dataplane_task).await {
+        drop(backend);
+    }
+    info!("agent stopped");
+    failure.map_or(Ok(()), Err)
+}
+
+/// Installs every `static:` group (including those from `static_from`) and records
+/// them as routes.
+async fn install_static_groups(ctx: &AgentContext) -> Result<(), AgentError> {
+    for config in &ctx.config.static_groups {
+        let group = statics::group_of(config);
+        ctx.dataplane
+            .install(group.clone())
+            .await
+            .map_err(|source| AgentError::StaticGroup {
+                prefix: group.prefix,
+                source,
+            })?;
+        ctx.state.write().set_route(RouteStatus {
+            prefix: group.prefix,
+            source: RouteSource::Static,
+            paths: group
+                .members
+                .iter()
+                .map(|m| RoutePath {
+                    next_hop: m.next_hop,
+                    selected: true,
+                    ..Default::default()
+                })
+                .collect(),
+        });
+    }
+    Ok(())
+}
+
+/// Cancels `shutdown` on the first SIGTERM or SIGINT.
+fn signals(shutdown: CancellationToken) -> Result<tokio::task::JoinHandle<()>, AgentError> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).map_err(AgentError::Signal)?;
+    let mut int = signal(SignalKind::interrupt()).map_err(AgentError::Signal)?;
+    Ok(tokio::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => info!("SIGTERM received"),
+            _ = int.recv() => info!("SIGINT received"),
+        }
+        shutdown.cancel();
+    }))
+}

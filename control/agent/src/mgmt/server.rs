@@ -1,0 +1,316 @@
+//! The agent side of the management API.
+
+use super::{pb, MgmtError};
+use crate::AgentContext;
+use fare_dataplane::{GroupFit, GroupMode, GroupStatus, Member, MemberStatus};
+use pb::management_server::{Management, ManagementServer};
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use tokio::net::{UnixListener, UnixStream};
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::{Request, Response, Status};
+use tracing::warn;
+
+/// Binds the socket and serves until `ctx.shutdown` is cancelled.
+pub async fn serve(
+    path: &Path,
+    ctx: AgentContext,
+) -> Result<tokio::task::JoinHandle<()>, MgmtError> {
+    let listener = bind(path).await?;
+    let shutdown = ctx.shutdown.clone();
+    let service = ManagementServer::new(Service { ctx });
+    Ok(tokio::spawn(async move {
+        if let Err(e) = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(UnixListenerStream::new(listener), shutdown.cancelled())
+            .await
+        {
+            warn!("management API stopped: {e}");
+        }
+    }))
+}
+
+/// Creates the parent directory, replaces a stale socket (refusing if another agent
+/// answers on it), binds, and restricts the socket to its owner.
+async fn bind(path: &Path) -> Result<UnixListener, MgmtError> {
+    let io = |what: &'static str| {
+        move |source| MgmtError::Io {
+            what,
+            path: path.to_path_buf(),
+            source,
+        }
+    };
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io("creating the directory of"))?;
+    }
+    if path.exists() {
+        if UnixStream::connect(path).await.is_ok() {
+            return Err(MgmtError::InUse(path.to_path_buf()));
+        }
+        std::fs::remove_file(path).map_err(io("removing stale socket"))?;
+    }
+    let listener = UnixListener::bind(path).map_err(io("binding"))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(io("setting permissions of"))?;
+    Ok(listener)
+}
+
+struct Service {
+    ctx: AgentContext,
+}
+
+#[tonic::async_trait]
+impl Management for Service {
+    async fn list_neighbors(
+        &self,
+        _: Request<pb::ListNeighborsRequest>,
+    ) -> Result<Response<pb::ListNeighborsResponse>, Status> {
+        let state = self.ctx.state.read();
+        let neighbors = state
+            .neighbors
+            .values()
+            .map(|n| pb::Neighbor {
+                address: n.address.to_string(),
+                remote_as: n.remote_as,
+                state: n.state.to_string(),
+                last_error: n.last_error.clone().unwrap_or_default(),
+                interface: n.interface.clone().unwrap_or_default(),
+                bandwidth_gbps: n.bandwidth_gbps.unwrap_or(0.0),
+                uptime_seconds: n.since.elapsed().as_secs(),
+                prefixes_received: n.prefixes_received,
+                updates_received: n.updates_received,
+                updates_sent: n.updates_sent,
+                malformed_updates: n.malformed_updates,
+                notifications_sent: n.notifications_sent,
+                notifications_received: n.notifications_received,
+                color: n.color,
+            })
+            .collect();
+        Ok(Response::new(pb::ListNeighborsResponse { neighbors }))
+    }
+
+    async fn list_routes(
+        &self,
+        _: Request<pb::ListRoutesRequest>,
+    ) -> Result<Response<pb::ListRoutesResponse>, Status> {
+        let state = self.ctx.state.read();
+        let routes = state
+            .routes
+            .values()
+            .map(|r| pb::Route {
+                prefix: r.prefix.to_string(),
+                source: r.source.to_string(),
+                paths: r
+                    .paths
+                    .iter()
+                    .map(|p| pb::RoutePath {
+                        next_hop: p.next_hop.map(|a| a.to_string()).unwrap_or_default(),
+                        neighbor: p.neighbor.map(|a| a.to_string()).unwrap_or_default(),
+                        as_path: p.as_path.clone(),
+                        path_bandwidth_gbps: p.path_bandwidth_gbps,
+                        selected: p.selected,
+                    })
+                    .collect(),
+            })
+            .collect();
+        Ok(Response::new(pb::ListRoutesResponse { routes }))
+    }
+
+    async fn list_groups(
+        &self,
+        _: Request<pb::ListGroupsRequest>,
+    ) -> Result<Response<pb::ListGroupsResponse>, Status> {
+        let groups = self
+            .ctx
+            .dataplane
+            .groups()
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?;
+        let removed = self
+            .ctx
+            .state
+            .read()
+            .arn
+            .as_ref()
+            .map(|a| a.removed())
+            .unwrap_or_default();
+        let mut groups: Vec<pb::Group> = groups.iter().map(group_to_pb).collect();
+        for r in &removed {
+            let prefix = r.prefix.to_string();
+            if let Some(m) = groups
+                .iter_mut()
+                .find(|g| g.prefix == prefix)
+                .and_then(|g| g.members.get_mut(r.index))
+            {
+                m.removed_reason = r.reason();
+            }
+        }
+        Ok(Response::new(pb::ListGroupsResponse { groups }))
+    }
+
+    async fn get_arn(
+        &self,
+        _: Request<pb::GetArnRequest>,
+    ) -> Result<Response<pb::ArnState>, Status> {
+        let Some(arn) = self.ctx.state.read().arn.clone() else {
+            return Ok(Response::new(pb::ArnState::default()));
+        };
+        Ok(Response::new(arn_to_pb(&arn)))
+    }
+
+    async fn set_bandwidth(
+        &self,
+        request: Request<pb::SetBandwidthRequest>,
+    ) -> Result<Response<pb::SetBandwidthResponse>, Status> {
+        let r = request.into_inner();
+        let target = match (r.neighbor.is_empty(), r.interface.is_empty()) {
+            (false, true) => {
+                crate::BandwidthTarget::Neighbor(r.neighbor.parse().map_err(|_| {
+                    Status::invalid_argument(format!("`{}`: not an IP address", r.neighbor))
+                })?)
+            }
+            (true, false) => crate::BandwidthTarget::Interface(r.interface),
+            _ => {
+                return Err(Status::invalid_argument(
+                    "give exactly one of neighbor and interface",
+                ))
+            }
+        };
+        let set = crate::set_bandwidth(&self.ctx, &target, r.gbps)
+            .await
+            .map_err(|e| match e {
+                crate::SetBandwidthError::Invalid(_) | crate::SetBandwidthError::NoMatch(_) => {
+                    Status::invalid_argument(e.to_string())
+                }
+                _ => Status::failed_precondition(e.to_string()),
+            })?;
+        Ok(Response::new(pb::SetBandwidthResponse {
+            neighbors: set
+                .into_iter()
+                .map(|(a, g)| pb::NeighborBandwidth {
+                    address: a.to_string(),
+                    bandwidth_gbps: g,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn get_info(
+        &self,
+        _: Request<pb::GetInfoRequest>,
+    ) -> Result<Response<pb::AgentInfo>, Status> {
+        let state = self.ctx.state.read();
+        Ok(Response::new(pb::AgentInfo {
+            name: state.name.clone(),
+            router_id: state.router_id.to_string(),
+            asn: state.asn,
+            dataplane: state.dataplane.to_string(),
+            uptime_seconds: state.started.elapsed().as_secs(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+        }))
+    }
+}
+
+pub fn arn_to_pb(arn: &crate::arn_task::ArnStatus) -> pb::ArnState {
+    let now = std::time::Instant::now();
+    let counters = serde_json::to_value(arn.counters.snapshot())
+        .ok()
+        .and_then(|v| v.as_object().cloned())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(k, v)| v.as_u64().map(|n| (k, n)))
+        .collect();
+    pb::ArnState {
+        enabled: true,
+        udp_port: u32::from(arn.udp_port),
+        counters,
+        sent: (1..=4u8).map(|t| (u32::from(t), arn.sent.get(t))).collect(),
+        removed: arn
+            .removed()
+            .iter()
+            .map(|r| pb::ArnRemoval {
+                prefix: r.prefix.to_string(),
+                index: r.index as u32,
+                sender: r.sender.to_string(),
+                kinds: r
+                    .causes
+                    .iter()
+                    .map(|c| if c.failure { "failure" } else { "congestion" }.to_string())
+                    .collect(),
+                path_ids: r
+                    .causes
+                    .iter()
+                    .map(|c| std::net::Ipv4Addr::from(c.path_id).to_string())
+                    .collect(),
+                metric: u32::from(r.metric),
+                for_ms: now.saturating_duration_since(r.since).as_millis() as u64,
+                expires_in_ms: r
+                    .causes
+                    .iter()
+                    .map(|c| c.expires.saturating_duration_since(now).as_millis() as u64)
+                    .max()
+                    .unwrap_or(0),
+                reason: r.reason(),
+            })
+            .collect(),
+        monitored: arn.monitored.clone(),
+    }
+}
+
+/// One member with its counters as the management API shows it.
+fn member_to_pb(m: &Member, status: MemberStatus) -> pb::Member {
+    pb::Member {
+        via: m.via.clone(),
+        interface: m.interface.clone(),
+        weight: m.weight,
+        bandwidth_gbps: m.bandwidth_gbps,
+        packets: status.packets,
+        bytes: status.bytes,
+        active: status.active,
+        next_hop: m.next_hop.map(|a| a.to_string()).unwrap_or_default(),
+        neighbor_mac: m.neighbor_mac.map(|a| a.to_string()).unwrap_or_default(),
+        removed_reason: String::new(),
+    }
+}
+
+fn fit_to_pb(fit: &Option<GroupFit>) -> Option<pb::GroupFit> {
+    fit.as_ref().map(|f| pb::GroupFit {
+        size: f.size,
+        limit: f.limit,
+        reduced_from: f.reduced.as_ref().map(|r| r.from_size),
+        delta: f.reduced.as_ref().map(|r| r.delta),
+    })
+}
+
+pub fn group_to_pb(g: &GroupStatus) -> pb::Group {
+    pb::Group {
+        prefix: g.group.prefix.to_string(),
+        mode: match g.group.mode {
+            GroupMode::Spray => "spray",
+            GroupMode::Flow => "flow",
+        }
+        .to_string(),
+        members: g
+            .group
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, m)| member_to_pb(m, g.members.get(i).cloned().unwrap_or_default()))
+            .collect(),
+        colors: g
+            .colors
+            .iter()
+            .map(|c| pb::ColorGroup {
+                color: c.color,
+                members: c
+                    .members
+                    .iter()
+                    .enumerate()
+                    .map(|(i, m)| member_to_pb(m, c.status.get(i).cloned().unwrap_or_default()))
+                    .collect(),
+                fit: fit_to_pb(&c.fit),
+            })
+            .collect(),
+        fit: fit_to_pb(&g.fit),
+    }
+}

@@ -1,0 +1,22 @@
+//! Where the routing protocols plug into the agent.
+//!
+//! [`spawn`] starts every protocol the configuration asks for as a task of the agent's
+//! `JoinSet`. A protocol gets an [`AgentContext`](super::AgentContext) and must return
+//! when `ctx.shutdown` is cancelled. BGP and ARN add their one line each here.
+
+use super::AgentContext;
+use tokio::task::JoinSet;
+
+/// What a protocol task returns: `Err` is logged and stops the agent (exit code 1).
+pub type ProtocolResult = Result<(), String>;
+
+pub fn spawn(ctx: &AgentContext, tasks: &mut JoinSet<(&'static str, ProtocolResult)>) {
+    if !ctx.config.neighbors.is_empty() || !ctx.config.prefixes.is_empty() {
+        let c = ctx.clone();
+        tasks.spawn(async move { ("bgp", crate::bgp_task::run(c).await) });
+    }
+    if ctx.config.arn.is_some() {
+        let c = ctx.clone();
+        tasks.spawn(async move { ("arn", crate::arn_task::run(c).await) });
+    }
+}

@@ -1,0 +1,153 @@
+//! `fare bench SUITE`: benchmarks as named suites. Each suite prints its results and
+//! rewrites its own section of bench/RESULTS.md (see `results`). To add a suite, add a
+//! module here with `Args` and `run(args) -> anyhow::Result<String>` (the Markdown
+//! section) and a variant to `Suite`.
+
+pub mod arn;
+pub mod arn_xdp;
+pub mod elephant;
+pub mod lab_bench;
+pub mod mpson;
+pub mod results;
+pub mod sim;
+pub mod soak;
+pub mod wcmp;
+pub mod xdp;
+pub mod xdp_forward;
+pub mod xdp_objects;
+
+use fare_model::topology::gen::MultiPlane;
+use std::path::PathBuf;
+
+/// The generated multi-plane fabric (`fare topo gen multiplane`) the `sim` and `mpson`
+/// benchmarks run on; the defaults are the 100,000-GPU, 4-plane fabric.
+#[derive(clap::Args, Debug)]
+pub struct FabricArgs {
+    /// GPUs (= RNICs) of the generated fabric.
+    #[arg(long, default_value_t = 100_000)]
+    pub gpus: u32,
+    /// Planes: every RNIC has one link into each.
+    #[arg(long, default_value_t = 4)]
+    pub planes: u32,
+    /// RNICs behind one leaf (a block shares one leaf in every plane).
+    #[arg(long, default_value_t = 256)]
+    pub rnics_per_leaf: u32,
+    /// Spines per plane; every leaf of the plane links to every spine.
+    #[arg(long, default_value_t = 256)]
+    pub spines_per_plane: u32,
+}
+
+impl FabricArgs {
+    pub fn params(&self) -> MultiPlane {
+        MultiPlane {
+            gpus: self.gpus,
+            planes: self.planes,
+            rnics_per_leaf: self.rnics_per_leaf,
+            spines_per_plane: self.spines_per_plane,
+            ..Default::default()
+        }
+    }
+}
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    pub suite: Suite,
+    /// Results file; the suite rewrites only its own section.
+    #[arg(long, global = true, default_value = "bench/RESULTS.md")]
+    pub results: PathBuf,
+    /// Print the results without touching the results file.
+    #[arg(long, global = true)]
+    pub no_write: bool,
+}
+
+#[derive(clap::Subcommand, Debug)]
+pub enum Suite {
+    /// Fabric-wide propagation on a generated multi-plane fabric (default 100,000 GPUs):
+    /// wall time and peak memory, and the speedup of group sharing over per-node work.
+    Sim(sim::Args),
+    /// Routes stored per RNIC, leaf and spine of a generated multi-plane fabric (default
+    /// 100,000 GPUs, 4 planes) with no suppression, aggregation + unreachable host routes,
+    /// Prefix-ORF and FIB-Suppress (draft-xu-idr-fare-in-mpson §4), vs the 400,000 baseline.
+    Mpson(mpson::Args),
+    /// WCMP group reduction: groups/s and oversubscription against proportional rounding
+    /// and against the exhaustive-search optimum.
+    Wcmp(wcmp::Args),
+    /// XDP program cost per packet with BPF_PROG_TEST_RUN (IPv4/IPv6, spray/flow); root.
+    Xdp(xdp::Args),
+    /// Forwarding rate of the XDP spray path vs the kernel's weighted nexthop group, one
+    /// router core, same namespaces and run; root.
+    XdpForward(xdp_forward::Args),
+    /// Four elephant flows over four equal rate-limited paths: aggregate throughput of
+    /// kernel flow-hash ECMP vs XDP spray over many seeds (flow placements); root, iperf3.
+    Elephant(elephant::Args),
+    /// ARN reaction time against BGP alone on a `fare lab` spine-leaf fabric: congestion
+    /// and link failure, onset -> traffic moved off the path at the ingress leaf; root.
+    Arn(arn::Args),
+    /// ARN reaction inside the XDP program against the agent's user-space receiver, same
+    /// ARN, same trial: sender's send -> member out at the receiver; root.
+    ArnXdp(arn_xdp::Args),
+    /// Every session, every time: repeated `lab up` and link flaps under CPU load (root).
+    Soak(soak::Args),
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let (name, body) = match args.suite {
+        Suite::Sim(a) => ("sim", sim::run(a)?),
+        Suite::Mpson(a) => ("mpson", mpson::run(a)?),
+        Suite::Wcmp(a) => ("wcmp", wcmp::run(a)?),
+        Suite::Xdp(a) => ("xdp", xdp::run(a)?),
+        Suite::XdpForward(a) => ("xdp-forward", xdp_forward::run_bench(a)?),
+        Suite::Elephant(a) => ("elephant", elephant::run_bench(a)?),
+        Suite::Arn(a) => (a.section(), arn::run_bench(a)?),
+        Suite::ArnXdp(a) => ("arn-xdp", arn_xdp::run_bench(a)?),
+        Suite::Soak(a) => ("soak", soak::run_bench(a)?),
+    };
+    println!("{body}");
+    if !args.no_write {
+        results::write_section(&args.results, name, &body)?;
+        eprintln!("wrote section `{name}` of {}", args.results.display());
+    }
+    Ok(())
+}
+
+/// Peak resident set size of this process so far, in bytes (Linux VmHWM).
+pub fn peak_rss_bytes() -> Option<u64> {
+    proc_status_kb("VmHWM:").map(|kb| kb * 1024)
+}
+
+/// Current resident set size, in bytes (Linux VmRSS).
+pub fn rss_bytes() -> Option<u64> {
+    proc_status_kb("VmRSS:").map(|kb| kb * 1024)
+}
+
+/// Resets the peak RSS to the current RSS, so the next peak belongs to what runs next.
+pub fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn proc_status_kb(key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// CPU time (user + system) this process has used so far, in seconds: on a shared
+/// machine it shows the work apart from waiting for a core.
+pub fn cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    // USER_HZ is 100 on Linux/x86-64.
+    Some(ticks as f64 / 100.0)
+}
+
+/// The command line that produced a result, for the results file.
+pub fn command_line() -> String {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    format!("fare {}", args.join(" "))
+}
+
+pub use fare_model::rng::Rng;

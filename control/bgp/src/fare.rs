@@ -1,0 +1,221 @@
+//! The FARE policy of one node: a thin layer between the speaker's RIB and the
+//! foundation's path-bandwidth algebra ([`fare_model::bandwidth`]) and WCMP weights
+//! ([`fare_model::wcmp`]) — the same code `fare weights` and the simulator use, so a fabric of
+//! agents computes the groups `fare weights` predicts.
+//!
+//! - Each path of a multipath set becomes a [`Received`] (link bandwidth toward its
+//!   neighbor, transitive and non-transitive Path Bandwidth values).
+//! - [`Rule`] by the node's role and where the set came from (draft §4.2: super-spine,
+//!   spine that learned from super-spines, everything else).
+//! - Weights only when every path carries the community the rule needs (draft §4.1),
+//!   else ECMP.
+//! - Re-advertised value: draft mode per [`bandwidth::draft_advertise`] (the sum; the
+//!   super-spine keeps the transitive value and adds a non-transitive one), averaged mode
+//!   per [`bandwidth::averaged_advertise`] (sum / N, min with the outgoing link).
+
+use fare_model::bandwidth::{
+    self, Advertised, DraftOptions, Encoding, Mode, Received, Rule, Spread,
+};
+use fare_model::topology::Role;
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Policy {
+    pub mode: Mode,
+    /// This node's place in the Clos (leaf, spine, super-spine).
+    pub role: Role,
+    /// Path Bandwidth community subtype (docs/CODEPOINTS.md).
+    pub subtype: u8,
+    /// FIB-Suppress community subtype (docs/CODEPOINTS.md).
+    pub fib_suppress_subtype: u8,
+    /// UPA extended community subtype (docs/CODEPOINTS.md).
+    pub upa_subtype: u8,
+    pub max_group_size: Option<u32>,
+    pub draft: DraftOptions,
+    /// How the Path Bandwidth value is written on the wire (and so how finely ratios
+    /// can be told apart).
+    pub encoding: Encoding,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            mode: Mode::Draft,
+            role: Role::Leaf,
+            subtype: super::community::DEFAULT_PATH_BANDWIDTH_SUBTYPE,
+            fib_suppress_subtype: super::community::DEFAULT_FIB_SUPPRESS_SUBTYPE,
+            upa_subtype: super::packet::upa::DEFAULT_UPA_SUBTYPE,
+            max_group_size: None,
+            draft: DraftOptions::default(),
+            encoding: Encoding::default(),
+        }
+    }
+}
+
+/// The outcome for one multipath set.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Decision {
+    pub rule: Rule,
+    pub spread: Spread,
+    /// Per path, same order as the input (the link bandwidth under ECMP).
+    pub bandwidths_gbps: Vec<f64>,
+    pub weights: Vec<u32>,
+}
+
+impl Decision {
+    pub fn weighted(&self) -> bool {
+        matches!(self.spread, Spread::Weighted(_))
+    }
+}
+
+impl Policy {
+    /// `from_above`: the set was learned from super-spines (only matters for a spine).
+    pub fn decide(&self, routes: &[Received], from_above: bool) -> Decision {
+        let rule = Rule::for_node(self.role, from_above);
+        let spread = bandwidth::route_bandwidths(self.mode, rule, routes);
+        let bandwidths_gbps: Vec<f64> = (0..routes.len())
+            .map(|i| spread.bandwidth(i, routes))
+            .collect();
+        let weights = match &spread {
+            Spread::Weighted(b) if b.iter().all(|v| v.is_finite() && *v > 0.0) => {
+                fare_model::wcmp::weights_within(
+                    b,
+                    self.max_group_size,
+                    self.encoding.ratio_tolerance(),
+                )
+                .weights
+            }
+            _ => vec![1; routes.len()],
+        };
+        Decision {
+            rule,
+            spread,
+            bandwidths_gbps,
+            weights,
+        }
+    }
+
+    /// What to attach when re-advertising the set to one neighbor. `path_gbps: None`
+    /// means no transitive community (ECMP set), except for the rules that pass the
+    /// received one unchanged (see [`Policy::passes_transitive`]).
+    pub fn readvertise(
+        &self,
+        routes: &[Received],
+        decision: &Decision,
+        out_link_gbps: Option<f64>,
+        outgoing_neighbors: usize,
+    ) -> Advertised {
+        match self.mode {
+            Mode::Draft => {
+                bandwidth::draft_advertise(decision.rule, routes, &decision.spread, &self.draft)
+            }
+            Mode::Averaged => Advertised {
+                path_gbps: match &decision.spread {
+                    Spread::Weighted(b) => Some(bandwidth::averaged_advertise(
+                        bandwidth::sum(b.iter().copied()),
+                        outgoing_neighbors,
+                        out_link_gbps.unwrap_or(f64::INFINITY),
+                    )),
+                    Spread::Equal => None,
+                },
+                link_value_gbps: None,
+            },
+        }
+    }
+
+    /// True when the transitive community crosses this node unchanged (super-spine, and
+    /// a spine that learned the route from super-spines without the optional update).
+    pub fn passes_transitive(&self, decision: &Decision) -> bool {
+        self.mode == Mode::Draft
+            && match decision.rule {
+                Rule::SuperSpine => true,
+                Rule::RemoteSpine => !self.draft.remote_spine_update,
+                Rule::Normal => false,
+            }
+    }
+
+    /// The value a node attaches to the prefixes it originates, on a link of `link_gbps`:
+    /// "a maximum bandwidth value" in draft mode, the line rate in averaged mode.
+    pub fn originate(&self, link_gbps: Option<f64>) -> f64 {
+        match (self.mode, link_gbps) {
+            (Mode::Averaged, Some(l)) => l,
+            _ => bandwidth::ORIGIN_MAX_GBPS,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(link: f64, c: Option<f64>) -> Received {
+        Received {
+            link_gbps: link,
+            path_gbps: c,
+            link_value_gbps: None,
+        }
+    }
+
+    /// White paper §2.2.2: Leaf 2 sees 75, 75, 100, 100 -> 3:3:4:4.
+    #[test]
+    fn white_paper_weights() {
+        let p = Policy {
+            mode: Mode::Averaged,
+            ..Default::default()
+        };
+        let routes = [
+            r(100.0, Some(75.0)),
+            r(100.0, Some(75.0)),
+            r(100.0, Some(100.0)),
+            r(100.0, Some(100.0)),
+        ];
+        assert_eq!(p.decide(&routes, false).weights, [3, 3, 4, 4]);
+    }
+
+    /// White paper §2.2.1: Spine 1 sums 50 + 100 and averages over 2 outgoing links.
+    #[test]
+    fn averaged_and_draft_readvertisement() {
+        let routes = [r(50.0, Some(f64::INFINITY)), r(100.0, Some(f64::INFINITY))];
+        let p = Policy {
+            mode: Mode::Averaged,
+            role: Role::Spine,
+            ..Default::default()
+        };
+        let d = p.decide(&routes, false);
+        assert_eq!(
+            p.readvertise(&routes, &d, Some(100.0), 2).path_gbps,
+            Some(75.0)
+        );
+        let p = Policy {
+            role: Role::Spine,
+            ..Default::default()
+        };
+        let d = p.decide(&routes, false);
+        assert_eq!(
+            p.readvertise(&routes, &d, Some(100.0), 2).path_gbps,
+            Some(150.0)
+        );
+    }
+
+    #[test]
+    fn ecmp_unless_every_path_carries_the_community() {
+        let p = Policy::default();
+        let routes = [r(100.0, Some(50.0)), r(100.0, None)];
+        let d = p.decide(&routes, false);
+        assert!(!d.weighted());
+        assert_eq!(d.weights, [1, 1]);
+        assert_eq!(p.readvertise(&routes, &d, Some(100.0), 2).path_gbps, None);
+    }
+
+    #[test]
+    fn super_spine_keeps_transitive_and_adds_link_value() {
+        let p = Policy {
+            role: Role::SuperSpine,
+            ..Default::default()
+        };
+        let routes = [r(100.0, Some(400.0))];
+        let d = p.decide(&routes, false);
+        assert!(p.passes_transitive(&d));
+        let adv = p.readvertise(&routes, &d, None, 4);
+        assert_eq!(adv.link_value_gbps, Some(100.0));
+    }
+}

@@ -1,0 +1,797 @@
+//! Codec vectors: (bytes, value) pairs checked in both directions, a comment per field;
+//! negative vectors assert the exact RFC 7606 outcome; proptest round trips.
+
+use super::attribute::{flag, AsSegment, AS_SEQUENCE};
+use super::error::{code, update as sub};
+use super::*;
+use ipnet::IpNet;
+use proptest::prelude::*;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+const CTX: Context = Context {
+    four_octet_as: true,
+};
+
+fn msg(kind: u8, body: &[u8]) -> Vec<u8> {
+    let mut v = MARKER.to_vec();
+    v.extend_from_slice(&((HEADER_LEN + body.len()) as u16).to_be_bytes());
+    v.push(kind);
+    v.extend_from_slice(body);
+    v
+}
+
+fn net(s: &str) -> IpNet {
+    s.parse().unwrap()
+}
+
+/// Both directions: decode(bytes) == value and encode(value) == bytes.
+fn both_ways(bytes: &[u8], value: &Message) {
+    let decoded = Message::decode(bytes, CTX).unwrap();
+    assert_eq!(&decoded, value);
+    let encoded = value.encode(CTX);
+    assert_eq!(hex(&encoded), hex(bytes));
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter()
+        .map(|x| format!("{x:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn update_of(body: &[u8]) -> Update {
+    match Message::decode(&msg(msg_type::UPDATE, body), CTX).unwrap() {
+        Message::Update(u) => u,
+        other => panic!("{other:?}"),
+    }
+}
+
+fn update_err(body: &[u8]) -> MessageError {
+    Message::decode(&msg(msg_type::UPDATE, body), CTX).unwrap_err()
+}
+
+#[test]
+fn open_with_capabilities() {
+    let body = [
+        0x04, // version 4
+        0x5b, 0xa0, // my AS = AS_TRANS (23456)
+        0x00, 0x5a, // hold time 90
+        0x0a, 0x00, 0x00, 0x01, // BGP identifier 10.0.0.1
+        0x1c, // optional parameters length 28
+        0x02, 0x06, 0x01, 0x04, 0x00, 0x01, 0x00, 0x01, // capability MP IPv4 unicast
+        0x02, 0x06, 0x01, 0x04, 0x00, 0x02, 0x00, 0x01, // capability MP IPv6 unicast
+        0x02, 0x02, 0x02, 0x00, // capability route refresh
+        0x02, 0x06, 0x41, 0x04, 0x00, 0x01, 0x11, 0x70, // capability 4-octet AS 70000
+    ];
+    let open = Open::new(
+        70000,
+        90,
+        Ipv4Addr::new(10, 0, 0, 1),
+        vec![
+            Capability::Multiprotocol { afi: 1, safi: 1 },
+            Capability::Multiprotocol { afi: 2, safi: 1 },
+            Capability::RouteRefresh,
+            Capability::FourOctetAs(70000),
+        ],
+    );
+    both_ways(&msg(msg_type::OPEN, &body), &Message::Open(open.clone()));
+    assert_eq!(open.asn(), 70000);
+    assert_eq!(open.families(), [Family::Ipv4Unicast, Family::Ipv6Unicast]);
+}
+
+#[test]
+fn open_keeps_unknown_capability() {
+    let body = [
+        0x04, 0xfd, 0xe9, // version 4, AS 65001
+        0x00, 0xb4, 0x0a, 0x00, 0x00, 0x02, // hold 180, id 10.0.0.2
+        0x05, // params length 5
+        0x02, 0x03, 0x49, 0x01, 0x61, // capability 73 (FQDN), 1 octet "a"
+    ];
+    let Message::Open(o) = Message::decode(&msg(msg_type::OPEN, &body), CTX).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        o.capabilities,
+        [Capability::Unknown {
+            code: 73,
+            value: vec![0x61]
+        }]
+    );
+    assert_eq!(Message::Open(o).encode(CTX), msg(msg_type::OPEN, &body));
+}
+
+#[test]
+fn open_errors() {
+    let base = [0x04, 0xfd, 0xe9, 0x00, 0xb4, 0x0a, 0x00, 0x00, 0x02, 0x00];
+    let mut v3 = base;
+    v3[0] = 3; // version 3
+    let e = Message::decode(&msg(msg_type::OPEN, &v3), CTX).unwrap_err();
+    assert_eq!((e.notification.code, e.notification.subcode), (2, 1));
+    assert_eq!(e.notification.data, [0, 4]); // the version we support
+    let mut hold1 = base;
+    hold1[4] = 1; // hold time 1 s
+    let e = Message::decode(&msg(msg_type::OPEN, &hold1), CTX).unwrap_err();
+    assert_eq!((e.notification.code, e.notification.subcode), (2, 6));
+    let mut id0 = base;
+    id0[5] = 0; // BGP identifier 0.0.0.0
+    id0[8] = 0;
+    let e = Message::decode(&msg(msg_type::OPEN, &id0), CTX).unwrap_err();
+    assert_eq!((e.notification.code, e.notification.subcode), (2, 3));
+}
+
+#[test]
+fn keepalive_notification_route_refresh() {
+    both_ways(&msg(msg_type::KEEPALIVE, &[]), &Message::Keepalive);
+    both_ways(
+        &msg(msg_type::NOTIFICATION, &[6, 2, 0xab]), // cease / admin shutdown, data 0xab
+        &Message::Notification(Notification {
+            code: 6,
+            subcode: 2,
+            data: vec![0xab],
+        }),
+    );
+    both_ways(
+        &msg(msg_type::ROUTE_REFRESH, &[0, 2, 0, 1]), // AFI 2, reserved, SAFI 1
+        &Message::RouteRefresh(RouteRefresh {
+            afi: 2,
+            subtype: 0,
+            safi: 1,
+            orf: None,
+        }),
+    );
+    // With one Address Prefix ORF entry (RFC 5291/5292): ADD PERMIT 10.200.2.1/32.
+    both_ways(
+        &msg(
+            msg_type::ROUTE_REFRESH,
+            &[
+                0, 1, 0, 1, 1, 64, 0, 12, 0, 0, 0, 0, 5, 0, 0, 32, 10, 200, 2, 1,
+            ],
+        ),
+        &Message::RouteRefresh(RouteRefresh {
+            afi: 1,
+            subtype: 0,
+            safi: 1,
+            orf: Some(super::orf::Orf {
+                when: super::orf::When::Immediate,
+                orf_type: super::orf::ADDRESS_PREFIX,
+                entries: vec![super::orf::OrfEntry {
+                    action: super::orf::Action::Add,
+                    deny: false,
+                    prefix: Some(super::orf::PrefixEntry {
+                        sequence: 5,
+                        min_len: 0,
+                        max_len: 0,
+                        prefix: "10.200.2.1/32".parse().unwrap(),
+                    }),
+                }],
+                raw: vec![],
+            }),
+        }),
+    );
+}
+
+#[test]
+fn route_refresh_errors() {
+    // BoRR (subtype 1) with a body, and a truncated ORF block: ROUTE-REFRESH Message
+    // Error / Invalid Message Length (RFC 7313 §5).
+    for body in [
+        &[0u8, 1, 1, 1, 1, 64, 0, 0][..],
+        &[0, 1, 0, 1, 1, 64, 0][..],
+    ] {
+        let e =
+            Message::decode(&msg(msg_type::ROUTE_REFRESH, body), Context::default()).unwrap_err();
+        assert_eq!(
+            (e.notification.code, e.notification.subcode),
+            (7, 1),
+            "{body:?}"
+        );
+    }
+}
+
+#[test]
+fn header_errors() {
+    let mut bad_marker = msg(msg_type::KEEPALIVE, &[]);
+    bad_marker[3] = 0;
+    let e = frame_len(&bad_marker).unwrap_err();
+    assert_eq!((e.notification.code, e.notification.subcode), (1, 1));
+    let long_keepalive = msg(msg_type::KEEPALIVE, &[0]); // KEEPALIVE of 20 octets
+    let e = frame_len(&long_keepalive).unwrap_err();
+    assert_eq!((e.notification.code, e.notification.subcode), (1, 2));
+    assert_eq!(e.notification.data, [0, 20]);
+    let e = frame_len(&msg(9, &[])).unwrap_err(); // type 9
+    assert_eq!(
+        (
+            e.notification.code,
+            e.notification.subcode,
+            e.notification.data
+        ),
+        (1, 3, vec![9])
+    );
+    assert_eq!(frame_len(&bad_marker[..10]).unwrap(), None);
+}
+
+/// The FARE route a leaf originates: IPv4 body NLRI with the Path Bandwidth community.
+#[test]
+fn update_ipv4_with_path_bandwidth() {
+    use fare_model::bandwidth::Encoding;
+    let body = [
+        0x00, 0x00, // withdrawn routes length 0
+        0x00, 0x1f, // total path attribute length 31
+        0x40, 0x01, 0x01, 0x00, // ORIGIN IGP
+        0x40, 0x02, 0x06, 0x02, 0x01, 0x00, 0x00, 0xfd, 0xe9, // AS_PATH SEQ [65001]
+        0x40, 0x03, 0x04, 0x0a, 0x01, 0x00, 0x01, // NEXT_HOP 10.1.0.1
+        0xc0, 0x10, 0x08, // EXTENDED_COMMUNITIES, 8 octets
+        0x01, 0xa0, // transitive IPv4-address-specific, subtype 0xa0
+        0x0a, 0x00, 0x00, 0x01, // global admin: router ID 10.0.0.1
+        0x4a, 0x40, // local admin: 12.5 GB/s (100 Gbps), IEEE 754 binary16
+        0x18, 0xc0, 0x00, 0x02, // NLRI 192.0.2.0/24
+    ];
+    let pb = PathBandwidth::new(true, Ipv4Addr::new(10, 0, 0, 1), 100.0);
+    let update = Update {
+        attributes: PathAttributes {
+            origin: Some(Origin::Igp),
+            as_path: Some(AsPath::sequence(vec![65001])),
+            next_hop: Some(Ipv4Addr::new(10, 1, 0, 1)),
+            ext_communities: vec![pb.to_community(0xa0, Encoding::Binary16)],
+            ..Default::default()
+        },
+        nlri: vec![net("192.0.2.0/24")],
+        ..Default::default()
+    };
+    both_ways(
+        &msg(msg_type::UPDATE, &body),
+        &Message::Update(update.clone()),
+    );
+    let back = update.attributes.ext_communities[0]
+        .path_bandwidth(0xa0, Encoding::Binary16)
+        .unwrap();
+    assert_eq!(back.gbps(), 100.0);
+    assert!(back.transitive);
+    assert_eq!(back.router_id, Ipv4Addr::new(10, 0, 0, 1));
+    // Another subtype is not ours.
+    assert_eq!(
+        update.attributes.ext_communities[0].path_bandwidth(0xa1, Encoding::Binary16),
+        None
+    );
+}
+
+#[test]
+fn update_ipv6_mp_reach_and_unreach() {
+    let body = [
+        0x00, 0x00, // withdrawn routes length 0
+        0x00, 0x42, // total path attribute length 66
+        0x80, 0x0f, 0x0a, 0x00, 0x02, 0x01, // MP_UNREACH_NLRI IPv6 unicast
+        0x30, 0x20, 0x01, 0x0d, 0xb8, 0x00, 0x01, // withdrawn 2001:db8:1::/48
+        0x80, 0x0e, 0x1a, 0x00, 0x02, 0x01, // MP_REACH_NLRI, 26 octets, IPv6 unicast
+        0x10, // next hop length 16
+        0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, // next hop fd00::1
+        0x00, // reserved
+        0x20, 0x20, 0x01, 0x0d, 0xb8, // NLRI 2001:db8::/32
+        0x40, 0x01, 0x01, 0x00, // ORIGIN IGP
+        0x40, 0x02, 0x0a, 0x02, 0x02, 0, 0, 0xfd, 0xe9, 0, 0, 0xfe,
+        0x4c, // AS_PATH [65001 65100]
+        0x80, 0x04, 0x04, 0x00, 0x00, 0x00, 0x05, // MED 5
+    ];
+    let update = Update {
+        attributes: PathAttributes {
+            origin: Some(Origin::Igp),
+            as_path: Some(AsPath::sequence(vec![65001, 65100])),
+            med: Some(5),
+            mp_reach: Some(MpReach {
+                family: Family::Ipv6Unicast,
+                next_hops: vec![IpAddr::V6("fd00::1".parse().unwrap())],
+                nlri: vec![net("2001:db8::/32")],
+            }),
+            mp_unreach: Some(MpUnreach {
+                family: Family::Ipv6Unicast,
+                withdrawn: vec![net("2001:db8:1::/48")],
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    both_ways(
+        &msg(msg_type::UPDATE, &body),
+        &Message::Update(update.clone()),
+    );
+    assert_eq!(
+        update.announced().collect::<Vec<_>>(),
+        [net("2001:db8::/32")]
+    );
+    assert_eq!(
+        update.withdrawn_all().collect::<Vec<_>>(),
+        [net("2001:db8:1::/48")]
+    );
+}
+
+/// Unknown optional transitive attribute (type 99, Partial set) and an unknown extended
+/// community survive decode + encode byte for byte.
+#[test]
+fn unknown_attribute_and_community_round_trip() {
+    let body = [
+        0x00, 0x00, // withdrawn routes length 0
+        0x00, 0x1e, // total path attribute length 30
+        0x40, 0x01, 0x01, 0x02, // ORIGIN INCOMPLETE
+        0x40, 0x02, 0x00, // AS_PATH empty
+        0x40, 0x03, 0x04, 0x0a, 0x00, 0x00, 0x09, // NEXT_HOP 10.0.0.9
+        0xc0, 0x10, 0x08, 0x03, 0x0c, 0, 0, 0, 0, 0, 0x08, // ext community: opaque encap
+        0xe0, 0x63, 0x02, 0xca, 0xfe, // type 99 optional transitive partial, 2 octets
+        0x08, 0x0a, // NLRI 10.0.0.0/8
+    ];
+    let u = update_of(&body);
+    assert!(u.errors.is_empty(), "{:?}", u.errors);
+    assert_eq!(
+        u.attributes.other,
+        [RawAttribute {
+            flags: flag::OPTIONAL | flag::TRANSITIVE | flag::PARTIAL,
+            type_code: 99,
+            value: vec![0xca, 0xfe]
+        }]
+    );
+    assert_eq!(hex(&Message::Update(u).encode(CTX)), hex(&msg(2, &body)));
+}
+
+#[test]
+fn two_octet_as_path() {
+    let ctx = Context {
+        four_octet_as: false,
+    };
+    let body = [
+        0, 0, 0, 0x0d, // withdrawn 0, attributes 13
+        0x40, 0x01, 0x01, 0x00, // ORIGIN IGP
+        0x40, 0x02, 0x06, 0x02, 0x02, 0xfd, 0xe9, 0x5b, 0xa0, // AS_PATH [65001 23456]
+    ];
+    let Message::Update(u) = Message::decode(&msg(2, &body), ctx).unwrap() else {
+        panic!()
+    };
+    assert_eq!(
+        u.attributes.as_path.as_ref().unwrap().segments,
+        [AsSegment {
+            kind: AS_SEQUENCE,
+            asns: vec![65001, 23456]
+        }]
+    );
+    assert_eq!(Message::Update(u).encode(ctx), msg(2, &body));
+}
+
+// ---- RFC 7606 negative vectors ----
+
+const ORIGIN_IGP: [u8; 4] = [0x40, 0x01, 0x01, 0x00];
+const AS_PATH_65001: [u8; 9] = [0x40, 0x02, 0x06, 0x02, 0x01, 0x00, 0x00, 0xfd, 0xe9];
+const NEXT_HOP: [u8; 7] = [0x40, 0x03, 0x04, 0x0a, 0x01, 0x00, 0x01];
+const NLRI_24: [u8; 4] = [0x18, 0xc0, 0x00, 0x02];
+
+fn body_with(attrs: &[&[u8]], nlri: &[u8]) -> Vec<u8> {
+    let a: Vec<u8> = attrs.concat();
+    let mut b = vec![0, 0];
+    b.extend_from_slice(&(a.len() as u16).to_be_bytes());
+    b.extend_from_slice(&a);
+    b.extend_from_slice(nlri);
+    b
+}
+
+fn outcome(u: &Update) -> Vec<(u8, AttrAction, u8)> {
+    u.errors
+        .iter()
+        .map(|e| (e.type_code, e.action, e.subcode))
+        .collect()
+}
+
+#[test]
+fn rfc7606_bad_origin_value_treat_as_withdraw() {
+    let u = update_of(&body_with(
+        &[&[0x40, 0x01, 0x01, 0x07], &AS_PATH_65001, &NEXT_HOP], // ORIGIN 7
+        &NLRI_24,
+    ));
+    assert_eq!(
+        outcome(&u),
+        [(1, AttrAction::TreatAsWithdraw, sub::INVALID_ORIGIN)]
+    );
+    assert!(u.treat_as_withdraw());
+    assert_eq!(u.nlri, [net("192.0.2.0/24")]); // prefixes still known, to withdraw them
+}
+
+#[test]
+fn rfc7606_bad_flags_treat_as_withdraw() {
+    // ORIGIN sent as optional (0xc0): flags conflict with a well-known type.
+    let u = update_of(&body_with(
+        &[&[0xc0, 0x01, 0x01, 0x00], &AS_PATH_65001, &NEXT_HOP],
+        &NLRI_24,
+    ));
+    assert_eq!(
+        outcome(&u),
+        [(1, AttrAction::TreatAsWithdraw, sub::ATTRIBUTE_FLAGS)]
+    );
+}
+
+#[test]
+fn rfc7606_duplicate_attribute_discarded() {
+    let u = update_of(&body_with(
+        &[&ORIGIN_IGP, &ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP],
+        &NLRI_24,
+    ));
+    assert_eq!(
+        outcome(&u),
+        [(1, AttrAction::Discard, sub::MALFORMED_ATTRIBUTE_LIST)]
+    );
+    assert!(!u.treat_as_withdraw());
+}
+
+#[test]
+fn rfc7606_missing_mandatory_treat_as_withdraw() {
+    let u = update_of(&body_with(&[&ORIGIN_IGP, &AS_PATH_65001], &NLRI_24)); // no NEXT_HOP
+    assert_eq!(
+        outcome(&u),
+        [(3, AttrAction::TreatAsWithdraw, sub::MISSING_WELL_KNOWN)]
+    );
+}
+
+#[test]
+fn rfc7606_attribute_overrun_treat_as_withdraw() {
+    // NEXT_HOP claims 9 octets but only 4 follow inside the attribute section.
+    let u = update_of(&body_with(
+        &[
+            &ORIGIN_IGP,
+            &AS_PATH_65001,
+            &[0x40, 0x03, 0x09, 10, 1, 0, 1],
+        ],
+        &NLRI_24,
+    ));
+    assert_eq!(
+        outcome(&u),
+        [(3, AttrAction::TreatAsWithdraw, sub::ATTRIBUTE_LENGTH)]
+    );
+}
+
+#[test]
+fn rfc7606_bad_ext_community_length_treat_as_withdraw() {
+    let u = update_of(&body_with(
+        &[
+            &ORIGIN_IGP,
+            &AS_PATH_65001,
+            &NEXT_HOP,
+            &[0xc0, 0x10, 0x03, 1, 2, 3],
+        ],
+        &NLRI_24,
+    ));
+    assert_eq!(
+        outcome(&u),
+        [(16, AttrAction::TreatAsWithdraw, sub::OPTIONAL_ATTRIBUTE)]
+    );
+}
+
+#[test]
+fn rfc7606_bad_atomic_aggregate_discarded() {
+    let u = update_of(&body_with(
+        &[
+            &ORIGIN_IGP,
+            &AS_PATH_65001,
+            &NEXT_HOP,
+            &[0x40, 0x06, 0x01, 0x00],
+        ],
+        &NLRI_24,
+    ));
+    assert_eq!(
+        outcome(&u),
+        [(6, AttrAction::Discard, sub::ATTRIBUTE_LENGTH)]
+    );
+}
+
+#[test]
+fn update_with_aigp_and_color() {
+    let u = update_of(&body_with(
+        &[
+            &ORIGIN_IGP,
+            &AS_PATH_65001,
+            &NEXT_HOP,
+            // EXTENDED_COMMUNITIES: Color (0x03 0x0b), flags 0, color 1
+            &[0xc0, 0x10, 0x08, 0x03, 0x0b, 0, 0, 0, 0, 0, 1],
+            // AIGP: flags optional (0x80), type 26, length 11; TLV type 1, length 11, metric 0
+            &[0x80, 0x1a, 0x0b, 0x01, 0x00, 0x0b, 0, 0, 0, 0, 0, 0, 0, 0],
+        ],
+        &NLRI_24,
+    ));
+    assert!(u.errors.is_empty(), "{:?}", u.errors);
+    assert_eq!(u.attributes.aigp, Some(Aigp::new(0)));
+    assert_eq!(color::route_colors(&u.attributes.ext_communities), [1]);
+    // Re-encoded byte for byte (attributes are written in type order).
+    let again = update_of(&{
+        let mut b = Vec::new();
+        u.encode(&mut b, CTX);
+        b
+    });
+    assert_eq!(again.attributes, u.attributes);
+}
+
+#[test]
+fn rfc7311_malformed_aigp_discarded() {
+    // (AIGP attribute bytes, why it is malformed); the route survives without AIGP.
+    let table: [(&[u8], &str); 3] = [
+        (
+            &[0x80, 0x1a, 0x0a, 0x01, 0x00, 0x0a, 0, 0, 0, 0, 0, 0, 0],
+            "AIGP TLV length 10",
+        ),
+        (&[0x80, 0x1a, 0x03, 0x09, 0x00, 0x03], "no AIGP TLV"),
+        (
+            &[0x80, 0x1a, 0x05, 0x01, 0x00, 0x0b, 0, 0],
+            "TLV overruns the attribute",
+        ),
+    ];
+    for (attr, why) in table {
+        let u = update_of(&body_with(
+            &[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, attr],
+            &NLRI_24,
+        ));
+        assert_eq!(
+            outcome(&u),
+            [(26, AttrAction::Discard, sub::OPTIONAL_ATTRIBUTE)],
+            "{why}"
+        );
+        assert_eq!(u.attributes.aigp, None, "{why}");
+        assert!(!u.treat_as_withdraw(), "{why}");
+    }
+    // Transitive flag on AIGP: flags conflict, discarded too.
+    let u = update_of(&body_with(
+        &[
+            &ORIGIN_IGP,
+            &AS_PATH_65001,
+            &NEXT_HOP,
+            &[0xc0, 0x1a, 0x0b, 0x01, 0x00, 0x0b, 0, 0, 0, 0, 0, 0, 0, 0],
+        ],
+        &NLRI_24,
+    ));
+    assert_eq!(
+        outcome(&u),
+        [(26, AttrAction::Discard, sub::ATTRIBUTE_FLAGS)]
+    );
+}
+
+#[test]
+fn rfc7606_bad_nlri_session_reset() {
+    // NLRI prefix length 33 for IPv4.
+    let e = update_err(&body_with(
+        &[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP],
+        &[0x21, 1, 2, 3, 4, 5],
+    ));
+    assert_eq!(
+        (e.notification.code, e.notification.subcode),
+        (code::UPDATE, sub::INVALID_NETWORK_FIELD)
+    );
+}
+
+#[test]
+fn rfc7606_withdrawn_length_overrun_session_reset() {
+    let e = update_err(&[0x00, 0x50, 0x00, 0x00]); // withdrawn length 80, nothing follows
+    assert_eq!(
+        (e.notification.code, e.notification.subcode),
+        (code::UPDATE, sub::MALFORMED_ATTRIBUTE_LIST)
+    );
+}
+
+#[test]
+fn rfc7606_duplicate_mp_reach_session_reset() {
+    let mp = [0x80, 0x0e, 0x09, 0x00, 0x01, 0x01, 0x04, 10, 0, 0, 1, 0x00];
+    let e = update_err(&body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &mp, &mp], &[]));
+    assert_eq!(
+        (e.notification.code, e.notification.subcode),
+        (code::UPDATE, sub::MALFORMED_ATTRIBUTE_LIST)
+    );
+}
+
+#[test]
+fn unrecognized_well_known_session_reset() {
+    let e = update_err(&body_with(&[&ORIGIN_IGP, &[0x40, 0x63, 0x00]], &[]));
+    assert_eq!(
+        (e.notification.code, e.notification.subcode),
+        (code::UPDATE, sub::UNRECOGNIZED_WELL_KNOWN)
+    );
+}
+
+#[test]
+fn path_bandwidth_quantization() {
+    use fare_model::bandwidth::Encoding;
+    // Port speeds and their halves survive both encodings exactly.
+    for gbps in [
+        10.0, 25.0, 40.0, 50.0, 75.0, 100.0, 200.0, 225.0, 300.0, 400.0, 800.0,
+    ] {
+        assert_eq!(Encoding::Binary16.quantize(gbps), gbps);
+        assert_eq!(Encoding::Float32Upper16.quantize(gbps), gbps);
+    }
+    // 75/7 Gbps = 1.339 GB/s: binary16 keeps 11 significant bits (spacing 2^-10 in
+    // [1, 2)), the upper half of a binary32 only 8 (the 10.6875 seen on the wire before).
+    let v = 75.0 / 7.0;
+    assert_eq!(Encoding::Binary16.quantize(v), 1371.0 / 1024.0 * 8.0);
+    assert_eq!(Encoding::Float32Upper16.quantize(v), 10.6875);
+    // The bits, by hand: 12.5 GB/s = 1.5625 x 2^3 -> sign 0, exponent 3 + 15 = 18,
+    // fraction 0.5625 x 1024 = 576: 0b0_10010_1001000000 = 0x4a40.
+    assert_eq!(Encoding::Binary16.encode(100.0), 0x4a40);
+    // The same value as the upper half of binary32: 0x4148_0000 -> 0x4148.
+    assert_eq!(Encoding::Float32Upper16.encode(100.0), 0x4148);
+    // Infinity ("maximum bandwidth") stays infinity; huge finite values saturate.
+    assert_eq!(Encoding::Binary16.encode(f64::INFINITY), 0x7c00);
+    assert_eq!(Encoding::Binary16.decode(0x7c00), f64::INFINITY);
+    assert_eq!(Encoding::Binary16.quantize(1.0e7), 65504.0 * 8.0);
+    assert_eq!(Encoding::Float32Upper16.encode(f64::INFINITY), 0x7f80);
+    // Negative, NaN and zero read as no bandwidth.
+    for bits in [0x0000, 0x8000, 0xbc00, 0x7e00] {
+        assert_eq!(Encoding::Binary16.decode(bits), 0.0);
+    }
+    assert_eq!(Encoding::Binary16.encode(-5.0), 0);
+    assert_eq!(Encoding::Binary16.encode(f64::NAN), 0);
+}
+
+// ---- property tests ----
+
+fn arb_v4net() -> impl Strategy<Value = IpNet> {
+    (any::<u32>(), 0u8..=32).prop_map(|(a, l)| {
+        IpNet::new(IpAddr::V4(Ipv4Addr::from(a)), l)
+            .unwrap()
+            .trunc()
+    })
+}
+
+fn arb_v6net() -> impl Strategy<Value = IpNet> {
+    (any::<u128>(), 0u8..=128).prop_map(|(a, l)| {
+        IpNet::new(IpAddr::V6(Ipv6Addr::from(a)), l)
+            .unwrap()
+            .trunc()
+    })
+}
+
+fn arb_attrs() -> impl Strategy<Value = PathAttributes> {
+    (
+        proptest::option::of(prop_oneof![
+            Just(Origin::Igp),
+            Just(Origin::Egp),
+            Just(Origin::Incomplete)
+        ]),
+        proptest::option::of(proptest::collection::vec(any::<u32>(), 1..20)),
+        proptest::option::of(any::<u32>().prop_filter("unicast", |a| {
+            let a = Ipv4Addr::from(*a);
+            !(a.is_unspecified() || a.is_multicast() || a.is_broadcast())
+        })),
+        proptest::option::of(any::<u32>()),
+        proptest::collection::vec(any::<[u8; 8]>(), 0..5),
+        proptest::option::of(proptest::collection::vec(arb_v6net(), 0..10)),
+        proptest::collection::vec(
+            (100u8..=200, proptest::collection::vec(any::<u8>(), 0..300)),
+            0..3,
+        ),
+        proptest::option::of(any::<u64>()),
+    )
+        .prop_map(|(origin, path, nh, med, ecs, v6, mut raws, aigp)| {
+            raws.sort_by_key(|r| r.0);
+            let mut seen = std::collections::BTreeSet::new();
+            PathAttributes {
+                origin,
+                as_path: path.map(AsPath::sequence),
+                next_hop: nh.map(Ipv4Addr::from),
+                med,
+                ext_communities: ecs.into_iter().map(ExtCommunity).collect(),
+                mp_reach: v6.map(|nlri| MpReach {
+                    family: Family::Ipv6Unicast,
+                    next_hops: vec![IpAddr::V6("fd00::1".parse().unwrap())],
+                    nlri,
+                }),
+                other: raws
+                    .into_iter()
+                    .filter(|(t, _)| seen.insert(*t))
+                    .map(|(type_code, value)| RawAttribute {
+                        flags: flag::OPTIONAL
+                            | flag::TRANSITIVE
+                            | if value.len() > 255 {
+                                flag::EXTENDED_LENGTH
+                            } else {
+                                0
+                            },
+                        type_code,
+                        value,
+                    })
+                    .collect(),
+                aigp: aigp.map(Aigp::new),
+                ..Default::default()
+            }
+        })
+}
+
+proptest! {
+    #[test]
+    fn update_round_trip(
+        attrs in arb_attrs(),
+        nlri in proptest::collection::vec(arb_v4net(), 0..50),
+        withdrawn in proptest::collection::vec(arb_v4net(), 0..50),
+    ) {
+        let u = Update { withdrawn, attributes: attrs, nlri, errors: vec![] };
+        let bytes = Message::Update(u.clone()).encode(CTX);
+        prop_assume!(bytes.len() <= MAX_MESSAGE_LEN);
+        let mut back = match Message::decode(&bytes, CTX).unwrap() {
+            Message::Update(b) => b,
+            other => panic!("{other:?}"),
+        };
+        // Missing-mandatory findings are about the content, not the codec.
+        back.errors.retain(|e| e.subcode != sub::MISSING_WELL_KNOWN);
+        prop_assert_eq!(&back, &u);
+        prop_assert_eq!(Message::Update(back).encode(CTX), bytes);
+    }
+
+    /// What the `bgp_decode` fuzz target checks, on random bodies of every type.
+    #[test]
+    fn decode_never_panics_and_reencodes(kind in 0u8..8, bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
+        let m = msg(kind, &bytes);
+        if let Ok(first) = Message::decode(&m, CTX) {
+            let again = Message::decode(&first.encode(CTX), CTX).unwrap();
+            match (&first, &again) {
+                (Message::Update(a), Message::Update(b)) => {
+                    prop_assert_eq!(&a.attributes, &b.attributes);
+                    prop_assert_eq!(&a.nlri, &b.nlri);
+                }
+                _ => prop_assert_eq!(first, again),
+            }
+        }
+    }
+
+    #[test]
+    fn path_bandwidth_round_trip(gbps in 0.001f64..4.0e5, rid in any::<u32>(), transitive in any::<bool>()) {
+        use fare_model::bandwidth::Encoding;
+        for enc in [Encoding::Binary16, Encoding::Float32Upper16] {
+            let pb = PathBandwidth::new(transitive, Ipv4Addr::from(rid), gbps);
+            let back = pb.to_community(0xa0, enc).path_bandwidth(0xa0, enc).unwrap();
+            prop_assert_eq!(back.router_id, pb.router_id);
+            prop_assert_eq!(back.transitive, transitive);
+            // Within half a unit in the last place (normal range: >= 0.49 Mbps).
+            prop_assert!((back.gbps() - gbps).abs() / gbps <= enc.relative_precision() * 1.0000001,
+                "{enc:?} {gbps} -> {}", back.gbps());
+            // A decoded value encodes to the same bits again: relaying never drifts.
+            prop_assert_eq!(enc.quantize(back.gbps()), back.gbps());
+        }
+    }
+}
+
+#[test]
+fn pack_splits_large_announcements() {
+    let attrs = PathAttributes {
+        origin: Some(Origin::Igp),
+        as_path: Some(AsPath::sequence(vec![65001])),
+        next_hop: Some(Ipv4Addr::new(10, 0, 0, 1)),
+        ..Default::default()
+    };
+    let nets: Vec<IpNet> = (0..5000u32)
+        .map(|i| IpNet::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (i << 8))), 24).unwrap())
+        .collect();
+    let updates = update::pack(&attrs, &nets, CTX);
+    assert!(updates.len() > 1);
+    let mut all = Vec::new();
+    for u in updates {
+        let bytes = Message::Update(u.clone()).encode(CTX);
+        assert!(bytes.len() <= MAX_MESSAGE_LEN);
+        all.extend(u.nlri);
+    }
+    assert_eq!(all, nets);
+    let w = update::pack_withdraw(&nets);
+    assert_eq!(w.iter().map(|u| u.withdrawn.len()).sum::<usize>(), 5000);
+}
+
+/// Fuzz crasher (bgp_decode): unknown attributes out of type order on the wire came back
+/// reordered by `encode`, so the re-encoded UPDATE decoded to different attributes.
+#[test]
+fn unknown_attributes_out_of_order_round_trip() {
+    let body = [
+        0x00, 0x00, // no withdrawn routes
+        0x00, 0x06, // path attributes: 6 octets
+        0xef, 0x09, 0x00, // flags 0xef (optional transitive partial), type 9, empty
+        0x80, 0x00, 0x00, // flags 0x80 (optional), type 0, empty
+    ];
+    let ctx = Context {
+        four_octet_as: false,
+    };
+    let Ok(first) = Message::decode(&msg(msg_type::UPDATE, &body), ctx) else {
+        panic!("decodes");
+    };
+    let again = Message::decode(&first.encode(ctx), ctx).unwrap();
+    let (Message::Update(a), Message::Update(b)) = (&first, &again) else {
+        panic!("UPDATEs");
+    };
+    assert_eq!(a.attributes, b.attributes);
+    let types: Vec<u8> = a.attributes.other.iter().map(|r| r.type_code).collect();
+    assert_eq!(types, [0, 9]);
+}

@@ -1,0 +1,226 @@
+//! Routing information bases: Adj-RIB-In per neighbor, the Loc-RIB with the multipath set
+//! of each prefix, Adj-RIB-Out per neighbor (what was last sent, to send only changes).
+//!
+//! Multipath is the "as-path multipath-relax" behaviour of Clos fabrics: every usable
+//! path with the best (LOCAL_PREF, AS_PATH length, ORIGIN) joins the set, whatever the
+//! neighbor AS. Attributes are shared (`Arc`) by every prefix of one UPDATE.
+
+use super::packet::{upa, PathAttributes};
+use ipnet::IpNet;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// One path of a prefix, as received from `peer`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Path {
+    pub peer: IpAddr,
+    pub attrs: Arc<PathAttributes>,
+}
+
+impl Path {
+    /// True when the path announces its prefix unreachable (UPA community of `subtype`).
+    pub fn is_unreachable(&self, subtype: u8) -> bool {
+        upa::unreachable(&self.attrs.ext_communities, subtype).is_some()
+    }
+
+    /// Sort key for preference: lower is better. AIGP (RFC 7311 §4) right after
+    /// LOCAL_PREF: a path with AIGP beats one without (that is how DPF marks the primary
+    /// color, draft-wang-idr-dpf §2.2.3), lower metric first.
+    fn rank(&self) -> (std::cmp::Reverse<u32>, u128, usize, u8) {
+        let a = &self.attrs;
+        (
+            std::cmp::Reverse(a.local_pref.unwrap_or(100)),
+            a.aigp.as_ref().map_or(u128::MAX, |x| x.metric as u128),
+            a.as_path.as_ref().map_or(0, |p| p.path_len()),
+            a.origin.map_or(2, |o| o as u8),
+        )
+    }
+}
+
+/// A prefix in the Loc-RIB: originated here, announced unreachable here (UPA,
+/// draft-xu-idr-fare-in-mpson §4.1), or the multipath set (best path first).
+#[derive(Clone, Debug, PartialEq)]
+pub enum LocRoute {
+    Local,
+    Unreachable,
+    Learned(Vec<Path>),
+}
+
+#[derive(Default)]
+pub struct Rib {
+    pub adj_in: HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>>,
+    pub loc: HashMap<IpNet, LocRoute>,
+    pub adj_out: HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>>,
+    pub local: HashSet<IpNet>,
+    /// Host routes this node announces unreachable (its RNIC is disconnected).
+    pub unreachable: HashSet<IpNet>,
+    /// UPA subtype: a path that reaches the prefix beats one that announces it
+    /// unreachable. None = no UPA handling.
+    pub upa_subtype: Option<u8>,
+}
+
+impl Rib {
+    /// Adds or replaces a path; returns true when the Adj-RIB-In changed.
+    pub fn learn(&mut self, peer: IpAddr, prefix: IpNet, attrs: Arc<PathAttributes>) -> bool {
+        let table = self.adj_in.entry(peer).or_default();
+        match table.insert(prefix, attrs.clone()) {
+            Some(old) => old != attrs,
+            None => true,
+        }
+    }
+
+    pub fn forget(&mut self, peer: IpAddr, prefix: IpNet) -> bool {
+        self.adj_in
+            .get_mut(&peer)
+            .is_some_and(|t| t.remove(&prefix).is_some())
+    }
+
+    /// Drops everything learned from `peer`; returns the prefixes it had.
+    pub fn forget_peer(&mut self, peer: IpAddr) -> Vec<IpNet> {
+        self.adj_out.remove(&peer);
+        self.adj_in
+            .remove(&peer)
+            .map(|t| t.into_keys().collect())
+            .unwrap_or_default()
+    }
+
+    /// Recomputes the Loc-RIB entry of `prefix`; returns the new entry if it changed
+    /// (`Some(None)` = the prefix is gone).
+    pub fn decide(&mut self, prefix: IpNet) -> Option<Option<LocRoute>> {
+        let new = if self.local.contains(&prefix) {
+            Some(LocRoute::Local)
+        } else if self.unreachable.contains(&prefix) {
+            // This node answers for the prefix: what others say about it does not count.
+            Some(LocRoute::Unreachable)
+        } else {
+            let mut paths: Vec<Path> = self
+                .adj_in
+                .iter()
+                .filter_map(|(peer, t)| {
+                    t.get(&prefix).map(|a| Path {
+                        peer: *peer,
+                        attrs: a.clone(),
+                    })
+                })
+                .collect();
+            if let Some(subtype) = self.upa_subtype {
+                if paths.iter().any(|p| !p.is_unreachable(subtype)) {
+                    paths.retain(|p| !p.is_unreachable(subtype));
+                }
+            }
+            select(&mut paths);
+            (!paths.is_empty()).then_some(LocRoute::Learned(paths))
+        };
+        let old = self.loc.get(&prefix);
+        if old == new.as_ref() {
+            return None;
+        }
+        match &new {
+            Some(r) => self.loc.insert(prefix, r.clone()),
+            None => self.loc.remove(&prefix),
+        };
+        Some(new)
+    }
+}
+
+/// Keeps the multipath set of `paths`, sorted best first (ties by neighbor address).
+pub fn select(paths: &mut Vec<Path>) {
+    paths.sort_by(|a, b| a.rank().cmp(&b.rank()).then(a.peer.cmp(&b.peer)));
+    if let Some(best) = paths.first().map(Path::rank) {
+        paths.retain(|p| p.rank() == best);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::packet::{AsPath, Origin};
+
+    fn attrs(path: &[u32]) -> Arc<PathAttributes> {
+        Arc::new(PathAttributes {
+            origin: Some(Origin::Igp),
+            as_path: Some(AsPath::sequence(path.to_vec())),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn multipath_relax_groups_equal_length_paths_from_different_ases() {
+        let mut rib = Rib::default();
+        let p: IpNet = "192.0.2.0/24".parse().unwrap();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let c: IpAddr = "10.0.0.3".parse().unwrap();
+        rib.learn(a, p, attrs(&[65100, 65001]));
+        rib.learn(b, p, attrs(&[65200, 65001]));
+        rib.learn(c, p, attrs(&[65300, 65400, 65001]));
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(p) else {
+            panic!()
+        };
+        assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [a, b]);
+        assert_eq!(rib.decide(p), None, "unchanged");
+        rib.forget(a, p);
+        rib.forget(b, p);
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(p) else {
+            panic!()
+        };
+        assert_eq!(paths[0].peer, c);
+        rib.forget_peer(c);
+        assert_eq!(rib.decide(p), Some(None));
+    }
+
+    #[test]
+    fn aigp_path_beats_paths_without_it() {
+        use crate::packet::Aigp;
+        let mut rib = Rib::default();
+        let p: IpNet = "192.0.2.0/24".parse().unwrap();
+        let red: IpAddr = "10.0.0.1".parse().unwrap();
+        let blue: IpAddr = "10.0.0.2".parse().unwrap();
+        let mut primary = (*attrs(&[65100, 65001])).clone();
+        primary.aigp = Some(Aigp::new(0));
+        rib.learn(red, p, Arc::new(primary));
+        rib.learn(blue, p, attrs(&[65100, 65001]));
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(p) else {
+            panic!()
+        };
+        assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [red]);
+        // The primary goes away: the backup takes over.
+        rib.forget_peer(red);
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(p) else {
+            panic!()
+        };
+        assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [blue]);
+    }
+
+    #[test]
+    fn a_reaching_path_beats_an_unreachable_announcement() {
+        use crate::packet::upa::{Upa, DEFAULT_UPA_SUBTYPE};
+        let mut rib = Rib {
+            upa_subtype: Some(DEFAULT_UPA_SUBTYPE),
+            ..Rib::default()
+        };
+        let host: IpNet = "10.200.0.3/32".parse().unwrap();
+        let plane1: IpAddr = "10.1.11.1".parse().unwrap();
+        let plane2: IpAddr = "10.2.11.1".parse().unwrap();
+        let mut upa = (*attrs(&[65111, 65100, 65112])).clone();
+        upa.ext_communities
+            .push(Upa::new("10.1.0.2".parse().unwrap()).to_community(DEFAULT_UPA_SUBTYPE));
+        rib.learn(plane1, host, Arc::new(upa));
+        // Longer AS path, but it reaches the host: it wins over the UPA.
+        rib.learn(plane2, host, attrs(&[65211, 65200, 65212, 4200000003]));
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(host) else {
+            panic!()
+        };
+        assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [plane2]);
+        // Only the UPA left: it is the route (what an RNIC derives its host route from).
+        rib.forget(plane2, host);
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(host) else {
+            panic!()
+        };
+        assert!(paths[0].is_unreachable(DEFAULT_UPA_SUBTYPE));
+        // The node that answers for the host announces it, whatever it learned.
+        rib.unreachable.insert(host);
+        assert_eq!(rib.decide(host), Some(Some(LocRoute::Unreachable)));
+    }
+}

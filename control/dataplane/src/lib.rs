@@ -1,0 +1,225 @@
+//! Data plane backends behind one trait.
+//!
+//! The control plane (static config, BGP, the simulator) produces [`Group`]s; a backend
+//! turns them into forwarding state: `xdp` (aya, Linux hosts), `kernel` (Linux weighted
+//! nexthop groups via rtnetlink, the baseline), `p4rt` (P4Runtime over gRPC).
+//!
+//! Contract every backend keeps:
+//! - `install` of a prefix that already has a group is a make-before-break replacement:
+//!   no packet ever sees a half-written group.
+//! - A group never reaches the data plane with zero active members (see `remove`).
+//! - `limits` states what one group may hold; the agent reduces every group to it
+//!   before `install` (see [`limits`]), so a backend may refuse what exceeds it.
+
+pub mod host_routes;
+pub mod kernel;
+pub mod member_control;
+pub mod p4rt;
+pub mod xdp;
+
+// The data the backends are given, and the rules they share, come from the model.
+pub use fare_model::forwarding::{
+    dpf, keep_last_active, limits, mac, member_now, ColorGroup, ColorStatus, FlowRule, Group,
+    GroupFit, GroupLimits, GroupMode, GroupStatus, MacAddr, Member, MemberError, MemberStatus,
+};
+
+use async_trait::async_trait;
+use ipnet::IpNet;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DataplaneError {
+    #[error("{backend}: {what}")]
+    Backend { backend: &'static str, what: String },
+    #[error("{backend}: {what}: {source}")]
+    Io {
+        backend: &'static str,
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("group for {prefix} is invalid: {why}")]
+    InvalidGroup { prefix: IpNet, why: String },
+    #[error("no group for {0}")]
+    NoSuchGroup(IpNet),
+    /// A member switch the shared rule refuses (the last active member, a member gone).
+    #[error(transparent)]
+    Member(#[from] MemberError),
+}
+
+impl DataplaneError {
+    pub fn backend(backend: &'static str, what: impl Into<String>) -> Self {
+        DataplaneError::Backend {
+            backend,
+            what: what.into(),
+        }
+    }
+}
+
+/// Checks what every backend requires of a group before touching the data plane.
+pub fn validate(group: &Group) -> Result<(), DataplaneError> {
+    let invalid = |why: &str| DataplaneError::InvalidGroup {
+        prefix: group.prefix,
+        why: why.to_string(),
+    };
+    if group.members.is_empty() {
+        return Err(invalid("no members (remove the group instead)"));
+    }
+    if group.members.iter().any(|m| m.weight == 0) {
+        return Err(invalid("a member has weight 0"));
+    }
+    Ok(())
+}
+
+#[async_trait]
+pub trait Dataplane: Send {
+    /// Short backend name for logs (`xdp`, `kernel`, `p4runtime`, `none`).
+    fn name(&self) -> &'static str;
+
+    /// What one group (and each per-color group) may hold here. Default: no limit.
+    fn limits(&self) -> GroupLimits {
+        GroupLimits::NONE
+    }
+
+    /// Installs the group for `group.prefix`, replacing any previous one make-before-break.
+    async fn install(&mut self, group: &Group) -> Result<(), DataplaneError>;
+
+    /// Removes the group and route for `prefix` (traffic falls back to the kernel stack).
+    async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError>;
+
+    /// Every installed group with its per-member counters and state.
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError>;
+
+    /// Marks member `index` of the group for `prefix` removed (`active = false`) or active,
+    /// without rewriting the group. A backend refuses to deactivate the last active member.
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        active: bool,
+    ) -> Result<(), DataplaneError>;
+
+    /// ARN per-flow mode: flows matching `flow` avoid (`avoid`) the members that leave
+    /// through `interface`, or may use them again. Ok(false): this data plane cannot
+    /// steer single flows (the caller removes the member instead).
+    async fn steer_flow(
+        &mut self,
+        flow: &fare_arn::codec::FlowId,
+        interface: &str,
+        avoid: bool,
+    ) -> Result<bool, DataplaneError> {
+        let _ = (flow, interface, avoid);
+        Ok(false)
+    }
+
+    /// DPF (see [`dpf`]): installs `group` together with the per-color groups of its
+    /// prefix, make-before-break like `install`. Backends without per-color forwarding
+    /// install `group` alone (every flow then uses every active path).
+    async fn install_colored(
+        &mut self,
+        group: &Group,
+        colors: &[ColorGroup],
+    ) -> Result<(), DataplaneError> {
+        let _ = colors;
+        self.install(group).await
+    }
+
+    /// DPF flow rules (first match gives a packet its color). Backends without flow
+    /// classification accept only an empty list.
+    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
+        if rules.is_empty() {
+            Ok(())
+        } else {
+            Err(DataplaneError::backend(
+                self.name(),
+                "this data plane has no DPF flow classification (use kind: xdp or p4runtime)",
+            ))
+        }
+    }
+}
+
+/// The `none` backend: keeps groups in memory only (control-plane-only nodes, tests).
+#[derive(Default)]
+pub struct NullDataplane {
+    groups: std::collections::BTreeMap<IpNet, GroupStatus>,
+    limits: GroupLimits,
+}
+
+impl NullDataplane {
+    /// A `none` backend that states `limits` and refuses groups beyond them, like a real
+    /// data plane (tests of the reduction).
+    pub fn with_limits(limits: GroupLimits) -> NullDataplane {
+        NullDataplane {
+            groups: Default::default(),
+            limits,
+        }
+    }
+}
+
+#[async_trait]
+impl Dataplane for NullDataplane {
+    fn name(&self) -> &'static str {
+        "none"
+    }
+
+    fn limits(&self) -> GroupLimits {
+        self.limits
+    }
+
+    async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+        validate(group)?;
+        if let Some(why) = self.limits.violation(&group.members) {
+            return Err(DataplaneError::InvalidGroup {
+                prefix: group.prefix,
+                why,
+            });
+        }
+        let members = vec![
+            MemberStatus {
+                active: true,
+                ..Default::default()
+            };
+            group.members.len()
+        ];
+        self.groups.insert(
+            group.prefix,
+            GroupStatus {
+                group: group.clone(),
+                members,
+                colors: Vec::new(),
+                fit: None,
+            },
+        );
+        Ok(())
+    }
+
+    async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        self.groups
+            .remove(&prefix)
+            .map(|_| ())
+            .ok_or(DataplaneError::NoSuchGroup(prefix))
+    }
+
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
+        Ok(self.groups.values().cloned().collect())
+    }
+
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        active: bool,
+    ) -> Result<(), DataplaneError> {
+        let status = self
+            .groups
+            .get_mut(&prefix)
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        let states: Vec<bool> = status.members.iter().map(|m| m.active).collect();
+        let member = status
+            .members
+            .get_mut(index)
+            .ok_or_else(|| DataplaneError::backend("none", format!("no member {index}")))?;
+        keep_last_active(prefix, &states, index, active)?;
+        member.active = active;
+        Ok(())
+    }
+}

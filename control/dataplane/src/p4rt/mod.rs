@@ -1,0 +1,21 @@
+//! `p4rt` data plane backend: a switch programmed through P4Runtime (BMv2
+//! `simple_switch_grpc`, or a Tofino-style target running the same P4Info names).
+//!
+//! - `proto`: the generated P4Runtime v1 / P4Info types.
+//! - `p4info`: the loaded P4Info with lookups by name (never hard-coded ids).
+//! - `client`: the P4Runtime client (arbitration, pipeline, Write/Read, packet I/O, errors).
+//! - `program`: fare.p4's objects resolved by name, and builders of every entity written.
+//! - `dpf`: the DPF part of them (flow rules, per-color groups, fallback).
+//! - `backend`: the `Dataplane` implementation (make-before-break groups, reconcile).
+//! - `arn_setup`: the agent's `arn:` block written into the pipeline's ARN tables.
+
+pub mod arn_setup;
+pub mod backend;
+pub mod client;
+pub mod config;
+pub mod dpf;
+pub mod p4info;
+pub mod program;
+pub mod proto;
+
+pub use backend::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions, DEFAULT_ARN_HOLD};

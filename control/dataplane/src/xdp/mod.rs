@@ -1,0 +1,1068 @@
+//! `xdp` data plane backend: loads the fare XDP program (ebpf/fare-xdp) with aya,
+//! attaches it to the node's interfaces and keeps its maps in step with the groups.
+//!
+//! - Group replacement is make-before-break: the new group is written into a free group
+//!   id (members, counters, cursor, then the group row), the route is repointed with one
+//!   LPM map update, and only then is the old id freed (reused after a grace period).
+//! - Maps and links are pinned under `<pin_root>/<node>/` (see [`pins`]); `open` loads
+//!   the program against the pinned maps, swaps it into the pinned links atomically and
+//!   adopts the groups it finds, so a restarted agent (also after `kill -9`) causes no
+//!   forwarding gap. Installing an identical group again is a no-op.
+//! - DPF: a route may carry per-color groups (their own group ids) listed in
+//!   COLOR_SETS[route group id]; flow rules (FLOW_RULES) give packets a color. See
+//!   [`colors`] and `dataplane::dpf`.
+//! - Per-member counters survive replacements (carried to the new member with the same
+//!   interface and neighbor MAC) and restarts (they live in the pinned maps).
+
+pub mod arn;
+mod colors;
+mod encode;
+mod group_ids;
+mod logs;
+pub mod neighbor;
+pub mod netdev;
+mod object;
+pub mod pins;
+pub mod queues;
+pub mod steer;
+pub mod testrun;
+
+use crate::{
+    ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits, GroupStatus,
+    MemberStatus,
+};
+use async_trait::async_trait;
+use aya::maps::lpm_trie::{Key, LpmTrie};
+use aya::maps::{Array, DevMapHash, MapData, PerCpuArray, PerCpuValues};
+use aya::programs::links::{FdLink, PinnedLink};
+use aya::programs::tc::SchedClassifierLink;
+use aya::programs::xdp::XdpLink;
+use aya::programs::{SchedClassifier, TcAttachType, Xdp, XdpMode};
+use aya::{Ebpf, EbpfLoader};
+use encode::{Egress, Encoded};
+use fare_common::{self as fc, map_names, member_id, MemberCounters, RouteValue, Stat};
+use group_ids::GroupIds;
+use ipnet::IpNet;
+use pins::PinDir;
+use std::collections::BTreeMap;
+use std::fmt::Display;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::path::PathBuf;
+
+pub use testrun::{TestRun, TestRunOptions};
+
+/// True when this binary embeds the XDP program (bpf-linker was there at build time).
+pub fn embedded() -> bool {
+    object::bytes().is_some()
+}
+
+const BACKEND: &str = "xdp";
+
+fn err(what: impl Display) -> DataplaneError {
+    DataplaneError::backend(BACKEND, what.to_string())
+}
+
+/// Where and on what the backend runs.
+#[derive(Clone, Debug)]
+pub struct XdpOptions {
+    /// Node name: the pin directory `<pin_root>/<node>` (unique per agent on a host).
+    pub node: String,
+    /// Interfaces that get the XDP program (ingress); members may use any interface.
+    pub interfaces: Vec<String>,
+    /// bpffs directory for fare's pins (default /sys/fs/bpf/fare).
+    pub pin_root: PathBuf,
+    /// ARN reception in the program (the agent's `arn:` block); None = off.
+    pub arn: Option<arn::ArnFastPath>,
+    /// Egress virtual queues (rate, tail-drop limit) per port.
+    pub queues: Vec<queues::QueueSpec>,
+    /// Interfaces whose egress gets the TC spray program: this host's own packets to a
+    /// destination with a spray-mode group go out per packet by weight over its members.
+    pub egress_spray: Vec<String>,
+}
+
+impl XdpOptions {
+    pub fn new(node: impl Into<String>, interfaces: Vec<String>) -> XdpOptions {
+        XdpOptions {
+            node: node.into(),
+            interfaces,
+            pin_root: PathBuf::from(pins::DEFAULT_ROOT),
+            arn: None,
+            queues: Vec::new(),
+            egress_spray: Vec::new(),
+        }
+    }
+}
+
+/// A group as written to the maps.
+struct Installed {
+    gid: u32,
+    group: Group,
+    encoded: Encoded,
+    /// DPF: the route's active per-color groups.
+    colors: Vec<InstalledColor>,
+    /// The route entry's `ROUTE_*` flags as written.
+    flags: u32,
+}
+
+/// One per-color group of a route as written to the maps.
+struct InstalledColor {
+    color: u32,
+    gid: u32,
+    encoded: Encoded,
+}
+
+impl Installed {
+    fn same_forwarding(&self, base: &Encoded, colors: &[(u32, Encoded)]) -> bool {
+        self.encoded.same_forwarding(base)
+            && self.colors.len() == colors.len()
+            && self
+                .colors
+                .iter()
+                .zip(colors)
+                .all(|(a, (color, e))| a.color == *color && a.encoded.same_forwarding(e))
+    }
+}
+
+pub struct XdpDataplane {
+    /// Owns the loaded program (the links below keep it attached).
+    ebpf: Ebpf,
+    pins: PinDir,
+    links: Vec<(String, FdLink)>,
+    routes_v4: LpmTrie<MapData, [u8; 4], RouteValue>,
+    routes_v6: LpmTrie<MapData, [u8; 16], RouteValue>,
+    group_rows: Array<MapData, fc::Group>,
+    member_rows: Array<MapData, fc::Member>,
+    member_stats: PerCpuArray<MapData, MemberCounters>,
+    cursors: PerCpuArray<MapData, u32>,
+    stats: PerCpuArray<MapData, u64>,
+    egress: DevMapHash<MapData>,
+    color_sets: Array<MapData, fc::ColorSet>,
+    flow_rules: Array<MapData, fc::FlowRule>,
+    /// Members in service per group (the program's ARN receiver keeps the last one).
+    group_active: Array<MapData, u32>,
+    arn: arn::ArnMaps,
+    steer: steer::SteerMaps,
+    installed: BTreeMap<IpNet, Installed>,
+    /// Egress ports with a virtual queue (routes through them get `ROUTE_QUEUES`).
+    queued: Vec<u32>,
+    ids: GroupIds,
+    generation: u32,
+    ncpus: usize,
+    log_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+fn take_map<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, DataplaneError>
+where
+    T: TryFrom<aya::maps::Map, Error = aya::maps::MapError>,
+{
+    let map = ebpf
+        .take_map(name)
+        .ok_or_else(|| err(format!("map {name} missing from the XDP object")))?;
+    T::try_from(map).map_err(|e| err(format!("map {name}: {e}")))
+}
+
+impl XdpDataplane {
+    /// Loads the program against the pinned maps (creating them the first time),
+    /// attaches it to every interface (atomically replacing a pinned earlier instance)
+    /// and adopts the groups already in the maps.
+    pub fn open(opts: &XdpOptions) -> Result<XdpDataplane, DataplaneError> {
+        let bytes = object::bytes().ok_or_else(|| err(object::MISSING))?;
+        let pins = PinDir::new(&opts.pin_root, &opts.node);
+        pins.prepare(&opts.pin_root)
+            .map_err(|source| DataplaneError::Io {
+                backend: BACKEND,
+                what: format!("preparing pin directory {}", pins.node.display()),
+                source,
+            })?;
+        let level = logs::kernel_level();
+        let mut ebpf = EbpfLoader::new()
+            .default_map_pin_directory(pins.maps())
+            .override_global("AYA_LOG_LEVEL", &level, false)
+            .load(bytes)
+            .map_err(|e| err(format!("loading the XDP object: {e}")))?;
+        let log_task = logs::spawn(&mut ebpf);
+        let program: &mut Xdp = ebpf
+            .program_mut(fc::PROGRAM_NAME)
+            .ok_or_else(|| err("program fare_xdp missing from the object"))?
+            .try_into()
+            .map_err(|e| err(format!("program fare_xdp: {e}")))?;
+        program
+            .load()
+            .map_err(|e| err(format!("the kernel refused the XDP program: {e:?}")))?;
+        let mut links = Vec::new();
+        for ifname in &opts.interfaces {
+            let link = attach(program, &pins, ifname)?;
+            links.push((ifname.clone(), link));
+        }
+        if !opts.egress_spray.is_empty() {
+            let tc: &mut SchedClassifier = ebpf
+                .program_mut(fc::TC_SPRAY_NAME)
+                .ok_or_else(|| err("program fare_tc_spray missing from the object"))?
+                .try_into()
+                .map_err(|e| err(format!("program fare_tc_spray: {e}")))?;
+            tc.load()
+                .map_err(|e| err(format!("the kernel refused the TC spray program: {e:?}")))?;
+            for ifname in &opts.egress_spray {
+                let link = attach_tc_egress(tc, &pins, ifname)?;
+                links.push((format!("tc-{ifname}"), link));
+            }
+        }
+        let queued = configure_queues(
+            queues::Queues::new(take_map(&mut ebpf, fc::QUEUES)?),
+            &opts.queues,
+        )?;
+        let ncpus = aya::util::nr_cpus().map_err(|(what, e)| err(format!("{what}: {e}")))?;
+        let mut dp = XdpDataplane {
+            routes_v4: take_map(&mut ebpf, map_names::ROUTES_V4)?,
+            routes_v6: take_map(&mut ebpf, map_names::ROUTES_V6)?,
+            group_rows: take_map(&mut ebpf, map_names::GROUPS)?,
+            member_rows: take_map(&mut ebpf, map_names::MEMBERS)?,
+            member_stats: take_map(&mut ebpf, map_names::MEMBER_STATS)?,
+            cursors: take_map(&mut ebpf, map_names::SPRAY_CURSOR)?,
+            stats: take_map(&mut ebpf, map_names::STATS)?,
+            egress: take_map(&mut ebpf, map_names::EGRESS)?,
+            color_sets: take_map(&mut ebpf, map_names::COLOR_SETS)?,
+            flow_rules: take_map(&mut ebpf, map_names::FLOW_RULES)?,
+            group_active: take_map(&mut ebpf, fc::GROUP_ACTIVE)?,
+            arn: arn::ArnMaps::take(&mut ebpf)?,
+            steer: steer::SteerMaps::take(&mut ebpf)?,
+            ebpf,
+            pins,
+            links,
+            installed: BTreeMap::new(),
+            queued,
+            ids: GroupIds::new(0, |_| false),
+            generation: 0,
+            ncpus,
+            log_task,
+        };
+        dp.adopt()?;
+        dp.arn.configure(opts.arn.clone())?;
+        dp.sync_arn();
+        tracing::info!(
+            node = %opts.node,
+            interfaces = ?opts.interfaces,
+            adopted = dp.installed.len(),
+            "xdp: program attached"
+        );
+        Ok(dp)
+    }
+
+    /// Reads the routes and groups left in the pinned maps by an earlier agent.
+    fn adopt(&mut self) -> Result<(), DataplaneError> {
+        let mut routes: Vec<(IpNet, u32, u32)> = Vec::new();
+        for key in self.routes_v4.keys() {
+            let key = key.map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
+            let value = self
+                .routes_v4
+                .get(&key, 0)
+                .map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
+            let addr = std::net::Ipv4Addr::from(key.data());
+            if let Ok(net) = ipnet::Ipv4Net::new(addr, key.prefix_len() as u8) {
+                routes.push((IpNet::V4(net), value.group, value.flags));
+            }
+        }
+        for key in self.routes_v6.keys() {
+            let key = key.map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
+            let value = self
+                .routes_v6
+                .get(&key, 0)
+                .map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
+            let addr = std::net::Ipv6Addr::from(key.data());
+            if let Ok(net) = ipnet::Ipv6Net::new(addr, key.prefix_len() as u8) {
+                routes.push((IpNet::V6(net), value.group, value.flags));
+            }
+        }
+        for (prefix, gid, flags) in routes {
+            let Ok(row) = self.group_rows.get(&gid, 0) else {
+                continue;
+            };
+            let members: Vec<fc::Member> = (0..u32::from(row.n_members))
+                .filter_map(|i| self.member_rows.get(&member_id(gid, i), 0).ok())
+                .collect();
+            let mut name = |ifindex: u32| {
+                netdev::ifname(ifindex).unwrap_or_else(|_| format!("ifindex{ifindex}"))
+            };
+            // The counts of a pinned group may predate this agent's version: recount.
+            let _ = self.store_active(gid, members.iter().map(|m| m.state));
+            match encode::decode(prefix, &row, &members, &mut name) {
+                Some(group) => {
+                    self.generation = self.generation.max(row.generation);
+                    let colors = self.adopt_colors(gid);
+                    self.installed.insert(
+                        prefix,
+                        Installed {
+                            gid,
+                            group,
+                            encoded: Encoded {
+                                group: row,
+                                members,
+                            },
+                            colors,
+                            flags,
+                        },
+                    );
+                }
+                None => tracing::warn!(%prefix, gid, "xdp: pinned group unreadable, ignored"),
+            }
+        }
+        let used: std::collections::BTreeSet<u32> = self
+            .installed
+            .values()
+            .flat_map(|i| std::iter::once(i.gid).chain(i.colors.iter().map(|c| c.gid)))
+            .collect();
+        self.ids = GroupIds::new(fc::MAX_GROUPS, |g| used.contains(&g));
+        Ok(())
+    }
+
+    /// The per-color groups an earlier agent left for the route group `gid`.
+    fn adopt_colors(&self, gid: u32) -> Vec<InstalledColor> {
+        let Ok(set) = self.color_sets.get(&gid, 0) else {
+            return vec![];
+        };
+        let n = (set.n as usize).min(fc::MAX_COLORS_PER_ROUTE);
+        set.entries[..n]
+            .iter()
+            .filter(|e| e.group < fc::MAX_GROUPS)
+            .filter_map(|e| {
+                let row = self.group_rows.get(&e.group, 0).ok()?;
+                let members = (0..u32::from(row.n_members))
+                    .filter_map(|i| self.member_rows.get(&member_id(e.group, i), 0).ok())
+                    .collect();
+                Some(InstalledColor {
+                    color: e.color,
+                    gid: e.group,
+                    encoded: Encoded {
+                        group: row,
+                        members,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// Writes a route: its color groups, its group, its COLOR_SETS row, then the route
+    /// itself (the one update that switches packets over). Counters of the same next hop
+    /// (and color) carry over from `old`. Returns the route entry's flags: colors when it
+    /// has some, queues when a member of its groups leaves through a port with a virtual
+    /// queue (steering is flagged by `sync_steered_copies` once copies exist).
+    fn write_route(
+        &mut self,
+        prefix: IpNet,
+        gid: u32,
+        encoded: &mut Encoded,
+        colors: &mut [(u32, u32, Encoded)],
+        old: Option<&Installed>,
+    ) -> Result<u32, DataplaneError> {
+        for (color, cgid, enc) in colors.iter_mut() {
+            let prev = old
+                .and_then(|o| o.colors.iter().find(|c| c.color == *color))
+                .map(|c| (c.gid, &c.encoded));
+            self.write_group(*cgid, enc, prev)?;
+        }
+        self.write_group(gid, encoded, old.map(|o| (o.gid, &o.encoded)))?;
+        let entries: Vec<(u32, u32, bool)> =
+            colors.iter().map(|(c, g, _)| (*c, *g, true)).collect();
+        self.color_sets
+            .set(gid, colors::color_set(&entries), 0)
+            .map_err(|e| err(format!("COLOR_SETS[{gid}]: {e}")))?;
+        let mut flags = 0;
+        if !colors.is_empty() {
+            flags |= fc::ROUTE_COLORS;
+        }
+        let queued = std::iter::once(&*encoded)
+            .chain(colors.iter().map(|(_, _, e)| e))
+            .flat_map(|e| &e.members)
+            .any(|m| self.queued.contains(&m.ifindex));
+        if queued {
+            flags |= fc::ROUTE_QUEUES;
+        }
+        self.set_route(prefix, gid, flags)?;
+        Ok(flags)
+    }
+
+    /// Program counters (`received`, `forwarded`, `malformed`, ...) summed over CPUs.
+    pub fn stats(&self) -> Result<BTreeMap<&'static str, u64>, DataplaneError> {
+        let mut out = BTreeMap::new();
+        for stat in Stat::ALL {
+            let values = self
+                .stats
+                .get(&(stat as u32), 0)
+                .map_err(|e| err(format!("reading STATS: {e}")))?;
+            out.insert(stat.name(), values.iter().sum());
+        }
+        Ok(out)
+    }
+
+    /// File descriptor of the loaded program (for `BPF_PROG_TEST_RUN`).
+    pub fn program_fd(&self) -> Result<RawFd, DataplaneError> {
+        let program: &Xdp = self
+            .ebpf
+            .program(fc::PROGRAM_NAME)
+            .ok_or_else(|| err("program missing"))?
+            .try_into()
+            .map_err(|e| err(format!("{e}")))?;
+        let fd = program.fd().map_err(|e| err(format!("{e}")))?;
+        Ok(fd.as_fd().as_raw_fd())
+    }
+
+    /// Runs the program on `frame` with `BPF_PROG_TEST_RUN` (see [`testrun`]).
+    pub fn test_run(&self, frame: &[u8], opts: TestRunOptions) -> Result<TestRun, DataplaneError> {
+        testrun::run(self.program_fd()?, frame, opts).map_err(|source| DataplaneError::Io {
+            backend: BACKEND,
+            what: "BPF_PROG_TEST_RUN".into(),
+            source,
+        })
+    }
+
+    /// Interfaces with the program attached.
+    pub fn interfaces(&self) -> impl Iterator<Item = &str> {
+        self.links.iter().map(|(name, _)| name.as_str())
+    }
+
+    /// Detaches from every interface and removes all pins of this node (forwarding
+    /// stops). A plain drop leaves everything attached and pinned instead.
+    pub fn destroy(mut self) -> Result<(), DataplaneError> {
+        self.links.clear();
+        self.pins.remove_all().map_err(|source| DataplaneError::Io {
+            backend: BACKEND,
+            what: format!("removing {}", self.pins.node.display()),
+            source,
+        })
+    }
+
+    /// Counters and state of member `i` of group `gid`, summed over CPUs.
+    fn member_status(&self, gid: u32, i: usize) -> Result<MemberStatus, DataplaneError> {
+        let id = member_id(gid, i as u32);
+        let counters = self
+            .member_stats
+            .get(&id, 0)
+            .map_err(|e| err(format!("MEMBER_STATS[{id}]: {e}")))?;
+        let row = self.member_row(gid, i)?;
+        Ok(MemberStatus {
+            packets: counters.iter().map(|c| c.packets).sum(),
+            bytes: counters.iter().map(|c| c.bytes).sum(),
+            active: row.active(),
+        })
+    }
+
+    fn egress(&mut self, name: &str) -> Result<Egress, DataplaneError> {
+        let io = |what: String| {
+            move |source| DataplaneError::Io {
+                backend: BACKEND,
+                what,
+                source,
+            }
+        };
+        let ifindex = netdev::ifindex(name).map_err(io(format!("interface {name}")))?;
+        let mac = netdev::mac(name).map_err(io(format!("MAC address of {name}")))?;
+        if self.egress.get(ifindex, 0).is_err() {
+            self.egress
+                .insert(ifindex, ifindex, None, 0)
+                .map_err(|e| err(format!("adding {name} to EGRESS: {e}")))?;
+        }
+        Ok(Egress { ifindex, mac })
+    }
+
+    fn per_cpu<T: aya::Pod>(&self, value: T) -> Result<PerCpuValues<T>, DataplaneError> {
+        PerCpuValues::try_from(vec![value; self.ncpus]).map_err(|e| err(format!("{e}")))
+    }
+
+    /// Writes members, counters, cursor and finally the group row of `gid`.
+    fn write_group(
+        &mut self,
+        gid: u32,
+        encoded: &mut Encoded,
+        old: Option<(u32, &Encoded)>,
+    ) -> Result<(), DataplaneError> {
+        for (i, m) in encoded.members.iter().enumerate() {
+            let id = member_id(gid, i as u32);
+            // Carry the counters of the same next hop in the group being replaced.
+            let carried = old.and_then(|(old_gid, old_enc)| {
+                let j = old_enc
+                    .members
+                    .iter()
+                    .position(|o| o.ifindex == m.ifindex && o.dst_mac == m.dst_mac)?;
+                self.member_stats.get(&member_id(old_gid, j as u32), 0).ok()
+            });
+            let counters = match carried {
+                Some(c) => c,
+                None => self.per_cpu(MemberCounters::default())?,
+            };
+            self.member_stats
+                .set(id, counters, 0)
+                .map_err(|e| err(format!("MEMBER_STATS[{id}]: {e}")))?;
+            self.member_rows
+                .set(id, m, 0)
+                .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
+        }
+        let zero = self.per_cpu(0u32)?;
+        self.cursors
+            .set(gid, zero, 0)
+            .map_err(|e| err(format!("SPRAY_CURSOR[{gid}]: {e}")))?;
+        self.store_active(gid, encoded.members.iter().map(|m| m.state))?;
+        self.generation = self.generation.wrapping_add(1);
+        encoded.group.generation = self.generation;
+        self.group_rows
+            .set(gid, encoded.group, 0)
+            .map_err(|e| err(format!("GROUPS[{gid}]: {e}")))
+    }
+
+    fn set_route(&mut self, prefix: IpNet, gid: u32, flags: u32) -> Result<(), DataplaneError> {
+        let value = RouteValue { group: gid, flags };
+        let r = match prefix.trunc() {
+            IpNet::V4(n) => self.routes_v4.insert(
+                &Key::new(u32::from(n.prefix_len()), n.network().octets()),
+                value,
+                0,
+            ),
+            IpNet::V6(n) => self.routes_v6.insert(
+                &Key::new(u32::from(n.prefix_len()), n.network().octets()),
+                value,
+                0,
+            ),
+        };
+        r.map_err(|e| err(format!("route {prefix}: {e}")))
+    }
+
+    fn delete_route(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        let r = match prefix.trunc() {
+            IpNet::V4(n) => self
+                .routes_v4
+                .remove(&Key::new(u32::from(n.prefix_len()), n.network().octets())),
+            IpNet::V6(n) => self
+                .routes_v6
+                .remove(&Key::new(u32::from(n.prefix_len()), n.network().octets())),
+        };
+        r.map_err(|e| err(format!("route {prefix}: {e}")))
+    }
+
+    /// GROUP_ACTIVE[gid]: how many of `states` are in service (0).
+    fn store_active(
+        &mut self,
+        gid: u32,
+        states: impl Iterator<Item = u32>,
+    ) -> Result<(), DataplaneError> {
+        let active = states.filter(|s| *s == 0).count() as u32;
+        self.group_active
+            .set(gid, active, 0)
+            .map_err(|e| err(format!("GROUP_ACTIVE[{gid}]: {e}")))
+    }
+
+    fn member_states(&self, gid: u32, n: usize) -> Result<Vec<u32>, DataplaneError> {
+        (0..n).map(|i| Ok(self.member_row(gid, i)?.state)).collect()
+    }
+
+    /// Rewrites the member states of `gid`'s steered copies after a member of it changed
+    /// (`states`: the group's member states now).
+    fn refresh_copies_of(&mut self, gid: u32, states: &[u32]) -> Result<(), DataplaneError> {
+        let copies: Vec<(u32, u32)> = self
+            .steer
+            .copies
+            .iter()
+            .filter(|((g, _), _)| *g == gid)
+            .map(|((_, port), copy)| (*port, *copy))
+            .collect();
+        if copies.is_empty() {
+            return Ok(());
+        }
+        let Some(group) = self
+            .installed
+            .values()
+            .find(|i| i.gid == gid)
+            .map(|i| i.encoded.clone())
+        else {
+            return Ok(());
+        };
+        for (port, copy) in copies {
+            let rows = steer::steered_copy(&group, states, port).members;
+            for (i, row) in rows.iter().enumerate() {
+                let id = member_id(copy, i as u32);
+                self.member_rows
+                    .set(id, row, 0)
+                    .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
+            }
+            self.store_active(copy, rows.iter().map(|m| m.state))?;
+        }
+        Ok(())
+    }
+
+    /// Makes STEER_GROUPS hold a steered copy of every installed group for every port a
+    /// steered flow avoids (plus `extra`), and drops the rest.
+    async fn sync_steered_copies(&mut self, extra: Option<u32>) -> Result<(), DataplaneError> {
+        let mut ports = self.steer.ports();
+        ports.extend(extra);
+        if ports.is_empty() && self.steer.copies.is_empty() {
+            return Ok(());
+        }
+        let mut wanted: Vec<(u32, u32)> = Vec::new();
+        for inst in self.installed.values() {
+            for &port in &ports {
+                if steer::needs_copy(&inst.encoded, port) {
+                    wanted.push((inst.gid, port));
+                }
+            }
+        }
+        for &(gid, port) in &wanted {
+            if self.steer.copies.contains_key(&(gid, port)) {
+                continue;
+            }
+            let Some(group) = self
+                .installed
+                .values()
+                .find(|i| i.gid == gid)
+                .map(|i| i.encoded.clone())
+            else {
+                continue;
+            };
+            let Some((cgid, wait)) = self.ids.take() else {
+                return Err(err("all group ids in use: no steered copy"));
+            };
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            // Members switched off in the group stay off in the copy.
+            let states = self.member_states(gid, group.members.len())?;
+            let mut copy = steer::steered_copy(&group, &states, port);
+            self.arn.clear_group(cgid);
+            self.write_group(cgid, &mut copy, None)?;
+            self.steer.set_copy(gid, port, cgid)?;
+        }
+        let stale: Vec<(u32, u32)> = self
+            .steer
+            .copies
+            .keys()
+            .filter(|key| !wanted.contains(key))
+            .copied()
+            .collect();
+        for (gid, port) in stale {
+            if let Some(copy) = self.steer.drop_copy(gid, port) {
+                self.ids.release(copy);
+            }
+        }
+        self.flag_steered_routes()
+    }
+
+    /// Sets `ROUTE_STEERED` on the routes whose group has steered copies now and clears
+    /// it on the others: only packets of flagged routes look for a steered flow.
+    fn flag_steered_routes(&mut self) -> Result<(), DataplaneError> {
+        let changed: Vec<(IpNet, u32, u32)> = self
+            .installed
+            .iter()
+            .filter_map(|(prefix, inst)| {
+                let want = self.steer.copies.keys().any(|(g, _)| *g == inst.gid);
+                let has = inst.flags & fc::ROUTE_STEERED != 0;
+                (want != has).then_some((*prefix, inst.gid, inst.flags ^ fc::ROUTE_STEERED))
+            })
+            .collect();
+        for (prefix, gid, flags) in changed {
+            self.set_route(prefix, gid, flags)?;
+            if let Some(inst) = self.installed.get_mut(&prefix) {
+                inst.flags = flags;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rewrites the program's (sender, Path ID) -> members table for the installed groups.
+    fn sync_arn(&mut self) {
+        let groups = self.installed.values().map(|i| (i.gid, &i.group));
+        if let Err(e) = self.arn.sync(groups) {
+            tracing::warn!("xdp: ARN table not updated: {e}");
+        }
+    }
+
+    /// The program's ARN reception counters (accepted, malformed, spoofed, ...).
+    pub fn arn_stats(&self) -> Result<BTreeMap<&'static str, u64>, DataplaneError> {
+        self.arn.stats()
+    }
+
+    fn member_row(&self, gid: u32, index: usize) -> Result<fc::Member, DataplaneError> {
+        let id = member_id(gid, index as u32);
+        self.member_rows
+            .get(&id, 0)
+            .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))
+    }
+}
+
+impl Drop for XdpDataplane {
+    fn drop(&mut self) {
+        if let Some(task) = self.log_task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// Writes the configured egress virtual queues (their state starts empty) and removes
+/// queues of ports no longer configured; returns the ports with a queue.
+fn configure_queues(
+    mut q: queues::Queues,
+    specs: &[queues::QueueSpec],
+) -> Result<Vec<u32>, DataplaneError> {
+    let mut wanted = Vec::new();
+    for spec in specs {
+        let ifindex = netdev::ifindex(&spec.interface)
+            .map_err(|e| err(format!("queue on {}: {e}", spec.interface)))?;
+        q.configure(ifindex, spec.rate_bytes_per_s(), spec.limit_bytes)
+            .map_err(|e| err(format!("queue on {}: {e:#}", spec.interface)))?;
+        tracing::info!(interface = %spec.interface, rate_mbps = spec.rate_mbps, limit_bytes = spec.limit_bytes, "xdp: egress virtual queue");
+        wanted.push(ifindex);
+    }
+    for ifindex in q.ifindexes() {
+        if !wanted.contains(&ifindex) {
+            let _ = q.configure(ifindex, 0, 0);
+        }
+    }
+    Ok(wanted)
+}
+
+/// Attaches `program` to `ifname`: through the pinned link when there is one (atomic
+/// replacement of the earlier program, no gap), else with a new link that is pinned.
+fn attach(program: &mut Xdp, pins: &PinDir, ifname: &str) -> Result<FdLink, DataplaneError> {
+    let path = pins.link(ifname);
+    if path.exists() {
+        let replaced = PinnedLink::from_pin(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|pinned| XdpLink::try_from(FdLink::from(pinned)).map_err(|e| e.to_string()))
+            .and_then(|link| program.attach_to_link(link).map_err(|e| e.to_string()))
+            .and_then(|id| program.take_link(id).map_err(|e| e.to_string()))
+            .and_then(|link| FdLink::try_from(link).map_err(|e| e.to_string()));
+        match replaced {
+            Ok(link) => {
+                tracing::info!(
+                    interface = ifname,
+                    "xdp: replaced the program in the pinned link"
+                );
+                return Ok(link);
+            }
+            Err(e) => {
+                tracing::warn!(
+                    interface = ifname,
+                    "xdp: pinned link unusable ({e}), attaching anew"
+                );
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    let ifindex = netdev::ifindex(ifname).map_err(|source| DataplaneError::Io {
+        backend: BACKEND,
+        what: format!("interface {ifname}"),
+        source,
+    })?;
+    let id = program
+        .attach_to_if_index(ifindex, XdpMode::Default)
+        .map_err(|e| err(format!("attaching to {ifname}: {e}")))?;
+    let link = program
+        .take_link(id)
+        .map_err(|e| err(format!("attaching to {ifname}: {e}")))?;
+    let link = FdLink::try_from(link).map_err(|e| {
+        err(format!(
+            "attaching to {ifname}: no bpf_link (kernel too old to pin XDP links): {e}"
+        ))
+    })?;
+    let pinned = link
+        .pin(&path)
+        .map_err(|e| err(format!("pinning {}: {e}", path.display())))?;
+    Ok(FdLink::from(pinned))
+}
+
+/// Attaches the TC spray program to `ifname`'s egress (TCX link, pinned as
+/// `links/tc-<ifname>`), replacing the program in an existing pinned link atomically.
+fn attach_tc_egress(
+    program: &mut SchedClassifier,
+    pins: &PinDir,
+    ifname: &str,
+) -> Result<FdLink, DataplaneError> {
+    let path = pins.link(&format!("tc-{ifname}"));
+    if path.exists() {
+        let replaced = PinnedLink::from_pin(&path)
+            .map_err(|e| e.to_string())
+            .and_then(|p| SchedClassifierLink::try_from(FdLink::from(p)).map_err(|e| e.to_string()))
+            .and_then(|link| program.attach_to_link(link).map_err(|e| e.to_string()))
+            .and_then(|id| program.take_link(id).map_err(|e| e.to_string()))
+            .and_then(|link| FdLink::try_from(link).map_err(|e| e.to_string()));
+        match replaced {
+            Ok(link) => return Ok(link),
+            Err(e) => {
+                tracing::warn!(
+                    interface = ifname,
+                    "xdp: pinned TC link unusable ({e}), attaching anew"
+                );
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+    }
+    let id = program
+        .attach(ifname, TcAttachType::Egress)
+        .map_err(|e| err(format!("TC egress on {ifname}: {e}")))?;
+    let link = program
+        .take_link(id)
+        .map_err(|e| err(format!("TC egress on {ifname}: {e}")))?;
+    let link = FdLink::try_from(link).map_err(|e| {
+        err(format!(
+            "TC egress on {ifname}: no TCX link (kernel before 6.6 cannot pin it): {e}"
+        ))
+    })?;
+    let pinned = link
+        .pin(&path)
+        .map_err(|e| err(format!("pinning {}: {e}", path.display())))?;
+    tracing::info!(interface = ifname, "xdp: TC spray program on egress");
+    Ok(FdLink::from(pinned))
+}
+
+/// What one XDP group holds (`fare_common`'s map layout, shared with the program).
+pub fn xdp_limits() -> GroupLimits {
+    GroupLimits {
+        max_size: Some(fc::MAX_SLOTS as u32),
+        max_members: Some(fc::MAX_MEMBERS_PER_GROUP),
+        max_member_weight: None,
+    }
+}
+
+#[async_trait]
+impl Dataplane for XdpDataplane {
+    fn name(&self) -> &'static str {
+        BACKEND
+    }
+
+    /// The program's map layout: `MAX_SLOTS` replicated-member slots and
+    /// `MAX_MEMBERS_PER_GROUP` members per group (route groups and color groups alike).
+    fn limits(&self) -> GroupLimits {
+        xdp_limits()
+    }
+
+    async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+        self.install_colored(group, &[]).await
+    }
+
+    async fn install_colored(
+        &mut self,
+        group: &Group,
+        colors: &[ColorGroup],
+    ) -> Result<(), DataplaneError> {
+        let resolved = neighbor::fill_macs(group, BACKEND).await?;
+        let group = resolved.as_ref().unwrap_or(group);
+        let mut encoded = encode::encode(group, &mut |name| self.egress(name))?;
+        // Only active colors forward (see dataplane::dpf); each is a group of its own.
+        let mut color_rows: Vec<(u32, Encoded)> = Vec::new();
+        for c in colors.iter().filter(|c| c.active) {
+            if color_rows.len() == fc::MAX_COLORS_PER_ROUTE {
+                tracing::warn!(prefix = %group.prefix, color = c.color, "xdp: too many colors, ignored");
+                break;
+            }
+            let as_group = Group {
+                prefix: group.prefix,
+                mode: group.mode,
+                members: c.members.clone(),
+            };
+            let resolved = neighbor::fill_macs(&as_group, BACKEND).await?;
+            let g = resolved.as_ref().unwrap_or(&as_group);
+            color_rows.push((c.color, encode::encode(g, &mut |name| self.egress(name))?));
+        }
+        if let Some(cur) = self.installed.get_mut(&group.prefix) {
+            if cur.same_forwarding(&encoded, &color_rows) {
+                cur.group = group.clone();
+                self.sync_arn();
+                return Ok(());
+            }
+        }
+        let mut gids = Vec::with_capacity(1 + color_rows.len());
+        for _ in 0..=color_rows.len() {
+            let Some((gid, wait)) = self.ids.take() else {
+                for g in gids {
+                    self.ids.release(g);
+                }
+                return Err(err(format!(
+                    "all {} group ids in use: cannot install {}",
+                    fc::MAX_GROUPS,
+                    group.prefix
+                )));
+            };
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            gids.push(gid);
+        }
+        let gid = gids[0];
+        for g in &gids {
+            self.arn.clear_group(*g);
+        }
+        let mut color_rows: Vec<(u32, u32, Encoded)> = color_rows
+            .into_iter()
+            .zip(&gids[1..])
+            .map(|((c, e), g)| (c, *g, e))
+            .collect();
+        let old = self.installed.remove(&group.prefix);
+        let flags = match self.write_route(
+            group.prefix,
+            gid,
+            &mut encoded,
+            &mut color_rows,
+            old.as_ref(),
+        ) {
+            Ok(flags) => flags,
+            Err(e) => {
+                for g in gids {
+                    self.ids.release(g);
+                }
+                if let Some(old) = old {
+                    self.installed.insert(group.prefix, old);
+                }
+                return Err(e);
+            }
+        };
+        if let Some(old) = old {
+            self.ids.release(old.gid);
+            for c in old.colors {
+                self.ids.release(c.gid);
+            }
+        }
+        let colors = color_rows
+            .into_iter()
+            .map(|(color, gid, encoded)| InstalledColor {
+                color,
+                gid,
+                encoded,
+            })
+            .collect::<Vec<_>>();
+        tracing::debug!(prefix = %group.prefix, gid, colors = colors.len(), "xdp: group installed");
+        self.installed.insert(
+            group.prefix,
+            Installed {
+                gid,
+                group: group.clone(),
+                encoded,
+                colors,
+                flags,
+            },
+        );
+        self.sync_arn();
+        self.sync_steered_copies(None).await
+    }
+
+    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
+        let rows = colors::encode_rules(rules)?;
+        for i in 0..fc::MAX_FLOW_RULES {
+            let row = rows.get(i as usize).copied().unwrap_or_default();
+            self.flow_rules
+                .set(i, row, 0)
+                .map_err(|e| err(format!("FLOW_RULES[{i}]: {e}")))?;
+        }
+        tracing::info!(rules = rows.len(), "xdp: DPF flow rules set");
+        Ok(())
+    }
+
+    async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        let old = self
+            .installed
+            .remove(&prefix)
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        if let Err(e) = self.delete_route(prefix) {
+            self.installed.insert(prefix, old);
+            return Err(e);
+        }
+        self.ids.release(old.gid);
+        for c in old.colors {
+            self.ids.release(c.gid);
+        }
+        self.sync_arn();
+        self.sync_steered_copies(None).await
+    }
+
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
+        let mut out = Vec::with_capacity(self.installed.len());
+        for inst in self.installed.values() {
+            let members = (0..inst.group.members.len())
+                .map(|i| self.member_status(inst.gid, i))
+                .collect::<Result<Vec<_>, _>>()?;
+            let mut colors = Vec::with_capacity(inst.colors.len());
+            for c in &inst.colors {
+                // The color group as its rows hold it (via = neighbor MAC, weight = slots).
+                let mut ifname = |ifindex| {
+                    netdev::ifname(ifindex).unwrap_or_else(|_| format!("ifindex{ifindex}"))
+                };
+                let Some(group) = encode::decode(
+                    inst.group.prefix,
+                    &c.encoded.group,
+                    &c.encoded.members,
+                    &mut ifname,
+                ) else {
+                    continue;
+                };
+                let status = (0..group.members.len())
+                    .map(|i| self.member_status(c.gid, i))
+                    .collect::<Result<Vec<_>, _>>()?;
+                colors.push(ColorStatus {
+                    color: c.color,
+                    members: group.members,
+                    status,
+                    fit: None,
+                });
+            }
+            out.push(GroupStatus {
+                group: inst.group.clone(),
+                members,
+                colors,
+                fit: None,
+            });
+        }
+        Ok(out)
+    }
+
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        active: bool,
+    ) -> Result<(), DataplaneError> {
+        let inst = self
+            .installed
+            .get(&prefix)
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        let gid = inst.gid;
+        let n = inst.group.members.len();
+        if index >= n {
+            return Err(err(format!("{prefix} has no member {index}")));
+        }
+        let mut states = self.member_states(gid, n)?;
+        let forwarding: Vec<bool> = states.iter().map(|s| *s == 0).collect();
+        super::keep_last_active(prefix, &forwarding, index, active)?;
+        let mut row = self.member_row(gid, index)?;
+        row.state = if active {
+            0
+        } else {
+            row.state | fc::MEMBER_ADMIN_DOWN
+        };
+        let id = member_id(gid, index as u32);
+        self.member_rows
+            .set(id, row, 0)
+            .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
+        states[index] = row.state;
+        self.store_active(gid, states.iter().copied())?;
+        self.refresh_copies_of(gid, &states)
+    }
+
+    async fn steer_flow(
+        &mut self,
+        flow: &fare_arn::codec::FlowId,
+        interface: &str,
+        avoid: bool,
+    ) -> Result<bool, DataplaneError> {
+        let key = steer::key_of(flow);
+        if !avoid {
+            if self.steer.remove(&key) {
+                self.sync_steered_copies(None).await?;
+            }
+            return Ok(true);
+        }
+        let port = netdev::ifindex(interface).map_err(|e| err(format!("{interface}: {e}")))?;
+        // The copies first, then the flow entry that sends packets to them.
+        self.sync_steered_copies(Some(port)).await?;
+        if !self.steer.add(key, port)? {
+            self.sync_steered_copies(None).await?;
+            return Ok(false);
+        }
+        tracing::info!(%interface, flows = self.steer.steered.len(), copies = self.steer.copies.len(), "xdp: flow steered off a port (ARN per-flow mode)");
+        Ok(true)
+    }
+}

@@ -1,0 +1,910 @@
+//! Link changes on a running lab — `fail`, `degrade`, `congest`, `restore` — and the
+//! convergence they cause, measured from the agents' groups.
+//!
+//! With `--routing bgp` the agents converge by themselves: a failed link drops its
+//! session; a degraded link's new bandwidth reaches the two agents at its ends through
+//! their management API (`fare set bandwidth`, no restart), as a lane failure changes a
+//! port's speed. With `--routing static` the lab plays the controller: it recomputes every
+//! group like `fare weights --fail/--degrade` and restarts the agents whose groups changed
+//! (an agent re-attaches make-before-break).
+//!
+//! Convergence = every session up (except those over failed links) and every agent's
+//! groups equal to the model's (`sim`, as `fare weights --mode M --fail/--degrade` with the
+//! lab's changes), compared as member -> weight ratios per (node, prefix) through the
+//! management sockets. Convergence time = from the change until then. What still differs
+//! when the timeout ends is returned as [`Mismatch`]es; the CLI prints them and exits 1.
+
+use super::agents;
+use super::plan::{LinkPlan, Plan, Routing};
+use super::state::{self, LabState, LinkChange, StateDir};
+use super::sys;
+use super::up;
+use super::LabError;
+use fare_model::sim;
+use fare_model::topology;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+#[derive(clap::Args, Debug)]
+pub struct FailArgs {
+    /// `A-B` (every link between nodes A and B) or a link name (`S1-L1#2`).
+    pub link: String,
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Seconds to wait for convergence.
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Report, but exit 0 even when the fabric has not converged to the model in time.
+    #[arg(long)]
+    pub no_check: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct DegradeArgs {
+    /// `A-B=GBPS`: every link between A and B (or the named link) runs at GBPS.
+    pub spec: String,
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Report, but exit 0 even when the fabric has not converged to the model in time.
+    #[arg(long)]
+    pub no_check: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct CongestArgs {
+    /// `A-B`: the direction from A to B is congested (A's queue toward B fills).
+    pub link: String,
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The shaper drops to this percentage of the link's capacity.
+    #[arg(long, default_value_t = 10.0)]
+    pub percent: f64,
+    /// Restore after this many seconds (0 = stay congested until `fare lab restore`).
+    #[arg(long, default_value_t = 0.0)]
+    pub duration: f64,
+    #[arg(long)]
+    pub json: bool,
+    /// Exit 0 even when the agents (with ARN on) logged no ARN.
+    #[arg(long)]
+    pub no_check: bool,
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RestoreArgs {
+    /// `A-B` or a link name; `all` restores every change.
+    pub link: String,
+    #[arg(long)]
+    pub name: Option<String>,
+    #[arg(long, default_value_t = 30.0)]
+    pub timeout: f64,
+    /// Report, but exit 0 even when the fabric has not converged to the model in time.
+    #[arg(long)]
+    pub no_check: bool,
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The links a user's `A-B` (or link name) means, with the two node names.
+pub fn resolve<'p>(
+    plan: &'p Plan,
+    spec: &str,
+) -> Result<(String, String, Vec<&'p LinkPlan>), LabError> {
+    if let Some(l) = plan.links.iter().find(|l| l.name == spec) {
+        return Ok((l.a.clone(), l.b.clone(), vec![l]));
+    }
+    // Node names may contain '-': try every split point.
+    for (i, _) in spec.match_indices('-') {
+        let (a, b) = (&spec[..i], &spec[i + 1..]);
+        if plan.node(a).is_some() && plan.node(b).is_some() {
+            let links = plan.links_between(a, b);
+            if links.is_empty() {
+                return Err(LabError::Input(format!("no link between {a} and {b}")));
+            }
+            return Ok((a.to_string(), b.to_string(), links));
+        }
+    }
+    Err(LabError::Input(format!(
+        "`{spec}` is neither A-B (two nodes of lab {}) nor a link name",
+        plan.lab
+    )))
+}
+
+/// [`resolve`] for `fail` and `degrade`: those are recorded, and modelled (`fare weights
+/// --fail/--degrade`), per node pair, so one of several parallel links alone is refused
+/// (it would leave the model behind).
+fn resolve_pair<'p>(
+    plan: &'p Plan,
+    spec: &str,
+) -> Result<(String, String, Vec<&'p LinkPlan>), LabError> {
+    let (a, b, links) = resolve(plan, spec)?;
+    let all = plan.links_between(&a, &b);
+    // `A-B` is also the name of the first of parallel links: as a pair it means them all.
+    if spec == format!("{a}-{b}") || spec == format!("{b}-{a}") {
+        return Ok((a, b, all));
+    }
+    let all = all.len();
+    if links.len() < all {
+        return Err(LabError::Input(format!(
+            "`{spec}` is one of {all} links between {a} and {b}: fail and degrade apply to \
+             every link of a node pair, name it {a}-{b}"
+        )));
+    }
+    Ok((a, b, links))
+}
+
+/// The result of a change: when it was made and how long the fabric took to converge.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ChangeReport {
+    pub change: String,
+    pub links: Vec<String>,
+    /// Seconds from the change until every agent showed the expected groups; None when
+    /// the agents did not get there within the timeout (or there are no agents).
+    pub convergence_s: Option<f64>,
+    /// Agents restarted by the lab (static routing).
+    pub restarted: Vec<String>,
+    /// Agents given the new link bandwidth through their management socket (BGP).
+    pub bandwidth_set: Vec<String>,
+    /// What still differed from the model when the timeout ended (empty: converged).
+    pub mismatches: Vec<Mismatch>,
+}
+
+/// One difference between the live fabric and the model.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Mismatch {
+    pub node: String,
+    /// The prefix of a group, or `session NEIGHBOR` (the far node) for a session down, or
+    /// `agent` when the agent did not answer.
+    pub what: String,
+    /// Members and weights (`S1:3 S2:4`, reduced by their gcd) or a session state.
+    pub live: String,
+    pub model: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} {}: live {} | model {}",
+            self.node, self.what, self.live, self.model
+        )
+    }
+}
+
+fn sim_changes(changes: &[LinkChange]) -> Vec<sim::Change> {
+    changes
+        .iter()
+        .filter_map(|c| match c {
+            LinkChange::Fail { a, b } => Some(sim::Change::Fail(a.clone(), b.clone())),
+            LinkChange::Degrade { a, b, gbps } => {
+                Some(sim::Change::Degrade(a.clone(), b.clone(), *gbps))
+            }
+            // Congestion is invisible to BGP: ARN handles it.
+            LinkChange::Congest { .. } => None,
+        })
+        .collect()
+}
+
+/// Current capacity (Gbps) of every link after the recorded changes (0 = failed).
+pub fn current_gbps(state: &LabState) -> HashMap<String, f64> {
+    let mut m: HashMap<String, f64> = state
+        .plan
+        .links
+        .iter()
+        .map(|l| (l.name.clone(), l.gbps))
+        .collect();
+    for c in &state.changes {
+        let (a, b, g) = match c {
+            LinkChange::Fail { a, b } => (a, b, Some(0.0)),
+            LinkChange::Degrade { a, b, gbps } => (a, b, Some(*gbps)),
+            LinkChange::Congest { .. } => continue,
+        };
+        for l in state.plan.links_between(a, b) {
+            if let Some(g) = g {
+                m.insert(l.name.clone(), g);
+            }
+        }
+    }
+    m
+}
+
+/// The groups the fabric should converge to, given the recorded changes.
+pub fn expected_groups(state: &LabState) -> Result<Vec<sim::RouteGroup>, LabError> {
+    let topo = topology::load(&state.topology)
+        .map_err(|e| LabError::Input(format!("topology of the lab: {e}")))?;
+    Ok(up::ideal_groups(
+        &topo,
+        state.mode,
+        None,
+        &sim_changes(&state.changes),
+    ))
+}
+
+/// node -> prefix -> interface -> weight, from the expected groups.
+type GroupView = BTreeMap<String, BTreeMap<String, BTreeMap<String, u64>>>;
+
+fn expected_view(plan: &Plan, groups: &[sim::RouteGroup]) -> GroupView {
+    let mut v = GroupView::new();
+    for g in groups {
+        let Some(node) = plan.node(&g.node) else {
+            continue;
+        };
+        let entry = v
+            .entry(g.node.clone())
+            .or_default()
+            .entry(g.prefix.to_string())
+            .or_default();
+        for m in &g.members {
+            if let Some(p) = node.ports.iter().find(|p| p.link == m.link) {
+                *entry.entry(p.interface.clone()).or_insert(0) += u64::from(m.weight);
+            }
+        }
+    }
+    v
+}
+
+/// What an agent reports (`fare show groups --json`), in the same shape: the members
+/// that forward (active).
+fn agent_view(groups: &Value) -> BTreeMap<String, BTreeMap<String, u64>> {
+    let mut out = BTreeMap::new();
+    for g in groups.as_array().into_iter().flatten() {
+        let Some(prefix) = g["prefix"].as_str() else {
+            continue;
+        };
+        let entry: &mut BTreeMap<String, u64> = out.entry(prefix.to_string()).or_default();
+        for m in g["members"].as_array().into_iter().flatten() {
+            // A member the data plane holds out (ARN, port down) forwards nothing.
+            if m["active"] == Value::Bool(false) {
+                continue;
+            }
+            if let Some(i) = m["interface"].as_str() {
+                *entry.entry(i.to_string()).or_insert(0) += m["weight"].as_u64().unwrap_or(1);
+            }
+        }
+    }
+    out
+}
+
+fn normalized(m: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    let g = m.values().fold(0u64, |a, &b| gcd(a, b)).max(1);
+    m.iter().map(|(k, v)| (k.clone(), v / g)).collect()
+}
+
+fn gcd(a: u64, b: u64) -> u64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+/// Names members in a diff: the far node, or the link's name when the node has several
+/// links to it.
+fn member_label(node: &super::plan::NodePlan, interface: &str) -> String {
+    let Some(port) = node.ports.iter().find(|p| p.interface == interface) else {
+        return interface.to_string();
+    };
+    if node.ports.iter().filter(|p| p.peer == port.peer).count() > 1 {
+        port.link.clone()
+    } else {
+        port.peer.clone()
+    }
+}
+
+fn group_text(node: &super::plan::NodePlan, members: Option<&BTreeMap<String, u64>>) -> String {
+    let Some(m) = members.filter(|m| !m.is_empty()) else {
+        return "no group".into();
+    };
+    let mut parts: Vec<String> = normalized(m)
+        .iter()
+        .map(|(i, w)| format!("{}:{w}", member_label(node, i)))
+        .collect();
+    parts.sort();
+    parts.join(" ")
+}
+
+/// Links failed by the recorded changes (their sessions are expected down).
+fn failed_links(state: &LabState) -> BTreeSet<String> {
+    current_gbps(state)
+        .into_iter()
+        .filter(|(_, g)| *g <= 0.0)
+        .map(|(l, _)| l)
+        .collect()
+}
+
+/// Differences between what the agents report and the model: per node, every prefix
+/// either side has a group for (member interfaces and weight ratios), then — when
+/// `sessions` — every session not Established over a link that is not failed.
+pub fn check(
+    fare: &std::path::Path,
+    dir: &StateDir,
+    state: &LabState,
+    expected: &GroupView,
+    sessions: bool,
+) -> Vec<Mismatch> {
+    let plan = &state.plan;
+    let failed = failed_links(state);
+    let mut out = Vec::new();
+    for node in &plan.nodes {
+        let want = expected.get(&node.name).cloned().unwrap_or_default();
+        let Some(groups) = agents::show_json(fare, dir, &node.name, "groups") else {
+            out.push(Mismatch {
+                node: node.name.clone(),
+                what: "agent".into(),
+                live: "no answer on its management socket".into(),
+                model: "running".into(),
+            });
+            continue;
+        };
+        let have = agent_view(&groups);
+        let prefixes: BTreeSet<&String> = want.keys().chain(have.keys()).collect();
+        for prefix in prefixes {
+            let (h, w) = (have.get(prefix), want.get(prefix));
+            let same = match (h, w) {
+                (Some(h), Some(w)) => normalized(h) == normalized(w),
+                (None, None) => true,
+                (Some(x), None) | (None, Some(x)) => x.is_empty(),
+            };
+            if !same {
+                out.push(Mismatch {
+                    node: node.name.clone(),
+                    what: prefix.clone(),
+                    live: group_text(node, h),
+                    model: group_text(node, w),
+                });
+            }
+        }
+        if !sessions {
+            continue;
+        }
+        let neighbors = agents::show_json(fare, dir, &node.name, "neighbors");
+        for n in neighbors
+            .as_ref()
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let st = n["state"].as_str().unwrap_or("?");
+            if st == "Established" {
+                continue;
+            }
+            let addr = n["address"].as_str().unwrap_or("");
+            let port = node.ports.iter().find(|p| p.peer_addr.to_string() == addr);
+            if port.is_some_and(|p| failed.contains(&p.link)) {
+                continue;
+            }
+            out.push(Mismatch {
+                node: node.name.clone(),
+                what: format!(
+                    "session {}",
+                    port.map(|p| member_label(node, &p.interface))
+                        .unwrap_or_else(|| addr.to_string())
+                ),
+                live: st.to_string(),
+                model: "Established".into(),
+            });
+        }
+    }
+    out
+}
+
+/// Waits until [`check`] finds nothing (groups first, then sessions). Returns the
+/// seconds since `since`, or what still differs when `timeout` has passed.
+pub(super) fn wait_converged(
+    fare: &std::path::Path,
+    dir: &StateDir,
+    state: &LabState,
+    since: Instant,
+    timeout: Duration,
+) -> Result<Result<f64, Vec<Mismatch>>, LabError> {
+    if state.agents.is_empty() {
+        return Ok(Err(Vec::new()));
+    }
+    let expected = expected_view(&state.plan, &expected_groups(state)?);
+    loop {
+        let groups_left = check(fare, dir, state, &expected, false);
+        if groups_left.is_empty() {
+            // Converged when the groups were right (the sessions behind them are checked
+            // next and only decide whether this counts).
+            let at = since.elapsed().as_secs_f64();
+            if check(fare, dir, state, &expected, true).is_empty() {
+                return Ok(Ok(at));
+            }
+        }
+        if since.elapsed() > timeout {
+            let left = check(fare, dir, state, &expected, true);
+            if left.is_empty() {
+                return Ok(Ok(since.elapsed().as_secs_f64()));
+            }
+            tracing::debug!(
+                "not converged to the model after {timeout:?}: {} differences",
+                left.len()
+            );
+            return Ok(Err(left));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn set_links(state: &LabState, links: &[&LinkPlan], up_: bool) -> Result<(), LabError> {
+    for l in links {
+        for (node, ifname) in [(&l.a, &l.a_interface), (&l.b, &l.b_interface)] {
+            let ns = state
+                .plan
+                .node(node)
+                .map(|n| n.ns.clone())
+                .unwrap_or_default();
+            sys::run(
+                "ip",
+                &[
+                    "-n",
+                    &ns,
+                    "link",
+                    "set",
+                    ifname,
+                    if up_ { "up" } else { "down" },
+                ],
+            )?;
+        }
+    }
+    Ok(())
+}
+
+fn shape(state: &LabState, node: &str, ifname: &str, gbps: f64) -> Result<(), LabError> {
+    let ns = state
+        .plan
+        .node(node)
+        .map(|n| n.ns.clone())
+        .unwrap_or_default();
+    let kbit = state.plan.options.rate_kbit(gbps);
+    sys::tc_batch(&ns, &up::tbf("change", ifname, kbit))?;
+    let xdp = state.plan.options.dataplane == super::plan::DataplaneKind::Xdp
+        && !state.plan.node(node).is_some_and(|n| n.bmv2)
+        && !state.agents.is_empty();
+    if xdp {
+        // XDP-redirected frames skip the tbf: change the program's virtual queue too.
+        set_virtual_queue_rate(&ns, ifname, kbit)?;
+    }
+    Ok(())
+}
+
+/// A new rate for the XDP program's virtual queue on `ifname` in `ns`.
+pub fn set_virtual_queue_rate(ns: &str, ifname: &str, kbit: u64) -> Result<(), LabError> {
+    let ifindex = sys::ifindex(ns, ifname)?;
+    let root = std::path::Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT);
+    fare_dataplane::xdp::queues::Queues::open(root, ns)
+        .and_then(|mut q| q.set_rate(ifindex, kbit * 1000 / 8))
+        .map_err(|e| LabError::Input(format!("virtual queue of {ifname} in {ns}: {e:#}")))
+}
+
+/// Rewrites the configurations of `nodes` for the current changes: the current link
+/// bandwidths (BGP) or groups (static), so that a restarted agent starts from them.
+fn write_configs(dir: &StateDir, state: &LabState, nodes: &[String]) -> Result<(), LabError> {
+    let groups = expected_groups(state)?;
+    let gbps = current_gbps(state);
+    let mut plan = state.plan.clone();
+    for n in &mut plan.nodes {
+        for p in &mut n.ports {
+            if let Some(&g) = gbps.get(&p.link) {
+                if g > 0.0 {
+                    p.gbps = g;
+                }
+            }
+        }
+    }
+    for name in nodes {
+        let Some(node) = plan.node(name) else {
+            continue;
+        };
+        let text = agents::config_yaml(&plan, node, &dir.socket(name), &groups, state.mode)?;
+        std::fs::write(dir.config(name), text)?;
+    }
+    Ok(())
+}
+
+/// Rewrites the configurations of `nodes` for the current changes and restarts their agents.
+fn restart_agents(dir: &StateDir, state: &mut LabState, nodes: &[String]) -> Result<(), LabError> {
+    if state.agents.is_empty() || nodes.is_empty() {
+        return Ok(());
+    }
+    write_configs(dir, state, nodes)?;
+    let fare = up::fare_binary();
+    for name in nodes {
+        let Some(node) = state.plan.node(name).cloned() else {
+            continue;
+        };
+        if let Some(entry) = state.agents.iter_mut().find(|(n, _)| n == name) {
+            let old = entry.1 as i32;
+            sys::kill(old, nix::sys::signal::Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(3);
+            while sys::alive(old) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            if sys::alive(old) {
+                sys::kill(old, nix::sys::signal::Signal::SIGKILL);
+            }
+            let _ = std::fs::remove_file(dir.socket(name));
+            entry.1 = agents::spawn(&fare, &node, dir)?;
+        }
+    }
+    dir.save(state)?;
+    Ok(())
+}
+
+/// BGP routing: gives the agents at both ends of `links` the links' new bandwidth through
+/// their management sockets (`fare set bandwidth --interface`), no restart, and records it
+/// in their configurations. Returns the nodes told.
+fn set_bandwidths(
+    dir: &StateDir,
+    state: &LabState,
+    links: &[LinkPlan],
+    gbps: impl Fn(&LinkPlan) -> f64,
+) -> Result<Vec<String>, LabError> {
+    if state.agents.is_empty() || state.plan.options.routing != Routing::Bgp {
+        return Ok(Vec::new());
+    }
+    let fare = up::fare_binary();
+    let mut told = Vec::new();
+    for l in links {
+        let g = format!("{}", gbps(l));
+        for (node, ifname) in [(&l.a, &l.a_interface), (&l.b, &l.b_interface)] {
+            let socket = dir.socket(node);
+            sys::run(
+                &fare.to_string_lossy(),
+                &[
+                    "set",
+                    "bandwidth",
+                    "--socket",
+                    &socket.to_string_lossy(),
+                    "--interface",
+                    ifname,
+                    &g,
+                ],
+            )
+            .map_err(|e| LabError::AgentFailed(format!("bandwidth of {ifname} on {node}: {e}")))?;
+            told.push(node.clone());
+        }
+    }
+    told.sort();
+    told.dedup();
+    write_configs(dir, state, &told)?;
+    Ok(told)
+}
+
+/// Nodes whose expected groups differ between two sets of changes.
+fn changed_nodes(state: &LabState, before: &[LinkChange]) -> Result<Vec<String>, LabError> {
+    let mut old = state.clone();
+    old.changes = before.to_vec();
+    let a = expected_view(&state.plan, &expected_groups(&old)?);
+    let b = expected_view(&state.plan, &expected_groups(state)?);
+    Ok(state
+        .plan
+        .nodes
+        .iter()
+        .filter(|n| a.get(&n.name) != b.get(&n.name))
+        .map(|n| n.name.clone())
+        .collect())
+}
+
+fn load(name: Option<&str>) -> Result<(StateDir, LabState), LabError> {
+    let dir = StateDir::find(name)?;
+    let state = dir.load()?;
+    Ok((dir, state))
+}
+
+fn finish(
+    dir: &StateDir,
+    state: &mut LabState,
+    before: Vec<LinkChange>,
+    report: &mut ChangeReport,
+    since: Instant,
+    timeout: f64,
+) -> Result<(), LabError> {
+    dir.save(state)?;
+    let mut restart = Vec::new();
+    if state.plan.options.routing == Routing::Static {
+        restart.extend(changed_nodes(state, &before)?);
+    }
+    restart.sort();
+    restart.dedup();
+    restart_agents(dir, state, &restart)?;
+    report.restarted = restart;
+    match wait_converged(
+        &up::fare_binary(),
+        dir,
+        state,
+        since,
+        Duration::from_secs_f64(timeout.clamp(0.0, 3600.0)),
+    )? {
+        Ok(s) => report.convergence_s = Some(s),
+        Err(left) => report.mismatches = left,
+    }
+    dir.event(
+        &json!({"at": state::now(), "event": "converged", "change": report.change,
+        "convergence_s": report.convergence_s, "restarted": report.restarted,
+        "bandwidth_set": report.bandwidth_set, "mismatches": report.mismatches.len()}),
+    );
+    Ok(())
+}
+
+pub fn fail(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeReport, LabError> {
+    let (dir, mut state) = load(name)?;
+    let (a, b, links) = resolve_pair(&state.plan, spec)?;
+    let links: Vec<LinkPlan> = links.into_iter().cloned().collect();
+    let before = state.changes.clone();
+    let since = Instant::now();
+    set_links(&state, &links.iter().collect::<Vec<_>>(), false)?;
+    dir.event(&json!({"at": state::now(), "event": "fail", "a": a, "b": b}));
+    state.changes.push(LinkChange::Fail {
+        a: a.clone(),
+        b: b.clone(),
+    });
+    let mut report = ChangeReport {
+        change: format!("fail {a}-{b}"),
+        links: links.iter().map(|l| l.name.clone()).collect(),
+        convergence_s: None,
+        restarted: Vec::new(),
+        bandwidth_set: Vec::new(),
+        mismatches: Vec::new(),
+    };
+    finish(&dir, &mut state, before, &mut report, since, timeout)?;
+    Ok(report)
+}
+
+pub fn degrade(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeReport, LabError> {
+    let (dir, mut state) = load(name)?;
+    let (pair, g) = spec
+        .rsplit_once('=')
+        .ok_or_else(|| LabError::Input(format!("`{spec}`: expected A-B=GBPS")))?;
+    let gbps: f64 = g
+        .parse()
+        .ok()
+        .filter(|g: &f64| g.is_finite() && *g > 0.0)
+        .ok_or_else(|| LabError::Input(format!("`{spec}`: GBPS must be a positive number")))?;
+    let (a, b, links) = resolve_pair(&state.plan, pair)?;
+    let links: Vec<LinkPlan> = links.into_iter().cloned().collect();
+    let before = state.changes.clone();
+    let since = Instant::now();
+    for l in &links {
+        shape(&state, &l.a, &l.a_interface, gbps)?;
+        shape(&state, &l.b, &l.b_interface, gbps)?;
+    }
+    dir.event(&json!({"at": state::now(), "event": "degrade", "a": a, "b": b, "gbps": gbps}));
+    state.changes.push(LinkChange::Degrade {
+        a: a.clone(),
+        b: b.clone(),
+        gbps,
+    });
+    let mut report = ChangeReport {
+        change: format!("degrade {a}-{b}={gbps}"),
+        links: links.iter().map(|l| l.name.clone()).collect(),
+        convergence_s: None,
+        restarted: Vec::new(),
+        bandwidth_set: Vec::new(),
+        mismatches: Vec::new(),
+    };
+    // BGP agents: the two ends learn the new bandwidth at run time.
+    report.bandwidth_set = set_bandwidths(&dir, &state, &links, |_| gbps)?;
+    finish(&dir, &mut state, before, &mut report, since, timeout)?;
+    Ok(report)
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CongestReport {
+    pub change: String,
+    pub links: Vec<String>,
+    pub percent: f64,
+    /// The agents run ARN (the lab was not brought up with `--no-arn`).
+    pub arn_enabled: bool,
+    /// ARN lines the agents logged after the change: (node, seconds after it, line).
+    pub arn: Vec<(String, f64, String)>,
+}
+
+pub fn congest(
+    name: Option<&str>,
+    spec: &str,
+    percent: f64,
+    duration: f64,
+) -> Result<CongestReport, LabError> {
+    if !(percent.is_finite() && percent > 0.0 && percent <= 100.0) {
+        return Err(LabError::Input("--percent must be in (0, 100]".into()));
+    }
+    let (dir, mut state) = load(name)?;
+    let (a, b, links) = resolve(&state.plan, spec)?;
+    let links: Vec<LinkPlan> = links.into_iter().cloned().collect();
+    let t0 = state::now();
+    for l in &links {
+        let ifname = if l.a == a {
+            &l.a_interface
+        } else {
+            &l.b_interface
+        };
+        shape(&state, &a, ifname, l.gbps * percent / 100.0)?;
+    }
+    dir.event(&json!({"at": t0, "event": "congest", "a": a, "b": b, "percent": percent}));
+    state.changes.push(LinkChange::Congest {
+        a: a.clone(),
+        b: b.clone(),
+        percent,
+    });
+    dir.save(&state)?;
+    let mut report = CongestReport {
+        change: format!("congest {a}-{b} to {percent}%"),
+        links: links.iter().map(|l| l.name.clone()).collect(),
+        percent,
+        arn_enabled: state.plan.options.arn.is_some() && !state.agents.is_empty(),
+        arn: Vec::new(),
+    };
+    if duration > 0.0 {
+        std::thread::sleep(Duration::from_secs_f64(duration.min(3600.0)));
+        report.arn = arn_lines(&dir, &state, t0);
+        restore(name, &format!("{a}-{b}"), 0.0)?;
+    } else {
+        std::thread::sleep(Duration::from_secs(1));
+        report.arn = arn_lines(&dir, &state, t0);
+    }
+    for (node, dt, line) in &report.arn {
+        dir.event(&json!({"at": t0 + dt, "event": "arn", "node": node, "line": line}));
+    }
+    Ok(report)
+}
+
+/// Lines mentioning ARN in the agents' logs written after unix time `since`, with their
+/// delay. Log lines start with an RFC 3339 timestamp (tracing's default format).
+pub fn arn_lines(dir: &StateDir, state: &LabState, since: f64) -> Vec<(String, f64, String)> {
+    let mut out = Vec::new();
+    for (node, _) in &state.agents {
+        let text = std::fs::read_to_string(dir.log(node)).unwrap_or_default();
+        for line in text
+            .lines()
+            .filter(|l| l.to_ascii_lowercase().contains("arn"))
+        {
+            let Some(at) = line.split_whitespace().next().and_then(parse_rfc3339) else {
+                continue;
+            };
+            if at >= since {
+                out.push((node.clone(), at - since, line.chars().take(200).collect()));
+            }
+        }
+    }
+    out.sort_by(|x, y| x.1.total_cmp(&y.1));
+    out.truncate(50);
+    out
+}
+
+/// `2026-11-22T03:22:09.123456Z` -> unix seconds (UTC only, as tracing writes it).
+pub fn parse_rfc3339(s: &str) -> Option<f64> {
+    let s = s.strip_suffix('Z')?;
+    let (date, time) = s.split_once('T')?;
+    let mut d = date.split('-').map(|x| x.parse::<i64>());
+    let (y, m, dd) = (d.next()?.ok()?, d.next()?.ok()?, d.next()?.ok()?);
+    let mut t = time.split(':');
+    let (hh, mm) = (
+        t.next()?.parse::<i64>().ok()?,
+        t.next()?.parse::<i64>().ok()?,
+    );
+    let ss: f64 = t.next()?.parse().ok()?;
+    // Days from civil (H. Hinnant's algorithm).
+    let y2 = if m <= 2 { y - 1 } else { y };
+    let era = y2.div_euclid(400);
+    let yoe = y2 - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + dd - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some((days * 86_400 + hh * 3600 + mm * 60) as f64 + ss)
+}
+
+pub fn restore(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeReport, LabError> {
+    let (dir, mut state) = load(name)?;
+    let pairs: Vec<(String, String)> = if spec == "all" {
+        state
+            .changes
+            .iter()
+            .map(|c| match c {
+                LinkChange::Fail { a, b }
+                | LinkChange::Degrade { a, b, .. }
+                | LinkChange::Congest { a, b, .. } => (a.clone(), b.clone()),
+            })
+            .collect()
+    } else {
+        let (a, b, _) = resolve(&state.plan, spec)?;
+        vec![(a, b)]
+    };
+    let before = state.changes.clone();
+    let since = Instant::now();
+    let mut names = Vec::new();
+    let mut undegraded: Vec<LinkPlan> = Vec::new();
+    for (a, b) in &pairs {
+        let links: Vec<LinkPlan> = state
+            .plan
+            .links_between(a, b)
+            .into_iter()
+            .cloned()
+            .collect();
+        set_links(&state, &links.iter().collect::<Vec<_>>(), true)?;
+        for l in &links {
+            shape(&state, &l.a, &l.a_interface, l.gbps)?;
+            shape(&state, &l.b, &l.b_interface, l.gbps)?;
+            names.push(l.name.clone());
+        }
+        if state.changes.iter().any(|c| matches!(c, LinkChange::Degrade { a: x, b: y, .. } if (x == a && y == b) || (x == b && y == a)))
+        {
+            undegraded.extend(links.iter().cloned());
+        }
+        state.changes.retain(|c| {
+            let (x, y) = match c {
+                LinkChange::Fail { a, b }
+                | LinkChange::Degrade { a, b, .. }
+                | LinkChange::Congest { a, b, .. } => (a, b),
+            };
+            !((x == a && y == b) || (x == b && y == a))
+        });
+        dir.event(&json!({"at": state::now(), "event": "restore", "a": a, "b": b}));
+    }
+    let mut report = ChangeReport {
+        change: format!("restore {spec}"),
+        links: names,
+        convergence_s: None,
+        restarted: Vec::new(),
+        bandwidth_set: Vec::new(),
+        mismatches: Vec::new(),
+    };
+    // BGP agents: the links' own capacity again, at run time.
+    report.bandwidth_set = set_bandwidths(&dir, &state, &undegraded, |l| l.gbps)?;
+    finish(&dir, &mut state, before, &mut report, since, timeout)?;
+    Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_parses_tracing_timestamps() {
+        assert_eq!(parse_rfc3339("1970-01-01T00:00:01.5Z"), Some(1.5));
+        assert_eq!(parse_rfc3339("2000-03-01T00:00:00Z"), Some(951_868_800.0));
+        assert_eq!(parse_rfc3339("garbage"), None);
+        assert_eq!(parse_rfc3339("\u{1b}[2m2000"), None);
+    }
+
+    #[test]
+    fn fail_and_degrade_take_node_pairs() {
+        let t = fare_model::topology::parse(
+            std::path::Path::new("t.yaml"),
+            "name: t\nnodes:\n  - {name: A, role: leaf, asn: 1, prefixes: [10.0.0.0/24]}\n  \
+             - {name: B, role: spine, asn: 2}\n  - {name: C, role: leaf, asn: 3}\n\
+             links:\n  - {a: A, b: B, gbps: 100}\n  - {a: A, b: B, gbps: 100}\n  \
+             - {a: B, b: C, gbps: 100, name: up}\n",
+        )
+        .unwrap();
+        let plan = crate::plan::plan(&t, "t", &Default::default()).unwrap();
+        // The pair means both parallel links, also though `A-B` names the first one.
+        let names = |r: (String, String, Vec<&LinkPlan>)| -> Vec<String> {
+            r.2.iter().map(|l| l.name.clone()).collect()
+        };
+        assert_eq!(names(resolve_pair(&plan, "A-B").unwrap()), ["A-B", "A-B#2"]);
+        assert_eq!(names(resolve_pair(&plan, "B-A").unwrap()), ["A-B", "A-B#2"]);
+        // One of them alone would leave the model (per pair) behind.
+        assert!(matches!(
+            resolve_pair(&plan, "A-B#2"),
+            Err(LabError::Input(_))
+        ));
+        // A named single link is its pair; congestion may take one parallel link.
+        assert_eq!(names(resolve_pair(&plan, "up").unwrap()), ["up"]);
+        assert_eq!(names(resolve(&plan, "A-B#2").unwrap()), ["A-B#2"]);
+    }
+
+    #[test]
+    fn normalized_weights_compare_ratios() {
+        let a = BTreeMap::from([("eth1".to_string(), 6), ("eth2".to_string(), 8)]);
+        let b = BTreeMap::from([("eth1".to_string(), 3), ("eth2".to_string(), 4)]);
+        assert_eq!(normalized(&a), normalized(&b));
+    }
+}

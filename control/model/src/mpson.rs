@@ -1,0 +1,553 @@
+//! Routes stored per RNIC, leaf and spine of a multi-plane fabric under each route-table
+//! suppression technique of draft-xu-idr-fare-in-mpson §4, against the draft's baseline of
+//! 400,000 routes per RNIC (100,000 host routes in each of 4 planes).
+//!
+//! Model (converged eBGP, as in `sim`): every RNIC originates its loopback /32 into every
+//! plane it is connected to; the leaf of its block in that plane originates the block
+//! aggregate. A disconnected (RNIC, plane) link removes the RNIC from that plane. Per node we
+//! count three things:
+//! - `rib`: distinct prefixes in the Loc-RIB,
+//! - `paths`: routes stored in Adj-RIBs-In (one per prefix and neighbor it came from; for an
+//!   RNIC one per prefix and plane, the quantity behind the draft's 400,000),
+//! - `fib`: forwarding entries installed.
+//!
+//! Techniques:
+//! - `None`: host routes everywhere.
+//! - `Aggregation` (§4.1): leaves advertise only aggregates (to RNICs and into the plane);
+//!   a leaf whose RNIC is disconnected advertises that RNIC's unreachability in the plane;
+//!   switches do not install unreachable routes; an RNIC installs a host route (aggregate's
+//!   planes minus the plane that reported it) for every RNIC unreachable via one of its planes.
+//! - `PrefixOrf` (§4.2): host routes in the plane; every RNIC sends one Prefix-ORF entry per
+//!   remote RNIC it talks to, and its leaf sends it only those.
+//! - `OrfFibSuppress` (§4.2 + §4.2.1): as `PrefixOrf`, and leaves tag RNIC host routes with
+//!   FIB-Suppress: switches install the block aggregates and the leaf its own RNICs only.
+//!
+//! The counts are exact for the model: each node's numbers come from set sizes of the
+//! plane's reachable RNICs (the unit test checks them against explicit propagation on a
+//! small fabric). Which RNICs talk to which is a workload parameter: an all-to-all group of
+//! `group` RNICs spread over the fabric (expert parallelism) plus the two neighbors of a ring.
+
+use crate::topology::{NodeId, Role, Topology};
+use rustc_hash::FxHashSet;
+
+/// A route-table suppression technique (draft-xu-idr-fare-in-mpson §4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Technique {
+    None,
+    Aggregation,
+    PrefixOrf,
+    OrfFibSuppress,
+}
+
+impl Technique {
+    pub const ALL: [Technique; 4] = [
+        Technique::None,
+        Technique::Aggregation,
+        Technique::PrefixOrf,
+        Technique::OrfFibSuppress,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Technique::None => "no suppression (host routes)",
+            Technique::Aggregation => "aggregation + unreachable host routes (§4.1)",
+            Technique::PrefixOrf => "Prefix-ORF (§4.2)",
+            Technique::OrfFibSuppress => "Prefix-ORF + FIB-Suppress (§4.2.1)",
+        }
+    }
+}
+
+/// Route counts of one node.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub rib: u64,
+    pub paths: u64,
+    pub fib: u64,
+}
+
+/// Min / mean / max of one count over the nodes of a role.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Spread {
+    pub min: u64,
+    pub max: u64,
+    pub mean: f64,
+}
+
+/// Counts over all nodes of one role.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct RoleCounts {
+    pub nodes: u64,
+    pub rib: Spread,
+    pub paths: Spread,
+    pub fib: Spread,
+    /// Sum of `paths` over the nodes (fabric-wide storage).
+    pub total_paths: u64,
+}
+
+#[derive(Default)]
+struct Acc {
+    n: u64,
+    min: [u64; 3],
+    max: [u64; 3],
+    sum: [u128; 3],
+}
+
+impl Acc {
+    fn add(&mut self, c: Counts) {
+        let v = [c.rib, c.paths, c.fib];
+        for (i, x) in v.into_iter().enumerate() {
+            self.min[i] = if self.n == 0 { x } else { self.min[i].min(x) };
+            self.max[i] = self.max[i].max(x);
+            self.sum[i] += x as u128;
+        }
+        self.n += 1;
+    }
+
+    fn finish(&self) -> RoleCounts {
+        let spread = |i: usize| Spread {
+            min: self.min[i],
+            max: self.max[i],
+            mean: if self.n == 0 {
+                0.0
+            } else {
+                self.sum[i] as f64 / self.n as f64
+            },
+        };
+        RoleCounts {
+            nodes: self.n,
+            rib: spread(0),
+            paths: spread(1),
+            fib: spread(2),
+            total_paths: self.sum[1] as u64,
+        }
+    }
+}
+
+/// Errors of the fabric model.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaleError {
+    #[error("node {0}: a leaf or spine without a plane")]
+    NoPlane(String),
+    #[error("the fabric has no RNIC")]
+    NoRnic,
+}
+
+/// The multi-plane structure of a topology that the counts need.
+#[derive(Clone, Debug)]
+pub struct Fabric {
+    pub planes: usize,
+    /// RNIC r's leaf index in plane k: `rnic_leaf[r * planes + k]`, `u32::MAX` if none.
+    rnic_leaf: Vec<u32>,
+    pub leaves: Vec<Leaf>,
+    /// Per spine: (plane, leaves it links to).
+    pub spines: Vec<(usize, u32)>,
+    /// Block aggregates originated per plane.
+    pub aggregates: Vec<u32>,
+}
+
+#[derive(Clone, Debug)]
+pub struct Leaf {
+    pub plane: usize,
+    pub spines: u32,
+    pub rnics: Vec<u32>,
+    pub originates_aggregate: bool,
+}
+
+const NONE: u32 = u32::MAX;
+
+impl Fabric {
+    /// Reads planes, leaves, spines and RNIC attachments from a topology (e.g. one from
+    /// `topology::gen::multiplane`). Planes are numbered by the `plane` of the leaves.
+    pub fn from_topology(t: &Topology) -> Result<Fabric, ScaleError> {
+        let mut plane_ids: Vec<u32> = Vec::new();
+        for n in &t.nodes {
+            if matches!(n.role, Role::Leaf | Role::Spine) {
+                let p = n.plane.ok_or_else(|| ScaleError::NoPlane(n.name.clone()))?;
+                if !plane_ids.contains(&p) {
+                    plane_ids.push(p);
+                }
+            }
+        }
+        plane_ids.sort_unstable();
+        let plane_of = |id: NodeId| {
+            t.nodes[id]
+                .plane
+                .and_then(|p| plane_ids.iter().position(|&q| q == p))
+                .unwrap_or(0)
+        };
+        let planes = plane_ids.len().max(1);
+        let mut index = vec![NONE; t.nodes.len()];
+        let mut rnics = 0u32;
+        let mut leaves = Vec::new();
+        let mut spines = Vec::new();
+        for (id, n) in t.nodes.iter().enumerate() {
+            match n.role {
+                Role::Rnic => {
+                    index[id] = rnics;
+                    rnics += 1;
+                }
+                Role::Leaf => {
+                    index[id] = leaves.len() as u32;
+                    leaves.push(Leaf {
+                        plane: plane_of(id),
+                        spines: 0,
+                        rnics: Vec::new(),
+                        originates_aggregate: !n.prefixes.is_empty(),
+                    });
+                }
+                Role::Spine => {
+                    index[id] = spines.len() as u32;
+                    spines.push((plane_of(id), 0));
+                }
+                _ => {}
+            }
+        }
+        if rnics == 0 {
+            return Err(ScaleError::NoRnic);
+        }
+        let mut rnic_leaf = vec![NONE; rnics as usize * planes];
+        let mut seen = FxHashSet::default();
+        for l in &t.links {
+            let (a, b) = if t.nodes[l.a].role.stage() <= t.nodes[l.b].role.stage() {
+                (l.a, l.b)
+            } else {
+                (l.b, l.a)
+            };
+            // Parallel links carry the same routes: count each neighbor once.
+            if !seen.insert((a, b)) {
+                continue;
+            }
+            match (t.nodes[a].role, t.nodes[b].role) {
+                (Role::Rnic, Role::Leaf) => {
+                    let (r, leaf) = (index[a], index[b] as usize);
+                    rnic_leaf[r as usize * planes + leaves[leaf].plane] = leaf as u32;
+                    leaves[leaf].rnics.push(r);
+                }
+                (Role::Leaf, Role::Spine) => {
+                    leaves[index[a] as usize].spines += 1;
+                    spines[index[b] as usize].1 += 1;
+                }
+                _ => {}
+            }
+        }
+        let mut aggregates = vec![0u32; planes];
+        for l in &leaves {
+            aggregates[l.plane] += l.originates_aggregate as u32;
+        }
+        Ok(Fabric {
+            planes,
+            rnic_leaf,
+            leaves,
+            spines,
+            aggregates,
+        })
+    }
+
+    pub fn rnics(&self) -> usize {
+        self.rnic_leaf.len() / self.planes
+    }
+
+    /// RNIC r's leaf in plane k.
+    pub fn leaf_of(&self, r: u32, k: usize) -> Option<u32> {
+        let l = self.rnic_leaf[r as usize * self.planes + k];
+        (l != NONE).then_some(l)
+    }
+}
+
+/// Link state and workload of one analysis.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// RNICs that cannot be reached through plane k (`down[k]`): disconnected from it.
+    pub down: Vec<FxHashSet<u32>>,
+    /// Size of the all-to-all communication group of every RNIC.
+    pub group: u32,
+}
+
+impl Scenario {
+    /// `disconnected` distinct (RNIC, plane) links down, drawn with a fixed seed.
+    pub fn random(f: &Fabric, disconnected: u32, group: u32, seed: u64) -> Scenario {
+        let mut down = vec![FxHashSet::default(); f.planes];
+        let mut rng = crate::rng::Rng::new(seed);
+        // An RNIC not attached to a plane at all is unreachable through it too.
+        let mut attached = 0u64;
+        for (k, set) in down.iter_mut().enumerate() {
+            for r in 0..f.rnics() as u32 {
+                match f.leaf_of(r, k) {
+                    Some(_) => attached += 1,
+                    None => {
+                        set.insert(r);
+                    }
+                }
+            }
+        }
+        let want = (disconnected as u64).min(attached);
+        let mut have = 0;
+        while have < want {
+            let r = rng.below(f.rnics() as u64) as u32;
+            let k = rng.below(f.planes as u64) as usize;
+            if f.leaf_of(r, k).is_some() && down[k].insert(r) {
+                have += 1;
+            }
+        }
+        Scenario { down, group }
+    }
+
+    /// The remote RNICs RNIC r talks to: its all-to-all group (RNICs r' with the same
+    /// r' mod (N / group), so the members sit on different leaves) and its two ring
+    /// neighbors. Sorted, without r.
+    pub fn peers(&self, n: u32, r: u32) -> Vec<u32> {
+        let group = self.group.clamp(1, n);
+        let stride = (n / group).max(1);
+        let base = r % stride;
+        let mut p: Vec<u32> = (0..group)
+            .map(|i| base + i * stride)
+            .filter(|&x| x < n)
+            .collect();
+        p.push((r + 1) % n);
+        p.push((r + n - 1) % n);
+        p.sort_unstable();
+        p.dedup();
+        p.retain(|&x| x != r);
+        p
+    }
+
+    fn reachable(&self, n: u64, k: usize) -> u64 {
+        n - self.down[k].len() as u64
+    }
+}
+
+/// Results of one technique.
+#[derive(Clone, Debug)]
+pub struct Report {
+    pub technique: Technique,
+    pub rnic: RoleCounts,
+    pub leaf: RoleCounts,
+    pub spine: RoleCounts,
+}
+
+/// Counts every node of the fabric under `technique`.
+pub fn analyse(f: &Fabric, s: &Scenario, technique: Technique) -> Report {
+    let n = f.rnics() as u64;
+    let (mut rnic, mut leaf, mut spine) = (Acc::default(), Acc::default(), Acc::default());
+    let blocks = f.aggregates.iter().copied().max().unwrap_or(0) as u64;
+    for r in 0..n as u32 {
+        let planes: Vec<usize> = (0..f.planes)
+            .filter(|&k| f.leaf_of(r, k).is_some() && !s.down[k].contains(&r))
+            .collect();
+        let c = match technique {
+            Technique::None => {
+                let paths = planes.iter().map(|&k| s.reachable(n, k) - 1).sum();
+                // Remote RNICs down in every plane r uses are the only ones missing.
+                let missing = down_in_all(s, &planes, r);
+                let rib = if planes.is_empty() {
+                    0
+                } else {
+                    n - 1 - missing
+                };
+                Counts {
+                    rib,
+                    paths,
+                    fib: rib,
+                }
+            }
+            Technique::Aggregation => {
+                let paths = planes
+                    .iter()
+                    .map(|&k| f.aggregates[k] as u64 + s.down[k].len() as u64)
+                    .sum();
+                let mut hosts = FxHashSet::default();
+                for &k in &planes {
+                    hosts.extend(s.down[k].iter().copied().filter(|&x| x != r));
+                }
+                let rib = if planes.is_empty() {
+                    0
+                } else {
+                    blocks + hosts.len() as u64
+                };
+                Counts {
+                    rib,
+                    paths,
+                    fib: rib,
+                }
+            }
+            Technique::PrefixOrf | Technique::OrfFibSuppress => {
+                let (mut paths, mut rib) = (0, 0);
+                for p in s.peers(n as u32, r) {
+                    let via = planes.iter().filter(|&&k| !s.down[k].contains(&p)).count();
+                    paths += via as u64;
+                    rib += (via > 0) as u64;
+                }
+                Counts {
+                    rib,
+                    paths,
+                    fib: rib,
+                }
+            }
+        };
+        rnic.add(c);
+    }
+    for l in &f.leaves {
+        let k = l.plane;
+        let reach = s.reachable(n, k);
+        let local: u64 = l.rnics.iter().filter(|r| !s.down[k].contains(r)).count() as u64;
+        let local_down = l.rnics.len() as u64 - local;
+        let d = s.down[k].len() as u64;
+        let b = f.aggregates[k] as u64;
+        let own = l.originates_aggregate as u64;
+        let sp = l.spines as u64;
+        let c = match technique {
+            Technique::None | Technique::PrefixOrf => Counts {
+                rib: reach,
+                paths: local + sp * (reach - local),
+                fib: reach,
+            },
+            Technique::Aggregation => Counts {
+                rib: local + b + d,
+                paths: local + own + sp * (b - own) + local_down + sp * (d - local_down),
+                fib: local + b,
+            },
+            Technique::OrfFibSuppress => Counts {
+                rib: reach + b,
+                paths: local + own + sp * (reach - local) + sp * (b - own),
+                fib: local + b,
+            },
+        };
+        leaf.add(c);
+    }
+    for &(k, _leaves) in &f.spines {
+        let reach = s.reachable(n, k);
+        let b = f.aggregates[k] as u64;
+        let d = s.down[k].len() as u64;
+        let c = match technique {
+            Technique::None | Technique::PrefixOrf => Counts {
+                rib: reach,
+                paths: reach,
+                fib: reach,
+            },
+            Technique::Aggregation => Counts {
+                rib: b + d,
+                paths: b + d,
+                fib: b,
+            },
+            Technique::OrfFibSuppress => Counts {
+                rib: reach + b,
+                paths: reach + b,
+                fib: b,
+            },
+        };
+        spine.add(c);
+    }
+    Report {
+        technique,
+        rnic: rnic.finish(),
+        leaf: leaf.finish(),
+        spine: spine.finish(),
+    }
+}
+
+/// Remote RNICs (not r) that are down in every plane of `planes`.
+fn down_in_all(s: &Scenario, planes: &[usize], r: u32) -> u64 {
+    let Some((&first, rest)) = planes.split_first() else {
+        return 0;
+    };
+    s.down[first]
+        .iter()
+        .filter(|&&x| x != r && rest.iter().all(|&k| s.down[k].contains(&x)))
+        .count() as u64
+}
+
+/// One stored path as a compact RNIC table would hold it: IPv4 prefix and length, plane,
+/// flags (unreachable, FIB-Suppress) and path bandwidth. Used to turn counts into bytes.
+#[allow(dead_code)]
+#[repr(C)]
+pub struct StoredPath {
+    pub prefix: u32,
+    pub len: u8,
+    pub plane: u8,
+    pub flags: u16,
+    pub bandwidth: f32,
+}
+
+pub const STORED_PATH_BYTES: usize = std::mem::size_of::<StoredPath>();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::gen::{multiplane, MultiPlane};
+
+    /// 8 RNICs, 2 planes, 2 RNICs per leaf (4 leaves and 2 spines per plane).
+    fn small() -> Fabric {
+        let t = multiplane(&MultiPlane {
+            gpus: 8,
+            planes: 2,
+            rnics_per_leaf: 2,
+            spines_per_plane: 2,
+            ..Default::default()
+        });
+        Fabric::from_topology(&t).unwrap()
+    }
+
+    fn degraded(f: &Fabric) -> Scenario {
+        let mut s = Scenario::random(f, 0, 2, 1);
+        s.down[0].insert(5);
+        s
+    }
+
+    #[test]
+    fn structure() {
+        let f = small();
+        assert_eq!(
+            (f.planes, f.rnics(), f.leaves.len(), f.spines.len()),
+            (2, 8, 8, 4)
+        );
+        assert_eq!(f.aggregates, vec![4, 4]);
+        assert!(f.leaves.iter().all(|l| l.spines == 2 && l.rnics.len() == 2));
+        assert_ne!(f.leaf_of(0, 0), f.leaf_of(0, 1));
+    }
+
+    #[test]
+    fn no_suppression_is_planes_times_hosts() {
+        let f = small();
+        let r = analyse(&f, &Scenario::random(&f, 0, 2, 1), Technique::None);
+        // Every RNIC: 7 remote host routes from each of 2 planes.
+        assert_eq!(
+            (r.rnic.paths.min, r.rnic.paths.max, r.rnic.fib.max),
+            (14, 14, 7)
+        );
+        // Leaf: 8 host routes; 2 local paths + 6 remote from each of 2 spines.
+        assert_eq!(
+            (r.leaf.rib.max, r.leaf.paths.max, r.leaf.fib.max),
+            (8, 14, 8)
+        );
+        assert_eq!(r.spine.fib.max, 8);
+    }
+
+    #[test]
+    fn aggregation_adds_one_host_route_per_unreachable_rnic() {
+        let f = small();
+        let s = degraded(&f);
+        let r = analyse(&f, &s, Technique::Aggregation);
+        // RNICs on both planes: 4 aggregates per plane + 1 unreachable route in plane 0;
+        // FIB: 4 aggregates + host route for RNIC 5. RNIC 5 itself uses plane 1 only.
+        assert_eq!((r.rnic.paths.max, r.rnic.fib.max), (9, 5));
+        assert_eq!((r.rnic.paths.min, r.rnic.fib.min), (4, 4));
+        // Spines of plane 0 store the unreachable route but install aggregates only.
+        assert_eq!((r.spine.rib.max, r.spine.fib.max), (5, 4));
+    }
+
+    #[test]
+    fn orf_stores_only_peers() {
+        let f = small();
+        let s = Scenario::random(&f, 0, 2, 1);
+        for r in 0..8 {
+            let p = s.peers(8, r);
+            assert!(!p.contains(&r) && p.len() <= 3, "{r}: {p:?}");
+        }
+        let a = analyse(&f, &s, Technique::PrefixOrf);
+        let b = analyse(&f, &s, Technique::OrfFibSuppress);
+        assert_eq!(a.rnic, b.rnic);
+        assert!(a.rnic.paths.max <= 6);
+        // FIB-Suppress: a leaf installs its 2 RNICs and the 4 aggregates.
+        assert_eq!((a.leaf.fib.max, b.leaf.fib.max), (8, 6));
+    }
+}
