@@ -35,11 +35,19 @@ pub struct ArnStatus {
     pub counters: Arc<Counters>,
     pub removed: Arc<RwLock<Vec<RemovedMember>>>,
     pub sent: Arc<SentCounters>,
-    /// Watched interfaces (empty without `arn.monitor`).
-    pub monitored: Vec<String>,
+    /// Watched interfaces (empty without `arn.monitor`), each with its congestion signal
+    /// once the monitor knows it (`eth2: qdisc backlog + BQL inflight`).
+    pub monitored: Arc<RwLock<Vec<String>>>,
 }
 
 impl ArnStatus {
+    pub fn monitored(&self) -> Vec<String> {
+        self.monitored
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     pub fn removed(&self) -> Vec<RemovedMember> {
         self.removed
             .read()
@@ -100,6 +108,18 @@ impl MemberControl for DataplaneHandle {
             .await
             .map_err(ControlError::from)
     }
+    async fn set_member_share(
+        &mut self,
+        prefix: IpNet,
+        _index: usize,
+        via: &str,
+        share: f64,
+    ) -> Result<bool, ControlError> {
+        DataplaneHandle::set_member_share(self, prefix, via, share)
+            .await
+            .map_err(ControlError::from)?;
+        Ok(true)
+    }
 }
 
 /// The senders this agent accepts besides `arn.neighbors`: BGP neighbors with an interface.
@@ -153,16 +173,29 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
         Ok(s) => sockets.push(s),
         Err(e) => info!("ARN: no IPv6 socket ({e}); IPv4 only"),
     }
+    // Multicast transport: join the group on its interfaces; the monitor sends there too.
+    let multicast = match &config.multicast {
+        None => None,
+        Some(m) => {
+            let interfaces = m.resolved_interfaces(&config.accepted_neighbors(&extra));
+            let joined = ArnSocket::join_group(&sockets, m.group, &interfaces)
+                .map_err(|e| format!("ARN multicast: {e}"))?;
+            info!(group = %m.group, interfaces = ?joined, "ARN: receiving on the multicast group");
+            Some((m.group, joined))
+        }
+    };
     let status = ArnStatus {
         udp_port: config.udp_port,
         counters: receiver.counters(),
         removed: receiver.published(),
         sent: Arc::default(),
-        monitored: config
-            .monitor
-            .iter()
-            .flat_map(|m| m.interfaces.iter().map(|i| i.interface.clone()))
-            .collect(),
+        monitored: Arc::new(RwLock::new(
+            config
+                .monitor
+                .iter()
+                .flat_map(|m| m.interfaces.iter().map(|i| i.interface.clone()))
+                .collect(),
+        )),
     };
     ctx.state.write().arn = Some(status.clone());
 
@@ -179,7 +212,11 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                 config.udp_port,
                 tx,
                 stop.clone(),
-                xdp_queue_source(&ctx.config)?,
+                monitor::MonitorExtras {
+                    queues: xdp_queue_source(&ctx.config)?,
+                    multicast: multicast.clone(),
+                    signals: Some(status.monitored.clone()),
+                },
             )
             .map_err(|e| format!("ARN monitor: {e}"))?,
         );
@@ -196,7 +233,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                 }
             }
         });
-        info!(interfaces = ?status.monitored, "ARN monitor started");
+        info!(interfaces = ?status.monitored(), "ARN monitor started");
     }
     info!(port = config.udp_port, "ARN receiver listening");
 
@@ -287,6 +324,136 @@ mod tests {
         );
     }
 
+    /// The congestion shift through the agent's data plane task, weights by hand
+    /// (`arn::shift`: 16 x weight x share, the others 16 x weight): Type 1 with Metric 255
+    /// halves the member toward 10.1.0.2 (1:1 -> 8:16), a refresh 250 ms later with the
+    /// queue as full halves it again (4:16), one 100 ms after that is damped; a BGP
+    /// re-install keeps the share; Type 2 gives 1/8 back per 250 ms (6:16, then 7:16 =
+    /// the ceiling 0.9 x 0.5 = 0.45 -> round(7.2) = 7); Type 3 takes the member out
+    /// (failure is not congestion) and Type 4 brings it back, still at its share.
+    #[tokio::test]
+    async fn congestion_shifts_the_share_through_the_handle() {
+        use fare_arn::{ArnMessage, ArnType};
+        use fare_dataplane::{Group, GroupMode, Member, NullDataplane};
+        use std::time::{Duration, Instant};
+        let member = |via: &str| Member {
+            via: via.into(),
+            interface: "lo".into(),
+            next_hop: Some(via.parse().unwrap()),
+            neighbor_mac: None,
+            weight: 1,
+            bandwidth_gbps: 100.0,
+        };
+        let group = Group {
+            prefix: "192.0.2.0/24".parse().unwrap(),
+            mode: GroupMode::Spray,
+            members: vec![member("10.1.0.2"), member("10.1.1.2")],
+        };
+        let (mut handle, _task) = crate::dataplane_task::spawn(Box::new(NullDataplane::default()));
+        handle.install(group.clone()).await.unwrap();
+        let config = ArnConfig {
+            neighbors: vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")],
+            hold_ms: 60_000,
+            ..ArnConfig::default()
+        };
+        let mut r = Receiver::new(&config, &[]);
+        let s1: IpAddr = "10.1.0.2".parse().unwrap();
+        let t0 = Instant::now();
+        let ms = |n: u64| t0 + Duration::from_millis(n);
+        let state = |g: Vec<GroupStatus>| -> (Vec<u32>, Vec<bool>) {
+            (
+                g[0].group.members.iter().map(|m| m.weight).collect(),
+                g[0].members.iter().map(|m| m.active).collect(),
+            )
+        };
+        let full = ArnMessage::path(ArnType::CongestionDetected, 255, 0);
+        let changes = r.apply(&mut handle, s1, &full, ms(0)).await;
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].share_permille, Some(500));
+        assert!(changes[0].active);
+        assert_eq!(state(handle.groups().await.unwrap()).0, vec![8, 16]);
+        r.apply(&mut handle, s1, &full, ms(250)).await;
+        assert_eq!(state(handle.groups().await.unwrap()).0, vec![4, 16]);
+        assert!(r.apply(&mut handle, s1, &full, ms(350)).await.is_empty());
+        let shown = r.removed_members();
+        assert_eq!(shown[0].share_permille, Some(250));
+        assert!(
+            shown[0].reason().contains("share 25.0 %"),
+            "{}",
+            shown[0].reason()
+        );
+        // BGP installs the same group again: the share stays.
+        handle.install(group.clone()).await.unwrap();
+        r.reconcile(&mut handle).await;
+        assert_eq!(state(handle.groups().await.unwrap()).0, vec![4, 16]);
+        // Type 2: steps of 1/8 every 250 ms up to the ceiling (0.9 x 0.5).
+        let clear = ArnMessage::path(ArnType::CongestionEliminated, 0, 0);
+        r.apply(&mut handle, s1, &clear, ms(400)).await;
+        assert!(r.expire(&mut handle, ms(500)).await.is_empty());
+        assert_eq!(r.expire(&mut handle, ms(650)).await.len(), 1);
+        assert_eq!(state(handle.groups().await.unwrap()).0, vec![6, 16]);
+        r.expire(&mut handle, ms(900)).await;
+        assert_eq!(state(handle.groups().await.unwrap()).0, vec![7, 16]);
+        assert!(r.expire(&mut handle, ms(1150)).await.is_empty());
+        // Failure: the whole member goes, and comes back at its share.
+        let fail = ArnMessage::path(ArnType::FailureDetected, 255, 0);
+        r.apply(&mut handle, s1, &fail, ms(1200)).await;
+        assert_eq!(
+            state(handle.groups().await.unwrap()),
+            (vec![7, 16], vec![false, true])
+        );
+        let back = ArnMessage::path(ArnType::FailureEliminated, 0, 0);
+        r.apply(&mut handle, s1, &back, ms(1300)).await;
+        assert_eq!(
+            state(handle.groups().await.unwrap()),
+            (vec![7, 16], vec![true, true])
+        );
+        let c = r.counters().snapshot();
+        assert_eq!((c.shares_cut, c.shares_restored), (2, 2));
+        assert_eq!((c.members_removed, c.members_restored), (1, 1));
+    }
+
+    /// `congestion: {mode: remove}` keeps the whole-member removal for Type 1.
+    #[tokio::test]
+    async fn remove_mode_takes_the_whole_member_out() {
+        use fare_arn::shift::{CongestionMode, ShiftConfig};
+        use fare_arn::{ArnMessage, ArnType};
+        use fare_dataplane::{Group, GroupMode, Member, NullDataplane};
+        use std::time::Instant;
+        let member = |via: &str| Member {
+            via: via.into(),
+            interface: "lo".into(),
+            next_hop: Some(via.parse().unwrap()),
+            neighbor_mac: None,
+            weight: 1,
+            bandwidth_gbps: 100.0,
+        };
+        let (mut handle, _task) = crate::dataplane_task::spawn(Box::new(NullDataplane::default()));
+        handle
+            .install(Group {
+                prefix: "192.0.2.0/24".parse().unwrap(),
+                mode: GroupMode::Spray,
+                members: vec![member("10.1.0.2"), member("10.1.1.2")],
+            })
+            .await
+            .unwrap();
+        let config = ArnConfig {
+            neighbors: vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")],
+            congestion: ShiftConfig {
+                mode: CongestionMode::Remove,
+                ..ShiftConfig::default()
+            },
+            ..ArnConfig::default()
+        };
+        let mut r = Receiver::new(&config, &[]);
+        let m = ArnMessage::path(ArnType::CongestionDetected, 255, 0);
+        r.apply(&mut handle, "10.1.0.2".parse().unwrap(), &m, Instant::now())
+            .await;
+        let g = handle.groups().await.unwrap();
+        assert_eq!(g[0].group.members[0].weight, 1);
+        assert!(!g[0].members[0].active);
+    }
+
     #[tokio::test]
     async fn removal_survives_reinstall_through_the_handle_until_the_path_goes() {
         use fare_arn::{ArnMessage, ArnType};
@@ -315,7 +482,7 @@ mod tests {
             ..ArnConfig::default()
         };
         let mut r = Receiver::new(&config, &[]);
-        let m = ArnMessage::path(ArnType::CongestionDetected, 9, 0x0a00_0002);
+        let m = ArnMessage::path(ArnType::FailureDetected, 9, 0x0a00_0002);
         let changes = r
             .apply(&mut handle, "10.1.0.2".parse().unwrap(), &m, Instant::now())
             .await;
@@ -330,7 +497,7 @@ mod tests {
         r.reconcile(&mut handle).await;
         assert_eq!(active(handle.groups().await.unwrap()), vec![true, false]);
         assert_eq!(r.removed_members()[0].index, 1);
-        assert!(r.removed_members()[0].reason().contains("congestion"));
+        assert!(r.removed_members()[0].reason().contains("failure"));
         // The path is gone from the group: the removal is dropped.
         handle.install(group(&["10.1.1.2"])).await.unwrap();
         r.reconcile(&mut handle).await;

@@ -56,6 +56,14 @@ pub enum DataplaneCommand {
         active: bool,
         reply: oneshot::Sender<Result<(), DataplaneError>>,
     },
+    /// ARN congestion shift: the member whose `via` is `via` keeps `share` of its weight
+    /// (1.0 = all of it) in this and every later install of the prefix's group.
+    SetMemberShare {
+        prefix: IpNet,
+        via: String,
+        share: f64,
+        reply: oneshot::Sender<Result<(), DataplaneError>>,
+    },
     /// ARN per-flow mode: flows matching `flow` avoid `interface` (or no longer do).
     SteerFlow {
         flow: fare_arn::codec::FlowId,
@@ -184,6 +192,25 @@ impl DataplaneHandle {
             index,
             via: Some(via.to_string()),
             active,
+            reply,
+        })
+        .await
+    }
+
+    /// ARN congestion shift (see `arn::shift`): the member whose `via` is `via` keeps
+    /// `share` (0 < share <= 1) of its weight; the group is re-installed (make-before-break,
+    /// reduced to the limits like any install) with the shifted weights, and so is every
+    /// later install of it from the control plane, until the share is back to 1.
+    pub async fn set_member_share(
+        &self,
+        prefix: IpNet,
+        via: &str,
+        share: f64,
+    ) -> Result<(), HandleError> {
+        self.call(|reply| DataplaneCommand::SetMemberShare {
+            prefix,
+            via: via.to_string(),
+            share,
             reply,
         })
         .await
@@ -358,6 +385,37 @@ impl MemberKey {
 /// Members switched off, per prefix (kept across re-installs).
 type HeldOut = BTreeMap<IpNet, BTreeSet<MemberKey>>;
 
+/// ARN congestion shares below 1, per prefix (kept across re-installs).
+type Shares = BTreeMap<IpNet, BTreeMap<MemberKey, f64>>;
+
+/// The group the control plane asked for, with its per-color groups.
+type Requested = BTreeMap<IpNet, (Group, Vec<ColorGroup>)>;
+
+/// `members` with the shares of `shares` applied ([`fare_arn::shift::weights`]); a
+/// shifted member's bandwidth is scaled by its share too (what the path carries now), so
+/// the reduction to the limits keeps the shifted ratio.
+fn shifted(members: &[Member], shares: Option<&BTreeMap<MemberKey, f64>>) -> Vec<Member> {
+    let Some(shares) = shares.filter(|s| !s.is_empty()) else {
+        return members.to_vec();
+    };
+    let factors: Vec<f64> = members
+        .iter()
+        .map(|m| shares.get(&MemberKey::of(m)).copied().unwrap_or(1.0))
+        .collect();
+    let base: Vec<u32> = members.iter().map(|m| m.weight).collect();
+    let weights = fare_arn::shift::weights(&base, &factors);
+    members
+        .iter()
+        .zip(weights)
+        .zip(&factors)
+        .map(|((m, weight), f)| Member {
+            weight,
+            bandwidth_gbps: m.bandwidth_gbps * f,
+            ..m.clone()
+        })
+        .collect()
+}
+
 async fn run(
     mut backend: Box<dyn Dataplane>,
     limits: GroupLimits,
@@ -370,6 +428,8 @@ async fn run(
     // The installed groups' members, to name the member of a set_member_active.
     let mut installed: BTreeMap<IpNet, Vec<MemberKey>> = BTreeMap::new();
     let mut fits: BTreeMap<IpNet, Fits> = BTreeMap::new();
+    let mut requested: Requested = BTreeMap::new();
+    let mut shares: Shares = BTreeMap::new();
     info!(backend = name, ?limits, "data plane group limits");
     while let Some(command) = rx.recv().await {
         match command {
@@ -383,32 +443,26 @@ async fn run(
                     } => (group, colors, reply),
                     _ => unreachable!("matched above"),
                 };
-                let (group, colors, fit) = fit_all(name, &limits, group, colors);
-                let result = if colors.is_empty() {
-                    backend.install(&group).await
-                } else {
-                    backend.install_colored(&group, &colors).await
-                };
-                count(&stats, &stats.installs, &result);
-                match &result {
-                    Ok(()) => {
-                        info!(
-                            backend = name,
-                            prefix = %group.prefix,
-                            mode = ?group.mode,
-                            members = %describe(&group),
-                            colors = colors.len(),
-                            "group installed"
-                        );
-                        installed.insert(
-                            group.prefix,
-                            group.members.iter().map(MemberKey::of).collect(),
-                        );
-                        fits.insert(group.prefix, fit);
-                        keep_held_out(backend.as_mut(), &group, &mut held).await;
+                // Shares of members that left the group are forgotten.
+                if let Some(s) = shares.get_mut(&group.prefix) {
+                    s.retain(|k, _| group.members.iter().any(|m| MemberKey::of(m) == *k));
+                    if s.is_empty() {
+                        shares.remove(&group.prefix);
                     }
-                    Err(e) => warn!(backend = name, prefix = %group.prefix, "install failed: {e}"),
                 }
+                requested.insert(group.prefix, (group.clone(), colors.clone()));
+                let result = install_shifted(
+                    backend.as_mut(),
+                    name,
+                    &limits,
+                    (group, colors),
+                    &shares,
+                    &mut installed,
+                    &mut fits,
+                    &mut held,
+                )
+                .await;
+                count(&stats, &stats.installs, &result);
                 let ok = result.is_ok();
                 let _ = reply.send(result);
                 if ok {
@@ -424,6 +478,8 @@ async fn run(
                         installed.remove(&prefix);
                         held.remove(&prefix);
                         fits.remove(&prefix);
+                        requested.remove(&prefix);
+                        shares.remove(&prefix);
                     }
                     Err(e) => warn!(backend = name, %prefix, "remove failed: {e}"),
                 }
@@ -468,6 +524,52 @@ async fn run(
                 }
                 let _ = reply.send(result);
             }
+            DataplaneCommand::SetMemberShare {
+                prefix,
+                via,
+                share,
+                reply,
+            } => {
+                let result = match requested.get(&prefix) {
+                    None => Err(DataplaneError::NoSuchGroup(prefix)),
+                    Some((group, colors)) => match group.members.iter().find(|m| m.via == via) {
+                        None => Err(DataplaneError::Member(
+                            fare_model::forwarding::MemberError::NoSuchMember {
+                                prefix,
+                                via: via.clone(),
+                            },
+                        )),
+                        Some(m) => {
+                            let key = MemberKey::of(m);
+                            let s = shares.entry(prefix).or_default();
+                            if share >= 1.0 || !share.is_finite() {
+                                s.remove(&key);
+                            } else {
+                                s.insert(key, share.max(f64::MIN_POSITIVE));
+                            }
+                            if s.is_empty() {
+                                shares.remove(&prefix);
+                            }
+                            install_shifted(
+                                backend.as_mut(),
+                                name,
+                                &limits,
+                                (group.clone(), colors.clone()),
+                                &shares,
+                                &mut installed,
+                                &mut fits,
+                                &mut held,
+                            )
+                            .await
+                        }
+                    },
+                };
+                count(&stats, &stats.member_changes, &result);
+                if let Err(e) = &result {
+                    warn!(backend = name, %prefix, %via, share, "member share failed: {e}");
+                }
+                let _ = reply.send(result);
+            }
             DataplaneCommand::SteerFlow {
                 flow,
                 interface,
@@ -501,6 +603,61 @@ async fn run(
         }
     }
     backend
+}
+
+/// Installs the requested `group` (and colors) with the ARN shares of its prefix applied,
+/// reduced to `limits`, as one backend call (make-before-break); then keeps held-out
+/// members off and records what was installed.
+#[allow(clippy::too_many_arguments)]
+async fn install_shifted(
+    backend: &mut dyn Dataplane,
+    name: &'static str,
+    limits: &GroupLimits,
+    (group, colors): (Group, Vec<ColorGroup>),
+    shares: &Shares,
+    installed: &mut BTreeMap<IpNet, Vec<MemberKey>>,
+    fits: &mut BTreeMap<IpNet, Fits>,
+    held: &mut HeldOut,
+) -> Result<(), DataplaneError> {
+    let s = shares.get(&group.prefix);
+    let group = Group {
+        members: shifted(&group.members, s),
+        ..group
+    };
+    let colors: Vec<ColorGroup> = colors
+        .into_iter()
+        .map(|c| ColorGroup {
+            members: shifted(&c.members, s),
+            ..c
+        })
+        .collect();
+    let (group, colors, fit) = fit_all(name, limits, group, colors);
+    let result = if colors.is_empty() {
+        backend.install(&group).await
+    } else {
+        backend.install_colored(&group, &colors).await
+    };
+    match &result {
+        Ok(()) => {
+            info!(
+                backend = name,
+                prefix = %group.prefix,
+                mode = ?group.mode,
+                members = %describe(&group),
+                colors = colors.len(),
+                shifted = s.map_or(0, |s| s.len()),
+                "group installed"
+            );
+            installed.insert(
+                group.prefix,
+                group.members.iter().map(MemberKey::of).collect(),
+            );
+            fits.insert(group.prefix, fit);
+            keep_held_out(backend, &group, held).await;
+        }
+        Err(e) => warn!(backend = name, prefix = %group.prefix, "install failed: {e}"),
+    }
+    result
 }
 
 /// After `group` was installed: switches off again the members of it that were off before
@@ -777,6 +934,46 @@ mod tests {
         assert_eq!((cf.size, cf.reduced.as_ref().unwrap().from_size), (7, 400));
         let d = cf.reduced.as_ref().unwrap().delta;
         assert!((d - 1200.0 / 1197.0).abs() < 1e-12, "{d}");
+    }
+
+    /// ARN congestion shift: a share is applied as re-weighted members (16 x weight x
+    /// share, the others 16 x weight) reduced to the limits like any group: 1:1:1:1 with
+    /// m0 at half is 8:16:16:16, within 16 entries 1:2:2:2 (exact, the smallest). A later
+    /// install keeps the share; share 1 restores the requested weights.
+    #[tokio::test]
+    async fn shares_reweight_within_the_limits_and_survive_reinstalls() {
+        let (handle, _task) = spawn(Box::new(NullDataplane::with_limits(GroupLimits::size(16))));
+        let p: IpNet = "10.0.4.0/24".parse().unwrap();
+        handle
+            .install(group("10.0.4.0/24", &[1, 1, 1, 1]))
+            .await
+            .unwrap();
+        handle.set_member_share(p, "m0", 0.5).await.unwrap();
+        let g = &handle.groups().await.unwrap()[0];
+        assert_eq!(weights(&g.group), [1, 2, 2, 2]);
+        handle
+            .install(group("10.0.4.0/24", &[1, 1, 1, 1]))
+            .await
+            .unwrap();
+        assert_eq!(
+            weights(&handle.groups().await.unwrap()[0].group),
+            [1, 2, 2, 2]
+        );
+        // m0 switched off by a failure keeps its share for when it comes back.
+        handle.set_member_active(p, 0, false).await.unwrap();
+        handle.set_member_share(p, "m1", 0.25).await.unwrap();
+        let g = &handle.groups().await.unwrap()[0];
+        // 8:4:16:16 = 2:1:4:4 (11 entries)
+        assert_eq!(weights(&g.group), [2, 1, 4, 4]);
+        assert!(!g.members[0].active);
+        handle.set_member_share(p, "m0", 1.0).await.unwrap();
+        handle.set_member_share(p, "m1", 1.0).await.unwrap();
+        assert_eq!(
+            weights(&handle.groups().await.unwrap()[0].group),
+            [1, 1, 1, 1]
+        );
+        // A member the group does not have is refused.
+        assert!(handle.set_member_share(p, "m9", 0.5).await.is_err());
     }
 
     #[tokio::test]

@@ -13,6 +13,9 @@
 //!     - {path_id: 10.0.0.2, prefixes: [192.0.2.0/24]}
 //!   notify: [10.1.0.1]         # upstream neighbors that receive this node's ARNs
 //!   refresh_ms: 250            # repeat Types 1/3 while the condition lasts
+//!   congestion: {mode: shift, max_cut: 0.5, min_share: 0.0625, damping_ms: 200,
+//!                hysteresis: 0.1, memory_ms: 5000, recover_step: 0.125, recover_ms: 250}
+//!   multicast: {group: 239.255.0.61, interfaces: [eth1]}
 //!   monitor:
 //!     interval_us: 100         # queue sampling period (>= 100)
 //!     interfaces:
@@ -26,6 +29,7 @@ use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;
 
+use super::shift::ShiftConfig;
 use super::transport::DEFAULT_PORT;
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -53,6 +57,44 @@ pub struct ArnConfig {
     /// the same at every tier (see docs/arn.md).
     #[serde(default)]
     pub propagate: bool,
+    /// What a Type 1 does here: shift the member's share by the Metric (default) or take
+    /// the whole member out (`mode: remove`); see `arn::shift` and docs/arn.md.
+    #[serde(default)]
+    pub congestion: ShiftConfig,
+    /// Multicast transport (the draft's option): receive ARNs sent to `group` on
+    /// `interfaces`, and send this node's ARNs there too.
+    #[serde(default)]
+    pub multicast: Option<MulticastConfig>,
+}
+
+impl MulticastConfig {
+    /// `interfaces`, else the interfaces of `neighbors` (each once, in order).
+    pub fn resolved_interfaces(&self, neighbors: &[ArnNeighbor]) -> Vec<String> {
+        let mut out: Vec<String> = Vec::new();
+        let from = if self.interfaces.is_empty() {
+            neighbors.iter().map(|n| n.interface.clone()).collect()
+        } else {
+            self.interfaces.clone()
+        };
+        for i in from {
+            if !i.is_empty() && !out.contains(&i) {
+                out.push(i);
+            }
+        }
+        out
+    }
+}
+
+/// `arn.multicast`: the group ARNs are sent to and received on.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct MulticastConfig {
+    /// IPv4 or IPv6 multicast group (no default: the draft assigns none).
+    pub group: IpAddr,
+    /// Interfaces to join the group on and send to it from (default: the interfaces of
+    /// the accepted ARN neighbors).
+    #[serde(default)]
+    pub interfaces: Vec<String>,
 }
 
 impl Default for ArnConfig {
@@ -67,6 +109,8 @@ impl Default for ArnConfig {
             refresh_ms: default_refresh_ms(),
             monitor: None,
             propagate: false,
+            congestion: ShiftConfig::default(),
+            multicast: None,
         }
     }
 }
@@ -105,6 +149,15 @@ impl ArnConfig {
                 "rate_limit".into(),
                 "rate_limit per_second and burst must be positive".into(),
             ));
+        }
+        self.congestion.check()?;
+        if let Some(m) = &self.multicast {
+            if !m.group.is_multicast() {
+                return Err((
+                    "multicast".into(),
+                    format!("multicast.group {} is not a multicast address", m.group),
+                ));
+            }
         }
         if let Some(m) = &self.monitor {
             for i in &m.interfaces {
@@ -266,13 +319,16 @@ impl ArnConfig {
     /// Fills each monitored interface's empty `notify` with the default (see module docs).
     pub fn resolve_notify(&mut self, neighbors: &[ArnNeighbor]) {
         let global = self.notify.clone();
+        let multicast = self.multicast.is_some();
         let all: Vec<ArnNeighbor> = self.neighbors.iter().chain(neighbors).cloned().collect();
         if let Some(m) = self.monitor.as_mut() {
             for i in &mut m.interfaces {
                 if !i.notify.is_empty() {
                     continue;
                 }
-                i.notify = if global.is_empty() {
+                i.notify = if global.is_empty() && multicast {
+                    Vec::new() // the group reaches the neighbors (see `arn.multicast`)
+                } else if global.is_empty() {
                     let mut list: Vec<IpAddr> = all
                         .iter()
                         .filter(|n| n.interface != i.interface)
@@ -316,5 +372,20 @@ monitor:
         assert_eq!(m.interfaces[0].limit(), 60000);
         let empty: ArnConfig = serde_norway::from_str("{}").unwrap();
         assert_eq!(empty, ArnConfig::default());
+        assert_eq!(
+            empty.congestion.mode,
+            super::super::shift::CongestionMode::Shift
+        );
+        let c: ArnConfig = serde_norway::from_str(
+            "{congestion: {mode: remove}, multicast: {group: 239.255.0.61, interfaces: [eth1]}}",
+        )
+        .unwrap();
+        assert_eq!(
+            c.congestion.mode,
+            super::super::shift::CongestionMode::Remove
+        );
+        assert!(c.check().is_ok());
+        let c: ArnConfig = serde_norway::from_str("{multicast: {group: 10.0.0.1}}").unwrap();
+        assert!(c.check().unwrap_err().1.contains("not a multicast address"));
     }
 }

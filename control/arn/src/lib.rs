@@ -8,12 +8,16 @@
 //! - `transport`: UDP socket with TTL 255 / DSCP CS6 out, TTL and interface reporting in.
 //! - `config`: the `arn:` block of the agent configuration.
 //! - `monitor`: qdisc backlog + link state -> Types 1-4, and the sender to upstream neighbors.
+//! - `shift`: congestion shifts a member's share (the rule every data plane applies).
+//! - `bql`: BQL `inflight` of a device's transmit rings (the monitor's real signal).
 //! - `receiver`: admission, (sender, Path ID) -> members, removal/restore, timeout, reconcile.
 
+pub mod bql;
 pub mod codec;
 pub mod config;
 pub mod monitor;
 pub mod receiver;
+pub mod shift;
 pub mod transport;
 
 pub use codec::{ArnMessage, ArnType, DecodeError, Family, FlowId};

@@ -404,6 +404,8 @@ struct Watched {
     failed: bool,
     /// The backlog comes from the XDP program's virtual queue, not the qdisc.
     virtual_queue: bool,
+    /// The driver's BQL `inflight` files (added to the qdisc backlog).
+    bql: Option<super::bql::Bql>,
     last_backlog: u32,
     last_sent: Instant,
 }
@@ -438,6 +440,7 @@ impl Watched {
 /// detection (`queued_us`).
 fn send_event(sender: &transport::BlockingSender, event: &mut MonitorEvent) {
     sender.send(&event.message, &event.notify);
+    sender.send_group(&event.message, &event.interface);
     event.queued_us = if event.crossed_ns != 0 {
         // From the program's own crossing stamp (same clock).
         monotonic_ns().saturating_sub(event.crossed_ns) / 1000
@@ -478,6 +481,18 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// What the monitor may use besides the qdiscs, and where it reports its signals.
+#[derive(Default)]
+pub struct MonitorExtras {
+    /// The data plane's own egress queues standing in for the qdiscs (XDP).
+    pub queues: Option<Box<dyn QueueSource>>,
+    /// `arn.multicast`: also send to this group out of these interfaces.
+    pub multicast: Option<(IpAddr, Vec<String>)>,
+    /// Filled with one `INTERFACE: SIGNAL` line per watched port once the thread knows
+    /// its congestion signal (`fare show arn`).
+    pub signals: Option<Arc<std::sync::RwLock<Vec<String>>>>,
+}
+
 /// Runs the monitor on a thread of its own until `stop` is set. The thread sends every
 /// ARN itself (to UDP `port` of the event's `notify` list) and then passes the event on
 /// to `events` (see [`report_sent`]).
@@ -493,15 +508,25 @@ pub fn spawn(
     port: u16,
     events: UnboundedSender<MonitorEvent>,
     stop: Arc<AtomicBool>,
-    queues: Option<Box<dyn QueueSource>>,
+    extras: MonitorExtras,
 ) -> io::Result<std::thread::JoinHandle<()>> {
+    let MonitorExtras {
+        queues,
+        multicast,
+        signals,
+    } = extras;
+    let mut queues = queues;
     let mut reader = QueueReader::new()?;
     // The driver's carrier, read at once (IFF_RUNNING follows it only when the kernel's
     // linkwatch runs, up to a second later); IFF_RUNNING where the driver cannot tell.
     let carrier = fare_bgp::link::CarrierProbe::open()?;
-    let sender =
+    let mut sender =
         transport::BlockingSender::new(port).map_err(|e| io::Error::other(e.to_string()))?;
-    let mut queues = queues;
+    if let Some((group, interfaces)) = &multicast {
+        sender = sender
+            .with_multicast(*group, interfaces)
+            .map_err(|e| io::Error::other(e.to_string()))?;
+    }
     std::thread::Builder::new()
         .name("arn-monitor".into())
         .spawn(move || {
@@ -521,10 +546,27 @@ pub fn spawn(
                     let virtual_queue = queues
                         .as_mut()
                         .is_some_and(|q| q.set_thresholds(ifindex, cfg.high_bytes, cfg.low_bytes));
-                    if virtual_queue {
-                        info!(interface = %cfg.interface, "ARN monitor: reading the XDP program's virtual queue");
+                    let bql = if virtual_queue {
+                        None
+                    } else {
+                        super::bql::Bql::open(std::path::Path::new(super::bql::SYS_CLASS_NET), &cfg.interface)
+                    };
+                    let signal = match (virtual_queue, &bql) {
+                        (true, _) => super::bql::Signal::VirtualQueue,
+                        (false, Some(_)) => super::bql::Signal::QdiscAndBql,
+                        (false, None) => super::bql::Signal::Qdisc,
+                    };
+                    info!(interface = %cfg.interface, signal = signal.describe(), "ARN monitor: congestion signal");
+                    if let Some(s) = &signals {
+                        let mut s = s.write().unwrap_or_else(|e| e.into_inner());
+                        let line = format!("{}: {}", cfg.interface, signal.describe());
+                        match s.iter_mut().find(|l| l.split(':').next() == Some(cfg.interface.as_str())) {
+                            Some(l) => *l = line,
+                            None => s.push(line),
+                        }
                     }
                     Watched {
+                        bql,
                         ifindex,
                         hysteresis: Hysteresis::new(cfg.high_bytes, cfg.low_bytes, cfg.limit())
                             .with_clear(Duration::from_millis(cfg.clear_ms)),
@@ -609,10 +651,13 @@ pub fn spawn(
                             None => continue,
                         }
                     } else {
-                        match &roots {
+                        let qdisc = match &roots {
                             Ok(r) => r.get(&w.ifindex).cloned().unwrap_or_default().backlog_bytes,
                             Err(_) => continue,
-                        }
+                        };
+                        // Plus the bytes in the driver's transmit rings, where it has BQL.
+                        let ring = w.bql.as_mut().and_then(|b| b.inflight().ok()).unwrap_or(0);
+                        qdisc.saturating_add(ring.min(u64::from(u32::MAX)) as u32)
                     };
                     w.last_backlog = backlog;
                     match w.hysteresis.sample_at(backlog, now) {

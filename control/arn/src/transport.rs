@@ -87,9 +87,38 @@ impl ArnSocket {
     /// Joins a multicast group on interface `ifindex` (0 = any) for optional multicast ARN.
     pub fn join_multicast(&self, group: IpAddr, ifindex: u32) -> io::Result<()> {
         match group {
-            IpAddr::V4(g) => self.socket.join_multicast_v4(g, Ipv4Addr::UNSPECIFIED),
+            IpAddr::V4(g) => socket2::SockRef::from(&self.socket)
+                .join_multicast_v4_n(&g, &socket2::InterfaceIndexOrAddress::Index(ifindex)),
             IpAddr::V6(g) => self.socket.join_multicast_v6(&g, ifindex),
         }
+    }
+
+    /// `arn.multicast`: joins `group` on every interface of `interfaces` with the socket of
+    /// the group's family (the others are left alone). Returns the interfaces joined; an
+    /// interface that does not exist or refuses is an error naming it.
+    pub fn join_group(
+        sockets: &[ArnSocket],
+        group: IpAddr,
+        interfaces: &[String],
+    ) -> io::Result<Vec<String>> {
+        let Some(socket) = sockets
+            .iter()
+            .find(|s| s.local.is_ipv4() == group.is_ipv4())
+        else {
+            return Err(io::Error::other(format!("no socket of {group}'s family")));
+        };
+        let mut joined = Vec::new();
+        for name in interfaces {
+            let index = ifindex(name);
+            if index == 0 {
+                return Err(io::Error::other(format!("no interface {name}")));
+            }
+            socket
+                .join_multicast(group, index)
+                .map_err(|e| io::Error::other(format!("joining {group} on {name}: {e}")))?;
+            joined.push(name.clone());
+        }
+        Ok(joined)
     }
 
     /// Sends one encoded message.
@@ -225,6 +254,8 @@ pub struct BlockingSender {
     port: u16,
     v4: std::net::UdpSocket,
     v6: Option<std::net::UdpSocket>,
+    /// `arn.multicast`: the group and one socket bound to each of its interfaces.
+    multicast: Option<(IpAddr, Vec<(String, std::net::UdpSocket)>)>,
 }
 
 impl BlockingSender {
@@ -232,7 +263,63 @@ impl BlockingSender {
     pub fn new(port: u16) -> Result<BlockingSender, TransportError> {
         let v4 = blocking_sender(SocketAddr::from(([0, 0, 0, 0], 0)))?;
         let v6 = blocking_sender(SocketAddr::from(([0u16; 8], 0))).ok();
-        Ok(BlockingSender { port, v4, v6 })
+        Ok(BlockingSender {
+            port,
+            v4,
+            v6,
+            multicast: None,
+        })
+    }
+
+    /// Also sends every ARN to multicast `group` out of each of `interfaces` (a socket
+    /// bound to the interface, TTL / hop limit 255 like any ARN).
+    pub fn with_multicast(
+        mut self,
+        group: IpAddr,
+        interfaces: &[String],
+    ) -> Result<BlockingSender, TransportError> {
+        let any = if group.is_ipv4() {
+            SocketAddr::from(([0, 0, 0, 0], 0))
+        } else {
+            SocketAddr::from(([0u16; 8], 0))
+        };
+        let mut out = Vec::new();
+        for name in interfaces {
+            let s = configured(any)?;
+            let err = |what| {
+                move |source| TransportError {
+                    what,
+                    addr: any,
+                    source,
+                }
+            };
+            s.bind_device(Some(name.as_bytes()))
+                .map_err(err("SO_BINDTODEVICE"))?;
+            if group.is_ipv6() {
+                s.set_multicast_if_v6(ifindex(name))
+                    .map_err(err("IPV6_MULTICAST_IF"))?;
+            }
+            s.bind(&any.into()).map_err(err("bind"))?;
+            out.push((name.clone(), s.into()));
+        }
+        self.multicast = Some((group, out));
+        Ok(self)
+    }
+
+    /// `message` to the multicast group (if any) out of every interface but `except`
+    /// (the link the condition is on: the node across it must not avoid itself).
+    pub fn send_group(&self, message: &super::codec::ArnMessage, except: &str) {
+        let Some((group, sockets)) = &self.multicast else {
+            return;
+        };
+        let Ok(bytes) = message.encode() else {
+            return;
+        };
+        for (name, socket) in sockets.iter().filter(|(n, _)| n != except) {
+            if let Err(e) = socket.send_to(&bytes, SocketAddr::new(*group, self.port)) {
+                tracing::warn!(%group, interface = %name, error = %e, "sending ARN to the group failed");
+            }
+        }
     }
 
     /// `message` to every address of `to` (failures logged, the others still sent).

@@ -211,8 +211,7 @@ impl Bench {
 
     /// Members (interfaces) of the ingress group toward the far leaf's prefix.
     fn ingress_members(&self, prefix: &str) -> Vec<String> {
-        let Some(groups) = agents::show_json(&up::fare_binary(), &self.dir, INGRESS, "groups")
-        else {
+        let Some(groups) = agents::show_json(&self.dir, INGRESS, agents::Show::Groups) else {
             return Vec::new();
         };
         groups
@@ -257,6 +256,8 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         split: SplitMode::Spray,
         arn: Some(LabArn {
             interval_us: args.interval_us,
+            // The reaction-time trials measure the member going out (whole-member removal).
+            congestion: fare_arn::shift::CongestionMode::Remove,
             ..LabArn::default()
         }),
         ..plan::Options::default()

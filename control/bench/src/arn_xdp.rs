@@ -37,6 +37,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         split: SplitMode::Spray,
         arn: Some(LabArn {
             hold_ms: 5000,
+            congestion: fare_arn::shift::CongestionMode::Remove,
             ..LabArn::default()
         }),
         ..plan::Options::default()

@@ -4,9 +4,11 @@
 //! section) and a variant to `Suite`.
 
 pub mod arn;
+pub mod arn_shift;
 pub mod arn_xdp;
 pub mod elephant;
 pub mod lab_bench;
+pub mod lab_scale;
 pub mod mpson;
 pub mod results;
 pub mod sim;
@@ -87,8 +89,14 @@ pub enum Suite {
     /// ARN reaction inside the XDP program against the agent's user-space receiver, same
     /// ARN, same trial: sender's send -> member out at the receiver; root.
     ArnXdp(arn_xdp::Args),
+    /// ARN congestion shift against whole-member removal and no ARN: four paths, one
+    /// congested, delivered throughput, loss and queueing delay; root.
+    ArnShift(arn_shift::Args),
     /// Every session, every time: repeated `lab up` and link flaps under CPU load (root).
     Soak(soak::Args),
+    /// How large a BGP-routed lab fabric comes up and converges here, and where the time
+    /// goes: generated Clos fabrics of growing size in one run (root).
+    LabScale(lab_scale::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -101,7 +109,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Elephant(a) => ("elephant", elephant::run_bench(a)?),
         Suite::Arn(a) => (a.section(), arn::run_bench(a)?),
         Suite::ArnXdp(a) => ("arn-xdp", arn_xdp::run_bench(a)?),
+        Suite::ArnShift(a) => ("arn-shift", arn_shift::run_bench(a)?),
         Suite::Soak(a) => ("soak", soak::run_bench(a)?),
+        Suite::LabScale(a) => ("lab-scale", lab_scale::run_bench(a)?),
     };
     println!("{body}");
     if !args.no_write {

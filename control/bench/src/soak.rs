@@ -146,10 +146,9 @@ fn lab_up(args: &Args, name: &str) -> anyhow::Result<(Lab, UpRun)> {
 
 /// Sessions (`A-B`, names sorted) that either end does not show Established.
 fn not_established(dir: &StateDir, st: &state::LabState) -> Vec<String> {
-    let fare = up::fare_binary();
     let mut out = BTreeSet::new();
     for node in &st.plan.nodes {
-        let neighbors = agents::show_json(&fare, dir, &node.name, "neighbors");
+        let neighbors = agents::show_json(dir, &node.name, agents::Show::Neighbors);
         for port in &node.ports {
             let up = neighbors
                 .as_ref()

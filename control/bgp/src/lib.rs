@@ -2,7 +2,9 @@
 //! policy. It uses the model (`fare-model`) and nothing else of fare; the agent wires it
 //! to a data plane (`fare-agent`'s `bgp_task`).
 pub mod dpf;
+pub mod events;
 pub mod fare;
+pub mod fsm;
 pub mod link;
 pub mod neighbor;
 pub mod packet;

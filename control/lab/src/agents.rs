@@ -9,7 +9,6 @@
 
 use super::plan::{DataplaneKind, NodePlan, Plan, Routing, SplitMode};
 use super::state::StateDir;
-use super::sys;
 use fare_agent::config::{AgentConfig, DataplaneConfig, NeighborConfig, StaticGroup, StaticMember};
 use fare_dataplane::xdp::queues::QueueSpec;
 use fare_model::forwarding::GroupMode;
@@ -251,19 +250,63 @@ pub fn socket_ready(dir: &StateDir, node: &str) -> bool {
     dir.socket(node).exists()
 }
 
-/// `fare show --socket S WHAT --json` for one node, parsed.
-pub fn show_json(fare: &Path, dir: &StateDir, node: &str, what: &str) -> Option<Value> {
-    let socket = dir.socket(node);
-    let out = sys::run(
-        &fare.to_string_lossy(),
-        &[
-            "show",
-            "--socket",
-            &socket.to_string_lossy(),
-            what,
-            "--json",
-        ],
-    )
-    .ok()?;
-    serde_json::from_str(&out).ok()
+/// What an agent's `fare show ... --json` prints (docs/configuration.md).
+#[derive(Clone, Copy, Debug)]
+pub enum Show {
+    Groups,
+    Neighbors,
+    Arn,
+}
+
+/// `fare show WHAT --json` of every node in `nodes`, read in process from their
+/// management sockets all at once (a 200-node lab polled through 200 `fare show`
+/// processes spent seconds per poll on process start-up); None for a node that does not
+/// answer within 5 s.
+pub fn show_all(dir: &StateDir, nodes: &[&str], what: Show) -> Vec<Option<Value>> {
+    use fare_agent::mgmt::{client, json, pb};
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    else {
+        return vec![None; nodes.len()];
+    };
+    let one = |node: &str| {
+        let socket = dir.socket(node);
+        async move {
+            let query = async {
+                let mut c = client::connect(&socket).await.ok()?;
+                Some(match what {
+                    Show::Groups => {
+                        let list = c.list_groups(pb::ListGroupsRequest {}).await.ok()?;
+                        Value::Array(
+                            list.into_inner()
+                                .groups
+                                .iter()
+                                .map(json::group_json)
+                                .collect(),
+                        )
+                    }
+                    Show::Arn => {
+                        let a = c.get_arn(pb::GetArnRequest {}).await.ok()?;
+                        json::arn_json(&a.into_inner())
+                    }
+                    Show::Neighbors => {
+                        let list = c.list_neighbors(pb::ListNeighborsRequest {}).await.ok()?;
+                        let list = list.into_inner().neighbors;
+                        Value::Array(list.iter().map(json::neighbor_json).collect())
+                    }
+                })
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(5), query)
+                .await
+                .ok()
+                .flatten()
+        }
+    };
+    runtime.block_on(futures::future::join_all(nodes.iter().map(|n| one(n))))
+}
+
+/// [`show_all`] of one node.
+pub fn show_json(dir: &StateDir, node: &str, what: Show) -> Option<Value> {
+    show_all(dir, &[node], what).pop().flatten()
 }

@@ -31,6 +31,9 @@ pub struct LabArn {
     /// Type 2 only after the queue stayed drained this long (see `MonitoredInterface`).
     #[serde(default)]
     pub clear_ms: u64,
+    /// What a Type 1 does at the receivers (`arn.congestion.mode`).
+    #[serde(default)]
+    pub congestion: fare_arn::shift::CongestionMode,
 }
 
 impl Default for LabArn {
@@ -39,6 +42,7 @@ impl Default for LabArn {
             interval_us: 1000,
             hold_ms: 1000,
             clear_ms: 200,
+            congestion: fare_arn::shift::CongestionMode::Shift,
         }
     }
 }
@@ -119,6 +123,10 @@ pub fn block(
         paths,
         monitor: (!interfaces.is_empty())
             .then(|| MonitorConfig::new(arn.interval_us.max(100), interfaces)),
+        congestion: fare_arn::shift::ShiftConfig {
+            mode: arn.congestion,
+            ..fare_arn::shift::ShiftConfig::default()
+        },
         ..ArnConfig::default()
     }
 }

@@ -322,7 +322,6 @@ fn failed_links(state: &LabState) -> BTreeSet<String> {
 /// either side has a group for (member interfaces and weight ratios), then — when
 /// `sessions` — every session not Established over a link that is not failed.
 pub fn check(
-    fare: &std::path::Path,
     dir: &StateDir,
     state: &LabState,
     expected: &GroupView,
@@ -331,9 +330,16 @@ pub fn check(
     let plan = &state.plan;
     let failed = failed_links(state);
     let mut out = Vec::new();
-    for node in &plan.nodes {
+    let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
+    let all_groups = agents::show_all(dir, &names, agents::Show::Groups);
+    let mut all_neighbors = if sessions {
+        agents::show_all(dir, &names, agents::Show::Neighbors)
+    } else {
+        Vec::new()
+    };
+    for (k, (node, groups)) in plan.nodes.iter().zip(all_groups).enumerate() {
         let want = expected.get(&node.name).cloned().unwrap_or_default();
-        let Some(groups) = agents::show_json(fare, dir, &node.name, "groups") else {
+        let Some(groups) = groups else {
             out.push(Mismatch {
                 node: node.name.clone(),
                 what: "agent".into(),
@@ -363,7 +369,7 @@ pub fn check(
         if !sessions {
             continue;
         }
-        let neighbors = agents::show_json(fare, dir, &node.name, "neighbors");
+        let neighbors = all_neighbors.get_mut(k).and_then(Option::take);
         for n in neighbors
             .as_ref()
             .and_then(Value::as_array)
@@ -397,7 +403,6 @@ pub fn check(
 /// Waits until [`check`] finds nothing (groups first, then sessions). Returns the
 /// seconds since `since`, or what still differs when `timeout` has passed.
 pub(super) fn wait_converged(
-    fare: &std::path::Path,
     dir: &StateDir,
     state: &LabState,
     since: Instant,
@@ -408,17 +413,17 @@ pub(super) fn wait_converged(
     }
     let expected = expected_view(&state.plan, &expected_groups(state)?);
     loop {
-        let groups_left = check(fare, dir, state, &expected, false);
+        let groups_left = check(dir, state, &expected, false);
         if groups_left.is_empty() {
             // Converged when the groups were right (the sessions behind them are checked
             // next and only decide whether this counts).
             let at = since.elapsed().as_secs_f64();
-            if check(fare, dir, state, &expected, true).is_empty() {
+            if check(dir, state, &expected, true).is_empty() {
                 return Ok(Ok(at));
             }
         }
         if since.elapsed() > timeout {
-            let left = check(fare, dir, state, &expected, true);
+            let left = check(dir, state, &expected, true);
             if left.is_empty() {
                 return Ok(Ok(since.elapsed().as_secs_f64()));
             }
@@ -616,7 +621,6 @@ fn finish(
     restart_agents(dir, state, &restart)?;
     report.restarted = restart;
     match wait_converged(
-        &up::fare_binary(),
         dir,
         state,
         since,

@@ -7,7 +7,6 @@ use super::ideal::LinkLoads;
 use super::plan::Plan;
 use super::state::{LinkChange, StateDir};
 use super::stats::{self, DirectionLoad};
-use super::up;
 use super::LabError;
 use serde::Serialize;
 use std::fmt::Write;
@@ -289,18 +288,19 @@ pub fn run_show(a: ShowArgs) -> Result<(), LabError> {
     let loads = stats::loads(plan, &first, &second, |l| {
         gbps.get(l).copied().unwrap_or(0.0) * scale
     });
-    let fare = up::fare_binary();
     let mut groups = serde_json::Map::new();
     let mut neighbors = serde_json::Map::new();
-    for n in &plan.nodes {
-        if state.agents.is_empty() {
-            break;
-        }
-        if let Some(g) = agents::show_json(&fare, &dir, &n.name, "groups") {
-            groups.insert(n.name.clone(), g);
-        }
-        if let Some(v) = agents::show_json(&fare, &dir, &n.name, "neighbors") {
-            neighbors.insert(n.name.clone(), v);
+    if !state.agents.is_empty() {
+        let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
+        let all_groups = agents::show_all(&dir, &names, agents::Show::Groups);
+        let all_neighbors = agents::show_all(&dir, &names, agents::Show::Neighbors);
+        for ((name, g), v) in names.iter().zip(all_groups).zip(all_neighbors) {
+            if let Some(g) = g {
+                groups.insert(name.to_string(), g);
+            }
+            if let Some(v) = v {
+                neighbors.insert(name.to_string(), v);
+            }
         }
     }
     let events = dir.events_list();

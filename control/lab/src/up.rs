@@ -166,7 +166,9 @@ fn build(
 
     let t = Instant::now();
     progress(req, "addresses, routes to hosts, shaping");
-    for node in &plan.nodes {
+    // Nodes are independent: their `ip`/`tc`/`sysctl` processes run a few at a time
+    // (process start-up, not the kernel, is most of this phase).
+    let setup = |node: &plan::NodePlan| -> Result<(), SysError> {
         sys::ip_batch(Some(&node.ns), &node_batch(node))?;
         // A BMv2 node's kernel must not forward: transit packets are the switch's.
         sysctls(&node.ns, !node.bmv2)?;
@@ -175,7 +177,28 @@ fn build(
             sys::ip_batch(Some(&h.ns), &host_batch(h))?;
             sysctls(&h.ns, false)?;
         }
-    }
+        Ok(())
+    };
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get() * 2);
+    let chunk = plan.nodes.len().div_ceil(workers).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = plan
+            .nodes
+            .chunks(chunk)
+            .map(|nodes| scope.spawn(move || nodes.iter().try_for_each(setup)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(SysError::Failed {
+                        cmd: "node set-up".into(),
+                        stderr: "a set-up thread panicked".into(),
+                    })
+                })
+            })
+            .collect::<Result<Vec<()>, SysError>>()
+    })?;
     let any_bmv2 = plan.nodes.iter().any(|n| n.bmv2);
     if any_bmv2 || plan.options.dataplane == plan::DataplaneKind::Xdp {
         // XDP redirects and BMv2 pass frames on as they are: a checksum left to the
@@ -215,7 +238,7 @@ fn build(
                 report.sessions
             ),
         );
-        match super::faults::wait_converged(&req.fare, dir, state, t, req.converge_timeout)? {
+        match super::faults::wait_converged(dir, state, t, req.converge_timeout)? {
             Ok(s) => {
                 report.converged_s = Some(s);
                 progress(req, &format!("converged {s:.2} s after the agents started"));

@@ -99,6 +99,10 @@ pub struct ListenArgs {
     pub duration_ms: Option<u64>,
     #[arg(long)]
     pub json: bool,
+    /// Also receive ARNs sent to this multicast group (joined on the neighbors'
+    /// interfaces, as the agent's `arn.multicast`); ARNs to other groups are dropped.
+    #[arg(long)]
+    pub group: Option<IpAddr>,
 }
 
 fn parse_neighbor(s: &str) -> Result<fare_arn::config::ArnNeighbor, String> {
@@ -278,7 +282,7 @@ fn monitor(args: MonitorArgs) -> Result<()> {
             args.port,
             tx,
             stop.clone(),
-            None,
+            monitor::MonitorExtras::default(),
         )
         .context("starting the queue monitor (rtnetlink)")?;
         let sender = tokio::spawn(monitor::report_sent(rx, Some(sent_tx)));
@@ -314,10 +318,19 @@ fn listen(args: ListenArgs) -> Result<()> {
     let config = fare_arn::ArnConfig {
         udp_port: args.port,
         neighbors: args.neighbors.clone(),
+        multicast: args.group.map(|group| crate::arn::config::MulticastConfig {
+            group,
+            interfaces: Vec::new(),
+        }),
         ..Default::default()
     };
     runtime()?.block_on(async {
         let socket = ArnSocket::bind(SocketAddr::new(args.address, args.port), None)?;
+        if let Some(m) = &config.multicast {
+            let interfaces = m.resolved_interfaces(&config.neighbors);
+            ArnSocket::join_group(std::slice::from_ref(&socket), m.group, &interfaces)
+                .with_context(|| format!("joining {}", m.group))?;
+        }
         let receiver = Receiver::new(&config, &[]);
         let counters = receiver.counters();
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<receiver::ReceiverEvent>();

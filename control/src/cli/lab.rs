@@ -96,6 +96,10 @@ pub struct UpArgs {
     /// A congested port's queue must stay drained this long before its Type 2, ms.
     #[arg(long, default_value_t = 200)]
     pub arn_clear_ms: u64,
+    /// What a congestion ARN (Type 1) does at the receivers: shift part of the member's
+    /// share to the other members by its Metric, or remove the whole member.
+    #[arg(long, default_value = "shift", value_parser = |s: &str| s.parse::<fare_arn::shift::CongestionMode>())]
+    pub arn_congestion: fare_arn::shift::CongestionMode,
     /// fare.p4's p4c outputs (fare.json, fare.p4info.txtpb) for nodes marked
     /// `target: bmv2`; default: p4/build of this directory or of the repository the
     /// binary was built in. Those nodes run `simple_switch_grpc` (BMv2) programmed by
@@ -274,6 +278,7 @@ fn run_up(a: UpArgs) -> anyhow::Result<()> {
             interval_us: a.arn_interval_us,
             hold_ms: a.arn_hold_ms,
             clear_ms: a.arn_clear_ms,
+            congestion: a.arn_congestion,
         }),
         p4_build: a.p4_build.clone(),
     };

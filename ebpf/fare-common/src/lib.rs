@@ -364,7 +364,8 @@ mod arn {
     /// and never takes out the last one.
     pub const GROUP_ACTIVE: &str = "GROUP_ACTIVE";
 
-    /// ARN_CONFIG[0]. `enabled` 0 = the program ignores ARNs (passes them to the kernel).
+    /// ARN_CONFIG[0]. `enabled` 0 = the program ignores ARNs (passes them to the kernel);
+    /// else bit 0 on, and bit 1 ([`ARN_CONGESTION_SHIFT`]) leaves Types 1/2 to the agent.
     #[repr(C)]
     #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
     pub struct ArnConfigRow {
@@ -376,6 +377,11 @@ mod arn {
         pub refill_ns: u64,
         pub burst: u64,
     }
+
+    /// `ArnConfigRow::enabled` bit: congestion shifts the member's share (`arn.congestion`
+    /// mode shift), which the agent computes and writes as a re-weighted group; the
+    /// program acts on Types 3/4 (failure) only and passes Types 1/2 on untouched.
+    pub const ARN_CONGESTION_SHIFT: u32 = 2;
 
     /// A sender address as the packet carries it: IPv4 in word 0 (family 4), IPv6 in all
     /// four words (family 6), words in packet byte order.

@@ -18,7 +18,7 @@ use crate::maps::{ARN_CONFIG, ARN_LOCAL, ARN_NEIGHBORS, ARN_PATHS, ARN_REMOVED, 
 use crate::packet::{ptr_at, read_be16};
 
 use fare_common::arn_wire::{
-    PARA_FLOW, PARA_PATH_ID, TTL, TYPE_CONGESTION_DETECTED, TYPE_FAILURE_DETECTED,
+    PARA_FLOW, PARA_PATH_ID, TTL, TYPE_CONGESTION_DETECTED, TYPE_CONGESTION_ELIMINATED, TYPE_FAILURE_DETECTED,
     TYPE_FAILURE_ELIMINATED, VERSION,
 };
 
@@ -129,6 +129,11 @@ fn handle(ctx: &XdpContext, f: &Fields, ttl: u8, cfg: &ArnConfigRow) -> ArnStat 
         Some(t) => t,
         None => return ArnStat::Deferred,
     };
+    // Congestion shift: the share is the agent's (a damped, re-weighted group); this
+    // program acts on failures only.
+    if cfg.enabled & fare_common::ARN_CONGESTION_SHIFT != 0 && kind <= TYPE_CONGESTION_ELIMINATED {
+        return ArnStat::Deferred;
+    }
     let removes = kind == TYPE_CONGESTION_DETECTED || kind == TYPE_FAILURE_DETECTED;
     for i in 0..fare_common::MAX_ARN_TARGETS {
         if i as u32 >= targets.n {

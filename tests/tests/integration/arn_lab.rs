@@ -112,6 +112,9 @@ fn arn_end_to_end(dataplane: &str) -> Result<()> {
             dataplane,
             "--arn-clear-ms",
             "200",
+            // This test checks that Type 1 moves the whole member (the shift has its own).
+            "--arn-congestion",
+            "remove",
         ],
     )?;
     // 40 Mbit/s over two 100 Mbit/s spines: ~20 Mbit/s each, twice what a congested

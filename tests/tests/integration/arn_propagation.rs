@@ -11,7 +11,9 @@
 //! D -> X): B cannot act on it and passes it on to its other ARN neighbor, A (from its
 //! address on link 1), and A takes its member via link 1 out; Type 2 follows and A
 //! restores it. An unlisted Path ID moves nothing and is not passed on. Data planes
-//! `none`: this is the control plane's behaviour.
+//! `none`: this is the control plane's behaviour. B runs the default congestion shift
+//! (shifting its only member would move nothing, so it passes the ARN on); A runs
+//! `congestion: {mode: remove}` so its reaction is one member out and back.
 
 use anyhow::{ensure, Result};
 use fare_integration::agent::{Agent, TempDir};
@@ -57,7 +59,7 @@ fn arn_without_alternative_is_passed_upstream() -> Result<()> {
          static:\n  - prefix: {X}\n    members:\n\
          \x20     - {{interface: a1, neighbor_mac: 02:00:00:00:00:01, next_hop: 10.0.1.2, weight: 1}}\n\
          \x20     - {{interface: a2, neighbor_mac: 02:00:00:00:00:02, next_hop: 10.0.3.2, weight: 1}}\n\
-         arn:\n  neighbors: [{{address: 10.0.1.2, interface: a1}}, {{address: 10.0.3.2, interface: a2}}]\n  {paths}\n",
+         arn:\n  congestion: {{mode: remove}}\n  neighbors: [{{address: 10.0.1.2, interface: a1}}, {{address: 10.0.3.2, interface: a2}}]\n  {paths}\n",
         dir.0.display()
     );
     let b_cfg = format!(

@@ -196,6 +196,75 @@ fn arn_receiver_accepts_only_ttl_255_from_configured_neighbor() -> Result<()> {
     Ok(())
 }
 
+/// Multicast transport (`arn.multicast`, here `fare arn listen --group`): an ARN the
+/// neighbor sends to the receiver's group out of its link is accepted (TTL 255, from the
+/// neighbor, on b0); one sent to another group before it never reaches the receiver.
+#[test]
+fn arn_receiver_takes_its_multicast_group_and_ignores_another() -> Result<()> {
+    let Some(lab) = lab_for(
+        "arn_receiver_takes_its_multicast_group_and_ignores_another",
+        &[],
+    )?
+    else {
+        return Ok(());
+    };
+    let fare = fare_bin()?;
+    let fare = fare.to_str().context("path")?;
+    let listener = lab
+        .rcv
+        .command(fare)
+        .args([
+            "arn",
+            "listen",
+            "--neighbor",
+            "10.99.0.1@b0",
+            "--group",
+            "239.255.0.61",
+            "--json",
+            "--count",
+            "1",
+            "--duration-ms",
+            "8000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .context("spawning fare arn listen")?;
+    std::thread::sleep(Duration::from_millis(300));
+    for (group, metric) in [("239.255.0.62", "7"), ("239.255.0.61", "9")] {
+        lab.snd.exec(
+            fare,
+            &[
+                "arn",
+                "send",
+                "--to",
+                group,
+                "--device",
+                "a0",
+                "--type",
+                "1",
+                "--metric",
+                metric,
+                "--path-id",
+                "10.0.0.2",
+            ],
+        )?;
+    }
+    let out = listener.wait_with_output()?;
+    let lines = json_lines(&out.stdout);
+    let events: Vec<&Value> = lines
+        .iter()
+        .filter(|v| v.get("counters").is_none())
+        .collect();
+    assert_eq!(events.len(), 1, "{lines:#?}");
+    assert_eq!(events[0]["message"]["metric"], 9, "{:?}", events[0]);
+    assert_eq!(events[0]["ttl"], 255);
+    let counters = &lines.last().context("no counters line")?["counters"];
+    assert_eq!(counters["received"], 1, "{counters}");
+    assert_eq!(counters["accepted"], 1, "{counters}");
+    Ok(())
+}
+
 #[test]
 fn arn_decode_reads_a_capture_of_the_wire() -> Result<()> {
     let Some(lab) = lab_for("arn_decode_reads_a_capture_of_the_wire", &["tcpdump"])? else {

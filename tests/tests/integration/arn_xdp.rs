@@ -101,6 +101,9 @@ fn xdp_program_applies_arn_without_the_agent() -> Result<()> {
             "xdp",
             "--arn-hold-ms",
             "2000",
+            // The program acts on Type 1 itself only with whole-member removal.
+            "--arn-congestion",
+            "remove",
         ],
     )?;
     let leaf1_pid = lab.agent_pid("leaf1")?;

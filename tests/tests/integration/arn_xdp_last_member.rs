@@ -69,6 +69,7 @@ fn xdp_arn_never_removes_the_last_member() -> Result<()> {
                 ("10.0.0.3".parse().expect("addr"), "e2".into()),
             ],
             paths: BTreeMap::new(),
+            congestion_shift: false,
         });
     };
     lab.with_dataplane(configure, |rt, dp| {
@@ -99,6 +100,65 @@ fn xdp_arn_never_removes_the_last_member() -> Result<()> {
         ensure!(arn_stats["removed"] == 1, "{arn_stats:?}");
         run(arn([10, 0, 0, 2], 2), "e1")?;
         ensure!(egress(dp)? == BTreeSet::from([e1, e2]), "member 0 not back");
+        Ok(())
+    })
+}
+
+/// `arn.congestion.mode: shift`: the program leaves congestion (Types 1/2) to the agent,
+/// which re-weights the group, and acts on failure only: a Type 1 moves nothing and is
+/// counted `deferred`, a Type 3 takes the member out, a Type 4 brings it back.
+#[test]
+fn xdp_arn_in_shift_mode_acts_on_failures_only() -> Result<()> {
+    let test = "xdp_arn_in_shift_mode_acts_on_failures_only";
+    if !(have_root(test) && have_tool(test, "ethtool") && have_xdp(test)) {
+        return Ok(());
+    }
+    let lab = XdpLab::new("sh")?;
+    lab.router.sh("ip addr add 10.0.0.1/32 dev lo")?;
+    let configure = |opts: &mut fare::dataplane::xdp::XdpOptions| {
+        opts.arn = Some(ArnFastPath {
+            udp_port: 9961,
+            hold: Duration::from_secs(60),
+            per_second: 1_000_000,
+            burst: 1_000_000,
+            neighbors: vec![
+                ("10.0.0.2".parse().expect("addr"), "e1".into()),
+                ("10.0.0.3".parse().expect("addr"), "e2".into()),
+            ],
+            paths: BTreeMap::new(),
+            congestion_shift: true,
+        });
+    };
+    lab.with_dataplane(configure, |rt, dp| {
+        rt.block_on(dp.install(&group("198.18.0.0/16", &[1, 1], GroupMode::Spray)?))?;
+        let (e1, e2) = (sink_mac(1)[5], sink_mac(2)[5]);
+        let on = |name: &str| -> Result<TestRunOptions> {
+            Ok(TestRunOptions {
+                ingress_ifindex: netdev::ifindex(name)?,
+                ..TestRunOptions::default()
+            })
+        };
+        let run = |frame: Vec<u8>, via: &str| -> Result<()> {
+            let r = dp.test_run(&frame, on(via)?)?;
+            ensure!(r.action == XDP_PASS, "ARN action {}", r.action);
+            Ok(())
+        };
+        run(arn([10, 0, 0, 2], 1), "e1")?;
+        ensure!(
+            egress(dp)? == BTreeSet::from([e1, e2]),
+            "Type 1 took member 0 out"
+        );
+        ensure!(dp.arn_stats()?["deferred"] == 1, "{:?}", dp.arn_stats()?);
+        run(arn([10, 0, 0, 2], 3), "e1")?;
+        ensure!(
+            egress(dp)? == BTreeSet::from([e2]),
+            "Type 3 left member 0 in"
+        );
+        run(arn([10, 0, 0, 2], 4), "e1")?;
+        ensure!(
+            egress(dp)? == BTreeSet::from([e1, e2]),
+            "Type 4 did not restore"
+        );
         Ok(())
     })
 }

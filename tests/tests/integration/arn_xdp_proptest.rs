@@ -94,6 +94,7 @@ fn xdp_arn_parser_agrees_with_the_codec() -> Result<()> {
             burst: 1_000_000,
             neighbors: vec![("10.0.0.2".parse()?, "lo".into())],
             paths: BTreeMap::new(),
+            congestion_shift: false,
         });
         let dp = XdpDataplane::open(&opts)?;
         let result = (|| -> Result<()> {

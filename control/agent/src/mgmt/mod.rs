@@ -5,6 +5,7 @@
 //! file is replaced, and the socket is made mode 0600 (root only).
 
 pub mod client;
+pub mod json;
 pub mod server;
 
 /// Generated protobuf types and the tonic client/server.

@@ -235,7 +235,12 @@ pub fn arn_to_pb(arn: &crate::arn_task::ArnStatus) -> pb::ArnState {
                 kinds: r
                     .causes
                     .iter()
-                    .map(|c| if c.failure { "failure" } else { "congestion" }.to_string())
+                    .map(|c| match (c.failure, r.share_permille) {
+                        (true, _) => "failure",
+                        (false, None) => "congestion",
+                        (false, Some(_)) => "shift",
+                    })
+                    .map(str::to_string)
                     .collect(),
                 path_ids: r
                     .causes
@@ -253,7 +258,7 @@ pub fn arn_to_pb(arn: &crate::arn_task::ArnStatus) -> pb::ArnState {
                 reason: r.reason(),
             })
             .collect(),
-        monitored: arn.monitored.clone(),
+        monitored: arn.monitored(),
     }
 }
 

@@ -35,6 +35,9 @@ pub struct ArnFastPath {
     pub neighbors: Vec<(IpAddr, String)>,
     /// Path ID -> the prefixes behind it (`arn.paths`).
     pub paths: BTreeMap<u32, Vec<IpNet>>,
+    /// `arn.congestion.mode: shift`: Types 1/2 are the agent's (the program passes them on
+    /// and acts on Types 3/4 only).
+    pub congestion_shift: bool,
 }
 
 impl ArnFastPath {
@@ -56,6 +59,7 @@ impl ArnFastPath {
             burst: config.rate_limit.burst,
             neighbors,
             paths,
+            congestion_shift: config.congestion.mode == fare_arn::shift::CongestionMode::Shift,
         }
     }
 }
@@ -166,7 +170,11 @@ impl ArnMaps {
             Some(s) => {
                 let per_second = u64::from(s.per_second.max(1));
                 ArnConfigRow {
-                    enabled: 1,
+                    enabled: if s.congestion_shift {
+                        1 | fc::ARN_CONGESTION_SHIFT
+                    } else {
+                        1
+                    },
                     udp_port: u32::from(s.udp_port),
                     hold_ns: u64::try_from(s.hold.as_nanos()).unwrap_or(u64::MAX),
                     refill_ns: 1_000_000_000 / per_second,
@@ -296,6 +304,7 @@ mod tests {
             burst: 10,
             neighbors: vec![("10.0.2.2".parse().unwrap(), "e2".into())],
             paths: BTreeMap::from([(7, vec!["10.9.0.0/16".parse().unwrap()])]),
+            congestion_shift: false,
         };
         let a = group("10.9.1.0/24");
         let b = group("10.8.1.0/24");

@@ -33,14 +33,16 @@ fn node(name: String, role: Role, asn: u32, rid: u32) -> Node {
 }
 
 /// 3-stage Clos: `leaves` leaves each linked to every one of `spines` spines by
-/// `parallel` links of `gbps`. Leaf i originates `block_prefix(i)`.
+/// `parallel` links of `gbps`. Leaf i originates `block_prefix(i)`. The spines share AS
+/// 65100; leaf i has the 4-octet private AS 4,200,000,000 + i (RFC 6996), so no leaf
+/// ever shares the spines' AS however many there are (65000 + i met 65100 at leaf 100).
 pub fn clos3(leaves: u32, spines: u32, gbps: f64, parallel: u32) -> Topology {
     let mut t = Topology::new(format!("clos3-{leaves}x{spines}"));
     let spine_ids: Vec<NodeId> = (1..=spines)
         .map(|s| t.add_node(node(format!("S{s}"), Role::Spine, 65100, 1000 + s)))
         .collect();
     for l in 1..=leaves {
-        let mut n = node(format!("L{l}"), Role::Leaf, 65000 + l, l);
+        let mut n = node(format!("L{l}"), Role::Leaf, 4_200_000_000 + l, l);
         n.prefixes.push(block_prefix(l - 1));
         let id = t.add_node(n);
         for &s in &spine_ids {

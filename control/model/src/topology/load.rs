@@ -178,6 +178,21 @@ pub fn parse(path: &Path, text: &str) -> Result<Topology, FileError> {
                 return Err(at(&link_lines, i, "name", "link name is empty".into()));
             }
         }
+        // Every link is an eBGP session (the model and the agents both assume it): two
+        // ends in one AS would drop each other's routes as AS-path loops.
+        if let (Some(x), Some(y)) = (topo.nodes[a].asn, topo.nodes[b].asn) {
+            if x == y {
+                return Err(at(
+                    &link_lines,
+                    i,
+                    "b",
+                    format!(
+                        "link {}-{}: both ends are in AS {x}; every link is an eBGP session, give them different AS numbers",
+                        l.a, l.b
+                    ),
+                ));
+            }
+        }
         let id = topo.add_link(a, b, l.gbps, l.name);
         topo.links[id].color = l.color.map(|c| match c {
             Color::Number(n) => n.to_string(),
@@ -267,6 +282,11 @@ mod tests {
         );
         let e = err("nodes:\n  - {name: L1, role: leaf}\nlinks:\n  - {a: L1, b: L1, gbps: 1}\n");
         assert_eq!(e, "t.yaml:4: link joins `L1` to itself");
+        let e = err("nodes:\n  - {name: L1, role: leaf, asn: 65100}\n  - {name: S1, role: spine, asn: 65100}\nlinks:\n  - {a: L1, b: S1, gbps: 1}\n");
+        assert!(
+            e.starts_with("t.yaml:5: ") && e.contains("both ends are in AS 65100"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -7,188 +7,24 @@
 
 use super::codec::{ArnMessage, ArnType, FlowId};
 use super::config::{path_covers, ArnConfig, ArnNeighbor, RateLimit};
+use super::shift::{CongestionMode, Share, ShiftConfig};
 use super::transport::{self, ArnSocket, Datagram, TTL};
-use async_trait::async_trait;
-use fare_model::forwarding::{GroupStatus, Member, MemberError};
+use fare_model::forwarding::{GroupStatus, Member};
 use ipnet::IpNet;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing::{debug, info, warn};
 
-/// A failure reported by the data plane side of the seam.
-/// Why the data plane did not do what the receiver asked.
-#[derive(Debug, thiserror::Error)]
-pub enum ControlError {
-    /// The member is the last one forwarding for its prefix (the rule is
-    /// [`fare_model::forwarding::keep_last_active`]): kept, and counted as such.
-    #[error(transparent)]
-    LastActiveMember(MemberError),
-    /// Anything else (a backend failure, the data plane task gone).
-    #[error("{0}")]
-    Failed(String),
-}
+mod control;
+mod counters;
 
-impl From<MemberError> for ControlError {
-    fn from(e: MemberError) -> Self {
-        match e {
-            e @ MemberError::LastActiveMember { .. } => ControlError::LastActiveMember(e),
-            e => ControlError::Failed(e.to_string()),
-        }
-    }
-}
-
-/// What the receiver needs from the data plane: the installed groups and the per-member
-/// on/off switch. Every data plane provides it (`fare-dataplane`: `dyn Dataplane`); the
-/// agent plugs in its handle.
-#[async_trait]
-pub trait MemberControl: Send {
-    async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError>;
-    /// Switches member `index` of `prefix` — the member whose `via` is `via`, wherever
-    /// it is in the group installed now (refused with `NoSuchMember` when it left).
-    async fn set_member_active(
-        &mut self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
-        active: bool,
-    ) -> Result<(), ControlError>;
-    /// ARN per-flow mode: flows matching `flow` avoid `interface` (or may use it again).
-    /// Ok(false): the data plane cannot steer single flows.
-    async fn steer_flow(
-        &mut self,
-        flow: &FlowId,
-        interface: &str,
-        avoid: bool,
-    ) -> Result<bool, ControlError> {
-        let _ = (flow, interface, avoid);
-        Ok(false)
-    }
-}
-
-/// Receiver counters (shared with the agent's management API and metrics).
-#[derive(Debug, Default)]
-pub struct Counters {
-    /// Datagrams read from the socket.
-    pub received: AtomicU64,
-    /// Passed every check and decoded.
-    pub accepted: AtomicU64,
-    /// Source address is no configured ARN neighbor.
-    pub dropped_not_neighbor: AtomicU64,
-    /// From a neighbor's address but over another interface.
-    pub dropped_wrong_interface: AtomicU64,
-    /// TTL / hop limit was not 255 (or unknown).
-    pub dropped_ttl: AtomicU64,
-    /// Over the sender's rate limit.
-    pub dropped_rate: AtomicU64,
-    /// Did not decode.
-    pub malformed: AtomicU64,
-    pub by_type: [AtomicU64; 4],
-    /// Members switched off / back on.
-    pub members_removed: AtomicU64,
-    pub members_restored: AtomicU64,
-    /// Removals that ended by timeout (no Type 2/4 arrived in `hold_ms`).
-    pub expired: AtomicU64,
-    /// Removals refused because the member was the last active one of its group.
-    pub refused_last_member: AtomicU64,
-    /// Removals the data plane failed to carry out for another reason (logged).
-    pub backend_errors: AtomicU64,
-    /// Removals dropped because a re-installed group no longer has that path.
-    pub stale_dropped: AtomicU64,
-    /// ARNs that matched no member.
-    pub unmatched: AtomicU64,
-    /// Per-flow mode: flows steered off a port / released (Type 2/4 or timeout).
-    pub flows_steered: AtomicU64,
-    pub flows_released: AtomicU64,
-    /// ARNs passed on upstream because no alternative was left here.
-    pub propagated: AtomicU64,
-}
-
-/// A plain copy of [`Counters`] for display and JSON.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct CountersSnapshot {
-    pub received: u64,
-    pub accepted: u64,
-    pub dropped_not_neighbor: u64,
-    pub dropped_wrong_interface: u64,
-    pub dropped_ttl: u64,
-    pub dropped_rate: u64,
-    pub malformed: u64,
-    pub type1: u64,
-    pub type2: u64,
-    pub type3: u64,
-    pub type4: u64,
-    pub members_removed: u64,
-    pub members_restored: u64,
-    pub expired: u64,
-    pub refused_last_member: u64,
-    pub backend_errors: u64,
-    pub stale_dropped: u64,
-    pub unmatched: u64,
-    pub flows_steered: u64,
-    pub flows_released: u64,
-    pub propagated: u64,
-}
-
-impl Counters {
-    pub fn snapshot(&self) -> CountersSnapshot {
-        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        CountersSnapshot {
-            received: g(&self.received),
-            accepted: g(&self.accepted),
-            dropped_not_neighbor: g(&self.dropped_not_neighbor),
-            dropped_wrong_interface: g(&self.dropped_wrong_interface),
-            dropped_ttl: g(&self.dropped_ttl),
-            dropped_rate: g(&self.dropped_rate),
-            malformed: g(&self.malformed),
-            type1: g(&self.by_type[0]),
-            type2: g(&self.by_type[1]),
-            type3: g(&self.by_type[2]),
-            type4: g(&self.by_type[3]),
-            members_removed: g(&self.members_removed),
-            members_restored: g(&self.members_restored),
-            expired: g(&self.expired),
-            refused_last_member: g(&self.refused_last_member),
-            backend_errors: g(&self.backend_errors),
-            stale_dropped: g(&self.stale_dropped),
-            unmatched: g(&self.unmatched),
-            flows_steered: g(&self.flows_steered),
-            flows_released: g(&self.flows_released),
-            propagated: g(&self.propagated),
-        }
-    }
-}
-
-fn bump(c: &AtomicU64) {
-    c.fetch_add(1, Ordering::Relaxed);
-}
-
-/// Why a datagram was not accepted.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Rejection {
-    NotNeighbor,
-    WrongInterface { ifindex: Option<u32> },
-    Ttl(Option<u8>),
-    RateLimited,
-    Malformed(super::codec::DecodeError),
-}
-
-impl std::fmt::Display for Rejection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Rejection::NotNeighbor => f.write_str("not a configured ARN neighbor"),
-            Rejection::WrongInterface { ifindex } => {
-                write!(f, "arrived on the wrong interface (ifindex {ifindex:?})")
-            }
-            Rejection::Ttl(t) => write!(f, "TTL/hop limit {t:?}, expected 255"),
-            Rejection::RateLimited => f.write_str("over the rate limit"),
-            Rejection::Malformed(e) => write!(f, "malformed: {e}"),
-        }
-    }
-}
+pub use control::{ControlError, MemberControl};
+use counters::bump;
+pub use counters::{Counters, CountersSnapshot, Rejection};
 
 /// Why a member is out: the condition (congestion or failure) and the Path ID named.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -240,6 +76,9 @@ pub struct RemovedMember {
     pub metric: u8,
     /// Every condition keeping it out: (failure?, Path ID, expiry).
     pub causes: Vec<RemovalCause>,
+    /// Congestion shift: the member is in service with this share of its weight, in
+    /// thousandths (None: taken out).
+    pub share_permille: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -264,8 +103,12 @@ impl RemovedMember {
                 )
             })
             .collect();
+        let what = match self.share_permille {
+            Some(p) => format!(": share {:.1} % of its weight", f64::from(p) / 10.0),
+            None => String::new(),
+        };
         format!(
-            "ARN {} (metric {}) from {}",
+            "ARN {} (metric {}) from {}{what}",
             causes.join(", "),
             self.metric,
             self.sender
@@ -293,6 +136,26 @@ pub struct MemberChange {
     pub index: usize,
     pub active: bool,
     pub sender: IpAddr,
+    /// Congestion shift: the member's new share of its weight, in thousandths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub share_permille: Option<u32>,
+}
+
+/// A member whose share a congestion shift lowered (`arn::shift`).
+#[derive(Clone, Debug)]
+struct Shifted {
+    index: usize,
+    via: String,
+    share: Share,
+    path_ids: std::collections::BTreeSet<u32>,
+    metric: u8,
+    since: Instant,
+    /// The hold time: without a refresh by then the share starts to come back.
+    expires: Instant,
+}
+
+fn permille(f: f64) -> u32 {
+    (f * 1000.0).round().clamp(0.0, 1000.0) as u32
 }
 
 /// A flow the data plane keeps off the port toward `sender` until `expires`.
@@ -322,6 +185,12 @@ pub struct Receiver {
     propagated: HashMap<(IpAddr, u32, bool), Instant>,
     /// ARNs to send, with their destinations; [`run`] sends them.
     outbox: Vec<(ArnMessage, Vec<IpAddr>)>,
+    /// What a Type 1 does (shift or remove) and the shift's parameters.
+    shift: ShiftConfig,
+    /// Members whose share a congestion shift lowered.
+    shifted: BTreeMap<RemovalKey, Shifted>,
+    /// The multicast group ARNs may arrive on (others are dropped).
+    group: Option<IpAddr>,
     counters: Arc<Counters>,
     /// A copy of the removals for readers outside the receiver task (management API).
     published: Arc<std::sync::RwLock<Vec<RemovedMember>>>,
@@ -352,6 +221,9 @@ impl Receiver {
             propagate: config.propagate.then(|| config.refresh()),
             propagated: HashMap::new(),
             outbox: Vec::new(),
+            shift: config.congestion.clone(),
+            shifted: BTreeMap::new(),
+            group: config.multicast.as_ref().map(|m| m.group),
             counters: Arc::new(Counters::default()),
             published: Arc::default(),
         }
@@ -385,6 +257,12 @@ impl Receiver {
         let c = &self.counters;
         bump(&c.received);
         let sender = canonical(d.from.ip());
+        if let Some(dst) = d.dst.filter(|a| a.is_multicast()) {
+            if self.group != Some(dst) {
+                bump(&c.dropped_other_group);
+                return Err(Rejection::OtherGroup(dst));
+            }
+        }
         let Some(n) = self.neighbors.iter_mut().find(|n| n.address == sender) else {
             bump(&c.dropped_not_neighbor);
             return Err(Rejection::NotNeighbor);
@@ -559,10 +437,24 @@ impl Receiver {
             debug!(%sender, %msg, "ARN matched no group member");
         }
         let cause = Cause::of(msg);
+        let shift = self.shift.mode == CongestionMode::Shift && !cause.failure;
         let mut changes = Vec::new();
         let mut refused = false;
         for (prefix, index, via) in targets {
             let key = RemovalKey { prefix, sender };
+            if shift && msg.kind.removes() && !has_alternative(&groups, prefix, index) {
+                // Shifting the only member in service moves nothing: this node has no
+                // alternative (the propagation rule below passes the ARN upstream).
+                bump(&self.counters.refused_last_member);
+                refused = true;
+                continue;
+            }
+            if shift {
+                if let Some(change) = self.apply_shift(control, &key, index, &via, msg, now).await {
+                    changes.extend(change);
+                    continue;
+                }
+            }
             if msg.kind.removes() {
                 let expires = now + self.hold;
                 if let Some(r) = self.removals.get_mut(&key) {
@@ -588,6 +480,7 @@ impl Receiver {
                             index,
                             active: false,
                             sender,
+                            share_permille: None,
                         });
                     }
                     Err(ControlError::LastActiveMember(_)) => {
@@ -616,12 +509,127 @@ impl Receiver {
                             index,
                             active: true,
                             sender,
+                            share_permille: None,
                         });
                     }
                 }
             }
         }
         self.plan_propagation(sender, msg, refused, now);
+        changes
+    }
+
+    /// Congestion shift (`arn::shift`) of the member `key` names: a Type 1 cuts its share
+    /// by the Metric (damped), a Type 2 starts giving it back. None: not handled here (the
+    /// data plane cannot shift, or a Type 2 for a member that is not shifted): the caller
+    /// goes on with the removal rules.
+    async fn apply_shift<C: MemberControl + ?Sized>(
+        &mut self,
+        control: &mut C,
+        key: &RemovalKey,
+        index: usize,
+        via: &str,
+        msg: &ArnMessage,
+        now: Instant,
+    ) -> Option<Option<MemberChange>> {
+        if !msg.kind.removes() {
+            let s = self.shifted.get_mut(key)?;
+            s.share.cleared(now);
+            return Some(None);
+        }
+        let hold = self.hold;
+        let e = self.shifted.entry(key.clone()).or_insert_with(|| Shifted {
+            index,
+            via: via.to_string(),
+            share: Share::new(now),
+            path_ids: Default::default(),
+            metric: msg.metric,
+            since: now,
+            expires: now + hold,
+        });
+        e.expires = now + hold;
+        e.metric = msg.metric;
+        e.path_ids.insert(msg.path_id.unwrap_or(0));
+        if !e.share.congested(&self.shift, msg.metric, now) {
+            return Some(None); // damped, or already at the floor
+        }
+        let (factor, index, via) = (e.share.factor, e.index, e.via.clone());
+        match control
+            .set_member_share(key.prefix, index, &via, factor)
+            .await
+        {
+            Ok(true) => {
+                bump(&self.counters.shares_cut);
+                info!(prefix = %key.prefix, index, sender = %key.sender, metric = msg.metric, share = factor, "ARN: congested member's share lowered");
+                Some(Some(MemberChange {
+                    prefix: key.prefix,
+                    index,
+                    active: true,
+                    sender: key.sender,
+                    share_permille: Some(permille(factor)),
+                }))
+            }
+            Ok(false) => {
+                self.shifted.remove(key);
+                None
+            }
+            Err(e) => {
+                bump(&self.counters.backend_errors);
+                warn!(prefix = %key.prefix, index, error = %e, "ARN: the data plane failed to shift the member's share");
+                self.shifted.remove(key);
+                Some(None)
+            }
+        }
+    }
+
+    /// Recovery of shifted members: a share whose hold time ran out without a refresh
+    /// starts coming back as on Type 2; due steps are written to the data plane.
+    async fn tick_shares<C: MemberControl + ?Sized>(
+        &mut self,
+        control: &mut C,
+        now: Instant,
+    ) -> Vec<MemberChange> {
+        let mut changes = Vec::new();
+        let keys: Vec<RemovalKey> = self.shifted.keys().cloned().collect();
+        for key in keys {
+            let Some(e) = self.shifted.get_mut(&key) else {
+                continue;
+            };
+            if !e.share.is_recovering() && e.expires <= now {
+                e.share.cleared(now);
+                bump(&self.counters.expired);
+            }
+            if !e.share.tick(&self.shift, now) {
+                if e.share.done() {
+                    self.shifted.remove(&key);
+                }
+                continue;
+            }
+            let (factor, index, via) = (e.share.factor, e.index, e.via.clone());
+            if e.share.done() {
+                self.shifted.remove(&key);
+            }
+            match control
+                .set_member_share(key.prefix, index, &via, factor)
+                .await
+            {
+                Ok(_) => {
+                    bump(&self.counters.shares_restored);
+                    info!(prefix = %key.prefix, index, share = factor, "ARN: share given back");
+                    changes.push(MemberChange {
+                        prefix: key.prefix,
+                        index,
+                        active: true,
+                        sender: key.sender,
+                        share_permille: Some(permille(factor)),
+                    });
+                }
+                Err(e) => {
+                    bump(&self.counters.backend_errors);
+                    warn!(prefix = %key.prefix, index, error = %e, "ARN: cannot give the share back");
+                }
+            }
+        }
         changes
     }
 
@@ -714,7 +722,7 @@ impl Receiver {
                 done.push((key.clone(), r.index, r.via.clone()));
             }
         }
-        let mut changes = Vec::new();
+        let mut changes = self.tick_shares(control, now).await;
         for (key, index, via) in done {
             self.removals.remove(&key);
             bump(&self.counters.expired);
@@ -725,6 +733,7 @@ impl Receiver {
                     index,
                     active: true,
                     sender: key.sender,
+                    share_permille: None,
                 });
             }
         }
@@ -738,6 +747,32 @@ impl Receiver {
         let Ok(groups) = control.groups().await else {
             return;
         };
+        // Shifted members: the data plane task keeps their shares across re-installs;
+        // only follow the member's index, and forget members that left the group.
+        let keys: Vec<RemovalKey> = self.shifted.keys().cloned().collect();
+        for key in keys {
+            let found = self
+                .neighbors
+                .iter()
+                .find(|n| n.address == key.sender)
+                .and_then(|n| {
+                    let g = groups.iter().find(|g| g.group.prefix == key.prefix)?;
+                    let i = member_toward(&g.group.members, n)?;
+                    Some((i, g.group.members[i].via.clone()))
+                });
+            match found {
+                Some((index, via)) => {
+                    if let Some(e) = self.shifted.get_mut(&key) {
+                        e.index = index;
+                        e.via = via;
+                    }
+                }
+                None => {
+                    self.shifted.remove(&key);
+                    bump(&self.counters.stale_dropped);
+                }
+            }
+        }
         let keys: Vec<RemovalKey> = self.removals.keys().cloned().collect();
         for key in keys {
             let neighbor = self
@@ -788,8 +823,30 @@ impl Receiver {
         }
     }
 
-    /// Members currently held out by ARN, with why and until when.
+    /// Members currently held out by ARN (or, shifted, carrying less), with why and until
+    /// when.
     pub fn removed_members(&self) -> Vec<RemovedMember> {
+        let shifted = self
+            .shifted
+            .iter()
+            .filter(|(_, s)| !s.share.done())
+            .map(|(k, s)| RemovedMember {
+                prefix: k.prefix,
+                index: s.index,
+                sender: k.sender,
+                since: s.since,
+                metric: s.metric,
+                causes: s
+                    .path_ids
+                    .iter()
+                    .map(|&path_id| RemovalCause {
+                        failure: false,
+                        path_id,
+                        expires: s.expires,
+                    })
+                    .collect(),
+                share_permille: Some(permille(s.share.factor)),
+            });
         self.removals
             .iter()
             .map(|(k, r)| RemovedMember {
@@ -807,7 +864,9 @@ impl Receiver {
                         expires: *expires,
                     })
                     .collect(),
+                share_permille: None,
             })
+            .chain(shifted)
             .collect()
     }
 
@@ -818,6 +877,17 @@ impl Receiver {
             .map(|(k, r)| (k.prefix, r.index, k.sender))
             .collect()
     }
+}
+
+/// True when the group of `prefix` has a member in service other than `index`.
+fn has_alternative(groups: &[GroupStatus], prefix: IpNet, index: usize) -> bool {
+    groups
+        .iter()
+        .find(|g| g.group.prefix == prefix)
+        .is_some_and(|g| {
+            (0..g.group.members.len())
+                .any(|i| i != index && g.members.get(i).is_none_or(|m| m.active))
+        })
 }
 
 /// IPv4-mapped IPv6 senders compare as IPv4.
@@ -955,522 +1025,4 @@ pub async fn run<C: MemberControl + ?Sized>(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::PathPrefixes;
-    use fare_model::forwarding::{keep_last_active, Group, GroupMode, MemberStatus};
-    use std::collections::BTreeMap;
-
-    /// Groups in memory under the data planes' last-member rule: what the receiver
-    /// switches in these tests (the real data planes have their own tests).
-    #[derive(Default)]
-    struct NullDataplane(BTreeMap<IpNet, GroupStatus>);
-
-    impl NullDataplane {
-        async fn install(&mut self, group: &Group) -> Result<(), ControlError> {
-            let members = vec![
-                MemberStatus {
-                    active: true,
-                    ..Default::default()
-                };
-                group.members.len()
-            ];
-            let status = GroupStatus {
-                group: group.clone(),
-                members,
-                colors: Vec::new(),
-                fit: None,
-            };
-            self.0.insert(group.prefix, status);
-            Ok(())
-        }
-    }
-
-    #[async_trait]
-    impl MemberControl for NullDataplane {
-        async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
-            Ok(self.0.values().cloned().collect())
-        }
-
-        async fn set_member_active(
-            &mut self,
-            prefix: IpNet,
-            index: usize,
-            via: &str,
-            active: bool,
-        ) -> Result<(), ControlError> {
-            let status = self
-                .0
-                .get_mut(&prefix)
-                .ok_or_else(|| ControlError::Failed(format!("no group for {prefix}")))?;
-            let vias = status.group.members.iter().map(|m| m.via.as_str());
-            let index = fare_model::forwarding::member_now(prefix, index, Some(via), Some(vias))?;
-            let states: Vec<bool> = status.members.iter().map(|m| m.active).collect();
-            keep_last_active(prefix, &states, index, active)?;
-            status.members[index].active = active;
-            Ok(())
-        }
-    }
-    use std::net::{Ipv4Addr, SocketAddr};
-
-    const S1: &str = "10.1.0.2";
-    const S2: &str = "10.1.1.2";
-    const LEAF2: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-
-    fn member(via: &str, interface: &str) -> Member {
-        Member {
-            via: via.into(),
-            interface: interface.into(),
-            next_hop: Some(via.parse().unwrap()),
-            neighbor_mac: None,
-            weight: 1,
-            bandwidth_gbps: 100.0,
-        }
-    }
-
-    fn group(prefix: &str) -> Group {
-        Group {
-            prefix: prefix.parse().unwrap(),
-            mode: GroupMode::Spray,
-            members: vec![member(S1, "lo"), member(S2, "lo")],
-        }
-    }
-
-    fn config() -> ArnConfig {
-        ArnConfig {
-            neighbors: vec![
-                ArnNeighbor {
-                    address: S1.parse().unwrap(),
-                    interface: "lo".into(),
-                },
-                ArnNeighbor {
-                    address: S2.parse().unwrap(),
-                    interface: "lo".into(),
-                },
-            ],
-            paths: vec![PathPrefixes {
-                path_id: LEAF2,
-                prefixes: vec!["192.0.2.0/24".parse().unwrap()],
-            }],
-            hold_ms: 100,
-            rate_limit: RateLimit {
-                per_second: 10,
-                burst: 3,
-            },
-            ..ArnConfig::default()
-        }
-    }
-
-    fn datagram(from: &str, ttl: u8) -> Datagram {
-        Datagram {
-            len: 8,
-            from: SocketAddr::new(from.parse().unwrap(), 40000),
-            ttl: Some(ttl),
-            ifindex: Some(transport::ifindex("lo")),
-            dst: None,
-        }
-    }
-
-    async fn setup() -> (Receiver, NullDataplane) {
-        let mut dp = NullDataplane::default();
-        dp.install(&group("192.0.2.0/24")).await.unwrap();
-        dp.install(&group("198.51.100.0/24")).await.unwrap();
-        (Receiver::new(&config(), &[]), dp)
-    }
-
-    async fn active(dp: &mut NullDataplane, prefix: &str) -> Vec<bool> {
-        let p: IpNet = prefix.parse().unwrap();
-        MemberControl::groups(dp)
-            .await
-            .unwrap()
-            .into_iter()
-            .find(|g| g.group.prefix == p)
-            .unwrap()
-            .members
-            .iter()
-            .map(|m| m.active)
-            .collect()
-    }
-
-    #[test]
-    fn admission_checks_neighbor_ttl_interface_rate_and_format() {
-        let mut r = Receiver::new(&config(), &[]);
-        let now = Instant::now();
-        let good = ArnMessage::path(ArnType::CongestionDetected, 9, LEAF2.into())
-            .encode()
-            .unwrap();
-        assert!(r.admit(&datagram(S1, 255), &good, now).is_ok());
-        assert_eq!(
-            r.admit(&datagram("10.9.9.9", 255), &good, now),
-            Err(Rejection::NotNeighbor)
-        );
-        assert_eq!(
-            r.admit(&datagram(S1, 254), &good, now),
-            Err(Rejection::Ttl(Some(254)))
-        );
-        let mut wrong_if = datagram(S1, 255);
-        wrong_if.ifindex = Some(9999);
-        assert!(matches!(
-            r.admit(&wrong_if, &good, now),
-            Err(Rejection::WrongInterface { .. })
-        ));
-        assert!(matches!(
-            r.admit(&datagram(S1, 255), &good[..5], now),
-            Err(Rejection::Malformed(_))
-        ));
-        // burst 3: two more pass (one token went to the malformed one), then rate limited
-        assert!(r.admit(&datagram(S1, 255), &good, now).is_ok());
-        assert_eq!(
-            r.admit(&datagram(S1, 255), &good, now),
-            Err(Rejection::RateLimited)
-        );
-        // tokens come back with time
-        assert!(r
-            .admit(&datagram(S1, 255), &good, now + Duration::from_millis(200))
-            .is_ok());
-        let c = r.counters().snapshot();
-        assert_eq!(
-            (
-                c.received,
-                c.accepted,
-                c.dropped_not_neighbor,
-                c.dropped_ttl
-            ),
-            (8, 3, 1, 1)
-        );
-        assert_eq!(
-            (
-                c.dropped_wrong_interface,
-                c.malformed,
-                c.dropped_rate,
-                c.type1
-            ),
-            (1, 1, 1, 3)
-        );
-    }
-
-    #[tokio::test]
-    async fn congestion_removes_only_members_toward_sender_behind_path_then_restores() {
-        let (mut r, mut dp) = setup().await;
-        let s1: IpAddr = S1.parse().unwrap();
-        let now = Instant::now();
-        let up = ArnMessage::path(ArnType::CongestionDetected, 200, LEAF2.into());
-        let changes = r.apply(&mut dp, s1, &up, now).await;
-        assert_eq!(changes.len(), 1);
-        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![false, true]);
-        // the other prefix is not behind leaf2
-        assert_eq!(active(&mut dp, "198.51.100.0/24").await, vec![true, true]);
-        let down = ArnMessage::path(ArnType::CongestionEliminated, 0, LEAF2.into());
-        let changes = r.apply(&mut dp, s1, &down, now).await;
-        assert_eq!(changes.len(), 1);
-        assert!(changes[0].active);
-        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, true]);
-    }
-
-    #[tokio::test]
-    async fn path_id_zero_means_every_group_via_sender() {
-        let (mut r, mut dp) = setup().await;
-        let s2: IpAddr = S2.parse().unwrap();
-        let m = ArnMessage::path(ArnType::FailureDetected, 0, 0);
-        r.apply(&mut dp, s2, &m, Instant::now()).await;
-        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, false]);
-        assert_eq!(active(&mut dp, "198.51.100.0/24").await, vec![true, false]);
-        // congestion end does not revoke a failure
-        let end = ArnMessage::path(ArnType::CongestionEliminated, 0, 0);
-        r.apply(&mut dp, s2, &end, Instant::now()).await;
-        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, false]);
-        let end = ArnMessage::path(ArnType::FailureEliminated, 0, 0);
-        r.apply(&mut dp, s2, &end, Instant::now()).await;
-        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, true]);
-    }
-
-    #[tokio::test]
-    async fn last_member_is_never_removed() {
-        let (mut r, mut dp) = setup().await;
-        let now = Instant::now();
-        let m = ArnMessage::path(ArnType::FailureDetected, 0, LEAF2.into());
-        r.apply(&mut dp, S1.parse().unwrap(), &m, now).await;
-        let changes = r.apply(&mut dp, S2.parse().unwrap(), &m, now).await;
-        assert!(changes.is_empty());
-        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![false, true]);
-        assert_eq!(r.counters().snapshot().refused_last_member, 1);
-    }
-
-    /// The race a live fabric hit: BGP re-installs a group (members reordered) between
-    /// the receiver reading the groups and switching a member. The member toward the
-    /// sender goes out, never the one that took its index.
-    #[tokio::test]
-    async fn a_group_reinstalled_meanwhile_never_loses_the_wrong_member() {
-        struct Stale {
-            dp: NullDataplane,
-            seen: Vec<GroupStatus>,
-        }
-        #[async_trait]
-        impl MemberControl for Stale {
-            async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
-                Ok(self.seen.clone())
-            }
-            async fn set_member_active(
-                &mut self,
-                prefix: IpNet,
-                index: usize,
-                via: &str,
-                active: bool,
-            ) -> Result<(), ControlError> {
-                MemberControl::set_member_active(&mut self.dp, prefix, index, via, active).await
-            }
-        }
-        let (mut r, mut dp) = setup().await;
-        let seen = MemberControl::groups(&mut dp).await.unwrap();
-        // Re-installed as [S2, S1] after the receiver read [S1, S2].
-        let mut g = group("192.0.2.0/24");
-        g.members.reverse();
-        dp.install(&g).await.unwrap();
-        let mut stale = Stale { dp, seen };
-        let m = ArnMessage::path(ArnType::FailureDetected, 0, LEAF2.into());
-        r.apply(&mut stale, S1.parse().unwrap(), &m, Instant::now())
-            .await;
-        // [S2, S1]: S1 (now index 1) is out, S2 forwards.
-        assert_eq!(
-            active(&mut stale.dp, "192.0.2.0/24").await,
-            vec![true, false]
-        );
-        // A member that left the group meanwhile is not switched at all.
-        let (mut r, mut dp) = setup().await;
-        let seen = MemberControl::groups(&mut dp).await.unwrap();
-        let mut g = group("192.0.2.0/24");
-        g.members.remove(0);
-        g.members.push(member("192.0.2.99", "lo"));
-        dp.install(&g).await.unwrap();
-        let mut stale = Stale { dp, seen };
-        r.apply(&mut stale, S1.parse().unwrap(), &m, Instant::now())
-            .await;
-        assert_eq!(
-            active(&mut stale.dp, "192.0.2.0/24").await,
-            vec![true, true]
-        );
-        assert_eq!(r.counters().snapshot().backend_errors, 1);
-    }
-
-    /// A Path ID this node does not list designates nothing (not every path toward the
-    /// sender); Path ID 0 / absent still means every path toward it.
-    #[tokio::test]
-    async fn an_unlisted_path_id_moves_nothing() {
-        let (mut r, mut dp) = setup().await;
-        let s1: IpAddr = S1.parse().unwrap();
-        let m = ArnMessage::path(ArnType::FailureDetected, 0, 4242);
-        let changes = r.apply(&mut dp, s1, &m, Instant::now()).await;
-        assert!(changes.is_empty(), "{changes:?}");
-        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, true]);
-        assert_eq!(active(&mut dp, "198.51.100.0/24").await, vec![true, true]);
-    }
-
-    #[tokio::test]
-    async fn removal_times_out_unless_refreshed() {
-        let (mut r, mut dp) = setup().await;
-        let t0 = Instant::now();
-        let s1: IpAddr = S1.parse().unwrap();
-        let m = ArnMessage::path(ArnType::CongestionDetected, 1, LEAF2.into());
-        r.apply(&mut dp, s1, &m, t0).await;
-        // refreshed at 80 ms: still out at 150 ms
-        r.apply(&mut dp, s1, &m, t0 + Duration::from_millis(80))
-            .await;
-        assert!(r
-            .expire(&mut dp, t0 + Duration::from_millis(150))
-            .await
-            .is_empty());
-        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![false, true]);
-        let back = r.expire(&mut dp, t0 + Duration::from_millis(181)).await;
-        assert_eq!(back.len(), 1);
-        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, true]);
-        assert_eq!(r.counters().snapshot().expired, 1);
-    }
-
-    #[tokio::test]
-    async fn reinstall_drops_stale_removals_and_keeps_live_ones() {
-        let (mut r, mut dp) = setup().await;
-        let now = Instant::now();
-        let m = ArnMessage::path(ArnType::CongestionDetected, 1, 0);
-        r.apply(&mut dp, S1.parse().unwrap(), &m, now).await;
-        assert_eq!(r.removed().len(), 2);
-        // BGP converged: 192.0.2.0/24 no longer goes via S1; 198.51.100.0/24 is
-        // re-installed unchanged (fresh install = all members active).
-        let mut g = group("192.0.2.0/24");
-        g.members.remove(0);
-        dp.install(&g).await.unwrap();
-        dp.install(&group("198.51.100.0/24")).await.unwrap();
-        r.reconcile(&mut dp).await;
-        assert_eq!(r.removed().len(), 1);
-        assert_eq!(r.counters().snapshot().stale_dropped, 1);
-        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true]);
-        assert_eq!(active(&mut dp, "198.51.100.0/24").await, vec![false, true]);
-    }
-
-    #[tokio::test]
-    async fn flow_arn_narrows_to_the_group_of_its_destination() {
-        let (mut r, mut dp) = setup().await;
-        let m = ArnMessage {
-            kind: ArnType::CongestionDetected,
-            metric: 5,
-            flow: Some(crate::FlowId {
-                dst: Some("198.51.100.7".parse().unwrap()),
-                ..Default::default()
-            }),
-            path_id: None,
-        };
-        r.apply(&mut dp, S1.parse().unwrap(), &m, Instant::now())
-            .await;
-        assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, true]);
-        assert_eq!(active(&mut dp, "198.51.100.0/24").await, vec![false, true]);
-    }
-
-    /// A data plane that steers flows (like XDP) over the NullDataplane's groups.
-    struct Steering {
-        dp: NullDataplane,
-        calls: Vec<(FlowId, String, bool)>,
-    }
-
-    #[async_trait]
-    impl MemberControl for Steering {
-        async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
-            MemberControl::groups(&mut self.dp).await
-        }
-        async fn set_member_active(
-            &mut self,
-            prefix: IpNet,
-            index: usize,
-            via: &str,
-            active: bool,
-        ) -> Result<(), ControlError> {
-            MemberControl::set_member_active(&mut self.dp, prefix, index, via, active).await
-        }
-        async fn steer_flow(
-            &mut self,
-            flow: &FlowId,
-            interface: &str,
-            avoid: bool,
-        ) -> Result<bool, ControlError> {
-            self.calls
-                .push((flow.clone(), interface.to_string(), avoid));
-            Ok(true)
-        }
-    }
-
-    #[tokio::test]
-    async fn flow_arn_steers_only_the_flow_when_the_data_plane_can() {
-        let (mut r, dp) = setup().await;
-        let mut st = Steering { dp, calls: vec![] };
-        let flow = crate::FlowId {
-            protocol: Some(17),
-            dst: Some("198.51.100.7".parse().unwrap()),
-            dst_port: Some(4791),
-            ..Default::default()
-        };
-        let m = |kind| ArnMessage {
-            kind,
-            metric: 5,
-            flow: Some(flow.clone()),
-            path_id: None,
-        };
-        let t0 = Instant::now();
-        let s1: IpAddr = S1.parse().unwrap();
-        r.apply(&mut st, s1, &m(ArnType::CongestionDetected), t0)
-            .await;
-        // Every member stays in service; the flow is steered off S1's interface.
-        assert_eq!(
-            active(&mut st.dp, "198.51.100.0/24").await,
-            vec![true, true]
-        );
-        assert_eq!(st.calls.len(), 1);
-        assert!(st.calls[0].2 && st.calls[0].0 == flow && !st.calls[0].1.is_empty());
-        // A refresh does not steer twice; Type 2 releases it.
-        r.apply(&mut st, s1, &m(ArnType::CongestionDetected), t0)
-            .await;
-        assert_eq!(st.calls.len(), 1);
-        r.apply(&mut st, s1, &m(ArnType::CongestionEliminated), t0)
-            .await;
-        assert_eq!(st.calls.len(), 2);
-        assert!(!st.calls[1].2);
-        // Without Type 2 the hold time releases it.
-        r.apply(&mut st, s1, &m(ArnType::FailureDetected), t0).await;
-        r.expire(&mut st, t0 + Duration::from_secs(3600)).await;
-        assert_eq!(st.calls.len(), 4);
-        assert!(!st.calls[3].2);
-        let c = r.counters().snapshot();
-        assert_eq!((c.flows_steered, c.flows_released), (2, 2));
-    }
-
-    /// A data plane whose group for 192.0.2.0/24 has one member, via S1.
-    async fn only_via_s1() -> NullDataplane {
-        let mut dp = NullDataplane::default();
-        dp.install(&Group {
-            prefix: "192.0.2.0/24".parse().unwrap(),
-            mode: GroupMode::Spray,
-            members: vec![member(S1, "lo")],
-        })
-        .await
-        .unwrap();
-        dp
-    }
-
-    #[tokio::test]
-    async fn arn_without_alternative_is_propagated_to_the_other_neighbors() {
-        // The only way to 192.0.2.0/24 is via S1: nothing to do here, pass it on.
-        let mut dp = only_via_s1().await;
-        let on = ArnConfig {
-            propagate: true,
-            ..config()
-        };
-        let mut r = Receiver::new(&on, &[]);
-        let s1: IpAddr = S1.parse().unwrap();
-        let s2: IpAddr = S2.parse().unwrap();
-        let m = |kind| ArnMessage {
-            kind,
-            metric: 9,
-            flow: None,
-            path_id: Some(u32::from(LEAF2)),
-        };
-        let t0 = Instant::now();
-        r.apply(&mut dp, s1, &m(ArnType::CongestionDetected), t0)
-            .await;
-        let out = r.take_outbox();
-        assert_eq!(out.len(), 1);
-        assert_eq!(out[0].0, m(ArnType::CongestionDetected));
-        assert_eq!(out[0].1, vec![s2]); // never back to the sender
-                                        // A refresh within the refresh period is not passed on again; later it is.
-        r.apply(&mut dp, s1, &m(ArnType::CongestionDetected), t0)
-            .await;
-        assert!(r.take_outbox().is_empty());
-        let later = t0 + Duration::from_secs(1);
-        r.apply(&mut dp, s1, &m(ArnType::CongestionDetected), later)
-            .await;
-        assert_eq!(r.take_outbox().len(), 1);
-        // Type 2 follows the propagated Type 1, once.
-        r.apply(&mut dp, s1, &m(ArnType::CongestionEliminated), later)
-            .await;
-        let out = r.take_outbox();
-        assert_eq!(out.len(), 1);
-        assert_eq!(out[0].0.kind, ArnType::CongestionEliminated);
-        r.apply(&mut dp, s1, &m(ArnType::CongestionEliminated), later)
-            .await;
-        assert!(r.take_outbox().is_empty());
-        assert_eq!(r.counters().snapshot().propagated, 3);
-        // An ARN this node can act on (two members) is not propagated.
-        let (mut r, mut dp) = setup().await;
-        r.apply(&mut dp, s1, &m(ArnType::CongestionDetected), t0)
-            .await;
-        assert!(r.take_outbox().is_empty());
-        // Off by configuration.
-        let mut off = Receiver::new(
-            &ArnConfig {
-                propagate: false,
-                ..config()
-            },
-            &[],
-        );
-        let mut dp1 = only_via_s1().await;
-        off.apply(&mut dp1, s1, &m(ArnType::CongestionDetected), t0)
-            .await;
-        assert!(off.take_outbox().is_empty());
-    }
-}
+mod tests;

@@ -1,0 +1,484 @@
+//! The FARE decision of a prefix: the inputs of its paths (link and Path Bandwidth),
+//! the weights, per-color groups (DPF), the views of `fare show routes` and the groups
+//! sent to the data plane.
+
+use super::{ColorGroupView, PathView, RibTask, RouteView, SpeakerEvent};
+use crate::fare::Decision;
+use crate::packet::color;
+use crate::rib::{LocRoute, Path};
+use fare_model::bandwidth::{Encoding, Received};
+use fare_model::forwarding::{ColorGroup, Group, Member};
+use fare_model::topology::Role;
+use ipnet::IpNet;
+use std::net::IpAddr;
+
+impl RibTask {
+    pub(super) fn decide(&self, paths: &[Path]) -> (Vec<Received>, Decision) {
+        let policy = &self.config.policy;
+        let inputs = received(
+            paths,
+            |peer| self.link_gbps(peer),
+            policy.subtype,
+            policy.encoding,
+        );
+        let roles: Vec<Option<Role>> = paths
+            .iter()
+            .map(|p| self.peers.get(&p.peer).and_then(|x| x.spec.role))
+            .collect();
+        let d = policy.decide(&inputs, from_above(&roles, &inputs));
+        (inputs, d)
+    }
+
+    pub(super) fn link_gbps(&self, peer: &IpAddr) -> Option<f64> {
+        self.peers.get(peer).and_then(|x| x.link_gbps)
+    }
+
+    /// Colors of every path of `prefix` outside its multipath set.
+    pub(super) fn inactive_colors(&self, prefix: IpNet, active: &[Path]) -> Vec<Vec<u32>> {
+        self.rib
+            .adj_in
+            .iter()
+            .filter(|(peer, _)| !active.iter().any(|x| x.peer == **peer))
+            .filter_map(|(_, t)| t.get(&prefix))
+            .map(|a| color::route_colors(&a.ext_communities))
+            .filter(|c| !c.is_empty())
+            .collect()
+    }
+
+    /// Per-color WCMP groups (draft §2.2.3): the active set split by color, then the
+    /// colors only inactive (backup) paths carry.
+    pub(super) fn color_groups(&self, prefix: IpNet, active: &[Path]) -> Vec<ColorGroupView> {
+        self.color_paths(prefix, active)
+            .into_iter()
+            .map(|(color, is_active, subset, d)| ColorGroupView {
+                color,
+                active: is_active,
+                members: subset.iter().map(|x| x.peer).zip(d.weights).collect(),
+            })
+            .collect()
+    }
+
+    /// (color, active, its paths, their decision) per color, active colors first.
+    pub(super) fn color_paths(&self, prefix: IpNet, active: &[Path]) -> Vec<ColorSet> {
+        let mut backups: Vec<Path> = self
+            .rib
+            .adj_in
+            .iter()
+            .filter(|(peer, _)| !active.iter().any(|x| x.peer == **peer))
+            .filter_map(|(peer, t)| {
+                t.get(&prefix).map(|a| Path {
+                    peer: *peer,
+                    attrs: a.clone(),
+                })
+            })
+            .collect();
+        backups.sort_by_key(|x| x.peer);
+        by_color(active, &backups, |subset| self.decide(subset).1)
+    }
+
+    /// The per-color groups the data plane gets with the group of `prefix`: only when
+    /// the active paths carry two or more colors (with one, every flow already stays on
+    /// that color's paths).
+    pub(super) fn data_plane_colors(&self, prefix: IpNet, active: &[Path]) -> Vec<ColorGroup> {
+        if colors_of(active).len() < 2 {
+            return vec![];
+        }
+        self.color_paths(prefix, active)
+            .into_iter()
+            .map(|(color, is_active, subset, d)| ColorGroup {
+                color,
+                active: is_active,
+                members: subset
+                    .iter()
+                    .enumerate()
+                    .map(|(i, p)| self.member(p, d.weights[i], d.bandwidths_gbps[i]))
+                    .collect(),
+            })
+            .collect()
+    }
+
+    /// The next hop of a path: the first MP_REACH next hop, else NEXT_HOP, else the
+    /// neighbor's address.
+    pub(super) fn next_hop(p: &Path, peer: &IpAddr) -> IpAddr {
+        if let Some(m) = &p.attrs.mp_reach {
+            if let Some(nh) = m.next_hops.first() {
+                return *nh;
+            }
+        }
+        p.attrs.next_hop.map(IpAddr::V4).unwrap_or(*peer)
+    }
+
+    pub(super) fn view(&self, prefix: IpNet) -> Option<RouteView> {
+        Some(match self.rib.loc.get(&prefix)? {
+            LocRoute::Local | LocRoute::Unreachable => RouteView {
+                prefix,
+                local: true,
+                unreachable: matches!(self.rib.loc.get(&prefix), Some(LocRoute::Unreachable)),
+                weighted: false,
+                paths: vec![],
+                color_groups: vec![],
+            },
+            LocRoute::Learned(paths) => {
+                let (_, d) = self.decide(paths);
+                RouteView {
+                    prefix,
+                    local: false,
+                    unreachable: false,
+                    weighted: d.weighted(),
+                    paths: paths
+                        .iter()
+                        .enumerate()
+                        .map(|(i, p)| PathView {
+                            neighbor: p.peer,
+                            next_hop: Some(Self::next_hop(p, &p.peer)),
+                            as_path: p
+                                .attrs
+                                .as_path
+                                .iter()
+                                .flat_map(|a| a.segments.iter().flat_map(|s| s.asns.clone()))
+                                .collect(),
+                            path_bandwidth_gbps: d.weighted().then(|| d.bandwidths_gbps[i]),
+                            weight: d.weights[i],
+                            ext_communities: p
+                                .attrs
+                                .ext_communities
+                                .iter()
+                                .map(|c| c.0.iter().map(|b| format!("{b:02x}")).collect())
+                                .collect(),
+                            colors: color::route_colors(&p.attrs.ext_communities),
+                            aigp: p.attrs.aigp.as_ref().map(|a| a.metric),
+                        })
+                        .collect(),
+                    color_groups: self.color_groups(prefix, paths),
+                }
+            }
+        })
+    }
+
+    /// The data plane member for path `p`.
+    pub(super) fn member(&self, p: &Path, weight: u32, bandwidth_gbps: f64) -> Member {
+        let spec = self.peers.get(&p.peer).map(|x| &x.spec);
+        Member {
+            via: p.peer.to_string(),
+            interface: spec.and_then(|s| s.interface.clone()).unwrap_or_default(),
+            next_hop: Some(Self::next_hop(p, &p.peer)),
+            neighbor_mac: None,
+            weight,
+            bandwidth_gbps,
+        }
+    }
+
+    pub(super) async fn program(&mut self, prefix: IpNet, paths: &[Path], d: &Decision) {
+        let key: Vec<(IpAddr, u32)> = paths
+            .iter()
+            .map(|p| p.peer)
+            .zip(d.weights.iter().copied())
+            .collect();
+        let colors = self.data_plane_colors(prefix, paths);
+        let color_key: Vec<ColorGroupView> = colors
+            .iter()
+            .map(|c| ColorGroupView {
+                color: c.color,
+                active: c.active,
+                members: c
+                    .members
+                    .iter()
+                    .filter_map(|m| m.via.parse().ok().map(|a| (a, m.weight)))
+                    .collect(),
+            })
+            .collect();
+        let same_colors = self
+            .color_fib
+            .get(&prefix)
+            .map_or(color_key.is_empty(), |k| *k == color_key);
+        if self.fib.get(&prefix) == Some(&key) && same_colors {
+            return;
+        }
+        let members = paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| self.member(p, d.weights[i], d.bandwidths_gbps[i]))
+            .collect();
+        self.fib.insert(prefix, key);
+        let group = Group {
+            prefix,
+            mode: self.config.group_mode,
+            members,
+        };
+        let event = if colors.is_empty() {
+            self.color_fib.remove(&prefix);
+            SpeakerEvent::Group {
+                prefix,
+                group: Some(group),
+            }
+        } else {
+            self.color_fib.insert(prefix, color_key);
+            SpeakerEvent::ColoredGroup { group, colors }
+        };
+        let _ = self.events.send(event).await;
+    }
+
+    pub(super) async fn program_none(&mut self, prefix: IpNet) {
+        self.color_fib.remove(&prefix);
+        if self.fib.remove(&prefix).is_some() {
+            let _ = self
+                .events
+                .send(SpeakerEvent::Group {
+                    prefix,
+                    group: None,
+                })
+                .await;
+        }
+    }
+}
+
+/// One color's group of a prefix: (color, active, its paths, their decision).
+pub(super) type ColorSet = (u32, bool, Vec<Path>, Decision);
+
+/// The inputs of the FARE decision for `paths`: the bandwidth of the link each came over
+/// (unknown: +inf, the community alone decides) and its first transitive and first
+/// non-transitive Path Bandwidth value.
+pub(super) fn received(
+    paths: &[Path],
+    link_gbps: impl Fn(&IpAddr) -> Option<f64>,
+    subtype: u8,
+    encoding: Encoding,
+) -> Vec<Received> {
+    paths
+        .iter()
+        .map(|p| {
+            let mut input = Received {
+                link_gbps: link_gbps(&p.peer).unwrap_or(f64::INFINITY),
+                path_gbps: None,
+                link_value_gbps: None,
+            };
+            for c in &p.attrs.ext_communities {
+                if let Some(pb) = c.path_bandwidth(subtype, encoding) {
+                    if pb.transitive {
+                        input.path_gbps.get_or_insert(pb.gbps());
+                    } else {
+                        input.link_value_gbps.get_or_insert(pb.gbps());
+                    }
+                }
+            }
+            input
+        })
+        .collect()
+}
+
+/// Whether a set was learned from super-spines (draft §4.2): by the neighbors'
+/// configured roles when all are known, else by every path carrying the non-transitive
+/// value only super-spines attach.
+pub(super) fn from_above(roles: &[Option<Role>], inputs: &[Received]) -> bool {
+    if roles.iter().all(Option::is_some) {
+        roles.iter().all(|r| *r == Some(Role::SuperSpine))
+    } else {
+        inputs.iter().all(|r| r.link_value_gbps.is_some())
+    }
+}
+
+/// The distinct DPF colors of `paths`, ascending.
+pub(super) fn colors_of(paths: &[Path]) -> Vec<u32> {
+    let mut colors: Vec<u32> = paths
+        .iter()
+        .flat_map(|x| color::route_colors(&x.attrs.ext_communities))
+        .collect();
+    colors.sort();
+    colors.dedup();
+    colors
+}
+
+/// Per-color groups (draft-wang-idr-dpf §2.2.3): each color of the active paths with
+/// the active paths of that color, then each color only `backups` carry, with those.
+pub(super) fn by_color(
+    active: &[Path],
+    backups: &[Path],
+    decide: impl Fn(&[Path]) -> Decision,
+) -> Vec<ColorSet> {
+    let mut out: Vec<ColorSet> = Vec::new();
+    for (paths, is_active) in [(active, true), (backups, false)] {
+        for c in colors_of(paths) {
+            if out.iter().any(|g| g.0 == c) {
+                continue;
+            }
+            let subset: Vec<Path> = paths
+                .iter()
+                .filter(|x| color::route_colors(&x.attrs.ext_communities).contains(&c))
+                .cloned()
+                .collect();
+            let d = decide(&subset);
+            out.push((c, is_active, subset, d));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::community::PathBandwidth;
+    use crate::fare::Policy;
+    use crate::packet::ExtCommunity;
+    use crate::packet::{ColorCommunity, Family, MpReach, PathAttributes};
+    use std::net::Ipv4Addr;
+    use std::sync::Arc;
+
+    const ID: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 9);
+
+    fn addr(i: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(10, 1, 0, i))
+    }
+
+    fn path(i: u8, communities: Vec<ExtCommunity>) -> Path {
+        Path {
+            peer: addr(i),
+            attrs: Arc::new(PathAttributes {
+                ext_communities: communities,
+                ..Default::default()
+            }),
+        }
+    }
+
+    fn pb(transitive: bool, gbps: f64) -> ExtCommunity {
+        let p = Policy::default();
+        PathBandwidth::new(transitive, ID, gbps).to_community(p.subtype, p.encoding)
+    }
+
+    fn colored(i: u8, colors: &[u32]) -> Path {
+        path(
+            i,
+            colors
+                .iter()
+                .map(|c| ColorCommunity::new(*c).to_community())
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn received_takes_the_link_and_the_first_value_of_each_kind() {
+        let p = Policy::default();
+        let paths = [
+            path(1, vec![pb(true, 25.0), pb(false, 100.0), pb(true, 50.0)]),
+            path(2, vec![]),
+            path(3, vec![pb(false, 40.0)]),
+        ];
+        let links = |a: &IpAddr| (*a == addr(1)).then_some(100.0);
+        let got = received(&paths, links, p.subtype, p.encoding);
+        let want = vec![
+            Received {
+                link_gbps: 100.0,
+                path_gbps: Some(25.0),
+                link_value_gbps: Some(100.0),
+            },
+            // No link speed known: +inf, the community alone decides.
+            Received {
+                link_gbps: f64::INFINITY,
+                path_gbps: None,
+                link_value_gbps: None,
+            },
+            Received {
+                link_gbps: f64::INFINITY,
+                path_gbps: None,
+                link_value_gbps: Some(40.0),
+            },
+        ];
+        assert_eq!(got, want);
+        // Another subtype is not a Path Bandwidth community.
+        let other = received(&paths[..1], links, p.subtype.wrapping_add(1), p.encoding);
+        assert_eq!((other[0].path_gbps, other[0].link_value_gbps), (None, None));
+    }
+
+    #[test]
+    fn from_above_by_roles_else_by_link_values() {
+        let with = |v: Option<f64>| Received {
+            link_gbps: 100.0,
+            path_gbps: Some(10.0),
+            link_value_gbps: v,
+        };
+        let both = [with(Some(1.0)), with(Some(1.0))];
+        let one = [with(Some(1.0)), with(None)];
+        let ss = Some(Role::SuperSpine);
+        // Roles known: they decide, whatever the communities say.
+        assert!(from_above(&[ss, ss], &one));
+        assert!(!from_above(&[ss, Some(Role::Spine)], &both));
+        // A role unknown: every path must carry the non-transitive value.
+        assert!(from_above(&[ss, None], &both));
+        assert!(!from_above(&[None, None], &one));
+    }
+
+    /// Two paths with 10 and 30 Gbps over 100 Gbps links: weights 1:3 (draft mode).
+    #[test]
+    fn decision_weights_from_path_bandwidth() {
+        let p = Policy::default();
+        let paths = [path(1, vec![pb(true, 10.0)]), path(2, vec![pb(true, 30.0)])];
+        let inputs = received(&paths, |_| Some(100.0), p.subtype, p.encoding);
+        let d = p.decide(&inputs, from_above(&[None, None], &inputs));
+        assert!(d.weighted());
+        assert_eq!(d.weights, vec![1, 3]);
+        // One path without the community: ECMP.
+        let paths = [path(1, vec![pb(true, 10.0)]), path(2, vec![])];
+        let inputs = received(&paths, |_| Some(100.0), p.subtype, p.encoding);
+        let d = p.decide(&inputs, false);
+        assert!(!d.weighted());
+        assert_eq!(d.weights, vec![1, 1]);
+    }
+
+    #[test]
+    fn next_hop_prefers_mp_reach_then_next_hop_then_the_neighbor() {
+        let v6: IpAddr = "2001:db8::1".parse().unwrap_or(addr(0));
+        let mut a = PathAttributes {
+            next_hop: Some(Ipv4Addr::new(192, 0, 2, 1)),
+            mp_reach: Some(MpReach {
+                family: Family::Ipv6Unicast,
+                next_hops: vec![v6],
+                nlri: vec![],
+            }),
+            ..Default::default()
+        };
+        let p = |a: &PathAttributes| Path {
+            peer: addr(7),
+            attrs: Arc::new(a.clone()),
+        };
+        assert_eq!(RibTask::next_hop(&p(&a), &addr(7)), v6);
+        a.mp_reach = None;
+        assert_eq!(
+            RibTask::next_hop(&p(&a), &addr(7)),
+            IpAddr::V4(Ipv4Addr::new(192, 0, 2, 1))
+        );
+        a.next_hop = None;
+        assert_eq!(RibTask::next_hop(&p(&a), &addr(7)), addr(7));
+    }
+
+    /// Active colors first, each with the active paths of that color; then the colors
+    /// only backups carry. A backup of an active color adds nothing.
+    #[test]
+    fn groups_by_color() {
+        let active = [colored(1, &[1]), colored(2, &[1, 2])];
+        let backups = [colored(3, &[3]), colored(4, &[2]), colored(5, &[])];
+        // The decision here: one weight per path, its peer's last octet.
+        let decide = |s: &[Path]| Decision {
+            weights: s
+                .iter()
+                .map(|p| match p.peer {
+                    IpAddr::V4(v4) => v4.octets()[3] as u32,
+                    IpAddr::V6(_) => 0,
+                })
+                .collect(),
+            ..Policy::default().decide(&[], false)
+        };
+        let got: Vec<(u32, bool, Vec<IpAddr>, Vec<u32>)> = by_color(&active, &backups, decide)
+            .into_iter()
+            .map(|(c, a, s, d)| (c, a, s.iter().map(|p| p.peer).collect(), d.weights))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                (1, true, vec![addr(1), addr(2)], vec![1, 2]),
+                (2, true, vec![addr(2)], vec![2]),
+                (3, false, vec![addr(3)], vec![3]),
+            ]
+        );
+        assert_eq!(colors_of(&active), vec![1, 2]);
+        assert_eq!(colors_of(&backups[2..]), Vec::<u32>::new());
+    }
+}

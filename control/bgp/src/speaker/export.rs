@@ -1,0 +1,395 @@
+//! What each neighbor is sent: the dirty prefixes decided, then per neighbor the
+//! attributes of each route (next-hop-self, AS_PATH, Path Bandwidth re-advertised per the
+//! policy, DPF colors) packed into UPDATEs.
+
+use super::{RibTask, SpeakerEvent};
+use crate::community::PathBandwidth;
+use crate::dpf;
+use crate::dpf::Transit;
+use crate::fare::Decision;
+use crate::neighbor::Command;
+use crate::packet::attribute::flag;
+use crate::packet::upa::Upa;
+use crate::packet::{
+    color, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
+    PathAttributes,
+};
+use crate::rib::LocRoute;
+use fare_model::bandwidth::Received;
+use fare_model::topology::Role;
+use ipnet::IpNet;
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+use tracing::info;
+
+impl RibTask {
+    /// Decides every dirty prefix, then sends group changes and UPDATEs.
+    pub(super) async fn flush(&mut self) {
+        self.update_unreachable();
+        if self.dirty.is_empty() {
+            return;
+        }
+        // An RNIC's host routes derived from an aggregate follow the aggregate.
+        if self.config.policy.role == Role::Rnic {
+            let derived: Vec<IpNet> = self
+                .unreachable_learned
+                .iter()
+                .filter(|u| self.dirty.iter().any(|d| d != *u && d.contains(*u)))
+                .copied()
+                .collect();
+            self.dirty.extend(derived);
+        }
+        let mut dirty: Vec<IpNet> = self.dirty.drain().collect();
+        // Aggregates first: host routes derived from them read their new paths.
+        dirty.sort_by_key(|p| p.prefix_len());
+        let established: Vec<IpAddr> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| p.session.is_some())
+            .map(|(a, _)| *a)
+            .collect();
+        // Per neighbor: attributes -> prefixes to announce, and prefixes to withdraw.
+        let mut announce: HashMap<IpAddr, HashMap<Arc<PathAttributes>, Vec<IpNet>>> =
+            HashMap::new();
+        let mut withdraw: HashMap<IpAddr, Vec<IpNet>> = HashMap::new();
+        let mut interned: HashSet<Arc<PathAttributes>> = HashSet::new();
+        for prefix in dirty {
+            self.rib.decide(prefix);
+            let route = self.rib.loc.get(&prefix).cloned();
+            let decision = match &route {
+                Some(LocRoute::Learned(paths)) => {
+                    let (inputs, d) = self.decide(paths);
+                    if self.all_unreachable(paths) {
+                        if self.unreachable_learned.insert(prefix) {
+                            let from: Vec<IpAddr> = paths.iter().map(|p| p.peer).collect();
+                            info!(%prefix, ?from, "UPA received");
+                        }
+                        self.program_avoiding(prefix, paths).await;
+                    } else {
+                        self.upa_gone(prefix);
+                        if self.fib_suppressed(paths) {
+                            self.program_none(prefix).await;
+                        } else {
+                            self.program(prefix, paths, &d).await;
+                        }
+                    }
+                    Some((inputs, d))
+                }
+                _ => {
+                    self.upa_gone(prefix);
+                    self.program_none(prefix).await;
+                    None
+                }
+            };
+            if self.config.route_events {
+                let view = self.view(prefix);
+                let _ = self
+                    .events
+                    .send(SpeakerEvent::Route {
+                        prefix,
+                        route: view,
+                    })
+                    .await;
+            }
+            // Which neighbors get the route at all (averaged mode divides by their count):
+            // not those it came from, not those already on its AS path.
+            let incoming: Vec<IpAddr> = match &route {
+                Some(LocRoute::Learned(paths)) => paths.iter().map(|p| p.peer).collect(),
+                _ => vec![],
+            };
+            let targets: Vec<IpAddr> = established
+                .iter()
+                .copied()
+                .filter(|a| !incoming.contains(a) && self.eligible(&route, *a))
+                .collect();
+            for &peer in &established {
+                if self
+                    .peers
+                    .get(&peer)
+                    .is_some_and(|p| p.orf_wait_until.is_some())
+                {
+                    continue;
+                }
+                // A neighbor's ORF filters what it is sent, not the averaged split.
+                let out = if targets.contains(&peer)
+                    && self.orf_permits(&prefix, peer)
+                    && !self.summarized(&prefix, route.as_ref(), peer)
+                {
+                    self.outgoing(
+                        prefix,
+                        route.as_ref(),
+                        decision.as_ref(),
+                        peer,
+                        targets.len(),
+                    )
+                } else {
+                    None
+                };
+                let out = out.map(|a| match interned.get(&a) {
+                    Some(x) => x.clone(),
+                    None => {
+                        let x = Arc::new(a);
+                        interned.insert(x.clone());
+                        x
+                    }
+                });
+                let table = self.rib.adj_out.entry(peer).or_default();
+                match out {
+                    Some(a) => {
+                        if table.get(&prefix) != Some(&a) {
+                            table.insert(prefix, a.clone());
+                            announce
+                                .entry(peer)
+                                .or_default()
+                                .entry(a)
+                                .or_default()
+                                .push(prefix);
+                        }
+                    }
+                    None => {
+                        if table.remove(&prefix).is_some() {
+                            withdraw.entry(peer).or_default().push(prefix);
+                        }
+                    }
+                }
+            }
+        }
+        let ctx = Context::default();
+        for peer in established {
+            let mut updates = Vec::new();
+            if let Some(w) = withdraw.remove(&peer) {
+                updates.extend(update::pack_withdraw(&w));
+            }
+            if let Some(groups) = announce.remove(&peer) {
+                for (attrs, mut prefixes) in groups {
+                    prefixes.sort();
+                    updates.extend(update::pack(&attrs, &prefixes, ctx));
+                }
+            }
+            if !updates.is_empty() {
+                if let Some(p) = self.peers.get(&peer) {
+                    let _ = p.commands.send(Command::Send(updates));
+                }
+            }
+        }
+    }
+
+    pub(super) fn eligible(&self, route: &Option<LocRoute>, peer: IpAddr) -> bool {
+        self.peers.get(&peer).is_some_and(|p| {
+            advertised_to(
+                route.as_ref(),
+                p.spec.remote_as,
+                self.config.policy.role.is_stub(),
+            )
+        })
+    }
+
+    /// The attributes `prefix` is advertised with to `peer`.
+    pub(super) fn outgoing(
+        &self,
+        prefix: IpNet,
+        route: Option<&LocRoute>,
+        decision: Option<&(Vec<Received>, Decision)>,
+        peer: IpAddr,
+        outgoing_neighbors: usize,
+    ) -> Option<PathAttributes> {
+        let p = self.peers.get(&peer)?;
+        let session = p.session.as_ref()?;
+        let policy = &self.config.policy;
+        let subtype = policy.subtype;
+        let encoding = policy.encoding;
+        let mut a = PathAttributes::default();
+        match route? {
+            LocRoute::Unreachable => {
+                a.origin = Some(Origin::Igp);
+                a.as_path = Some(AsPath::sequence(vec![self.config.asn]));
+                a.ext_communities
+                    .push(Upa::new(self.config.router_id).to_community(policy.upa_subtype));
+            }
+            LocRoute::Local => {
+                // DPF §2.2.1: which sessions get the prefix, with which color and AIGP.
+                let orig = dpf::originate(self.config.dpf.coloring(&prefix), p.spec.color)?;
+                if let Some(c) = orig.color {
+                    a.ext_communities
+                        .push(ColorCommunity::new(c).to_community());
+                }
+                if orig.aigp_zero {
+                    a.aigp = Some(Aigp::new(0));
+                }
+                a.origin = Some(Origin::Igp);
+                a.as_path = Some(AsPath::sequence(vec![self.config.asn]));
+                let value = policy.originate(p.link_gbps);
+                a.ext_communities.push(
+                    PathBandwidth::new(true, self.config.router_id, value)
+                        .to_community(subtype, encoding),
+                );
+                // A super-spine attaches its link value to what it originates too.
+                if policy.role == Role::SuperSpine && policy.draft.link_community {
+                    if let Some(l) = p.link_gbps {
+                        a.ext_communities.push(
+                            PathBandwidth::new(false, self.config.router_id, l)
+                                .to_community(subtype, encoding),
+                        );
+                    }
+                }
+            }
+            LocRoute::Learned(paths) => {
+                // DPF §2.2.2: match the session color against the active paths, then
+                // against the inactive ones (re-advertise recolored, AIGP stripped).
+                let active: Vec<Vec<u32>> = paths
+                    .iter()
+                    .map(|x| color::route_colors(&x.attrs.ext_communities))
+                    .collect();
+                let inactive = self.inactive_colors(prefix, paths);
+                let (template, recolor) = match dpf::transit(p.spec.color, &active, &inactive) {
+                    Transit::AsIs(i) => (i, None),
+                    Transit::Recolor(c) => (0, Some(c)),
+                    Transit::Skip => return None,
+                };
+                let best = &paths.get(template).unwrap_or(&paths[0]).attrs;
+                if recolor.is_none() && p.spec.color.is_some() {
+                    a.aigp = best.aigp.clone();
+                }
+                let (inputs, d) = decision?;
+                a.origin = best.origin;
+                a.as_path = Some(
+                    best.as_path
+                        .clone()
+                        .unwrap_or_default()
+                        .prepend(self.config.asn),
+                );
+                let keep = policy.passes_transitive(d);
+                let adv = policy.readvertise(inputs, d, p.link_gbps, outgoing_neighbors);
+                for c in &best.ext_communities {
+                    // Non-transitive communities stop at the AS boundary (RFC 4360 §6).
+                    if !c.is_transitive() {
+                        continue;
+                    }
+                    if c.is_path_bandwidth(subtype) && !keep {
+                        continue;
+                    }
+                    a.ext_communities.push(*c);
+                }
+                if let Some(c) = recolor {
+                    color::strip_colors(&mut a.ext_communities);
+                    a.ext_communities
+                        .push(ColorCommunity::new(c).to_community());
+                }
+                if !keep {
+                    if let Some(v) = adv.path_gbps {
+                        a.ext_communities.push(
+                            PathBandwidth::new(true, self.config.router_id, v)
+                                .to_community(subtype, encoding),
+                        );
+                    }
+                }
+                if let Some(v) = adv.link_value_gbps {
+                    a.ext_communities.push(
+                        PathBandwidth::new(false, self.config.router_id, v)
+                            .to_community(subtype, encoding),
+                    );
+                }
+                for raw in &best.other {
+                    if raw.is_optional() && !raw.is_transitive() {
+                        continue;
+                    }
+                    if matches!(raw.type_code, 14 | 15 | 17 | 18) {
+                        continue;
+                    }
+                    let mut raw = raw.clone();
+                    if raw.is_optional() && !is_known(raw.type_code) {
+                        raw.flags |= flag::PARTIAL;
+                    }
+                    a.other.push(raw);
+                }
+            }
+        }
+        a.ext_communities.sort();
+        a.ext_communities.dedup();
+        // NEXT_HOP = our address on this session (eBGP next-hop-self).
+        let local = session.local_address;
+        match (nlri::family_of(&prefix), local) {
+            (Family::Ipv4Unicast, IpAddr::V4(v4)) => a.next_hop = Some(v4),
+            (Family::Ipv4Unicast, IpAddr::V6(_)) => return None,
+            (Family::Ipv6Unicast, local) => {
+                let nh = match local {
+                    IpAddr::V6(v6) => v6,
+                    IpAddr::V4(v4) => v4.to_ipv6_mapped(),
+                };
+                a.mp_reach = Some(MpReach {
+                    family: Family::Ipv6Unicast,
+                    next_hops: vec![IpAddr::V6(nh)],
+                    nlri: vec![],
+                });
+            }
+        }
+        session
+            .families
+            .contains(&nlri::family_of(&prefix))
+            .then_some(a)
+    }
+}
+
+fn is_known(type_code: u8) -> bool {
+    matches!(type_code, 1..=8 | 14..=16 | 32)
+}
+/// Whether `route` goes to a neighbor in AS `remote_as` at all.
+pub(super) fn advertised_to(route: Option<&LocRoute>, remote_as: u32, stub: bool) -> bool {
+    match route {
+        None => false,
+        Some(LocRoute::Local | LocRoute::Unreachable) => true,
+        // An RNIC is a stub speaker in each plane (mpson §3): it advertises only what it
+        // originates, never one plane's routes (or UPAs) into another.
+        Some(LocRoute::Learned(_)) if stub => false,
+        // Sender-side loop check: a neighbor already on the AS path would drop it.
+        Some(LocRoute::Learned(paths)) => !paths.first().is_some_and(|p| {
+            p.attrs
+                .as_path
+                .as_ref()
+                .is_some_and(|a| a.contains(remote_as))
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rib::Path;
+    use std::net::Ipv4Addr;
+
+    fn learned(path: Vec<u32>) -> LocRoute {
+        LocRoute::Learned(vec![Path {
+            peer: IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1)),
+            attrs: Arc::new(PathAttributes {
+                as_path: Some(AsPath::sequence(path)),
+                ..Default::default()
+            }),
+        }])
+    }
+
+    #[test]
+    fn who_gets_a_route() {
+        let r = learned(vec![65002, 65003]);
+        // Not to an AS already on the path; to any other.
+        assert!(!advertised_to(Some(&r), 65003, false));
+        assert!(!advertised_to(Some(&r), 65002, false));
+        assert!(advertised_to(Some(&r), 65004, false));
+        // A stub (RNIC) passes nothing learned on, but its own prefixes and UPAs go.
+        assert!(!advertised_to(Some(&r), 65004, true));
+        assert!(advertised_to(Some(&LocRoute::Local), 65004, true));
+        assert!(advertised_to(Some(&LocRoute::Unreachable), 65004, true));
+        assert!(!advertised_to(None, 65004, false));
+    }
+
+    #[test]
+    fn known_attribute_codes() {
+        // ORIGIN..AGGREGATOR, MP_REACH/UNREACH, EXTENDED_COMMUNITIES, LARGE_COMMUNITY.
+        for known in [1, 2, 3, 4, 5, 6, 7, 8, 14, 15, 16, 32] {
+            assert!(is_known(known), "{known}");
+        }
+        for unknown in [0, 9, 13, 17, 26, 33, 255] {
+            assert!(!is_known(unknown), "{unknown}");
+        }
+    }
+}

@@ -1,0 +1,546 @@
+//! The BGP speaker of one node: listeners, one task per neighbor, and the task that owns
+//! the RIBs and applies the FARE policy.
+//!
+//! Outputs go to one channel of [`SpeakerEvent`]s: WCMP groups for the data plane,
+//! route views for `fare show routes`, neighbor status changes. The agent forwards them
+//! to its data plane task and shared state; tests and benchmarks read them directly.
+
+use super::dpf::Dpf;
+use super::fare::Policy;
+use super::neighbor::{
+    Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
+};
+use super::packet::{orf, Family};
+use super::rib::Rib;
+use super::socket::{self, Protection};
+use fare_model::forwarding::{ColorGroup, Group, GroupMode};
+use fare_model::topology::Role;
+use ipnet::IpNet;
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+mod decision;
+mod events;
+mod export;
+mod mpson;
+
+/// One configured neighbor.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NeighborSpec {
+    pub address: IpAddr,
+    pub remote_as: u32,
+    /// Interface toward the neighbor: group member egress, link events, speed.
+    pub interface: Option<String>,
+    /// Link bandwidth; when absent, the interface speed is used.
+    pub bandwidth_gbps: Option<f64>,
+    pub passive: bool,
+    pub local_address: Option<IpAddr>,
+    pub protection: Protection,
+    /// The neighbor's place in the Clos, when known: a spine whose multipath set comes
+    /// from super-spines applies draft §4.2's "spine in another PoD" rule.
+    pub role: Option<Role>,
+    /// DPF session color (draft-wang-idr-dpf §2.1); `None` = uncolored session.
+    pub color: Option<u32>,
+    /// Accept Address Prefix ORFs (RFC 5291/5292) from this neighbor.
+    pub orf_receive: bool,
+    /// Send this neighbor an Address Prefix ORF asking for exactly these prefixes.
+    pub orf_send: Vec<IpNet>,
+    /// Tag routes from this neighbor with FIB-Suppress (draft-xu-idr-fare-in-mpson §4.2.1).
+    pub fib_suppress: bool,
+    /// Host routes this node announces unreachable (UPA) while no route covering them is
+    /// learned from this neighbor (draft-xu-idr-fare-in-mpson §4.1; see [`super::upa`]).
+    pub upa_hosts: Vec<IpNet>,
+    /// Send this neighbor no route covered by one of this node's `prefixes` (aggregates
+    /// only; UPAs still go).
+    pub summary_only: bool,
+}
+
+impl NeighborSpec {
+    /// The bandwidth of the link to this neighbor: the configured one, else the speed the
+    /// interface's driver reports.
+    fn link_gbps(&self) -> Option<f64> {
+        self.bandwidth_gbps.or_else(|| {
+            self.interface
+                .as_deref()
+                .and_then(super::link::interface_speed_gbps)
+        })
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct SpeakerConfig {
+    pub router_id: Ipv4Addr,
+    pub asn: u32,
+    /// TCP port to listen on and connect to (179).
+    pub port: u16,
+    /// Accept incoming sessions (one listener per address family).
+    pub listen: bool,
+    /// Listen on these addresses only (empty: the wildcard address of each family).
+    /// Lets many speakers share one host and port, each on its own addresses.
+    pub listen_addresses: Vec<IpAddr>,
+    pub hold_time: u16,
+    pub connect_retry: Duration,
+    pub connect_retry_max: Duration,
+    /// How often the carrier of neighbor interfaces is read (zero: netlink events only).
+    pub link_poll: Duration,
+    pub policy: Policy,
+    pub group_mode: GroupMode,
+    pub neighbors: Vec<NeighborSpec>,
+    pub prefixes: Vec<IpNet>,
+    /// How long a neighbor we accept ORFs from, and that can send them, gets to send its
+    /// first ORF before it is sent the full table anyway (RFC 5291 §5).
+    pub orf_wait: Duration,
+    /// Emit a [`SpeakerEvent::Route`] per changed prefix (off for bulk benchmarks).
+    pub route_events: bool,
+    /// Deterministic Path Forwarding: session coloring mode, codepoints, route coloring.
+    pub dpf: Dpf,
+}
+
+/// One path of a route as `fare show routes` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PathView {
+    pub neighbor: IpAddr,
+    pub next_hop: Option<IpAddr>,
+    pub as_path: Vec<u32>,
+    /// From the Path Bandwidth community (the one weights used), Gbps.
+    pub path_bandwidth_gbps: Option<f64>,
+    pub weight: u32,
+    /// Extended communities as received, 16 hex digits each.
+    pub ext_communities: Vec<String>,
+    /// DPF route colors (Color extended communities).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub colors: Vec<u32>,
+    /// AIGP metric (RFC 7311), present on DPF primary-color paths.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub aigp: Option<u64>,
+}
+
+/// The WCMP group of one color of a prefix (draft-wang-idr-dpf §2.2.3): what flows
+/// mapped to that color use.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ColorGroupView {
+    pub color: u32,
+    /// False: the color's paths are backups (not in the active multipath set).
+    pub active: bool,
+    /// (neighbor, weight)
+    pub members: Vec<(IpAddr, u32)>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RouteView {
+    pub prefix: IpNet,
+    pub local: bool,
+    /// Originated here as unreachable (UPA): this node's RNIC is disconnected.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unreachable: bool,
+    /// WCMP from path bandwidths (false: ECMP, some path lacks the community).
+    pub weighted: bool,
+    pub paths: Vec<PathView>,
+    /// Per-color groups of DPF-colored routes, active colors first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub color_groups: Vec<ColorGroupView>,
+}
+
+#[derive(Debug)]
+pub enum SpeakerEvent {
+    /// Install (Some) or remove (None) the group of a prefix.
+    Group {
+        prefix: IpNet,
+        group: Option<Group>,
+    },
+    /// Install a group together with its per-color groups (DPF, draft-wang-idr-dpf
+    /// §2.2.3): sent instead of `Group` while the route's active paths carry two or
+    /// more colors.
+    ColoredGroup {
+        group: Group,
+        colors: Vec<ColorGroup>,
+    },
+    Route {
+        prefix: IpNet,
+        route: Option<RouteView>,
+    },
+    Neighbor(NeighborStatus),
+}
+
+/// Requests to a running speaker.
+#[derive(Debug)]
+pub enum SpeakerCommand {
+    /// An interface changed: down -> its sessions' routes go at once and the sessions are
+    /// reset; up -> reconnect now. `speed_gbps` updates the link bandwidth when the
+    /// neighbor has none configured.
+    Link {
+        interface: String,
+        up: bool,
+        speed_gbps: Option<f64>,
+    },
+    /// Set (Some) or clear (None: back to the interface speed) the bandwidth of the links
+    /// to one neighbor or of every neighbor over one interface, overriding the configured
+    /// value, and re-decide every prefix at once. Replies with each matched neighbor and
+    /// the bandwidth now used for it.
+    SetBandwidth {
+        neighbor: Option<IpAddr>,
+        interface: Option<String>,
+        gbps: Option<f64>,
+        reply: tokio::sync::oneshot::Sender<Vec<(IpAddr, Option<f64>)>>,
+    },
+    /// Every route as `fare show routes` shows it.
+    Routes(tokio::sync::oneshot::Sender<Vec<RouteView>>),
+    /// Ask one neighbor (or every Established one) to re-send its routes with
+    /// ROUTE-REFRESH (RFC 2918), one per negotiated family. Replies with the neighbors
+    /// asked: Established ones that advertised the capability.
+    Refresh {
+        neighbor: Option<IpAddr>,
+        reply: tokio::sync::oneshot::Sender<Vec<IpAddr>>,
+    },
+    Shutdown,
+}
+
+/// A running speaker.
+#[derive(Clone)]
+pub struct SpeakerHandle {
+    pub commands: mpsc::Sender<SpeakerCommand>,
+    pub neighbors: Vec<SharedStatus>,
+}
+
+struct Peer {
+    spec: NeighborSpec,
+    status: SharedStatus,
+    commands: mpsc::UnboundedSender<Command>,
+    incoming: mpsc::Sender<tokio::net::TcpStream>,
+    session: Option<SessionInfo>,
+    link_gbps: Option<f64>,
+    link_up: bool,
+    /// Prefix filters the neighbor sent (ORF), per family: (entry, deny). Empty = none.
+    orf: HashMap<Family, Vec<(orf::PrefixEntry, bool)>>,
+    /// Until then no UPDATE goes to the neighbor: it announced it will send an ORF and
+    /// its first one (IMMEDIATE) has not come yet (RFC 5291 §5).
+    orf_wait_until: Option<tokio::time::Instant>,
+}
+
+/// Starts listeners, neighbor tasks and the RIB task. Fails when a listener cannot bind.
+pub async fn start(
+    config: SpeakerConfig,
+    events: mpsc::Sender<SpeakerEvent>,
+) -> std::io::Result<SpeakerHandle> {
+    let (session_tx, session_rx) = mpsc::channel(1024);
+    let mut peers = HashMap::new();
+    let mut statuses = Vec::new();
+    for spec in &config.neighbors {
+        let status = Arc::new(Mutex::new(NeighborStatus::new(
+            spec.address,
+            spec.remote_as,
+        )));
+        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
+        let (in_tx, in_rx) = mpsc::channel(4);
+        let families = vec![Family::Ipv4Unicast, Family::Ipv6Unicast];
+        let neighbor = Neighbor {
+            config: PeerConfig {
+                address: spec.address,
+                remote_as: spec.remote_as,
+                local_as: config.asn,
+                router_id: config.router_id,
+                port: config.port,
+                hold_time: config.hold_time,
+                connect_retry: config.connect_retry,
+                connect_retry_max: config.connect_retry_max,
+                passive: spec.passive,
+                local_address: spec.local_address,
+                protection: spec.protection.clone(),
+                families,
+                session_color: config.dpf.session(spec.color),
+                orf_receive: spec.orf_receive,
+                orf_send: spec.orf_send.clone(),
+            },
+            status: status.clone(),
+            incoming: in_rx,
+            events: session_tx.clone(),
+            commands: cmd_rx,
+        };
+        tokio::spawn(neighbor.run());
+        let link_gbps = spec.link_gbps();
+        statuses.push(status.clone());
+        peers.insert(
+            spec.address,
+            Peer {
+                spec: spec.clone(),
+                status,
+                commands: cmd_tx,
+                incoming: in_tx,
+                session: None,
+                link_gbps,
+                link_up: true,
+                orf: HashMap::new(),
+                orf_wait_until: None,
+            },
+        );
+    }
+    let accept_to: HashMap<IpAddr, mpsc::Sender<tokio::net::TcpStream>> = peers
+        .iter()
+        .map(|(a, p)| (*a, p.incoming.clone()))
+        .collect();
+    if config.listen {
+        let mut keys: Vec<(IpAddr, Protection)> = config
+            .neighbors
+            .iter()
+            .map(|n| (n.address, n.protection.clone()))
+            .collect();
+        keys.sort_by_key(|k| k.0);
+        for (any, v6) in [
+            (IpAddr::V4(Ipv4Addr::UNSPECIFIED), false),
+            (IpAddr::V6(Ipv6Addr::UNSPECIFIED), true),
+        ] {
+            let wanted: Vec<_> = keys.iter().filter(|k| k.0.is_ipv6() == v6).collect();
+            if wanted.is_empty() {
+                continue;
+            }
+            let binds: Vec<IpAddr> = if config.listen_addresses.is_empty() {
+                vec![any]
+            } else {
+                config
+                    .listen_addresses
+                    .iter()
+                    .copied()
+                    .filter(|a| a.is_ipv6() == v6)
+                    .collect()
+            };
+            // GTSM on the listener only when every neighbor of the family uses it, so
+            // the SYN is checked too; otherwise it is set per accepted connection.
+            let all_gtsm = wanted.iter().all(|k| k.1.gtsm);
+            let gtsm_peers: HashSet<IpAddr> =
+                wanted.iter().filter(|k| k.1.gtsm).map(|k| k.0).collect();
+            for addr in binds {
+                let listener = socket::listen(SocketAddr::new(addr, config.port))?;
+                for (peer, prot) in &wanted {
+                    if let Some(key) = &prot.md5_key {
+                        socket::set_md5(&listener, *peer, Some(key))?;
+                    }
+                }
+                if all_gtsm {
+                    socket::set_gtsm(&listener, v6)?;
+                }
+                tokio::spawn(accept_loop(listener, accept_to.clone(), gtsm_peers.clone()));
+            }
+        }
+    }
+    let (cmd_tx, cmd_rx) = mpsc::channel(64);
+    // Interface events: a link going down withdraws its routes at once (white paper §2.4).
+    let watched: HashSet<String> = config
+        .neighbors
+        .iter()
+        .filter_map(|n| n.interface.clone())
+        .collect();
+    if !watched.is_empty() {
+        tokio::spawn(watch_links(watched, config.link_poll, cmd_tx.clone()));
+    }
+    let mut rib = Rib {
+        upa_subtype: Some(config.policy.upa_subtype),
+        ..Rib::default()
+    };
+    for p in &config.prefixes {
+        rib.local.insert(p.trunc());
+    }
+    let task = RibTask {
+        dirty: config.prefixes.iter().map(|p| p.trunc()).collect(),
+        config,
+        rib,
+        peers,
+        events,
+        fib: HashMap::new(),
+        color_fib: HashMap::new(),
+        unreachable_learned: HashSet::new(),
+    };
+    tokio::spawn(task.run(session_rx, cmd_rx));
+    Ok(SpeakerHandle {
+        commands: cmd_tx,
+        neighbors: statuses,
+    })
+}
+
+/// Forwards the link events of the `watched` interfaces to the speaker: every netlink
+/// notification, and carrier changes the poll sees first (every `poll`; zero = no poll;
+/// see [`super::link`] for why netlink alone is up to a second late).
+async fn watch_links(watched: HashSet<String>, poll: Duration, tx: mpsc::Sender<SpeakerCommand>) {
+    let mut netlink = match super::link::LinkWatcher::open() {
+        Ok(w) => Some(w),
+        Err(e) => {
+            warn!("no link events (netlink): {e}");
+            None
+        }
+    };
+    let probe = if poll.is_zero() {
+        None
+    } else {
+        super::link::CarrierProbe::open()
+            .map_err(|e| warn!("no carrier poll: {e}"))
+            .ok()
+    };
+    if netlink.is_none() && probe.is_none() {
+        return;
+    }
+    // Last state told to the speaker (or first seen), per interface.
+    let mut known: HashMap<String, bool> = HashMap::new();
+    if let Some(p) = &probe {
+        for i in &watched {
+            if let Some(up) = p.is_up(i) {
+                known.insert(i.clone(), up);
+            }
+        }
+    }
+    let mut tick = tokio::time::interval(if poll.is_zero() {
+        Duration::from_secs(3600)
+    } else {
+        poll
+    });
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    loop {
+        let events = tokio::select! {
+            r = async { netlink.as_mut()?.next().await.ok() }, if netlink.is_some() => match r {
+                Some(events) => events,
+                None => {
+                    netlink = None;
+                    continue;
+                }
+            },
+            _ = tick.tick(), if probe.is_some() => {
+                let Some(p) = &probe else { continue };
+                watched
+                    .iter()
+                    .filter_map(|i| {
+                        let up = p.is_up(i)?;
+                        (known.get(i) != Some(&up)).then(|| super::link::LinkEvent {
+                            interface: i.clone(),
+                            up,
+                        })
+                    })
+                    .collect()
+            }
+        };
+        for e in events
+            .into_iter()
+            .filter(|e| watched.contains(&e.interface))
+        {
+            known.insert(e.interface.clone(), e.up);
+            let speed_gbps = super::link::interface_speed_gbps(&e.interface);
+            let cmd = SpeakerCommand::Link {
+                interface: e.interface,
+                up: e.up,
+                speed_gbps,
+            };
+            if tx.send(cmd).await.is_err() {
+                return;
+            }
+        }
+        if netlink.is_none() && probe.is_none() {
+            return;
+        }
+    }
+}
+
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    peers: HashMap<IpAddr, mpsc::Sender<tokio::net::TcpStream>>,
+    gtsm: HashSet<IpAddr>,
+) {
+    loop {
+        let (stream, from) = match listener.accept().await {
+            Ok(x) => x,
+            Err(e) => {
+                warn!("accept: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let ip = from.ip().to_canonical();
+        match peers.get(&ip) {
+            Some(tx) => {
+                if gtsm.contains(&ip) {
+                    if let Err(e) = socket::set_gtsm(&stream, ip.is_ipv6()) {
+                        warn!(peer = %ip, "GTSM: {e}");
+                    }
+                }
+                let _ = stream.set_nodelay(true);
+                let _ = tx.try_send(stream);
+            }
+            None => debug!(%ip, "connection from an unconfigured address refused"),
+        }
+    }
+}
+
+struct RibTask {
+    config: SpeakerConfig,
+    rib: Rib,
+    peers: HashMap<IpAddr, Peer>,
+    events: mpsc::Sender<SpeakerEvent>,
+    /// Members (neighbor, weight) of each installed group, to send only changes.
+    fib: HashMap<IpNet, Vec<(IpAddr, u32)>>,
+    /// Per-color groups sent with each group (DPF), to send only changes.
+    color_fib: HashMap<IpNet, Vec<ColorGroupView>>,
+    dirty: HashSet<IpNet>,
+    /// Prefixes whose every path announces them unreachable (UPA): an RNIC's host
+    /// routes derived from its aggregates, recomputed when an aggregate changes.
+    unreachable_learned: HashSet<IpNet>,
+}
+
+impl RibTask {
+    async fn run(
+        mut self,
+        mut sessions: mpsc::Receiver<SessionEvent>,
+        mut commands: mpsc::Receiver<SpeakerCommand>,
+    ) {
+        self.flush().await;
+        // With no neighbors configured nobody holds a session sender: the channel is
+        // closed from the start, and the speaker still serves commands until shutdown.
+        let mut sessions_open = true;
+        loop {
+            let orf_deadline = self.peers.values().filter_map(|p| p.orf_wait_until).min();
+            tokio::select! {
+                _ = tokio::time::sleep_until(orf_deadline.unwrap_or_else(tokio::time::Instant::now)),
+                    if orf_deadline.is_some() => self.orf_wait_expired(),
+                ev = sessions.recv(), if sessions_open => {
+                    let Some(ev) = ev else {
+                        sessions_open = false;
+                        continue;
+                    };
+                    self.on_session(ev).await;
+                    // Drain what is queued, then decide once for the batch.
+                    for _ in 0..4096 {
+                        match sessions.try_recv() {
+                            Ok(ev) => self.on_session(ev).await,
+                            Err(_) => break,
+                        }
+                    }
+                }
+                cmd = commands.recv() => match cmd {
+                    Some(SpeakerCommand::Link { interface, up, speed_gbps }) => {
+                        self.on_link(&interface, up, speed_gbps);
+                    }
+                    Some(SpeakerCommand::SetBandwidth { neighbor, interface, gbps, reply }) => {
+                        let _ = reply.send(self.set_bandwidth(neighbor, interface.as_deref(), gbps));
+                    }
+                    Some(SpeakerCommand::Routes(reply)) => {
+                        let mut all: Vec<RouteView> =
+                            self.rib.loc.keys().copied().collect::<Vec<_>>()
+                                .into_iter().filter_map(|p| self.view(p)).collect();
+                        all.sort_by_key(|r| r.prefix);
+                        let _ = reply.send(all);
+                    }
+                    Some(SpeakerCommand::Refresh { neighbor, reply }) => {
+                        let _ = reply.send(self.request_refresh(neighbor));
+                    }
+                    Some(SpeakerCommand::Shutdown) | None => {
+                        for p in self.peers.values() {
+                            let _ = p.commands.send(Command::Shutdown);
+                        }
+                        return;
+                    }
+                },
+            }
+            self.flush().await;
+        }
+    }
+}
