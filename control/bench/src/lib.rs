@@ -16,6 +16,7 @@ pub mod soak;
 pub mod wcmp;
 pub mod xdp;
 pub mod xdp_forward;
+pub mod xdp_objects;
 
 use fare_model::topology::gen::MultiPlane;
 use std::path::PathBuf;

@@ -1,12 +1,15 @@
 //! `fare bench xdp`: per-packet cost of the XDP program with `BPF_PROG_TEST_RUN`
-//! (kernel-timed, no interface involved): IPv4/IPv6 x spray/flow, against a baseline
-//! measured in the same run (a non-IP frame: parse, count, pass to the kernel).
+//! (kernel-timed, no interface involved): IPv4/IPv6 x spray/flow, against two baselines
+//! measured in the same run: the minimal forwarder of the benchmark object (Ethernet +
+//! IPv4 parse, one LPM lookup, MAC rewrite, redirect: the limit of this data path) on the
+//! IPv4 frame, and fare's program on a non-IP frame (parse, count, pass to the kernel).
 //! Needs root; the frames are never transmitted.
 
 use super::command_line;
+use super::xdp_objects::MinForwarder;
 use anyhow::{ensure, Context};
 use etherparse::PacketBuilder;
-use fare_dataplane::xdp::{TestRunOptions, XdpDataplane, XdpOptions};
+use fare_dataplane::xdp::{TestRun, TestRunOptions, XdpDataplane, XdpOptions};
 use fare_dataplane::{Dataplane, Group, GroupMode, MacAddr, Member};
 use std::fmt::Write;
 
@@ -70,10 +73,19 @@ fn udp_frame(v6: bool, dst_last: u8) -> anyhow::Result<Vec<u8>> {
 
 /// Mean ns per run over `runs` kernel-timed runs (the kernel reports whole ns per call).
 fn cost(dp: &XdpDataplane, frame: &[u8], runs: u32, action: u32) -> anyhow::Result<f64> {
+    cost_of(|f, o| Ok(dp.test_run(f, o)?), frame, runs, action)
+}
+
+fn cost_of(
+    test_run: impl Fn(&[u8], TestRunOptions) -> anyhow::Result<TestRun>,
+    frame: &[u8],
+    runs: u32,
+    action: u32,
+) -> anyhow::Result<f64> {
     let calls = (runs / RUNS_PER_CALL).max(1);
     let mut total = 0u64;
     for _ in 0..calls {
-        let r = dp.test_run(
+        let r = test_run(
             frame,
             TestRunOptions {
                 repeat: RUNS_PER_CALL,
@@ -109,6 +121,16 @@ pub fn run(args: Args) -> anyhow::Result<String> {
         arp.extend_from_slice(&0x0806u16.to_be_bytes());
         arp.extend_from_slice(&[0u8; 46]);
         let baseline = cost(&dp, &arp, args.runs, XDP_PASS)?;
+        let mut min = MinForwarder::open()?;
+        min.route(
+            [198, 18, 0, 0],
+            16,
+            &args.egress,
+            ROUTER,
+            [2, 0, 0, 0, 0, 1],
+        )?;
+        let v4 = udp_frame(false, 18)?;
+        let min_ns = cost_of(|f, o| min.test_run(f, o), &v4, args.runs, XDP_REDIRECT)?;
         let cases = [
             ("IPv4 spray", udp_frame(false, 18)?),
             ("IPv4 flow", udp_frame(false, 19)?),
@@ -122,25 +144,35 @@ pub fn run(args: Args) -> anyhow::Result<String> {
             md,
             "`BPF_PROG_TEST_RUN` of the fare XDP program, {} runs per case, 64-86 byte UDP \
              frames, group of 4 members with weights 3:3:4:4. Kernel-timed ns per run (the \
-             kernel reports whole ns per call of {RUNS_PER_CALL} runs). Baseline in the same \
-             run: a non-IP frame (parse, count, XDP_PASS).\n",
+             kernel reports whole ns per call of {RUNS_PER_CALL} runs). Baselines in the same \
+             run: the minimal forwarder (`bench_min_fwd` of the benchmark object: Ethernet + IPv4 \
+             parse, one LPM lookup, MAC rewrite, redirect; the IPv4 frame), and fare's program \
+             on a non-IP frame (parse, count, XDP_PASS).\n",
             args.runs
         )?;
         writeln!(
             md,
-            "| case | ns/packet | x baseline | Mpps per core (program only) |"
+            "| case | ns/packet | x minimal forwarder | x non-IP | Mpps per core (program only) |"
         )?;
-        writeln!(md, "|---|---|---|---|")?;
+        writeln!(md, "|---|---|---|---|---|")?;
         writeln!(
             md,
-            "| baseline: non-IP -> XDP_PASS | {baseline:.1} | 1.00 | {:.1} |",
+            "| minimal forwarder: IPv4 -> XDP_REDIRECT | {min_ns:.1} | 1.00 | {:.2} | {:.1} |",
+            min_ns / baseline,
+            1000.0 / min_ns
+        )?;
+        writeln!(
+            md,
+            "| fare: non-IP -> XDP_PASS | {baseline:.1} | {:.2} | 1.00 | {:.1} |",
+            baseline / min_ns,
             1000.0 / baseline
         )?;
         for (name, frame) in &cases {
             let ns = cost(&dp, frame, args.runs, XDP_REDIRECT)?;
             writeln!(
                 md,
-                "| {name} -> XDP_REDIRECT | {ns:.1} | {:.2} | {:.1} |",
+                "| fare: {name} -> XDP_REDIRECT | {ns:.1} | {:.2} | {:.2} | {:.1} |",
+                ns / min_ns,
                 ns / baseline,
                 1000.0 / ns
             )?;

@@ -13,14 +13,13 @@
 //! XDP mode: the fare program attached to the same veth with the same group (spray).
 
 use super::command_line;
+use super::xdp_objects::{Generator, MinForwarder, Sink};
 use anyhow::{bail, Context};
 use etherparse::PacketBuilder;
-use fare_dataplane::xdp::generator::{Generator, Sink};
-use fare_dataplane::xdp::{pins, XdpDataplane, XdpOptions};
+use fare_dataplane::xdp::{XdpDataplane, XdpOptions};
 use fare_dataplane::{Dataplane, Group, GroupMode, MacAddr, Member};
 use std::fmt::Write;
 use std::os::fd::AsRawFd;
-use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -147,13 +146,7 @@ fn spawn_sink(
     let (cmd_tx, cmd_rx) = std::sync::mpsc::channel::<SinkQuery>();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
     let thread = std::thread::spawn(move || {
-        let opened = enter(&ns).and_then(|()| {
-            Ok(Sink::open(
-                Path::new(pins::DEFAULT_ROOT),
-                &format!("bench-sink-{}", std::process::id()),
-                &["s1", "s2", "s3", "s4"],
-            )?)
-        });
+        let opened = enter(&ns).and_then(|()| Sink::open(&["s1", "s2", "s3", "s4"]));
         let sink = match opened {
             Ok(s) => {
                 let _ = ready_tx.send(Ok(()));
@@ -165,7 +158,7 @@ fn spawn_sink(
             }
         };
         while let Ok(reply) = cmd_rx.recv() {
-            let _ = reply.send(sink.received().map_err(anyhow::Error::from));
+            let _ = reply.send(sink.received());
         }
     });
     ready_rx.recv()??;
@@ -291,12 +284,11 @@ impl Bench {
         let sent = Arc::new(AtomicU64::new(0));
         let frame = frame()?;
         let (gen_ns, stop2, sent2) = (self.gen.0.clone(), stop.clone(), sent.clone());
-        let name = format!("bench-gen-{}", std::process::id());
         let generator = std::thread::spawn(move || -> anyhow::Result<()> {
             enter(&gen_ns)?;
             pin_thread(0)?;
             realtime(40)?;
-            let g = Generator::open(Path::new(pins::DEFAULT_ROOT), &name, "g0", &frame)?;
+            let g = Generator::open("g0", &frame)?;
             let limit = Instant::now() + Duration::from_secs(seconds + 30);
             while !stop2.load(Ordering::Relaxed) && Instant::now() < limit {
                 g.send(100_000)?;
@@ -394,28 +386,81 @@ fn measure_xdp(bench: &Bench, seconds: u64) -> anyhow::Result<(f64, f64)> {
     measured
 }
 
+/// Measures with the minimal forwarder (benchmark object) attached to the ingress veth,
+/// sending everything to the first sink (then detached).
+fn measure_min(bench: &Bench, seconds: u64) -> anyhow::Result<(f64, f64)> {
+    let router_ns = bench.router.0.clone();
+    let ingress = bench.ingress.clone();
+    let e1_mac = bench.router.sh("cat /sys/class/net/e1/address")?;
+    let e1_mac: MacAddr = e1_mac
+        .trim()
+        .parse()
+        .map_err(|e| anyhow::anyhow!("MAC of e1 ({}): {e}", e1_mac.trim()))?;
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
+    let holder = std::thread::spawn(move || -> anyhow::Result<()> {
+        enter(&router_ns)?;
+        let opened = (|| -> anyhow::Result<MinForwarder> {
+            let mut fwd = MinForwarder::open()?;
+            fwd.route([198, 18, 0, 0], 16, "e1", e1_mac.0, sink_mac(1))?;
+            fwd.attach(&ingress)?;
+            Ok(fwd)
+        })();
+        match opened {
+            Ok(fwd) => {
+                let _ = ready_tx.send(Ok(()));
+                let _ = rx.recv_timeout(Duration::from_secs(seconds + 60));
+                drop(fwd);
+            }
+            Err(e) => {
+                let _ = ready_tx.send(Err(e));
+            }
+        }
+        Ok(())
+    });
+    ready_rx.recv()??;
+    let measured = bench.measure(seconds);
+    let _ = tx.send(());
+    holder
+        .join()
+        .map_err(|_| anyhow::anyhow!("minimal forwarder holder panicked"))??;
+    measured
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
+fn spread(ratios: &[f64]) -> (f64, f64, f64) {
+    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ratios.iter().copied().fold(0.0, f64::max);
+    (lo, median(ratios.to_vec()), hi)
+}
+
 pub fn run_bench(args: Args) -> anyhow::Result<String> {
     let tag = format!("fb{}", std::process::id() % 100_000);
     let bench = Bench::new(&tag)?;
+    // (kernel, minimal forwarder, fare), each (offered, delivered) pps.
     let mut rows = Vec::new();
     for _ in 0..args.rounds.max(1) {
         let kernel = bench.measure(args.seconds)?;
+        let min = measure_min(&bench, args.seconds)?;
         let xdp = measure_xdp(&bench, args.seconds)?;
-        rows.push((kernel, xdp));
+        rows.push([kernel, min, xdp]);
     }
-    let ratios: Vec<f64> = rows.iter().map(|((_, k), (_, x))| x / k.max(1.0)).collect();
-    let k_offered = median(rows.iter().map(|r| r.0 .0).collect());
-    let k_delivered = median(rows.iter().map(|r| r.0 .1).collect());
-    let x_offered = median(rows.iter().map(|r| r.1 .0).collect());
-    let x_delivered = median(rows.iter().map(|r| r.1 .1).collect());
-    let ratio = median(ratios.clone());
-    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = ratios.iter().copied().fold(0.0, f64::max);
+    let vs_kernel: Vec<f64> = rows.iter().map(|r| r[2].1 / r[0].1.max(1.0)).collect();
+    let vs_min: Vec<f64> = rows.iter().map(|r| r[2].1 / r[1].1.max(1.0)).collect();
+    let min_vs_kernel: Vec<f64> = rows.iter().map(|r| r[1].1 / r[0].1.max(1.0)).collect();
+    let col = |k: usize, d: bool| {
+        median(
+            rows.iter()
+                .map(|r| if d { r[k].1 } else { r[k].0 })
+                .collect(),
+        )
+    };
+    let (klo, kmed, khi) = spread(&vs_kernel);
+    let (mlo, mmed, mhi) = spread(&vs_min);
     let mut md = String::new();
     writeln!(md, "## XDP vs kernel forwarding rate (`xdp-forward`)\n")?;
     writeln!(md, "Command: `{}` (as root)\n", command_line())?;
@@ -425,32 +470,42 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
          CPU 0 at SCHED_FIFO 40 (`fare_gen`, live-frames BPF_PROG_TEST_RUN, 64-byte UDP frames of one flow), \
          group 3:3:4:4 over four egress veths to a sink namespace (`fare_sink`: count and drop); \
          rate = frames the sinks received per second over {} s. Kernel: weighted nexthop group (`ip nexthop ... \
-         group 1,3/2,3/3,4/4,4`), flow hash; XDP: fare spray. Same namespaces, same run.\n",
+         group 1,3/2,3/3,4/4,4`), flow hash; minimal forwarder (`bench_min_fwd` of the benchmark object: \
+         Ethernet + IPv4 parse, one LPM lookup, MAC rewrite, redirect, all to the first egress): the limit of \
+         this data path; XDP: fare spray. Same namespaces, same run.\n",
         args.seconds
     )?;
     writeln!(
         md,
-        "{} rounds (kernel then XDP each round), medians; XDP/kernel ratio per round: \
-         min {lo:.2}, median {ratio:.2}, max {hi:.2}.\n",
+        "{} rounds (kernel, minimal forwarder, fare each round), medians. fare/kernel per round: \
+         min {klo:.2}, median {kmed:.2}, max {khi:.2}; fare/minimal forwarder per round: \
+         min {mlo:.2}, median {mmed:.2}, max {mhi:.2}.\n",
         rows.len()
     )?;
     writeln!(
         md,
-        "| data path | offered (Mpps) | forwarded (Mpps) | x kernel |"
+        "| data path | offered (Mpps) | forwarded (Mpps) | x kernel | x minimal forwarder |"
     )?;
-    writeln!(md, "|---|---|---|---|")?;
+    writeln!(md, "|---|---|---|---|---|")?;
     writeln!(
         md,
-        "| Linux kernel, nexthop group | {:.3} | {:.3} | 1.00 |",
-        k_offered / 1e6,
-        k_delivered / 1e6
+        "| Linux kernel, nexthop group | {:.3} | {:.3} | 1.00 | {:.2} |",
+        col(0, false) / 1e6,
+        col(0, true) / 1e6,
+        1.0 / median(min_vs_kernel.clone()).max(1e-9)
     )?;
     writeln!(
         md,
-        "| fare XDP, spray | {:.3} | {:.3} | {:.2} |",
-        x_offered / 1e6,
-        x_delivered / 1e6,
-        ratio
+        "| minimal XDP forwarder | {:.3} | {:.3} | {:.2} | 1.00 |",
+        col(1, false) / 1e6,
+        col(1, true) / 1e6,
+        median(min_vs_kernel)
+    )?;
+    writeln!(
+        md,
+        "| fare XDP, spray | {:.3} | {:.3} | {kmed:.2} | {mmed:.2} |",
+        col(2, false) / 1e6,
+        col(2, true) / 1e6,
     )?;
     Ok(md)
 }

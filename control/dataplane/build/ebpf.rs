@@ -1,5 +1,8 @@
-//! Builds the XDP program (ebpf/fare-xdp) for `bpfel-unknown-none` and hands the object
-//! to the crate: `OUT_DIR/fare-xdp.o` plus `--cfg fare_xdp_embedded`.
+//! Builds an eBPF crate of ebpf/ for `bpfel-unknown-none` and hands the object to the
+//! crate being built: `OUT_DIR/<name>.o` plus `--cfg <cfg>`. fare-dataplane embeds the XDP
+//! program (ebpf/fare-xdp, `fare_xdp_embedded`); fare-bench includes this file from its
+//! own build script for the benchmark-only programs (ebpf/fare-bench-xdp: minimal
+//! forwarder, traffic generator, sink; `fare_bench_xdp_embedded`).
 //!
 //! The eBPF crate needs `RUSTC_BOOTSTRAP=1 -Z build-std=core` (on the pinned stable
 //! toolchain, with rust-src) and `bpf-linker`; both come from scripts/setup. When
@@ -13,24 +16,28 @@ use std::process::Command;
 
 const TARGET: &str = "bpfel-unknown-none";
 
+/// The production XDP program (fare-dataplane's build script).
+#[allow(dead_code)]
 pub fn build() {
-    println!("cargo::rustc-check-cfg=cfg(fare_xdp_embedded)");
+    build_crate("fare-xdp", "fare_xdp_embedded");
+}
+
+/// Builds ebpf/`name` and embeds it under `cfg` (see the module documentation).
+pub fn build_crate(name: &str, cfg: &str) {
+    println!("cargo::rustc-check-cfg=cfg({cfg})");
     println!("cargo::rerun-if-env-changed=FARE_SKIP_EBPF");
     let manifest = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
-    // control/dataplane -> the repository root.
+    // control/<crate> -> the repository root.
     let root = manifest
         .ancestors()
         .nth(2)
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let program = root.join("ebpf/fare-xdp");
-    for input in [
-        "ebpf/fare-xdp/src",
-        "ebpf/fare-xdp/Cargo.toml",
-        "ebpf/fare-xdp/Cargo.lock",
-        "ebpf/fare-common/src",
-        "ebpf/fare-common/Cargo.toml",
-    ] {
+    let program = root.join("ebpf").join(name);
+    for input in ["src", "Cargo.toml", "Cargo.lock"] {
+        println!("cargo::rerun-if-changed={}", program.join(input).display());
+    }
+    for input in ["ebpf/fare-common/src", "ebpf/fare-common/Cargo.toml"] {
         println!("cargo::rerun-if-changed={}", root.join(input).display());
     }
     if env::var_os("FARE_SKIP_EBPF").is_some_and(|v| v != "0") {
@@ -91,24 +98,24 @@ pub fn build() {
     let output = match cmd.output() {
         Ok(o) => o,
         Err(e) => {
-            println!("cargo::warning=could not run cargo for the XDP program: {e}");
+            println!("cargo::warning=could not run cargo for ebpf/{name}: {e}");
             return;
         }
     };
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         for line in stderr.lines().filter(|l| !l.trim().is_empty()).take(40) {
-            println!("cargo::warning=fare-xdp: {line}");
+            println!("cargo::warning={name}: {line}");
         }
         // A broken eBPF program is a bug, not a missing tool: fail loudly.
-        panic!("building the XDP program (ebpf/fare-xdp) failed; see the warnings above");
+        panic!("building the eBPF object ebpf/{name} failed; see the warnings above");
     }
-    let object = target_dir.join(TARGET).join("release").join("fare-xdp");
-    let embedded = out_dir.join("fare-xdp.o");
+    let object = target_dir.join(TARGET).join("release").join(name);
+    let embedded = out_dir.join(format!("{name}.o"));
     if let Err(e) = std::fs::copy(&object, &embedded) {
         panic!("copying {} failed: {e}", object.display());
     }
-    println!("cargo::rustc-cfg=fare_xdp_embedded");
+    println!("cargo::rustc-cfg={cfg}");
 }
 
 fn cargo_home() -> PathBuf {

@@ -4,7 +4,7 @@
 //!
 //! Layout of the forwarding state (all maps pinned by name, see [`map_names`]):
 //! ```text
-//! ROUTES_V4 / ROUTES_V6  LPM trie   prefix -> RouteValue { group }
+//! ROUTES_V4 / ROUTES_V6  LPM trie   prefix -> RouteValue { group, flags }
 //! GROUPS                 array      group id -> Group { mode, slots[] of member index }
 //! MEMBERS                array      group id * MAX_MEMBERS_PER_GROUP + index -> Member
 //! MEMBER_STATS           per-CPU    same index -> MemberCounters
@@ -45,20 +45,43 @@ pub mod map_names {
 
 /// Name of the XDP program in the object.
 pub const PROGRAM_NAME: &str = "fare_xdp";
-/// The benchmark traffic generator in the same object (redirects to `GEN_TX[0]`).
-pub const GENERATOR_NAME: &str = "fare_gen";
 /// TC egress program: per-packet spraying of the host's own traffic over its members.
 pub const TC_SPRAY_NAME: &str = "fare_tc_spray";
 /// skb mark bit the TC spray program sets on a packet it placed (so that the egress hook
 /// of the interface it was redirected to lets it pass); docs/CODEPOINTS.md.
 pub const SPRAYED_MARK: u32 = 0x0400_0000;
-pub const GENERATOR_MAP: &str = "GEN_TX";
-pub const GENERATOR_TEMPLATE: &str = "GEN_TEMPLATE";
-/// The benchmark sink program (counts in `SINK_RX[0]` and drops).
-pub const SINK_NAME: &str = "fare_sink";
-pub const SINK_MAP: &str = "SINK_RX";
-/// Length of the generator's frames (its template is copied over each one).
-pub const GEN_FRAME_LEN: usize = 64;
+
+/// Names and types of the benchmark-only object (ebpf/fare-bench-xdp): the minimal
+/// forwarder fare is measured against, the traffic generator and the counting sink.
+/// Nothing here is loaded by the agent.
+pub mod bench {
+    /// The minimal forwarder: Ethernet + IPv4, one LPM lookup, MAC rewrite, redirect.
+    pub const MIN_FWD_NAME: &str = "bench_min_fwd";
+    /// Its route table: LPM trie, IPv4 destination -> `MinNextHop`.
+    pub const MIN_FWD_ROUTES: &str = "MIN_ROUTES";
+    /// Its redirect targets: devmap (hash) ifindex -> ifindex.
+    pub const MIN_FWD_EGRESS: &str = "MIN_EGRESS";
+    /// Entries of MIN_ROUTES.
+    pub const MIN_FWD_MAX_ROUTES: u32 = 1024;
+    /// The traffic generator (redirects to `GEN_TX[0]`).
+    pub const GENERATOR_NAME: &str = "fare_gen";
+    pub const GENERATOR_MAP: &str = "GEN_TX";
+    pub const GENERATOR_TEMPLATE: &str = "GEN_TEMPLATE";
+    /// The sink program (counts in `SINK_RX[0]` and drops).
+    pub const SINK_NAME: &str = "fare_sink";
+    pub const SINK_MAP: &str = "SINK_RX";
+    /// Length of the generator's frames (its template is copied over each one).
+    pub const GEN_FRAME_LEN: usize = 64;
+
+    /// MIN_ROUTES value: where the minimal forwarder sends a packet.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+    pub struct MinNextHop {
+        pub ifindex: u32,
+        pub src_mac: [u8; 6],
+        pub dst_mac: [u8; 6],
+    }
+}
 
 /// Value of ROUTES_V4/ROUTES_V6 (keys are `{prefix_len: u32, addr: [u8; 4|16]}` in
 /// network byte order, the LPM trie key layout).
@@ -66,7 +89,20 @@ pub const GEN_FRAME_LEN: usize = 64;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RouteValue {
     pub group: u32,
+    /// `ROUTE_*` bits: the optional features the route's groups use. A packet pays for
+    /// a feature's lookups only when its route has the bit (the route is read anyway).
+    pub flags: u32,
 }
+
+/// `RouteValue::flags`: the route has per-color groups (COLOR_SETS row with entries):
+/// its packets are classified by FLOW_RULES.
+pub const ROUTE_COLORS: u32 = 1;
+/// `RouteValue::flags`: steered copies of the route's group exist (STEER_GROUPS): its
+/// packets look up STEER_MASKS / FLOW_STEER for a port their flow must avoid.
+pub const ROUTE_STEERED: u32 = 2;
+/// `RouteValue::flags`: a member of the route's groups leaves through a port with a
+/// virtual queue (QUEUES): its frames are accounted there (the QUEUES lookup, bpf_ktime).
+pub const ROUTE_QUEUES: u32 = 4;
 
 /// `Group::mode`: per packet, a per-CPU cursor walks the slots.
 pub const MODE_SPRAY: u8 = 0;
@@ -297,6 +333,7 @@ mod pod {
     unsafe impl aya::Pod for super::SteerGroupKey {}
     unsafe impl aya::Pod for super::ArnPathKey {}
     unsafe impl aya::Pod for super::ArnTargets {}
+    unsafe impl aya::Pod for super::bench::MinNextHop {}
 }
 
 pub use arn::*;

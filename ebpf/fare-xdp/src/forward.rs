@@ -3,8 +3,8 @@
 use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
 use aya_log_ebpf::{debug, warn};
 use fare_common::{
-    member_id, Stat, COLOR_ACTIVE, MEMBER_REMOVED_BY_ARN, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP, MAX_SLOTS,
-    MODE_FLOW,
+    member_id, Stat, COLOR_ACTIVE, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP, MAX_SLOTS,
+    MEMBER_REMOVED_BY_ARN, MODE_FLOW, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED,
 };
 
 use crate::classify::{self, Fields};
@@ -21,19 +21,19 @@ pub fn ipv4(ctx: &XdpContext, ip: &Ipv4) -> Result<u32, Malformed> {
         stats::count(Stat::NoRoute);
         return Ok(xdp_action::XDP_PASS);
     };
-    let group = route.group;
+    let (group, flags) = (route.group, route.flags);
     if ip.ttl <= 1 {
         // The kernel answers with ICMP time exceeded.
         stats::count(Stat::TtlExceeded);
         debug!(ctx, "ttl exceeded, to the kernel");
         return Ok(xdp_action::XDP_PASS);
     }
-    let Some(next) = choose(ctx, group, &ip.flow, &ip.fields) else {
+    let Some(next) = choose(ctx, group, flags, &ip.flow, &ip.fields) else {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
     ipv4::decrement_ttl(ctx, ip.offset)?;
-    send(ctx, &next)
+    send(ctx, &next, flags & ROUTE_QUEUES != 0)
 }
 
 #[inline(always)]
@@ -42,18 +42,18 @@ pub fn ipv6(ctx: &XdpContext, ip: &Ipv6) -> Result<u32, Malformed> {
         stats::count(Stat::NoRoute);
         return Ok(xdp_action::XDP_PASS);
     };
-    let group = route.group;
+    let (group, flags) = (route.group, route.flags);
     if ip.hop_limit <= 1 {
         stats::count(Stat::TtlExceeded);
         debug!(ctx, "hop limit exceeded, to the kernel");
         return Ok(xdp_action::XDP_PASS);
     }
-    let Some(next) = choose(ctx, group, &ip.flow, &ip.fields) else {
+    let Some(next) = choose(ctx, group, flags, &ip.flow, &ip.fields) else {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
     ipv6::decrement_hop_limit(ctx, ip.offset)?;
-    send(ctx, &next)
+    send(ctx, &next, flags & ROUTE_QUEUES != 0)
 }
 
 /// The member a packet goes to.
@@ -66,12 +66,31 @@ pub struct NextHop {
 
 /// The member for a packet of a route whose group is `group`. A route with per-color
 /// groups (DPF) sends a packet whose flow rules give it one of the route's active colors
-/// through that color's group; everything else uses the route's group. One `select` on
-/// one group id keeps the verifier's work the same as without colors.
+/// through that color's group; a route with steered copies sends a flow an ARN steered
+/// away from a port through the copy; everything else uses the route's group. The route's
+/// `flags` say whether it has either, so a packet of a route without them pays for
+/// neither lookup. One `select` on one group id keeps the verifier's work the same as
+/// without colors.
 #[inline(always)]
-fn choose(ctx: &XdpContext, group: u32, flow: &FlowKey, fields: &Fields) -> Option<NextHop> {
-    let colored = colored_group(ctx, group, fields);
-    let next = select(crate::steer::steered_group(colored.unwrap_or(group), fields), flow);
+fn choose(
+    ctx: &XdpContext,
+    group: u32,
+    flags: u32,
+    flow: &FlowKey,
+    fields: &Fields,
+) -> Option<NextHop> {
+    let colored = if flags & ROUTE_COLORS != 0 {
+        colored_group(ctx, group, fields)
+    } else {
+        None
+    };
+    let base = colored.unwrap_or(group);
+    let gid = if flags & ROUTE_STEERED != 0 {
+        crate::steer::steered_group(base, fields)
+    } else {
+        base
+    };
+    let next = select(gid, flow);
     if next.is_some() && colored.is_some() {
         stats::count(Stat::DpfColored);
     }
@@ -197,8 +216,10 @@ pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
     })
 }
 
+/// Rewrites the MACs and redirects to the member; `queued`: the route's groups have a
+/// member behind a virtual queue (only then is a queue looked for).
 #[inline(always)]
-fn send(ctx: &XdpContext, next: &NextHop) -> Result<u32, Malformed> {
+fn send(ctx: &XdpContext, next: &NextHop, queued: bool) -> Result<u32, Malformed> {
     let dst: *mut [u8; 6] = ptr_at(ctx, 0)?;
     let src: *mut [u8; 6] = ptr_at(ctx, 6)?;
     // SAFETY: ptr_at checked both 6-byte fields.
@@ -207,7 +228,7 @@ fn send(ctx: &XdpContext, next: &NextHop) -> Result<u32, Malformed> {
         *src = next.src_mac;
     }
     let len = packet::len(ctx);
-    if !crate::queue::admit(next.ifindex, len) {
+    if queued && !crate::queue::admit(next.ifindex, len) {
         stats::count(Stat::QueueDropped);
         return Ok(xdp_action::XDP_DROP);
     }

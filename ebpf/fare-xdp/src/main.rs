@@ -18,7 +18,6 @@ mod consts;
 mod eth;
 mod flow;
 mod forward;
-mod gen;
 mod ipv4;
 mod ipv6;
 mod maps;

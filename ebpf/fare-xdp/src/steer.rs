@@ -1,7 +1,7 @@
 //! ARN per-flow mode (see `fare_common::FlowSteerKey`): the egress port a packet's flow
-//! must avoid because an ARN with a matching flow identifier said so. Costs one array
-//! read per packet while no flow is steered. Steering ends when the agent removes the
-//! entry (Type 2/4 or its hold time).
+//! must avoid because an ARN with a matching flow identifier said so. Only packets of a
+//! route flagged `ROUTE_STEERED` (its group has steered copies) look here. Steering ends
+//! when the agent removes the entry (Type 2/4 or its hold time).
 
 use fare_common::{
     FlowSteerKey, SteerGroupKey, STEER_DST, STEER_DST_PORT, STEER_PROTOCOL, STEER_SRC,

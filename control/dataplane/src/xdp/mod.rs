@@ -17,7 +17,6 @@
 pub mod arn;
 mod colors;
 mod encode;
-pub mod generator;
 mod group_ids;
 mod logs;
 pub mod neighbor;
@@ -101,6 +100,8 @@ struct Installed {
     encoded: Encoded,
     /// DPF: the route's active per-color groups.
     colors: Vec<InstalledColor>,
+    /// The route entry's `ROUTE_*` flags as written.
+    flags: u32,
 }
 
 /// One per-color group of a route as written to the maps.
@@ -142,6 +143,8 @@ pub struct XdpDataplane {
     arn: arn::ArnMaps,
     steer: steer::SteerMaps,
     installed: BTreeMap<IpNet, Installed>,
+    /// Egress ports with a virtual queue (routes through them get `ROUTE_QUEUES`).
+    queued: Vec<u32>,
     ids: GroupIds,
     generation: u32,
     ncpus: usize,
@@ -204,7 +207,7 @@ impl XdpDataplane {
                 links.push((format!("tc-{ifname}"), link));
             }
         }
-        configure_queues(
+        let queued = configure_queues(
             queues::Queues::new(take_map(&mut ebpf, fc::QUEUES)?),
             &opts.queues,
         )?;
@@ -227,6 +230,7 @@ impl XdpDataplane {
             pins,
             links,
             installed: BTreeMap::new(),
+            queued,
             ids: GroupIds::new(0, |_| false),
             generation: 0,
             ncpus,
@@ -246,7 +250,7 @@ impl XdpDataplane {
 
     /// Reads the routes and groups left in the pinned maps by an earlier agent.
     fn adopt(&mut self) -> Result<(), DataplaneError> {
-        let mut routes: Vec<(IpNet, u32)> = Vec::new();
+        let mut routes: Vec<(IpNet, u32, u32)> = Vec::new();
         for key in self.routes_v4.keys() {
             let key = key.map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
             let value = self
@@ -255,7 +259,7 @@ impl XdpDataplane {
                 .map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
             let addr = std::net::Ipv4Addr::from(key.data());
             if let Ok(net) = ipnet::Ipv4Net::new(addr, key.prefix_len() as u8) {
-                routes.push((IpNet::V4(net), value.group));
+                routes.push((IpNet::V4(net), value.group, value.flags));
             }
         }
         for key in self.routes_v6.keys() {
@@ -266,10 +270,10 @@ impl XdpDataplane {
                 .map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
             let addr = std::net::Ipv6Addr::from(key.data());
             if let Ok(net) = ipnet::Ipv6Net::new(addr, key.prefix_len() as u8) {
-                routes.push((IpNet::V6(net), value.group));
+                routes.push((IpNet::V6(net), value.group, value.flags));
             }
         }
-        for (prefix, gid) in routes {
+        for (prefix, gid, flags) in routes {
             let Ok(row) = self.group_rows.get(&gid, 0) else {
                 continue;
             };
@@ -295,6 +299,7 @@ impl XdpDataplane {
                                 members,
                             },
                             colors,
+                            flags,
                         },
                     );
                 }
@@ -338,7 +343,9 @@ impl XdpDataplane {
 
     /// Writes a route: its color groups, its group, its COLOR_SETS row, then the route
     /// itself (the one update that switches packets over). Counters of the same next hop
-    /// (and color) carry over from `old`.
+    /// (and color) carry over from `old`. Returns the route entry's flags: colors when it
+    /// has some, queues when a member of its groups leaves through a port with a virtual
+    /// queue (steering is flagged by `sync_steered_copies` once copies exist).
     fn write_route(
         &mut self,
         prefix: IpNet,
@@ -346,7 +353,7 @@ impl XdpDataplane {
         encoded: &mut Encoded,
         colors: &mut [(u32, u32, Encoded)],
         old: Option<&Installed>,
-    ) -> Result<(), DataplaneError> {
+    ) -> Result<u32, DataplaneError> {
         for (color, cgid, enc) in colors.iter_mut() {
             let prev = old
                 .and_then(|o| o.colors.iter().find(|c| c.color == *color))
@@ -359,7 +366,19 @@ impl XdpDataplane {
         self.color_sets
             .set(gid, colors::color_set(&entries), 0)
             .map_err(|e| err(format!("COLOR_SETS[{gid}]: {e}")))?;
-        self.set_route(prefix, gid)
+        let mut flags = 0;
+        if !colors.is_empty() {
+            flags |= fc::ROUTE_COLORS;
+        }
+        let queued = std::iter::once(&*encoded)
+            .chain(colors.iter().map(|(_, _, e)| e))
+            .flat_map(|e| &e.members)
+            .any(|m| self.queued.contains(&m.ifindex));
+        if queued {
+            flags |= fc::ROUTE_QUEUES;
+        }
+        self.set_route(prefix, gid, flags)?;
+        Ok(flags)
     }
 
     /// Program counters (`received`, `forwarded`, `malformed`, ...) summed over CPUs.
@@ -489,8 +508,8 @@ impl XdpDataplane {
             .map_err(|e| err(format!("GROUPS[{gid}]: {e}")))
     }
 
-    fn set_route(&mut self, prefix: IpNet, gid: u32) -> Result<(), DataplaneError> {
-        let value = RouteValue { group: gid };
+    fn set_route(&mut self, prefix: IpNet, gid: u32, flags: u32) -> Result<(), DataplaneError> {
+        let value = RouteValue { group: gid, flags };
         let r = match prefix.trunc() {
             IpNet::V4(n) => self.routes_v4.insert(
                 &Key::new(u32::from(n.prefix_len()), n.network().octets()),
@@ -621,6 +640,27 @@ impl XdpDataplane {
                 self.ids.release(copy);
             }
         }
+        self.flag_steered_routes()
+    }
+
+    /// Sets `ROUTE_STEERED` on the routes whose group has steered copies now and clears
+    /// it on the others: only packets of flagged routes look for a steered flow.
+    fn flag_steered_routes(&mut self) -> Result<(), DataplaneError> {
+        let changed: Vec<(IpNet, u32, u32)> = self
+            .installed
+            .iter()
+            .filter_map(|(prefix, inst)| {
+                let want = self.steer.copies.keys().any(|(g, _)| *g == inst.gid);
+                let has = inst.flags & fc::ROUTE_STEERED != 0;
+                (want != has).then_some((*prefix, inst.gid, inst.flags ^ fc::ROUTE_STEERED))
+            })
+            .collect();
+        for (prefix, gid, flags) in changed {
+            self.set_route(prefix, gid, flags)?;
+            if let Some(inst) = self.installed.get_mut(&prefix) {
+                inst.flags = flags;
+            }
+        }
         Ok(())
     }
 
@@ -654,11 +694,11 @@ impl Drop for XdpDataplane {
 }
 
 /// Writes the configured egress virtual queues (their state starts empty) and removes
-/// queues of ports no longer configured.
+/// queues of ports no longer configured; returns the ports with a queue.
 fn configure_queues(
     mut q: queues::Queues,
     specs: &[queues::QueueSpec],
-) -> Result<(), DataplaneError> {
+) -> Result<Vec<u32>, DataplaneError> {
     let mut wanted = Vec::new();
     for spec in specs {
         let ifindex = netdev::ifindex(&spec.interface)
@@ -673,7 +713,7 @@ fn configure_queues(
             let _ = q.configure(ifindex, 0, 0);
         }
     }
-    Ok(())
+    Ok(wanted)
 }
 
 /// Attaches `program` to `ifname`: through the pinned link when there is one (atomic
@@ -853,21 +893,24 @@ impl Dataplane for XdpDataplane {
             .map(|((c, e), g)| (c, *g, e))
             .collect();
         let old = self.installed.remove(&group.prefix);
-        if let Err(e) = self.write_route(
+        let flags = match self.write_route(
             group.prefix,
             gid,
             &mut encoded,
             &mut color_rows,
             old.as_ref(),
         ) {
-            for g in gids {
-                self.ids.release(g);
+            Ok(flags) => flags,
+            Err(e) => {
+                for g in gids {
+                    self.ids.release(g);
+                }
+                if let Some(old) = old {
+                    self.installed.insert(group.prefix, old);
+                }
+                return Err(e);
             }
-            if let Some(old) = old {
-                self.installed.insert(group.prefix, old);
-            }
-            return Err(e);
-        }
+        };
         if let Some(old) = old {
             self.ids.release(old.gid);
             for c in old.colors {
@@ -890,6 +933,7 @@ impl Dataplane for XdpDataplane {
                 group: group.clone(),
                 encoded,
                 colors,
+                flags,
             },
         );
         self.sync_arn();

@@ -1,0 +1,10 @@
+//! Builds the benchmark-only eBPF object (ebpf/fare-bench-xdp: minimal forwarder, traffic
+//! generator, sink) with fare-dataplane's eBPF build step and embeds it here, so that the
+//! product crates carry only the production XDP program.
+
+#[path = "../dataplane/build/ebpf.rs"]
+mod ebpf;
+
+fn main() {
+    ebpf::build_crate("fare-bench-xdp", "fare_bench_xdp_embedded");
+}
