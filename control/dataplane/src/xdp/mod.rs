@@ -14,7 +14,9 @@
 //! - Per-member counters survive replacements (carried to the new member with the same
 //!   interface and neighbor MAC) and restarts (they live in the pinned maps).
 
+mod adopt;
 pub mod arn;
+mod attach;
 mod colors;
 mod encode;
 mod group_ids;
@@ -32,6 +34,7 @@ use crate::{
     MemberStatus,
 };
 use async_trait::async_trait;
+use attach::{attach_program, attach_tc_egress, configure_queues};
 use aya::maps::lpm_trie::{Key, LpmTrie};
 use aya::maps::{Array, DevMapHash, MapData, PerCpuArray, PerCpuValues};
 use aya::programs::links::{FdLink, PinnedLink};
@@ -191,7 +194,7 @@ impl XdpDataplane {
             .map_err(|e| err(format!("the kernel refused the XDP program: {e:?}")))?;
         let mut links = Vec::new();
         for ifname in &opts.interfaces {
-            let link = attach(program, &pins, ifname)?;
+            let link = attach_program(program, &pins, ifname)?;
             links.push((ifname.clone(), link));
         }
         if !opts.egress_spray.is_empty() {
@@ -246,99 +249,6 @@ impl XdpDataplane {
             "xdp: program attached"
         );
         Ok(dp)
-    }
-
-    /// Reads the routes and groups left in the pinned maps by an earlier agent.
-    fn adopt(&mut self) -> Result<(), DataplaneError> {
-        let mut routes: Vec<(IpNet, u32, u32)> = Vec::new();
-        for key in self.routes_v4.keys() {
-            let key = key.map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
-            let value = self
-                .routes_v4
-                .get(&key, 0)
-                .map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
-            let addr = std::net::Ipv4Addr::from(key.data());
-            if let Ok(net) = ipnet::Ipv4Net::new(addr, key.prefix_len() as u8) {
-                routes.push((IpNet::V4(net), value.group, value.flags));
-            }
-        }
-        for key in self.routes_v6.keys() {
-            let key = key.map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
-            let value = self
-                .routes_v6
-                .get(&key, 0)
-                .map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
-            let addr = std::net::Ipv6Addr::from(key.data());
-            if let Ok(net) = ipnet::Ipv6Net::new(addr, key.prefix_len() as u8) {
-                routes.push((IpNet::V6(net), value.group, value.flags));
-            }
-        }
-        for (prefix, gid, flags) in routes {
-            let Ok(row) = self.group_rows.get(&gid, 0) else {
-                continue;
-            };
-            let members: Vec<fc::Member> = (0..u32::from(row.n_members))
-                .filter_map(|i| self.member_rows.get(&member_id(gid, i), 0).ok())
-                .collect();
-            let mut name = |ifindex: u32| {
-                netdev::ifname(ifindex).unwrap_or_else(|_| format!("ifindex{ifindex}"))
-            };
-            // The counts of a pinned group may predate this agent's version: recount.
-            let _ = self.store_active(gid, members.iter().map(|m| m.state));
-            match encode::decode(prefix, &row, &members, &mut name) {
-                Some(group) => {
-                    self.generation = self.generation.max(row.generation);
-                    let colors = self.adopt_colors(gid);
-                    self.installed.insert(
-                        prefix,
-                        Installed {
-                            gid,
-                            group,
-                            encoded: Encoded {
-                                group: row,
-                                members,
-                            },
-                            colors,
-                            flags,
-                        },
-                    );
-                }
-                None => tracing::warn!(%prefix, gid, "xdp: pinned group unreadable, ignored"),
-            }
-        }
-        let used: std::collections::BTreeSet<u32> = self
-            .installed
-            .values()
-            .flat_map(|i| std::iter::once(i.gid).chain(i.colors.iter().map(|c| c.gid)))
-            .collect();
-        self.ids = GroupIds::new(fc::MAX_GROUPS, |g| used.contains(&g));
-        Ok(())
-    }
-
-    /// The per-color groups an earlier agent left for the route group `gid`.
-    fn adopt_colors(&self, gid: u32) -> Vec<InstalledColor> {
-        let Ok(set) = self.color_sets.get(&gid, 0) else {
-            return vec![];
-        };
-        let n = (set.n as usize).min(fc::MAX_COLORS_PER_ROUTE);
-        set.entries[..n]
-            .iter()
-            .filter(|e| e.group < fc::MAX_GROUPS)
-            .filter_map(|e| {
-                let row = self.group_rows.get(&e.group, 0).ok()?;
-                let members = (0..u32::from(row.n_members))
-                    .filter_map(|i| self.member_rows.get(&member_id(e.group, i), 0).ok())
-                    .collect();
-                Some(InstalledColor {
-                    color: e.color,
-                    gid: e.group,
-                    encoded: Encoded {
-                        group: row,
-                        members,
-                    },
-                })
-            })
-            .collect()
     }
 
     /// Writes a route: its color groups, its group, its COLOR_SETS row, then the route
@@ -691,123 +601,6 @@ impl Drop for XdpDataplane {
             task.abort();
         }
     }
-}
-
-/// Writes the configured egress virtual queues (their state starts empty) and removes
-/// queues of ports no longer configured; returns the ports with a queue.
-fn configure_queues(
-    mut q: queues::Queues,
-    specs: &[queues::QueueSpec],
-) -> Result<Vec<u32>, DataplaneError> {
-    let mut wanted = Vec::new();
-    for spec in specs {
-        let ifindex = netdev::ifindex(&spec.interface)
-            .map_err(|e| err(format!("queue on {}: {e}", spec.interface)))?;
-        q.configure(ifindex, spec.rate_bytes_per_s(), spec.limit_bytes)
-            .map_err(|e| err(format!("queue on {}: {e:#}", spec.interface)))?;
-        tracing::info!(interface = %spec.interface, rate_mbps = spec.rate_mbps, limit_bytes = spec.limit_bytes, "xdp: egress virtual queue");
-        wanted.push(ifindex);
-    }
-    for ifindex in q.ifindexes() {
-        if !wanted.contains(&ifindex) {
-            let _ = q.configure(ifindex, 0, 0);
-        }
-    }
-    Ok(wanted)
-}
-
-/// Attaches `program` to `ifname`: through the pinned link when there is one (atomic
-/// replacement of the earlier program, no gap), else with a new link that is pinned.
-fn attach(program: &mut Xdp, pins: &PinDir, ifname: &str) -> Result<FdLink, DataplaneError> {
-    let path = pins.link(ifname);
-    if path.exists() {
-        let replaced = PinnedLink::from_pin(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|pinned| XdpLink::try_from(FdLink::from(pinned)).map_err(|e| e.to_string()))
-            .and_then(|link| program.attach_to_link(link).map_err(|e| e.to_string()))
-            .and_then(|id| program.take_link(id).map_err(|e| e.to_string()))
-            .and_then(|link| FdLink::try_from(link).map_err(|e| e.to_string()));
-        match replaced {
-            Ok(link) => {
-                tracing::info!(
-                    interface = ifname,
-                    "xdp: replaced the program in the pinned link"
-                );
-                return Ok(link);
-            }
-            Err(e) => {
-                tracing::warn!(
-                    interface = ifname,
-                    "xdp: pinned link unusable ({e}), attaching anew"
-                );
-                let _ = std::fs::remove_file(&path);
-            }
-        }
-    }
-    let ifindex = netdev::ifindex(ifname).map_err(|source| DataplaneError::Io {
-        backend: BACKEND,
-        what: format!("interface {ifname}"),
-        source,
-    })?;
-    let id = program
-        .attach_to_if_index(ifindex, XdpMode::Default)
-        .map_err(|e| err(format!("attaching to {ifname}: {e}")))?;
-    let link = program
-        .take_link(id)
-        .map_err(|e| err(format!("attaching to {ifname}: {e}")))?;
-    let link = FdLink::try_from(link).map_err(|e| {
-        err(format!(
-            "attaching to {ifname}: no bpf_link (kernel too old to pin XDP links): {e}"
-        ))
-    })?;
-    let pinned = link
-        .pin(&path)
-        .map_err(|e| err(format!("pinning {}: {e}", path.display())))?;
-    Ok(FdLink::from(pinned))
-}
-
-/// Attaches the TC spray program to `ifname`'s egress (TCX link, pinned as
-/// `links/tc-<ifname>`), replacing the program in an existing pinned link atomically.
-fn attach_tc_egress(
-    program: &mut SchedClassifier,
-    pins: &PinDir,
-    ifname: &str,
-) -> Result<FdLink, DataplaneError> {
-    let path = pins.link(&format!("tc-{ifname}"));
-    if path.exists() {
-        let replaced = PinnedLink::from_pin(&path)
-            .map_err(|e| e.to_string())
-            .and_then(|p| SchedClassifierLink::try_from(FdLink::from(p)).map_err(|e| e.to_string()))
-            .and_then(|link| program.attach_to_link(link).map_err(|e| e.to_string()))
-            .and_then(|id| program.take_link(id).map_err(|e| e.to_string()))
-            .and_then(|link| FdLink::try_from(link).map_err(|e| e.to_string()));
-        match replaced {
-            Ok(link) => return Ok(link),
-            Err(e) => {
-                tracing::warn!(
-                    interface = ifname,
-                    "xdp: pinned TC link unusable ({e}), attaching anew"
-                );
-                let _ = std::fs::remove_file(&path);
-            }
-        }
-    }
-    let id = program
-        .attach(ifname, TcAttachType::Egress)
-        .map_err(|e| err(format!("TC egress on {ifname}: {e}")))?;
-    let link = program
-        .take_link(id)
-        .map_err(|e| err(format!("TC egress on {ifname}: {e}")))?;
-    let link = FdLink::try_from(link).map_err(|e| {
-        err(format!(
-            "TC egress on {ifname}: no TCX link (kernel before 6.6 cannot pin it): {e}"
-        ))
-    })?;
-    let pinned = link
-        .pin(&path)
-        .map_err(|e| err(format!("pinning {}: {e}", path.display())))?;
-    tracing::info!(interface = ifname, "xdp: TC spray program on egress");
-    Ok(FdLink::from(pinned))
 }
 
 /// What one XDP group holds (`fare_common`'s map layout, shared with the program).

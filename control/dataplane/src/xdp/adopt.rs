@@ -1,0 +1,99 @@
+//! Taking over a running program's state after an agent restart: the groups, routes and
+//! per-color groups found in its pinned maps become what this agent has installed.
+
+use super::*;
+
+impl XdpDataplane {
+    /// Reads the routes and groups left in the pinned maps by an earlier agent.
+    pub(super) fn adopt(&mut self) -> Result<(), DataplaneError> {
+        let mut routes: Vec<(IpNet, u32, u32)> = Vec::new();
+        for key in self.routes_v4.keys() {
+            let key = key.map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
+            let value = self
+                .routes_v4
+                .get(&key, 0)
+                .map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
+            let addr = std::net::Ipv4Addr::from(key.data());
+            if let Ok(net) = ipnet::Ipv4Net::new(addr, key.prefix_len() as u8) {
+                routes.push((IpNet::V4(net), value.group, value.flags));
+            }
+        }
+        for key in self.routes_v6.keys() {
+            let key = key.map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
+            let value = self
+                .routes_v6
+                .get(&key, 0)
+                .map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
+            let addr = std::net::Ipv6Addr::from(key.data());
+            if let Ok(net) = ipnet::Ipv6Net::new(addr, key.prefix_len() as u8) {
+                routes.push((IpNet::V6(net), value.group, value.flags));
+            }
+        }
+        for (prefix, gid, flags) in routes {
+            let Ok(row) = self.group_rows.get(&gid, 0) else {
+                continue;
+            };
+            let members: Vec<fc::Member> = (0..u32::from(row.n_members))
+                .filter_map(|i| self.member_rows.get(&member_id(gid, i), 0).ok())
+                .collect();
+            let mut name = |ifindex: u32| {
+                netdev::ifname(ifindex).unwrap_or_else(|_| format!("ifindex{ifindex}"))
+            };
+            // The counts of a pinned group may predate this agent's version: recount.
+            let _ = self.store_active(gid, members.iter().map(|m| m.state));
+            match encode::decode(prefix, &row, &members, &mut name) {
+                Some(group) => {
+                    self.generation = self.generation.max(row.generation);
+                    let colors = self.adopt_colors(gid);
+                    self.installed.insert(
+                        prefix,
+                        Installed {
+                            gid,
+                            group,
+                            encoded: Encoded {
+                                group: row,
+                                members,
+                            },
+                            colors,
+                            flags,
+                        },
+                    );
+                }
+                None => tracing::warn!(%prefix, gid, "xdp: pinned group unreadable, ignored"),
+            }
+        }
+        let used: std::collections::BTreeSet<u32> = self
+            .installed
+            .values()
+            .flat_map(|i| std::iter::once(i.gid).chain(i.colors.iter().map(|c| c.gid)))
+            .collect();
+        self.ids = GroupIds::new(fc::MAX_GROUPS, |g| used.contains(&g));
+        Ok(())
+    }
+
+    /// The per-color groups an earlier agent left for the route group `gid`.
+    pub(super) fn adopt_colors(&self, gid: u32) -> Vec<InstalledColor> {
+        let Ok(set) = self.color_sets.get(&gid, 0) else {
+            return vec![];
+        };
+        let n = (set.n as usize).min(fc::MAX_COLORS_PER_ROUTE);
+        set.entries[..n]
+            .iter()
+            .filter(|e| e.group < fc::MAX_GROUPS)
+            .filter_map(|e| {
+                let row = self.group_rows.get(&e.group, 0).ok()?;
+                let members = (0..u32::from(row.n_members))
+                    .filter_map(|i| self.member_rows.get(&member_id(e.group, i), 0).ok())
+                    .collect();
+                Some(InstalledColor {
+                    color: e.color,
+                    gid: e.group,
+                    encoded: Encoded {
+                        group: row,
+                        members,
+                    },
+                })
+            })
+            .collect()
+    }
+}
