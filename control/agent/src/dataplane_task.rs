@@ -513,11 +513,7 @@ async fn run(
                     )
                     .await;
                     count(&stats, &stats.installs, &result);
-                    let ok = result.is_ok();
-                    let _ = reply.send(result);
-                    if ok {
-                        changed.notify_one();
-                    }
+                    answer(reply, result, &changed);
                 }
             }
             DataplaneCommand::InstallColored {
@@ -545,11 +541,7 @@ async fn run(
                 )
                 .await;
                 count(&stats, &stats.installs, &result);
-                let ok = result.is_ok();
-                let _ = reply.send(result);
-                if ok {
-                    changed.notify_one();
-                }
+                answer(reply, result, &changed);
             }
             DataplaneCommand::Remove { prefix, reply } => {
                 let result = backend.remove(prefix).await;
@@ -565,11 +557,7 @@ async fn run(
                     }
                     Err(e) => warn!(backend = name, %prefix, "remove failed: {e}"),
                 }
-                let ok = result.is_ok();
-                let _ = reply.send(result);
-                if ok {
-                    changed.notify_one();
-                }
+                answer(reply, result, &changed);
             }
             DataplaneCommand::SetMemberActive {
                 prefix,
@@ -817,6 +805,20 @@ async fn keep_held_out(backend: &mut dyn Dataplane, group: &Group, held: &mut He
     }
     if set.is_empty() {
         held.remove(&group.prefix);
+    }
+}
+
+/// Sends the caller its result; a change that took effect wakes whoever watches the
+/// installed groups.
+fn answer(
+    reply: oneshot::Sender<Result<(), DataplaneError>>,
+    result: Result<(), DataplaneError>,
+    changed: &Notify,
+) {
+    let ok = result.is_ok();
+    let _ = reply.send(result);
+    if ok {
+        changed.notify_one();
     }
 }
 
