@@ -45,19 +45,9 @@ fn parse_fabric(s: &str) -> anyhow::Result<(u32, u32)> {
 
 /// (VmRSS in MiB, utime + stime in s) of a process.
 fn rss_and_cpu(pid: u32) -> Option<(f64, f64)> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let kb: f64 = status
-        .lines()
-        .find(|l| l.starts_with("VmRSS:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    Some((kb / 1024.0, ticks / 100.0))
+    let pid = pid.to_string();
+    let kb = crate::proc_status_kb(&pid, "VmRSS:")?;
+    Some((kb as f64 / 1024.0, crate::cpu_seconds_of(&pid)?))
 }
 
 /// `x` against the baseline `b`, or "-" where the baseline is too small to divide by

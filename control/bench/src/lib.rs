@@ -123,12 +123,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 /// Peak resident set size of this process so far, in bytes (Linux VmHWM).
 pub fn peak_rss_bytes() -> Option<u64> {
-    proc_status_kb("VmHWM:").map(|kb| kb * 1024)
+    proc_status_kb("self", "VmHWM:").map(|kb| kb * 1024)
 }
 
 /// Current resident set size, in bytes (Linux VmRSS).
 pub fn rss_bytes() -> Option<u64> {
-    proc_status_kb("VmRSS:").map(|kb| kb * 1024)
+    proc_status_kb("self", "VmRSS:").map(|kb| kb * 1024)
 }
 
 /// Resets the peak RSS to the current RSS, so the next peak belongs to what runs next.
@@ -136,8 +136,9 @@ pub fn reset_peak_rss() {
     let _ = std::fs::write("/proc/self/clear_refs", "5");
 }
 
-fn proc_status_kb(key: &str) -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+/// A `kB` line (`VmRSS:`, `VmHWM:` ...) of `/proc/PID/status`; `pid` "self" for this process.
+pub fn proc_status_kb(pid: &str, key: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with(key))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
@@ -145,7 +146,12 @@ fn proc_status_kb(key: &str) -> Option<u64> {
 /// CPU time (user + system) this process has used so far, in seconds: on a shared
 /// machine it shows the work apart from waiting for a core.
 pub fn cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    cpu_seconds_of("self")
+}
+
+/// CPU time (user + system) process `pid` has used so far, in seconds.
+pub fn cpu_seconds_of(pid: &str) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
     let rest = &stat[stat.rfind(')')? + 2..];
     let fields: Vec<&str> = rest.split_whitespace().collect();

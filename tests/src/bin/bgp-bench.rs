@@ -122,12 +122,6 @@ struct Ingest {
     rss_before: u64,
 }
 
-fn proc_kb(pid: &str, key: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with(key))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
-
 fn ingest_fare(bytes: &[u8], prefixes: usize) -> Result<Ingest> {
     let (g, r) = pair("bbf")?;
     let mut cfg = config("10.255.0.1", RECV_AS, &[("10.0.0.1", GEN_AS, 100.0)], &[]);
@@ -182,7 +176,7 @@ fn ingest_fare(bytes: &[u8], prefixes: usize) -> Result<Ingest> {
 }
 
 fn results_rss_kb() -> Result<u64> {
-    proc_kb("self", "VmRSS:").context("VmRSS")
+    fare::bench::proc_status_kb("self", "VmRSS:").context("VmRSS")
 }
 
 const FRR_CONF: &str = "frr defaults datacenter
@@ -211,7 +205,7 @@ fn ingest_frr(bytes: &[u8], prefixes: usize) -> Result<Ingest> {
     .context("bgpd wrote no pid file")?;
     let mut s = session(&g)?;
     std::thread::sleep(Duration::from_millis(200));
-    let rss_before = proc_kb(&pid, "VmRSS:").context("bgpd VmRSS")? * 1024;
+    let rss_before = fare::bench::proc_status_kb(&pid, "VmRSS:").context("bgpd VmRSS")? * 1024;
     // Reset bgpd's peak RSS so the growth belongs to the feed.
     let _ = std::fs::write(format!("/proc/{pid}/clear_refs"), "5");
     let received = || -> u64 {
@@ -235,7 +229,7 @@ fn ingest_frr(bytes: &[u8], prefixes: usize) -> Result<Ingest> {
         n >= prefixes as u64,
         "FRR received {n} of {prefixes} in 600 s"
     );
-    let peak = proc_kb(&pid, "VmHWM:").context("bgpd VmHWM")? * 1024;
+    let peak = fare::bench::proc_status_kb(&pid, "VmHWM:").context("bgpd VmHWM")? * 1024;
     drop(s);
     Ok(Ingest {
         seconds: (end - start).as_secs_f64(),
