@@ -35,11 +35,17 @@ impl BenchLab {
             fare: up::fare_binary(),
             progress: true,
         };
-        up::up(&req).map_err(|e| anyhow::anyhow!("lab up: {e}"))?;
-        Ok(BenchLab {
-            dir: StateDir::new(&name),
-            name,
-        })
+        BenchLab::start(&req).map(|(lab, _)| lab)
+    }
+
+    /// `fare lab up` as `req` asks; the lab with what `up` reported.
+    pub fn start(req: &up::UpRequest) -> anyhow::Result<(BenchLab, up::UpReport)> {
+        let report = up::up(req).map_err(|e| anyhow::anyhow!("lab up {}: {e}", req.lab))?;
+        let lab = BenchLab {
+            dir: StateDir::new(&req.lab),
+            name: req.lab.clone(),
+        };
+        Ok((lab, report))
     }
 }
 

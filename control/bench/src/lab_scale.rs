@@ -6,10 +6,10 @@
 //! agent's groups equal to the model's, from the agents' start), and the agents' resident
 //! memory and CPU time once converged.
 
+use crate::lab_bench::BenchLab;
 use anyhow::Context;
 use fare_lab::plan::{self, DataplaneKind, Routing};
-use fare_lab::state::StateDir;
-use fare_lab::{down, up};
+use fare_lab::up;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -71,7 +71,6 @@ fn one(leaves: u32, spines: u32, args: &Args) -> anyhow::Result<Row> {
     let topology = fare_model::topology::gen::clos3(leaves, spines, 100.0, 1);
     let topology_path = std::env::temp_dir().join(format!("fare-lab-scale-{leaves}x{spines}.yaml"));
     std::fs::write(&topology_path, topology.to_yaml())?;
-    let lab = format!("sc{leaves}x{spines}");
     let options = plan::Options {
         dataplane: args.dataplane,
         routing: Routing::Bgp,
@@ -81,7 +80,7 @@ fn one(leaves: u32, spines: u32, args: &Args) -> anyhow::Result<Row> {
     let req = up::UpRequest {
         topology_path,
         topology,
-        lab: lab.clone(),
+        lab: format!("sc{leaves}x{spines}"),
         options,
         mode: fare_model::bandwidth::Mode::Draft,
         max_group_size: None,
@@ -91,37 +90,34 @@ fn one(leaves: u32, spines: u32, args: &Args) -> anyhow::Result<Row> {
         fare: up::fare_binary(),
         progress: true,
     };
-    let result = up::up(&req).map_err(|e| anyhow::anyhow!("lab up {lab}: {e}"));
-    let measured = result.and_then(|report| {
-        let load = load_average();
-        let state = StateDir::new(&lab).load()?;
-        let per_agent: Vec<(f64, f64)> = state
-            .agents
-            .iter()
-            .filter_map(|(_, pid)| rss_and_cpu(*pid))
-            .collect();
-        let n = per_agent.len().max(1) as f64;
-        let stat = |f: fn(&(f64, f64)) -> f64| {
-            let v: Vec<f64> = per_agent.iter().map(f).collect();
-            (
-                v.iter().sum::<f64>() / n,
-                v.iter().cloned().fold(0.0, f64::max),
-            )
-        };
-        let (rss_mib_mean, rss_mib_max) = stat(|x| x.0);
-        let (cpu_s_mean, cpu_s_max) = stat(|x| x.1);
-        Ok(Row {
-            fabric: format!("clos3 {leaves}x{spines}"),
-            report,
-            rss_mib_mean,
-            rss_mib_max,
-            cpu_s_mean,
-            cpu_s_max,
-            load,
-        })
-    });
-    let _ = down::down_lab(&lab, false);
-    measured
+    let (lab, report) = BenchLab::start(&req)?;
+    let load = load_average();
+    let state = lab.dir.load()?;
+    let per_agent: Vec<(f64, f64)> = state
+        .agents
+        .iter()
+        .filter_map(|(_, pid)| rss_and_cpu(*pid))
+        .collect();
+    let n = per_agent.len().max(1) as f64;
+    let stat = |f: fn(&(f64, f64)) -> f64| {
+        let v: Vec<f64> = per_agent.iter().map(f).collect();
+        (
+            v.iter().sum::<f64>() / n,
+            v.iter().cloned().fold(0.0, f64::max),
+        )
+    };
+    let (rss_mib_mean, rss_mib_max) = stat(|x| x.0);
+    let (cpu_s_mean, cpu_s_max) = stat(|x| x.1);
+    // Dropping `lab` takes the fabric down.
+    Ok(Row {
+        fabric: format!("clos3 {leaves}x{spines}"),
+        report,
+        rss_mib_mean,
+        rss_mib_max,
+        cpu_s_mean,
+        cpu_s_max,
+        load,
+    })
 }
 
 pub fn run_bench(args: Args) -> anyhow::Result<String> {
