@@ -44,13 +44,40 @@ impl Path {
 pub enum LocRoute {
     Local,
     Unreachable,
-    Learned(Vec<Path>),
+    Learned(Box<[Path]>),
+}
+
+/// The members (neighbor, weight) of the group the data plane was given for a prefix,
+/// kept to send only changes: one member (the common case) inline, more on the heap.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FibKey {
+    One(IpAddr, u32),
+    Many(Box<[(IpAddr, u32)]>),
+}
+
+impl FibKey {
+    pub fn new(members: Vec<(IpAddr, u32)>) -> FibKey {
+        match members[..] {
+            [(peer, weight)] => FibKey::One(peer, weight),
+            _ => FibKey::Many(members.into_boxed_slice()),
+        }
+    }
+}
+
+/// What the Loc-RIB holds for one prefix: its route, and the group last given to the
+/// data plane for it (kept until the removal is sent, after the route is gone). One
+/// table for both: a million prefixes are one hash table, not two.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LocEntry {
+    pub route: Option<LocRoute>,
+    pub fib: Option<FibKey>,
 }
 
 #[derive(Default)]
 pub struct Rib {
     pub adj_in: HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>>,
-    pub loc: HashMap<IpNet, LocRoute>,
+    /// Prefixes with a route or an installed group (see [`LocEntry`]).
+    pub loc: HashMap<IpNet, LocEntry>,
     pub adj_out: HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>>,
     pub local: HashSet<IpNet>,
     /// Host routes this node announces unreachable (its RNIC is disconnected).
@@ -58,6 +85,8 @@ pub struct Rib {
     /// UPA subtype: a path that reaches the prefix beats one that announces it
     /// unreachable. None = no UPA handling.
     pub upa_subtype: Option<u8>,
+    /// [`Rib::decide`]'s working buffer.
+    scratch: Vec<Path>,
 }
 
 impl Rib {
@@ -94,33 +123,79 @@ impl Rib {
             // This node answers for the prefix: what others say about it does not count.
             Some(LocRoute::Unreachable)
         } else {
-            let mut paths: Vec<Path> = self
-                .adj_in
-                .iter()
-                .filter_map(|(peer, t)| {
-                    t.get(&prefix).map(|a| Path {
-                        peer: *peer,
-                        attrs: a.clone(),
-                    })
+            // Collected in a reused buffer, then copied to an allocation of the exact
+            // size: no short-lived larger allocation per prefix between the long-lived
+            // small ones (heap fragmentation).
+            let mut paths = std::mem::take(&mut self.scratch);
+            paths.clear();
+            paths.extend(self.adj_in.iter().filter_map(|(peer, t)| {
+                t.get(&prefix).map(|a| Path {
+                    peer: *peer,
+                    attrs: a.clone(),
                 })
-                .collect();
+            }));
             if let Some(subtype) = self.upa_subtype {
                 if paths.iter().any(|p| !p.is_unreachable(subtype)) {
                     paths.retain(|p| !p.is_unreachable(subtype));
                 }
             }
             select(&mut paths);
-            (!paths.is_empty()).then_some(LocRoute::Learned(paths))
+            let route = (!paths.is_empty()).then(|| LocRoute::Learned(paths.as_slice().into()));
+            paths.clear();
+            self.scratch = paths;
+            route
         };
-        let old = self.loc.get(&prefix);
-        if old == new.as_ref() {
+        if self.route(&prefix) == new.as_ref() {
             return None;
         }
         match &new {
-            Some(r) => self.loc.insert(prefix, r.clone()),
-            None => self.loc.remove(&prefix),
-        };
+            Some(r) => {
+                let entry = self.loc.entry(prefix).or_default();
+                entry.route = Some(r.clone());
+            }
+            None => {
+                if let Some(e) = self.loc.get_mut(&prefix) {
+                    e.route = None;
+                    if e.fib.is_none() {
+                        self.loc.remove(&prefix);
+                    }
+                }
+            }
+        }
         Some(new)
+    }
+
+    /// The Loc-RIB route of `prefix`.
+    pub fn route(&self, prefix: &IpNet) -> Option<&LocRoute> {
+        self.loc.get(prefix)?.route.as_ref()
+    }
+
+    /// Every Loc-RIB route.
+    pub fn routes(&self) -> impl Iterator<Item = (&IpNet, &LocRoute)> {
+        self.loc
+            .iter()
+            .filter_map(|(p, e)| Some((p, e.route.as_ref()?)))
+    }
+
+    /// The group last given to the data plane for `prefix`.
+    pub fn fib(&self, prefix: &IpNet) -> Option<&FibKey> {
+        self.loc.get(prefix)?.fib.as_ref()
+    }
+
+    pub fn set_fib(&mut self, prefix: IpNet, key: FibKey) {
+        self.loc.entry(prefix).or_default().fib = Some(key);
+    }
+
+    /// Forgets the group of `prefix`; returns whether there was one.
+    pub fn take_fib(&mut self, prefix: &IpNet) -> bool {
+        let Some(e) = self.loc.get_mut(prefix) else {
+            return false;
+        };
+        let had = e.fib.take().is_some();
+        if e.route.is_none() {
+            self.loc.remove(prefix);
+        }
+        had
     }
 }
 
@@ -168,6 +243,32 @@ mod tests {
         assert_eq!(paths[0].peer, c);
         rib.forget_peer(c);
         assert_eq!(rib.decide(p), Some(None));
+    }
+
+    #[test]
+    fn a_group_outlives_its_route_until_its_removal_is_taken() {
+        let mut rib = Rib::default();
+        let p: IpNet = "192.0.2.0/24".parse().unwrap();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        rib.learn(a, p, attrs(&[65100]));
+        assert!(rib.decide(p).is_some());
+        rib.set_fib(p, FibKey::new(vec![(a, 1)]));
+        assert_eq!(rib.fib(&p), Some(&FibKey::One(a, 1)));
+        rib.forget(a, p);
+        assert_eq!(rib.decide(p), Some(None));
+        assert_eq!(rib.route(&p), None);
+        assert_eq!(rib.routes().count(), 0);
+        // The data plane still has the group: its removal is still to be sent.
+        assert_eq!(rib.fib(&p), Some(&FibKey::One(a, 1)));
+        assert!(rib.take_fib(&p));
+        assert!(!rib.take_fib(&p));
+        assert!(rib.loc.is_empty(), "nothing left of the prefix");
+        // Two members go to the heap, in order.
+        assert_eq!(
+            FibKey::new(vec![(a, 3), (b, 1)]),
+            FibKey::Many(vec![(a, 3), (b, 1)].into_boxed_slice())
+        );
     }
 
     #[test]

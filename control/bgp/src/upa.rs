@@ -46,13 +46,13 @@ pub fn unreachable_hosts<'a>(
 /// that some path reaches) without those through `avoid` — the members of an RNIC's
 /// host route for a prefix its neighbors in `avoid` announced unreachable. Empty when no
 /// aggregate covers it or only avoided paths do.
-pub fn avoiding(
-    loc: &HashMap<IpNet, LocRoute>,
+pub fn avoiding<'a>(
+    loc: impl IntoIterator<Item = (&'a IpNet, &'a LocRoute)>,
     prefix: IpNet,
     avoid: &[IpAddr],
     subtype: u8,
 ) -> Vec<Path> {
-    loc.iter()
+    loc.into_iter()
         .filter(|(q, _)| **q != prefix && q.contains(&prefix))
         .filter_map(|(q, r)| match r {
             LocRoute::Learned(ps) if !all_unreachable(ps, subtype) => Some((q.prefix_len(), ps)),
@@ -145,23 +145,23 @@ mod tests {
         let mut loc = HashMap::new();
         loc.insert(
             net("10.0.0.0/8"),
-            LocRoute::Learned(vec![path(plane1, false), path(plane2, false)]),
+            LocRoute::Learned(Box::new([path(plane1, false), path(plane2, false)])),
         );
         loc.insert(
             net("10.200.0.0/16"),
-            LocRoute::Learned(vec![
+            LocRoute::Learned(Box::new([
                 path(plane1, false),
                 path(plane2, false),
                 path(plane3, false),
-            ]),
+            ])),
         );
         // A UPA for another host is no aggregate.
         loc.insert(
             net("10.200.0.0/24"),
-            LocRoute::Learned(vec![path(plane2, true)]),
+            LocRoute::Learned(Box::new([path(plane2, true)])),
         );
         let host = net("10.200.0.3/32");
-        loc.insert(host, LocRoute::Learned(vec![path(plane1, true)]));
+        loc.insert(host, LocRoute::Learned(Box::new([path(plane1, true)])));
         let peers = |ps: Vec<Path>| ps.iter().map(|p| p.peer).collect::<Vec<_>>();
         assert_eq!(
             peers(avoiding(&loc, host, &[ip(plane1)], ST)),

@@ -506,6 +506,8 @@ fn wait_count(r: &Receiver, start: Instant, done: impl Fn(u64) -> bool, what: &s
 struct Run {
     seconds: f64,
     peak_growth: u64,
+    /// RSS once every prefix is in, minus RSS before the feed.
+    held: u64,
     rss_before: u64,
     cpu_seconds: f64,
     /// Per churn wave: (withdrawal, re-announcement) seconds.
@@ -557,6 +559,8 @@ fn run(kind: Kind, peers: usize, per_peer: u32, waves: usize) -> Result<Run> {
             .context("sending the feed")?;
     }
     let peak = fare::bench::proc_status_kb(&rx.pid, "VmHWM:").context("receiver VmHWM")? * 1024;
+    let rss_after =
+        fare::bench::proc_status_kb(&rx.pid, "VmRSS:").context("receiver VmRSS")? * 1024;
     let cpu_seconds = fare::bench::cpu_seconds_of(&rx.cpu).unwrap_or(0.0) - cpu_before;
     let mut churn = Vec::new();
     for w in 0..waves as u32 {
@@ -588,6 +592,7 @@ fn run(kind: Kind, peers: usize, per_peer: u32, waves: usize) -> Result<Run> {
     Ok(Run {
         seconds,
         peak_growth: peak.saturating_sub(rss_before),
+        held: rss_after.saturating_sub(rss_before),
         rss_before,
         cpu_seconds,
         churn,
@@ -881,12 +886,13 @@ fn ingest_table(md: &mut String, runs: &Measured, total: u64) {
     });
     md.push_str(
         "| receiver | time to last prefix | prefixes/s | time / fare's | peak RSS growth | \
-         bytes/prefix | growth / fare's | CPU | RSS before |\n|---|---|---|---|---|---|---|---|---|\n",
+         bytes/prefix | growth / fare's | RSS held after | CPU | RSS before |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
     );
     for (k, r) in runs {
         match r {
             Ok(r) => md.push_str(&format!(
-                "| {} | {:.2} s | {:.0} | {} | {:.1} MiB | {:.0} | {} | {:.2} s | {:.1} MiB |\n",
+                "| {} | {:.2} s | {:.0} | {} | {:.1} MiB | {:.0} | {} | {:.1} MiB | {:.2} s | {:.1} MiB |\n",
                 k.name(),
                 r.seconds,
                 total as f64 / r.seconds,
@@ -897,11 +903,12 @@ fn ingest_table(md: &mut String, runs: &Measured, total: u64) {
                     "x{:.2}",
                     r.peak_growth as f64 / f.peak_growth.max(1) as f64
                 )),
+                mib(r.held),
                 r.cpu_seconds,
                 mib(r.rss_before),
             )),
             Err(e) => md.push_str(&format!(
-                "| {} | failed: {} | | | | | | | |\n",
+                "| {} | failed: {} | | | | | | | | |\n",
                 k.name(),
                 e.replace('|', "/")
             )),
@@ -1002,10 +1009,11 @@ fn main() -> Result<()> {
             let r = run(*k, peers, per, waves).map_err(|e| format!("{e:#}"));
             match &r {
                 Ok(r) => eprintln!(
-                    "{}: {:.2} s, +{:.1} MiB, {:.2} s CPU",
+                    "{}: {:.2} s, peak +{:.1} MiB, held +{:.1} MiB, {:.2} s CPU",
                     k.name(),
                     r.seconds,
                     mib(r.peak_growth),
+                    mib(r.held),
                     r.cpu_seconds
                 ),
                 Err(e) => eprintln!("{}: failed: {e}", k.name()),
@@ -1043,7 +1051,9 @@ fn main() -> Result<()> {
          (for fare: the last prefix's WCMP group computed, timed by its group event; the \
          others are asked every {} ms, so up to that much late). Memory: peak RSS (VmHWM, \
          reset before the feed) minus RSS before the feed; bytes/prefix is that growth per \
-         prefix. CPU: user + system time of the receiver (fare: its speaker's thread) \
+         prefix; RSS held after: the RSS once every prefix is in, minus the RSS before (the \
+         peak also holds what was transient: queued UPDATEs, hash tables while they grow). \
+         CPU: user + system time of the receiver (fare: its speaker's thread) \
          during the ingest. Ratios: this run only.\n\n",
         args.prefixes,
         args.peers,

@@ -5,7 +5,7 @@
 use super::{ColorGroupView, PathView, RibTask, RouteView, SpeakerEvent};
 use crate::fare::Decision;
 use crate::packet::color;
-use crate::rib::{LocRoute, Path};
+use crate::rib::{FibKey, LocRoute, Path};
 use fare_model::bandwidth::{Encoding, Received};
 use fare_model::forwarding::{ColorGroup, Group, Member};
 use fare_model::topology::Role;
@@ -109,11 +109,11 @@ impl RibTask {
     }
 
     pub(super) fn view(&self, prefix: IpNet) -> Option<RouteView> {
-        Some(match self.rib.loc.get(&prefix)? {
+        Some(match self.rib.route(&prefix)? {
             LocRoute::Local | LocRoute::Unreachable => RouteView {
                 prefix,
                 local: true,
-                unreachable: matches!(self.rib.loc.get(&prefix), Some(LocRoute::Unreachable)),
+                unreachable: matches!(self.rib.route(&prefix), Some(LocRoute::Unreachable)),
                 weighted: false,
                 paths: vec![],
                 color_groups: vec![],
@@ -169,11 +169,13 @@ impl RibTask {
     }
 
     pub(super) async fn program(&mut self, prefix: IpNet, paths: &[Path], d: &Decision) {
-        let key: Vec<(IpAddr, u32)> = paths
-            .iter()
-            .map(|p| p.peer)
-            .zip(d.weights.iter().copied())
-            .collect();
+        let key = FibKey::new(
+            paths
+                .iter()
+                .map(|p| p.peer)
+                .zip(d.weights.iter().copied())
+                .collect(),
+        );
         let colors = self.data_plane_colors(prefix, paths);
         let color_key: Vec<ColorGroupView> = colors
             .iter()
@@ -191,7 +193,7 @@ impl RibTask {
             .color_fib
             .get(&prefix)
             .map_or(color_key.is_empty(), |k| *k == color_key);
-        if self.fib.get(&prefix) == Some(&key) && same_colors {
+        if self.rib.fib(&prefix) == Some(&key) && same_colors {
             return;
         }
         let members = paths
@@ -199,7 +201,7 @@ impl RibTask {
             .enumerate()
             .map(|(i, p)| self.member(p, d.weights[i], d.bandwidths_gbps[i]))
             .collect();
-        self.fib.insert(prefix, key);
+        self.rib.set_fib(prefix, key);
         let group = Group {
             prefix,
             mode: self.config.group_mode,
@@ -220,7 +222,7 @@ impl RibTask {
 
     pub(super) async fn program_none(&mut self, prefix: IpNet) {
         self.color_fib.remove(&prefix);
-        if self.fib.remove(&prefix).is_some() {
+        if self.rib.take_fib(&prefix) {
             let _ = self
                 .events
                 .send(SpeakerEvent::Group {

@@ -56,7 +56,7 @@ impl RibTask {
         let mut interned: HashSet<Arc<PathAttributes>> = HashSet::new();
         for prefix in dirty {
             self.rib.decide(prefix);
-            let route = self.rib.loc.get(&prefix).cloned();
+            let route = self.rib.route(&prefix).cloned();
             let decision = match &route {
                 Some(LocRoute::Learned(paths)) => {
                     let (inputs, d) = self.decide(paths);
@@ -359,13 +359,13 @@ mod tests {
     use std::net::Ipv4Addr;
 
     fn learned(path: Vec<u32>) -> LocRoute {
-        LocRoute::Learned(vec![Path {
+        LocRoute::Learned(Box::new([Path {
             peer: IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1)),
             attrs: Arc::new(PathAttributes {
                 as_path: Some(AsPath::sequence(path)),
                 ..Default::default()
             }),
-        }])
+        }]))
     }
 
     #[test]

@@ -337,10 +337,8 @@ pub async fn start(
     if !watched.is_empty() {
         tokio::spawn(watch_links(watched, config.link_poll, cmd_tx.clone()));
     }
-    let mut rib = Rib {
-        upa_subtype: Some(config.policy.upa_subtype),
-        ..Rib::default()
-    };
+    let mut rib = Rib::default();
+    rib.upa_subtype = Some(config.policy.upa_subtype);
     for p in &config.prefixes {
         rib.local.insert(p.trunc());
     }
@@ -350,7 +348,6 @@ pub async fn start(
         rib,
         peers,
         events,
-        fib: HashMap::new(),
         color_fib: HashMap::new(),
         unreachable_learned: HashSet::new(),
     };
@@ -471,13 +468,14 @@ async fn accept_loop(
     }
 }
 
+/// At most this many dirty prefixes before the RIB task decides them (see `RibTask::run`).
+const MAX_BATCH_PREFIXES: usize = 16_384;
+
 struct RibTask {
     config: SpeakerConfig,
     rib: Rib,
     peers: HashMap<IpAddr, Peer>,
     events: mpsc::Sender<SpeakerEvent>,
-    /// Members (neighbor, weight) of each installed group, to send only changes.
-    fib: HashMap<IpNet, Vec<(IpAddr, u32)>>,
     /// Per-color groups sent with each group (DPF), to send only changes.
     color_fib: HashMap<IpNet, Vec<ColorGroupView>>,
     dirty: HashSet<IpNet>,
@@ -507,8 +505,14 @@ impl RibTask {
                         continue;
                     };
                     self.on_session(ev).await;
-                    // Drain what is queued, then decide once for the batch.
+                    // Drain what is queued, then decide once for the batch. The batch is
+                    // bounded in prefixes too: while this task is behind, the dirty set
+                    // (and what `flush` builds from it) would otherwise hold the whole
+                    // backlog at once (a million prefixes: tens of MiB at the peak).
                     for _ in 0..4096 {
+                        if self.dirty.len() >= MAX_BATCH_PREFIXES {
+                            break;
+                        }
                         match sessions.try_recv() {
                             Ok(ev) => self.on_session(ev).await,
                             Err(_) => break,

@@ -74,7 +74,7 @@ impl RibTask {
         }
         let avoid: Vec<IpAddr> = paths.iter().map(|p| p.peer).collect();
         let remaining = upa::avoiding(
-            &self.rib.loc,
+            self.rib.routes(),
             prefix,
             &avoid,
             self.config.policy.upa_subtype,
@@ -85,7 +85,7 @@ impl RibTask {
             return;
         }
         let (_, d) = self.decide(&remaining);
-        let new = !self.fib.contains_key(&prefix);
+        let new = self.rib.fib(&prefix).is_none();
         self.program(prefix, &remaining, &d).await;
         if new {
             info!(%prefix, ?avoid, members = remaining.len(), "host route avoids the unreachable plane");
