@@ -47,6 +47,76 @@ pub enum LocRoute {
     Learned(Box<[Path]>),
 }
 
+/// A map from prefix to `V` split into [`SHARDS`] hash tables. A hash table grows by
+/// moving into a new one twice its size, so while it grows it holds both: one table of a
+/// million prefixes would need half as much again at that moment; a shard needs 1/16 of
+/// that.
+#[derive(Clone, Debug)]
+pub struct PrefixTable<V> {
+    shards: Box<[HashMap<IpNet, V>]>,
+}
+
+/// Shards of a [`PrefixTable`].
+pub const SHARDS: usize = 16;
+
+impl<V> Default for PrefixTable<V> {
+    fn default() -> Self {
+        PrefixTable {
+            shards: (0..SHARDS).map(|_| HashMap::new()).collect(),
+        }
+    }
+}
+
+/// The shard of `prefix`: the top bits of its address and length multiplied by 2^64/phi
+/// (every bit of the prefix moves them).
+fn shard(prefix: &IpNet) -> usize {
+    let (addr, len) = match prefix {
+        IpNet::V4(n) => (u32::from(n.addr()) as u128, n.prefix_len()),
+        IpNet::V6(n) => (u128::from(n.addr()), n.prefix_len()),
+    };
+    let x = (addr as u64) ^ ((addr >> 64) as u64).rotate_left(17) ^ ((len as u64) << 56);
+    (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60) as usize % SHARDS
+}
+
+impl<V> PrefixTable<V> {
+    pub fn get(&self, prefix: &IpNet) -> Option<&V> {
+        self.shards[shard(prefix)].get(prefix)
+    }
+    pub fn get_mut(&mut self, prefix: &IpNet) -> Option<&mut V> {
+        self.shards[shard(prefix)].get_mut(prefix)
+    }
+    pub fn entry(&mut self, prefix: IpNet) -> std::collections::hash_map::Entry<'_, IpNet, V> {
+        self.shards[shard(&prefix)].entry(prefix)
+    }
+    pub fn insert(&mut self, prefix: IpNet, value: V) -> Option<V> {
+        self.shards[shard(&prefix)].insert(prefix, value)
+    }
+    pub fn remove(&mut self, prefix: &IpNet) -> Option<V> {
+        self.shards[shard(prefix)].remove(prefix)
+    }
+    pub fn contains_key(&self, prefix: &IpNet) -> bool {
+        self.shards[shard(prefix)].contains_key(prefix)
+    }
+    pub fn iter(&self) -> impl Iterator<Item = (&IpNet, &V)> {
+        self.shards.iter().flat_map(|s| s.iter())
+    }
+    pub fn keys(&self) -> impl Iterator<Item = &IpNet> {
+        self.shards.iter().flat_map(|s| s.keys())
+    }
+    pub fn into_keys(self) -> impl Iterator<Item = IpNet> {
+        self.shards
+            .into_vec()
+            .into_iter()
+            .flat_map(|s| s.into_keys())
+    }
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(HashMap::len).sum()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.shards.iter().all(HashMap::is_empty)
+    }
+}
+
 /// The members (neighbor, weight) of the group the data plane was given for a prefix,
 /// kept to send only changes: one member (the common case) inline, more on the heap.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,9 +145,9 @@ pub struct LocEntry {
 
 #[derive(Default)]
 pub struct Rib {
-    pub adj_in: HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>>,
+    pub adj_in: HashMap<IpAddr, PrefixTable<Arc<PathAttributes>>>,
     /// Prefixes with a route or an installed group (see [`LocEntry`]).
-    pub loc: HashMap<IpNet, LocEntry>,
+    pub loc: PrefixTable<LocEntry>,
     pub adj_out: HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>>,
     pub local: HashSet<IpNet>,
     /// Host routes this node announces unreachable (its RNIC is disconnected).
@@ -243,6 +313,34 @@ mod tests {
         assert_eq!(paths[0].peer, c);
         rib.forget_peer(c);
         assert_eq!(rib.decide(p), Some(None));
+    }
+
+    #[test]
+    fn prefix_table_spreads_consecutive_prefixes_and_keeps_families_apart() {
+        let mut t = PrefixTable::default();
+        let net = |i: u32| -> IpNet {
+            format!("{}/24", std::net::Ipv4Addr::from((16u32 << 24) + (i << 8)))
+                .parse()
+                .unwrap()
+        };
+        for i in 0..4096 {
+            assert_eq!(t.insert(net(i), i), None);
+        }
+        assert_eq!(t.len(), 4096);
+        // 256 per shard on average; each between half and twice that.
+        for s in t.shards.iter() {
+            assert!((128..=512).contains(&s.len()), "shard of {}", s.len());
+        }
+        assert_eq!(t.get(&net(77)), Some(&77));
+        let v6: IpNet = "::1000:0/120".parse().unwrap();
+        assert!(
+            !t.contains_key(&v6),
+            "an IPv6 prefix with the same bits is another key"
+        );
+        assert_eq!(t.remove(&net(77)), Some(77));
+        assert_eq!(t.get(&net(77)), None);
+        assert_eq!(t.keys().count(), 4095);
+        assert_eq!(t.into_keys().count(), 4095);
     }
 
     #[test]

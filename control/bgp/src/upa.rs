@@ -5,7 +5,7 @@
 //! applies both.
 
 use super::packet::{upa, PathAttributes};
-use super::rib::{LocRoute, Path};
+use super::rib::{LocRoute, Path, PrefixTable};
 use ipnet::IpNet;
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
@@ -21,7 +21,7 @@ pub fn all_unreachable(paths: &[Path], subtype: u8) -> bool {
 /// so this node announces the host unreachable.
 pub fn unreachable_hosts<'a>(
     configured: impl IntoIterator<Item = (IpAddr, &'a [IpNet])>,
-    adj_in: &HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>>,
+    adj_in: &HashMap<IpAddr, PrefixTable<Arc<PathAttributes>>>,
     subtype: u8,
 ) -> HashSet<IpNet> {
     let mut hosts = HashSet::new();
@@ -115,7 +115,7 @@ mod tests {
         let h3 = [net("10.200.0.3/32")];
         let h4 = [net("10.200.0.4/32")];
         let configured = || [(r3, &h3[..]), (r4, &h4[..])];
-        let mut adj_in: HashMap<IpAddr, HashMap<IpNet, Arc<PathAttributes>>> = HashMap::new();
+        let mut adj_in: HashMap<IpAddr, PrefixTable<Arc<PathAttributes>>> = HashMap::new();
         // Nothing learned yet: both unreachable.
         let u = unreachable_hosts(configured(), &adj_in, ST);
         assert_eq!(u, [h3[0], h4[0]].into_iter().collect());
