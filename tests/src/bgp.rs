@@ -2,7 +2,7 @@
 //! GoBGP or BIRD as real peers in namespaces and query them.
 
 use crate::{run, Netns};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,19 +15,7 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    let path = format!("/var/run/netns/{}", ns.name);
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).with_context(|| format!("open {path}"))?;
-        // SAFETY: plain syscall on a valid fd; it only changes this thread's namespace.
-        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-        if rc != 0 {
-            bail!("setns {path}: {}", std::io::Error::last_os_error());
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        rt.block_on(f())
-    })
+    crate::inns::spawn_async(&ns.name, f)
 }
 
 /// A directory owned by the `frr` user for one bgpd instance (removed on drop).

@@ -31,6 +31,24 @@ pub fn run<T: Send + 'static>(
     .map_err(|_| anyhow::anyhow!("thread in netns panicked"))?
 }
 
+/// Spawns a thread that joins the namespace and runs the future `f` builds on a
+/// single-threaded tokio runtime, so every socket the future opens lives in that namespace.
+pub fn spawn_async<T, F, Fut>(name: &str, f: F) -> std::thread::JoinHandle<Result<T>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T>>,
+{
+    let name = name.to_string();
+    std::thread::spawn(move || {
+        enter(&name)?;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(f())
+    })
+}
+
 /// Pins the current thread to one CPU.
 pub fn pin_to_cpu(cpu: usize) -> Result<()> {
     // SAFETY: cpu_set_t is plain data; sched_setaffinity(0) affects this thread.
