@@ -17,18 +17,18 @@ pub fn enter(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Runs `f` on a new thread inside the namespace and returns its result.
-pub fn run<T: Send + 'static>(
-    name: &str,
-    f: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
-    let name = name.to_string();
-    std::thread::spawn(move || {
-        enter(&name)?;
-        f()
+/// Runs `f` on a new (scoped) thread inside the namespace and returns its result; `f`
+/// may borrow from the caller.
+pub fn run<T: Send>(name: &str, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                enter(name)?;
+                f()
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("thread in netns panicked"))?
     })
-    .join()
-    .map_err(|_| anyhow::anyhow!("thread in netns panicked"))?
 }
 
 /// Spawns a thread that joins the namespace and runs the future `f` builds on a

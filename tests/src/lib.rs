@@ -162,6 +162,11 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     false
 }
 
+/// Counters `after` minus `before`, element by element.
+pub fn delta(after: &[u64], before: &[u64]) -> Vec<u64> {
+    after.iter().zip(before).map(|(a, b)| a - b).collect()
+}
+
 /// Path of the `fare` binary of this build (built on demand when missing).
 pub fn fare_bin() -> Result<PathBuf> {
     // target/<profile>/deps/<test-binary> (tests) or target/<profile>/<bin> (benchmark

@@ -2,7 +2,7 @@
 //! namespace with veth ports, gRPC on that namespace's loopback, and a way to run async
 //! client code inside the namespace (setns moves only the calling thread).
 
-use crate::{have_root, have_tool, repo_root, run, veth, wait_until, Netns};
+use crate::{delta, have_root, have_tool, repo_root, run, veth, wait_until, Netns};
 use anyhow::{bail, Context, Result};
 use fare::dataplane::p4rt::{GroupForm, P4RuntimeOptions, DEFAULT_ARN_HOLD};
 use fare::dataplane::{MacAddr, Member};
@@ -337,11 +337,6 @@ impl Fabric {
         });
         delta(&last, before)
     }
-}
-
-/// Counters `after` minus `before`, element by element.
-pub fn delta(after: &[u64], before: &[u64]) -> Vec<u64> {
-    after.iter().zip(before).map(|(a, b)| a - b).collect()
 }
 
 /// A member on switch port `port` (interface `p<port>`, next hop 10.1.<port>.2, neighbor

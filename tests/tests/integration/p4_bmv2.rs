@@ -10,7 +10,8 @@
 use anyhow::{bail, ensure, Context, Result};
 use fare::dataplane::p4rt::P4RuntimeDataplane;
 use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr};
-use fare_integration::p4::{bmv2_available, delta, in_netns, members, python, Fabric};
+use fare_integration::delta;
+use fare_integration::p4::{bmv2_available, in_netns, members, python, Fabric};
 use ipnet::IpNet;
 use std::net::Ipv4Addr;
 use std::time::Duration;

@@ -9,7 +9,8 @@
 use anyhow::{bail, ensure, Context, Result};
 use fare::dataplane::p4rt::{P4RuntimeDataplane, P4RuntimeOptions};
 use fare::dataplane::{Dataplane, Group, GroupMode};
-use fare_integration::p4::{bmv2_available, delta, in_netns, members, pipeline, Fabric};
+use fare_integration::delta;
+use fare_integration::p4::{bmv2_available, in_netns, members, pipeline, Fabric};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
