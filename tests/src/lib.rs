@@ -106,6 +106,12 @@ impl Netns {
         run("ip", &full)
     }
 
+    /// Runs this build's `fare ARGS...` inside the namespace, failing with its stderr.
+    pub fn fare(&self, args: &[&str]) -> Result<Output> {
+        let bin = fare_bin()?;
+        self.exec(bin.to_str().context("fare binary path")?, args)
+    }
+
     /// Runs a shell snippet inside the namespace.
     pub fn sh(&self, script: &str) -> Result<Output> {
         self.exec("sh", &["-c", script])

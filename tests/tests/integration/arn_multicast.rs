@@ -10,7 +10,7 @@
 
 use anyhow::{ensure, Result};
 use fare_integration::agent::{Agent, TempDir};
-use fare_integration::{fare_bin, have_root, veth, wait_until, Netns};
+use fare_integration::{have_root, veth, wait_until, Netns};
 use std::time::Duration;
 
 const X: &str = "198.51.100.0/24";
@@ -45,29 +45,20 @@ fn agent_takes_arns_from_its_multicast_group_only() -> Result<()> {
     let (a, s) = (Netns::new("amA")?, Netns::new("amS")?);
     let dir = TempDir::new("arnmc")?;
     let agent = a_with_agent(&a, &s, "ip addr add 10.0.5.2/30 dev s1", &dir)?;
-    let fare = fare_bin()?.to_string_lossy().to_string();
     let send = |to: &str, kind: &str| -> Result<()> {
-        let out = s.exec(
-            &fare,
-            &[
-                "arn",
-                "send",
-                "--to",
-                to,
-                "--device",
-                "s1",
-                "--type",
-                kind,
-                "--path-id",
-                "0",
-            ],
-        )?;
-        ensure!(
-            out.status.success(),
-            "arn send: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(())
+        s.fare(&[
+            "arn",
+            "send",
+            "--to",
+            to,
+            "--device",
+            "s1",
+            "--type",
+            kind,
+            "--path-id",
+            "0",
+        ])
+        .map(|_| ())
     };
     ensure!(
         wait_until(Duration::from_secs(5), || agent.show("arn").is_ok()),

@@ -17,7 +17,7 @@
 
 use anyhow::{ensure, Result};
 use fare_integration::agent::TempDir;
-use fare_integration::{fare_bin, have_root, veth, wait_until, Netns};
+use fare_integration::{have_root, veth, wait_until, Netns};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -65,27 +65,18 @@ fn arn_without_alternative_is_passed_upstream() -> Result<()> {
     );
     let agent_a = dir.start_agent(&a, "a", &a_cfg)?;
     let agent_b = dir.start_agent(&b, "b", &b_cfg)?;
-    let fare = fare_bin()?.to_string_lossy().to_string();
     let send = |kind: &str, path: &str| -> Result<()> {
-        let out = c.exec(
-            &fare,
-            &[
-                "arn",
-                "send",
-                "--to",
-                "10.0.2.1",
-                "--type",
-                kind,
-                "--path-id",
-                path,
-            ],
-        )?;
-        ensure!(
-            out.status.success(),
-            "arn send: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(())
+        c.fare(&[
+            "arn",
+            "send",
+            "--to",
+            "10.0.2.1",
+            "--type",
+            kind,
+            "--path-id",
+            path,
+        ])
+        .map(|_| ())
     };
 
     // An unlisted Path ID designates nothing at B (a path B does not have): no member

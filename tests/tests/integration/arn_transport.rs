@@ -104,11 +104,9 @@ fn spawn_monitor(ns: &Netns, args: &[&str]) -> Result<Child> {
 }
 
 fn send(ns: &Netns, extra: &[&str]) -> Result<()> {
-    let fare = fare_bin()?;
     let mut args = vec!["arn", "send", "--to", "10.99.0.2"];
     args.extend_from_slice(extra);
-    ns.exec(fare.to_str().context("path")?, &args)?;
-    Ok(())
+    ns.fare(&args).map(|_| ())
 }
 
 fn json_lines(out: &[u8]) -> Vec<Value> {

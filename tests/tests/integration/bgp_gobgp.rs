@@ -6,13 +6,14 @@ use fare_integration::{have_root, have_tool};
 use std::process::Stdio;
 use std::time::Duration;
 
-const GOBGP_CONF: &str = r#"
-[global.config]
-  as = 65003
-  router-id = "10.0.0.2"
-[[neighbors]]
+/// gobgpd's configuration: AS 65003, a session to fare over each family.
+fn gobgp_conf() -> String {
+    let mut conf = "[global.config]\n  as = 65003\n  router-id = \"10.0.0.2\"\n".to_string();
+    for (address, family) in [("10.0.0.1", "ipv4-unicast"), ("fd00::1", "ipv6-unicast")] {
+        conf += &format!(
+            r#"[[neighbors]]
   [neighbors.config]
-    neighbor-address = "10.0.0.1"
+    neighbor-address = "{address}"
     peer-as = 65001
   [neighbors.timers.config]
     connect-retry = 1
@@ -20,19 +21,12 @@ const GOBGP_CONF: &str = r#"
     keepalive-interval = 3
   [[neighbors.afi-safis]]
     [neighbors.afi-safis.config]
-      afi-safi-name = "ipv4-unicast"
-[[neighbors]]
-  [neighbors.config]
-    neighbor-address = "fd00::1"
-    peer-as = 65001
-  [neighbors.timers.config]
-    connect-retry = 1
-    hold-time = 9
-    keepalive-interval = 3
-  [[neighbors.afi-safis]]
-    [neighbors.afi-safis.config]
-      afi-safi-name = "ipv6-unicast"
-"#;
+      afi-safi-name = "{family}"
+"#
+        );
+    }
+    conf
+}
 
 #[test]
 fn bgp_gobgp_session_routes_both_ways_ipv4_ipv6() {
@@ -41,7 +35,7 @@ fn bgp_gobgp_session_routes_both_ways_ipv4_ipv6() {
         return;
     }
     let (a, b) = pair("gob").unwrap();
-    let conf = TempFile::new("gobgpd.toml", GOBGP_CONF).unwrap();
+    let conf = TempFile::new("gobgpd.toml", &gobgp_conf()).unwrap();
     let _gobgpd = Daemon(
         b.command("gobgpd")
             .args([
