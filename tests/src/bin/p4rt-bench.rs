@@ -202,6 +202,7 @@ async fn agent_round(
         ports,
         router_mac: fare::dataplane::p4rt::backend::DEFAULT_ROUTER_MAC,
         form: GroupForm::Weighted,
+        watch_ports: true,
         arn_hold: fare::dataplane::p4rt::DEFAULT_ARN_HOLD,
     })
     .await?;

@@ -29,6 +29,7 @@ fn options(fabric: &Fabric) -> P4RuntimeOptions {
         ports: fabric.port_map(),
         router_mac: MacAddr([0x02, 0xfa, 0, 0, 0, 0xfe]),
         form: fare::dataplane::p4rt::GroupForm::Weighted,
+        watch_ports: true,
         arn_hold: Duration::from_secs(120),
     }
 }

@@ -20,6 +20,7 @@ fn options(fabric: &Fabric, form: GroupForm) -> P4RuntimeOptions {
         ports: fabric.port_map(),
         router_mac: MacAddr([0x02, 0xfa, 0, 0, 0, 0xfe]),
         form,
+        watch_ports: true,
         arn_hold: fare::dataplane::p4rt::DEFAULT_ARN_HOLD,
     }
 }
