@@ -489,3 +489,29 @@ async fn watch_ports_follow_the_configuration() {
         assert_eq!(watched, want, "watch_ports: {watch_ports}");
     }
 }
+
+/// An ARN monitor whose `notify` names two addresses behind one port (a neighbour's link
+/// address and its router ID) still gets its clone session: one replica a port, as the
+/// in-memory target (like BMv2) refuses a session that lists a port twice.
+#[tokio::test]
+async fn arn_monitor_takes_one_target_a_port() {
+    let fake = FakeTarget::start().await;
+    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
+        .await
+        .expect("connect");
+    let mac = MacAddr([2, 0, 0, 0, 0, 2]);
+    let ip = |s: &str| s.parse::<std::net::Ipv4Addr>().expect("address");
+    let targets = [
+        ("p2".to_string(), mac, ip("10.1.2.1"), ip("10.1.2.2")),
+        ("p2".to_string(), mac, ip("10.1.2.1"), ip("10.0.0.2")),
+        ("p3".to_string(), mac, ip("10.1.3.1"), ip("10.1.3.2")),
+    ];
+    dp.monitor_port("p1", 9, 2, ip("10.0.0.1"), &targets)
+        .await
+        .expect("monitor with two targets on p2");
+    // Session id = monitored port + 1.
+    assert!(
+        fake.lock().clone_sessions.contains(&2),
+        "clone session written"
+    );
+}
