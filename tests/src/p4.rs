@@ -284,7 +284,7 @@ pub const ROUTER_MAC: MacAddr = MacAddr([0x02, 0xfa, 0, 0, 0, 0xfe]);
 
 impl Fabric {
     /// fare's P4Runtime options for this switch: the committed pipeline pushed, ports
-    /// `p0..pN`, weighted groups, the default ARN hold.
+    /// `p0..pN`, weighted groups with watch ports, the default ARN hold.
     pub fn options(&self, election_id: u64) -> P4RuntimeOptions {
         let (p4info, json) = pipeline();
         P4RuntimeOptions {
@@ -295,6 +295,7 @@ impl Fabric {
             ports: self.port_map(),
             router_mac: ROUTER_MAC,
             form: GroupForm::Weighted,
+            watch_ports: true,
             arn_hold: DEFAULT_ARN_HOLD,
         }
     }
