@@ -318,25 +318,25 @@ fn failed_links(state: &LabState) -> BTreeSet<String> {
         .collect()
 }
 
-/// Differences between what the agents report and the model: per node, every prefix
-/// either side has a group for (member interfaces and weight ratios), then — when
-/// `sessions` — every session not Established over a link that is not failed.
-pub fn check(
-    dir: &StateDir,
+/// What every agent of the lab answers to `what` (one entry per plan node, in order).
+fn show_every(dir: &StateDir, state: &LabState, what: agents::Show) -> Vec<Option<Value>> {
+    let names: Vec<&str> = state.plan.nodes.iter().map(|n| n.name.as_str()).collect();
+    agents::show_all(dir, &names, what)
+}
+
+/// Differences between what the agents report (`all_groups`, and `all_neighbors` when
+/// given: [`show_every`] of the nodes) and the model: per node, every prefix either side
+/// has a group for (member interfaces and weight ratios), then — with the neighbors —
+/// every session not Established over a link that is not failed.
+fn compare(
     state: &LabState,
     expected: &GroupView,
-    sessions: bool,
+    all_groups: &[Option<Value>],
+    all_neighbors: Option<&[Option<Value>]>,
 ) -> Vec<Mismatch> {
     let plan = &state.plan;
     let failed = failed_links(state);
     let mut out = Vec::new();
-    let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
-    let all_groups = agents::show_all(dir, &names, agents::Show::Groups);
-    let mut all_neighbors = if sessions {
-        agents::show_all(dir, &names, agents::Show::Neighbors)
-    } else {
-        Vec::new()
-    };
     for (k, (node, groups)) in plan.nodes.iter().zip(all_groups).enumerate() {
         let want = expected.get(&node.name).cloned().unwrap_or_default();
         let Some(groups) = groups else {
@@ -348,7 +348,7 @@ pub fn check(
             });
             continue;
         };
-        let have = agent_view(&groups);
+        let have = agent_view(groups);
         let prefixes: BTreeSet<&String> = want.keys().chain(have.keys()).collect();
         for prefix in prefixes {
             let (h, w) = (have.get(prefix), want.get(prefix));
@@ -366,12 +366,12 @@ pub fn check(
                 });
             }
         }
-        if !sessions {
+        let Some(all_neighbors) = all_neighbors else {
             continue;
-        }
-        let neighbors = all_neighbors.get_mut(k).and_then(Option::take);
-        for n in neighbors
-            .as_ref()
+        };
+        for n in all_neighbors
+            .get(k)
+            .and_then(Option::as_ref)
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -400,8 +400,10 @@ pub fn check(
     out
 }
 
-/// Waits until [`check`] finds nothing (groups first, then sessions). Returns the
-/// seconds since `since`, or what still differs when `timeout` has passed.
+/// Waits until the agents agree with the model (see [`compare`]: groups first, then
+/// sessions). Each round reads the groups once, and the sessions only when the groups
+/// agree or time is up. Returns the seconds since `since`, or what still differs when
+/// `timeout` has passed.
 pub(super) fn wait_converged(
     dir: &StateDir,
     state: &LabState,
@@ -413,25 +415,25 @@ pub(super) fn wait_converged(
     }
     let expected = expected_view(&state.plan, &expected_groups(state)?);
     loop {
-        let groups_left = check(dir, state, &expected, false);
-        if groups_left.is_empty() {
-            // Converged when the groups were right (the sessions behind them are checked
-            // next and only decide whether this counts).
-            let at = since.elapsed().as_secs_f64();
-            if check(dir, state, &expected, true).is_empty() {
+        let groups = show_every(dir, state, agents::Show::Groups);
+        // Converged when the groups were right (the sessions behind them are checked
+        // next and only decide whether this counts).
+        let at = since.elapsed().as_secs_f64();
+        let groups_agree = compare(state, &expected, &groups, None).is_empty();
+        let timed_out = since.elapsed() > timeout;
+        if groups_agree || timed_out {
+            let neighbors = show_every(dir, state, agents::Show::Neighbors);
+            let left = compare(state, &expected, &groups, Some(&neighbors));
+            if left.is_empty() {
                 return Ok(Ok(at));
             }
-        }
-        if since.elapsed() > timeout {
-            let left = check(dir, state, &expected, true);
-            if left.is_empty() {
-                return Ok(Ok(since.elapsed().as_secs_f64()));
+            if timed_out {
+                tracing::debug!(
+                    "not converged to the model after {timeout:?}: {} differences",
+                    left.len()
+                );
+                return Ok(Err(left));
             }
-            tracing::debug!(
-                "not converged to the model after {timeout:?}: {} differences",
-                left.len()
-            );
-            return Ok(Err(left));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
