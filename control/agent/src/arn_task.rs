@@ -14,7 +14,7 @@
 //! - State for `fare show arn`: [`ArnStatus`] in the agent's shared state.
 
 use crate::dataplane_task::DataplaneHandle;
-use crate::protocols::ProtocolResult;
+use crate::protocols::{ProtocolError, ProtocolResult};
 use crate::AgentContext;
 use async_trait::async_trait;
 use fare_arn::config::ArnNeighbor;
@@ -145,14 +145,14 @@ pub fn bgp_neighbors_of(config: &crate::config::AgentConfig) -> Vec<ArnNeighbor>
 /// `fare_dataplane::xdp::queues`) for the ports that have one.
 fn xdp_queue_source(
     config: &crate::config::AgentConfig,
-) -> Result<Option<Box<dyn monitor::QueueSource>>, String> {
+) -> Result<Option<Box<dyn monitor::QueueSource>>, ProtocolError> {
     match &config.dataplane {
         crate::config::DataplaneConfig::Xdp { pin_name, .. } => {
             let node = pin_name.clone().unwrap_or_else(|| config.name.clone());
             let root = std::path::Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT);
             fare_dataplane::xdp::queues::VirtualQueues::open(root, &node)
                 .map(|q| Some(Box::new(q) as Box<dyn monitor::QueueSource>))
-                .map_err(|e| format!("ARN monitor: the XDP program's queues: {e:#}"))
+                .map_err(ProtocolError::ArnQueues)
         }
         _ => Ok(None),
     }
@@ -164,11 +164,10 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
     let extra = bgp_neighbors(&ctx);
     config.resolve_notify(&extra);
     let receiver = Receiver::new(&config, &extra);
-    let mut sockets =
-        vec![
-            ArnSocket::bind(SocketAddr::from(([0, 0, 0, 0], config.udp_port)), None)
-                .map_err(|e| e.to_string())?,
-        ];
+    let mut sockets = vec![ArnSocket::bind(
+        SocketAddr::from(([0, 0, 0, 0], config.udp_port)),
+        None,
+    )?];
     match ArnSocket::bind(SocketAddr::from(([0u16; 8], config.udp_port)), None) {
         Ok(s) => sockets.push(s),
         Err(e) => info!("ARN: no IPv6 socket ({e}); IPv4 only"),
@@ -179,7 +178,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
         Some(m) => {
             let interfaces = m.resolved_interfaces(&config.accepted_neighbors(&extra));
             let joined = ArnSocket::join_group(&sockets, m.group, &interfaces)
-                .map_err(|e| format!("ARN multicast: {e}"))?;
+                .map_err(ProtocolError::ArnMulticast)?;
             info!(group = %m.group, interfaces = ?joined, "ARN: receiving on the multicast group");
             Some((m.group, joined))
         }
@@ -218,7 +217,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                     signals: Some(status.monitored.clone()),
                 },
             )
-            .map_err(|e| format!("ARN monitor: {e}"))?,
+            .map_err(ProtocolError::ArnMonitor)?,
         );
         let (sent_tx, mut sent_rx) = tokio::sync::mpsc::unbounded_channel::<MonitorEvent>();
         sender_task = Some(tokio::spawn(monitor::report_sent(rx, Some(sent_tx))));
