@@ -22,7 +22,7 @@ use fare_arn::monitor::{self, MonitorEvent};
 use fare_arn::receiver::{self, ControlError, Counters, MemberControl, Receiver, RemovedMember};
 use fare_arn::transport::ArnSocket;
 use fare_dataplane::GroupStatus;
-use ipnet::IpNet;
+use fare_model::forwarding::MemberRef;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -89,12 +89,10 @@ impl MemberControl for DataplaneHandle {
     }
     async fn set_member_active(
         &mut self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        member: MemberRef<'_>,
         active: bool,
     ) -> Result<(), ControlError> {
-        DataplaneHandle::set_member_active_via(self, prefix, index, via, active)
+        DataplaneHandle::set_member_active_via(self, member, active)
             .await
             .map_err(ControlError::from)
     }
@@ -110,12 +108,10 @@ impl MemberControl for DataplaneHandle {
     }
     async fn set_member_share(
         &mut self,
-        prefix: IpNet,
-        _index: usize,
-        via: &str,
+        member: MemberRef<'_>,
         share: f64,
     ) -> Result<bool, ControlError> {
-        DataplaneHandle::set_member_share(self, prefix, via, share)
+        DataplaneHandle::set_member_share(self, member.prefix, member.via, share)
             .await
             .map_err(ControlError::from)?;
         Ok(true)

@@ -25,6 +25,7 @@
 
 use fare_dataplane::limits::{self, GroupFit, GroupLimits};
 use fare_dataplane::{ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupStatus, Member};
+use fare_model::forwarding::MemberRef;
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -188,20 +189,18 @@ impl DataplaneHandle {
         .await
     }
 
-    /// Like [`Self::set_member_active`], for the member whose `via` is `via` in the group
+    /// Like [`Self::set_member_active`], for the member whose `via` `member` names in the group
     /// as installed when the command runs: a group re-installed after the caller read it
     /// (members reordered, the member gone) never has the wrong member switched.
     pub async fn set_member_active_via(
         &self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        member: MemberRef<'_>,
         active: bool,
     ) -> Result<(), HandleError> {
         self.call(|reply| DataplaneCommand::SetMemberActive {
-            prefix,
-            index,
-            via: Some(via.to_string()),
+            prefix: member.prefix,
+            index: member.index,
+            via: Some(member.via.to_string()),
             active,
             reply,
         })

@@ -1,7 +1,7 @@
 use super::*;
 use crate::config::PathPrefixes;
 use async_trait::async_trait;
-use fare_model::forwarding::{Group, GroupMode, GroupTable, TableError};
+use fare_model::forwarding::{Group, GroupMode, GroupTable, MemberRef, TableError};
 
 /// Groups in memory under the data planes' last-member rule (the model's table, as the
 /// `none` data plane keeps them): what the receiver switches in these tests (the real
@@ -24,13 +24,11 @@ impl MemberControl for NullDataplane {
 
     async fn set_member_active(
         &mut self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        m: MemberRef<'_>,
         active: bool,
     ) -> Result<(), ControlError> {
         self.0
-            .set_member_active(prefix, index, Some(via), active)
+            .set_member_active(m.prefix, m.index, Some(m.via), active)
             .map_err(|e| match e {
                 TableError::Member(m) => m.into(),
                 e => ControlError::Failed(e.to_string()),
@@ -272,12 +270,10 @@ async fn a_group_reinstalled_meanwhile_never_loses_the_wrong_member() {
         }
         async fn set_member_active(
             &mut self,
-            prefix: IpNet,
-            index: usize,
-            via: &str,
+            member: MemberRef<'_>,
             active: bool,
         ) -> Result<(), ControlError> {
-            MemberControl::set_member_active(&mut self.dp, prefix, index, via, active).await
+            MemberControl::set_member_active(&mut self.dp, member, active).await
         }
     }
     let (mut r, mut dp) = setup().await;
@@ -397,12 +393,10 @@ impl MemberControl for Steering {
     }
     async fn set_member_active(
         &mut self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        member: MemberRef<'_>,
         active: bool,
     ) -> Result<(), ControlError> {
-        MemberControl::set_member_active(&mut self.dp, prefix, index, via, active).await
+        MemberControl::set_member_active(&mut self.dp, member, active).await
     }
     async fn steer_flow(
         &mut self,

@@ -107,6 +107,16 @@ pub enum MemberError {
     NoSuchIndex { prefix: IpNet, index: usize },
 }
 
+/// A member as a protocol names it: member `index` of the group for `prefix` as the
+/// caller read it, the one whose `via` is `via` (which [`member_now`] finds again in the
+/// group installed now).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberRef<'a> {
+    pub prefix: IpNet,
+    pub index: usize,
+    pub via: &'a str,
+}
+
 /// Which member a caller means: the one whose `via` is `via` in the group as installed
 /// now (`members`: their `via`s), wherever it moved since the caller read the group;
 /// `index` itself without a `via` or an installed group (the backend then judges it).
