@@ -319,6 +319,41 @@ mod tests {
         );
     }
 
+    /// Two members of weight 1 on `lo` toward `vias` (the ARN senders), for 192.0.2.0/24.
+    fn group(vias: &[&str]) -> fare_dataplane::Group {
+        fare_dataplane::Group {
+            prefix: "192.0.2.0/24".parse().unwrap(),
+            mode: fare_dataplane::GroupMode::Spray,
+            members: vias
+                .iter()
+                .map(|via| fare_dataplane::Member {
+                    via: via.to_string(),
+                    interface: "lo".into(),
+                    next_hop: Some(via.parse().unwrap()),
+                    neighbor_mac: None,
+                    weight: 1,
+                    bandwidth_gbps: 100.0,
+                })
+                .collect(),
+        }
+    }
+
+    /// The agent's data plane task over the `none` data plane, with `group(vias)`
+    /// installed, and the ARN neighbors 10.1.0.2 and 10.1.1.2 on `lo`.
+    async fn handle_with(
+        vias: &[&str],
+    ) -> (
+        crate::dataplane_task::DataplaneHandle,
+        tokio::task::JoinHandle<Box<dyn fare_dataplane::Dataplane>>,
+        Vec<ArnNeighbor>,
+    ) {
+        let none = Box::new(fare_dataplane::NullDataplane::default());
+        let (handle, task) = crate::dataplane_task::spawn(none);
+        handle.install(group(vias)).await.unwrap();
+        let neighbors = vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")];
+        (handle, task, neighbors)
+    }
+
     /// The congestion shift through the agent's data plane task, weights by hand
     /// (`arn::shift`: 16 x weight x share, the others 16 x weight): Type 1 with Metric 255
     /// halves the member toward 10.1.0.2 (1:1 -> 8:16), a refresh 250 ms later with the
@@ -329,25 +364,10 @@ mod tests {
     #[tokio::test]
     async fn congestion_shifts_the_share_through_the_handle() {
         use fare_arn::{ArnMessage, ArnType};
-        use fare_dataplane::{Group, GroupMode, Member, NullDataplane};
         use std::time::{Duration, Instant};
-        let member = |via: &str| Member {
-            via: via.into(),
-            interface: "lo".into(),
-            next_hop: Some(via.parse().unwrap()),
-            neighbor_mac: None,
-            weight: 1,
-            bandwidth_gbps: 100.0,
-        };
-        let group = Group {
-            prefix: "192.0.2.0/24".parse().unwrap(),
-            mode: GroupMode::Spray,
-            members: vec![member("10.1.0.2"), member("10.1.1.2")],
-        };
-        let (mut handle, _task) = crate::dataplane_task::spawn(Box::new(NullDataplane::default()));
-        handle.install(group.clone()).await.unwrap();
+        let (mut handle, _task, neighbors) = handle_with(&["10.1.0.2", "10.1.1.2"]).await;
         let config = ArnConfig {
-            neighbors: vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")],
+            neighbors,
             hold_ms: 60_000,
             ..ArnConfig::default()
         };
@@ -378,7 +398,10 @@ mod tests {
             shown[0].reason()
         );
         // BGP installs the same group again: the share stays.
-        handle.install(group.clone()).await.unwrap();
+        handle
+            .install(group(&["10.1.0.2", "10.1.1.2"]))
+            .await
+            .unwrap();
         r.reconcile(&mut handle).await;
         assert_eq!(state(handle.groups().await.unwrap()).0, vec![4, 16]);
         // Type 2: steps of 1/8 every 250 ms up to the ceiling (0.9 x 0.5).
@@ -413,27 +436,10 @@ mod tests {
     async fn remove_mode_takes_the_whole_member_out() {
         use fare_arn::shift::{CongestionMode, ShiftConfig};
         use fare_arn::{ArnMessage, ArnType};
-        use fare_dataplane::{Group, GroupMode, Member, NullDataplane};
         use std::time::Instant;
-        let member = |via: &str| Member {
-            via: via.into(),
-            interface: "lo".into(),
-            next_hop: Some(via.parse().unwrap()),
-            neighbor_mac: None,
-            weight: 1,
-            bandwidth_gbps: 100.0,
-        };
-        let (mut handle, _task) = crate::dataplane_task::spawn(Box::new(NullDataplane::default()));
-        handle
-            .install(Group {
-                prefix: "192.0.2.0/24".parse().unwrap(),
-                mode: GroupMode::Spray,
-                members: vec![member("10.1.0.2"), member("10.1.1.2")],
-            })
-            .await
-            .unwrap();
+        let (mut handle, _task, neighbors) = handle_with(&["10.1.0.2", "10.1.1.2"]).await;
         let config = ArnConfig {
-            neighbors: vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")],
+            neighbors,
             congestion: ShiftConfig {
                 mode: CongestionMode::Remove,
                 ..ShiftConfig::default()
@@ -452,28 +458,10 @@ mod tests {
     #[tokio::test]
     async fn removal_survives_reinstall_through_the_handle_until_the_path_goes() {
         use fare_arn::{ArnMessage, ArnType};
-        use fare_dataplane::{Group, GroupMode, Member, NullDataplane};
         use std::time::Instant;
-        let member = |via: &str| Member {
-            via: via.into(),
-            interface: "lo".into(),
-            next_hop: Some(via.parse().unwrap()),
-            neighbor_mac: None,
-            weight: 1,
-            bandwidth_gbps: 100.0,
-        };
-        let group = |vias: &[&str]| Group {
-            prefix: "192.0.2.0/24".parse().unwrap(),
-            mode: GroupMode::Spray,
-            members: vias.iter().map(|v| member(v)).collect(),
-        };
-        let (mut handle, _task) = crate::dataplane_task::spawn(Box::new(NullDataplane::default()));
-        handle
-            .install(group(&["10.1.0.2", "10.1.1.2"]))
-            .await
-            .unwrap();
+        let (mut handle, _task, neighbors) = handle_with(&["10.1.0.2", "10.1.1.2"]).await;
         let config = ArnConfig {
-            neighbors: vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")],
+            neighbors,
             ..ArnConfig::default()
         };
         let mut r = Receiver::new(&config, &[]);
