@@ -26,10 +26,10 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+/// What `fail`, `degrade` and `restore` share: which lab, and how the change is checked
+/// against the model.
 #[derive(clap::Args, Debug)]
-pub struct FailArgs {
-    /// `A-B` (every link between nodes A and B) or a link name (`S1-L1#2`).
-    pub link: String,
+pub struct ConvergeArgs {
     #[arg(long)]
     pub name: Option<String>,
     /// Seconds to wait for convergence.
@@ -43,18 +43,19 @@ pub struct FailArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct FailArgs {
+    /// `A-B` (every link between nodes A and B) or a link name (`S1-L1#2`).
+    pub link: String,
+    #[command(flatten)]
+    pub converge: ConvergeArgs,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct DegradeArgs {
     /// `A-B=GBPS`: every link between A and B (or the named link) runs at GBPS.
     pub spec: String,
-    #[arg(long)]
-    pub name: Option<String>,
-    #[arg(long, default_value_t = 30.0)]
-    pub timeout: f64,
-    /// Report, but exit 0 even when the fabric has not converged to the model in time.
-    #[arg(long)]
-    pub no_check: bool,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub converge: ConvergeArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -80,15 +81,8 @@ pub struct CongestArgs {
 pub struct RestoreArgs {
     /// `A-B` or a link name; `all` restores every change.
     pub link: String,
-    #[arg(long)]
-    pub name: Option<String>,
-    #[arg(long, default_value_t = 30.0)]
-    pub timeout: f64,
-    /// Report, but exit 0 even when the fabric has not converged to the model in time.
-    #[arg(long)]
-    pub no_check: bool,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub converge: ConvergeArgs,
 }
 
 /// The links a user's `A-B` (or link name) means, with the two node names.
@@ -153,6 +147,20 @@ pub struct ChangeReport {
     pub bandwidth_set: Vec<String>,
     /// What still differed from the model when the timeout ended (empty: converged).
     pub mismatches: Vec<Mismatch>,
+}
+
+impl ChangeReport {
+    /// The report of `change` over `links` before anything was measured.
+    fn new(change: String, links: Vec<String>) -> ChangeReport {
+        ChangeReport {
+            change,
+            links,
+            convergence_s: None,
+            restarted: Vec::new(),
+            bandwidth_set: Vec::new(),
+            mismatches: Vec::new(),
+        }
+    }
 }
 
 /// One difference between the live fabric and the model.
@@ -651,14 +659,10 @@ pub fn fail(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeReport
         a: a.clone(),
         b: b.clone(),
     });
-    let mut report = ChangeReport {
-        change: format!("fail {a}-{b}"),
-        links: links.iter().map(|l| l.name.clone()).collect(),
-        convergence_s: None,
-        restarted: Vec::new(),
-        bandwidth_set: Vec::new(),
-        mismatches: Vec::new(),
-    };
+    let mut report = ChangeReport::new(
+        format!("fail {a}-{b}"),
+        links.iter().map(|l| l.name.clone()).collect(),
+    );
     finish(&dir, &mut state, before, &mut report, since, timeout)?;
     Ok(report)
 }
@@ -687,14 +691,10 @@ pub fn degrade(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeRep
         b: b.clone(),
         gbps,
     });
-    let mut report = ChangeReport {
-        change: format!("degrade {a}-{b}={gbps}"),
-        links: links.iter().map(|l| l.name.clone()).collect(),
-        convergence_s: None,
-        restarted: Vec::new(),
-        bandwidth_set: Vec::new(),
-        mismatches: Vec::new(),
-    };
+    let mut report = ChangeReport::new(
+        format!("degrade {a}-{b}={gbps}"),
+        links.iter().map(|l| l.name.clone()).collect(),
+    );
     // BGP agents: the two ends learn the new bandwidth at run time.
     report.bandwidth_set = set_bandwidths(&dir, &state, &links, |_| gbps)?;
     finish(&dir, &mut state, before, &mut report, since, timeout)?;
@@ -854,14 +854,7 @@ pub fn restore(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeRep
         });
         dir.event(&json!({"at": state::now(), "event": "restore", "a": a, "b": b}));
     }
-    let mut report = ChangeReport {
-        change: format!("restore {spec}"),
-        links: names,
-        convergence_s: None,
-        restarted: Vec::new(),
-        bandwidth_set: Vec::new(),
-        mismatches: Vec::new(),
-    };
+    let mut report = ChangeReport::new(format!("restore {spec}"), names);
     // BGP agents: the links' own capacity again, at run time.
     report.bandwidth_set = set_bandwidths(&dir, &state, &undegraded, |l| l.gbps)?;
     finish(&dir, &mut state, before, &mut report, since, timeout)?;
