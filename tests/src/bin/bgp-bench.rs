@@ -582,13 +582,6 @@ fn run(kind: Kind, peers: usize, per_peer: u32, waves: usize) -> Result<Run> {
     }
     drop(sessions);
     drop(rx);
-    if kind == Kind::Fare {
-        // Give the freed RIB back to the system, so the next in-process run starts from
-        // a comparable RSS.
-        std::thread::sleep(Duration::from_millis(300));
-        // SAFETY: malloc_trim only releases free heap memory.
-        unsafe { libc::malloc_trim(0) };
-    }
     Ok(Run {
         seconds,
         peak_growth: peak.saturating_sub(rss_before),
@@ -981,7 +974,81 @@ that second produced no event at all. The speaker now asks the driver for the ca
 events. A slow reconnect path after link-up (recoveries over 30 s) was found and fixed since \
 (see `soak`).";
 
+/// fare's receiver runs in a process of its own (this binary, `--fare-child PEERS PER
+/// WAVES`), so that each measurement starts from a fresh heap: memory a previous run freed
+/// but the allocator kept would otherwise be reused without growing the RSS.
+fn run_fare_child(peers: usize, per_peer: u32, waves: usize) -> Result<Run> {
+    let out = std::process::Command::new(std::env::current_exe()?)
+        .args([
+            "--fare-child",
+            &peers.to_string(),
+            &per_peer.to_string(),
+            &waves.to_string(),
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("starting the fare receiver process")?;
+    ensure!(
+        out.status.success(),
+        "fare receiver process: {}",
+        out.status
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(text.lines().last().unwrap_or_default())
+        .context("fare receiver process: no result line")?;
+    let f = |k: &str| {
+        v[k].as_f64()
+            .with_context(|| format!("fare receiver result: no {k}"))
+    };
+    Ok(Run {
+        seconds: f("seconds")?,
+        peak_growth: f("peak_growth")? as u64,
+        held: f("held")? as u64,
+        rss_before: f("rss_before")? as u64,
+        cpu_seconds: f("cpu_seconds")?,
+        churn: v["churn"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|w| Some((w[0].as_f64()?, w[1].as_f64()?)))
+                    .collect()
+            })
+            .unwrap_or_default(),
+    })
+}
+
+fn fare_child(args: &[String]) -> Result<()> {
+    let n = |i: usize| -> Result<u64> {
+        args.get(i)
+            .context("--fare-child PEERS PER WAVES")?
+            .parse()
+            .context("--fare-child: not a number")
+    };
+    let r = run(
+        Kind::Fare,
+        n(0)? as usize,
+        u32::try_from(n(1)?)?,
+        n(2)? as usize,
+    )?;
+    println!(
+        "{}",
+        serde_json::json!({
+            "seconds": r.seconds,
+            "peak_growth": r.peak_growth,
+            "held": r.held,
+            "rss_before": r.rss_before,
+            "cpu_seconds": r.cpu_seconds,
+            "churn": r.churn.iter().map(|(o, i)| [*o, *i]).collect::<Vec<_>>(),
+        })
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
+    let raw: Vec<String> = std::env::args().skip(1).collect();
+    if raw.first().map(String::as_str) == Some("--fare-child") {
+        return fare_child(&raw[1..]);
+    }
     let args = parse_args()?;
     if !fare_integration::have_root("bgp-bench") {
         return Ok(());
@@ -1006,7 +1073,11 @@ fn main() -> Result<()> {
                 continue;
             }
             eprintln!("{}: {peers} peer(s) x {per} prefixes", k.name());
-            let r = run(*k, peers, per, waves).map_err(|e| format!("{e:#}"));
+            let r = match k {
+                Kind::Fare => run_fare_child(peers, per, waves),
+                _ => run(*k, peers, per, waves),
+            }
+            .map_err(|e| format!("{e:#}"));
             match &r {
                 Ok(r) => eprintln!(
                     "{}: {:.2} s, peak +{:.1} MiB, held +{:.1} MiB, {:.2} s CPU",
@@ -1047,7 +1118,9 @@ fn main() -> Result<()> {
          distinct prefixes, all at once. The receivers export nothing (BIRD `export none`, \
          GoBGP default export policy reject, FRR an outbound route-map that denies; fare \
          sends no route to a neighbor whose AS is on its path) and run one after the other \
-         in the same run: {}. Time from the first UPDATE byte to the last prefix in the RIB \
+         in the same run: {}. fare runs in a fresh process of the bench for each scenario, \
+         with the generator's sessions in the same process (their feed is encoded before \
+         the RSS is read). Time from the first UPDATE byte to the last prefix in the RIB \
          (for fare: the last prefix's WCMP group computed, timed by its group event; the \
          others are asked every {} ms, so up to that much late). Memory: peak RSS (VmHWM, \
          reset before the feed) minus RSS before the feed; bytes/prefix is that growth per \
