@@ -912,9 +912,10 @@ fn ingest_table(md: &mut String, runs: &Measured, total: u64) {
             .iter()
             .filter_map(|(k, r)| match r {
                 Ok(r) if *k != Kind::Fare => Some(format!(
-                    "fare / {}: time **x{:.2}**, memory growth **x{:.2}**",
+                    "fare / {}: time **x{:.2}**, CPU x{:.2}, memory growth **x{:.2}**",
                     k.name(),
                     f.seconds / r.seconds,
+                    f.cpu_seconds / r.cpu_seconds.max(0.01),
                     f.peak_growth as f64 / r.peak_growth.max(1) as f64
                 )),
                 _ => None,
