@@ -152,3 +152,16 @@ pub fn show(socket: &Path, what: &str) -> Result<serde_json::Value> {
     }
     Ok(serde_json::from_slice(&out.stdout)?)
 }
+
+/// `f` of every member of `group` (one group of `fare show groups --json`), in order.
+pub fn members<T>(group: &serde_json::Value, f: impl Fn(&serde_json::Value) -> T) -> Vec<T> {
+    group["members"]
+        .as_array()
+        .map(|m| m.iter().map(f).collect())
+        .unwrap_or_default()
+}
+
+/// The packet counters of `group`'s members, in order (0 where a member has none).
+pub fn member_packets(group: &serde_json::Value) -> Vec<u64> {
+    members(group, |m| m["packets"].as_u64().unwrap_or(0))
+}

@@ -2,7 +2,7 @@
 //! configuration errors (exit 2, one line naming file and line), missing socket.
 
 use anyhow::{ensure, Result};
-use fare_integration::agent::{show, Agent, TempDir};
+use fare_integration::agent::{members, show, Agent, TempDir};
 use fare_integration::fare_bin;
 use serde_json::json;
 
@@ -174,20 +174,13 @@ fn agent_static_from_fare_weights() -> Result<()> {
         g["prefix"] == "192.0.2.0/24" && g["mode"] == "spray",
         "{groups}"
     );
-    let got: Vec<(String, u64, f64)> = g["members"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| {
-                    (
-                        m["interface"].as_str().unwrap_or("").to_string(),
-                        m["weight"].as_u64().unwrap_or(0),
-                        m["bandwidth_gbps"].as_f64().unwrap_or(0.0),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let got: Vec<(String, u64, f64)> = members(g, |m| {
+        (
+            m["interface"].as_str().unwrap_or("").to_string(),
+            m["weight"].as_u64().unwrap_or(0),
+            m["bandwidth_gbps"].as_f64().unwrap_or(0.0),
+        )
+    });
     let want: Vec<(String, u64, f64)> = vec![
         ("e1".into(), 3, 75.0),
         ("e2".into(), 3, 75.0),

@@ -148,17 +148,12 @@ fn lab_bandwidth_changes_without_restart() -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") || !have_tool(test, "nsenter") {
         return Ok(());
     }
-    let name = format!("bw{}", std::process::id() % 100_000);
-    let (lab, up) = Lab::up(
+    let (lab, _) = Lab::start(
         "topologies/whitepaper-asymmetric.yaml",
-        &name,
+        "bw",
         &["--mode", "averaged", "--no-arn", "--converge-timeout", "60"],
     )?;
-    ensure!(
-        up.status.success(),
-        "lab up: {}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    let name = lab.name.clone();
     let st = state(&name)?;
     let before = pids(&st);
     ensure!(before.len() == 4, "agents: {before:?}");

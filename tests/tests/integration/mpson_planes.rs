@@ -7,9 +7,9 @@
 //! leaves the sender with plane 2 alone, and traffic keeps arriving.
 
 use anyhow::{ensure, Context, Result};
-use fare_integration::lab::{fare, Lab};
+use fare_integration::agent::members;
+use fare_integration::lab::Lab;
 use fare_integration::{have_root, have_tool};
-use serde_json::Value;
 
 const SRC: &str = "RNIC1@Server1";
 const DST: &str = "RNIC1@Server2";
@@ -17,33 +17,19 @@ const DST_PREFIX: &str = "10.200.2.1/32";
 
 /// The sender's members for the destination: (interface, weight).
 fn sender_group(lab: &Lab) -> Result<Vec<(String, u64)>> {
-    let socket = format!("/run/fare/lab/{}/{SRC}.sock", lab.name);
-    let out = fare(&["show", "--socket", &socket, "groups", "--json"])?;
-    ensure!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let groups: Value = serde_json::from_slice(&out.stdout)?;
+    let groups = lab.show(SRC, "groups")?;
     let g = groups
         .as_array()
         .and_then(|g| g.iter().find(|g| g["prefix"] == DST_PREFIX))
         .context("sender has no group for the destination RNIC")?;
-    let mut members: Vec<(String, u64)> = g["members"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| {
-                    (
-                        m["interface"].as_str().unwrap_or("").to_string(),
-                        m["weight"].as_u64().unwrap_or(0),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    members.sort();
-    Ok(members)
+    let mut got: Vec<(String, u64)> = members(g, |m| {
+        (
+            m["interface"].as_str().unwrap_or("").to_string(),
+            m["weight"].as_u64().unwrap_or(0),
+        )
+    });
+    got.sort();
+    Ok(got)
 }
 
 /// Runs traffic SRC -> DST; returns (sent, received, Mbit/s over plane 1, over plane 2)
@@ -55,21 +41,7 @@ fn traffic(lab: &Lab) -> Result<(f64, f64, f64, f64)> {
 fn traffic_flows(lab: &Lab, flows: usize) -> Result<(f64, f64, f64, f64)> {
     let flows = flows.to_string();
     // Per-flow hashing: 256 flows keep the split within a few percent of the weights.
-    let r = lab.json(
-        "traffic",
-        &[
-            "--from",
-            SRC,
-            "--to",
-            DST,
-            "--flows",
-            &flows,
-            "--rate-mbit",
-            "40",
-            "--duration",
-            "3",
-        ],
-    )?;
+    let r = lab.traffic(SRC, DST, 40, 3, &["--flows", &flows])?;
     let uplink = |plane: &str| -> f64 {
         r["links"]
             .as_array()
@@ -94,13 +66,7 @@ fn rnic_traffic_splits_over_planes_and_follows_plane_changes() -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") {
         return Ok(());
     }
-    let name = format!("mp{}", std::process::id() % 100_000);
-    let (lab, up) = Lab::up("topologies/mpson-multiplane.yaml", &name, &["--no-arn"])?;
-    ensure!(
-        up.status.success(),
-        "lab up: {}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    let (lab, _) = Lab::start("topologies/mpson-multiplane.yaml", "mp", &["--no-arn"])?;
     // Equal planes: one member per plane, equal weights, traffic on both.
     let g = sender_group(&lab)?;
     ensure!(
@@ -164,17 +130,11 @@ fn rnic_sprays_one_flow_over_planes_by_weight() -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") {
         return Ok(());
     }
-    let name = format!("ms{}", std::process::id() % 100_000);
-    let (lab, up) = Lab::up(
+    let (lab, _) = Lab::start(
         "topologies/mpson-multiplane.yaml",
-        &name,
+        "ms",
         &["--no-arn", "--dataplane", "xdp", "--split", "spray"],
     )?;
-    ensure!(
-        up.status.success(),
-        "lab up: {}",
-        String::from_utf8_lossy(&up.stderr)
-    );
     let (sent, received, p1, p2) = traffic_flows(&lab, 1)?;
     eprintln!("{test}: one flow, equal planes: sent {sent}, received {received}, plane1 {p1:.2} Mbit/s, plane2 {p2:.2}");
     ensure!(
