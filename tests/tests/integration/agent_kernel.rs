@@ -7,7 +7,7 @@
 //! Traffic goes only to addresses of these namespaces.
 
 use anyhow::{ensure, Result};
-use fare_integration::agent::{member_packets, Agent, TempDir};
+use fare_integration::agent::{member_packets, run_refused, Agent, TempDir};
 use fare_integration::{have_root, have_tool, veth, Netns};
 
 struct Lab {
@@ -217,13 +217,8 @@ fn agent_kernel_member_without_next_hop_is_refused() -> Result<()> {
             dir.0.join("s.sock").display()
         ),
     )?;
-    let out = rt
-        .command(fare_integration::fare_bin()?.to_str().unwrap_or("fare"))
-        .args(["agent", "--config"])
-        .arg(&config)
-        .output()?;
-    let err = String::from_utf8_lossy(&out.stderr);
-    ensure!(out.status.code() == Some(1), "{err}");
+    let (code, err) = run_refused(Some(&rt), &config)?;
+    ensure!(code == Some(1), "{err}");
     ensure!(err.contains("next_hop"), "{err}");
     Ok(())
 }
