@@ -3,6 +3,7 @@
 //! the shared state behind `fare show` and the metrics.
 
 use crate::config::AgentConfig;
+use crate::protocols::{ProtocolError, ProtocolResult};
 use crate::state::{RoutePath, RouteSource, RouteStatus, SessionState};
 use crate::AgentContext;
 use fare_bgp::neighbor::State;
@@ -83,17 +84,20 @@ fn session_state(s: State) -> SessionState {
 }
 
 /// Runs the speaker until `ctx.shutdown`.
-pub async fn run(ctx: AgentContext) -> Result<(), String> {
+pub async fn run(ctx: AgentContext) -> ProtocolResult {
     let (tx, mut rx) = mpsc::channel(4096);
     let handle = speaker::start(speaker_config(&ctx.config), tx)
         .await
-        .map_err(|e| format!("BGP listener on port {}: {e}", ctx.config.bgp.port))?;
+        .map_err(|source| ProtocolError::BgpListener {
+            port: ctx.config.bgp.port,
+            source,
+        })?;
     ctx.speaker.set(handle.commands.clone());
     let mut sync = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
             ev = rx.recv() => {
-                let Some(ev) = ev else { return Err("speaker stopped".into()) };
+                let Some(ev) = ev else { return Err(ProtocolError::SpeakerStopped) };
                 apply(&ctx, ev).await;
             }
             _ = sync.tick() => {

@@ -9,7 +9,7 @@ use super::codec::{ArnMessage, ArnType, FlowId};
 use super::config::{path_covers, ArnConfig, ArnNeighbor, RateLimit};
 use super::shift::{CongestionMode, Share, ShiftConfig};
 use super::transport::{self, ArnSocket, Datagram, TTL};
-use fare_model::forwarding::{GroupStatus, Member};
+use fare_model::forwarding::{GroupStatus, Member, MemberRef};
 use ipnet::IpNet;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -462,7 +462,12 @@ impl Receiver {
                     r.metric = msg.metric;
                     continue; // already out: refreshed
                 }
-                match control.set_member_active(prefix, index, &via, false).await {
+                let member = MemberRef {
+                    prefix,
+                    index,
+                    via: &via,
+                };
+                match control.set_member_active(member, false).await {
                     Ok(()) => {
                         bump(&self.counters.members_removed);
                         self.removals.insert(
@@ -503,7 +508,12 @@ impl Receiver {
                 if r.causes.is_empty() {
                     let (index, via) = (r.index, r.via.clone());
                     self.removals.remove(&key);
-                    if self.restore(control, prefix, index, &via).await {
+                    let member = MemberRef {
+                        prefix,
+                        index,
+                        via: &via,
+                    };
+                    if self.restore(control, member).await {
                         changes.push(MemberChange {
                             prefix,
                             index,
@@ -554,10 +564,12 @@ impl Receiver {
             return Some(None); // damped, or already at the floor
         }
         let (factor, index, via) = (e.share.factor, e.index, e.via.clone());
-        match control
-            .set_member_share(key.prefix, index, &via, factor)
-            .await
-        {
+        let member = MemberRef {
+            prefix: key.prefix,
+            index,
+            via: &via,
+        };
+        match control.set_member_share(member, factor).await {
             Ok(true) => {
                 bump(&self.counters.shares_cut);
                 info!(prefix = %key.prefix, index, sender = %key.sender, metric = msg.metric, share = factor, "ARN: congested member's share lowered");
@@ -609,10 +621,12 @@ impl Receiver {
             if e.share.done() {
                 self.shifted.remove(&key);
             }
-            match control
-                .set_member_share(key.prefix, index, &via, factor)
-                .await
-            {
+            let member = MemberRef {
+                prefix: key.prefix,
+                index,
+                via: &via,
+            };
+            match control.set_member_share(member, factor).await {
                 Ok(_) => {
                     bump(&self.counters.shares_restored);
                     info!(prefix = %key.prefix, index, share = factor, "ARN: share given back");
@@ -682,16 +696,15 @@ impl Receiver {
     async fn restore<C: MemberControl + ?Sized>(
         &self,
         control: &mut C,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        member: MemberRef<'_>,
     ) -> bool {
-        match control.set_member_active(prefix, index, via, true).await {
+        match control.set_member_active(member, true).await {
             Ok(()) => {
                 bump(&self.counters.members_restored);
                 true
             }
             Err(e) => {
+                let MemberRef { prefix, index, .. } = member;
                 warn!(%prefix, index, error = %e, "ARN: cannot restore member");
                 false
             }
@@ -727,7 +740,12 @@ impl Receiver {
             self.removals.remove(&key);
             bump(&self.counters.expired);
             info!(prefix = %key.prefix, index, sender = %key.sender, "ARN removal timed out: member restored");
-            if self.restore(control, key.prefix, index, &via).await {
+            let member = MemberRef {
+                prefix: key.prefix,
+                index,
+                via: &via,
+            };
+            if self.restore(control, member).await {
                 changes.push(MemberChange {
                     prefix: key.prefix,
                     index,
@@ -804,10 +822,12 @@ impl Receiver {
                         r.via = via.clone();
                     }
                     if active {
-                        if let Err(e) = control
-                            .set_member_active(key.prefix, index, &via, false)
-                            .await
-                        {
+                        let member = MemberRef {
+                            prefix: key.prefix,
+                            index,
+                            via: &via,
+                        };
+                        if let Err(e) = control.set_member_active(member, false).await {
                             self.removals.remove(&key);
                             match e {
                                 ControlError::LastActiveMember(_) => {

@@ -813,11 +813,7 @@ impl Dataplane for XdpDataplane {
             .get(&prefix)
             .ok_or(DataplaneError::NoSuchGroup(prefix))?;
         let gid = inst.gid;
-        let n = inst.group.members.len();
-        if index >= n {
-            return Err(err(format!("{prefix} has no member {index}")));
-        }
-        let mut states = self.member_states(gid, n)?;
+        let mut states = self.member_states(gid, inst.group.members.len())?;
         let forwarding: Vec<bool> = states.iter().map(|s| *s == 0).collect();
         super::keep_last_active(prefix, &forwarding, index, active)?;
         let mut row = self.member_row(gid, index)?;

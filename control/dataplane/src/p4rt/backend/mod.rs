@@ -731,17 +731,11 @@ impl P4RuntimeDataplane {
             .get(&prefix)
             .cloned()
             .ok_or(DataplaneError::NoSuchGroup(prefix))?;
-        if index >= inst.members.len() {
-            return Err(DataplaneError::backend(
-                BACKEND,
-                format!("group {prefix} has no member {index}"),
-            ));
-        }
         let mut flags: Vec<bool> = inst.members.iter().map(|m| m.active).collect();
+        crate::keep_last_active(prefix, &flags, index, active)?;
         if flags[index] == active {
             return Ok(());
         }
-        crate::keep_last_active(prefix, &flags, index, active)?;
         flags[index] = active;
         self.write_group(&inst.group, &flags).await
     }
