@@ -605,11 +605,9 @@ impl P4RuntimeDataplane {
                             counters[i],
                         )
                         .map_err(err)?;
-                    member_updates.push(update(
+                    member_updates.push(update_of(
                         p4::update::Type::Insert,
-                        p4::Entity {
-                            entity: Some(p4::entity::Entity::ActionProfileMember(entity)),
-                        },
+                        p4::entity::Entity::ActionProfileMember(entity),
                     ));
                     let weight = match self.options.form {
                         GroupForm::Weighted => i32::try_from(m.weight).unwrap_or(i32::MAX),
@@ -690,11 +688,9 @@ impl P4RuntimeDataplane {
                 members: installed_members,
             },
             members: member_updates,
-            profile: Some(update(
+            profile: Some(update_of(
                 p4::update::Type::Insert,
-                p4::Entity {
-                    entity: Some(p4::entity::Entity::ActionProfileGroup(profile)),
-                },
+                p4::entity::Entity::ActionProfileGroup(profile),
             )),
             zero,
             entry: Some(entry),
@@ -756,40 +752,15 @@ impl P4RuntimeDataplane {
 
     /// Deletes profile groups, then (once they are gone) members; frees their ids.
     pub(super) async fn undo_many(&mut self, profile_groups: &[u32], member_ids: &[u32]) {
-        let selector = self.program.selector;
+        let delete = |key| update_of(p4::update::Type::Delete, key);
+        let prog = &self.program;
         let group_deletes: Vec<p4::Update> = profile_groups
             .iter()
-            .map(|g| {
-                update(
-                    p4::update::Type::Delete,
-                    p4::Entity {
-                        entity: Some(p4::entity::Entity::ActionProfileGroup(
-                            p4::ActionProfileGroup {
-                                action_profile_id: selector,
-                                group_id: *g,
-                                ..Default::default()
-                            },
-                        )),
-                    },
-                )
-            })
+            .map(|g| delete(prog.profile_group_key(*g)))
             .collect();
         let member_deletes: Vec<p4::Update> = member_ids
             .iter()
-            .map(|id| {
-                update(
-                    p4::update::Type::Delete,
-                    p4::Entity {
-                        entity: Some(p4::entity::Entity::ActionProfileMember(
-                            p4::ActionProfileMember {
-                                action_profile_id: selector,
-                                member_id: *id,
-                                action: None,
-                            },
-                        )),
-                    },
-                )
-            })
+            .map(|id| delete(prog.member_key(*id)))
             .collect();
         for phase in [group_deletes, member_deletes] {
             for chunk in batches(phase) {

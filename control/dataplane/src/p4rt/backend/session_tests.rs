@@ -87,14 +87,12 @@ async fn the_fake_target_refuses_a_batch_that_assumes_order() {
     drop(dp);
     let mut client = Client::connect(&fake.address, 1, 8).await.expect("client");
     let member = |id| {
-        update(
+        update_of(
             p4::update::Type::Insert,
-            p4::Entity {
-                entity: Some(p4::entity::Entity::ActionProfileMember(
-                    prog.member(id, 1, MacAddr([2, 0, 0, 0, 0, 1]), DEFAULT_ROUTER_MAC, 0, 1)
-                        .expect("member"),
-                )),
-            },
+            p4::entity::Entity::ActionProfileMember(
+                prog.member(id, 1, MacAddr([2, 0, 0, 0, 0, 1]), DEFAULT_ROUTER_MAC, 0, 1)
+                    .expect("member"),
+            ),
         )
     };
     let members = [GroupMember {
@@ -102,13 +100,9 @@ async fn the_fake_target_refuses_a_batch_that_assumes_order() {
         weight: 1,
         watch_port: None,
     }];
-    let group = update(
+    let group = update_of(
         p4::update::Type::Insert,
-        p4::Entity {
-            entity: Some(p4::entity::Entity::ActionProfileGroup(
-                prog.profile_group(1, &members, 9).expect("group"),
-            )),
-        },
+        p4::entity::Entity::ActionProfileGroup(prog.profile_group(1, &members, 9).expect("group")),
     );
     let e = client
         .write(vec![member(1), group.clone()])
@@ -121,13 +115,9 @@ async fn the_fake_target_refuses_a_batch_that_assumes_order() {
         weight: 1,
         watch_port: None,
     }];
-    let group2 = update(
+    let group2 = update_of(
         p4::update::Type::Insert,
-        p4::Entity {
-            entity: Some(p4::entity::Entity::ActionProfileGroup(
-                prog.profile_group(2, &members2, 9).expect("group"),
-            )),
-        },
+        p4::entity::Entity::ActionProfileGroup(prog.profile_group(2, &members2, 9).expect("group")),
     );
     client.write(vec![group2]).await.expect("then the group");
 }
