@@ -26,6 +26,13 @@ impl TempDir {
         std::fs::write(&path, text)?;
         Ok(path)
     }
+
+    /// Writes `<name>.yaml` with `config` and starts an agent on it inside `ns`; the
+    /// configuration's management socket must be `<this dir>/<name>.sock`.
+    pub fn start_agent(&self, ns: &Netns, name: &str, config: &str) -> Result<Agent> {
+        let path = self.write(&format!("{name}.yaml"), config)?;
+        Agent::start(Some(ns), &path, &self.0.join(format!("{name}.sock")))
+    }
 }
 
 impl Drop for TempDir {
@@ -113,6 +120,15 @@ impl Agent {
     /// `fare show --socket S WHAT --json`, parsed.
     pub fn show(&self, what: &str) -> Result<serde_json::Value> {
         show(&self.socket, what)
+    }
+
+    /// The members ARNs have taken out (`removed` of `fare show arn`; empty when it
+    /// cannot be read).
+    pub fn arn_removed(&self) -> Vec<serde_json::Value> {
+        self.show("arn")
+            .ok()
+            .and_then(|v| v["removed"].as_array().cloned())
+            .unwrap_or_default()
     }
 }
 

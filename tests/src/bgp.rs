@@ -2,7 +2,7 @@
 //! GoBGP or BIRD as real peers in namespaces and query them.
 
 use crate::{run, Netns};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,19 +15,7 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    let path = format!("/var/run/netns/{}", ns.name);
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).with_context(|| format!("open {path}"))?;
-        // SAFETY: plain syscall on a valid fd; it only changes this thread's namespace.
-        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-        if rc != 0 {
-            bail!("setns {path}: {}", std::io::Error::last_os_error());
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        rt.block_on(f())
-    })
+    crate::inns::spawn_async(&ns.name, f)
 }
 
 /// A directory owned by the `frr` user for one bgpd instance (removed on drop).
@@ -248,6 +236,14 @@ impl FareSpeaker {
         self.observed.lock().ok()?.groups.get(&p).cloned()
     }
 
+    /// Waits (at most `timeout`) until the sessions with all of `peers` are established.
+    pub fn established_within(&self, timeout: Duration, peers: &[&str]) -> bool {
+        wait_for(timeout, || {
+            peers.iter().all(|p| self.is_established(p)).then_some(())
+        })
+        .is_some()
+    }
+
     pub fn is_established(&self, peer: &str) -> bool {
         let Ok(p) = peer.parse::<IpAddr>() else {
             return false;
@@ -289,15 +285,42 @@ impl Drop for FareSpeaker {
     }
 }
 
-/// Two namespaces joined by one veth: `a` has 10.0.0.1/30 and fd00::1, `b` 10.0.0.2/30
-/// and fd00::2 (fare runs in `a`, the peer under test in `b`).
-pub fn pair(tag: &str) -> Result<(Netns, Netns)> {
+/// Two namespaces joined by one veth, IPv4 only: `a` has 10.0.0.1/30 on pa0, `b`
+/// 10.0.0.2/30 on pb0 (fare runs in `a`, the peer under test in `b`).
+pub fn pair_v4(tag: &str) -> Result<(Netns, Netns)> {
     let a = Netns::new(&format!("{tag}a"))?;
     let b = Netns::new(&format!("{tag}b"))?;
     crate::veth(&a, "pa0", &b, "pb0")?;
-    a.sh("ip addr add 10.0.0.1/30 dev pa0 && ip addr add fd00::1/64 dev pa0 nodad")?;
-    b.sh("ip addr add 10.0.0.2/30 dev pb0 && ip addr add fd00::2/64 dev pb0 nodad")?;
+    a.sh("ip addr add 10.0.0.1/30 dev pa0")?;
+    b.sh("ip addr add 10.0.0.2/30 dev pb0")?;
     Ok((a, b))
+}
+
+/// `pair_v4` with IPv6 too: fd00::1 in `a`, fd00::2 in `b`.
+pub fn pair(tag: &str) -> Result<(Netns, Netns)> {
+    let (a, b) = pair_v4(tag)?;
+    a.sh("ip addr add fd00::1/64 dev pa0 nodad")?;
+    b.sh("ip addr add fd00::2/64 dev pb0 nodad")?;
+    Ok((a, b))
+}
+
+/// The configuration of fare in `a` of a `pair`: AS 65001, router ID 10.0.0.1, sessions
+/// over IPv4 and IPv6 to the peer in AS `peer_as` (100 Gbps), announcing 192.0.2.0/24
+/// and 2001:db8:a::/48.
+pub fn pair_config(peer_as: u32) -> SpeakerConfig {
+    config(
+        "10.0.0.1",
+        65001,
+        &[("10.0.0.2", peer_as, 100.0), ("fd00::2", peer_as, 100.0)],
+        &["192.0.2.0/24", "2001:db8:a::/48"],
+    )
+}
+
+/// True with root, FRR's bgpd and vtysh; prints the SKIPPED line otherwise.
+pub fn have_frr(test: &str) -> bool {
+    crate::have_root(test)
+        && crate::have_tool(test, "/usr/lib/frr/bgpd")
+        && crate::have_tool(test, "vtysh")
 }
 
 /// A temporary file removed on drop.

@@ -106,6 +106,12 @@ impl Netns {
         run("ip", &full)
     }
 
+    /// Runs this build's `fare ARGS...` inside the namespace, failing with its stderr.
+    pub fn fare(&self, args: &[&str]) -> Result<Output> {
+        let bin = fare_bin()?;
+        self.exec(bin.to_str().context("fare binary path")?, args)
+    }
+
     /// Runs a shell snippet inside the namespace.
     pub fn sh(&self, script: &str) -> Result<Output> {
         self.exec("sh", &["-c", script])
@@ -160,6 +166,11 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+/// Counters `after` minus `before`, element by element.
+pub fn delta(after: &[u64], before: &[u64]) -> Vec<u64> {
+    after.iter().zip(before).map(|(a, b)| a - b).collect()
 }
 
 /// Path of the `fare` binary of this build (built on demand when missing).

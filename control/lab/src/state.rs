@@ -5,7 +5,7 @@
 
 use super::plan::Plan;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -196,7 +196,3 @@ pub fn now() -> f64 {
         .unwrap_or(0.0)
 }
 
-/// For tests and tools: is `path` inside the lab state root?
-pub fn is_lab_path(path: &Path) -> bool {
-    path.starts_with(root())
-}

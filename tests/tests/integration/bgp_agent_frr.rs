@@ -1,8 +1,8 @@
 //! `fare agent` (the binary, `dataplane: none`) peering with FRR bgpd: `fare show
 //! neighbors|routes|groups --json` report the session, the learned routes and the groups.
 
-use fare_integration::bgp::{wait_for, Daemon, Frr, TempFile};
-use fare_integration::{fare_bin, have_root, have_tool, veth, Netns};
+use fare_integration::bgp::{have_frr, wait_for, Daemon, Frr, TempFile};
+use fare_integration::{fare_bin, veth, Netns};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ router bgp 65100
 #[test]
 fn bgp_agent_frr_show_neighbors_routes_groups() {
     let test = "bgp_agent_frr_show_neighbors_routes_groups";
-    if !have_root(test) || !have_tool(test, "/usr/lib/frr/bgpd") || !have_tool(test, "vtysh") {
+    if !have_frr(test) {
         return;
     }
     let a = Netns::new("agfa").unwrap();

@@ -2,8 +2,7 @@
 //! IPv4 and IPv6, routes both ways in both families, the Path Bandwidth community
 //! attached by fare and seen by FRR.
 
-use fare_integration::bgp::{config, wait_for, FareSpeaker, Frr};
-use fare_integration::{have_root, have_tool, veth, Netns};
+use fare_integration::bgp::{have_frr, pair, pair_config, wait_for, FareSpeaker, Frr};
 use std::time::Duration;
 
 const FRR_CONF: &str = "frr defaults datacenter
@@ -28,36 +27,18 @@ router bgp 65002
 #[test]
 fn bgp_frr_session_routes_both_ways_ipv4_ipv6() {
     let test = "bgp_frr_session_routes_both_ways_ipv4_ipv6";
-    if !have_root(test) || !have_tool(test, "/usr/lib/frr/bgpd") || !have_tool(test, "vtysh") {
+    if !have_frr(test) {
         return;
     }
-    let a = Netns::new("bgpa").unwrap();
-    let b = Netns::new("bgpb").unwrap();
-    veth(&a, "fa0", &b, "fb0").unwrap();
-    a.sh("ip addr add 10.0.0.1/30 dev fa0 && ip addr add fd00::1/64 dev fa0 nodad")
-        .unwrap();
-    b.sh("ip addr add 10.0.0.2/30 dev fb0 && ip addr add fd00::2/64 dev fb0 nodad")
-        .unwrap();
+    let (a, b) = pair("bgp").unwrap();
     // Static routes stand in for zebra on the FRR side so its networks are "present".
     b.sh("ip route add blackhole 198.51.100.0/24 && ip -6 route add blackhole 2001:db8:b::/48")
         .unwrap();
     let frr = Frr::start(&b, FRR_CONF).unwrap();
-    let fare = FareSpeaker::start(
-        &a,
-        config(
-            "10.0.0.1",
-            65001,
-            &[("10.0.0.2", 65002, 100.0), ("fd00::2", 65002, 100.0)],
-            &["192.0.2.0/24", "2001:db8:a::/48"],
-        ),
-    )
-    .unwrap();
+    let fare = FareSpeaker::start(&a, pair_config(65002)).unwrap();
 
-    let up = wait_for(Duration::from_secs(30), || {
-        (fare.is_established("10.0.0.2") && fare.is_established("fd00::2")).then_some(())
-    });
     assert!(
-        up.is_some(),
+        fare.established_within(Duration::from_secs(30), &["10.0.0.2", "fd00::2"]),
         "sessions did not establish: {}",
         frr.vtysh("show bgp summary")
     );

@@ -3,8 +3,8 @@
 //! does not (RFC 4360 §6), and the far leaf computes the weights `fare weights` gives for
 //! the same topology.
 
-use fare_integration::bgp::{config, wait_for, FareSpeaker, Frr};
-use fare_integration::{fare_bin, have_root, have_tool, run, veth, Netns};
+use fare_integration::bgp::{config, have_frr, wait_for, FareSpeaker, Frr};
+use fare_integration::{fare_bin, run, veth, Netns};
 use std::time::Duration;
 
 const FRR_CONF: &str = "frr defaults datacenter
@@ -32,7 +32,7 @@ links:
 #[test]
 fn bgp_frr_transit_spine_community_crosses_unchanged() {
     let test = "bgp_frr_transit_spine_community_crosses_unchanged";
-    if !have_root(test) || !have_tool(test, "/usr/lib/frr/bgpd") || !have_tool(test, "vtysh") {
+    if !have_frr(test) {
         return;
     }
     let l1 = Netns::new("trl1").unwrap();

@@ -616,7 +616,8 @@ impl P4RuntimeDataplane {
                     group_members.push(GroupMember {
                         member_id: id,
                         weight,
-                        watch_port: (Some(*port) != anchor).then_some(*port),
+                        watch_port: (self.options.watch_ports && Some(*port) != anchor)
+                            .then_some(*port),
                     });
                 }
             }

@@ -75,6 +75,8 @@ pub struct P4RuntimeOptions {
     /// Source MAC of routed packets.
     pub router_mac: MacAddr,
     pub form: GroupForm,
+    /// Members carry their egress port as `watch_port` (`dataplane.watch_ports`).
+    pub watch_ports: bool,
     /// How long an ARN removal lasts in the data plane unless a Type 2/4 revokes it
     /// (the agent's `arn.hold_ms`).
     pub arn_hold: Duration,
@@ -102,6 +104,7 @@ impl P4RuntimeOptions {
                 P4GroupForm::Weighted => GroupForm::Weighted,
                 P4GroupForm::Replicated => GroupForm::Replicated,
             },
+            watch_ports: config.watch_ports,
             arn_hold: DEFAULT_ARN_HOLD,
         }
     }

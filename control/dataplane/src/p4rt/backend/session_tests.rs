@@ -17,6 +17,7 @@ fn options(address: &str, election_id: u64) -> P4RuntimeOptions {
         ports: (1..=4).map(|i| (format!("p{i}"), i)).collect(),
         router_mac: DEFAULT_ROUTER_MAC,
         form: GroupForm::Weighted,
+        watch_ports: true,
         arn_hold: DEFAULT_ARN_HOLD,
     }
 }
@@ -428,4 +429,66 @@ async fn removing_a_member_keeps_the_others_ratio_in_both_forms() {
         dp.set_member_active(prefix, 3, true).await.expect("back");
         assert_eq!(shares(&fake), vec![3, 3, 4, 4], "{form:?} restored");
     }
+}
+
+/// `dataplane.watch_ports`: on, every member but the anchor's (the heaviest member's port,
+/// here p4 of 3:3:4:4, the last of the two 4s) watches its own egress port; off, none does.
+#[tokio::test]
+async fn watch_ports_follow_the_configuration() {
+    for (watch_ports, want) in [
+        (true, vec![Some(1), Some(2), Some(3), None]),
+        (false, vec![None; 4]),
+    ] {
+        let fake = FakeTarget::start().await;
+        let mut dp = P4RuntimeDataplane::connect(P4RuntimeOptions {
+            watch_ports,
+            ..options(&fake.address, 7)
+        })
+        .await
+        .expect("connect");
+        dp.install(&group("10.9.0.0/16", &[3, 3, 4, 4]))
+            .await
+            .expect("install");
+        let s = fake.lock();
+        let group = s.groups.values().next().expect("one group");
+        // Member ids are handed out in member order, so sorting by id gives p1..p4.
+        let mut members: Vec<_> = group.members.iter().collect();
+        members.sort_by_key(|m| m.member_id);
+        let watched: Vec<Option<u32>> = members
+            .iter()
+            .map(|m| match &m.watch_kind {
+                Some(p4::action_profile_group::member::WatchKind::WatchPort(b)) => {
+                    Some(b.iter().fold(0u32, |a, x| (a << 8) | u32::from(*x)))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(watched, want, "watch_ports: {watch_ports}");
+    }
+}
+
+/// An ARN monitor whose `notify` names two addresses behind one port (a neighbour's link
+/// address and its router ID) still gets its clone session: one replica a port, as the
+/// in-memory target (like BMv2) refuses a session that lists a port twice.
+#[tokio::test]
+async fn arn_monitor_takes_one_target_a_port() {
+    let fake = FakeTarget::start().await;
+    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
+        .await
+        .expect("connect");
+    let mac = MacAddr([2, 0, 0, 0, 0, 2]);
+    let ip = |s: &str| s.parse::<std::net::Ipv4Addr>().expect("address");
+    let targets = [
+        ("p2".to_string(), mac, ip("10.1.2.1"), ip("10.1.2.2")),
+        ("p2".to_string(), mac, ip("10.1.2.1"), ip("10.0.0.2")),
+        ("p3".to_string(), mac, ip("10.1.3.1"), ip("10.1.3.2")),
+    ];
+    dp.monitor_port("p1", 9, 2, ip("10.0.0.1"), &targets)
+        .await
+        .expect("monitor with two targets on p2");
+    // Session id = monitored port + 1.
+    assert!(
+        fake.lock().clone_sessions.contains(&2),
+        "clone session written"
+    );
 }
