@@ -23,6 +23,19 @@ pub fn namespaces(prefix: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether Debian's Mininet can be imported by the system Python; prints the SKIPPED
+/// line otherwise.
+pub fn have_mininet(test: &str) -> bool {
+    let ok = std::process::Command::new(fare::lab::mininet::PYTHON)
+        .args(["-c", "import mininet.net"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        crate::skip(test, "Debian's mininet is not installed");
+    }
+    ok
+}
+
 /// A lab brought up by a test: `down` checks that it goes away completely; dropping it
 /// without `down` (a failed test) still removes it.
 pub struct Lab {
@@ -47,6 +60,48 @@ impl Lab {
         };
         let out = fare(&args)?;
         Ok((lab, out))
+    }
+
+    /// `up` of a lab named `<tag><pid mod 100000>`; an error (with its stderr) when `up`
+    /// fails, the lab taken down then too.
+    pub fn start(topology: &str, tag: &str, extra: &[&str]) -> Result<(Lab, Output)> {
+        let name = format!("{tag}{}", std::process::id() % 100_000);
+        let (lab, up) = Lab::up(topology, &name, extra)?;
+        anyhow::ensure!(
+            up.status.success(),
+            "lab up: {}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+        Ok((lab, up))
+    }
+
+    /// `fare lab traffic --from FROM --to TO --rate-mbit RATE --duration SECONDS EXTRA...`,
+    /// parsed.
+    pub fn traffic(
+        &self,
+        from: &str,
+        to: &str,
+        rate_mbit: u32,
+        seconds: u32,
+        extra: &[&str],
+    ) -> Result<serde_json::Value> {
+        let (rate, seconds) = (rate_mbit.to_string(), seconds.to_string());
+        let mut args = vec!["--from", from, "--to", to, "--rate-mbit", &rate];
+        args.extend(["--duration", &seconds]);
+        args.extend_from_slice(extra);
+        self.json("traffic", &args)
+    }
+
+    /// `fare show WHAT --json` of `node`'s agent, parsed; an error when it fails.
+    pub fn show(&self, node: &str, what: &str) -> Result<serde_json::Value> {
+        let socket = format!("/run/fare/lab/{}/{node}.sock", self.name);
+        let out = fare(&["show", "--socket", &socket, what, "--json"])?;
+        anyhow::ensure!(
+            out.status.success(),
+            "fare show {what} on {node}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(serde_json::from_slice(&out.stdout)?)
     }
 
     /// `fare lab SUBCOMMAND ARGS... --name NAME --json --quiet`, parsed; an error when it

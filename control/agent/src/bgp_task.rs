@@ -4,9 +4,8 @@
 
 use crate::config::AgentConfig;
 use crate::protocols::{ProtocolError, ProtocolResult};
-use crate::state::{RoutePath, RouteSource, RouteStatus, SessionState};
+use crate::state::{RoutePath, RouteSource, RouteStatus};
 use crate::AgentContext;
-use fare_bgp::neighbor::State;
 use fare_bgp::socket::Protection;
 use fare_bgp::speaker::{self, NeighborSpec, SpeakerCommand, SpeakerConfig, SpeakerEvent};
 use std::time::Duration;
@@ -72,17 +71,6 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
     }
 }
 
-fn session_state(s: State) -> SessionState {
-    match s {
-        State::Idle => SessionState::Idle,
-        State::Connect => SessionState::Connect,
-        State::Active => SessionState::Active,
-        State::OpenSent => SessionState::OpenSent,
-        State::OpenConfirm => SessionState::OpenConfirm,
-        State::Established => SessionState::Established,
-    }
-}
-
 /// Runs the speaker until `ctx.shutdown`.
 pub async fn run(ctx: AgentContext) -> ProtocolResult {
     let (tx, mut rx) = mpsc::channel(4096);
@@ -105,7 +93,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                 let mut state = ctx.state.write();
                 for n in &handle.neighbors {
                     let Ok(s) = n.lock() else { continue };
-                    state.set_neighbor_state(s.address, session_state(s.state), s.last_error.clone());
+                    state.set_neighbor_state(s.address, s.state, s.last_error.clone());
                     if let Some(view) = state.neighbors.get_mut(&s.address) {
                         view.updates_received = s.updates_received;
                         view.updates_sent = s.updates_sent;
@@ -144,7 +132,7 @@ async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
         SpeakerEvent::Neighbor(s) => {
             ctx.state
                 .write()
-                .set_neighbor_state(s.address, session_state(s.state), s.last_error);
+                .set_neighbor_state(s.address, s.state, s.last_error);
         }
         SpeakerEvent::Route { prefix, route } => {
             let mut state = ctx.state.write();

@@ -195,4 +195,3 @@ pub fn now() -> f64 {
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
 }
-

@@ -463,6 +463,12 @@ impl XdpDataplane {
         (0..n).map(|i| Ok(self.member_row(gid, i)?.state)).collect()
     }
 
+    /// The encoded group installed as `gid`.
+    fn encoded_of(&self, gid: u32) -> Option<Encoded> {
+        let inst = self.installed.values().find(|i| i.gid == gid)?;
+        Some(inst.encoded.clone())
+    }
+
     /// Rewrites the member states of `gid`'s steered copies after a member of it changed
     /// (`states`: the group's member states now).
     fn refresh_copies_of(&mut self, gid: u32, states: &[u32]) -> Result<(), DataplaneError> {
@@ -476,12 +482,7 @@ impl XdpDataplane {
         if copies.is_empty() {
             return Ok(());
         }
-        let Some(group) = self
-            .installed
-            .values()
-            .find(|i| i.gid == gid)
-            .map(|i| i.encoded.clone())
-        else {
+        let Some(group) = self.encoded_of(gid) else {
             return Ok(());
         };
         for (port, copy) in copies {
@@ -517,12 +518,7 @@ impl XdpDataplane {
             if self.steer.copies.contains_key(&(gid, port)) {
                 continue;
             }
-            let Some(group) = self
-                .installed
-                .values()
-                .find(|i| i.gid == gid)
-                .map(|i| i.encoded.clone())
-            else {
+            let Some(group) = self.encoded_of(gid) else {
                 continue;
             };
             let Some((cgid, wait)) = self.ids.take() else {

@@ -27,7 +27,7 @@ use session::{Desired, DesiredGroup, PipelineConfig, Session};
 
 use super::client::{Client, P4rtError, PacketIn};
 use super::p4info::P4Info;
-use super::program::{self, update, FareProgram, GroupMember};
+use super::program::{self, update, update_of, FareProgram, GroupMember};
 use super::proto::p4::config::v1 as p4cfg;
 use super::proto::p4::v1 as p4;
 use crate::p4rt::config::{P4GroupForm, P4RuntimeConfig};

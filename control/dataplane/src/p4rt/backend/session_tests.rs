@@ -66,6 +66,17 @@ fn weights_on_target(fake: &FakeTarget, prog: &FareProgram) -> Vec<i32> {
     out
 }
 
+/// A fake target and the backend connected to it as primary (election id 7), with the
+/// program it resolved.
+async fn connected() -> (FakeTarget, P4RuntimeDataplane, FareProgram) {
+    let fake = FakeTarget::start().await;
+    let dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
+        .await
+        .expect("connect");
+    let prog = dp.program().clone();
+    (fake, dp, prog)
+}
+
 async fn until_primary(dp: &mut P4RuntimeDataplane) {
     for _ in 0..100 {
         if dp.maintain().await.is_ok() {
@@ -80,22 +91,16 @@ async fn until_primary(dp: &mut P4RuntimeDataplane) {
 /// one Write fail there (it applies the batch in reverse), in two Writes they pass.
 #[tokio::test]
 async fn the_fake_target_refuses_a_batch_that_assumes_order() {
-    let fake = FakeTarget::start().await;
-    let dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = dp.program().clone();
+    let (fake, dp, prog) = connected().await;
     drop(dp);
     let mut client = Client::connect(&fake.address, 1, 8).await.expect("client");
     let member = |id| {
-        update(
+        update_of(
             p4::update::Type::Insert,
-            p4::Entity {
-                entity: Some(p4::entity::Entity::ActionProfileMember(
-                    prog.member(id, 1, MacAddr([2, 0, 0, 0, 0, 1]), DEFAULT_ROUTER_MAC, 0, 1)
-                        .expect("member"),
-                )),
-            },
+            p4::entity::Entity::ActionProfileMember(
+                prog.member(id, 1, MacAddr([2, 0, 0, 0, 0, 1]), DEFAULT_ROUTER_MAC, 0, 1)
+                    .expect("member"),
+            ),
         )
     };
     let members = [GroupMember {
@@ -103,13 +108,9 @@ async fn the_fake_target_refuses_a_batch_that_assumes_order() {
         weight: 1,
         watch_port: None,
     }];
-    let group = update(
+    let group = update_of(
         p4::update::Type::Insert,
-        p4::Entity {
-            entity: Some(p4::entity::Entity::ActionProfileGroup(
-                prog.profile_group(1, &members, 9).expect("group"),
-            )),
-        },
+        p4::entity::Entity::ActionProfileGroup(prog.profile_group(1, &members, 9).expect("group")),
     );
     let e = client
         .write(vec![member(1), group.clone()])
@@ -122,24 +123,16 @@ async fn the_fake_target_refuses_a_batch_that_assumes_order() {
         weight: 1,
         watch_port: None,
     }];
-    let group2 = update(
+    let group2 = update_of(
         p4::update::Type::Insert,
-        p4::Entity {
-            entity: Some(p4::entity::Entity::ActionProfileGroup(
-                prog.profile_group(2, &members2, 9).expect("group"),
-            )),
-        },
+        p4::entity::Entity::ActionProfileGroup(prog.profile_group(2, &members2, 9).expect("group")),
     );
     client.write(vec![group2]).await.expect("then the group");
 }
 
 #[tokio::test]
 async fn dependent_entities_go_in_separate_writes() {
-    let fake = FakeTarget::start().await;
-    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = dp.program().clone();
+    let (fake, mut dp, prog) = connected().await;
     // The target applies each batch in reverse: members and the group naming them in one
     // Write would fail ("member not found"); so would routes before groups.
     dp.install(&group("10.9.0.0/16", &[3, 3, 4, 4]))
@@ -162,11 +155,7 @@ async fn dependent_entities_go_in_separate_writes() {
 
 #[tokio::test]
 async fn many_groups_share_a_few_writes() {
-    let fake = FakeTarget::start().await;
-    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = dp.program().clone();
+    let (fake, mut dp, prog) = connected().await;
     let groups: Vec<Group> = (0..300)
         .map(|i| {
             group(
@@ -188,11 +177,7 @@ async fn many_groups_share_a_few_writes() {
 
 #[tokio::test]
 async fn a_restarted_switch_gets_the_pipeline_and_the_groups_again() {
-    let fake = FakeTarget::start().await;
-    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = dp.program().clone();
+    let (fake, mut dp, prog) = connected().await;
     dp.install(&group("10.9.0.0/16", &[3, 3, 4, 4]))
         .await
         .expect("install");
@@ -240,11 +225,7 @@ async fn a_restarted_switch_gets_the_pipeline_and_the_groups_again() {
 
 #[tokio::test]
 async fn fare_stands_back_for_a_higher_election_id_and_resumes() {
-    let fake = FakeTarget::start().await;
-    let mut fare = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = fare.program().clone();
+    let (fake, mut fare, prog) = connected().await;
     fare.install(&group("10.1.0.0/16", &[1, 1]))
         .await
         .expect("install");
@@ -381,11 +362,7 @@ async fn resource_exhausted_reduces_the_group_to_the_target_limit() {
 
 #[tokio::test]
 async fn a_prefix_twice_in_one_batch_ends_as_its_last_group() {
-    let fake = FakeTarget::start().await;
-    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = dp.program().clone();
+    let (fake, mut dp, prog) = connected().await;
     let results = dp
         .install_batch(&[
             group("10.9.0.0/16", &[3, 3, 4, 4]),
