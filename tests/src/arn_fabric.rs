@@ -147,9 +147,7 @@ impl ArnFabric {
 
     /// `fare show WHAT --json` of `node`'s agent, parsed.
     pub fn show(&self, node: &str, what: &str) -> Result<Value> {
-        let socket = format!("/run/fare/lab/{}/{node}.sock", self.name());
-        let text = self.fare(&["show", "--socket", &socket, what, "--json"])?;
-        serde_json::from_str(&text).context("fare show --json")
+        self.lab.show(node, what)
     }
 
     /// Starts the traffic (`start_traffic`), waits (at most 10 s) until it flows through

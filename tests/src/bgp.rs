@@ -285,6 +285,96 @@ impl Drop for FareSpeaker {
     }
 }
 
+/// The leaf-spine fabric of fare speakers of the fabric test and the convergence
+/// benchmark: leaves L1..L3 (AS 65001..65003, router IDs 10.255.0.N, each originating
+/// 10.1.N.0/24) and spines S1, S2 (AS 65100, 10.255.1.N, role spine). Link i of
+/// `FABRIC_LINKS` is 10.0.i.0/30: .1 on its first node's interface `<a><b>` (`l1s1`), .2
+/// on the other's (`s1l1`).
+pub struct SpeakerFabric {
+    pub speakers: BTreeMap<&'static str, FareSpeaker>,
+    /// The link (`L1-S1`) each interface address is on.
+    pub link_of: BTreeMap<String, String>,
+    pub ns: BTreeMap<&'static str, Netns>,
+}
+
+/// (name, AS, router ID, originated prefix) of the fabric's nodes.
+pub const FABRIC_NODES: [(&str, u32, &str, Option<&str>); 5] = [
+    ("L1", 65001, "10.255.0.1", Some("10.1.1.0/24")),
+    ("L2", 65002, "10.255.0.2", Some("10.1.2.0/24")),
+    ("L3", 65003, "10.255.0.3", Some("10.1.3.0/24")),
+    ("S1", 65100, "10.255.1.1", None),
+    ("S2", 65100, "10.255.1.2", None),
+];
+
+/// (node, node, Gbps) of the fabric's links.
+pub const FABRIC_LINKS: [(&str, &str, f64); 6] = [
+    ("L1", "S1", 100.0),
+    ("L1", "S2", 100.0),
+    ("L2", "S1", 100.0),
+    ("L2", "S2", 50.0),
+    ("L3", "S1", 100.0),
+    ("L3", "S2", 40.0),
+];
+
+impl SpeakerFabric {
+    /// Builds the namespaces (`<tag><node>`) and links and starts the five speakers.
+    pub fn start(tag: &str) -> Result<SpeakerFabric> {
+        let mut ns = BTreeMap::new();
+        for (name, ..) in FABRIC_NODES {
+            ns.insert(name, Netns::new(&format!("{tag}{}", name.to_lowercase()))?);
+        }
+        let asn = |n: &str| {
+            FABRIC_NODES
+                .iter()
+                .find(|x| x.0 == n)
+                .map(|x| x.1)
+                .unwrap_or(0)
+        };
+        // Per node: (neighbor address, remote AS, bandwidth, interface).
+        let mut neighbors: BTreeMap<&str, Vec<(String, u32, f64, String)>> = BTreeMap::new();
+        let mut link_of = BTreeMap::new();
+        for (i, (a, b, bw)) in FABRIC_LINKS.iter().enumerate() {
+            let ia = format!("{}{}", a.to_lowercase(), b.to_lowercase());
+            let ib = format!("{}{}", b.to_lowercase(), a.to_lowercase());
+            crate::veth(&ns[a], &ia, &ns[b], &ib)?;
+            let (aa, ba) = (format!("10.0.{i}.1"), format!("10.0.{i}.2"));
+            ns[a].sh(&format!("ip addr add {aa}/30 dev {ia}"))?;
+            ns[b].sh(&format!("ip addr add {ba}/30 dev {ib}"))?;
+            neighbors
+                .entry(a)
+                .or_default()
+                .push((ba.clone(), asn(b), *bw, ia));
+            neighbors
+                .entry(b)
+                .or_default()
+                .push((aa.clone(), asn(a), *bw, ib));
+            link_of.insert(ba, format!("{a}-{b}"));
+            link_of.insert(aa, format!("{a}-{b}"));
+        }
+        let mut speakers = BTreeMap::new();
+        for (name, asn, rid, prefix) in FABRIC_NODES {
+            let list: Vec<(&str, u32, f64)> = neighbors[name]
+                .iter()
+                .map(|(a, asn, bw, _)| (a.as_str(), *asn, *bw))
+                .collect();
+            let prefixes: Vec<&str> = prefix.into_iter().collect();
+            let mut c = config(rid, asn, &list, &prefixes);
+            for (spec, (.., ifname)) in c.neighbors.iter_mut().zip(&neighbors[name]) {
+                spec.interface = Some(ifname.clone());
+            }
+            if name.starts_with('S') {
+                c.policy.role = fare::topology::Role::Spine;
+            }
+            speakers.insert(name, FareSpeaker::start(&ns[name], c)?);
+        }
+        Ok(SpeakerFabric {
+            speakers,
+            link_of,
+            ns,
+        })
+    }
+}
+
 /// Two namespaces joined by one veth, IPv4 only: `a` has 10.0.0.1/30 on pa0, `b`
 /// 10.0.0.2/30 on pb0 (fare runs in `a`, the peer under test in `b`).
 pub fn pair_v4(tag: &str) -> Result<(Netns, Netns)> {
@@ -321,6 +411,17 @@ pub fn have_frr(test: &str) -> bool {
     crate::have_root(test)
         && crate::have_tool(test, "/usr/lib/frr/bgpd")
         && crate::have_tool(test, "vtysh")
+}
+
+/// One BGP message read from a raw session: (type, body after the 19-byte header); None
+/// when the stream ends or the length field is below the header size.
+pub fn read_message(s: &mut impl std::io::Read) -> Option<(u8, Vec<u8>)> {
+    let mut h = [0u8; 19];
+    s.read_exact(&mut h).ok()?;
+    let len = u16::from_be_bytes([h[16], h[17]]) as usize;
+    let mut body = vec![0u8; len.checked_sub(19)?];
+    s.read_exact(&mut body).ok()?;
+    Some((h[18], body))
 }
 
 /// A temporary file removed on drop.

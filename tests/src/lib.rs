@@ -156,6 +156,22 @@ pub fn veth(a: &Netns, a_if: &str, b: &Netns, b_if: &str) -> Result<()> {
     Ok(())
 }
 
+/// `veth` with an address on each end: `a_addr` (address/prefix) on `a_if` in `a`,
+/// `b_addr` on `b_if` in `b`.
+pub fn link(
+    a: &Netns,
+    a_if: &str,
+    a_addr: &str,
+    b: &Netns,
+    b_if: &str,
+    b_addr: &str,
+) -> Result<()> {
+    veth(a, a_if, b, b_if)?;
+    a.exec("ip", &["addr", "add", a_addr, "dev", a_if])?;
+    b.exec("ip", &["addr", "add", b_addr, "dev", b_if])?;
+    Ok(())
+}
+
 /// Polls `check` every 20 ms until it returns true or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let start = Instant::now();

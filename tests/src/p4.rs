@@ -228,6 +228,15 @@ pub struct Fabric {
 }
 
 impl Fabric {
+    /// The fabric for `test` (tag `tag`, `n` sink ports); `None` (the skip printed)
+    /// without root, BMv2 or the compiled program.
+    pub fn for_test(test: &str, tag: &str, n: u32) -> Result<Option<Fabric>> {
+        if !bmv2_available(test) {
+            return Ok(None);
+        }
+        Fabric::new(tag, n).map(Some)
+    }
+
     pub fn new(tag: &str, n: u32) -> Result<Fabric> {
         let sw = Netns::new(&format!("{tag}s"))?;
         let src = Netns::new(&format!("{tag}a"))?;

@@ -5,21 +5,13 @@
 //! restarts (pinned program and maps).
 
 use anyhow::{ensure, Result};
-use fare_integration::agent::{Agent, TempDir};
+use fare_integration::agent::{member_packets, Agent, TempDir};
 use fare_integration::xdp_lab::XdpLab;
 
 const WEIGHTS: [u64; 4] = [3, 3, 4, 4];
 
 fn packets(agent: &Agent) -> Result<Vec<u64>> {
-    let groups = agent.show("groups")?;
-    Ok(groups[0]["members"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| m["packets"].as_u64().unwrap_or(0))
-                .collect()
-        })
-        .unwrap_or_default())
+    Ok(member_packets(&agent.show("groups")?[0]))
 }
 
 #[test]

@@ -85,23 +85,25 @@ fn counter(v: &Value, name: &str) -> u64 {
 
 #[test]
 fn arn_moves_traffic_off_a_congested_or_failed_spine_and_back() -> Result<()> {
-    let test = "arn_moves_traffic_off_a_congested_or_failed_spine_and_back";
-    if !have_root(test) || !have_tool(test, "tc") {
-        return Ok(());
-    }
-    arn_end_to_end("kernel")
+    arn_end_to_end(
+        "arn_moves_traffic_off_a_congested_or_failed_spine_and_back",
+        "kernel",
+    )
 }
 
 #[test]
 fn arn_with_xdp_detects_congestion_in_the_program_and_moves_traffic() -> Result<()> {
-    let test = "arn_with_xdp_detects_congestion_in_the_program_and_moves_traffic";
+    arn_end_to_end(
+        "arn_with_xdp_detects_congestion_in_the_program_and_moves_traffic",
+        "xdp",
+    )
+}
+
+/// The whole sequence with `dataplane`; skipped (the reason printed) without root or tc.
+fn arn_end_to_end(test: &str, dataplane: &str) -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") {
         return Ok(());
     }
-    arn_end_to_end("xdp")
-}
-
-fn arn_end_to_end(dataplane: &str) -> Result<()> {
     let mut lab = ArnFabric::up_static(
         &format!("arn{}", &dataplane[..1]),
         dataplane,

@@ -76,12 +76,12 @@ fn agent_takes_arns_from_its_multicast_group_only() -> Result<()> {
     ensure!(v["counters"]["accepted"].as_u64().unwrap_or(0) == 0, "{v}");
     // Its group: the member toward S goes out.
     send(GROUP, "3")?;
+    let r = agent.wait_arn_removed(Duration::from_secs(5));
     ensure!(
-        wait_until(Duration::from_secs(5), || !agent.arn_removed().is_empty()),
+        !r.is_empty(),
         "the ARN to the group was not applied: {}",
         agent.log_text()
     );
-    let r = agent.arn_removed();
     ensure!(
         r.len() == 1 && r[0]["prefix"] == X && r[0]["sender"] == "10.0.5.2",
         "{r:?}"
@@ -135,12 +135,12 @@ fn agent_monitor_sends_to_its_multicast_group() -> Result<()> {
     );
     std::thread::sleep(Duration::from_millis(300)); // the monitor's first link sample
     s.sh("ip link set s2 down")?;
+    let r = agent_a.wait_arn_removed(Duration::from_secs(5));
     ensure!(
-        wait_until(Duration::from_secs(5), || !agent_a.arn_removed().is_empty()),
+        !r.is_empty(),
         "A never received S's Type 3 through the group; S: {}",
         agent_s.log_text()
     );
-    let r = agent_a.arn_removed();
     ensure!(
         r.len() == 1 && r[0]["sender"] == "10.0.5.2" && r[0]["kinds"][0] == "failure",
         "{r:?}"

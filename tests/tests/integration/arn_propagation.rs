@@ -17,7 +17,7 @@
 
 use anyhow::{ensure, Result};
 use fare_integration::agent::TempDir;
-use fare_integration::{have_root, veth, wait_until, Netns};
+use fare_integration::{have_root, link, wait_until, Netns};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -34,16 +34,9 @@ fn arn_without_alternative_is_passed_upstream() -> Result<()> {
         return Ok(());
     }
     let (a, b, c) = (Netns::new("apa")?, Netns::new("apb")?, Netns::new("apc")?);
-    veth(&a, "a1", &b, "b1")?;
-    veth(&a, "a2", &b, "b3")?;
-    veth(&b, "b2", &c, "c1")?;
-    for (ns, script) in [
-        (&a, "ip addr add 10.0.1.1/30 dev a1; ip addr add 10.0.3.1/30 dev a2"),
-        (&b, "ip addr add 10.0.1.2/30 dev b1; ip addr add 10.0.3.2/30 dev b3; ip addr add 10.0.2.1/30 dev b2"),
-        (&c, "ip addr add 10.0.2.2/30 dev c1"),
-    ] {
-        ns.sh(script)?;
-    }
+    link(&a, "a1", "10.0.1.1/30", &b, "b1", "10.0.1.2/30")?;
+    link(&a, "a2", "10.0.3.1/30", &b, "b3", "10.0.3.2/30")?;
+    link(&b, "b2", "10.0.2.1/30", &c, "c1", "10.0.2.2/30")?;
     let dir = TempDir::new("arnprop")?;
     let paths = format!("paths: [{{path_id: 10.0.0.9, prefixes: [{X}]}}]");
     let a_cfg = format!(
@@ -99,12 +92,12 @@ fn arn_without_alternative_is_passed_upstream() -> Result<()> {
 
     // Listed: B passes it on, A takes its member via link 1 (toward B's 10.0.1.2) out.
     send("congestion", "10.0.0.9")?;
+    let r = agent_a.wait_arn_removed(Duration::from_secs(5));
     ensure!(
-        wait_until(Duration::from_secs(5), || !agent_a.arn_removed().is_empty()),
+        !r.is_empty(),
         "A never removed a member; B: {}",
         agent_b.log_text()
     );
-    let r = agent_a.arn_removed();
     ensure!(
         r.len() == 1 && r[0]["prefix"] == X && r[0]["index"] == 0 && r[0]["sender"] == "10.0.1.2",
         "A removed {r:?}"

@@ -9,7 +9,7 @@
 //! ```
 
 use anyhow::{Context, Result};
-use fare_integration::{fare_bin, have_root, have_tool, veth, wait_until, Netns};
+use fare_integration::{fare_bin, have_root, have_tool, link, veth, wait_until, Netns};
 use serde_json::Value;
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -24,12 +24,8 @@ fn lab() -> Result<Lab> {
     let snd = Netns::new("arnS")?;
     let rcv = Netns::new("arnR")?;
     let spoof = Netns::new("arnX")?;
-    veth(&snd, "a0", &rcv, "b0")?;
-    veth(&spoof, "c0", &rcv, "b1")?;
-    snd.exec("ip", &["addr", "add", "10.99.0.1/24", "dev", "a0"])?;
-    rcv.exec("ip", &["addr", "add", "10.99.0.2/24", "dev", "b0"])?;
-    rcv.exec("ip", &["addr", "add", "10.99.1.2/24", "dev", "b1"])?;
-    spoof.exec("ip", &["addr", "add", "10.99.1.1/24", "dev", "c0"])?;
+    link(&snd, "a0", "10.99.0.1/24", &rcv, "b0", "10.99.0.2/24")?;
+    link(&spoof, "c0", "10.99.1.1/24", &rcv, "b1", "10.99.1.2/24")?;
     // The spoofer also claims the sender's address, and routes it toward the receiver.
     spoof.exec("ip", &["addr", "add", "10.99.0.1/32", "dev", "c0"])?;
     spoof.exec("ip", &["route", "add", "10.99.0.2/32", "dev", "c0"])?;

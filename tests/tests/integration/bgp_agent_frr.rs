@@ -2,7 +2,7 @@
 //! neighbors|routes|groups --json` report the session, the learned routes and the groups.
 
 use fare_integration::bgp::{have_frr, wait_for, Daemon, Frr, TempFile};
-use fare_integration::{fare_bin, veth, Netns};
+use fare_integration::{fare_bin, link, Netns};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -27,12 +27,9 @@ fn bgp_agent_frr_show_neighbors_routes_groups() {
     }
     let a = Netns::new("agfa").unwrap();
     let b = Netns::new("agfb").unwrap();
-    veth(&a, "e1", &b, "s1").unwrap();
-    veth(&a, "e2", &b, "s2").unwrap();
-    a.sh("ip addr add 10.0.1.1/30 dev e1 && ip addr add 10.0.2.1/30 dev e2")
-        .unwrap();
-    b.sh("ip addr add 10.0.1.2/30 dev s1 && ip addr add 10.0.2.2/30 dev s2 && ip route add blackhole 198.51.100.0/24")
-        .unwrap();
+    link(&a, "e1", "10.0.1.1/30", &b, "s1", "10.0.1.2/30").unwrap();
+    link(&a, "e2", "10.0.2.1/30", &b, "s2", "10.0.2.2/30").unwrap();
+    b.sh("ip route add blackhole 198.51.100.0/24").unwrap();
     let _frr = Frr::start(&b, FRR_CONF).unwrap();
     let socket = std::env::temp_dir().join(format!("fare-agfa-{}.sock", std::process::id()));
     let config = TempFile::new(

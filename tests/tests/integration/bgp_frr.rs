@@ -24,6 +24,22 @@ router bgp 65002
  exit-address-family
 ";
 
+/// FRR's `show bgp FAMILY unicast PREFIX json` once it has a path (waits up to 20 s;
+/// panics with FRR's table otherwise).
+fn route_at(frr: &Frr, family: &str, prefix: &str) -> serde_json::Value {
+    wait_for(Duration::from_secs(20), || {
+        let v = frr.json(&format!("show bgp {family} unicast {prefix} json"));
+        let has = v["paths"].as_array().is_some_and(|p| !p.is_empty());
+        has.then_some(v)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "FRR has no {prefix}: {}",
+            frr.vtysh(&format!("show bgp {family} unicast"))
+        )
+    })
+}
+
 #[test]
 fn bgp_frr_session_routes_both_ways_ipv4_ipv6() {
     let test = "bgp_frr_session_routes_both_ways_ipv4_ipv6";
@@ -54,17 +70,7 @@ fn bgp_frr_session_routes_both_ways_ipv4_ipv6() {
     assert_eq!(g4.members[0].weight, 1);
 
     // fare -> FRR, both families, with the Path Bandwidth community.
-    let r4 = wait_for(Duration::from_secs(20), || {
-        let v = frr.json("show bgp ipv4 unicast 192.0.2.0/24 json");
-        let has = v["paths"].as_array().is_some_and(|p| !p.is_empty());
-        has.then_some(v)
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "FRR has no 192.0.2.0/24: {}",
-            frr.vtysh("show bgp ipv4 unicast")
-        )
-    });
+    let r4 = route_at(&frr, "ipv4", "192.0.2.0/24");
     let path = &r4["paths"][0];
     assert_eq!(path["aspath"]["string"], "65001", "{path}");
     let ext = path["extendedCommunity"]["string"]
@@ -72,17 +78,7 @@ fn bgp_frr_session_routes_both_ways_ipv4_ipv6() {
         .unwrap_or_default()
         .to_string();
     assert!(!ext.is_empty(), "FRR shows no extended community: {path}");
-    let r6 = wait_for(Duration::from_secs(20), || {
-        let v = frr.json("show bgp ipv6 unicast 2001:db8:a::/48 json");
-        let has = v["paths"].as_array().is_some_and(|p| !p.is_empty());
-        has.then_some(v)
-    })
-    .unwrap_or_else(|| {
-        panic!(
-            "FRR has no 2001:db8:a::/48: {}",
-            frr.vtysh("show bgp ipv6 unicast")
-        )
-    });
+    let r6 = route_at(&frr, "ipv6", "2001:db8:a::/48");
     assert_eq!(r6["paths"][0]["aspath"]["string"], "65001");
     eprintln!("FRR sees fare's community as: {ext}");
 }

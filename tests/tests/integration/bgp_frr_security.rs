@@ -49,7 +49,12 @@ fn setup(tag: &str, frr: &str) -> (Netns, Netns, Frr) {
     (a, b, f)
 }
 
-fn speaker(a: &Netns, protection: Protection) -> FareSpeaker {
+/// fare in `a`, peering with FRR at 10.0.0.2 with GTSM on or off and an MD5 key or none.
+fn speaker(a: &Netns, gtsm: bool, md5_key: Option<&str>) -> FareSpeaker {
+    let protection = Protection {
+        gtsm,
+        md5_key: md5_key.map(String::from),
+    };
     let mut c = config(
         "10.0.0.1",
         65001,
@@ -72,13 +77,7 @@ fn bgp_frr_gtsm_md5_session_and_tshark_sees_no_malformed_packet() {
     let pcap = TempFile::new("bgp.pcap", "").unwrap();
     let capture = tshark.then(|| start_capture(&a, "pa0", &pcap).unwrap());
     let frr = Frr::start(&b, &frr_conf(true, Some("fare-secret"))).unwrap();
-    let fare = speaker(
-        &a,
-        Protection {
-            gtsm: true,
-            md5_key: Some("fare-secret".into()),
-        },
-    );
+    let fare = speaker(&a, true, Some("fare-secret"));
     let up = fare.established_within(Duration::from_secs(30), &["10.0.0.2"]);
     assert!(up, "no session: {}", frr.vtysh("show bgp summary"));
     let g = wait_for(Duration::from_secs(20), || fare.group("198.51.100.0/24"));
@@ -162,13 +161,7 @@ fn bgp_frr_md5_key_mismatch_never_establishes() {
         return;
     }
     let (a, _b, frr) = setup("md5x", &frr_conf(false, Some("right-key")));
-    let fare = speaker(
-        &a,
-        Protection {
-            gtsm: false,
-            md5_key: Some("wrong-key".into()),
-        },
-    );
+    let fare = speaker(&a, false, Some("wrong-key"));
     let up = fare.established_within(Duration::from_secs(8), &["10.0.0.2"]);
     assert!(!up, "session up despite the MD5 key mismatch");
     let state = frr.json("show bgp neighbors 10.0.0.1 json")["10.0.0.1"]["bgpState"].clone();
@@ -184,13 +177,7 @@ fn bgp_frr_gtsm_rejects_a_peer_sending_ttl_1() {
     }
     // FRR without ttl-security sends single-hop eBGP with TTL 1.
     let (a, _b, frr) = setup("gtsx", &frr_conf(false, None));
-    let fare = speaker(
-        &a,
-        Protection {
-            gtsm: true,
-            md5_key: None,
-        },
-    );
+    let fare = speaker(&a, true, None);
     let up = fare.established_within(Duration::from_secs(8), &["10.0.0.2"]);
     assert!(
         !up,

@@ -15,7 +15,7 @@
 use fare_integration::agent::{Agent, TempDir};
 use fare_integration::bgp::{have_frr, wait_for, Frr};
 use fare_integration::dpf_lab::{group_vias, DpfFabric, DpfSetup, BLUE, RED};
-use fare_integration::{have_root, have_tool, veth, Netns};
+use fare_integration::{have_root, have_tool, link, veth, Netns};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -186,9 +186,7 @@ fn dpf_strict_color_mismatch_keeps_the_session_down() {
     }
     let a = Netns::new("dpfma").unwrap();
     let b = Netns::new("dpfmb").unwrap();
-    veth(&a, "tob", &b, "toa").unwrap();
-    a.sh("ip addr add 10.9.0.1/30 dev tob").unwrap();
-    b.sh("ip addr add 10.9.0.2/30 dev toa").unwrap();
+    link(&a, "tob", "10.9.0.1/30", &b, "toa", "10.9.0.2/30").unwrap();
     let dir = TempDir::new("dpf-mismatch").unwrap();
     let strict = "dpf: {session_coloring: strict, mismatch_subcode: 12}\n";
     let (ca, ka) = agent_config(
@@ -269,9 +267,7 @@ fn dpf_strict_colored_session_refuses_colorless_frr() {
     }
     let a = Netns::new("dpffa").unwrap();
     let b = Netns::new("dpffb").unwrap();
-    veth(&a, "tofrr", &b, "toa").unwrap();
-    a.sh("ip addr add 10.8.0.1/30 dev tofrr").unwrap();
-    b.sh("ip addr add 10.8.0.2/30 dev toa").unwrap();
+    link(&a, "tofrr", "10.8.0.1/30", &b, "toa", "10.8.0.2/30").unwrap();
     let frr = Frr::start(&b, FRR_STRICT_PEER).unwrap();
     let dir = TempDir::new("dpf-frr-strict").unwrap();
     let (ca, ka) = agent_config(
@@ -324,12 +320,8 @@ fn dpf_colorless_frr_transit_carries_colored_routes() {
     let s = Netns::new("dpfts").unwrap();
     let l1 = Netns::new("dpftl1").unwrap();
     let l2 = Netns::new("dpftl2").unwrap();
-    veth(&s, "l1", &l1, "s").unwrap();
-    veth(&s, "l2", &l2, "s").unwrap();
-    s.sh("ip addr add 10.7.1.2/30 dev l1 && ip addr add 10.7.2.2/30 dev l2")
-        .unwrap();
-    l1.sh("ip addr add 10.7.1.1/30 dev s").unwrap();
-    l2.sh("ip addr add 10.7.2.1/30 dev s").unwrap();
+    link(&s, "l1", "10.7.1.2/30", &l1, "s", "10.7.1.1/30").unwrap();
+    link(&s, "l2", "10.7.2.2/30", &l2, "s", "10.7.2.1/30").unwrap();
     let _frr = Frr::start(&s, FRR_TRANSIT).unwrap();
     let dir = TempDir::new("dpf-frr-transit").unwrap();
     // Leaf2: uncolored session to FRR; a red, a blue and an uncolored prefix.

@@ -11,7 +11,7 @@ use anyhow::{bail, ensure, Context, Result};
 use fare::dataplane::p4rt::P4RuntimeDataplane;
 use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr};
 use fare_integration::delta;
-use fare_integration::p4::{bmv2_available, in_netns, members, python, Fabric};
+use fare_integration::p4::{in_netns, members, python, Fabric};
 use ipnet::IpNet;
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -40,11 +40,9 @@ async fn member_packets(dp: &mut P4RuntimeDataplane, prefix: &str) -> Result<Vec
 
 #[test]
 fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
-    let test = "p4_bmv2_wcmp_spray_flow_arn";
-    if !bmv2_available(test) {
+    let Some(mut fabric) = Fabric::for_test("p4_bmv2_wcmp_spray_flow_arn", "p4w", 4)? else {
         return Ok(());
-    }
-    let mut fabric = Fabric::new("p4w", 4)?;
+    };
     let sw = fabric.bmv2.sw.name.clone();
     let opts = fabric.options(10);
 
@@ -233,10 +231,9 @@ fn tracing_log(line: &str) {
 #[test]
 fn p4_bmv2_congestion_sends_arn() -> Result<()> {
     let test = "p4_bmv2_congestion_sends_arn";
-    if !bmv2_available(test) {
+    let Some(fabric) = Fabric::for_test(test, "p4c", 2)? else {
         return Ok(());
-    }
-    let fabric = Fabric::new("p4c", 2)?;
+    };
     let sw = fabric.bmv2.sw.name.clone();
     let opts = fabric.options(10);
     let s0_mac: MacAddr = Fabric::mac(&fabric.src, "s0")?.parse()?;

@@ -14,7 +14,7 @@ use fare::dataplane::dpf::{Protocol, Range};
 use fare::dataplane::p4rt::{P4RuntimeDataplane, P4RuntimeOptions};
 use fare::dataplane::{ColorGroup, Dataplane, FlowRule, Group, GroupMode};
 use fare_integration::delta;
-use fare_integration::p4::{bmv2_available, in_netns, member, python, Fabric};
+use fare_integration::p4::{in_netns, member, python, Fabric};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
@@ -125,11 +125,11 @@ enum Step {
 
 #[test]
 fn p4_dpf_flows_follow_their_color_and_fall_back() -> Result<()> {
-    let test = "p4_dpf_flows_follow_their_color_and_fall_back";
-    if !bmv2_available(test) {
+    let Some(mut fabric) =
+        Fabric::for_test("p4_dpf_flows_follow_their_color_and_fall_back", "p4d", 4)?
+    else {
         return Ok(());
-    }
-    let mut fabric = Fabric::new("p4d", 4)?;
+    };
     let sw = fabric.bmv2.sw.name.clone();
     let opts = P4RuntimeOptions {
         arn_hold: Duration::from_secs(120),

@@ -28,11 +28,9 @@ fn group_3344() -> Result<Group> {
 
 #[test]
 fn p4_reconcile_adopts_switch_state() -> Result<()> {
-    let test = "p4_reconcile_adopts_switch_state";
-    if !bmv2_available(test) {
+    let Some(fabric) = Fabric::for_test("p4_reconcile_adopts_switch_state", "p4r", 4)? else {
         return Ok(());
-    }
-    let fabric = Fabric::new("p4r", 4)?;
+    };
     let sw = fabric.bmv2.sw.name.clone();
     let opts = options(&fabric, GroupForm::Weighted);
     in_netns(&sw, move || async move {

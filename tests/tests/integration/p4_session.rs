@@ -10,7 +10,7 @@ use anyhow::{bail, ensure, Context, Result};
 use fare::dataplane::p4rt::{P4RuntimeDataplane, P4RuntimeOptions};
 use fare::dataplane::{Dataplane, Group, GroupMode};
 use fare_integration::delta;
-use fare_integration::p4::{bmv2_available, in_netns, members, pipeline, Fabric};
+use fare_integration::p4::{in_netns, members, pipeline, Fabric};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -168,10 +168,9 @@ fn settle(fabric: &Fabric) {
 /// A switch on a fabric tagged `tag` with fare (election id 10) controlling it and a
 /// 3:3:4:4 spray group on 198.18.0.0/16; `None` (the skip printed) without BMv2.
 fn fare_with_3344(test: &str, tag: &str) -> Result<Option<(Fabric, Controller)>> {
-    if !bmv2_available(test) {
+    let Some(fabric) = Fabric::for_test(test, tag, 4)? else {
         return Ok(None);
-    }
-    let fabric = Fabric::new(tag, 4)?;
+    };
     let fare = Controller::start(&fabric, fabric.options(10))?;
     fare.call(Cmd::Install(group("198.18.0.0/16", &[3, 3, 4, 4])?))?;
     Ok(Some((fabric, fare)))
@@ -264,11 +263,10 @@ fn p4_second_controller_takes_over_and_leaves() -> Result<()> {
 /// one, so fare finds "its" pipeline running and keeps its own P4Info.
 #[test]
 fn p4_group_above_the_switch_limit_is_reduced() -> Result<()> {
-    let test = "p4_group_above_the_switch_limit_is_reduced";
-    if !bmv2_available(test) {
+    let Some(fabric) = Fabric::for_test("p4_group_above_the_switch_limit_is_reduced", "p4x", 4)?
+    else {
         return Ok(());
-    }
-    let fabric = Fabric::new("p4x", 4)?;
+    };
     let sw = fabric.bmv2.sw.name.clone();
     let opts = fabric.options(10);
     in_netns(&sw, move || async move {

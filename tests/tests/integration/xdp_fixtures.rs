@@ -323,15 +323,18 @@ fn xdp_spray_exact_and_member_removal() -> Result<()> {
                 .next()
                 .unwrap_or_default()
                 .parse::<Ipv4Addr>()?;
-            let frame = udp4_frame(
-                ROUTER_MAC,
-                GEN_MAC,
-                Ipv4Addr::new(10, 0, 0, 1),
-                dst,
-                1,
-                2,
-                64,
-            );
+            let to_dst = |ttl| {
+                udp4_frame(
+                    ROUTER_MAC,
+                    GEN_MAC,
+                    Ipv4Addr::new(10, 0, 0, 1),
+                    dst,
+                    1,
+                    2,
+                    ttl,
+                )
+            };
+            let frame = to_dst(64);
             // One window of sum(w) packets follows the weights exactly, whatever the start.
             let total: u32 = weights.iter().sum();
             let mut counts = [0u32; 4];
@@ -348,15 +351,7 @@ fn xdp_spray_exact_and_member_removal() -> Result<()> {
             let before = rt.block_on(dp.groups())?;
             // The kernel reuses the (rewritten) frame between repeats: start at TTL 255.
             let windows = 254 / total;
-            let fresh = udp4_frame(
-                ROUTER_MAC,
-                GEN_MAC,
-                Ipv4Addr::new(10, 0, 0, 1),
-                dst,
-                1,
-                2,
-                255,
-            );
+            let fresh = to_dst(255);
             dp.test_run(
                 &fresh,
                 TestRunOptions {
