@@ -118,6 +118,14 @@ impl Family {
     }
 }
 
+/// The bitmap of the bits whose field is present: (present, bit).
+fn bitmap(fields: &[(bool, u8)]) -> u8 {
+    fields
+        .iter()
+        .filter(|(present, _)| *present)
+        .fold(0, |m, (_, bit)| m | bit)
+}
+
 /// Para-Type bit 0: the affected flow (five-tuple); each field present iff its Mask bit is set.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct FlowId {
@@ -133,23 +141,13 @@ pub struct FlowId {
 impl FlowId {
     /// The Mask field (5 bits, Protocol = 0x10 ... Destination Port = 0x01).
     pub fn mask(&self) -> u8 {
-        let mut m = 0;
-        if self.protocol.is_some() {
-            m |= MASK_PROTOCOL;
-        }
-        if self.src.is_some() {
-            m |= MASK_SRC;
-        }
-        if self.dst.is_some() {
-            m |= MASK_DST;
-        }
-        if self.src_port.is_some() {
-            m |= MASK_SRC_PORT;
-        }
-        if self.dst_port.is_some() {
-            m |= MASK_DST_PORT;
-        }
-        m
+        bitmap(&[
+            (self.protocol.is_some(), MASK_PROTOCOL),
+            (self.src.is_some(), MASK_SRC),
+            (self.dst.is_some(), MASK_DST),
+            (self.src_port.is_some(), MASK_SRC_PORT),
+            (self.dst_port.is_some(), MASK_DST_PORT),
+        ])
     }
 
     /// Wire length of this parameter.
@@ -205,14 +203,10 @@ impl ArnMessage {
 
     /// The Para-Type bitmap this message encodes to.
     pub fn para_type(&self) -> u8 {
-        let mut p = 0;
-        if self.flow.is_some() {
-            p |= PARA_FLOW;
-        }
-        if self.path_id.is_some() {
-            p |= PARA_PATH_ID;
-        }
-        p
+        bitmap(&[
+            (self.flow.is_some(), PARA_FLOW),
+            (self.path_id.is_some(), PARA_PATH_ID),
+        ])
     }
 
     pub fn wire_len(&self) -> usize {
@@ -284,16 +278,12 @@ impl ArnMessage {
                 )),
             });
         }
-        let flow = if para_type & PARA_FLOW != 0 {
-            Some(decode_flow(&mut r)?)
-        } else {
-            None
-        };
-        let path_id = if para_type & PARA_PATH_ID != 0 {
-            Some(r.u32("path_id")?)
-        } else {
-            None
-        };
+        let flow = (para_type & PARA_FLOW != 0)
+            .then(|| decode_flow(&mut r))
+            .transpose()?;
+        let path_id = (para_type & PARA_PATH_ID != 0)
+            .then(|| r.u32("path_id"))
+            .transpose()?;
         if r.pos != bytes.len() {
             return Err(DecodeError {
                 offset: r.pos,
@@ -343,16 +333,12 @@ fn decode_flow(r: &mut Reader) -> Result<FlowId, DecodeError> {
     };
     let src = addr(r, MASK_SRC, "flow.src")?;
     let dst = addr(r, MASK_DST, "flow.dst")?;
-    let src_port = if mask & MASK_SRC_PORT != 0 {
-        Some(r.u16("flow.src_port")?)
-    } else {
-        None
-    };
-    let dst_port = if mask & MASK_DST_PORT != 0 {
-        Some(r.u16("flow.dst_port")?)
-    } else {
-        None
-    };
+    let src_port = (mask & MASK_SRC_PORT != 0)
+        .then(|| r.u16("flow.src_port"))
+        .transpose()?;
+    let dst_port = (mask & MASK_DST_PORT != 0)
+        .then(|| r.u16("flow.dst_port"))
+        .transpose()?;
     Ok(FlowId {
         family,
         protocol,

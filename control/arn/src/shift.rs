@@ -42,13 +42,18 @@ pub enum CongestionMode {
     Remove,
 }
 
+/// A congestion mode that is neither `shift` nor `remove` (what was given).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}`: expected shift or remove")]
+pub struct UnknownCongestionMode(pub String);
+
 impl std::str::FromStr for CongestionMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = UnknownCongestionMode;
+    fn from_str(s: &str) -> Result<Self, UnknownCongestionMode> {
         match s {
             "shift" => Ok(CongestionMode::Shift),
             "remove" => Ok(CongestionMode::Remove),
-            _ => Err(format!("`{s}`: expected shift or remove")),
+            _ => Err(UnknownCongestionMode(s.to_string())),
         }
     }
 }

@@ -65,37 +65,16 @@ async fn fetch(args: &Args) -> anyhow::Result<String> {
             let list = c
                 .list_neighbors(pb::ListNeighborsRequest {})
                 .await?
-                .into_inner()
-                .neighbors;
-            if args.json {
-                to_json(list.iter().map(neighbor_json).collect())
-            } else {
-                neighbors_table(&list)
-            }
+                .into_inner();
+            list_text(args.json, &list.neighbors, neighbor_json, neighbors_table)
         }
         What::Routes => {
-            let list = c
-                .list_routes(pb::ListRoutesRequest {})
-                .await?
-                .into_inner()
-                .routes;
-            if args.json {
-                to_json(list.iter().map(route_json).collect())
-            } else {
-                routes_table(&list)
-            }
+            let list = c.list_routes(pb::ListRoutesRequest {}).await?.into_inner();
+            list_text(args.json, &list.routes, route_json, routes_table)
         }
         What::Groups => {
-            let list = c
-                .list_groups(pb::ListGroupsRequest {})
-                .await?
-                .into_inner()
-                .groups;
-            if args.json {
-                to_json(list.iter().map(group_json).collect())
-            } else {
-                groups_table(&list)
-            }
+            let list = c.list_groups(pb::ListGroupsRequest {}).await?.into_inner();
+            list_text(args.json, &list.groups, group_json, groups_table)
         }
         What::Arn => {
             let a = c.get_arn(pb::GetArnRequest {}).await?.into_inner();
@@ -125,6 +104,20 @@ async fn fetch(args: &Args) -> anyhow::Result<String> {
             }
         }
     })
+}
+
+/// A list the agent returned, as JSON (one object per item) or as a table.
+fn list_text<T>(
+    json: bool,
+    list: &[T],
+    item: fn(&T) -> Value,
+    table: fn(&[T]) -> String,
+) -> String {
+    if json {
+        to_json(list.iter().map(item).collect())
+    } else {
+        table(list)
+    }
 }
 
 fn to_json(items: Vec<Value>) -> String {

@@ -152,18 +152,15 @@ fn write_table(out: &mut impl Write, groups: &[RouteGroup]) -> std::io::Result<(
     if groups.is_empty() {
         return writeln!(out, "(no groups)");
     }
-    let w_via = groups
-        .iter()
-        .flat_map(|g| g.members.iter().map(|m| m.via.len()))
-        .max()
-        .unwrap_or(3)
-        .max(3);
-    let w_link = groups
-        .iter()
-        .flat_map(|g| g.members.iter().map(|m| m.link.len()))
-        .max()
-        .unwrap_or(4)
-        .max(4);
+    // A column as wide as its widest member field, at least its header.
+    let width = |field: fn(&sim::Member) -> usize, header: usize| {
+        groups
+            .iter()
+            .flat_map(|g| g.members.iter().map(field))
+            .fold(header, usize::max)
+    };
+    let w_via = width(|m| m.via.len(), 3);
+    let w_link = width(|m| m.link.len(), 4);
     for g in groups {
         let total: u64 = g.members.iter().map(|m| u64::from(m.weight)).sum();
         let kind = if g.ecmp { "ECMP" } else { "WCMP" };

@@ -5,21 +5,32 @@ use fare_model::forwarding::{Group, GroupMode, GroupTable, MemberRef, TableError
 
 /// Groups in memory under the data planes' last-member rule (the model's table, as the
 /// `none` data plane keeps them): what the receiver switches in these tests (the real
-/// data planes have their own tests).
+/// data planes have their own tests). With `seen`, the groups it reports are those (read
+/// before a re-install); with `steered`, it steers single flows (like XDP) and records
+/// each request.
 #[derive(Default)]
-struct NullDataplane(GroupTable);
+struct NullDataplane {
+    table: GroupTable,
+    seen: Option<Vec<GroupStatus>>,
+    steered: Option<Vec<(FlowId, String, bool)>>,
+}
 
 impl NullDataplane {
     async fn install(&mut self, group: &Group) -> Result<(), ControlError> {
-        self.0.install(group);
+        self.table.install(group);
         Ok(())
+    }
+
+    /// The flows steered so far (with `steered`).
+    fn calls(&self) -> &[(FlowId, String, bool)] {
+        self.steered.as_deref().unwrap_or_default()
     }
 }
 
 #[async_trait]
 impl MemberControl for NullDataplane {
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
-        Ok(self.0.groups())
+        Ok(self.seen.clone().unwrap_or_else(|| self.table.groups()))
     }
 
     async fn set_member_active(
@@ -27,12 +38,25 @@ impl MemberControl for NullDataplane {
         m: MemberRef<'_>,
         active: bool,
     ) -> Result<(), ControlError> {
-        self.0
+        self.table
             .set_member_active(m.prefix, m.index, Some(m.via), active)
             .map_err(|e| match e {
                 TableError::Member(m) => m.into(),
                 e => ControlError::Failed(e.to_string()),
             })
+    }
+
+    async fn steer_flow(
+        &mut self,
+        flow: &FlowId,
+        interface: &str,
+        avoid: bool,
+    ) -> Result<bool, ControlError> {
+        let Some(steered) = &mut self.steered else {
+            return Ok(false);
+        };
+        steered.push((flow.clone(), interface.to_string(), avoid));
+        Ok(true)
     }
 }
 
@@ -103,11 +127,11 @@ async fn setup() -> (Receiver, NullDataplane) {
     (Receiver::new(&config(), &[]), dp)
 }
 
+/// The members' state of `prefix` as installed (not what a `seen` double reports).
 async fn active(dp: &mut NullDataplane, prefix: &str) -> Vec<bool> {
     let p: IpNet = prefix.parse().unwrap();
-    MemberControl::groups(dp)
-        .await
-        .unwrap()
+    dp.table
+        .groups()
         .into_iter()
         .find(|g| g.group.prefix == p)
         .unwrap()
@@ -259,38 +283,18 @@ async fn last_member_is_never_removed() {
 /// sender goes out, never the one that took its index.
 #[tokio::test]
 async fn a_group_reinstalled_meanwhile_never_loses_the_wrong_member() {
-    struct Stale {
-        dp: NullDataplane,
-        seen: Vec<GroupStatus>,
-    }
-    #[async_trait]
-    impl MemberControl for Stale {
-        async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
-            Ok(self.seen.clone())
-        }
-        async fn set_member_active(
-            &mut self,
-            member: MemberRef<'_>,
-            active: bool,
-        ) -> Result<(), ControlError> {
-            MemberControl::set_member_active(&mut self.dp, member, active).await
-        }
-    }
     let (mut r, mut dp) = setup().await;
     let seen = MemberControl::groups(&mut dp).await.unwrap();
     // Re-installed as [S2, S1] after the receiver read [S1, S2].
     let mut g = group("192.0.2.0/24");
     g.members.reverse();
     dp.install(&g).await.unwrap();
-    let mut stale = Stale { dp, seen };
+    dp.seen = Some(seen);
     let m = ArnMessage::path(ArnType::FailureDetected, 0, LEAF2.into());
-    r.apply(&mut stale, S1.parse().unwrap(), &m, Instant::now())
+    r.apply(&mut dp, S1.parse().unwrap(), &m, Instant::now())
         .await;
     // [S2, S1]: S1 (now index 1) is out, S2 forwards.
-    assert_eq!(
-        active(&mut stale.dp, "192.0.2.0/24").await,
-        vec![true, false]
-    );
+    assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, false]);
     // A member that left the group meanwhile is not switched at all.
     let (mut r, mut dp) = setup().await;
     let seen = MemberControl::groups(&mut dp).await.unwrap();
@@ -298,13 +302,10 @@ async fn a_group_reinstalled_meanwhile_never_loses_the_wrong_member() {
     g.members.remove(0);
     g.members.push(member("192.0.2.99", "lo"));
     dp.install(&g).await.unwrap();
-    let mut stale = Stale { dp, seen };
-    r.apply(&mut stale, S1.parse().unwrap(), &m, Instant::now())
+    dp.seen = Some(seen);
+    r.apply(&mut dp, S1.parse().unwrap(), &m, Instant::now())
         .await;
-    assert_eq!(
-        active(&mut stale.dp, "192.0.2.0/24").await,
-        vec![true, true]
-    );
+    assert_eq!(active(&mut dp, "192.0.2.0/24").await, vec![true, true]);
     assert_eq!(r.counters().snapshot().backend_errors, 1);
 }
 
@@ -380,40 +381,10 @@ async fn flow_arn_narrows_to_the_group_of_its_destination() {
     assert_eq!(active(&mut dp, "198.51.100.0/24").await, vec![false, true]);
 }
 
-/// A data plane that steers flows (like XDP) over the NullDataplane's groups.
-struct Steering {
-    dp: NullDataplane,
-    calls: Vec<(FlowId, String, bool)>,
-}
-
-#[async_trait]
-impl MemberControl for Steering {
-    async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
-        MemberControl::groups(&mut self.dp).await
-    }
-    async fn set_member_active(
-        &mut self,
-        member: MemberRef<'_>,
-        active: bool,
-    ) -> Result<(), ControlError> {
-        MemberControl::set_member_active(&mut self.dp, member, active).await
-    }
-    async fn steer_flow(
-        &mut self,
-        flow: &FlowId,
-        interface: &str,
-        avoid: bool,
-    ) -> Result<bool, ControlError> {
-        self.calls
-            .push((flow.clone(), interface.to_string(), avoid));
-        Ok(true)
-    }
-}
-
 #[tokio::test]
 async fn flow_arn_steers_only_the_flow_when_the_data_plane_can() {
-    let (mut r, dp) = setup().await;
-    let mut st = Steering { dp, calls: vec![] };
+    let (mut r, mut st) = setup().await;
+    st.steered = Some(Vec::new());
     let flow = crate::FlowId {
         protocol: Some(17),
         dst: Some("198.51.100.7".parse().unwrap()),
@@ -431,25 +402,22 @@ async fn flow_arn_steers_only_the_flow_when_the_data_plane_can() {
     r.apply(&mut st, s1, &m(ArnType::CongestionDetected), t0)
         .await;
     // Every member stays in service; the flow is steered off S1's interface.
-    assert_eq!(
-        active(&mut st.dp, "198.51.100.0/24").await,
-        vec![true, true]
-    );
-    assert_eq!(st.calls.len(), 1);
-    assert!(st.calls[0].2 && st.calls[0].0 == flow && !st.calls[0].1.is_empty());
+    assert_eq!(active(&mut st, "198.51.100.0/24").await, vec![true, true]);
+    assert_eq!(st.calls().len(), 1);
+    assert!(st.calls()[0].2 && st.calls()[0].0 == flow && !st.calls()[0].1.is_empty());
     // A refresh does not steer twice; Type 2 releases it.
     r.apply(&mut st, s1, &m(ArnType::CongestionDetected), t0)
         .await;
-    assert_eq!(st.calls.len(), 1);
+    assert_eq!(st.calls().len(), 1);
     r.apply(&mut st, s1, &m(ArnType::CongestionEliminated), t0)
         .await;
-    assert_eq!(st.calls.len(), 2);
-    assert!(!st.calls[1].2);
+    assert_eq!(st.calls().len(), 2);
+    assert!(!st.calls()[1].2);
     // Without Type 2 the hold time releases it.
     r.apply(&mut st, s1, &m(ArnType::FailureDetected), t0).await;
     r.expire(&mut st, t0 + Duration::from_secs(3600)).await;
-    assert_eq!(st.calls.len(), 4);
-    assert!(!st.calls[3].2);
+    assert_eq!(st.calls().len(), 4);
+    assert!(!st.calls()[3].2);
     let c = r.counters().snapshot();
     assert_eq!((c.flows_steered, c.flows_released), (2, 2));
 }

@@ -149,6 +149,22 @@ impl KernelDataplane {
     }
 
     /// Sends one nexthop request and collects the answers; a NACK becomes an error.
+    /// Creates one nexthop object; when the kernel refuses it, deletes `created` (the
+    /// objects made for the same group so far) before returning the error.
+    async fn create_or_undo(
+        &mut self,
+        msg: NexthopMessage,
+        what: String,
+        created: &[u32],
+    ) -> Result<(), DataplaneError> {
+        let flags = NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL;
+        if let Err(e) = self.nh_request(msg, flags, what).await {
+            self.delete_ids(created).await;
+            return Err(e);
+        }
+        Ok(())
+    }
+
     async fn nh_request(
         &self,
         msg: NexthopMessage,
@@ -319,17 +335,9 @@ impl KernelDataplane {
                 ),
             })?;
             let id = self.alloc_id();
-            let created = self
-                .nh_request(
-                    NexthopMessage::nexthop(id, gateway, oif, RTPROT_FARE),
-                    NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-                    format!("nexthop {id} via {gateway} dev {}", m.interface),
-                )
-                .await;
-            if let Err(e) = created {
-                self.delete_ids(&member_ids).await;
-                return Err(e);
-            }
+            let nexthop = NexthopMessage::nexthop(id, gateway, oif, RTPROT_FARE);
+            let what = format!("nexthop {id} via {gateway} dev {}", m.interface);
+            self.create_or_undo(nexthop, what, &member_ids).await?;
             member_ids.push(id);
             if active.get(i).copied().unwrap_or(true) {
                 entries.push(GroupEntry {
@@ -339,17 +347,9 @@ impl KernelDataplane {
             }
         }
         let group_id = self.alloc_id();
-        let created = self
-            .nh_request(
-                NexthopMessage::group(group_id, entries, RTPROT_FARE),
-                NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL,
-                format!("nexthop group {group_id} for {}", group.prefix),
-            )
-            .await;
-        if let Err(e) = created {
-            self.delete_ids(&member_ids).await;
-            return Err(e);
-        }
+        let nexthop = NexthopMessage::group(group_id, entries, RTPROT_FARE);
+        let what = format!("nexthop group {group_id} for {}", group.prefix);
+        self.create_or_undo(nexthop, what, &member_ids).await?;
         Ok((group_id, member_ids))
     }
 

@@ -100,6 +100,19 @@ fn action(id: u32, params: Vec<p4::action::Param>) -> Option<p4::TableAction> {
     })
 }
 
+/// Action `id` with its one parameter `field` set to group `gid`; None without a group
+/// (a key only, for DELETE).
+fn group_action(
+    id: u32,
+    field: Field,
+    gid: Option<u16>,
+) -> Result<Option<p4::TableAction>, P4rtError> {
+    match gid {
+        Some(g) => Ok(action(id, vec![param(field, u128::from(g), "group_id")?])),
+        None => Ok(None),
+    }
+}
+
 fn param(field: Field, value: u128, what: &str) -> Result<p4::action::Param, P4rtError> {
     Ok(p4::action::Param {
         param_id: field.id,
@@ -246,13 +259,7 @@ impl DpfProgram {
                 exact(self.color_group_gid, u128::from(route_gid), "group_id")?,
                 exact(self.color_group_color, u128::from(color), "color")?,
             ],
-            action: match color_gid {
-                Some(g) => action(
-                    self.use_group,
-                    vec![param(self.use_group_gid, u128::from(g), "group_id")?],
-                ),
-                None => None,
-            },
+            action: group_action(self.use_group, self.use_group_gid, color_gid)?,
             ..Default::default()
         })
     }
@@ -266,13 +273,7 @@ impl DpfProgram {
         Ok(p4::TableEntry {
             table_id: self.group_fallback,
             r#match: vec![exact(self.group_fallback_gid, u128::from(gid), "group_id")?],
-            action: match target {
-                Some(t) => action(
-                    self.set_fallback,
-                    vec![param(self.set_fallback_gid, u128::from(t), "group_id")?],
-                ),
-                None => None,
-            },
+            action: group_action(self.set_fallback, self.set_fallback_gid, target)?,
             ..Default::default()
         })
     }

@@ -12,7 +12,7 @@ use aya::maps::{HashMap, Map, MapData, RingBuf};
 use fare_common::{EgressQueue, QueueEvent, QUEUES, QUEUE_EVENTS};
 use serde::{Deserialize, Serialize};
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// One port's queue in the agent configuration (`dataplane: {kind: xdp, queues: [...]}`).
@@ -40,11 +40,18 @@ pub struct Queues {
     map: HashMap<MapData, u32, EgressQueue>,
 }
 
+/// The map `name` pinned under `<pin root>/<node>/maps` (the program must have been
+/// loaded once), with its path for errors.
+fn pinned(pin_root: &Path, node: &str, name: &str) -> anyhow::Result<(MapData, PathBuf)> {
+    let path = PinDir::new(pin_root, node).maps().join(name);
+    let data = MapData::from_pin(&path).with_context(|| format!("{}", path.display()))?;
+    Ok((data, path))
+}
+
 impl Queues {
     /// Opens `<pin root>/<node>/maps/QUEUES` (the program must have been loaded once).
     pub fn open(pin_root: &Path, node: &str) -> anyhow::Result<Queues> {
-        let path = PinDir::new(pin_root, node).maps().join(QUEUES);
-        let data = MapData::from_pin(&path).with_context(|| format!("{}", path.display()))?;
+        let (data, path) = pinned(pin_root, node, QUEUES)?;
         let map = HashMap::try_from(Map::HashMap(data))
             .with_context(|| format!("{}: not a hash map", path.display()))?;
         Ok(Queues::new(map))
@@ -124,8 +131,7 @@ pub struct QueueEvents {
 
 impl QueueEvents {
     pub fn open(pin_root: &Path, node: &str) -> anyhow::Result<QueueEvents> {
-        let path = PinDir::new(pin_root, node).maps().join(QUEUE_EVENTS);
-        let data = MapData::from_pin(&path).with_context(|| format!("{}", path.display()))?;
+        let (data, path) = pinned(pin_root, node, QUEUE_EVENTS)?;
         let ring = RingBuf::try_from(Map::RingBuf(data))
             .with_context(|| format!("{}: not a ring buffer", path.display()))?;
         Ok(QueueEvents { ring })

@@ -37,16 +37,25 @@ impl Range {
     }
 }
 
+/// Why a [`Range`] could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RangeError {
+    #[error("`{0}` is not a number")]
+    NotANumber(String),
+    #[error("range {text}: {lo} > {hi}")]
+    Reversed { text: String, lo: u32, hi: u32 },
+}
+
 impl FromStr for Range {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Range, String> {
+    type Err = RangeError;
+    fn from_str(s: &str) -> Result<Range, RangeError> {
         let num = |t: &str| {
             let t = t.trim();
             let r = match t.strip_prefix("0x") {
                 Some(h) => u32::from_str_radix(h, 16),
                 None => t.parse(),
             };
-            r.map_err(|_| format!("`{t}` is not a number"))
+            r.map_err(|_| RangeError::NotANumber(t.to_string()))
         };
         let (lo, hi) = match s.split_once('-') {
             Some((a, b)) => (num(a)?, num(b)?),
@@ -56,7 +65,11 @@ impl FromStr for Range {
             }
         };
         if lo > hi {
-            return Err(format!("range {s}: {lo} > {hi}"));
+            return Err(RangeError::Reversed {
+                text: s.to_string(),
+                lo,
+                hi,
+            });
         }
         Ok(Range { lo, hi })
     }
