@@ -81,6 +81,10 @@ pub struct XdpOptions {
     /// Interfaces whose egress gets the TC spray program: this host's own packets to a
     /// destination with a spray-mode group go out per packet by weight over its members.
     pub egress_spray: Vec<String>,
+    /// An XDP object (ELF) to load instead of the one built into this binary: the
+    /// benchmarks measure an earlier build's program with it. Its maps must have this
+    /// build's layout. None = the built-in object.
+    pub object: Option<Vec<u8>>,
 }
 
 impl XdpOptions {
@@ -92,6 +96,7 @@ impl XdpOptions {
             arn: None,
             queues: Vec::new(),
             egress_spray: Vec::new(),
+            object: None,
         }
     }
 }
@@ -169,7 +174,10 @@ impl XdpDataplane {
     /// attaches it to every interface (atomically replacing a pinned earlier instance)
     /// and adopts the groups already in the maps.
     pub fn open(opts: &XdpOptions) -> Result<XdpDataplane, DataplaneError> {
-        let bytes = object::bytes().ok_or_else(|| err(object::MISSING))?;
+        let bytes = match &opts.object {
+            Some(bytes) => bytes.as_slice(),
+            None => object::bytes().ok_or_else(|| err(object::MISSING))?,
+        };
         let pins = PinDir::new(&opts.pin_root, &opts.node);
         pins.prepare(&opts.pin_root)
             .map_err(|source| DataplaneError::Io {
