@@ -3,7 +3,7 @@
 use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
 use aya_log_ebpf::{debug, warn};
 use fare_common::{
-    member_id, Stat, COLOR_ACTIVE, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP, MAX_SLOTS,
+    member_id, Group, Stat, COLOR_ACTIVE, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP, MAX_SLOTS,
     MEMBER_REMOVED_BY_ARN, MODE_FLOW, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED,
 };
 
@@ -32,7 +32,7 @@ pub fn ipv4(ctx: &XdpContext, ip: &Ipv4) -> Result<u32, Malformed> {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
-    ipv4::decrement_ttl(ctx, ip.offset)?;
+    ipv4::decrement_ttl(ctx, crate::eth::l3_offset(ctx)?)?;
     send(ctx, &next, flags & ROUTE_QUEUES != 0)
 }
 
@@ -52,7 +52,7 @@ pub fn ipv6(ctx: &XdpContext, ip: &Ipv6) -> Result<u32, Malformed> {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
-    ipv6::decrement_hop_limit(ctx, ip.offset)?;
+    ipv6::decrement_hop_limit(ctx, crate::eth::l3_offset(ctx)?)?;
     send(ctx, &next, flags & ROUTE_QUEUES != 0)
 }
 
@@ -123,9 +123,12 @@ fn colored_group(ctx: &XdpContext, group: u32, fields: &Fields) -> Option<u32> {
 /// Flow mode: how many times a flow whose member is out of service hashes again.
 const REHASH_TRIES: u32 = 4;
 
-/// Picks the slot (spray: the per-CPU cursor; flow: the hash), then walks forward past
-/// members that are out of service (spray: skipped slots take no packet, so the others
-/// keep their exact ratio). None when the group is empty or all are out.
+/// Picks the slot (spray: the per-CPU cursor; flow: the hash). The start slot's member in
+/// service is the fast path: one GROUPS, one SPRAY_CURSOR and one MEMBERS read. Otherwise
+/// `select_out_of_service` ends the member's ARN removal when its hold ran out, hashes
+/// again (flow) and walks forward past members that are out of service (spray: skipped
+/// slots take no packet, so the others keep their exact ratio). None when the group is
+/// empty or all are out.
 #[inline(always)]
 pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
     let g = GROUPS.get(group)?;
@@ -147,8 +150,40 @@ pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
             c
         }
     };
-    // ARN removals end lazily: the member at the start slot, when its hold ran out.
     let first = g.slots[start as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);
+    let id = member_id(group, first);
+    let m = MEMBERS.get(id)?;
+    if m.active() {
+        if !flow_mode {
+            let next = start + 1;
+            // SAFETY: per-CPU slot.
+            unsafe { *cursor = if next >= n { 0 } else { next } };
+        }
+        return Some(NextHop {
+            member_id: id,
+            ifindex: m.ifindex,
+            src_mac: m.src_mac,
+            dst_mac: m.dst_mac,
+        });
+    }
+    select_out_of_service(group, g, n, flow_mode, cursor, start, first, flow)
+}
+
+/// `select` when the start slot's member is out of service.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn select_out_of_service(
+    group: u32,
+    g: &Group,
+    n: u32,
+    flow_mode: bool,
+    cursor: *mut u32,
+    start: u32,
+    first: u32,
+    flow: &FlowKey,
+) -> Option<NextHop> {
+    // ARN removals end lazily: the member at the start slot, when its hold ran out (only
+    // a member out of service can have one to end).
     crate::arn::expire(member_id(group, first));
     let mut start = start;
     if flow_mode {
