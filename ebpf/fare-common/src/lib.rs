@@ -104,6 +104,10 @@ pub const ROUTE_STEERED: u32 = 2;
 /// virtual queue (QUEUES): its frames are accounted there (the QUEUES lookup, bpf_ktime).
 pub const ROUTE_QUEUES: u32 = 4;
 
+/// Name of the XDP program's load-time flag (`.rodata`, u8): 1 when ARN reception is
+/// configured; with 0 the receiver is dead code the verifier drops.
+pub const ARN_RECEIVER_GLOBAL: &str = "FARE_ARN_RECEIVER";
+
 /// `Group::mode`: per packet, a per-CPU cursor walks the slots.
 pub const MODE_SPRAY: u8 = 0;
 /// `Group::mode`: per flow, a 5-tuple hash picks the slot.

@@ -3,7 +3,7 @@
 use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
 use aya_log_ebpf::{debug, warn};
 use fare_common::{
-    member_id, Group, Stat, COLOR_ACTIVE, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP, MAX_SLOTS,
+    member_id, Group, Member, Stat, COLOR_ACTIVE, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP, MAX_SLOTS,
     MEMBER_REMOVED_BY_ARN, MODE_FLOW, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED,
 };
 
@@ -56,12 +56,10 @@ pub fn ipv6(ctx: &XdpContext, ip: &Ipv6) -> Result<u32, Malformed> {
     send(ctx, &next, flags & ROUTE_QUEUES != 0)
 }
 
-/// The member a packet goes to.
+/// The member a packet goes to: its id and its MEMBERS row (read in place, not copied).
 pub struct NextHop {
     pub member_id: u32,
-    pub ifindex: u32,
-    pub src_mac: [u8; 6],
-    pub dst_mac: [u8; 6],
+    pub member: &'static Member,
 }
 
 /// The member for a packet of a route whose group is `group`. A route with per-color
@@ -161,9 +159,7 @@ pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
         }
         return Some(NextHop {
             member_id: id,
-            ifindex: m.ifindex,
-            src_mac: m.src_mac,
-            dst_mac: m.dst_mac,
+            member: m,
         });
     }
     select_out_of_service(group, g, n, flow_mode, cursor, start, first, flow)
@@ -200,9 +196,7 @@ fn select_out_of_service(
             if m.active() {
                 return Some(NextHop {
                     member_id: id,
-                    ifindex: m.ifindex,
-                    src_mac: m.src_mac,
-                    dst_mac: m.dst_mac,
+                    member: m,
                 });
             }
             h = crate::flow::rehash(h);
@@ -228,9 +222,7 @@ fn select_out_of_service(
             }
             return Some(NextHop {
                 member_id: id,
-                ifindex: m.ifindex,
-                src_mac: m.src_mac,
-                dst_mac: m.dst_mac,
+                member: m,
             });
         }
     }
@@ -245,9 +237,7 @@ fn select_out_of_service(
     }
     Some(NextHop {
         member_id: id,
-        ifindex: m.ifindex,
-        src_mac: m.src_mac,
-        dst_mac: m.dst_mac,
+        member: m,
     })
 }
 
@@ -255,19 +245,29 @@ fn select_out_of_service(
 /// member behind a virtual queue (only then is a queue looked for).
 #[inline(always)]
 fn send(ctx: &XdpContext, next: &NextHop, queued: bool) -> Result<u32, Malformed> {
-    let dst: *mut [u8; 6] = ptr_at(ctx, 0)?;
-    let src: *mut [u8; 6] = ptr_at(ctx, 6)?;
-    // SAFETY: ptr_at checked both 6-byte fields.
+    let m = next.member;
+    // Both MACs as 16-bit words, read in place from the member's row: 6 loads and stores
+    // (a [u8; 6] copy out of a map value becomes a call to a byte-wise memcpy). The frame
+    // starts 2-byte aligned in every XDP mode, and so do the MAC fields of a `Member`.
+    let eth: *mut [u16; 6] = ptr_at(ctx, 0)?;
+    let dst = &m.dst_mac as *const [u8; 6] as *const [u16; 3];
+    let src = &m.src_mac as *const [u8; 6] as *const [u16; 3];
+    // SAFETY: ptr_at checked the 12 bytes; dst/src point into the MEMBERS value.
     unsafe {
-        *dst = next.dst_mac;
-        *src = next.src_mac;
+        let (d, s) = (*dst, *src);
+        (*eth)[0] = d[0];
+        (*eth)[1] = d[1];
+        (*eth)[2] = d[2];
+        (*eth)[3] = s[0];
+        (*eth)[4] = s[1];
+        (*eth)[5] = s[2];
     }
     let len = packet::len(ctx);
-    if queued && !crate::queue::admit(next.ifindex, len) {
+    if queued && !crate::queue::admit(m.ifindex, len) {
         stats::count(Stat::QueueDropped);
         return Ok(xdp_action::XDP_DROP);
     }
-    match EGRESS.redirect(next.ifindex, 0) {
+    match EGRESS.redirect(m.ifindex, 0) {
         Ok(action) => {
             stats::count(Stat::Forwarded);
             stats::count_member(next.member_id, len);
@@ -275,7 +275,7 @@ fn send(ctx: &XdpContext, next: &NextHop, queued: bool) -> Result<u32, Malformed
         }
         Err(_) => {
             stats::count(Stat::RedirectFailed);
-            warn!(ctx, "redirect to ifindex {} refused", next.ifindex);
+            warn!(ctx, "redirect to ifindex {} refused", m.ifindex);
             Ok(xdp_action::XDP_DROP)
         }
     }

@@ -8,8 +8,6 @@ use crate::flow::FlowKey;
 use crate::packet::{ptr_at, Malformed};
 
 pub struct Ipv4 {
-    /// Offset of the IPv4 header.
-    pub offset: usize,
     pub dst: [u8; 4],
     pub ttl: u8,
     pub flow: FlowKey,
@@ -47,7 +45,6 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
         0
     };
     Ok(Ipv4 {
-        offset,
         dst,
         ttl: h[8],
         flow: FlowKey::v4(src, dst, protocol, ports),

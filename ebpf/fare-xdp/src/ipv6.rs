@@ -8,7 +8,6 @@ use crate::flow::FlowKey;
 use crate::packet::{ptr_at, Malformed};
 
 pub struct Ipv6 {
-    pub offset: usize,
     pub dst: [u8; 16],
     pub hop_limit: u8,
     pub flow: FlowKey,
@@ -40,7 +39,6 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv6, Malformed> {
         [w(0), w(4), w(8), w(12)]
     };
     Ok(Ipv6 {
-        offset,
         dst,
         hop_limit: h[7],
         flow: FlowKey::v6(&src, &dst, next_header, ports),

@@ -186,9 +186,13 @@ impl XdpDataplane {
                 source,
             })?;
         let level = logs::kernel_level();
+        // ARN reception is compiled out of the loaded program unless configured (the
+        // program's FARE_ARN_RECEIVER, read-only: the verifier drops the dead code).
+        let arn_receiver = u8::from(opts.arn.is_some());
         let mut ebpf = EbpfLoader::new()
             .default_map_pin_directory(pins.maps())
             .override_global("AYA_LOG_LEVEL", &level, false)
+            .override_global(fc::ARN_RECEIVER_GLOBAL, &arn_receiver, false)
             .load(bytes)
             .map_err(|e| err(format!("loading the XDP object: {e}")))?;
         let log_task = logs::spawn(&mut ebpf);
