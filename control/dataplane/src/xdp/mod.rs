@@ -304,15 +304,22 @@ impl XdpDataplane {
     }
 
     /// Program counters (`received`, `forwarded`, `malformed`, ...) summed over CPUs.
+    /// `received` is the sum of the outcomes (the program counts each packet once, by
+    /// its outcome).
     pub fn stats(&self) -> Result<BTreeMap<&'static str, u64>, DataplaneError> {
         let mut out = BTreeMap::new();
         for stat in Stat::ALL {
+            if stat == Stat::Received {
+                continue;
+            }
             let values = self
                 .stats
                 .get(&(stat as u32), 0)
                 .map_err(|e| err(format!("reading STATS: {e}")))?;
             out.insert(stat.name(), values.iter().sum());
         }
+        let received = Stat::OUTCOMES.iter().map(|s| out[s.name()]).sum();
+        out.insert(Stat::Received.name(), received);
         Ok(out)
     }
 
