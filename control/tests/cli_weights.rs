@@ -23,6 +23,18 @@ fn json(args: &[&str]) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).expect("JSON array")
 }
 
+/// The members of one group of `fare weights --json`.
+fn members(group: &serde_json::Value) -> impl Iterator<Item = &serde_json::Value> {
+    group["members"].as_array().expect("members").iter()
+}
+
+/// The member weights of the first group.
+fn first_weights(v: &serde_json::Value) -> Vec<u64> {
+    members(&v[0])
+        .map(|m| m["weight"].as_u64().expect("weight"))
+        .collect()
+}
+
 #[test]
 fn whitepaper_asymmetric_json_contract() {
     let v = json(&[
@@ -38,10 +50,7 @@ fn whitepaper_asymmetric_json_contract() {
         .iter()
         .find(|g| g["node"] == "Leaf2" && g["prefix"] == "192.0.2.0/24")
         .expect("Leaf2 group");
-    let members: Vec<(String, String, f64, u64)> = leaf2["members"]
-        .as_array()
-        .unwrap()
-        .iter()
+    let members: Vec<(String, String, f64, u64)> = members(leaf2)
         .map(|m| {
             (
                 m["via"].as_str().unwrap().to_string(),
@@ -74,12 +83,7 @@ fn heterogeneous_one_third_two_thirds() {
         "--node",
         "Leaf1",
     ]);
-    let w: Vec<u64> = v[0]["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["weight"].as_u64().unwrap())
-        .collect();
+    let w = first_weights(&v);
     assert_eq!(w, [1, 1, 1, 1, 2, 2, 2, 2]);
 }
 
@@ -94,12 +98,7 @@ fn fail_and_degrade_recompute() {
         "--node",
         "leaf1",
     ]);
-    let vias: Vec<&str> = v[0]["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["via"].as_str().unwrap())
-        .collect();
+    let vias: Vec<&str> = members(&v[0]).map(|m| m["via"].as_str().unwrap()).collect();
     assert_eq!(vias, ["spine2"]);
     let v = json(&[
         "weights",
@@ -112,12 +111,7 @@ fn fail_and_degrade_recompute() {
         "--max-group-size",
         "4",
     ]);
-    let w: Vec<u64> = v[0]["members"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["weight"].as_u64().unwrap())
-        .collect();
+    let w = first_weights(&v);
     // 25:100 = 1:4 needs 5 entries; with 4 the best is 1:3.
     assert_eq!(w, [1, 3]);
 }

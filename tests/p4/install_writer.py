@@ -11,82 +11,36 @@ usage: install_writer.py ADDR DEVICE_ID ELECTION_ID P4INFO_TXTPB N BATCH
 prints JSON: {"install_per_s": .., "change_per_s": ..}
 """
 import json
-import queue
 import sys
-import threading
 import time
 
-import grpc
-from google.protobuf import text_format
-from p4.config.v1 import p4info_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
+from p4.v1 import p4runtime_pb2
+from p4rt_common import (DELETE, Primary, by_suffix, enc, load_p4info, member_update,
+                         route_update)
 
 INSERT = p4runtime_pb2.Update.INSERT
 MODIFY = p4runtime_pb2.Update.MODIFY
-DELETE = p4runtime_pb2.Update.DELETE
-
-
-def by_suffix(items, suffix):
-    for item in items:
-        if item.preamble.name == suffix or item.preamble.name.endswith("." + suffix):
-            return item
-    raise SystemExit("P4Info has no " + suffix)
-
-
-def param_id(action, name):
-    return next(p.id for p in action.params if p.name == name)
-
-
-def enc(v):
-    n = max(1, (v.bit_length() + 7) // 8)
-    return v.to_bytes(n, "big")
 
 
 def main():
     addr, device_id, election = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     p4info_path, n, batch = sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
-    info = p4info_pb2.P4Info()
-    with open(p4info_path) as f:
-        text_format.Merge(f.read(), info)
+    info = load_p4info(p4info_path)
     route_v4 = by_suffix(info.tables, "routing.route_v4")
     set_group = by_suffix(info.actions, "routing.set_group")
     wcmp_group = by_suffix(info.tables, "wcmp.wcmp_group")
     selector = by_suffix(info.action_profiles, "wcmp.wcmp_selector")
     set_nexthop = by_suffix(info.actions, "wcmp.set_nexthop")
     counter = by_suffix(info.counters, "wcmp.member_packets")
-
-    stub = p4runtime_pb2_grpc.P4RuntimeStub(grpc.insecure_channel(addr))
-    requests = queue.Queue()
-    arb = p4runtime_pb2.StreamMessageRequest()
-    arb.arbitration.device_id = device_id
-    arb.arbitration.election_id.low = election
-    requests.put(arb)
-    stream = stub.StreamChannel(iter(requests.get, None))
-    first = next(stream)
-    if first.arbitration.status.code != 0:
-        raise SystemExit("not primary: %s" % first.arbitration.status)
-    threading.Thread(target=lambda: [None for _ in stream], daemon=True).start()
-    eid = p4runtime_pb2.Uint128(low=election)
+    session = Primary(addr, device_id, election)
 
     def write(updates):
         for k in range(0, len(updates), batch):
-            req = p4runtime_pb2.WriteRequest(device_id=device_id, election_id=eid)
-            req.updates.extend(updates[k:k + batch])
-            stub.Write(req)
+            session.write(updates[k:k + batch])
 
     def member(kind, mid, port, counter_index):
-        u = p4runtime_pb2.Update(type=kind)
-        m = u.entity.action_profile_member
-        m.action_profile_id = selector.preamble.id
-        m.member_id = mid
-        if kind != DELETE:
-            a = m.action
-            a.action_id = set_nexthop.preamble.id
-            for name, v in (("port", port), ("dst_mac", 0x020000000000 + port),
-                            ("src_mac", 0x02fa4e000001), ("arn_slot", 0),
-                            ("member_index", counter_index)):
-                a.params.add(param_id=param_id(set_nexthop, name), value=enc(v))
-        return u
+        return member_update(selector, set_nexthop, kind, mid, port, 0x02fa4e000001,
+                             counter_index)
 
     def profile_group(kind, gid, mids, weights):
         u = p4runtime_pb2.Update(type=kind)
@@ -121,19 +75,7 @@ def main():
         return u
 
     def route(kind, i, gid):
-        u = p4runtime_pb2.Update(type=kind)
-        t = u.entity.table_entry
-        t.table_id = route_v4.preamble.id
-        m = t.match.add()
-        m.field_id = route_v4.match_fields[0].id
-        m.lpm.value = enc((12 << 24) | (i << 8))
-        m.lpm.prefix_len = 24
-        if kind != DELETE:
-            a = t.action.action
-            a.action_id = set_group.preamble.id
-            a.params.add(param_id=param_id(set_group, "group_id"), value=enc(gid))
-            a.params.add(param_id=param_id(set_group, "spray"), value=enc(1))
-        return u
+        return route_update(route_v4, set_group, kind, (12 << 24) | (i << 8), 24, gid)
 
     old = [[1 + g * 4 + j for j in range(4)] for g in range(n)]
     new = [[1 + 4 * n + g * 4 + j for j in range(4)] for g in range(n)]
@@ -158,7 +100,7 @@ def main():
     write([group_entry(DELETE, 1 + g, 0) for g in range(n)])
     write([profile_group(DELETE, 1 + n + g, [], ()) for g in range(n)])
     write([member(DELETE, new[g][j], 0, 0) for g in range(n) for j in range(4)])
-    requests.put(None)
+    session.close()
     print(json.dumps({"install_per_s": n / t_install, "change_per_s": n / t_change}))
 
 

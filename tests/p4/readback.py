@@ -7,28 +7,13 @@ usage: readback.py ADDR DEVICE_ID P4INFO_TXTPB
 import json
 import sys
 
-import grpc
-from google.protobuf import text_format
-from p4.config.v1 import p4info_pb2
-from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
-
-
-def by_suffix(items, suffix):
-    for item in items:
-        if item.preamble.name == suffix or item.preamble.name.endswith("." + suffix):
-            return item
-    raise SystemExit("P4Info has no " + suffix)
-
-
-def value(b):
-    return int.from_bytes(b, "big")
+from p4.v1 import p4runtime_pb2
+from p4rt_common import by_suffix, load_p4info, stub, value
 
 
 def main():
     addr, device_id, p4info_path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    info = p4info_pb2.P4Info()
-    with open(p4info_path) as f:
-        text_format.Merge(f.read(), info)
+    info = load_p4info(p4info_path)
     route_v4 = by_suffix(info.tables, "routing.route_v4")
     wcmp_group = by_suffix(info.tables, "wcmp.wcmp_group")
     selector = by_suffix(info.action_profiles, "wcmp.wcmp_selector")
@@ -36,7 +21,7 @@ def main():
     set_nexthop = by_suffix(info.actions, "wcmp.set_nexthop")
     pname = {a.preamble.id: {p.id: p.name for p in a.params} for a in (set_group, set_nexthop)}
 
-    stub = p4runtime_pb2_grpc.P4RuntimeStub(grpc.insecure_channel(addr))
+    switch = stub(addr)
     req = p4runtime_pb2.ReadRequest(device_id=device_id)
     for table in (route_v4, wcmp_group):
         req.entities.add().table_entry.table_id = table.preamble.id
@@ -44,7 +29,7 @@ def main():
     req.entities.add().action_profile_member.action_profile_id = selector.preamble.id
 
     out = {"routes": [], "group_entries": [], "groups": [], "members": []}
-    for resp in stub.Read(req):
+    for resp in switch.Read(req):
         for e in resp.entities:
             kind = e.WhichOneof("entity")
             if kind == "table_entry" and e.table_entry.table_id == route_v4.preamble.id:

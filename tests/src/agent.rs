@@ -26,6 +26,13 @@ impl TempDir {
         std::fs::write(&path, text)?;
         Ok(path)
     }
+
+    /// Writes `<name>.yaml` with `config` and starts an agent on it inside `ns`; the
+    /// configuration's management socket must be `<this dir>/<name>.sock`.
+    pub fn start_agent(&self, ns: &Netns, name: &str, config: &str) -> Result<Agent> {
+        let path = self.write(&format!("{name}.yaml"), config)?;
+        Agent::start(Some(ns), &path, &self.0.join(format!("{name}.sock")))
+    }
 }
 
 impl Drop for TempDir {
@@ -114,6 +121,26 @@ impl Agent {
     pub fn show(&self, what: &str) -> Result<serde_json::Value> {
         show(&self.socket, what)
     }
+
+    /// Waits (at most `timeout`) until ARNs have taken a member out; the `removed` list
+    /// then (empty when none was taken out in time).
+    pub fn wait_arn_removed(&self, timeout: Duration) -> Vec<serde_json::Value> {
+        let mut removed = Vec::new();
+        wait_until(timeout, || {
+            removed = self.arn_removed();
+            !removed.is_empty()
+        });
+        removed
+    }
+
+    /// The members ARNs have taken out (`removed` of `fare show arn`; empty when it
+    /// cannot be read).
+    pub fn arn_removed(&self) -> Vec<serde_json::Value> {
+        self.show("arn")
+            .ok()
+            .and_then(|v| v["removed"].as_array().cloned())
+            .unwrap_or_default()
+    }
 }
 
 impl Drop for Agent {
@@ -122,6 +149,21 @@ impl Drop for Agent {
             let _ = self.stop();
         }
     }
+}
+
+/// Runs `fare agent --config CONFIG` (inside `ns`, when given) to its end: its exit code
+/// and stderr (for configurations it must refuse).
+pub fn run_refused(ns: Option<&Netns>, config: &Path) -> Result<(Option<i32>, String)> {
+    let bin = fare_bin()?;
+    let mut cmd = match ns {
+        Some(ns) => ns.command(bin.to_str().context("fare binary path")?),
+        None => Command::new(&bin),
+    };
+    let out = cmd.args(["agent", "--config"]).arg(config).output()?;
+    Ok((
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
 }
 
 pub fn show(socket: &Path, what: &str) -> Result<serde_json::Value> {
@@ -135,4 +177,17 @@ pub fn show(socket: &Path, what: &str) -> Result<serde_json::Value> {
         bail!("fare show {what}: {}", String::from_utf8_lossy(&out.stderr));
     }
     Ok(serde_json::from_slice(&out.stdout)?)
+}
+
+/// `f` of every member of `group` (one group of `fare show groups --json`), in order.
+pub fn members<T>(group: &serde_json::Value, f: impl Fn(&serde_json::Value) -> T) -> Vec<T> {
+    group["members"]
+        .as_array()
+        .map(|m| m.iter().map(f).collect())
+        .unwrap_or_default()
+}
+
+/// The packet counters of `group`'s members, in order (0 where a member has none).
+pub fn member_packets(group: &serde_json::Value) -> Vec<u64> {
+    members(group, |m| m["packets"].as_u64().unwrap_or(0))
 }

@@ -50,6 +50,14 @@ impl ArnFabric {
         Ok(lab)
     }
 
+    /// The lab with static routing and `dataplane`, named `<tag><pid mod 100000>`, with
+    /// the options `extra`.
+    pub fn up_static(tag: &str, dataplane: &str, extra: &[&str]) -> Result<ArnFabric> {
+        let mut args = vec!["--routing", "static", "--dataplane", dataplane];
+        args.extend_from_slice(extra);
+        ArnFabric::up(format!("{tag}{}", std::process::id() % 100_000), &args)
+    }
+
     pub fn name(&self) -> &str {
         &self.lab.name
     }
@@ -121,15 +129,38 @@ impl ArnFabric {
         Ok(())
     }
 
-    pub fn tx_packets(&self, node: &str, ifname: &str) -> Result<u64> {
+    /// `node`'s transmit counter `what` ("packets", "bytes") of `ifname`.
+    pub fn tx(&self, node: &str, ifname: &str, what: &str) -> Result<u64> {
         let out = run(
             "ip",
             &["-n", &self.ns(node), "-j", "-s", "link", "show", ifname],
         )?;
         let v: Value = serde_json::from_slice(&out.stdout)?;
-        v[0]["stats64"]["tx"]["packets"]
+        v[0]["stats64"]["tx"][what]
             .as_u64()
-            .context("no tx counter")
+            .with_context(|| format!("no tx {what} counter"))
+    }
+
+    pub fn tx_packets(&self, node: &str, ifname: &str) -> Result<u64> {
+        self.tx(node, ifname, "packets")
+    }
+
+    /// `fare show WHAT --json` of `node`'s agent, parsed.
+    pub fn show(&self, node: &str, what: &str) -> Result<Value> {
+        self.lab.show(node, what)
+    }
+
+    /// Starts the traffic (`start_traffic`), waits (at most 10 s) until it flows through
+    /// leaf1, and returns the share of it via spine1 over one second.
+    pub fn start_traffic_share(&mut self, kbit: u64, seconds: u64) -> Result<f64> {
+        self.start_traffic(kbit, seconds)?;
+        ensure!(
+            crate::wait_until(Duration::from_secs(10), || self
+                .spine1_share(Duration::from_millis(500))
+                .is_ok()),
+            "no traffic through leaf1"
+        );
+        self.spine1_share(Duration::from_secs(1))
     }
 
     /// Share of leaf1's packets toward leaf2 that left over spine1 (eth1) during `window`.

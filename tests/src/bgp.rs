@@ -2,7 +2,7 @@
 //! GoBGP or BIRD as real peers in namespaces and query them.
 
 use crate::{run, Netns};
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -15,19 +15,7 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    let path = format!("/var/run/netns/{}", ns.name);
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).with_context(|| format!("open {path}"))?;
-        // SAFETY: plain syscall on a valid fd; it only changes this thread's namespace.
-        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-        if rc != 0 {
-            bail!("setns {path}: {}", std::io::Error::last_os_error());
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        rt.block_on(f())
-    })
+    crate::inns::spawn_async(&ns.name, f)
 }
 
 /// A directory owned by the `frr` user for one bgpd instance (removed on drop).
@@ -248,6 +236,14 @@ impl FareSpeaker {
         self.observed.lock().ok()?.groups.get(&p).cloned()
     }
 
+    /// Waits (at most `timeout`) until the sessions with all of `peers` are established.
+    pub fn established_within(&self, timeout: Duration, peers: &[&str]) -> bool {
+        wait_for(timeout, || {
+            peers.iter().all(|p| self.is_established(p)).then_some(())
+        })
+        .is_some()
+    }
+
     pub fn is_established(&self, peer: &str) -> bool {
         let Ok(p) = peer.parse::<IpAddr>() else {
             return false;
@@ -289,15 +285,143 @@ impl Drop for FareSpeaker {
     }
 }
 
-/// Two namespaces joined by one veth: `a` has 10.0.0.1/30 and fd00::1, `b` 10.0.0.2/30
-/// and fd00::2 (fare runs in `a`, the peer under test in `b`).
-pub fn pair(tag: &str) -> Result<(Netns, Netns)> {
+/// The leaf-spine fabric of fare speakers of the fabric test and the convergence
+/// benchmark: leaves L1..L3 (AS 65001..65003, router IDs 10.255.0.N, each originating
+/// 10.1.N.0/24) and spines S1, S2 (AS 65100, 10.255.1.N, role spine). Link i of
+/// `FABRIC_LINKS` is 10.0.i.0/30: .1 on its first node's interface `<a><b>` (`l1s1`), .2
+/// on the other's (`s1l1`).
+pub struct SpeakerFabric {
+    pub speakers: BTreeMap<&'static str, FareSpeaker>,
+    /// The link (`L1-S1`) each interface address is on.
+    pub link_of: BTreeMap<String, String>,
+    pub ns: BTreeMap<&'static str, Netns>,
+}
+
+/// (name, AS, router ID, originated prefix) of the fabric's nodes.
+pub const FABRIC_NODES: [(&str, u32, &str, Option<&str>); 5] = [
+    ("L1", 65001, "10.255.0.1", Some("10.1.1.0/24")),
+    ("L2", 65002, "10.255.0.2", Some("10.1.2.0/24")),
+    ("L3", 65003, "10.255.0.3", Some("10.1.3.0/24")),
+    ("S1", 65100, "10.255.1.1", None),
+    ("S2", 65100, "10.255.1.2", None),
+];
+
+/// (node, node, Gbps) of the fabric's links.
+pub const FABRIC_LINKS: [(&str, &str, f64); 6] = [
+    ("L1", "S1", 100.0),
+    ("L1", "S2", 100.0),
+    ("L2", "S1", 100.0),
+    ("L2", "S2", 50.0),
+    ("L3", "S1", 100.0),
+    ("L3", "S2", 40.0),
+];
+
+impl SpeakerFabric {
+    /// Builds the namespaces (`<tag><node>`) and links and starts the five speakers.
+    pub fn start(tag: &str) -> Result<SpeakerFabric> {
+        let mut ns = BTreeMap::new();
+        for (name, ..) in FABRIC_NODES {
+            ns.insert(name, Netns::new(&format!("{tag}{}", name.to_lowercase()))?);
+        }
+        let asn = |n: &str| {
+            FABRIC_NODES
+                .iter()
+                .find(|x| x.0 == n)
+                .map(|x| x.1)
+                .unwrap_or(0)
+        };
+        // Per node: (neighbor address, remote AS, bandwidth, interface).
+        let mut neighbors: BTreeMap<&str, Vec<(String, u32, f64, String)>> = BTreeMap::new();
+        let mut link_of = BTreeMap::new();
+        for (i, (a, b, bw)) in FABRIC_LINKS.iter().enumerate() {
+            let ia = format!("{}{}", a.to_lowercase(), b.to_lowercase());
+            let ib = format!("{}{}", b.to_lowercase(), a.to_lowercase());
+            crate::veth(&ns[a], &ia, &ns[b], &ib)?;
+            let (aa, ba) = (format!("10.0.{i}.1"), format!("10.0.{i}.2"));
+            ns[a].sh(&format!("ip addr add {aa}/30 dev {ia}"))?;
+            ns[b].sh(&format!("ip addr add {ba}/30 dev {ib}"))?;
+            neighbors
+                .entry(a)
+                .or_default()
+                .push((ba.clone(), asn(b), *bw, ia));
+            neighbors
+                .entry(b)
+                .or_default()
+                .push((aa.clone(), asn(a), *bw, ib));
+            link_of.insert(ba, format!("{a}-{b}"));
+            link_of.insert(aa, format!("{a}-{b}"));
+        }
+        let mut speakers = BTreeMap::new();
+        for (name, asn, rid, prefix) in FABRIC_NODES {
+            let list: Vec<(&str, u32, f64)> = neighbors[name]
+                .iter()
+                .map(|(a, asn, bw, _)| (a.as_str(), *asn, *bw))
+                .collect();
+            let prefixes: Vec<&str> = prefix.into_iter().collect();
+            let mut c = config(rid, asn, &list, &prefixes);
+            for (spec, (.., ifname)) in c.neighbors.iter_mut().zip(&neighbors[name]) {
+                spec.interface = Some(ifname.clone());
+            }
+            if name.starts_with('S') {
+                c.policy.role = fare::topology::Role::Spine;
+            }
+            speakers.insert(name, FareSpeaker::start(&ns[name], c)?);
+        }
+        Ok(SpeakerFabric {
+            speakers,
+            link_of,
+            ns,
+        })
+    }
+}
+
+/// Two namespaces joined by one veth, IPv4 only: `a` has 10.0.0.1/30 on pa0, `b`
+/// 10.0.0.2/30 on pb0 (fare runs in `a`, the peer under test in `b`).
+pub fn pair_v4(tag: &str) -> Result<(Netns, Netns)> {
     let a = Netns::new(&format!("{tag}a"))?;
     let b = Netns::new(&format!("{tag}b"))?;
     crate::veth(&a, "pa0", &b, "pb0")?;
-    a.sh("ip addr add 10.0.0.1/30 dev pa0 && ip addr add fd00::1/64 dev pa0 nodad")?;
-    b.sh("ip addr add 10.0.0.2/30 dev pb0 && ip addr add fd00::2/64 dev pb0 nodad")?;
+    a.sh("ip addr add 10.0.0.1/30 dev pa0")?;
+    b.sh("ip addr add 10.0.0.2/30 dev pb0")?;
     Ok((a, b))
+}
+
+/// `pair_v4` with IPv6 too: fd00::1 in `a`, fd00::2 in `b`.
+pub fn pair(tag: &str) -> Result<(Netns, Netns)> {
+    let (a, b) = pair_v4(tag)?;
+    a.sh("ip addr add fd00::1/64 dev pa0 nodad")?;
+    b.sh("ip addr add fd00::2/64 dev pb0 nodad")?;
+    Ok((a, b))
+}
+
+/// The configuration of fare in `a` of a `pair`: AS 65001, router ID 10.0.0.1, sessions
+/// over IPv4 and IPv6 to the peer in AS `peer_as` (100 Gbps), announcing 192.0.2.0/24
+/// and 2001:db8:a::/48.
+pub fn pair_config(peer_as: u32) -> SpeakerConfig {
+    config(
+        "10.0.0.1",
+        65001,
+        &[("10.0.0.2", peer_as, 100.0), ("fd00::2", peer_as, 100.0)],
+        &["192.0.2.0/24", "2001:db8:a::/48"],
+    )
+}
+
+/// True with root, FRR's bgpd and vtysh; prints the SKIPPED line otherwise.
+pub fn have_frr(test: &str) -> bool {
+    crate::have_root(test)
+        && crate::have_tool(test, "/usr/lib/frr/bgpd")
+        && crate::have_tool(test, "vtysh")
+}
+
+/// One BGP message read from a raw session: (type, body after the 19-byte header); None
+/// when the stream ends or the length field is below the header size.
+pub fn read_message(s: &mut impl std::io::Read) -> Option<(u8, Vec<u8>)> {
+    let mut h = [0u8; 19];
+    s.read_exact(&mut h).ok()?;
+    let len = u16::from_be_bytes([h[16], h[17]]) as usize;
+    let mut body = vec![0u8; len.checked_sub(19)?];
+    s.read_exact(&mut body).ok()?;
+    Some((h[18], body))
 }
 
 /// A temporary file removed on drop.

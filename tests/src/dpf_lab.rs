@@ -1,12 +1,13 @@
-//! The draft-wang-idr-dpf Figure 1 fabric with XDP data planes, for the DPF failover
-//! benchmark: host h1 behind Leaf1, host h2 behind Leaf2, red Spine1, blue Spine2.
+//! The draft-wang-idr-dpf Figure 1 fabric, for the DPF tests and the failover benchmark:
+//! host h1 behind Leaf1, host h2 behind Leaf2, red Spine1, blue Spine2.
 //!
 //! ```text
 //!              s1(red, AS65100)
 //!   h1 ─ l1(AS65001)            l2(AS65002) ─ h2      h1 192.0.2.10, h2 198.18.0.10
 //!              s2(blue, AS65100)
 //! ```
-//! Every `fare agent` runs `dataplane: xdp`; the XDP pins are removed on drop.
+//! Every `fare agent` runs `dataplane: xdp` (`DpfFabric::up`) or `none`
+//! (`DpfSetup::xdp` false); the XDP pins are removed on drop.
 
 use crate::agent::{Agent, TempDir};
 use crate::{veth, Netns};
@@ -51,16 +52,20 @@ struct Node<'a> {
     dpf: &'a str,
 }
 
-fn write_config(dir: &TempDir, name: &str, n: &Node) -> Result<(PathBuf, PathBuf)> {
+fn write_config(dir: &TempDir, name: &str, n: &Node, xdp: bool) -> Result<(PathBuf, PathBuf)> {
     let socket = dir.0.join(format!("{name}.sock"));
+    let dataplane = if xdp {
+        format!("{{kind: xdp, interfaces: [{}]}}", n.interfaces)
+    } else {
+        "{kind: none}".to_string()
+    };
     let mut text = format!(
         "name: {name}\nrouter_id: {}\nasn: {}\nmanagement: {{socket: {}}}\nfare: {{mode: draft, role: {}}}\n\
-         dataplane: {{kind: xdp, interfaces: [{}]}}\nbgp: {{hold_time: 9, connect_retry_ms: 200, connect_retry_max_ms: 2000}}\nneighbors:\n",
+         dataplane: {dataplane}\nbgp: {{hold_time: 9, connect_retry_ms: 200, connect_retry_max_ms: 2000}}\nneighbors:\n",
         n.rid,
         n.asn,
         socket.display(),
         n.role,
-        n.interfaces
     );
     for (addr, ras, ifname, color) in n.neighbors {
         text += &format!(
@@ -71,10 +76,35 @@ fn write_config(dir: &TempDir, name: &str, n: &Node) -> Result<(PathBuf, PathBuf
     Ok((dir.write(&format!("{name}.yaml"), &text)?, socket))
 }
 
+/// How the fabric is set up: data planes, the nodes' `dpf:` blocks (empty: none), what
+/// Leaf2 originates (Leaf1 originates 192.0.2.0/24).
+pub struct DpfSetup<'a> {
+    /// XDP data planes (else `dataplane: none`).
+    pub xdp: bool,
+    pub spine_dpf: &'a str,
+    pub leaf1_dpf: &'a str,
+    pub leaf2_dpf: &'a str,
+    pub leaf2_prefixes: &'a [&'a str],
+}
+
 impl DpfFabric {
-    /// Builds the namespaces and starts the four agents. `leaf1_dpf`/`leaf2_dpf` are the
-    /// leaves' `dpf:` blocks (Leaf2 originates 198.18.0.0/24; empty = uncolored route).
+    /// The XDP fabric: `leaf1_dpf`/`leaf2_dpf` are the leaves' `dpf:` blocks (Leaf2
+    /// originates 198.18.0.0/24; empty = uncolored route).
     pub fn up(tag: &str, leaf1_dpf: &str, leaf2_dpf: &str) -> Result<DpfFabric> {
+        DpfFabric::build(
+            tag,
+            &DpfSetup {
+                xdp: true,
+                spine_dpf: "",
+                leaf1_dpf,
+                leaf2_dpf,
+                leaf2_prefixes: &["198.18.0.0/24"],
+            },
+        )
+    }
+
+    /// Builds the namespaces and starts the four agents.
+    pub fn build(tag: &str, setup: &DpfSetup) -> Result<DpfFabric> {
         let ns = |n: &str| Netns::new(&format!("{tag}{n}"));
         let (s1, s2, l1, l2, h1, h2) = (
             ns("s1")?,
@@ -102,7 +132,7 @@ impl DpfFabric {
         l2.sh("ip addr add 10.1.2.1/30 dev s1 && ip addr add 10.2.2.1/30 dev s2 && ip addr add 198.18.0.1/24 dev host")?;
         // The hosts' sockets must fill in UDP checksums themselves: veth would leave them
         // to an offload that XDP_REDIRECT skips (h2 counted every datagram as InErrors).
-        for h in [&h1, &h2] {
+        for h in [&h1, &h2].into_iter().filter(|_| setup.xdp) {
             h.sh("ethtool -K uplink tx off >/dev/null")?;
         }
         h1.sh("ip addr add 192.0.2.10/24 dev uplink && ip route add default via 192.0.2.1")?;
@@ -123,7 +153,7 @@ impl DpfFabric {
                     ("10.1.2.1", 65002, "l2", RED),
                 ],
                 prefixes: &[],
-                dpf: "",
+                dpf: setup.spine_dpf,
             },
             Node {
                 rid: "10.0.1.2",
@@ -135,7 +165,7 @@ impl DpfFabric {
                     ("10.2.2.1", 65002, "l2", BLUE),
                 ],
                 prefixes: &[],
-                dpf: "",
+                dpf: setup.spine_dpf,
             },
             Node {
                 rid: "10.0.0.1",
@@ -147,7 +177,7 @@ impl DpfFabric {
                     ("10.2.1.2", 65100, "s2", BLUE),
                 ],
                 prefixes: &["192.0.2.0/24"],
-                dpf: leaf1_dpf,
+                dpf: setup.leaf1_dpf,
             },
             Node {
                 rid: "10.0.0.2",
@@ -158,8 +188,8 @@ impl DpfFabric {
                     ("10.1.2.2", 65100, "s1", RED),
                     ("10.2.2.2", 65100, "s2", BLUE),
                 ],
-                prefixes: &["198.18.0.0/24"],
-                dpf: leaf2_dpf,
+                prefixes: setup.leaf2_prefixes,
+                dpf: setup.leaf2_dpf,
             },
         ];
         let mut fabric = DpfFabric {
@@ -176,7 +206,7 @@ impl DpfFabric {
         let spaces = [&fabric.s1, &fabric.s2, &fabric.l1, &fabric.l2];
         let mut agents = Vec::new();
         for ((node, name), space) in nodes.iter().zip(&names).zip(spaces) {
-            let (config, socket) = write_config(&fabric._dir, name, node)?;
+            let (config, socket) = write_config(&fabric._dir, name, node, setup.xdp)?;
             let agent = Agent::start(Some(space), &config, &socket)
                 .with_context(|| format!("starting {name}"))?;
             agents.push(agent);
@@ -193,6 +223,9 @@ impl DpfFabric {
     }
     pub fn leaf1(&self) -> &Agent {
         &self.agents[2]
+    }
+    pub fn leaf2(&self) -> &Agent {
+        &self.agents[3]
     }
 }
 

@@ -17,18 +17,36 @@ pub fn enter(name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Runs `f` on a new thread inside the namespace and returns its result.
-pub fn run<T: Send + 'static>(
-    name: &str,
-    f: impl FnOnce() -> Result<T> + Send + 'static,
-) -> Result<T> {
+/// Runs `f` on a new (scoped) thread inside the namespace and returns its result; `f`
+/// may borrow from the caller.
+pub fn run<T: Send>(name: &str, f: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                enter(name)?;
+                f()
+            })
+            .join()
+            .map_err(|_| anyhow::anyhow!("thread in netns panicked"))?
+    })
+}
+
+/// Spawns a thread that joins the namespace and runs the future `f` builds on a
+/// single-threaded tokio runtime, so every socket the future opens lives in that namespace.
+pub fn spawn_async<T, F, Fut>(name: &str, f: F) -> std::thread::JoinHandle<Result<T>>
+where
+    T: Send + 'static,
+    F: FnOnce() -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = Result<T>>,
+{
     let name = name.to_string();
     std::thread::spawn(move || {
         enter(&name)?;
-        f()
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(f())
     })
-    .join()
-    .map_err(|_| anyhow::anyhow!("thread in netns panicked"))?
 }
 
 /// Pins the current thread to one CPU.

@@ -49,6 +49,48 @@ impl Lab {
         Ok((lab, out))
     }
 
+    /// `up` of a lab named `<tag><pid mod 100000>`; an error (with its stderr) when `up`
+    /// fails, the lab taken down then too.
+    pub fn start(topology: &str, tag: &str, extra: &[&str]) -> Result<(Lab, Output)> {
+        let name = format!("{tag}{}", std::process::id() % 100_000);
+        let (lab, up) = Lab::up(topology, &name, extra)?;
+        anyhow::ensure!(
+            up.status.success(),
+            "lab up: {}",
+            String::from_utf8_lossy(&up.stderr)
+        );
+        Ok((lab, up))
+    }
+
+    /// `fare lab traffic --from FROM --to TO --rate-mbit RATE --duration SECONDS EXTRA...`,
+    /// parsed.
+    pub fn traffic(
+        &self,
+        from: &str,
+        to: &str,
+        rate_mbit: u32,
+        seconds: u32,
+        extra: &[&str],
+    ) -> Result<serde_json::Value> {
+        let (rate, seconds) = (rate_mbit.to_string(), seconds.to_string());
+        let mut args = vec!["--from", from, "--to", to, "--rate-mbit", &rate];
+        args.extend(["--duration", &seconds]);
+        args.extend_from_slice(extra);
+        self.json("traffic", &args)
+    }
+
+    /// `fare show WHAT --json` of `node`'s agent, parsed; an error when it fails.
+    pub fn show(&self, node: &str, what: &str) -> Result<serde_json::Value> {
+        let socket = format!("/run/fare/lab/{}/{node}.sock", self.name);
+        let out = fare(&["show", "--socket", &socket, what, "--json"])?;
+        anyhow::ensure!(
+            out.status.success(),
+            "fare show {what} on {node}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(serde_json::from_slice(&out.stdout)?)
+    }
+
     /// `fare lab SUBCOMMAND ARGS... --name NAME --json --quiet`, parsed; an error when it
     /// fails.
     pub fn json(&self, subcommand: &str, args: &[&str]) -> Result<serde_json::Value> {

@@ -106,6 +106,12 @@ impl Netns {
         run("ip", &full)
     }
 
+    /// Runs this build's `fare ARGS...` inside the namespace, failing with its stderr.
+    pub fn fare(&self, args: &[&str]) -> Result<Output> {
+        let bin = fare_bin()?;
+        self.exec(bin.to_str().context("fare binary path")?, args)
+    }
+
     /// Runs a shell snippet inside the namespace.
     pub fn sh(&self, script: &str) -> Result<Output> {
         self.exec("sh", &["-c", script])
@@ -150,6 +156,22 @@ pub fn veth(a: &Netns, a_if: &str, b: &Netns, b_if: &str) -> Result<()> {
     Ok(())
 }
 
+/// `veth` with an address on each end: `a_addr` (address/prefix) on `a_if` in `a`,
+/// `b_addr` on `b_if` in `b`.
+pub fn link(
+    a: &Netns,
+    a_if: &str,
+    a_addr: &str,
+    b: &Netns,
+    b_if: &str,
+    b_addr: &str,
+) -> Result<()> {
+    veth(a, a_if, b, b_if)?;
+    a.exec("ip", &["addr", "add", a_addr, "dev", a_if])?;
+    b.exec("ip", &["addr", "add", b_addr, "dev", b_if])?;
+    Ok(())
+}
+
 /// Polls `check` every 20 ms until it returns true or `timeout` passes.
 pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
@@ -160,6 +182,11 @@ pub fn wait_until(timeout: Duration, mut check: impl FnMut() -> bool) -> bool {
         std::thread::sleep(Duration::from_millis(20));
     }
     false
+}
+
+/// Counters `after` minus `before`, element by element.
+pub fn delta(after: &[u64], before: &[u64]) -> Vec<u64> {
+    after.iter().zip(before).map(|(a, b)| a - b).collect()
 }
 
 /// Path of the `fare` binary of this build (built on demand when missing).

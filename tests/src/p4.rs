@@ -2,9 +2,12 @@
 //! namespace with veth ports, gRPC on that namespace's loopback, and a way to run async
 //! client code inside the namespace (setns moves only the calling thread).
 
-use crate::{have_root, have_tool, repo_root, run, veth, wait_until, Netns};
+use crate::{delta, have_root, have_tool, repo_root, run, veth, wait_until, Netns};
 use anyhow::{bail, Context, Result};
+use fare::dataplane::p4rt::{GroupForm, P4RuntimeOptions, DEFAULT_ARN_HOLD};
+use fare::dataplane::{MacAddr, Member};
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -41,20 +44,7 @@ where
     F: FnOnce() -> Fut + Send + 'static,
     Fut: std::future::Future<Output = Result<T>>,
 {
-    let path = format!("/var/run/netns/{ns}");
-    let handle = std::thread::spawn(move || -> Result<T> {
-        let file = std::fs::File::open(&path).with_context(|| format!("opening {path}"))?;
-        // SAFETY: setns on a valid namespace fd affects only this thread.
-        let rc = unsafe { libc::setns(std::os::fd::AsRawFd::as_raw_fd(&file), libc::CLONE_NEWNET) };
-        if rc != 0 {
-            bail!("setns {path}: {}", std::io::Error::last_os_error());
-        }
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        rt.block_on(f())
-    });
-    match handle.join() {
+    match crate::inns::spawn_async(ns, f).join() {
         Ok(r) => r,
         Err(_) => bail!("test thread in namespace {ns} panicked"),
     }
@@ -238,6 +228,15 @@ pub struct Fabric {
 }
 
 impl Fabric {
+    /// The fabric for `test` (tag `tag`, `n` sink ports); `None` (the skip printed)
+    /// without root, BMv2 or the compiled program.
+    pub fn for_test(test: &str, tag: &str, n: u32) -> Result<Option<Fabric>> {
+        if !bmv2_available(test) {
+            return Ok(None);
+        }
+        Fabric::new(tag, n).map(Some)
+    }
+
     pub fn new(tag: &str, n: u32) -> Result<Fabric> {
         let sw = Netns::new(&format!("{tag}s"))?;
         let src = Netns::new(&format!("{tag}a"))?;
@@ -287,6 +286,88 @@ impl Fabric {
         let out = ns.exec("cat", &[&format!("/sys/class/net/{iface}/address")])?;
         Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
     }
+}
+
+/// The router MAC the tests give fare's P4 backend (test frames are sent to it).
+pub const ROUTER_MAC: MacAddr = MacAddr([0x02, 0xfa, 0, 0, 0, 0xfe]);
+
+impl Fabric {
+    /// fare's P4Runtime options for this switch: the committed pipeline pushed, ports
+    /// `p0..pN`, weighted groups with watch ports, the default ARN hold.
+    pub fn options(&self, election_id: u64) -> P4RuntimeOptions {
+        let (p4info, json) = pipeline();
+        P4RuntimeOptions {
+            address: GRPC_ADDR.to_string(),
+            device_id: 1,
+            election_id,
+            pipeline: Some((p4info, json)),
+            ports: self.port_map(),
+            router_mac: ROUTER_MAC,
+            form: GroupForm::Weighted,
+            watch_ports: true,
+            arn_hold: DEFAULT_ARN_HOLD,
+        }
+    }
+
+    /// Sends `count` UDP packets from the source namespace to `dst` over `flows` distinct
+    /// source ports (1 = one flow), paced so BMv2 never drops at ingress.
+    pub fn send_udp(&self, dst: &str, count: usize, flows: usize) -> Result<()> {
+        let script = format!(
+            "from scapy.all import Ether, IP, UDP, Raw, sendp\n\
+             pkts = [Ether(dst='02:fa:00:00:00:fe', src='02:00:00:00:00:aa')/IP(src='10.0.0.1', dst='{dst}', ttl=64)/\
+             UDP(sport=10000 + (i % {flows}), dport=5000)/Raw(b'x'*32) for i in range({count})]\n\
+             sendp(pkts, iface='s0', verbose=False, inter=0.0005)\n"
+        );
+        python(&self.src, &script).map(|_| ())
+    }
+
+    /// An ARN of `arn_type` (draft format, Path ID parameter) sent with `ttl` by the
+    /// neighbor behind sink interface `iface`.
+    pub fn inject_arn(&self, iface: &str, arn_type: u8, path_id: Ipv4Addr, ttl: u8) -> Result<()> {
+        let p = path_id.octets();
+        let script = format!(
+            "from scapy.all import Ether, IP, UDP, Raw, sendp\n\
+             arn = bytes([{arn_type}, 0x00, 10, 0x40, {}, {}, {}, {}])\n\
+             sendp(Ether(dst='02:fa:00:00:00:fe')/IP(src='10.1.1.2', dst='10.1.1.1', ttl={ttl}, tos=0xc0)/\
+             UDP(sport=9961, dport=9961)/Raw(arn), iface='{iface}', verbose=False)\n",
+            p[0], p[1], p[2], p[3]
+        );
+        python(&self.dst, &script).map(|_| ())
+    }
+
+    /// Packets per sink interface since `before`, once `total` more have arrived or
+    /// `timeout` has passed.
+    pub fn sink_delta_after(&self, before: &[u64], total: u64, timeout: Duration) -> Vec<u64> {
+        let mut last = before.to_vec();
+        wait_until(timeout, || {
+            if let Ok(now) = self.sink_counts() {
+                last = now;
+            }
+            delta(&last, before).iter().sum::<u64>() >= total
+        });
+        delta(&last, before)
+    }
+}
+
+/// A member on switch port `port` (interface `p<port>`, next hop 10.1.<port>.2, neighbor
+/// MAC 02:00:00:00:00:<port>).
+pub fn member(port: u32, weight: u32, bandwidth_gbps: f64) -> Member {
+    Member {
+        via: format!("10.1.{port}.2"),
+        interface: format!("p{port}"),
+        next_hop: None,
+        neighbor_mac: Some(MacAddr([0x02, 0, 0, 0, 0, port as u8])),
+        weight,
+        bandwidth_gbps,
+    }
+}
+
+/// Members on ports 1..N with `weights`, each member's bandwidth `bandwidth_gbps(weight)`.
+pub fn members(weights: &[u32], bandwidth_gbps: impl Fn(u32) -> f64) -> Vec<Member> {
+    (1..)
+        .zip(weights)
+        .map(|(port, w)| member(port, *w, bandwidth_gbps(*w)))
+        .collect()
 }
 
 /// Runs a python3 snippet (scapy) inside `ns`. Debian's interpreter, which sees the

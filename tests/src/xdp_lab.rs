@@ -64,6 +64,15 @@ pub fn group(prefix: &str, weights: &[u32], mode: GroupMode) -> Result<Group> {
 }
 
 impl XdpLab {
+    /// The bench for `test`, tagged `tag`; `None` (the skip printed) without root,
+    /// ethtool or the XDP program.
+    pub fn for_test(test: &str, tag: &str) -> Result<Option<XdpLab>> {
+        if !xdp_ready(test) {
+            return Ok(None);
+        }
+        XdpLab::new(tag).map(Some)
+    }
+
     pub fn new(tag: &str) -> Result<XdpLab> {
         let gen = Netns::new(&format!("{tag}g"))?;
         let router = Netns::new(&format!("{tag}r"))?;
@@ -185,19 +194,89 @@ impl XdpLab {
     }
 }
 
+/// Frame `i` of a stream from the generator to 198.18.(i/256).(i%256), UDP 4791 (RoCEv2),
+/// source port 1024 + i mod 60000: every frame its own flow.
+pub fn stream_frame(i: u64) -> Vec<u8> {
+    crate::packets::udp4_frame(
+        ROUTER_MAC,
+        GEN_MAC,
+        std::net::Ipv4Addr::new(10, 0, 0, 1),
+        std::net::Ipv4Addr::new(198, 18, (i >> 8) as u8, i as u8),
+        1024 + (i % 60_000) as u16,
+        4791,
+        64,
+    )
+}
+
 impl XdpLab {
+    /// Waits (up to 5 s) until the sinks counted `count` more frames than `before`;
+    /// returns the per-sink differences.
+    pub fn arrived(&self, before: &[u64], count: u64) -> Vec<u64> {
+        let mut now = before.to_vec();
+        crate::wait_until(Duration::from_secs(5), || {
+            now = self.sink_rx().unwrap_or_default();
+            crate::delta(&now, before).iter().sum::<u64>() >= count
+        });
+        crate::delta(&now, before)
+    }
+
+    /// Sends `count` frames of `stream_frame` from CPU 0 and returns what each sink
+    /// received meanwhile.
+    pub fn send_stream(&self, count: u64) -> Result<Vec<u64>> {
+        let before = self.sink_rx()?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let sent = self
+            .spawn_sender(0, count, stop, Duration::from_secs(60), stream_frame)
+            .join()
+            .map_err(|_| anyhow::anyhow!("sender panicked"))??;
+        anyhow::ensure!(sent == count, "sent {sent} of {count}");
+        Ok(self.arrived(&before, count))
+    }
+
+    /// Writes `agent.yaml` in `dir`: an agent on this lab's router (XDP on r0, socket
+    /// `socket`) with a static spray group 198.18.0.0/16 over e1..eN, `members` giving
+    /// each one's weight and, when set, bandwidth.
+    pub fn agent_config(
+        &self,
+        dir: &crate::agent::TempDir,
+        socket: &std::path::Path,
+        members: &[(u64, Option<f64>)],
+    ) -> Result<PathBuf> {
+        let members: String = (1..)
+            .zip(members)
+            .map(|(i, (w, gbps))| {
+                let bandwidth = gbps
+                    .map(|b| format!(", bandwidth_gbps: {b}"))
+                    .unwrap_or_default();
+                format!(
+                    "      - {{interface: e{i}, neighbor_mac: \"{}\", weight: {w}{bandwidth}}}\n",
+                    MacAddr(sink_mac(i)),
+                )
+            })
+            .collect();
+        dir.write(
+            "agent.yaml",
+            &format!(
+                "name: {}\nrouter_id: 10.0.0.254\nasn: 65001\nmanagement: {{socket: {}}}\n\
+                 dataplane: {{kind: xdp, interfaces: [r0]}}\nstatic:\n  - prefix: 198.18.0.0/16\n    \
+                 mode: spray\n    members:\n{members}",
+                self.node,
+                socket.display()
+            ),
+        )
+    }
+
     /// Runs `f` in the router namespace with a data plane opened there (options from
     /// `configure`) and a current-thread runtime; the data plane is destroyed afterwards,
     /// also when `f` fails.
-    pub fn with_dataplane(
+    pub fn with_dataplane<T: Send>(
         &self,
-        configure: impl FnOnce(&mut fare::dataplane::xdp::XdpOptions) + Send + 'static,
-        f: impl FnOnce(&tokio::runtime::Runtime, &mut fare::dataplane::xdp::XdpDataplane) -> Result<()>
-            + Send
-            + 'static,
-    ) -> Result<()> {
+        configure: impl FnOnce(&mut fare::dataplane::xdp::XdpOptions) + Send,
+        f: impl FnOnce(&tokio::runtime::Runtime, &mut fare::dataplane::xdp::XdpDataplane) -> Result<T>
+            + Send,
+    ) -> Result<T> {
         let node = self.node.clone();
-        crate::inns::run(&self.router.name, move || -> Result<()> {
+        crate::inns::run(&self.router.name, move || -> Result<T> {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()?;
@@ -220,6 +299,11 @@ impl Drop for XdpLab {
 
 /// True when this build embeds the XDP program; otherwise prints SKIPPED (when
 /// bpf-linker is absent) — with bpf-linker present a missing object is a failure.
+/// True with root, ethtool and the XDP program (the bench's needs); prints SKIPPED otherwise.
+pub fn xdp_ready(test: &str) -> bool {
+    crate::have_root(test) && crate::have_tool(test, "ethtool") && have_xdp(test)
+}
+
 pub fn have_xdp(test: &str) -> bool {
     if fare::dataplane::xdp::embedded() {
         return true;

@@ -14,7 +14,7 @@
 //! - State for `fare show arn`: [`ArnStatus`] in the agent's shared state.
 
 use crate::dataplane_task::DataplaneHandle;
-use crate::protocols::ProtocolResult;
+use crate::protocols::{ProtocolError, ProtocolResult};
 use crate::AgentContext;
 use async_trait::async_trait;
 use fare_arn::config::ArnNeighbor;
@@ -22,7 +22,7 @@ use fare_arn::monitor::{self, MonitorEvent};
 use fare_arn::receiver::{self, ControlError, Counters, MemberControl, Receiver, RemovedMember};
 use fare_arn::transport::ArnSocket;
 use fare_dataplane::GroupStatus;
-use ipnet::IpNet;
+use fare_model::forwarding::MemberRef;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -89,12 +89,10 @@ impl MemberControl for DataplaneHandle {
     }
     async fn set_member_active(
         &mut self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        member: MemberRef<'_>,
         active: bool,
     ) -> Result<(), ControlError> {
-        DataplaneHandle::set_member_active_via(self, prefix, index, via, active)
+        DataplaneHandle::set_member_active_via(self, member, active)
             .await
             .map_err(ControlError::from)
     }
@@ -110,12 +108,10 @@ impl MemberControl for DataplaneHandle {
     }
     async fn set_member_share(
         &mut self,
-        prefix: IpNet,
-        _index: usize,
-        via: &str,
+        member: MemberRef<'_>,
         share: f64,
     ) -> Result<bool, ControlError> {
-        DataplaneHandle::set_member_share(self, prefix, via, share)
+        DataplaneHandle::set_member_share(self, member.prefix, member.via, share)
             .await
             .map_err(ControlError::from)?;
         Ok(true)
@@ -145,14 +141,14 @@ pub fn bgp_neighbors_of(config: &crate::config::AgentConfig) -> Vec<ArnNeighbor>
 /// `fare_dataplane::xdp::queues`) for the ports that have one.
 fn xdp_queue_source(
     config: &crate::config::AgentConfig,
-) -> Result<Option<Box<dyn monitor::QueueSource>>, String> {
+) -> Result<Option<Box<dyn monitor::QueueSource>>, ProtocolError> {
     match &config.dataplane {
         crate::config::DataplaneConfig::Xdp { pin_name, .. } => {
             let node = pin_name.clone().unwrap_or_else(|| config.name.clone());
             let root = std::path::Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT);
             fare_dataplane::xdp::queues::VirtualQueues::open(root, &node)
                 .map(|q| Some(Box::new(q) as Box<dyn monitor::QueueSource>))
-                .map_err(|e| format!("ARN monitor: the XDP program's queues: {e:#}"))
+                .map_err(ProtocolError::ArnQueues)
         }
         _ => Ok(None),
     }
@@ -164,11 +160,10 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
     let extra = bgp_neighbors(&ctx);
     config.resolve_notify(&extra);
     let receiver = Receiver::new(&config, &extra);
-    let mut sockets =
-        vec![
-            ArnSocket::bind(SocketAddr::from(([0, 0, 0, 0], config.udp_port)), None)
-                .map_err(|e| e.to_string())?,
-        ];
+    let mut sockets = vec![ArnSocket::bind(
+        SocketAddr::from(([0, 0, 0, 0], config.udp_port)),
+        None,
+    )?];
     match ArnSocket::bind(SocketAddr::from(([0u16; 8], config.udp_port)), None) {
         Ok(s) => sockets.push(s),
         Err(e) => info!("ARN: no IPv6 socket ({e}); IPv4 only"),
@@ -179,7 +174,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
         Some(m) => {
             let interfaces = m.resolved_interfaces(&config.accepted_neighbors(&extra));
             let joined = ArnSocket::join_group(&sockets, m.group, &interfaces)
-                .map_err(|e| format!("ARN multicast: {e}"))?;
+                .map_err(ProtocolError::ArnMulticast)?;
             info!(group = %m.group, interfaces = ?joined, "ARN: receiving on the multicast group");
             Some((m.group, joined))
         }
@@ -218,7 +213,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                     signals: Some(status.monitored.clone()),
                 },
             )
-            .map_err(|e| format!("ARN monitor: {e}"))?,
+            .map_err(ProtocolError::ArnMonitor)?,
         );
         let (sent_tx, mut sent_rx) = tokio::sync::mpsc::unbounded_channel::<MonitorEvent>();
         sender_task = Some(tokio::spawn(monitor::report_sent(rx, Some(sent_tx))));
@@ -324,6 +319,41 @@ mod tests {
         );
     }
 
+    /// Two members of weight 1 on `lo` toward `vias` (the ARN senders), for 192.0.2.0/24.
+    fn group(vias: &[&str]) -> fare_dataplane::Group {
+        fare_dataplane::Group {
+            prefix: "192.0.2.0/24".parse().unwrap(),
+            mode: fare_dataplane::GroupMode::Spray,
+            members: vias
+                .iter()
+                .map(|via| fare_dataplane::Member {
+                    via: via.to_string(),
+                    interface: "lo".into(),
+                    next_hop: Some(via.parse().unwrap()),
+                    neighbor_mac: None,
+                    weight: 1,
+                    bandwidth_gbps: 100.0,
+                })
+                .collect(),
+        }
+    }
+
+    /// The agent's data plane task over the `none` data plane, with `group(vias)`
+    /// installed, and the ARN neighbors 10.1.0.2 and 10.1.1.2 on `lo`.
+    async fn handle_with(
+        vias: &[&str],
+    ) -> (
+        crate::dataplane_task::DataplaneHandle,
+        tokio::task::JoinHandle<Box<dyn fare_dataplane::Dataplane>>,
+        Vec<ArnNeighbor>,
+    ) {
+        let none = Box::new(fare_dataplane::NullDataplane::default());
+        let (handle, task) = crate::dataplane_task::spawn(none);
+        handle.install(group(vias)).await.unwrap();
+        let neighbors = vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")];
+        (handle, task, neighbors)
+    }
+
     /// The congestion shift through the agent's data plane task, weights by hand
     /// (`arn::shift`: 16 x weight x share, the others 16 x weight): Type 1 with Metric 255
     /// halves the member toward 10.1.0.2 (1:1 -> 8:16), a refresh 250 ms later with the
@@ -334,25 +364,10 @@ mod tests {
     #[tokio::test]
     async fn congestion_shifts_the_share_through_the_handle() {
         use fare_arn::{ArnMessage, ArnType};
-        use fare_dataplane::{Group, GroupMode, Member, NullDataplane};
         use std::time::{Duration, Instant};
-        let member = |via: &str| Member {
-            via: via.into(),
-            interface: "lo".into(),
-            next_hop: Some(via.parse().unwrap()),
-            neighbor_mac: None,
-            weight: 1,
-            bandwidth_gbps: 100.0,
-        };
-        let group = Group {
-            prefix: "192.0.2.0/24".parse().unwrap(),
-            mode: GroupMode::Spray,
-            members: vec![member("10.1.0.2"), member("10.1.1.2")],
-        };
-        let (mut handle, _task) = crate::dataplane_task::spawn(Box::new(NullDataplane::default()));
-        handle.install(group.clone()).await.unwrap();
+        let (mut handle, _task, neighbors) = handle_with(&["10.1.0.2", "10.1.1.2"]).await;
         let config = ArnConfig {
-            neighbors: vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")],
+            neighbors,
             hold_ms: 60_000,
             ..ArnConfig::default()
         };
@@ -383,7 +398,10 @@ mod tests {
             shown[0].reason()
         );
         // BGP installs the same group again: the share stays.
-        handle.install(group.clone()).await.unwrap();
+        handle
+            .install(group(&["10.1.0.2", "10.1.1.2"]))
+            .await
+            .unwrap();
         r.reconcile(&mut handle).await;
         assert_eq!(state(handle.groups().await.unwrap()).0, vec![4, 16]);
         // Type 2: steps of 1/8 every 250 ms up to the ceiling (0.9 x 0.5).
@@ -418,27 +436,10 @@ mod tests {
     async fn remove_mode_takes_the_whole_member_out() {
         use fare_arn::shift::{CongestionMode, ShiftConfig};
         use fare_arn::{ArnMessage, ArnType};
-        use fare_dataplane::{Group, GroupMode, Member, NullDataplane};
         use std::time::Instant;
-        let member = |via: &str| Member {
-            via: via.into(),
-            interface: "lo".into(),
-            next_hop: Some(via.parse().unwrap()),
-            neighbor_mac: None,
-            weight: 1,
-            bandwidth_gbps: 100.0,
-        };
-        let (mut handle, _task) = crate::dataplane_task::spawn(Box::new(NullDataplane::default()));
-        handle
-            .install(Group {
-                prefix: "192.0.2.0/24".parse().unwrap(),
-                mode: GroupMode::Spray,
-                members: vec![member("10.1.0.2"), member("10.1.1.2")],
-            })
-            .await
-            .unwrap();
+        let (mut handle, _task, neighbors) = handle_with(&["10.1.0.2", "10.1.1.2"]).await;
         let config = ArnConfig {
-            neighbors: vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")],
+            neighbors,
             congestion: ShiftConfig {
                 mode: CongestionMode::Remove,
                 ..ShiftConfig::default()
@@ -457,28 +458,10 @@ mod tests {
     #[tokio::test]
     async fn removal_survives_reinstall_through_the_handle_until_the_path_goes() {
         use fare_arn::{ArnMessage, ArnType};
-        use fare_dataplane::{Group, GroupMode, Member, NullDataplane};
         use std::time::Instant;
-        let member = |via: &str| Member {
-            via: via.into(),
-            interface: "lo".into(),
-            next_hop: Some(via.parse().unwrap()),
-            neighbor_mac: None,
-            weight: 1,
-            bandwidth_gbps: 100.0,
-        };
-        let group = |vias: &[&str]| Group {
-            prefix: "192.0.2.0/24".parse().unwrap(),
-            mode: GroupMode::Spray,
-            members: vias.iter().map(|v| member(v)).collect(),
-        };
-        let (mut handle, _task) = crate::dataplane_task::spawn(Box::new(NullDataplane::default()));
-        handle
-            .install(group(&["10.1.0.2", "10.1.1.2"]))
-            .await
-            .unwrap();
+        let (mut handle, _task, neighbors) = handle_with(&["10.1.0.2", "10.1.1.2"]).await;
         let config = ArnConfig {
-            neighbors: vec![neighbor("10.1.0.2", "lo"), neighbor("10.1.1.2", "lo")],
+            neighbors,
             ..ArnConfig::default()
         };
         let mut r = Receiver::new(&config, &[]);

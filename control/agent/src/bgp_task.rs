@@ -3,9 +3,9 @@
 //! the shared state behind `fare show` and the metrics.
 
 use crate::config::AgentConfig;
-use crate::state::{RoutePath, RouteSource, RouteStatus, SessionState};
+use crate::protocols::{ProtocolError, ProtocolResult};
+use crate::state::{RoutePath, RouteSource, RouteStatus};
 use crate::AgentContext;
-use fare_bgp::neighbor::State;
 use fare_bgp::socket::Protection;
 use fare_bgp::speaker::{self, NeighborSpec, SpeakerCommand, SpeakerConfig, SpeakerEvent};
 use std::time::Duration;
@@ -71,29 +71,21 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
     }
 }
 
-fn session_state(s: State) -> SessionState {
-    match s {
-        State::Idle => SessionState::Idle,
-        State::Connect => SessionState::Connect,
-        State::Active => SessionState::Active,
-        State::OpenSent => SessionState::OpenSent,
-        State::OpenConfirm => SessionState::OpenConfirm,
-        State::Established => SessionState::Established,
-    }
-}
-
 /// Runs the speaker until `ctx.shutdown`.
-pub async fn run(ctx: AgentContext) -> Result<(), String> {
+pub async fn run(ctx: AgentContext) -> ProtocolResult {
     let (tx, mut rx) = mpsc::channel(4096);
     let handle = speaker::start(speaker_config(&ctx.config), tx)
         .await
-        .map_err(|e| format!("BGP listener on port {}: {e}", ctx.config.bgp.port))?;
+        .map_err(|source| ProtocolError::BgpListener {
+            port: ctx.config.bgp.port,
+            source,
+        })?;
     ctx.speaker.set(handle.commands.clone());
     let mut sync = tokio::time::interval(Duration::from_millis(500));
     loop {
         tokio::select! {
             ev = rx.recv() => {
-                let Some(ev) = ev else { return Err("speaker stopped".into()) };
+                let Some(ev) = ev else { return Err(ProtocolError::SpeakerStopped) };
                 apply(&ctx, ev).await;
             }
             _ = sync.tick() => {
@@ -101,7 +93,7 @@ pub async fn run(ctx: AgentContext) -> Result<(), String> {
                 let mut state = ctx.state.write();
                 for n in &handle.neighbors {
                     let Ok(s) = n.lock() else { continue };
-                    state.set_neighbor_state(s.address, session_state(s.state), s.last_error.clone());
+                    state.set_neighbor_state(s.address, s.state, s.last_error.clone());
                     if let Some(view) = state.neighbors.get_mut(&s.address) {
                         view.updates_received = s.updates_received;
                         view.updates_sent = s.updates_sent;
@@ -140,7 +132,7 @@ async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
         SpeakerEvent::Neighbor(s) => {
             ctx.state
                 .write()
-                .set_neighbor_state(s.address, session_state(s.state), s.last_error);
+                .set_neighbor_state(s.address, s.state, s.last_error);
         }
         SpeakerEvent::Route { prefix, route } => {
             let mut state = ctx.state.write();

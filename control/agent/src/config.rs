@@ -663,6 +663,7 @@ mod tests {
                 max_group_size: Some(1),
                 group_form: Default::default(),
                 router_mac: None,
+                watch_ports: true,
             }),
         ] {
             values.push(serde_json::to_value(&dataplane).expect("serializes"));

@@ -25,6 +25,7 @@
 
 use fare_dataplane::limits::{self, GroupFit, GroupLimits};
 use fare_dataplane::{ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupStatus, Member};
+use fare_model::forwarding::MemberRef;
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -188,20 +189,18 @@ impl DataplaneHandle {
         .await
     }
 
-    /// Like [`Self::set_member_active`], for the member whose `via` is `via` in the group
+    /// Like [`Self::set_member_active`], for the member whose `via` `member` names in the group
     /// as installed when the command runs: a group re-installed after the caller read it
     /// (members reordered, the member gone) never has the wrong member switched.
     pub async fn set_member_active_via(
         &self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        member: MemberRef<'_>,
         active: bool,
     ) -> Result<(), HandleError> {
         self.call(|reply| DataplaneCommand::SetMemberActive {
-            prefix,
-            index,
-            via: Some(via.to_string()),
+            prefix: member.prefix,
+            index: member.index,
+            via: Some(member.via.to_string()),
             active,
             reply,
         })
@@ -396,11 +395,39 @@ impl MemberKey {
 /// Members switched off, per prefix (kept across re-installs).
 type HeldOut = BTreeMap<IpNet, BTreeSet<MemberKey>>;
 
+/// What the task keeps of the groups installed.
+#[derive(Default)]
+struct Installed {
+    /// The installed groups' members, to name the member of a set_member_active.
+    members: BTreeMap<IpNet, Vec<MemberKey>>,
+    fits: BTreeMap<IpNet, Fits>,
+    held: HeldOut,
+}
+
+impl Installed {
+    /// The group of `prefix` was removed.
+    fn forget(&mut self, prefix: IpNet) {
+        self.members.remove(&prefix);
+        self.held.remove(&prefix);
+        self.fits.remove(&prefix);
+    }
+}
+
 /// ARN congestion shares below 1, per prefix (kept across re-installs).
 type Shares = BTreeMap<IpNet, BTreeMap<MemberKey, f64>>;
 
 /// The group the control plane asked for, with its per-color groups.
 type Requested = BTreeMap<IpNet, (Group, Vec<ColorGroup>)>;
+
+/// Forgets the shares of the members that left `group` (an install of its prefix).
+fn forget_shares_of_gone(shares: &mut Shares, group: &Group) {
+    if let Some(s) = shares.get_mut(&group.prefix) {
+        s.retain(|k, _| group.members.iter().any(|m| MemberKey::of(m) == *k));
+        if s.is_empty() {
+            shares.remove(&group.prefix);
+        }
+    }
+}
 
 /// `members` with the shares of `shares` applied ([`fare_arn::shift::weights`]); a
 /// shifted member's bandwidth is scaled by its share too (what the path carries now), so
@@ -435,10 +462,7 @@ async fn run(
     changed: Arc<Notify>,
 ) -> Box<dyn Dataplane> {
     let name = backend.name();
-    let mut held: HeldOut = BTreeMap::new();
-    // The installed groups' members, to name the member of a set_member_active.
-    let mut installed: BTreeMap<IpNet, Vec<MemberKey>> = BTreeMap::new();
-    let mut fits: BTreeMap<IpNet, Fits> = BTreeMap::new();
+    let mut st = Installed::default();
     let mut requested: Requested = BTreeMap::new();
     let mut shares: Shares = BTreeMap::new();
     info!(backend = name, ?limits, "data plane group limits");
@@ -484,13 +508,7 @@ async fn run(
                 let mut prepared = Vec::with_capacity(batch.len());
                 let mut replies = Vec::with_capacity(batch.len());
                 for (group, reply) in batch {
-                    // Shares of members that left the group are forgotten.
-                    if let Some(s) = shares.get_mut(&group.prefix) {
-                        s.retain(|k, _| group.members.iter().any(|m| MemberKey::of(m) == *k));
-                        if s.is_empty() {
-                            shares.remove(&group.prefix);
-                        }
-                    }
+                    forget_shares_of_gone(&mut shares, &group);
                     requested.insert(group.prefix, (group.clone(), vec![]));
                     prepared.push(prepare(name, &limits, (group, vec![]), &shares));
                     replies.push(reply);
@@ -502,16 +520,7 @@ async fn run(
                     backend.install_batch(&groups).await
                 };
                 for ((p, reply), result) in prepared.into_iter().zip(replies).zip(results) {
-                    finish(
-                        backend.as_mut(),
-                        name,
-                        p,
-                        &result,
-                        &mut installed,
-                        &mut fits,
-                        &mut held,
-                    )
-                    .await;
+                    finish(backend.as_mut(), name, p, &result, &mut st).await;
                     count(&stats, &stats.installs, &result);
                     answer(reply, result, &changed);
                 }
@@ -521,13 +530,7 @@ async fn run(
                 colors,
                 reply,
             } => {
-                // Shares of members that left the group are forgotten.
-                if let Some(s) = shares.get_mut(&group.prefix) {
-                    s.retain(|k, _| group.members.iter().any(|m| MemberKey::of(m) == *k));
-                    if s.is_empty() {
-                        shares.remove(&group.prefix);
-                    }
-                }
+                forget_shares_of_gone(&mut shares, &group);
                 requested.insert(group.prefix, (group.clone(), colors.clone()));
                 let result = install_shifted(
                     backend.as_mut(),
@@ -535,9 +538,7 @@ async fn run(
                     &limits,
                     (group, colors),
                     &shares,
-                    &mut installed,
-                    &mut fits,
-                    &mut held,
+                    &mut st,
                 )
                 .await;
                 count(&stats, &stats.installs, &result);
@@ -549,9 +550,7 @@ async fn run(
                 match &result {
                     Ok(()) => {
                         info!(backend = name, %prefix, "group removed");
-                        installed.remove(&prefix);
-                        held.remove(&prefix);
-                        fits.remove(&prefix);
+                        st.forget(prefix);
                         requested.remove(&prefix);
                         shares.remove(&prefix);
                     }
@@ -566,7 +565,8 @@ async fn run(
                 active,
                 reply,
             } => {
-                let members = installed
+                let members = st
+                    .members
                     .get(&prefix)
                     .map(|m| m.iter().map(|k| k.via.as_str()));
                 let (index, result) =
@@ -578,9 +578,9 @@ async fn run(
                 match &result {
                     Ok(()) => {
                         info!(backend = name, %prefix, ?index, active, "member state set");
-                        let key = index.and_then(|i| installed.get(&prefix)?.get(i));
+                        let key = index.and_then(|i| st.members.get(&prefix)?.get(i));
                         if let Some(key) = key {
-                            let set = held.entry(prefix).or_default();
+                            let set = st.held.entry(prefix).or_default();
                             if active {
                                 set.remove(key);
                             } else {
@@ -626,9 +626,7 @@ async fn run(
                                 &limits,
                                 (group.clone(), colors.clone()),
                                 &shares,
-                                &mut installed,
-                                &mut fits,
-                                &mut held,
+                                &mut st,
                             )
                             .await
                         }
@@ -665,7 +663,7 @@ async fn run(
             DataplaneCommand::Groups { reply } => {
                 let mut result = backend.groups().await;
                 match &mut result {
-                    Ok(groups) => annotate(groups, &fits, &limits),
+                    Ok(groups) => annotate(groups, &st.fits, &limits),
                     Err(e) => debug!(backend = name, "reading groups failed: {e}"),
                 }
                 let _ = reply.send(result);
@@ -685,9 +683,7 @@ async fn install_shifted(
     limits: &GroupLimits,
     (group, colors): (Group, Vec<ColorGroup>),
     shares: &Shares,
-    installed: &mut BTreeMap<IpNet, Vec<MemberKey>>,
-    fits: &mut BTreeMap<IpNet, Fits>,
-    held: &mut HeldOut,
+    st: &mut Installed,
 ) -> Result<(), DataplaneError> {
     let p = prepare(name, limits, (group, colors), shares);
     let result = if p.colors.is_empty() {
@@ -695,7 +691,7 @@ async fn install_shifted(
     } else {
         backend.install_colored(&p.group, &p.colors).await
     };
-    finish(backend, name, p, &result, installed, fits, held).await;
+    finish(backend, name, p, &result, st).await;
     result
 }
 
@@ -740,9 +736,7 @@ async fn finish(
     name: &'static str,
     p: Prepared,
     result: &Result<(), DataplaneError>,
-    installed: &mut BTreeMap<IpNet, Vec<MemberKey>>,
-    fits: &mut BTreeMap<IpNet, Fits>,
-    held: &mut HeldOut,
+    st: &mut Installed,
 ) {
     let Prepared {
         group,
@@ -761,12 +755,12 @@ async fn finish(
                 shifted,
                 "group installed"
             );
-            installed.insert(
+            st.members.insert(
                 group.prefix,
                 group.members.iter().map(MemberKey::of).collect(),
             );
-            fits.insert(group.prefix, fit);
-            keep_held_out(backend, &group, held).await;
+            st.fits.insert(group.prefix, fit);
+            keep_held_out(backend, &group, &mut st.held).await;
         }
         Err(e) => warn!(backend = name, prefix = %group.prefix, "install failed: {e}"),
     }
@@ -864,16 +858,31 @@ mod tests {
         }
     }
 
-    /// Records the prefixes of every backend call (`install_batch` as one entry).
-    struct Batches {
+    /// Installs `g` (the only group) through `handle`; its members' state as installed.
+    async fn installed_active(handle: &DataplaneHandle, g: Group) -> Vec<bool> {
+        handle.install(g).await.unwrap();
+        let groups = handle.groups().await.unwrap();
+        groups[0].members.iter().map(|m| m.active).collect()
+    }
+
+    /// The `none` data plane as these tests need it: records the prefixes of every
+    /// install call (`install_batch` as one entry), and keeps the per-color groups of
+    /// `install_colored` (refusing a color group beyond the limits) to report them with
+    /// every group.
+    #[derive(Default)]
+    struct Spy {
         inner: NullDataplane,
         calls: std::sync::Arc<std::sync::Mutex<Vec<Vec<String>>>>,
+        colors: Vec<ColorGroup>,
     }
 
     #[async_trait::async_trait]
-    impl Dataplane for Batches {
+    impl Dataplane for Spy {
         fn name(&self) -> &'static str {
-            "batches"
+            "spy"
+        }
+        fn limits(&self) -> GroupLimits {
+            self.inner.limits()
         }
         async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
             if let Ok(mut c) = self.calls.lock() {
@@ -885,17 +894,39 @@ mod tests {
             if let Ok(mut c) = self.calls.lock() {
                 c.push(groups.iter().map(|g| g.prefix.to_string()).collect());
             }
-            let mut out = Vec::new();
-            for g in groups {
-                out.push(self.inner.install(g).await);
+            self.inner.install_batch(groups).await
+        }
+        async fn install_colored(
+            &mut self,
+            group: &Group,
+            colors: &[ColorGroup],
+        ) -> Result<(), DataplaneError> {
+            for c in colors {
+                if let Some(why) = self.inner.limits().violation(&c.members) {
+                    return Err(DataplaneError::backend("spy", why));
+                }
             }
-            out
+            self.colors = colors.to_vec();
+            self.inner.install(group).await
         }
         async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
             self.inner.remove(prefix).await
         }
         async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
-            self.inner.groups().await
+            let mut g = self.inner.groups().await?;
+            for s in &mut g {
+                s.colors = self
+                    .colors
+                    .iter()
+                    .map(|c| fare_dataplane::ColorStatus {
+                        color: c.color,
+                        members: c.members.clone(),
+                        status: vec![Default::default(); c.members.len()],
+                        fit: None,
+                    })
+                    .collect();
+            }
+            Ok(g)
         }
         async fn set_member_active(
             &mut self,
@@ -913,9 +944,9 @@ mod tests {
     #[tokio::test]
     async fn queued_installs_are_batched() {
         let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let backend = Batches {
-            inner: NullDataplane::default(),
+        let backend = Spy {
             calls: calls.clone(),
+            ..Spy::default()
         };
         let (handle, _task) = spawn(Box::new(backend));
         // On this single-threaded runtime all five are queued before the task runs.
@@ -1059,65 +1090,9 @@ mod tests {
     /// DPF: the per-color groups are reduced too, each on its own.
     #[tokio::test]
     async fn color_groups_are_reduced_too() {
-        struct Colored {
-            inner: NullDataplane,
-            colors: Vec<ColorGroup>,
-        }
-        #[async_trait::async_trait]
-        impl Dataplane for Colored {
-            fn name(&self) -> &'static str {
-                "colored"
-            }
-            fn limits(&self) -> GroupLimits {
-                self.inner.limits()
-            }
-            async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
-                self.inner.install(group).await
-            }
-            async fn install_colored(
-                &mut self,
-                group: &Group,
-                colors: &[ColorGroup],
-            ) -> Result<(), DataplaneError> {
-                for c in colors {
-                    if let Some(why) = self.inner.limits().violation(&c.members) {
-                        return Err(DataplaneError::backend("colored", why));
-                    }
-                }
-                self.colors = colors.to_vec();
-                self.inner.install(group).await
-            }
-            async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
-                self.inner.remove(prefix).await
-            }
-            async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
-                let mut g = self.inner.groups().await?;
-                for s in &mut g {
-                    s.colors = self
-                        .colors
-                        .iter()
-                        .map(|c| fare_dataplane::ColorStatus {
-                            color: c.color,
-                            members: c.members.clone(),
-                            status: vec![Default::default(); c.members.len()],
-                            fit: None,
-                        })
-                        .collect();
-                }
-                Ok(g)
-            }
-            async fn set_member_active(
-                &mut self,
-                prefix: IpNet,
-                index: usize,
-                active: bool,
-            ) -> Result<(), DataplaneError> {
-                self.inner.set_member_active(prefix, index, active).await
-            }
-        }
-        let backend = Colored {
+        let backend = Spy {
             inner: NullDataplane::with_limits(GroupLimits::size(16)),
-            colors: vec![],
+            ..Spy::default()
         };
         let (handle, _task) = spawn(Box::new(backend));
         let bw = [10.6875, 14.3125, 14.3125, 14.3125];
@@ -1197,43 +1172,22 @@ mod tests {
             .unwrap();
         changed.notified().await; // the permit of the install
         handle.set_member_active(p, 1, false).await.unwrap();
-        let active =
-            |g: Vec<GroupStatus>| -> Vec<bool> { g[0].members.iter().map(|m| m.active).collect() };
         // New weights, same members: m1 stays off.
-        handle
-            .install(group("10.0.0.0/24", &[3, 2, 1]))
-            .await
-            .unwrap();
-        assert_eq!(
-            active(handle.groups().await.unwrap()),
-            vec![true, false, true]
-        );
+        let g = group("10.0.0.0/24", &[3, 2, 1]);
+        assert_eq!(installed_active(&handle, g).await, [true, false, true]);
         changed.notified().await;
         // m1 moves to index 0 (m0 left): still off.
         let mut g = group("10.0.0.0/24", &[2, 2, 2]);
         g.members.remove(0);
-        handle.install(g).await.unwrap();
-        assert_eq!(active(handle.groups().await.unwrap()), vec![false, true]);
+        assert_eq!(installed_active(&handle, g).await, [false, true]);
         // Switched on again: a later install keeps it on.
         handle.set_member_active(p, 0, true).await.unwrap();
-        handle
-            .install(group("10.0.0.0/24", &[1, 1, 1]))
-            .await
-            .unwrap();
-        assert_eq!(
-            active(handle.groups().await.unwrap()),
-            vec![true, true, true]
-        );
+        let g = group("10.0.0.0/24", &[1, 1, 1]);
+        assert_eq!(installed_active(&handle, g).await, [true, true, true]);
         // A member that left the group is forgotten.
         handle.set_member_active(p, 2, false).await.unwrap();
         handle.install(group("10.0.0.0/24", &[1, 1])).await.unwrap();
-        handle
-            .install(group("10.0.0.0/24", &[1, 1, 1]))
-            .await
-            .unwrap();
-        assert_eq!(
-            active(handle.groups().await.unwrap()),
-            vec![true, true, true]
-        );
+        let g = group("10.0.0.0/24", &[1, 1, 1]);
+        assert_eq!(installed_active(&handle, g).await, [true, true, true]);
     }
 }

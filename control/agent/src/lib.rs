@@ -171,8 +171,14 @@ pub enum AgentError {
     },
     #[error("signal handler: {0}")]
     Signal(#[source] std::io::Error),
-    #[error("{0} stopped: {1}")]
-    Protocol(&'static str, String),
+    #[error("{task} stopped: {source}")]
+    Protocol {
+        task: &'static str,
+        #[source]
+        source: protocols::ProtocolError,
+    },
+    #[error("protocol task: {0}")]
+    TaskPanicked(#[source] tokio::task::JoinError),
     #[error("dpf flow rules: {0}")]
     FlowRules(#[source] dataplane_task::HandleError),
 }
@@ -248,13 +254,13 @@ pub async fn run(
                 Ok((name, Ok(()))) => info!(task = name, "task finished"),
                 Ok((name, Err(e))) => {
                     error!(task = name, "task failed: {e}");
-                    failure = Some(AgentError::Protocol(name, e));
+                    failure = Some(AgentError::Protocol { task: name, source: e });
                     shutdown.cancel();
                     break;
                 }
                 Err(e) => {
                     error!("task panicked: {e}");
-                    failure = Some(AgentError::Protocol("task", e.to_string()));
+                    failure = Some(AgentError::TaskPanicked(e));
                     shutdown.cancel();
                     break;
                 }

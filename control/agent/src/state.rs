@@ -12,34 +12,8 @@ use std::net::IpAddr;
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
-/// RFC 4271 §8.2.2 session states.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum SessionState {
-    #[default]
-    Idle,
-    Connect,
-    Active,
-    OpenSent,
-    OpenConfirm,
-    Established,
-}
-
-impl SessionState {
-    pub const ALL: [SessionState; 6] = [
-        SessionState::Idle,
-        SessionState::Connect,
-        SessionState::Active,
-        SessionState::OpenSent,
-        SessionState::OpenConfirm,
-        SessionState::Established,
-    ];
-}
-
-impl fmt::Display for SessionState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
-    }
-}
+/// RFC 4271 §8.2.2 session states: the BGP state machine's own.
+pub use fare_bgp::fsm::State as SessionState;
 
 /// One configured neighbor and its session.
 #[derive(Clone, Debug)]

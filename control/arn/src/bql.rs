@@ -16,11 +16,15 @@ use std::path::{Path, PathBuf};
 /// Where network devices are in sysfs.
 pub const SYS_CLASS_NET: &str = "/sys/class/net";
 
+/// An `inflight` file that does not hold a byte count (its trimmed text).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("inflight: `{0}` is not a byte count")]
+pub struct InflightError(pub String);
+
 /// One `inflight` file's value: a decimal byte count (sysfs prints it with a newline).
-pub fn parse_inflight(text: &str) -> Result<u64, String> {
+pub fn parse_inflight(text: &str) -> Result<u64, InflightError> {
     let t = text.trim();
-    t.parse::<u64>()
-        .map_err(|_| format!("inflight: `{t}` is not a byte count"))
+    t.parse::<u64>().map_err(|_| InflightError(t.to_string()))
 }
 
 /// The `inflight` files of `dev`'s transmit queues under `root` (normally
@@ -113,7 +117,10 @@ mod tests {
     fn inflight_values_parse() {
         assert_eq!(parse_inflight("1514\n"), Ok(1514));
         assert_eq!(parse_inflight("0"), Ok(0));
-        assert!(parse_inflight("lots\n").unwrap_err().contains("`lots`"));
+        assert_eq!(
+            parse_inflight("lots\n").unwrap_err().to_string(),
+            "inflight: `lots` is not a byte count"
+        );
         assert!(parse_inflight("-1").is_err());
         assert!(parse_inflight("").is_err());
     }

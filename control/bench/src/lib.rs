@@ -18,38 +18,7 @@ pub mod xdp;
 pub mod xdp_forward;
 pub mod xdp_objects;
 
-use fare_model::topology::gen::MultiPlane;
 use std::path::PathBuf;
-
-/// The generated multi-plane fabric (`fare topo gen multiplane`) the `sim` and `mpson`
-/// benchmarks run on; the defaults are the 100,000-GPU, 4-plane fabric.
-#[derive(clap::Args, Debug)]
-pub struct FabricArgs {
-    /// GPUs (= RNICs) of the generated fabric.
-    #[arg(long, default_value_t = 100_000)]
-    pub gpus: u32,
-    /// Planes: every RNIC has one link into each.
-    #[arg(long, default_value_t = 4)]
-    pub planes: u32,
-    /// RNICs behind one leaf (a block shares one leaf in every plane).
-    #[arg(long, default_value_t = 256)]
-    pub rnics_per_leaf: u32,
-    /// Spines per plane; every leaf of the plane links to every spine.
-    #[arg(long, default_value_t = 256)]
-    pub spines_per_plane: u32,
-}
-
-impl FabricArgs {
-    pub fn params(&self) -> MultiPlane {
-        MultiPlane {
-            gpus: self.gpus,
-            planes: self.planes,
-            rnics_per_leaf: self.rnics_per_leaf,
-            spines_per_plane: self.spines_per_plane,
-            ..Default::default()
-        }
-    }
-}
 
 #[derive(clap::Args, Debug)]
 pub struct Args {

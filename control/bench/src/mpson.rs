@@ -9,8 +9,10 @@ use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// The generated multi-plane fabric (`fare topo gen multiplane`) the benchmark runs
+    /// on; the defaults are the 100,000-GPU, 4-plane fabric.
     #[command(flatten)]
-    fabric: super::FabricArgs,
+    fabric: fare_model::topology::gen::MultiPlane,
     /// (RNIC, plane) links down in the degraded run (default: 0.1% of 400,000).
     #[arg(long, default_value_t = 400)]
     disconnected: u32,
@@ -45,7 +47,7 @@ fn bytes(b: f64) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<String> {
-    let params = args.fabric.params();
+    let params = args.fabric.clone();
     let baseline = args.fabric.gpus as f64 * args.fabric.planes as f64;
     let mut md = String::new();
     writeln!(md, "## Multi-plane route-table suppression (`mpson`)\n")?;

@@ -9,8 +9,10 @@ use std::time::Instant;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
+    /// The generated multi-plane fabric (`fare topo gen multiplane`) the benchmark runs
+    /// on; the defaults are the 100,000-GPU, 4-plane fabric.
     #[command(flatten)]
-    fabric: super::FabricArgs,
+    fabric: fare_model::topology::gen::MultiPlane,
     /// GPUs of the smaller fabric on which group sharing is compared with per-node work.
     #[arg(long, default_value_t = 16_384)]
     baseline_gpus: u32,
@@ -29,7 +31,7 @@ fn mib(b: Option<u64>) -> String {
 }
 
 pub fn run(args: Args) -> anyhow::Result<String> {
-    let params = args.fabric.params();
+    let params = args.fabric.clone();
     let load_at_start = std::fs::read_to_string("/proc/loadavg")
         .ok()
         .and_then(|l| l.split_whitespace().next().map(str::to_string))

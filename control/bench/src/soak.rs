@@ -300,32 +300,25 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
             lab = Some(l);
         }
     }
-    let mut baseline = Vec::new();
-    for i in 0..args.baseline_flaps {
-        let f = flap(&name, &args.link)?;
-        eprintln!(
-            "soak: baseline flap {}/{}: {:?} s",
-            i + 1,
-            args.baseline_flaps,
-            f.recovery_s
-        );
-        baseline.push(f);
-    }
-    let mut loaded = Vec::new();
-    {
+    // `n` flaps of the link, each logged as `what` (with its number) and its recovery.
+    let flaps = |n: usize, what: &dyn Fn(usize) -> String| -> anyhow::Result<Vec<Flap>> {
+        (0..n)
+            .map(|i| {
+                let f = flap(&name, &args.link)?;
+                eprintln!("soak: {}: {:?} s", what(i + 1), f.recovery_s);
+                Ok(f)
+            })
+            .collect()
+    };
+    let baseline = flaps(args.baseline_flaps, &|i| {
+        format!("baseline flap {i}/{}", args.baseline_flaps)
+    })?;
+    let loaded = {
         let _hogs = Hogs::start(args.hogs)?;
-        for i in 0..args.flaps {
-            let f = flap(&name, &args.link)?;
-            eprintln!(
-                "soak: flap {}/{} with {} hogs: {:?} s",
-                i + 1,
-                args.flaps,
-                args.hogs,
-                f.recovery_s
-            );
-            loaded.push(f);
-        }
-    }
+        flaps(args.flaps, &|i| {
+            format!("flap {i}/{} with {} hogs", args.flaps, args.hogs)
+        })?
+    };
     drop(lab);
     let load_end = load_average();
 

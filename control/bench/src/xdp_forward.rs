@@ -346,30 +346,26 @@ fn group() -> anyhow::Result<Group> {
     })
 }
 
-/// Measures with the fare program attached to the ingress veth (then detached).
-fn measure_xdp(bench: &Bench, seconds: u64) -> anyhow::Result<(f64, f64)> {
+/// Measures while a forwarder runs in the router's namespace: `open` sets it up on a
+/// thread inside the namespace, the bench measures, then `close` takes it down (`what`
+/// names the forwarder in errors).
+fn measure_held<T>(
+    bench: &Bench,
+    seconds: u64,
+    what: &str,
+    open: impl FnOnce() -> anyhow::Result<T> + Send + 'static,
+    close: impl FnOnce(T) -> anyhow::Result<()> + Send + 'static,
+) -> anyhow::Result<(f64, f64)> {
     let router_ns = bench.router.0.clone();
-    let ingress = bench.ingress.clone();
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
     let holder = std::thread::spawn(move || -> anyhow::Result<()> {
         enter(&router_ns)?;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        let _enter = rt.enter();
-        let opened = (|| -> anyhow::Result<XdpDataplane> {
-            let opts = XdpOptions::new(format!("bench-{router_ns}"), vec![ingress]);
-            let mut dp = XdpDataplane::open(&opts)?;
-            rt.block_on(dp.install(&group()?))?;
-            Ok(dp)
-        })();
-        match opened {
-            Ok(dp) => {
+        match open() {
+            Ok(held) => {
                 let _ = ready_tx.send(Ok(()));
                 let _ = rx.recv_timeout(Duration::from_secs(seconds + 60));
-                dp.destroy()?;
-                Ok(())
+                close(held)
             }
             Err(e) => {
                 let _ = ready_tx.send(Err(e));
@@ -382,49 +378,54 @@ fn measure_xdp(bench: &Bench, seconds: u64) -> anyhow::Result<(f64, f64)> {
     let _ = tx.send(());
     holder
         .join()
-        .map_err(|_| anyhow::anyhow!("XDP holder panicked"))??;
+        .map_err(|_| anyhow::anyhow!("{what} holder panicked"))??;
     measured
+}
+
+/// Measures with the fare program attached to the ingress veth (then detached).
+fn measure_xdp(bench: &Bench, seconds: u64) -> anyhow::Result<(f64, f64)> {
+    let router_ns = bench.router.0.clone();
+    let ingress = bench.ingress.clone();
+    let open = move || -> anyhow::Result<(tokio::runtime::Runtime, XdpDataplane)> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let dp = {
+            let _enter = rt.enter();
+            let opts = XdpOptions::new(format!("bench-{router_ns}"), vec![ingress]);
+            let mut dp = XdpDataplane::open(&opts)?;
+            rt.block_on(dp.install(&group()?))?;
+            dp
+        };
+        Ok((rt, dp))
+    };
+    let close = |(rt, dp): (tokio::runtime::Runtime, XdpDataplane)| {
+        let _enter = rt.enter();
+        dp.destroy()?;
+        Ok(())
+    };
+    measure_held(bench, seconds, "XDP", open, close)
 }
 
 /// Measures with the minimal forwarder (benchmark object) attached to the ingress veth,
 /// sending everything to the first sink (then detached).
 fn measure_min(bench: &Bench, seconds: u64) -> anyhow::Result<(f64, f64)> {
-    let router_ns = bench.router.0.clone();
     let ingress = bench.ingress.clone();
     let e1_mac = bench.router.sh("cat /sys/class/net/e1/address")?;
     let e1_mac: MacAddr = e1_mac
         .trim()
         .parse()
         .map_err(|e| anyhow::anyhow!("MAC of e1 ({}): {e}", e1_mac.trim()))?;
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
-    let holder = std::thread::spawn(move || -> anyhow::Result<()> {
-        enter(&router_ns)?;
-        let opened = (|| -> anyhow::Result<MinForwarder> {
-            let mut fwd = MinForwarder::open()?;
-            fwd.route([198, 18, 0, 0], 16, "e1", e1_mac.0, sink_mac(1))?;
-            fwd.attach(&ingress)?;
-            Ok(fwd)
-        })();
-        match opened {
-            Ok(fwd) => {
-                let _ = ready_tx.send(Ok(()));
-                let _ = rx.recv_timeout(Duration::from_secs(seconds + 60));
-                drop(fwd);
-            }
-            Err(e) => {
-                let _ = ready_tx.send(Err(e));
-            }
-        }
+    let open = move || -> anyhow::Result<MinForwarder> {
+        let mut fwd = MinForwarder::open()?;
+        fwd.route([198, 18, 0, 0], 16, "e1", e1_mac.0, sink_mac(1))?;
+        fwd.attach(&ingress)?;
+        Ok(fwd)
+    };
+    measure_held(bench, seconds, "minimal forwarder", open, |fwd| {
+        drop(fwd);
         Ok(())
-    });
-    ready_rx.recv()??;
-    let measured = bench.measure(seconds);
-    let _ = tx.send(());
-    holder
-        .join()
-        .map_err(|_| anyhow::anyhow!("minimal forwarder holder panicked"))??;
-    measured
+    })
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

@@ -27,15 +27,33 @@ use serde::Serialize;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
-/// RFC 4271 §8.2.2 states.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+/// RFC 4271 §8.2.2 states (also what the agent reports per neighbor).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 pub enum State {
+    #[default]
     Idle,
     Connect,
     Active,
     OpenSent,
     OpenConfirm,
     Established,
+}
+
+impl State {
+    pub const ALL: [State; 6] = [
+        State::Idle,
+        State::Connect,
+        State::Active,
+        State::OpenSent,
+        State::OpenConfirm,
+        State::Established,
+    ];
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self, f)
+    }
 }
 
 /// After a link-up, how long the end with the lower BGP ID waits for the peer's

@@ -20,7 +20,8 @@ pub mod xdp;
 // The data the backends are given, and the rules they share, come from the model.
 pub use fare_model::forwarding::{
     dpf, keep_last_active, limits, mac, member_now, ColorGroup, ColorStatus, FlowRule, Group,
-    GroupFit, GroupLimits, GroupMode, GroupStatus, MacAddr, Member, MemberError, MemberStatus,
+    GroupFit, GroupLimits, GroupMode, GroupStatus, GroupTable, MacAddr, Member, MemberError,
+    MemberStatus, TableError,
 };
 
 use async_trait::async_trait;
@@ -158,7 +159,7 @@ pub trait Dataplane: Send {
 /// The `none` backend: keeps groups in memory only (control-plane-only nodes, tests).
 #[derive(Default)]
 pub struct NullDataplane {
-    groups: std::collections::BTreeMap<IpNet, GroupStatus>,
+    groups: GroupTable,
     limits: GroupLimits,
 }
 
@@ -169,6 +170,15 @@ impl NullDataplane {
         NullDataplane {
             groups: Default::default(),
             limits,
+        }
+    }
+}
+
+impl From<TableError> for DataplaneError {
+    fn from(e: TableError) -> Self {
+        match e {
+            TableError::NoSuchGroup(prefix) => DataplaneError::NoSuchGroup(prefix),
+            TableError::Member(m) => DataplaneError::Member(m),
         }
     }
 }
@@ -191,34 +201,16 @@ impl Dataplane for NullDataplane {
                 why,
             });
         }
-        let members = vec![
-            MemberStatus {
-                active: true,
-                ..Default::default()
-            };
-            group.members.len()
-        ];
-        self.groups.insert(
-            group.prefix,
-            GroupStatus {
-                group: group.clone(),
-                members,
-                colors: Vec::new(),
-                fit: None,
-            },
-        );
+        self.groups.install(group);
         Ok(())
     }
 
     async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
-        self.groups
-            .remove(&prefix)
-            .map(|_| ())
-            .ok_or(DataplaneError::NoSuchGroup(prefix))
+        Ok(self.groups.remove(prefix)?)
     }
 
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
-        Ok(self.groups.values().cloned().collect())
+        Ok(self.groups.groups())
     }
 
     async fn set_member_active(
@@ -227,17 +219,6 @@ impl Dataplane for NullDataplane {
         index: usize,
         active: bool,
     ) -> Result<(), DataplaneError> {
-        let status = self
-            .groups
-            .get_mut(&prefix)
-            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
-        let states: Vec<bool> = status.members.iter().map(|m| m.active).collect();
-        let member = status
-            .members
-            .get_mut(index)
-            .ok_or_else(|| DataplaneError::backend("none", format!("no member {index}")))?;
-        keep_last_active(prefix, &states, index, active)?;
-        member.active = active;
-        Ok(())
+        Ok(self.groups.set_member_active(prefix, index, None, active)?)
     }
 }

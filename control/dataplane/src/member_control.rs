@@ -6,8 +6,7 @@ use crate::{Dataplane, DataplaneError};
 use async_trait::async_trait;
 use fare_arn::codec::FlowId;
 use fare_arn::receiver::{ControlError, MemberControl};
-use fare_model::forwarding::GroupStatus;
-use ipnet::IpNet;
+use fare_model::forwarding::{GroupStatus, MemberRef};
 
 impl From<DataplaneError> for ControlError {
     fn from(e: DataplaneError) -> Self {
@@ -35,11 +34,10 @@ impl MemberControl for dyn Dataplane + '_ {
     }
     async fn set_member_active(
         &mut self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        member: MemberRef<'_>,
         active: bool,
     ) -> Result<(), ControlError> {
+        let MemberRef { prefix, index, via } = member;
         let groups = Dataplane::groups(self).await?;
         let members = groups
             .iter()

@@ -106,6 +106,11 @@ pub fn dataplane_config(node: &NodePlan, build: &Path) -> DataplaneConfig {
         max_group_size: None,
         group_form: Default::default(),
         router_mac: None,
+        // BMv2's P4Runtime server keeps a member out of service for good once its watch
+        // port was seen down while the member was written: the port's later "up" never
+        // reactivates it (docs/lab.md). Peers attaching XDP bounce the lab's links at
+        // start, so the lab's switches rely on the agent's own link handling instead.
+        watch_ports: false,
     })
 }
 

@@ -26,10 +26,10 @@ use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::time::{Duration, Instant};
 
+/// What `fail`, `degrade` and `restore` share: which lab, and how the change is checked
+/// against the model.
 #[derive(clap::Args, Debug)]
-pub struct FailArgs {
-    /// `A-B` (every link between nodes A and B) or a link name (`S1-L1#2`).
-    pub link: String,
+pub struct ConvergeArgs {
     #[arg(long)]
     pub name: Option<String>,
     /// Seconds to wait for convergence.
@@ -43,18 +43,19 @@ pub struct FailArgs {
 }
 
 #[derive(clap::Args, Debug)]
+pub struct FailArgs {
+    /// `A-B` (every link between nodes A and B) or a link name (`S1-L1#2`).
+    pub link: String,
+    #[command(flatten)]
+    pub converge: ConvergeArgs,
+}
+
+#[derive(clap::Args, Debug)]
 pub struct DegradeArgs {
     /// `A-B=GBPS`: every link between A and B (or the named link) runs at GBPS.
     pub spec: String,
-    #[arg(long)]
-    pub name: Option<String>,
-    #[arg(long, default_value_t = 30.0)]
-    pub timeout: f64,
-    /// Report, but exit 0 even when the fabric has not converged to the model in time.
-    #[arg(long)]
-    pub no_check: bool,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub converge: ConvergeArgs,
 }
 
 #[derive(clap::Args, Debug)]
@@ -80,15 +81,8 @@ pub struct CongestArgs {
 pub struct RestoreArgs {
     /// `A-B` or a link name; `all` restores every change.
     pub link: String,
-    #[arg(long)]
-    pub name: Option<String>,
-    #[arg(long, default_value_t = 30.0)]
-    pub timeout: f64,
-    /// Report, but exit 0 even when the fabric has not converged to the model in time.
-    #[arg(long)]
-    pub no_check: bool,
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub converge: ConvergeArgs,
 }
 
 /// The links a user's `A-B` (or link name) means, with the two node names.
@@ -153,6 +147,20 @@ pub struct ChangeReport {
     pub bandwidth_set: Vec<String>,
     /// What still differed from the model when the timeout ended (empty: converged).
     pub mismatches: Vec<Mismatch>,
+}
+
+impl ChangeReport {
+    /// The report of `change` over `links` before anything was measured.
+    fn new(change: String, links: Vec<String>) -> ChangeReport {
+        ChangeReport {
+            change,
+            links,
+            convergence_s: None,
+            restarted: Vec::new(),
+            bandwidth_set: Vec::new(),
+            mismatches: Vec::new(),
+        }
+    }
 }
 
 /// One difference between the live fabric and the model.
@@ -318,25 +326,25 @@ fn failed_links(state: &LabState) -> BTreeSet<String> {
         .collect()
 }
 
-/// Differences between what the agents report and the model: per node, every prefix
-/// either side has a group for (member interfaces and weight ratios), then — when
-/// `sessions` — every session not Established over a link that is not failed.
-pub fn check(
-    dir: &StateDir,
+/// What every agent of the lab answers to `what` (one entry per plan node, in order).
+fn show_every(dir: &StateDir, state: &LabState, what: agents::Show) -> Vec<Option<Value>> {
+    let names: Vec<&str> = state.plan.nodes.iter().map(|n| n.name.as_str()).collect();
+    agents::show_all(dir, &names, what)
+}
+
+/// Differences between what the agents report (`all_groups`, and `all_neighbors` when
+/// given: [`show_every`] of the nodes) and the model: per node, every prefix either side
+/// has a group for (member interfaces and weight ratios), then — with the neighbors —
+/// every session not Established over a link that is not failed.
+fn compare(
     state: &LabState,
     expected: &GroupView,
-    sessions: bool,
+    all_groups: &[Option<Value>],
+    all_neighbors: Option<&[Option<Value>]>,
 ) -> Vec<Mismatch> {
     let plan = &state.plan;
     let failed = failed_links(state);
     let mut out = Vec::new();
-    let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
-    let all_groups = agents::show_all(dir, &names, agents::Show::Groups);
-    let mut all_neighbors = if sessions {
-        agents::show_all(dir, &names, agents::Show::Neighbors)
-    } else {
-        Vec::new()
-    };
     for (k, (node, groups)) in plan.nodes.iter().zip(all_groups).enumerate() {
         let want = expected.get(&node.name).cloned().unwrap_or_default();
         let Some(groups) = groups else {
@@ -348,7 +356,7 @@ pub fn check(
             });
             continue;
         };
-        let have = agent_view(&groups);
+        let have = agent_view(groups);
         let prefixes: BTreeSet<&String> = want.keys().chain(have.keys()).collect();
         for prefix in prefixes {
             let (h, w) = (have.get(prefix), want.get(prefix));
@@ -366,12 +374,12 @@ pub fn check(
                 });
             }
         }
-        if !sessions {
+        let Some(all_neighbors) = all_neighbors else {
             continue;
-        }
-        let neighbors = all_neighbors.get_mut(k).and_then(Option::take);
-        for n in neighbors
-            .as_ref()
+        };
+        for n in all_neighbors
+            .get(k)
+            .and_then(Option::as_ref)
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
@@ -400,8 +408,10 @@ pub fn check(
     out
 }
 
-/// Waits until [`check`] finds nothing (groups first, then sessions). Returns the
-/// seconds since `since`, or what still differs when `timeout` has passed.
+/// Waits until the agents agree with the model (see [`compare`]: groups first, then
+/// sessions). Each round reads the groups once, and the sessions only when the groups
+/// agree or time is up. Returns the seconds since `since`, or what still differs when
+/// `timeout` has passed.
 pub(super) fn wait_converged(
     dir: &StateDir,
     state: &LabState,
@@ -413,25 +423,25 @@ pub(super) fn wait_converged(
     }
     let expected = expected_view(&state.plan, &expected_groups(state)?);
     loop {
-        let groups_left = check(dir, state, &expected, false);
-        if groups_left.is_empty() {
-            // Converged when the groups were right (the sessions behind them are checked
-            // next and only decide whether this counts).
-            let at = since.elapsed().as_secs_f64();
-            if check(dir, state, &expected, true).is_empty() {
+        let groups = show_every(dir, state, agents::Show::Groups);
+        // Converged when the groups were right (the sessions behind them are checked
+        // next and only decide whether this counts).
+        let at = since.elapsed().as_secs_f64();
+        let groups_agree = compare(state, &expected, &groups, None).is_empty();
+        let timed_out = since.elapsed() > timeout;
+        if groups_agree || timed_out {
+            let neighbors = show_every(dir, state, agents::Show::Neighbors);
+            let left = compare(state, &expected, &groups, Some(&neighbors));
+            if left.is_empty() {
                 return Ok(Ok(at));
             }
-        }
-        if since.elapsed() > timeout {
-            let left = check(dir, state, &expected, true);
-            if left.is_empty() {
-                return Ok(Ok(since.elapsed().as_secs_f64()));
+            if timed_out {
+                tracing::debug!(
+                    "not converged to the model after {timeout:?}: {} differences",
+                    left.len()
+                );
+                return Ok(Err(left));
             }
-            tracing::debug!(
-                "not converged to the model after {timeout:?}: {} differences",
-                left.len()
-            );
-            return Ok(Err(left));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -649,14 +659,10 @@ pub fn fail(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeReport
         a: a.clone(),
         b: b.clone(),
     });
-    let mut report = ChangeReport {
-        change: format!("fail {a}-{b}"),
-        links: links.iter().map(|l| l.name.clone()).collect(),
-        convergence_s: None,
-        restarted: Vec::new(),
-        bandwidth_set: Vec::new(),
-        mismatches: Vec::new(),
-    };
+    let mut report = ChangeReport::new(
+        format!("fail {a}-{b}"),
+        links.iter().map(|l| l.name.clone()).collect(),
+    );
     finish(&dir, &mut state, before, &mut report, since, timeout)?;
     Ok(report)
 }
@@ -685,14 +691,10 @@ pub fn degrade(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeRep
         b: b.clone(),
         gbps,
     });
-    let mut report = ChangeReport {
-        change: format!("degrade {a}-{b}={gbps}"),
-        links: links.iter().map(|l| l.name.clone()).collect(),
-        convergence_s: None,
-        restarted: Vec::new(),
-        bandwidth_set: Vec::new(),
-        mismatches: Vec::new(),
-    };
+    let mut report = ChangeReport::new(
+        format!("degrade {a}-{b}={gbps}"),
+        links.iter().map(|l| l.name.clone()).collect(),
+    );
     // BGP agents: the two ends learn the new bandwidth at run time.
     report.bandwidth_set = set_bandwidths(&dir, &state, &links, |_| gbps)?;
     finish(&dir, &mut state, before, &mut report, since, timeout)?;
@@ -852,14 +854,7 @@ pub fn restore(name: Option<&str>, spec: &str, timeout: f64) -> Result<ChangeRep
         });
         dir.event(&json!({"at": state::now(), "event": "restore", "a": a, "b": b}));
     }
-    let mut report = ChangeReport {
-        change: format!("restore {spec}"),
-        links: names,
-        convergence_s: None,
-        restarted: Vec::new(),
-        bandwidth_set: Vec::new(),
-        mismatches: Vec::new(),
-    };
+    let mut report = ChangeReport::new(format!("restore {spec}"), names);
     // BGP agents: the links' own capacity again, at run time.
     report.bandwidth_set = set_bandwidths(&dir, &state, &undegraded, |l| l.gbps)?;
     finish(&dir, &mut state, before, &mut report, since, timeout)?;

@@ -5,7 +5,7 @@
 
 use super::plan::Plan;
 use serde::{Deserialize, Serialize};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -194,9 +194,4 @@ pub fn now() -> f64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
         .unwrap_or(0.0)
-}
-
-/// For tests and tools: is `path` inside the lab state root?
-pub fn is_lab_path(path: &Path) -> bool {
-    path.starts_with(root())
 }

@@ -141,16 +141,8 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Up(a) => run_up(a),
         Command::Down(a) => run_down(a),
         Command::Traffic(a) => traffic::run(a).map_err(input),
-        Command::Fail(a) => {
-            let r = faults::fail(a.name.as_deref(), &a.link, a.timeout).map_err(input)?;
-            print_change(&r, a.json)?;
-            enforce(&r.change, &r.mismatches, a.timeout, a.no_check)
-        }
-        Command::Degrade(a) => {
-            let r = faults::degrade(a.name.as_deref(), &a.spec, a.timeout).map_err(input)?;
-            print_change(&r, a.json)?;
-            enforce(&r.change, &r.mismatches, a.timeout, a.no_check)
-        }
+        Command::Fail(a) => converge(&a.converge, |name, t| faults::fail(name, &a.link, t)),
+        Command::Degrade(a) => converge(&a.converge, |name, t| faults::degrade(name, &a.spec, t)),
         Command::Congest(a) => {
             let r = faults::congest(a.name.as_deref(), &a.link, a.percent, a.duration)
                 .map_err(input)?;
@@ -170,11 +162,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        Command::Restore(a) => {
-            let r = faults::restore(a.name.as_deref(), &a.link, a.timeout).map_err(input)?;
-            print_change(&r, a.json)?;
-            enforce(&r.change, &r.mismatches, a.timeout, a.no_check)
-        }
+        Command::Restore(a) => converge(&a.converge, |name, t| faults::restore(name, &a.link, t)),
         Command::Restart(a) => {
             let r = restart::restart(&a).map_err(input)?;
             if a.json {
@@ -190,6 +178,17 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Show(a) => report::run_show(a).map_err(input),
         Command::Gen(a) => gen::run(a).map_err(input),
     }
+}
+
+/// A change to the fabric (`fail`, `degrade`, `restore`): made by `change` (given the lab
+/// name and the timeout), reported, and checked against the model.
+fn converge(
+    a: &faults::ConvergeArgs,
+    change: impl FnOnce(Option<&str>, f64) -> Result<faults::ChangeReport, fare_lab::LabError>,
+) -> anyhow::Result<()> {
+    let r = change(a.name.as_deref(), a.timeout).map_err(input)?;
+    print_change(&r, a.json)?;
+    enforce(&r.change, &r.mismatches, a.timeout, a.no_check)
 }
 
 /// Bad input from the command line exits with 2 (`InputError`), the rest with 1.

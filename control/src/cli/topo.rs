@@ -49,18 +49,8 @@ pub enum Gen {
     /// Multi-plane scale-out fabric of RNICs (draft-xu-idr-fare-in-mpson Figure 1); the
     /// defaults are 100,000 GPUs on 4 planes of 512 x 100G switches.
     Multiplane {
-        #[arg(long, default_value_t = 100_000)]
-        gpus: u32,
-        #[arg(long, default_value_t = 4)]
-        planes: u32,
-        #[arg(long, default_value_t = 256)]
-        rnics_per_leaf: u32,
-        #[arg(long, default_value_t = 256)]
-        spines_per_plane: u32,
-        #[arg(long, default_value_t = 100.0)]
-        rnic_gbps: f64,
-        #[arg(long, default_value_t = 100.0)]
-        fabric_gbps: f64,
+        #[command(flatten)]
+        fabric: gen::MultiPlane,
         #[command(flatten)]
         out: Output,
     },
@@ -97,25 +87,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                     gbps,
                     out,
                 } => (gen::clos5(pods, leaves, planes, super_spines, gbps), out),
-                Gen::Multiplane {
-                    gpus,
-                    planes,
-                    rnics_per_leaf,
-                    spines_per_plane,
-                    rnic_gbps,
-                    fabric_gbps,
-                    out,
-                } => (
-                    gen::multiplane(&gen::MultiPlane {
-                        gpus,
-                        planes,
-                        rnics_per_leaf,
-                        spines_per_plane,
-                        rnic_gbps,
-                        fabric_gbps,
-                    }),
-                    out,
-                ),
+                Gen::Multiplane { fabric, out } => (gen::multiplane(&fabric), out),
             };
             let yaml = t.to_yaml();
             match out.output {

@@ -101,12 +101,4 @@ pub fn fare_sink(_ctx: XdpContext) -> u32 {
     xdp_action::XDP_DROP
 }
 
-#[cfg(not(test))]
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
-    loop {}
-}
-
-#[unsafe(link_section = "license")]
-#[unsafe(no_mangle)]
-static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
+fare_common::ebpf_object!();

@@ -16,6 +16,25 @@
 //! ```
 #![no_std]
 
+/// What every eBPF object of the project (`fare-xdp`, `fare-bench-xdp`) needs once, at
+/// the crate root: the panic handler of a `no_std` program (no path to it may remain,
+/// the verifier sees to that) and the license the kernel reads, which must be
+/// GPL-compatible for the GPL-only helpers.
+#[macro_export]
+macro_rules! ebpf_object {
+    () => {
+        #[cfg(not(test))]
+        #[panic_handler]
+        fn panic(_info: &core::panic::PanicInfo) -> ! {
+            loop {}
+        }
+
+        #[unsafe(link_section = "license")]
+        #[unsafe(no_mangle)]
+        static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
+    };
+}
+
 /// Group ids (slots of GROUPS). Replacement needs a free one besides every live group.
 pub const MAX_GROUPS: u32 = 1024;
 /// Members (distinct next hops) of one group.

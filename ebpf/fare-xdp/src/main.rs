@@ -74,12 +74,4 @@ fn try_fare_xdp(ctx: &XdpContext) -> Result<u32, Malformed> {
     }
 }
 
-#[cfg(not(test))]
-#[panic_handler]
-fn panic(_info: &core::panic::PanicInfo) -> ! {
-    loop {}
-}
-
-#[unsafe(link_section = "license")]
-#[unsafe(no_mangle)]
-static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
+fare_common::ebpf_object!();

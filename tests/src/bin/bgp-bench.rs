@@ -19,11 +19,13 @@ use fare::bench::results;
 use fare::bgp::packet::{update, Capability, Message, Open, Origin, PathAttributes, PathBandwidth};
 use fare::bgp::packet::{AsPath, Context as Ctx};
 use fare::bgp::speaker::{self, SpeakerEvent};
-use fare_integration::bgp::{config, pair, spawn_in_netns, wait_for, FareSpeaker, Frr};
-use fare_integration::{have_tool, repo_root, veth, Netns};
+use fare_integration::bgp::{
+    config, pair, read_message, spawn_in_netns, wait_for, FareSpeaker, Frr, SpeakerFabric,
+};
+use fare_integration::{have_tool, repo_root, Netns};
 use ipnet::{IpNet, Ipv4Net};
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Ipv4Addr, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -63,15 +65,6 @@ fn feed(prefixes: usize) -> Vec<u8> {
     out
 }
 
-fn read_msg(s: &mut TcpStream) -> Option<(u8, Vec<u8>)> {
-    let mut h = [0u8; 19];
-    s.read_exact(&mut h).ok()?;
-    let len = u16::from_be_bytes([h[16], h[17]]) as usize;
-    let mut body = vec![0u8; len.checked_sub(19)?];
-    s.read_exact(&mut body).ok()?;
-    Some((h[18], body))
-}
-
 /// Opens a session from namespace `ns` to 10.0.0.2 (hold time 0: no keepalives needed),
 /// then returns the socket and the instant the feed starts; a thread drains the receiver.
 fn session(ns: &Netns) -> Result<TcpStream> {
@@ -102,7 +95,7 @@ fn session(ns: &Netns) -> Result<TcpStream> {
     s.set_read_timeout(Some(Duration::from_secs(20)))?;
     let mut got_open = false;
     loop {
-        match read_msg(&mut s).context("receiver closed during the handshake")? {
+        match read_message(&mut s).context("receiver closed during the handshake")? {
             (1, _) => got_open = true,
             (4, _) if got_open => break,
             (3, n) => bail!("receiver sent NOTIFICATION {n:?}"),
@@ -112,7 +105,7 @@ fn session(ns: &Netns) -> Result<TcpStream> {
     s.write_all(&Message::Keepalive.encode(Ctx::default()))?;
     s.set_read_timeout(None)?;
     let mut drain = s.try_clone()?;
-    std::thread::spawn(move || while read_msg(&mut drain).is_some() {});
+    std::thread::spawn(move || while read_message(&mut drain).is_some() {});
     Ok(s)
 }
 
@@ -304,56 +297,8 @@ fn last_change(speakers: &BTreeMap<&str, FareSpeaker>) -> Option<Instant> {
 /// Link-down-to-last-group-update times (ms), and how often the fabric needed more than
 /// 30 s (and a link bounce) to come back after the link came up.
 fn convergence(trials: usize) -> Result<(Vec<f64>, usize)> {
-    let nodes = [
-        ("L1", 65001, "10.255.0.1", Some("10.1.1.0/24")),
-        ("L2", 65002, "10.255.0.2", Some("10.1.2.0/24")),
-        ("L3", 65003, "10.255.0.3", Some("10.1.3.0/24")),
-        ("S1", 65100, "10.255.1.1", None),
-        ("S2", 65100, "10.255.1.2", None),
-    ];
-    let links = [
-        ("L1", "S1", 100.0),
-        ("L1", "S2", 100.0),
-        ("L2", "S1", 100.0),
-        ("L2", "S2", 50.0),
-        ("L3", "S1", 100.0),
-        ("L3", "S2", 40.0),
-    ];
-    let mut ns = BTreeMap::new();
-    for (name, ..) in &nodes {
-        ns.insert(*name, Netns::new(&format!("bc{}", name.to_lowercase()))?);
-    }
-    let asn = |n: &str| nodes.iter().find(|x| x.0 == n).map(|x| x.1).unwrap_or(0);
-    let mut nbrs: BTreeMap<&str, Vec<(String, u32, f64, String)>> = BTreeMap::new();
-    for (i, (a, b, bw)) in links.iter().enumerate() {
-        let ia = format!("{}{}", a.to_lowercase(), b.to_lowercase());
-        let ib = format!("{}{}", b.to_lowercase(), a.to_lowercase());
-        veth(&ns[a], &ia, &ns[b], &ib)?;
-        ns[a].sh(&format!("ip addr add 10.0.{i}.1/30 dev {ia}"))?;
-        ns[b].sh(&format!("ip addr add 10.0.{i}.2/30 dev {ib}"))?;
-        nbrs.entry(a)
-            .or_default()
-            .push((format!("10.0.{i}.2"), asn(b), *bw, ia));
-        nbrs.entry(b)
-            .or_default()
-            .push((format!("10.0.{i}.1"), asn(a), *bw, ib));
-    }
-    let mut speakers = BTreeMap::new();
-    for (name, asn, rid, prefix) in &nodes {
-        let list: Vec<(&str, u32, f64)> = nbrs[name]
-            .iter()
-            .map(|(a, asn, bw, _)| (a.as_str(), *asn, *bw))
-            .collect();
-        let prefixes: Vec<&str> = prefix.iter().copied().collect();
-        let mut c = config(rid, *asn, &list, &prefixes);
-        for (spec, (.., ifname)) in c.neighbors.iter_mut().zip(&nbrs[name]) {
-            spec.interface = Some(ifname.clone());
-        }
-        if name.starts_with('S') {
-            c.policy.role = fare::topology::Role::Spine;
-        }
-        speakers.insert(*name, FareSpeaker::start(&ns[name], c)?);
-    }
+    let fabric = SpeakerFabric::start("bc")?;
+    let (ns, speakers) = (&fabric.ns, &fabric.speakers);
     // Full fabric: every leaf has 2-member groups to the other two leaves' prefixes,
     // every spine a 1-member group to each leaf prefix.
     let full = |s: &BTreeMap<(String, IpNet), usize>| {
@@ -374,11 +319,11 @@ fn convergence(trials: usize) -> Result<(Vec<f64>, usize)> {
             })
     };
     ensure!(
-        wait_for(Duration::from_secs(60), || full(&shape(&speakers))
+        wait_for(Duration::from_secs(60), || full(&shape(speakers))
             .then_some(()))
         .is_some(),
         "fabric never converged: {:?}",
-        shape(&speakers)
+        shape(speakers)
     );
     let mut times = Vec::new();
     let mut slow_recoveries = 0;
@@ -386,16 +331,16 @@ fn convergence(trials: usize) -> Result<(Vec<f64>, usize)> {
         std::thread::sleep(Duration::from_millis(300));
         let at = set_link(&ns["L1"], "l1s1", false)?;
         let ok = wait_for(Duration::from_secs(10), || {
-            failed(&shape(&speakers)).then_some(())
+            failed(&shape(speakers)).then_some(())
         });
         ensure!(
             ok.is_some(),
             "trial {trial}: no convergence after link down: {:?}",
-            shape(&speakers)
+            shape(speakers)
         );
         // Let stragglers land (a later update would count).
         std::thread::sleep(Duration::from_millis(200));
-        let last = last_change(&speakers).context("no group change")?;
+        let last = last_change(speakers).context("no group change")?;
         times.push(last.saturating_duration_since(at).as_secs_f64() * 1000.0);
         set_link(&ns["L1"], "l1s1", true)?;
         // Recovery is not what is measured, but it must happen before the next trial; a
@@ -403,7 +348,7 @@ fn convergence(trials: usize) -> Result<(Vec<f64>, usize)> {
         let mut back = false;
         for _ in 0..3 {
             if wait_for(Duration::from_secs(30), || {
-                full(&shape(&speakers)).then_some(())
+                full(&shape(speakers)).then_some(())
             })
             .is_some()
             {
@@ -422,7 +367,7 @@ fn convergence(trials: usize) -> Result<(Vec<f64>, usize)> {
             break;
         }
     }
-    drop(speakers);
+    drop(fabric);
     Ok((times, slow_recoveries))
 }
 

@@ -18,9 +18,11 @@ use fare::dataplane::p4rt::client::Client;
 use fare::dataplane::p4rt::p4info::P4Info;
 use fare::dataplane::p4rt::program::{entity_table, update, FareProgram, GroupMember};
 use fare::dataplane::p4rt::proto::p4::v1 as p4;
+use fare::dataplane::p4rt::{P4RuntimeDataplane, P4RuntimeOptions};
 use fare::dataplane::MacAddr;
 use fare_integration::p4::{
-    bmv2_available, have_p4runtime_python, in_netns, p4runtime_venv, pipeline, Fabric, GRPC_ADDR,
+    bmv2_available, have_p4runtime_python, in_netns, members, p4runtime_venv, pipeline, Fabric,
+    GRPC_ADDR,
 };
 use fare_integration::{repo_root, run};
 use std::net::Ipv4Addr;
@@ -121,30 +123,38 @@ async fn rust_round(
     })
 }
 
-fn python_round(sw: &str, routes: u32, groups: u32, batch: usize, base: u32) -> Result<Rates> {
+/// Runs one of the Python p4runtime writers of tests/p4 in the switch namespace against
+/// device 1, `election`; its JSON answer.
+fn python_writer(
+    sw: &str,
+    script: &str,
+    election: &str,
+    args: &[String],
+) -> Result<serde_json::Value> {
     let (p4info, _) = pipeline();
     let py = p4runtime_venv().join("bin/python3");
-    let script = repo_root().join("tests/p4/bench_writer.py");
+    let script = repo_root().join("tests/p4").join(script);
+    let (py, script, p4info) = (
+        py.to_string_lossy(),
+        script.to_string_lossy(),
+        p4info.to_string_lossy(),
+    );
+    let mut argv = vec![
+        "netns", "exec", sw, &py, &script, GRPC_ADDR, "1", election, &p4info,
+    ];
+    argv.extend(args.iter().map(String::as_str));
+    let out = run("ip", &argv)?;
+    serde_json::from_slice(&out.stdout).context("python output")
+}
+
+fn python_round(sw: &str, routes: u32, groups: u32, batch: usize, base: u32) -> Result<Rates> {
     let election = (20 + base).to_string();
-    let out = run(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            sw,
-            &py.to_string_lossy(),
-            &script.to_string_lossy(),
-            GRPC_ADDR,
-            "1",
-            &election,
-            &p4info.to_string_lossy(),
-            &routes.to_string(),
-            &groups.to_string(),
-            &batch.to_string(),
-            &base.to_string(),
-        ],
+    let v = python_writer(
+        sw,
+        "bench_writer.py",
+        &election,
+        &[routes, groups, batch as u32, base].map(|n| n.to_string()),
     )?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("python output")?;
     let f = |k: &str| v[k].as_f64().unwrap_or(0.0);
     Ok(Rates {
         routes: f("routes_per_s"),
@@ -166,45 +176,17 @@ struct Install {
 }
 
 fn agent_group(i: u32, weights: [u32; 4]) -> Result<fare::dataplane::Group> {
-    use fare::dataplane::{Group, GroupMode, Member};
-    Ok(Group {
+    Ok(fare::dataplane::Group {
         prefix: ipnet::IpNet::new(Ipv4Addr::from((12u32 << 24) | (i << 8)).into(), 24)?,
-        mode: GroupMode::Spray,
-        members: weights
-            .iter()
-            .enumerate()
-            .map(|(j, w)| Member {
-                via: format!("10.1.{}.2", j + 1),
-                interface: format!("p{}", j + 1),
-                next_hop: None,
-                neighbor_mac: Some(MacAddr([2, 0, 0, 0, 0, j as u8 + 1])),
-                weight: *w,
-                bandwidth_gbps: 100.0,
-            })
-            .collect(),
+        mode: fare::dataplane::GroupMode::Spray,
+        members: members(&weights, |_| 100.0),
     })
 }
 
 /// N installs then N changes through the agent's data plane task: all handed over at
 /// once (`batched`), or each awaited before the next.
-async fn agent_round(
-    n: u32,
-    batched: bool,
-    ports: std::collections::BTreeMap<String, u32>,
-) -> Result<Install> {
-    use fare::dataplane::p4rt::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions};
-    let (p4info, json) = pipeline();
-    let dp = P4RuntimeDataplane::connect(P4RuntimeOptions {
-        address: GRPC_ADDR.to_string(),
-        device_id: 1,
-        election_id: 10,
-        pipeline: Some((p4info, json)),
-        ports,
-        router_mac: fare::dataplane::p4rt::backend::DEFAULT_ROUTER_MAC,
-        form: GroupForm::Weighted,
-        arn_hold: fare::dataplane::p4rt::DEFAULT_ARN_HOLD,
-    })
-    .await?;
+async fn agent_round(n: u32, batched: bool, opts: P4RuntimeOptions) -> Result<Install> {
+    let dp = P4RuntimeDataplane::connect(opts).await?;
     let prog = dp.program().clone();
     let (handle, task) = fare::agent::dataplane_task::spawn(Box::new(dp));
     let first: Vec<_> = (0..n)
@@ -276,26 +258,12 @@ async fn switch_counts(prog: &FareProgram) -> Result<(usize, usize)> {
 }
 
 fn python_install_round(sw: &str, n: u32) -> Result<Install> {
-    let (p4info, _) = pipeline();
-    let py = p4runtime_venv().join("bin/python3");
-    let script = repo_root().join("tests/p4/install_writer.py");
-    let out = run(
-        "ip",
-        &[
-            "netns",
-            "exec",
-            sw,
-            &py.to_string_lossy(),
-            &script.to_string_lossy(),
-            GRPC_ADDR,
-            "1",
-            "20",
-            &p4info.to_string_lossy(),
-            &n.to_string(),
-            "500",
-        ],
+    let v = python_writer(
+        sw,
+        "install_writer.py",
+        "20",
+        &[n.to_string(), "500".into()],
     )?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).context("python output")?;
     Ok(Install {
         install: v["install_per_s"].as_f64().unwrap_or(0.0),
         change: v["change_per_s"].as_f64().unwrap_or(0.0),
@@ -314,11 +282,11 @@ fn agent_bench(args: &[u32]) -> Result<()> {
     let (mut batched, mut single, mut python) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds {
         for mode in [true, false] {
-            let ports = fabric.port_map();
-            let r = in_netns(
-                &sw,
-                move || async move { agent_round(n, mode, ports).await },
-            )?;
+            let opts = P4RuntimeOptions {
+                router_mac: fare::dataplane::p4rt::backend::DEFAULT_ROUTER_MAC,
+                ..fabric.options(10)
+            };
+            let r = in_netns(&sw, move || async move { agent_round(n, mode, opts).await })?;
             if mode {
                 batched.push(r);
             } else {

@@ -2,7 +2,7 @@
 //! configuration errors (exit 2, one line naming file and line), missing socket.
 
 use anyhow::{ensure, Result};
-use fare_integration::agent::{show, Agent, TempDir};
+use fare_integration::agent::{members, run_refused, show, Agent, TempDir};
 use fare_integration::fare_bin;
 use serde_json::json;
 
@@ -99,12 +99,8 @@ fn agent_show_json_contracts() -> Result<()> {
 fn agent_bad_config_exits_2_with_file_and_line() -> Result<()> {
     let dir = TempDir::new("agent-bad")?;
     let (path, _) = config(&dir, 0)?;
-    let out = std::process::Command::new(fare_bin()?)
-        .args(["agent", "--config"])
-        .arg(&path)
-        .output()?;
-    let err = String::from_utf8_lossy(&out.stderr);
-    ensure!(out.status.code() == Some(2), "{err}");
+    let (code, err) = run_refused(None, &path)?;
+    ensure!(code == Some(2), "{err}");
     let prefix = format!("fare: {}:15", path.display());
     ensure!(err.starts_with(&prefix), "{err}");
     ensure!(err.trim_end().lines().count() == 1, "{err}");
@@ -114,12 +110,8 @@ fn agent_bad_config_exits_2_with_file_and_line() -> Result<()> {
         "typo.yaml",
         "name: a\nrouter_id: 10.0.0.1\nasn: 1\nneighbours: []\n",
     )?;
-    let out = std::process::Command::new(fare_bin()?)
-        .args(["agent", "--config"])
-        .arg(&bad)
-        .output()?;
-    let err = String::from_utf8_lossy(&out.stderr);
-    ensure!(out.status.code() == Some(2), "{err}");
+    let (code, err) = run_refused(None, &bad)?;
+    ensure!(code == Some(2), "{err}");
     ensure!(err.contains("typo.yaml:4"), "{err}");
     Ok(())
 }
@@ -174,20 +166,13 @@ fn agent_static_from_fare_weights() -> Result<()> {
         g["prefix"] == "192.0.2.0/24" && g["mode"] == "spray",
         "{groups}"
     );
-    let got: Vec<(String, u64, f64)> = g["members"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| {
-                    (
-                        m["interface"].as_str().unwrap_or("").to_string(),
-                        m["weight"].as_u64().unwrap_or(0),
-                        m["bandwidth_gbps"].as_f64().unwrap_or(0.0),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let got: Vec<(String, u64, f64)> = members(g, |m| {
+        (
+            m["interface"].as_str().unwrap_or("").to_string(),
+            m["weight"].as_u64().unwrap_or(0),
+            m["bandwidth_gbps"].as_f64().unwrap_or(0.0),
+        )
+    });
     let want: Vec<(String, u64, f64)> = vec![
         ("e1".into(), 3, 75.0),
         ("e2".into(), 3, 75.0),

@@ -7,7 +7,7 @@
 //! Traffic goes only to addresses of these namespaces.
 
 use anyhow::{ensure, Result};
-use fare_integration::agent::{Agent, TempDir};
+use fare_integration::agent::{member_packets, run_refused, Agent, TempDir};
 use fare_integration::{have_root, have_tool, veth, Netns};
 
 struct Lab {
@@ -101,17 +101,6 @@ fn ping(src: &Netns) -> bool {
         .is_ok()
 }
 
-fn member_packets(groups: &serde_json::Value) -> Vec<u64> {
-    groups[0]["members"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .map(|m| m["packets"].as_u64().unwrap_or(0))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[test]
 fn agent_kernel_static_groups_forward_and_survive_restart() -> Result<()> {
     let test = "agent_kernel_static_groups_forward_and_survive_restart";
@@ -169,7 +158,7 @@ fn agent_kernel_static_groups_forward_and_survive_restart() -> Result<()> {
     ensure!(g["members"][1]["interface"] == "r2" && g["members"][1]["bandwidth_gbps"] == 100.0);
 
     // Per-member packet counters from the kernel: 2000 flow packets, weights 3:1.
-    let packets = member_packets(&groups);
+    let packets = member_packets(&groups[0]);
     let total: u64 = packets.iter().sum();
     println!("agent_kernel: member packets {packets:?}");
     if total == 0 {
@@ -201,7 +190,7 @@ fn agent_kernel_static_groups_forward_and_survive_restart() -> Result<()> {
     ensure!(ping(&lab.src));
     let nh = String::from_utf8(lab.rt.exec("ip", &["nexthop", "show"])?.stdout)?;
     ensure!(nh.lines().count() == 6, "stale nexthop objects: {nh}");
-    let after = member_packets(&agent.show("groups")?);
+    let after = member_packets(&agent.show("groups")?[0]);
     ensure!(
         after.iter().sum::<u64>() >= total,
         "counters went back: {after:?} < {packets:?}"
@@ -228,13 +217,8 @@ fn agent_kernel_member_without_next_hop_is_refused() -> Result<()> {
             dir.0.join("s.sock").display()
         ),
     )?;
-    let out = rt
-        .command(fare_integration::fare_bin()?.to_str().unwrap_or("fare"))
-        .args(["agent", "--config"])
-        .arg(&config)
-        .output()?;
-    let err = String::from_utf8_lossy(&out.stderr);
-    ensure!(out.status.code() == Some(1), "{err}");
+    let (code, err) = run_refused(Some(&rt), &config)?;
+    ensure!(code == Some(1), "{err}");
     ensure!(err.contains("next_hop"), "{err}");
     Ok(())
 }

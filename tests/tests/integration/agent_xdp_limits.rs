@@ -11,95 +11,42 @@
 
 use anyhow::{ensure, Context, Result};
 use fare_integration::agent::{Agent, TempDir};
-use fare_integration::packets::udp4_frame;
-use fare_integration::xdp_lab::{have_xdp, sink_mac, XdpLab, GEN_MAC, ROUTER_MAC};
-use fare_integration::{have_root, have_tool, wait_until};
-use std::net::Ipv4Addr;
+use fare_integration::xdp_lab::{stream_frame, XdpLab};
+
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-fn frame(i: u64) -> Vec<u8> {
-    udp4_frame(
-        ROUTER_MAC,
-        GEN_MAC,
-        Ipv4Addr::new(10, 0, 0, 1),
-        Ipv4Addr::new(198, 18, (i >> 8) as u8, i as u8),
-        1024 + (i % 60_000) as u16,
-        4791,
-        64,
-    )
-}
-
-/// Waits (up to 5 s) until the sinks counted `count` more frames than `before`; returns
-/// the per-sink differences.
-fn arrived(lab: &XdpLab, before: &[u64], count: u64) -> Vec<u64> {
-    let mut now = before.to_vec();
-    wait_until(Duration::from_secs(5), || {
-        now = lab.sink_rx().unwrap_or_default();
-        now.iter().zip(before).map(|(a, b)| a - b).sum::<u64>() >= count
-    });
-    now.iter().zip(before).map(|(a, b)| a - b).collect()
-}
-
-/// Sends `count` frames from CPU 0 and returns what each sink received meanwhile.
-fn send(lab: &XdpLab, count: u64) -> Result<Vec<u64>> {
-    let before = lab.sink_rx()?;
-    let stop = Arc::new(AtomicBool::new(false));
-    let sent = lab
-        .spawn_sender(0, count, stop, Duration::from_secs(60), frame)
-        .join()
-        .map_err(|_| anyhow::anyhow!("sender panicked"))??;
-    ensure!(sent == count, "sent {sent} of {count}");
-    Ok(arrived(lab, &before, count))
-}
-
+/// The agent's configuration: the static group with `weights` and bandwidths `gbps`.
 fn config(
     dir: &TempDir,
     lab: &XdpLab,
     socket: &Path,
-    weights: &[u32],
+    weights: &[u64],
     gbps: &[f64],
 ) -> Result<std::path::PathBuf> {
-    let members: String = weights
+    let members: Vec<(u64, Option<f64>)> = weights
         .iter()
         .zip(gbps)
-        .enumerate()
-        .map(|(i, (w, b))| {
-            format!(
-                "      - {{interface: e{}, neighbor_mac: \"{}\", weight: {w}, bandwidth_gbps: {b}}}\n",
-                i + 1,
-                fare::dataplane::MacAddr(sink_mac(i + 1)),
-            )
-        })
+        .map(|(w, b)| (*w, Some(*b)))
         .collect();
-    dir.write(
-        "agent.yaml",
-        &format!(
-            "name: {}\nrouter_id: 10.0.0.254\nasn: 65001\nmanagement: {{socket: {}}}\n\
-             dataplane: {{kind: xdp, interfaces: [r0]}}\nstatic:\n  - prefix: 198.18.0.0/16\n    \
-             mode: spray\n    members:\n{members}",
-            lab.node,
-            socket.display()
-        ),
-    )
+    lab.agent_config(dir, socket, &members)
 }
 
 #[test]
 fn agent_xdp_reduces_oversize_groups_make_before_break() -> Result<()> {
-    let test = "agent_xdp_reduces_oversize_groups_make_before_break";
-    if !(have_root(test) && have_tool(test, "ethtool") && have_xdp(test)) {
+    let Some(lab) = XdpLab::for_test("agent_xdp_reduces_oversize_groups_make_before_break", "agl")?
+    else {
         return Ok(());
-    }
-    let lab = XdpLab::new("agl")?;
+    };
     let dir = TempDir::new("agent-xdp-limits")?;
     let socket = dir.0.join("agent.sock");
 
     // Before the degradation: four equal members.
     let cfg = config(&dir, &lab, &socket, &[1, 1, 1, 1], &[14.3125; 4])?;
     let mut agent = Agent::start(Some(&lab.router), &cfg, &socket)?;
-    let even = send(&lab, 400)?;
+    let even = lab.send_stream(400)?;
     ensure!(even == [100, 100, 100, 100], "1:1:1:1 -> {even:?}");
     ensure!(agent.stop()? == Some(0), "{}", agent.log_text());
 
@@ -108,7 +55,13 @@ fn agent_xdp_reduces_oversize_groups_make_before_break() -> Result<()> {
     let cfg = config(&dir, &lab, &socket, &[171, 229, 229, 229], &bw)?;
     let before = lab.sink_rx()?;
     let stop = Arc::new(AtomicBool::new(false));
-    let sender = lab.spawn_sender(0, 2_000_000, stop.clone(), Duration::from_secs(20), frame);
+    let sender = lab.spawn_sender(
+        0,
+        2_000_000,
+        stop.clone(),
+        Duration::from_secs(20),
+        stream_frame,
+    );
     let started = Agent::start(Some(&lab.router), &cfg, &socket);
     // Keep sending a moment after the install (the socket exists once groups are in).
     std::thread::sleep(Duration::from_millis(300));
@@ -117,7 +70,7 @@ fn agent_xdp_reduces_oversize_groups_make_before_break() -> Result<()> {
         .join()
         .map_err(|_| anyhow::anyhow!("sender panicked"))??;
     let agent = started?;
-    let during = arrived(&lab, &before, sent);
+    let during = lab.arrived(&before, sent);
     let got: u64 = during.iter().sum();
     println!("agent_xdp_limits: {sent} frames sent across the replacement, {got} arrived");
     ensure!(sent > 0, "nothing sent");
@@ -187,7 +140,7 @@ fn agent_xdp_reduces_oversize_groups_make_before_break() -> Result<()> {
     // The spray follows the installed weights: 100 cycles of `size` frames, each member
     // within its share of one cycle (as agent_xdp: a cycle may straddle two CPUs).
     let n = 100 * size;
-    let split = send(&lab, n)?;
+    let split = lab.send_stream(n)?;
     println!("agent_xdp_limits: weights {weights:?}, {n} frames -> {split:?}");
     ensure!(split.iter().sum::<u64>() == n, "lost frames: {split:?}");
     for (i, w) in weights.iter().enumerate() {

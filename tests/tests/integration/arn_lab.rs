@@ -12,9 +12,9 @@
 //! 3. spine1's link to leaf2 goes down: Type 3 takes the member out; up again: Type 4
 //!    puts it back.
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, ensure, Result};
 use fare_integration::arn_fabric::ArnFabric;
-use fare_integration::{have_root, have_tool, run, wait_until};
+use fare_integration::{have_root, have_tool, run};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -24,19 +24,12 @@ const LEAF2_PREFIX: &str = "198.51.100.0/24";
 
 /// What this test reads from the agents besides the shared fabric's counters.
 trait AgentArn {
-    fn show(&self, node: &str, what: &str) -> Result<Value>;
     fn removed(&self) -> Result<Vec<Value>>;
-    fn wait_removed(&self, timeout: Duration) -> Result<Value>;
+    fn wait_removed(&self, timeout: Duration, kind: &str) -> Result<()>;
     fn wait_restored(&self, timeout: Duration) -> Result<()>;
 }
 
 impl AgentArn for ArnFabric {
-    fn show(&self, node: &str, what: &str) -> Result<Value> {
-        let socket = format!("/run/fare/lab/{}/{node}.sock", self.name());
-        let text = self.fare(&["show", "--socket", &socket, what, "--json"])?;
-        serde_json::from_str(&text).context("fare show --json")
-    }
-
     /// Members leaf1 holds out by ARN.
     fn removed(&self) -> Result<Vec<Value>> {
         Ok(self.show("leaf1", "arn")?["removed"]
@@ -45,8 +38,8 @@ impl AgentArn for ArnFabric {
             .unwrap_or_default())
     }
 
-    /// Waits (bounded) until leaf1 holds the member via spine1 out; returns it.
-    fn wait_removed(&self, timeout: Duration) -> Result<Value> {
+    /// Waits (bounded) until leaf1 holds the member via spine1 out for an ARN of `kind`.
+    fn wait_removed(&self, timeout: Duration, kind: &str) -> Result<()> {
         let start = Instant::now();
         while start.elapsed() < timeout {
             if let Some(r) = self
@@ -54,7 +47,13 @@ impl AgentArn for ArnFabric {
                 .into_iter()
                 .find(|r| r["sender"] == SPINE1_ON_LEAF1_LINK && r["prefix"] == LEAF2_PREFIX)
             {
-                return Ok(r);
+                ensure!(
+                    r["kinds"]
+                        .as_array()
+                        .is_some_and(|k| k.iter().any(|k| k == kind)),
+                    "{r}"
+                );
+                return Ok(());
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -86,30 +85,29 @@ fn counter(v: &Value, name: &str) -> u64 {
 
 #[test]
 fn arn_moves_traffic_off_a_congested_or_failed_spine_and_back() -> Result<()> {
-    let test = "arn_moves_traffic_off_a_congested_or_failed_spine_and_back";
-    if !have_root(test) || !have_tool(test, "tc") {
-        return Ok(());
-    }
-    arn_end_to_end("kernel")
+    arn_end_to_end(
+        "arn_moves_traffic_off_a_congested_or_failed_spine_and_back",
+        "kernel",
+    )
 }
 
 #[test]
 fn arn_with_xdp_detects_congestion_in_the_program_and_moves_traffic() -> Result<()> {
-    let test = "arn_with_xdp_detects_congestion_in_the_program_and_moves_traffic";
+    arn_end_to_end(
+        "arn_with_xdp_detects_congestion_in_the_program_and_moves_traffic",
+        "xdp",
+    )
+}
+
+/// The whole sequence with `dataplane`; skipped (the reason printed) without root or tc.
+fn arn_end_to_end(test: &str, dataplane: &str) -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") {
         return Ok(());
     }
-    arn_end_to_end("xdp")
-}
-
-fn arn_end_to_end(dataplane: &str) -> Result<()> {
-    let mut lab = ArnFabric::up(
-        format!("arn{}{}", &dataplane[..1], std::process::id() % 100_000),
+    let mut lab = ArnFabric::up_static(
+        &format!("arn{}", &dataplane[..1]),
+        dataplane,
         &[
-            "--routing",
-            "static",
-            "--dataplane",
-            dataplane,
             "--arn-clear-ms",
             "200",
             // This test checks that Type 1 moves the whole member (the shift has its own).
@@ -119,14 +117,7 @@ fn arn_end_to_end(dataplane: &str) -> Result<()> {
     )?;
     // 40 Mbit/s over two 100 Mbit/s spines: ~20 Mbit/s each, twice what a congested
     // (10%) spine1-leaf2 link carries.
-    lab.start_traffic(40_000, 60)?;
-    ensure!(
-        wait_until(Duration::from_secs(10), || lab
-            .spine1_share(Duration::from_millis(500))
-            .is_ok()),
-        "no traffic through leaf1"
-    );
-    let healthy = lab.spine1_share(Duration::from_secs(1))?;
+    let healthy = lab.start_traffic_share(40_000, 60)?;
     ensure!(
         healthy > 0.3,
         "before congestion only {healthy:.2} of the traffic went via spine1"
@@ -151,13 +142,7 @@ fn arn_end_to_end(dataplane: &str) -> Result<()> {
         logged("spine1", "ARN sent") && logged("leaf1", "ARN applied"),
         "congest reported no ARN from spine1 to leaf1: {lines:#?}"
     );
-    let removed = lab.wait_removed(Duration::from_secs(10))?;
-    ensure!(
-        removed["kinds"]
-            .as_array()
-            .is_some_and(|k| k.iter().any(|k| k == "congestion")),
-        "{removed}"
-    );
+    lab.wait_removed(Duration::from_secs(10), "congestion")?;
     let congested = lab.spine1_share(Duration::from_secs(2))?;
     ensure!(
         congested < 0.25 && congested < healthy / 2.0,
@@ -182,13 +167,7 @@ fn arn_end_to_end(dataplane: &str) -> Result<()> {
     // 3. Link failure with no parallel link at spine1: Type 3, then Type 4.
     let spine1_ns = lab.ns("spine1");
     run("ip", &["-n", &spine1_ns, "link", "set", "eth2", "down"])?;
-    let removed = lab.wait_removed(Duration::from_secs(10))?;
-    ensure!(
-        removed["kinds"]
-            .as_array()
-            .is_some_and(|k| k.iter().any(|k| k == "failure")),
-        "{removed}"
-    );
+    lab.wait_removed(Duration::from_secs(10), "failure")?;
     let failed = lab.spine1_share(Duration::from_secs(1))?;
     ensure!(
         failed < 0.05,

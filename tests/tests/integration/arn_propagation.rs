@@ -16,8 +16,8 @@
 //! `congestion: {mode: remove}` so its reaction is one member out and back.
 
 use anyhow::{ensure, Result};
-use fare_integration::agent::{Agent, TempDir};
-use fare_integration::{fare_bin, have_root, veth, wait_until, Netns};
+use fare_integration::agent::TempDir;
+use fare_integration::{have_root, link, wait_until, Netns};
 use serde_json::Value;
 use std::time::Duration;
 
@@ -27,13 +27,6 @@ fn counter(v: &Value, name: &str) -> u64 {
     v["counters"][name].as_u64().unwrap_or(0)
 }
 
-fn removed(a: &Agent) -> Vec<Value> {
-    a.show("arn")
-        .ok()
-        .and_then(|v| v["removed"].as_array().cloned())
-        .unwrap_or_default()
-}
-
 #[test]
 fn arn_without_alternative_is_passed_upstream() -> Result<()> {
     let test = "arn_without_alternative_is_passed_upstream";
@@ -41,16 +34,9 @@ fn arn_without_alternative_is_passed_upstream() -> Result<()> {
         return Ok(());
     }
     let (a, b, c) = (Netns::new("apa")?, Netns::new("apb")?, Netns::new("apc")?);
-    veth(&a, "a1", &b, "b1")?;
-    veth(&a, "a2", &b, "b3")?;
-    veth(&b, "b2", &c, "c1")?;
-    for (ns, script) in [
-        (&a, "ip addr add 10.0.1.1/30 dev a1; ip addr add 10.0.3.1/30 dev a2"),
-        (&b, "ip addr add 10.0.1.2/30 dev b1; ip addr add 10.0.3.2/30 dev b3; ip addr add 10.0.2.1/30 dev b2"),
-        (&c, "ip addr add 10.0.2.2/30 dev c1"),
-    ] {
-        ns.sh(script)?;
-    }
+    link(&a, "a1", "10.0.1.1/30", &b, "b1", "10.0.1.2/30")?;
+    link(&a, "a2", "10.0.3.1/30", &b, "b3", "10.0.3.2/30")?;
+    link(&b, "b2", "10.0.2.1/30", &c, "c1", "10.0.2.2/30")?;
     let dir = TempDir::new("arnprop")?;
     let paths = format!("paths: [{{path_id: 10.0.0.9, prefixes: [{X}]}}]");
     let a_cfg = format!(
@@ -70,37 +56,20 @@ fn arn_without_alternative_is_passed_upstream() -> Result<()> {
          arn:\n  propagate: true\n  neighbors: [{{address: 10.0.2.2, interface: b2}}, {{address: 10.0.1.1, interface: b1}}]\n  {paths}\n",
         dir.0.display()
     );
-    let agent_a = Agent::start(
-        Some(&a),
-        &dir.write("a.yaml", &a_cfg)?,
-        &dir.0.join("a.sock"),
-    )?;
-    let agent_b = Agent::start(
-        Some(&b),
-        &dir.write("b.yaml", &b_cfg)?,
-        &dir.0.join("b.sock"),
-    )?;
-    let fare = fare_bin()?.to_string_lossy().to_string();
+    let agent_a = dir.start_agent(&a, "a", &a_cfg)?;
+    let agent_b = dir.start_agent(&b, "b", &b_cfg)?;
     let send = |kind: &str, path: &str| -> Result<()> {
-        let out = c.exec(
-            &fare,
-            &[
-                "arn",
-                "send",
-                "--to",
-                "10.0.2.1",
-                "--type",
-                kind,
-                "--path-id",
-                path,
-            ],
-        )?;
-        ensure!(
-            out.status.success(),
-            "arn send: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Ok(())
+        c.fare(&[
+            "arn",
+            "send",
+            "--to",
+            "10.0.2.1",
+            "--type",
+            kind,
+            "--path-id",
+            path,
+        ])
+        .map(|_| ())
     };
 
     // An unlisted Path ID designates nothing at B (a path B does not have): no member
@@ -116,19 +85,19 @@ fn arn_without_alternative_is_passed_upstream() -> Result<()> {
     ensure!(counter(&agent_b.show("arn")?, "refused_last_member") == 0);
     std::thread::sleep(Duration::from_millis(300));
     ensure!(
-        removed(&agent_a).is_empty(),
+        agent_a.arn_removed().is_empty(),
         "A moved on an unlisted Path ID"
     );
     ensure!(counter(&agent_b.show("arn")?, "propagated") == 0);
 
     // Listed: B passes it on, A takes its member via link 1 (toward B's 10.0.1.2) out.
     send("congestion", "10.0.0.9")?;
+    let r = agent_a.wait_arn_removed(Duration::from_secs(5));
     ensure!(
-        wait_until(Duration::from_secs(5), || !removed(&agent_a).is_empty()),
+        !r.is_empty(),
         "A never removed a member; B: {}",
         agent_b.log_text()
     );
-    let r = removed(&agent_a);
     ensure!(
         r.len() == 1 && r[0]["prefix"] == X && r[0]["index"] == 0 && r[0]["sender"] == "10.0.1.2",
         "A removed {r:?}"
@@ -137,9 +106,9 @@ fn arn_without_alternative_is_passed_upstream() -> Result<()> {
     // Type 2 follows: A restores.
     send("2", "10.0.0.9")?;
     ensure!(
-        wait_until(Duration::from_secs(5), || removed(&agent_a).is_empty()),
+        wait_until(Duration::from_secs(5), || agent_a.arn_removed().is_empty()),
         "A still holds {:?}",
-        removed(&agent_a)
+        agent_a.arn_removed()
     );
     Ok(())
 }

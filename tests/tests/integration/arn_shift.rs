@@ -9,19 +9,13 @@
 //! congested link stays busy (spine1 sends at least half of what its shaper lets
 //! through toward leaf2) while part of the traffic moved to spine2.
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use fare_integration::arn_fabric::ArnFabric;
-use fare_integration::{have_root, have_tool, run, wait_until};
+use fare_integration::{have_root, have_tool};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
 const LEAF2_PREFIX: &str = "198.51.100.0/24";
-
-fn show(lab: &ArnFabric, node: &str, what: &str) -> Result<Value> {
-    let socket = format!("/run/fare/lab/{}/{node}.sock", lab.name());
-    let text = lab.fare(&["show", "--socket", &socket, what, "--json"])?;
-    serde_json::from_str(&text).context("fare show --json")
-}
 
 fn changes(leaf1: &Value) -> u64 {
     ["shares_cut", "shares_restored"]
@@ -30,51 +24,25 @@ fn changes(leaf1: &Value) -> u64 {
         .sum()
 }
 
-fn tx_bytes(lab: &ArnFabric, node: &str, ifname: &str) -> Result<u64> {
-    let out = run(
-        "ip",
-        &["-n", &lab.ns(node), "-j", "-s", "link", "show", ifname],
-    )?;
-    let v: Value = serde_json::from_slice(&out.stdout)?;
-    v[0]["stats64"]["tx"]["bytes"]
-        .as_u64()
-        .context("no tx byte counter")
-}
-
 #[test]
 fn arn_shift_settles_while_the_congested_link_stays_busy() -> Result<()> {
     let test = "arn_shift_settles_while_the_congested_link_stays_busy";
     if !have_root(test) || !have_tool(test, "tc") {
         return Ok(());
     }
-    let mut lab = ArnFabric::up(
-        format!("ash{}", std::process::id() % 100_000),
-        &[
-            "--routing",
-            "static",
-            "--dataplane",
-            "kernel",
-            "--arn-congestion",
-            "shift",
-            "--arn-clear-ms",
-            "200",
-        ],
+    let mut lab = ArnFabric::up_static(
+        "ash",
+        "kernel",
+        &["--arn-congestion", "shift", "--arn-clear-ms", "200"],
     )?;
-    lab.start_traffic(40_000, 60)?;
-    ensure!(
-        wait_until(Duration::from_secs(10), || lab
-            .spine1_share(Duration::from_millis(500))
-            .is_ok()),
-        "no traffic through leaf1"
-    );
-    let healthy = lab.spine1_share(Duration::from_secs(1))?;
+    let healthy = lab.start_traffic_share(40_000, 60)?;
     ensure!(
         healthy > 0.3,
         "before congestion only {healthy:.2} via spine1"
     );
 
-    let before = changes(&show(&lab, "leaf1", "arn")?);
-    let busy_before = tx_bytes(&lab, "spine1", "eth2")?;
+    let before = changes(&lab.show("leaf1", "arn")?);
+    let busy_before = lab.tx("spine1", "eth2", "bytes")?;
     let t0 = Instant::now();
     lab.fare(&[
         "lab",
@@ -90,7 +58,7 @@ fn arn_shift_settles_while_the_congested_link_stays_busy() -> Result<()> {
     let mut samples: Vec<(f64, u64, Vec<Value>)> = Vec::new();
     while t0.elapsed() < Duration::from_secs(10) && samples.len() < 12 {
         let share = lab.spine1_share(Duration::from_secs(1))?;
-        let leaf1 = show(&lab, "leaf1", "arn")?;
+        let leaf1 = lab.show("leaf1", "arn")?;
         let removed: Vec<Value> = leaf1["removed"]
             .as_array()
             .cloned()
@@ -100,7 +68,7 @@ fn arn_shift_settles_while_the_congested_link_stays_busy() -> Result<()> {
             .collect();
         samples.push((share, changes(&leaf1) - before, removed));
     }
-    let busy = tx_bytes(&lab, "spine1", "eth2")? - busy_before;
+    let busy = lab.tx("spine1", "eth2", "bytes")? - busy_before;
     let held = t0.elapsed().as_secs_f64();
     lab.fare(&["lab", "restore", "spine1-leaf2", "--name", lab.name()])?;
     let report: Vec<String> = samples

@@ -9,7 +9,7 @@
 //! ```
 
 use anyhow::{Context, Result};
-use fare_integration::{fare_bin, have_root, have_tool, veth, wait_until, Netns};
+use fare_integration::{fare_bin, have_root, have_tool, link, veth, wait_until, Netns};
 use serde_json::Value;
 use std::process::{Child, Stdio};
 use std::time::Duration;
@@ -24,12 +24,8 @@ fn lab() -> Result<Lab> {
     let snd = Netns::new("arnS")?;
     let rcv = Netns::new("arnR")?;
     let spoof = Netns::new("arnX")?;
-    veth(&snd, "a0", &rcv, "b0")?;
-    veth(&spoof, "c0", &rcv, "b1")?;
-    snd.exec("ip", &["addr", "add", "10.99.0.1/24", "dev", "a0"])?;
-    rcv.exec("ip", &["addr", "add", "10.99.0.2/24", "dev", "b0"])?;
-    rcv.exec("ip", &["addr", "add", "10.99.1.2/24", "dev", "b1"])?;
-    spoof.exec("ip", &["addr", "add", "10.99.1.1/24", "dev", "c0"])?;
+    link(&snd, "a0", "10.99.0.1/24", &rcv, "b0", "10.99.0.2/24")?;
+    link(&spoof, "c0", "10.99.1.1/24", &rcv, "b1", "10.99.1.2/24")?;
     // The spoofer also claims the sender's address, and routes it toward the receiver.
     spoof.exec("ip", &["addr", "add", "10.99.0.1/32", "dev", "c0"])?;
     spoof.exec("ip", &["route", "add", "10.99.0.2/32", "dev", "c0"])?;
@@ -46,32 +42,67 @@ fn lab_for(test: &str, tools: &[&str]) -> Result<Option<Lab>> {
     lab().map(Some)
 }
 
-fn spawn_listen(ns: &Netns, count: u64) -> Result<Child> {
+/// `fare arn listen` on b0 for the neighbor 10.99.0.1, `extra` options added.
+fn spawn_listen(ns: &Netns, count: u64, extra: &[&str]) -> Result<Child> {
     let fare = fare_bin()?;
+    let count = count.to_string();
+    let mut args = vec!["arn", "listen", "--neighbor", "10.99.0.1@b0"];
+    args.extend_from_slice(extra);
+    args.extend(["--json", "--count", &count, "--duration-ms", "8000"]);
     ns.command(fare.to_str().context("path")?)
-        .args([
-            "arn",
-            "listen",
-            "--neighbor",
-            "10.99.0.1@b0",
-            "--json",
-            "--count",
-            &count.to_string(),
-            "--duration-ms",
-            "8000",
-        ])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
         .context("spawning fare arn listen")
 }
 
-fn send(ns: &Netns, extra: &[&str]) -> Result<()> {
+/// The ARN types a listener heard (JSON lines with a message), once it has ended.
+fn heard_types(listener: Child) -> Result<Vec<i64>> {
+    let heard = json_lines(&listener.wait_with_output()?.stdout);
+    Ok(heard
+        .iter()
+        .filter_map(|v| v["message"]["type"].as_i64())
+        .collect())
+}
+
+/// A listener's output split into its events and its final counters line.
+fn events_and_counters(out: &[u8]) -> Result<(Vec<Value>, Value)> {
+    let lines = json_lines(out);
+    let counters = lines.last().context("no counters line")?["counters"].clone();
+    let events = lines
+        .into_iter()
+        .filter(|v| v.get("counters").is_none())
+        .collect();
+    Ok((events, counters))
+}
+
+/// `fare arn monitor` in `ns` notifying 10.99.0.2 (thresholds 40000/4000 bytes, JSON
+/// events), with the interface, interval and duration in `args`.
+fn spawn_monitor(ns: &Netns, args: &[&str]) -> Result<Child> {
     let fare = fare_bin()?;
+    let mut all = vec![
+        "arn",
+        "monitor",
+        "--high-bytes",
+        "40000",
+        "--low-bytes",
+        "4000",
+    ];
+    all.extend_from_slice(args);
+    all.extend(["--notify", "10.99.0.2", "--refresh-ms", "100000", "--json"]);
+    Ok(ns
+        .command(fare.to_str().context("path")?)
+        .args(all)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?)
+}
+
+fn send(ns: &Netns, extra: &[&str]) -> Result<()> {
     let mut args = vec!["arn", "send", "--to", "10.99.0.2"];
     args.extend_from_slice(extra);
-    ns.exec(fare.to_str().context("path")?, &args)?;
-    Ok(())
+    ns.fare(&args).map(|_| ())
 }
 
 fn json_lines(out: &[u8]) -> Vec<Value> {
@@ -90,7 +121,7 @@ fn arn_receiver_accepts_only_ttl_255_from_configured_neighbor() -> Result<()> {
     else {
         return Ok(());
     };
-    let listener = spawn_listen(&lab.rcv, 6)?;
+    let listener = spawn_listen(&lab.rcv, 6, &[])?;
     std::thread::sleep(Duration::from_millis(300));
     // 1. the neighbor, TTL 255: accepted
     send(
@@ -144,13 +175,8 @@ fn arn_receiver_accepts_only_ttl_255_from_configured_neighbor() -> Result<()> {
             "10.0.0.2",
         ],
     )?;
-    let out = listener.wait_with_output()?;
-    let lines = json_lines(&out.stdout);
-    let events: Vec<&Value> = lines
-        .iter()
-        .filter(|v| v.get("counters").is_none())
-        .collect();
-    assert_eq!(events.len(), 6, "{lines:#?}");
+    let (events, counters) = events_and_counters(&listener.wait_with_output()?.stdout)?;
+    assert_eq!(events.len(), 6, "{events:#?}");
     assert_eq!(events[0]["message"]["type"], 1);
     assert_eq!(events[0]["message"]["metric"], 77);
     assert_eq!(events[0]["message"]["path_id"], 0x0a00_0002);
@@ -186,7 +212,6 @@ fn arn_receiver_accepts_only_ttl_255_from_configured_neighbor() -> Result<()> {
     );
     assert_eq!(events[5]["message"]["type"], 2);
     assert_eq!(events[5]["message"]["flow"]["dst_port"], 4791);
-    let counters = &lines.last().context("no counters line")?["counters"];
     assert_eq!(counters["received"], 6);
     assert_eq!(counters["accepted"], 2);
     assert_eq!(counters["dropped_ttl"], 1);
@@ -210,26 +235,7 @@ fn arn_receiver_takes_its_multicast_group_and_ignores_another() -> Result<()> {
     };
     let fare = fare_bin()?;
     let fare = fare.to_str().context("path")?;
-    let listener = lab
-        .rcv
-        .command(fare)
-        .args([
-            "arn",
-            "listen",
-            "--neighbor",
-            "10.99.0.1@b0",
-            "--group",
-            "239.255.0.61",
-            "--json",
-            "--count",
-            "1",
-            "--duration-ms",
-            "8000",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .context("spawning fare arn listen")?;
+    let listener = spawn_listen(&lab.rcv, 1, &["--group", "239.255.0.61"])?;
     std::thread::sleep(Duration::from_millis(300));
     for (group, metric) in [("239.255.0.62", "7"), ("239.255.0.61", "9")] {
         lab.snd.exec(
@@ -250,16 +256,10 @@ fn arn_receiver_takes_its_multicast_group_and_ignores_another() -> Result<()> {
             ],
         )?;
     }
-    let out = listener.wait_with_output()?;
-    let lines = json_lines(&out.stdout);
-    let events: Vec<&Value> = lines
-        .iter()
-        .filter(|v| v.get("counters").is_none())
-        .collect();
-    assert_eq!(events.len(), 1, "{lines:#?}");
+    let (events, counters) = events_and_counters(&listener.wait_with_output()?.stdout)?;
+    assert_eq!(events.len(), 1, "{events:#?}");
     assert_eq!(events[0]["message"]["metric"], 9, "{:?}", events[0]);
     assert_eq!(events[0]["ttl"], 255);
-    let counters = &lines.last().context("no counters line")?["counters"];
     assert_eq!(counters["received"], 1, "{counters}");
     assert_eq!(counters["accepted"], 1, "{counters}");
     Ok(())
@@ -347,35 +347,20 @@ fn arn_monitor_sees_tbf_queue_build_up_and_drain() -> Result<()> {
             "150kb",
         ],
     )?;
-    let fare = fare_bin()?;
-    let listener = spawn_listen(&lab.rcv, 2)?;
-    let monitor = lab
-        .snd
-        .command(fare.to_str().context("path")?)
-        .args([
-            "arn",
-            "monitor",
+    let listener = spawn_listen(&lab.rcv, 2, &[])?;
+    let monitor = spawn_monitor(
+        &lab.snd,
+        &[
             "--interface",
             "a0=10.0.0.2",
-            "--high-bytes",
-            "40000",
-            "--low-bytes",
-            "4000",
             "--limit-bytes",
             "150000",
             "--interval-us",
             "200",
-            "--notify",
-            "10.99.0.2",
-            "--refresh-ms",
-            "100000",
-            "--json",
             "--duration-ms",
             "6000",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
+        ],
+    )?;
     std::thread::sleep(Duration::from_millis(500));
     // One second of back-to-back 1200-byte datagrams: far above 8 Mbit/s.
     lab.snd.exec(
@@ -401,12 +386,7 @@ fn arn_monitor_sees_tbf_queue_build_up_and_drain() -> Result<()> {
     );
     assert!(events[0]["backlog_bytes"].as_i64().unwrap_or(0) >= 40000);
     assert_eq!(events[0]["path_id"], 0x0a00_0002);
-    let heard = json_lines(&listener.wait_with_output()?.stdout);
-    let heard: Vec<i64> = heard
-        .iter()
-        .filter_map(|v| v["message"]["type"].as_i64())
-        .collect();
-    assert_eq!(heard, vec![1, 2]);
+    assert_eq!(heard_types(listener)?, vec![1, 2]);
     Ok(())
 }
 
@@ -417,33 +397,18 @@ fn arn_monitor_reports_link_failure_and_recovery() -> Result<()> {
     };
     // A second link snd <-> rcv, watched too: it fails, and the monitor must notify over a0.
     veth(&lab.snd, "a1", &lab.rcv, "b2")?;
-    let fare = fare_bin()?;
-    let listener = spawn_listen(&lab.rcv, 2)?;
-    let monitor = lab
-        .snd
-        .command(fare.to_str().context("path")?)
-        .args([
-            "arn",
-            "monitor",
+    let listener = spawn_listen(&lab.rcv, 2, &[])?;
+    let monitor = spawn_monitor(
+        &lab.snd,
+        &[
             "--interface",
             "a1=10.0.0.3",
-            "--high-bytes",
-            "40000",
-            "--low-bytes",
-            "4000",
             "--interval-us",
             "500",
-            "--notify",
-            "10.99.0.2",
-            "--refresh-ms",
-            "100000",
-            "--json",
             "--duration-ms",
             "3000",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
+        ],
+    )?;
     std::thread::sleep(Duration::from_millis(700));
     lab.rcv.exec("ip", &["link", "set", "b2", "down"])?;
     std::thread::sleep(Duration::from_millis(700));
@@ -453,11 +418,6 @@ fn arn_monitor_reports_link_failure_and_recovery() -> Result<()> {
     let types: Vec<i64> = events.iter().filter_map(|e| e["type"].as_i64()).collect();
     assert_eq!(types, vec![3, 4], "{events:#?}");
     assert_eq!(events[0]["path_id"], 0x0a00_0003);
-    let heard = json_lines(&listener.wait_with_output()?.stdout);
-    let heard: Vec<i64> = heard
-        .iter()
-        .filter_map(|v| v["message"]["type"].as_i64())
-        .collect();
-    assert_eq!(heard, vec![3, 4]);
+    assert_eq!(heard_types(listener)?, vec![3, 4]);
     Ok(())
 }

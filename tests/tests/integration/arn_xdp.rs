@@ -92,13 +92,10 @@ fn xdp_program_applies_arn_without_the_agent() -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") || !have_tool(test, "bpftool") {
         return Ok(());
     }
-    let mut lab = ArnFabric::up(
-        format!("ax{}", std::process::id() % 100_000),
+    let mut lab = ArnFabric::up_static(
+        "ax",
+        "xdp",
         &[
-            "--routing",
-            "static",
-            "--dataplane",
-            "xdp",
             "--arn-hold-ms",
             "2000",
             // The program acts on Type 1 itself only with whole-member removal.
@@ -107,14 +104,7 @@ fn xdp_program_applies_arn_without_the_agent() -> Result<()> {
         ],
     )?;
     let leaf1_pid = lab.agent_pid("leaf1")?;
-    lab.start_traffic(20_000, 90)?;
-    ensure!(
-        wait_until(Duration::from_secs(10), || lab
-            .spine1_share(Duration::from_millis(500))
-            .is_ok()),
-        "no traffic through leaf1"
-    );
-    let healthy = lab.spine1_share(Duration::from_secs(1))?;
+    let healthy = lab.start_traffic_share(20_000, 90)?;
     ensure!(healthy > 0.3, "before any ARN only {healthy:.2} via spine1");
 
     // The agent cannot react from here on: only the program can.

@@ -9,8 +9,8 @@ use fare::dataplane::xdp::arn::ArnFastPath;
 use fare::dataplane::xdp::{netdev, TestRunOptions, XdpDataplane};
 use fare::dataplane::{Dataplane, GroupMode};
 use fare_integration::packets::{ethernet, ipv4, udp, udp4_frame, ETH_P_IP};
-use fare_integration::xdp_lab::{group, have_xdp, sink_mac, XdpLab, ROUTER_MAC};
-use fare_integration::{have_root, have_tool};
+use fare_integration::xdp_lab::{group, sink_mac, XdpLab, ROUTER_MAC};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::time::Duration;
@@ -49,16 +49,26 @@ fn egress(dp: &XdpDataplane) -> Result<BTreeSet<u8>> {
     Ok(out)
 }
 
-#[test]
-fn xdp_arn_never_removes_the_last_member() -> Result<()> {
-    let test = "xdp_arn_never_removes_the_last_member";
-    if !(have_root(test) && have_tool(test, "ethtool") && have_xdp(test)) {
+/// Runs `check` on the XDP data plane of a lab tagged `tag` whose ARN fast path hears the
+/// neighbors 10.0.0.2 (e1) and 10.0.0.3 (e2), `congestion_shift` as given, with a spray
+/// group 198.18.0.0/16 over e1 and e2 (1:1) installed. `check` gets the data plane, a
+/// function passing an ARN frame in through an interface (it must be XDP_PASS), and the
+/// last MAC bytes of the e1 and e2 sinks. Skipped (the reason printed) without root,
+/// ethtool or XDP.
+fn with_arn_group(
+    test: &str,
+    tag: &str,
+    congestion_shift: bool,
+    check: impl FnOnce(&XdpDataplane, &dyn Fn(Vec<u8>, &str) -> Result<()>, u8, u8) -> Result<()>
+        + Send
+        + 'static,
+) -> Result<()> {
+    let Some(lab) = XdpLab::for_test(test, tag)? else {
         return Ok(());
-    }
-    let lab = XdpLab::new("lm")?;
+    };
     // The ARNs' destination is the router's own address (the program acts only on those).
     lab.router.sh("ip addr add 10.0.0.1/32 dev lo")?;
-    let configure = |opts: &mut fare::dataplane::xdp::XdpOptions| {
+    let configure = move |opts: &mut fare::dataplane::xdp::XdpOptions| {
         opts.arn = Some(ArnFastPath {
             udp_port: 9961,
             hold: Duration::from_secs(60),
@@ -69,13 +79,12 @@ fn xdp_arn_never_removes_the_last_member() -> Result<()> {
                 ("10.0.0.3".parse().expect("addr"), "e2".into()),
             ],
             paths: BTreeMap::new(),
-            congestion_shift: false,
+            congestion_shift,
         });
     };
     lab.with_dataplane(configure, |rt, dp| {
         rt.block_on(dp.install(&group("198.18.0.0/16", &[1, 1], GroupMode::Spray)?))?;
         let (e1, e2) = (sink_mac(1)[5], sink_mac(2)[5]);
-        ensure!(egress(dp)? == BTreeSet::from([e1, e2]));
         let on = |name: &str| -> Result<TestRunOptions> {
             Ok(TestRunOptions {
                 ingress_ifindex: netdev::ifindex(name)?,
@@ -87,21 +96,34 @@ fn xdp_arn_never_removes_the_last_member() -> Result<()> {
             ensure!(r.action == XDP_PASS, "ARN action {}", r.action);
             Ok(())
         };
-        run(arn([10, 0, 0, 2], 1), "e1")?;
-        ensure!(egress(dp)? == BTreeSet::from([e2]), "member 0 not out");
-        run(arn([10, 0, 0, 3], 1), "e2")?;
-        ensure!(
-            egress(dp)? == BTreeSet::from([e2]),
-            "the last member went out too"
-        );
-        let stats = dp.stats()?;
-        ensure!(stats["arn_kept_last"] == 1, "{stats:?}");
-        let arn_stats = dp.arn_stats()?;
-        ensure!(arn_stats["removed"] == 1, "{arn_stats:?}");
-        run(arn([10, 0, 0, 2], 2), "e1")?;
-        ensure!(egress(dp)? == BTreeSet::from([e1, e2]), "member 0 not back");
-        Ok(())
+        check(dp, &run, e1, e2)
     })
+}
+
+#[test]
+fn xdp_arn_never_removes_the_last_member() -> Result<()> {
+    with_arn_group(
+        "xdp_arn_never_removes_the_last_member",
+        "lm",
+        false,
+        |dp, run, e1, e2| {
+            ensure!(egress(dp)? == BTreeSet::from([e1, e2]));
+            run(arn([10, 0, 0, 2], 1), "e1")?;
+            ensure!(egress(dp)? == BTreeSet::from([e2]), "member 0 not out");
+            run(arn([10, 0, 0, 3], 1), "e2")?;
+            ensure!(
+                egress(dp)? == BTreeSet::from([e2]),
+                "the last member went out too"
+            );
+            let stats = dp.stats()?;
+            ensure!(stats["arn_kept_last"] == 1, "{stats:?}");
+            let arn_stats = dp.arn_stats()?;
+            ensure!(arn_stats["removed"] == 1, "{arn_stats:?}");
+            run(arn([10, 0, 0, 2], 2), "e1")?;
+            ensure!(egress(dp)? == BTreeSet::from([e1, e2]), "member 0 not back");
+            Ok(())
+        },
+    )
 }
 
 /// `arn.congestion.mode: shift`: the program leaves congestion (Types 1/2) to the agent,
@@ -109,56 +131,28 @@ fn xdp_arn_never_removes_the_last_member() -> Result<()> {
 /// counted `deferred`, a Type 3 takes the member out, a Type 4 brings it back.
 #[test]
 fn xdp_arn_in_shift_mode_acts_on_failures_only() -> Result<()> {
-    let test = "xdp_arn_in_shift_mode_acts_on_failures_only";
-    if !(have_root(test) && have_tool(test, "ethtool") && have_xdp(test)) {
-        return Ok(());
-    }
-    let lab = XdpLab::new("sh")?;
-    lab.router.sh("ip addr add 10.0.0.1/32 dev lo")?;
-    let configure = |opts: &mut fare::dataplane::xdp::XdpOptions| {
-        opts.arn = Some(ArnFastPath {
-            udp_port: 9961,
-            hold: Duration::from_secs(60),
-            per_second: 1_000_000,
-            burst: 1_000_000,
-            neighbors: vec![
-                ("10.0.0.2".parse().expect("addr"), "e1".into()),
-                ("10.0.0.3".parse().expect("addr"), "e2".into()),
-            ],
-            paths: BTreeMap::new(),
-            congestion_shift: true,
-        });
-    };
-    lab.with_dataplane(configure, |rt, dp| {
-        rt.block_on(dp.install(&group("198.18.0.0/16", &[1, 1], GroupMode::Spray)?))?;
-        let (e1, e2) = (sink_mac(1)[5], sink_mac(2)[5]);
-        let on = |name: &str| -> Result<TestRunOptions> {
-            Ok(TestRunOptions {
-                ingress_ifindex: netdev::ifindex(name)?,
-                ..TestRunOptions::default()
-            })
-        };
-        let run = |frame: Vec<u8>, via: &str| -> Result<()> {
-            let r = dp.test_run(&frame, on(via)?)?;
-            ensure!(r.action == XDP_PASS, "ARN action {}", r.action);
+    with_arn_group(
+        "xdp_arn_in_shift_mode_acts_on_failures_only",
+        "sh",
+        true,
+        |dp, run, e1, e2| {
+            run(arn([10, 0, 0, 2], 1), "e1")?;
+            ensure!(
+                egress(dp)? == BTreeSet::from([e1, e2]),
+                "Type 1 took member 0 out"
+            );
+            ensure!(dp.arn_stats()?["deferred"] == 1, "{:?}", dp.arn_stats()?);
+            run(arn([10, 0, 0, 2], 3), "e1")?;
+            ensure!(
+                egress(dp)? == BTreeSet::from([e2]),
+                "Type 3 left member 0 in"
+            );
+            run(arn([10, 0, 0, 2], 4), "e1")?;
+            ensure!(
+                egress(dp)? == BTreeSet::from([e1, e2]),
+                "Type 4 did not restore"
+            );
             Ok(())
-        };
-        run(arn([10, 0, 0, 2], 1), "e1")?;
-        ensure!(
-            egress(dp)? == BTreeSet::from([e1, e2]),
-            "Type 1 took member 0 out"
-        );
-        ensure!(dp.arn_stats()?["deferred"] == 1, "{:?}", dp.arn_stats()?);
-        run(arn([10, 0, 0, 2], 3), "e1")?;
-        ensure!(
-            egress(dp)? == BTreeSet::from([e2]),
-            "Type 3 left member 0 in"
-        );
-        run(arn([10, 0, 0, 2], 4), "e1")?;
-        ensure!(
-            egress(dp)? == BTreeSet::from([e1, e2]),
-            "Type 4 did not restore"
-        );
-        Ok(())
-    })
+        },
+    )
 }

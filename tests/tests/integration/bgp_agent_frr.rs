@@ -1,8 +1,8 @@
 //! `fare agent` (the binary, `dataplane: none`) peering with FRR bgpd: `fare show
 //! neighbors|routes|groups --json` report the session, the learned routes and the groups.
 
-use fare_integration::bgp::{wait_for, Daemon, Frr, TempFile};
-use fare_integration::{fare_bin, have_root, have_tool, veth, Netns};
+use fare_integration::bgp::{have_frr, wait_for, Daemon, Frr, TempFile};
+use fare_integration::{fare_bin, link, Netns};
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -22,17 +22,14 @@ router bgp 65100
 #[test]
 fn bgp_agent_frr_show_neighbors_routes_groups() {
     let test = "bgp_agent_frr_show_neighbors_routes_groups";
-    if !have_root(test) || !have_tool(test, "/usr/lib/frr/bgpd") || !have_tool(test, "vtysh") {
+    if !have_frr(test) {
         return;
     }
     let a = Netns::new("agfa").unwrap();
     let b = Netns::new("agfb").unwrap();
-    veth(&a, "e1", &b, "s1").unwrap();
-    veth(&a, "e2", &b, "s2").unwrap();
-    a.sh("ip addr add 10.0.1.1/30 dev e1 && ip addr add 10.0.2.1/30 dev e2")
-        .unwrap();
-    b.sh("ip addr add 10.0.1.2/30 dev s1 && ip addr add 10.0.2.2/30 dev s2 && ip route add blackhole 198.51.100.0/24")
-        .unwrap();
+    link(&a, "e1", "10.0.1.1/30", &b, "s1", "10.0.1.2/30").unwrap();
+    link(&a, "e2", "10.0.2.1/30", &b, "s2", "10.0.2.2/30").unwrap();
+    b.sh("ip route add blackhole 198.51.100.0/24").unwrap();
     let _frr = Frr::start(&b, FRR_CONF).unwrap();
     let socket = std::env::temp_dir().join(format!("fare-agfa-{}.sock", std::process::id()));
     let config = TempFile::new(

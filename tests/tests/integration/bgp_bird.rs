@@ -1,7 +1,7 @@
 //! fare's speaker against BIRD 2 (Debian `bird2`): sessions over IPv4 and IPv6, routes both
 //! ways in both families, the Path Bandwidth community seen by BIRD.
 
-use fare_integration::bgp::{config, output, pair, wait_for, Daemon, FareSpeaker, TempFile};
+use fare_integration::bgp::{output, pair, pair_config, wait_for, Daemon, FareSpeaker, TempFile};
 use fare_integration::{have_root, have_tool};
 use std::process::Stdio;
 use std::time::Duration;
@@ -47,20 +47,12 @@ fn bgp_bird_session_routes_both_ways_ipv4_ipv6() {
     );
     let birdc = |cmd: &str| output(&b, "birdc", &["-s", sock.path(), cmd]);
 
-    let fare = FareSpeaker::start(
-        &a,
-        config(
-            "10.0.0.1",
-            65001,
-            &[("10.0.0.2", 65004, 100.0), ("fd00::2", 65004, 100.0)],
-            &["192.0.2.0/24", "2001:db8:a::/48"],
-        ),
-    )
-    .unwrap();
-    wait_for(Duration::from_secs(30), || {
-        (fare.is_established("10.0.0.2") && fare.is_established("fd00::2")).then_some(())
-    })
-    .unwrap_or_else(|| panic!("sessions not established: {}", birdc("show protocols")));
+    let fare = FareSpeaker::start(&a, pair_config(65004)).unwrap();
+    assert!(
+        fare.established_within(Duration::from_secs(30), &["10.0.0.2", "fd00::2"]),
+        "sessions not established: {}",
+        birdc("show protocols")
+    );
 
     let g4 = wait_for(Duration::from_secs(20), || fare.group("203.0.113.0/24"));
     let g6 = wait_for(Duration::from_secs(20), || fare.group("2001:db8:d::/48"));

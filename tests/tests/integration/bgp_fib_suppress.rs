@@ -6,7 +6,7 @@
 //! only the aggregate. Without the tag (the control) S installs the host route too.
 
 use fare_integration::bgp::{config, wait_for, FareSpeaker};
-use fare_integration::{have_root, veth, Netns};
+use fare_integration::{have_root, link, Netns};
 use std::time::Duration;
 
 const HOST: &str = "10.200.1.1/32";
@@ -25,15 +25,9 @@ fn chain(tag: bool) -> Chain {
     let l1 = Netns::new("fsl1").unwrap();
     let s = Netns::new("fss").unwrap();
     let l2 = Netns::new("fsl2").unwrap();
-    veth(&r, "r0", &l1, "l1r").unwrap();
-    veth(&l1, "l1s", &s, "sl1").unwrap();
-    veth(&s, "sl2", &l2, "l2s").unwrap();
-    r.sh("ip addr add 10.0.1.2/30 dev r0").unwrap();
-    l1.sh("ip addr add 10.0.1.1/30 dev l1r && ip addr add 10.0.2.1/30 dev l1s")
-        .unwrap();
-    s.sh("ip addr add 10.0.2.2/30 dev sl1 && ip addr add 10.0.3.1/30 dev sl2")
-        .unwrap();
-    l2.sh("ip addr add 10.0.3.2/30 dev l2s").unwrap();
+    link(&r, "r0", "10.0.1.2/30", &l1, "l1r", "10.0.1.1/30").unwrap();
+    link(&l1, "l1s", "10.0.2.1/30", &s, "sl1", "10.0.2.2/30").unwrap();
+    link(&s, "sl2", "10.0.3.1/30", &l2, "l2s", "10.0.3.2/30").unwrap();
     let rnic = FareSpeaker::start(
         &r,
         config(

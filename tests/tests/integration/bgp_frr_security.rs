@@ -10,9 +10,10 @@
 
 use fare::bgp::socket::Protection;
 use fare_integration::bgp::{
-    config, output, start_capture, stop_capture, wait_for, FareSpeaker, Frr, TempFile,
+    config, have_frr, output, pair_v4, start_capture, stop_capture, wait_for, FareSpeaker, Frr,
+    TempFile,
 };
-use fare_integration::{have_root, have_tool, veth, Netns};
+use fare_integration::{have_tool, Netns};
 use std::time::Duration;
 
 fn frr_conf(gtsm: bool, md5: Option<&str>) -> String {
@@ -42,17 +43,18 @@ router bgp 65002
 }
 
 fn setup(tag: &str, frr: &str) -> (Netns, Netns, Frr) {
-    let a = Netns::new(&format!("{tag}a")).unwrap();
-    let b = Netns::new(&format!("{tag}b")).unwrap();
-    veth(&a, "fa0", &b, "fb0").unwrap();
-    a.sh("ip addr add 10.0.0.1/30 dev fa0").unwrap();
-    b.sh("ip addr add 10.0.0.2/30 dev fb0 && ip route add blackhole 198.51.100.0/24")
-        .unwrap();
+    let (a, b) = pair_v4(tag).unwrap();
+    b.sh("ip route add blackhole 198.51.100.0/24").unwrap();
     let f = Frr::start(&b, frr).unwrap();
     (a, b, f)
 }
 
-fn speaker(a: &Netns, protection: Protection) -> FareSpeaker {
+/// fare in `a`, peering with FRR at 10.0.0.2 with GTSM on or off and an MD5 key or none.
+fn speaker(a: &Netns, gtsm: bool, md5_key: Option<&str>) -> FareSpeaker {
+    let protection = Protection {
+        gtsm,
+        md5_key: md5_key.map(String::from),
+    };
     let mut c = config(
         "10.0.0.1",
         65001,
@@ -63,41 +65,21 @@ fn speaker(a: &Netns, protection: Protection) -> FareSpeaker {
     FareSpeaker::start(a, c).unwrap()
 }
 
-fn frr_available(test: &str) -> bool {
-    have_root(test) && have_tool(test, "/usr/lib/frr/bgpd") && have_tool(test, "vtysh")
-}
-
 #[test]
 fn bgp_frr_gtsm_md5_session_and_tshark_sees_no_malformed_packet() {
     let test = "bgp_frr_gtsm_md5_session_and_tshark_sees_no_malformed_packet";
-    if !frr_available(test) {
+    if !have_frr(test) {
         return;
     }
     let tshark = have_tool(test, "tshark");
-    let a = Netns::new("secta").unwrap();
-    let b = Netns::new("sectb").unwrap();
-    veth(&a, "fa0", &b, "fb0").unwrap();
-    a.sh("ip addr add 10.0.0.1/30 dev fa0").unwrap();
-    b.sh("ip addr add 10.0.0.2/30 dev fb0 && ip route add blackhole 198.51.100.0/24")
-        .unwrap();
+    let (a, b) = pair_v4("sect").unwrap();
+    b.sh("ip route add blackhole 198.51.100.0/24").unwrap();
     let pcap = TempFile::new("bgp.pcap", "").unwrap();
-    let capture = tshark.then(|| start_capture(&a, "fa0", &pcap).unwrap());
+    let capture = tshark.then(|| start_capture(&a, "pa0", &pcap).unwrap());
     let frr = Frr::start(&b, &frr_conf(true, Some("fare-secret"))).unwrap();
-    let fare = speaker(
-        &a,
-        Protection {
-            gtsm: true,
-            md5_key: Some("fare-secret".into()),
-        },
-    );
-    let up = wait_for(Duration::from_secs(30), || {
-        fare.is_established("10.0.0.2").then_some(())
-    });
-    assert!(
-        up.is_some(),
-        "no session: {}",
-        frr.vtysh("show bgp summary")
-    );
+    let fare = speaker(&a, true, Some("fare-secret"));
+    let up = fare.established_within(Duration::from_secs(30), &["10.0.0.2"]);
+    assert!(up, "no session: {}", frr.vtysh("show bgp summary"));
     let g = wait_for(Duration::from_secs(20), || fare.group("198.51.100.0/24"));
     assert!(g.is_some(), "no route from FRR");
     let r = wait_for(Duration::from_secs(20), || {
@@ -175,21 +157,13 @@ fn bgp_frr_gtsm_md5_session_and_tshark_sees_no_malformed_packet() {
 #[test]
 fn bgp_frr_md5_key_mismatch_never_establishes() {
     let test = "bgp_frr_md5_key_mismatch_never_establishes";
-    if !frr_available(test) {
+    if !have_frr(test) {
         return;
     }
     let (a, _b, frr) = setup("md5x", &frr_conf(false, Some("right-key")));
-    let fare = speaker(
-        &a,
-        Protection {
-            gtsm: false,
-            md5_key: Some("wrong-key".into()),
-        },
-    );
-    let up = wait_for(Duration::from_secs(8), || {
-        fare.is_established("10.0.0.2").then_some(())
-    });
-    assert!(up.is_none(), "session up despite the MD5 key mismatch");
+    let fare = speaker(&a, false, Some("wrong-key"));
+    let up = fare.established_within(Duration::from_secs(8), &["10.0.0.2"]);
+    assert!(!up, "session up despite the MD5 key mismatch");
     let state = frr.json("show bgp neighbors 10.0.0.1 json")["10.0.0.1"]["bgpState"].clone();
     assert_ne!(state, "Established", "FRR: {state}");
     // With matching keys the session comes up: see the first test.
@@ -198,23 +172,15 @@ fn bgp_frr_md5_key_mismatch_never_establishes() {
 #[test]
 fn bgp_frr_gtsm_rejects_a_peer_sending_ttl_1() {
     let test = "bgp_frr_gtsm_rejects_a_peer_sending_ttl_1";
-    if !frr_available(test) {
+    if !have_frr(test) {
         return;
     }
     // FRR without ttl-security sends single-hop eBGP with TTL 1.
     let (a, _b, frr) = setup("gtsx", &frr_conf(false, None));
-    let fare = speaker(
-        &a,
-        Protection {
-            gtsm: true,
-            md5_key: None,
-        },
-    );
-    let up = wait_for(Duration::from_secs(8), || {
-        fare.is_established("10.0.0.2").then_some(())
-    });
+    let fare = speaker(&a, true, None);
+    let up = fare.established_within(Duration::from_secs(8), &["10.0.0.2"]);
     assert!(
-        up.is_none(),
+        !up,
         "session up although FRR's packets arrive with TTL 1: {}",
         frr.vtysh("show bgp summary")
     );

@@ -3,8 +3,8 @@
 //! does not (RFC 4360 §6), and the far leaf computes the weights `fare weights` gives for
 //! the same topology.
 
-use fare_integration::bgp::{config, wait_for, FareSpeaker, Frr};
-use fare_integration::{fare_bin, have_root, have_tool, run, veth, Netns};
+use fare_integration::bgp::{config, have_frr, wait_for, FareSpeaker, Frr};
+use fare_integration::{fare_bin, link, run, Netns};
 use std::time::Duration;
 
 const FRR_CONF: &str = "frr defaults datacenter
@@ -32,20 +32,15 @@ links:
 #[test]
 fn bgp_frr_transit_spine_community_crosses_unchanged() {
     let test = "bgp_frr_transit_spine_community_crosses_unchanged";
-    if !have_root(test) || !have_tool(test, "/usr/lib/frr/bgpd") || !have_tool(test, "vtysh") {
+    if !have_frr(test) {
         return;
     }
     let l1 = Netns::new("trl1").unwrap();
     let s1 = Netns::new("trs1").unwrap();
     let l2 = Netns::new("trl2").unwrap();
-    veth(&l1, "l1s", &s1, "s1a").unwrap();
-    veth(&l2, "l2a", &s1, "s1b").unwrap();
-    veth(&l2, "l2b", &s1, "s1c").unwrap();
-    l1.sh("ip addr add 10.0.1.1/30 dev l1s").unwrap();
-    s1.sh("ip addr add 10.0.1.2/30 dev s1a && ip addr add 10.0.2.1/30 dev s1b && ip addr add 10.0.3.1/30 dev s1c")
-        .unwrap();
-    l2.sh("ip addr add 10.0.2.2/30 dev l2a && ip addr add 10.0.3.2/30 dev l2b")
-        .unwrap();
+    link(&l1, "l1s", "10.0.1.1/30", &s1, "s1a", "10.0.1.2/30").unwrap();
+    link(&l2, "l2a", "10.0.2.2/30", &s1, "s1b", "10.0.2.1/30").unwrap();
+    link(&l2, "l2b", "10.0.3.2/30", &s1, "s1c", "10.0.3.1/30").unwrap();
     let frr = Frr::start(&s1, FRR_CONF).unwrap();
 
     // L1 originates with both communities: as a super-spine-role speaker it attaches the

@@ -1,18 +1,19 @@
 //! fare's speaker against GoBGP (Debian `gobgpd`): sessions over IPv4 and IPv6, routes both
 //! ways in both families, the Path Bandwidth community seen by GoBGP.
 
-use fare_integration::bgp::{config, output, pair, wait_for, Daemon, FareSpeaker, TempFile};
+use fare_integration::bgp::{output, pair, pair_config, wait_for, Daemon, FareSpeaker, TempFile};
 use fare_integration::{have_root, have_tool};
 use std::process::Stdio;
 use std::time::Duration;
 
-const GOBGP_CONF: &str = r#"
-[global.config]
-  as = 65003
-  router-id = "10.0.0.2"
-[[neighbors]]
+/// gobgpd's configuration: AS 65003, a session to fare over each family.
+fn gobgp_conf() -> String {
+    let mut conf = "[global.config]\n  as = 65003\n  router-id = \"10.0.0.2\"\n".to_string();
+    for (address, family) in [("10.0.0.1", "ipv4-unicast"), ("fd00::1", "ipv6-unicast")] {
+        conf += &format!(
+            r#"[[neighbors]]
   [neighbors.config]
-    neighbor-address = "10.0.0.1"
+    neighbor-address = "{address}"
     peer-as = 65001
   [neighbors.timers.config]
     connect-retry = 1
@@ -20,19 +21,12 @@ const GOBGP_CONF: &str = r#"
     keepalive-interval = 3
   [[neighbors.afi-safis]]
     [neighbors.afi-safis.config]
-      afi-safi-name = "ipv4-unicast"
-[[neighbors]]
-  [neighbors.config]
-    neighbor-address = "fd00::1"
-    peer-as = 65001
-  [neighbors.timers.config]
-    connect-retry = 1
-    hold-time = 9
-    keepalive-interval = 3
-  [[neighbors.afi-safis]]
-    [neighbors.afi-safis.config]
-      afi-safi-name = "ipv6-unicast"
-"#;
+      afi-safi-name = "{family}"
+"#
+        );
+    }
+    conf
+}
 
 #[test]
 fn bgp_gobgp_session_routes_both_ways_ipv4_ipv6() {
@@ -41,7 +35,7 @@ fn bgp_gobgp_session_routes_both_ways_ipv4_ipv6() {
         return;
     }
     let (a, b) = pair("gob").unwrap();
-    let conf = TempFile::new("gobgpd.toml", GOBGP_CONF).unwrap();
+    let conf = TempFile::new("gobgpd.toml", &gobgp_conf()).unwrap();
     let _gobgpd = Daemon(
         b.command("gobgpd")
             .args([
@@ -68,20 +62,12 @@ fn bgp_gobgp_session_routes_both_ways_ipv4_ipv6() {
     gobgp(&["global", "rib", "add", "203.0.113.0/24", "-a", "ipv4"]);
     gobgp(&["global", "rib", "add", "2001:db8:c::/48", "-a", "ipv6"]);
 
-    let fare = FareSpeaker::start(
-        &a,
-        config(
-            "10.0.0.1",
-            65001,
-            &[("10.0.0.2", 65003, 100.0), ("fd00::2", 65003, 100.0)],
-            &["192.0.2.0/24", "2001:db8:a::/48"],
-        ),
-    )
-    .unwrap();
-    wait_for(Duration::from_secs(30), || {
-        (fare.is_established("10.0.0.2") && fare.is_established("fd00::2")).then_some(())
-    })
-    .unwrap_or_else(|| panic!("sessions not established: {}", gobgp(&["neighbor"])));
+    let fare = FareSpeaker::start(&a, pair_config(65003)).unwrap();
+    assert!(
+        fare.established_within(Duration::from_secs(30), &["10.0.0.2", "fd00::2"]),
+        "sessions not established: {}",
+        gobgp(&["neighbor"])
+    );
 
     let g4 = wait_for(Duration::from_secs(20), || fare.group("203.0.113.0/24"));
     let g6 = wait_for(Duration::from_secs(20), || fare.group("2001:db8:c::/48"));

@@ -8,9 +8,10 @@
 
 use fare::bgp::packet::{frame_len, orf, Context, Message};
 use fare_integration::bgp::{
-    config, output, start_capture, stop_capture, wait_for, FareSpeaker, Frr, TempFile,
+    config, have_frr, output, pair_v4, start_capture, stop_capture, wait_for, FareSpeaker, Frr,
+    TempFile,
 };
-use fare_integration::{have_root, have_tool, veth, Netns};
+use fare_integration::{have_root, have_tool};
 use std::time::Duration;
 
 const FRR_CONF: &str = "frr defaults datacenter
@@ -51,21 +52,15 @@ fn received(frr: &Frr) -> Vec<String> {
 /// Runs the session; returns what FRR received and, when tshark is here, the ORF entries
 /// tshark decoded on the wire (`action match sequence prefix` per entry).
 fn run(test: &str, orf_receive: bool) -> (Vec<String>, Option<Vec<String>>) {
-    let a = Netns::new("orfa").unwrap();
-    let b = Netns::new("orfb").unwrap();
-    veth(&a, "fa0", &b, "fb0").unwrap();
-    a.sh("ip addr add 10.0.0.1/30 dev fa0").unwrap();
-    b.sh("ip addr add 10.0.0.2/30 dev fb0").unwrap();
+    let (a, b) = pair_v4("orf").unwrap();
     let pcap = TempFile::new("orf.pcap", "").unwrap();
-    let capture = have_tool(test, "tshark").then(|| start_capture(&a, "fa0", &pcap).unwrap());
+    let capture = have_tool(test, "tshark").then(|| start_capture(&a, "pa0", &pcap).unwrap());
     let frr = Frr::start(&b, FRR_CONF).unwrap();
     let mut cfg = config("10.0.0.1", 65001, &[("10.0.0.2", 65002, 100.0)], &OFFERED);
     cfg.neighbors[0].orf_receive = orf_receive;
     let fare = FareSpeaker::start(&a, cfg).unwrap();
-    let up = wait_for(Duration::from_secs(30), || {
-        fare.is_established("10.0.0.2").then_some(())
-    });
-    assert!(up.is_some(), "{test}: {}", frr.vtysh("show bgp summary"));
+    let up = fare.established_within(Duration::from_secs(30), &["10.0.0.2"]);
+    assert!(up, "{test}: {}", frr.vtysh("show bgp summary"));
     // Routes arrive within a few seconds; the filtered set must then stay as it is.
     let _ = wait_for(Duration::from_secs(15), || {
         let r = received(&frr);
@@ -108,7 +103,7 @@ fn run(test: &str, orf_receive: bool) -> (Vec<String>, Option<Vec<String>>) {
 #[test]
 fn bgp_frr_orf_prefix_list_filters_at_the_leaf() {
     let test = "bgp_frr_orf_prefix_list_filters_at_the_leaf";
-    if !have_root(test) || !have_tool(test, "/usr/lib/frr/bgpd") || !have_tool(test, "vtysh") {
+    if !have_frr(test) {
         return;
     }
     let (got, wire) = run(test, true);
@@ -150,11 +145,7 @@ fn bgp_orf_between_fare_speakers() {
     if !have_root(test) {
         return;
     }
-    let a = Netns::new("orfl").unwrap();
-    let b = Netns::new("orfr").unwrap();
-    veth(&a, "fa0", &b, "fb0").unwrap();
-    a.sh("ip addr add 10.0.0.1/30 dev fa0").unwrap();
-    b.sh("ip addr add 10.0.0.2/30 dev fb0").unwrap();
+    let (a, b) = pair_v4("orfl").unwrap();
     let mut leaf = config("10.0.0.1", 65001, &[("10.0.0.2", 65002, 100.0)], &OFFERED);
     leaf.neighbors[0].orf_receive = true;
     let mut rnic = config("10.0.0.2", 65002, &[("10.0.0.1", 65001, 100.0)], &[]);
@@ -324,11 +315,7 @@ fn bgp_orf_leaf_waits_for_the_first_orf() {
         (Some("10.200.1.2/32"), Duration::from_millis(1000)),
         (None, Duration::ZERO),
     ] {
-        let a = Netns::new("orfw").unwrap();
-        let b = Netns::new("orfv").unwrap();
-        veth(&a, "fa0", &b, "fb0").unwrap();
-        a.sh("ip addr add 10.0.0.1/30 dev fa0").unwrap();
-        b.sh("ip addr add 10.0.0.2/30 dev fb0").unwrap();
+        let (a, b) = pair_v4("orfw").unwrap();
         let mut leaf = config("10.0.0.1", 65001, &[("10.0.0.2", 65002, 100.0)], &OFFERED);
         leaf.neighbors[0].orf_receive = true;
         leaf.neighbors[0].passive = true;

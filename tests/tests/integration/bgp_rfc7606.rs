@@ -12,9 +12,9 @@
 //! Run: `cargo test -p fare-integration --test integration bgp_rfc7606:: -- --nocapture` (root).
 
 use anyhow::{bail, ensure, Context, Result};
-use fare_integration::bgp::{wait_for, Daemon, TempFile};
+use fare_integration::bgp::{read_message, wait_for, Daemon, TempFile};
 use fare_integration::{fare_bin, have_root, veth, Netns};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{Shutdown, TcpStream};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -110,15 +110,6 @@ struct RawPeer {
     next_hop: [u8; 4],
 }
 
-fn read_msg(s: &mut TcpStream) -> Option<Msg> {
-    let mut h = [0u8; 19];
-    s.read_exact(&mut h).ok()?;
-    let len = u16::from_be_bytes([h[16], h[17]]) as usize;
-    let mut body = vec![0u8; len.checked_sub(19)?];
-    s.read_exact(&mut body).ok()?;
-    Some((h[18], body))
-}
-
 impl RawPeer {
     /// Connects from `ns` to the agent at `agent` and completes OPEN / KEEPALIVE.
     fn connect(ns: &Netns, agent: &str, asn: u32, id: [u8; 4], nh: [u8; 4]) -> Result<RawPeer> {
@@ -139,7 +130,7 @@ impl RawPeer {
         let (tx, rx) = mpsc::channel();
         let mut reader = stream.try_clone()?;
         std::thread::spawn(move || {
-            while let Some(m) = read_msg(&mut reader) {
+            while let Some(m) = read_message(&mut reader) {
                 if tx.send(m).is_err() {
                     break;
                 }

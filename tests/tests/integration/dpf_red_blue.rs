@@ -13,14 +13,11 @@
 //!   receiving leaf refuses a route whose color mismatches its session color.
 
 use fare_integration::agent::{Agent, TempDir};
-use fare_integration::bgp::{wait_for, Frr};
-use fare_integration::dpf_lab::group_vias;
-use fare_integration::{have_root, have_tool, veth, Netns};
+use fare_integration::bgp::{have_frr, wait_for, Frr};
+use fare_integration::dpf_lab::{group_vias, DpfFabric, DpfSetup, BLUE, RED};
+use fare_integration::{have_root, have_tool, link, veth, Netns};
 use serde_json::Value;
 use std::time::{Duration, Instant};
-
-const RED: u32 = 1;
-const BLUE: u32 = 2;
 
 /// One agent's configuration: neighbors are (address, remote AS, interface, color).
 #[allow(clippy::too_many_arguments)]
@@ -90,93 +87,31 @@ fn dpf_figure1_colors_stay_on_their_spines_and_backup_takes_over() {
     if !have_root(test) {
         return;
     }
-    let s1 = Netns::new("dpfs1").unwrap();
-    let s2 = Netns::new("dpfs2").unwrap();
-    let l1 = Netns::new("dpfl1").unwrap();
-    let l2 = Netns::new("dpfl2").unwrap();
-    // Spine1 (red): 10.1.1.0/30 to Leaf1, 10.1.2.0/30 to Leaf2; Spine2 (blue): 10.2.x.
-    veth(&s1, "l1", &l1, "s1").unwrap();
-    veth(&s1, "l2", &l2, "s1").unwrap();
-    veth(&s2, "l1", &l1, "s2").unwrap();
-    veth(&s2, "l2", &l2, "s2").unwrap();
-    s1.sh("ip addr add 10.1.1.2/30 dev l1 && ip addr add 10.1.2.2/30 dev l2")
-        .unwrap();
-    s2.sh("ip addr add 10.2.1.2/30 dev l1 && ip addr add 10.2.2.2/30 dev l2")
-        .unwrap();
-    l1.sh("ip addr add 10.1.1.1/30 dev s1 && ip addr add 10.2.1.1/30 dev s2")
-        .unwrap();
-    l2.sh("ip addr add 10.1.2.1/30 dev s1 && ip addr add 10.2.2.1/30 dev s2")
-        .unwrap();
-    let dir = TempDir::new("dpf-fig1").unwrap();
     let strict = "dpf: {session_coloring: strict}\n";
-    let (c_s1, k_s1) = agent_config(
-        &dir,
-        "spine1",
-        "10.0.1.1",
-        65100,
-        "spine",
-        &[
-            ("10.1.1.1", 65001, "l1", Some(RED)),
-            ("10.1.2.1", 65002, "l2", Some(RED)),
-        ],
-        &[],
-        strict,
-    );
-    let (c_s2, k_s2) = agent_config(
-        &dir,
-        "spine2",
-        "10.0.1.2",
-        65100,
-        "spine",
-        &[
-            ("10.2.1.1", 65001, "l1", Some(BLUE)),
-            ("10.2.2.1", 65002, "l2", Some(BLUE)),
-        ],
-        &[],
-        strict,
-    );
-    let (c_l1, k_l1) = agent_config(
-        &dir,
-        "leaf1",
-        "10.0.0.1",
-        65001,
-        "leaf",
-        &[
-            ("10.1.1.2", 65100, "s1", Some(RED)),
-            ("10.2.1.2", 65100, "s2", Some(BLUE)),
-        ],
-        &["192.0.2.0/24"],
-        strict,
-    );
-    let (c_l2, k_l2) = agent_config(
-        &dir,
-        "leaf2",
-        "10.0.0.2",
-        65002,
-        "leaf",
-        &[
-            ("10.1.2.2", 65100, "s1", Some(RED)),
-            ("10.2.2.2", 65100, "s2", Some(BLUE)),
-        ],
-        &[
-            "198.51.100.0/24",
-            "203.0.113.0/24",
-            "198.18.0.0/24",
-            "198.18.1.0/24",
-        ],
-        "dpf:\n  session_coloring: strict\n  routes:\n    - {prefix: 198.51.100.0/24, primary: 1, backup: 2}\n    - {prefix: 203.0.113.0/24, color: 2}\n    - {prefix: 198.18.0.0/24, color: all}\n    - {prefix: 198.18.1.0/24, primary: 2, backup: all}\n",
-    );
-    let a_s1 = Agent::start(Some(&s1), &c_s1, &k_s1).unwrap();
-    let a_s2 = Agent::start(Some(&s2), &c_s2, &k_s2).unwrap();
-    let a_l1 = Agent::start(Some(&l1), &c_l1, &k_l1).unwrap();
-    let a_l2 = Agent::start(Some(&l2), &c_l2, &k_l2).unwrap();
+    let f = DpfFabric::build(
+        "dpf",
+        &DpfSetup {
+            xdp: false,
+            spine_dpf: strict,
+            leaf1_dpf: strict,
+            leaf2_dpf: "dpf:\n  session_coloring: strict\n  routes:\n    - {prefix: 198.51.100.0/24, primary: 1, backup: 2}\n    - {prefix: 203.0.113.0/24, color: 2}\n    - {prefix: 198.18.0.0/24, color: all}\n    - {prefix: 198.18.1.0/24, primary: 2, backup: all}\n",
+            leaf2_prefixes: &[
+                "198.51.100.0/24",
+                "203.0.113.0/24",
+                "198.18.0.0/24",
+                "198.18.1.0/24",
+            ],
+        },
+    )
+    .unwrap();
+    let (a_s1, a_s2, a_l1, a_l2) = (f.spine1(), f.spine2(), f.leaf1(), f.leaf2());
     assert!(
         wait_established(
             &[
-                (&a_l1, "10.1.1.2"),
-                (&a_l1, "10.2.1.2"),
-                (&a_l2, "10.1.2.2"),
-                (&a_l2, "10.2.2.2"),
+                (a_l1, "10.1.1.2"),
+                (a_l1, "10.2.1.2"),
+                (a_l2, "10.1.2.2"),
+                (a_l2, "10.2.2.2"),
             ],
             40
         ),
@@ -188,63 +123,58 @@ fn dpf_figure1_colors_stay_on_their_spines_and_backup_takes_over() {
     let blue = "10.2.1.2";
     // Primary red, backup blue: red only while red works.
     assert!(
-        wait_group(&a_l1, "198.51.100.0/24", Some(&[red]), 30),
+        wait_group(a_l1, "198.51.100.0/24", Some(&[red]), 30),
         "primary red: {:?}",
-        group_vias(&a_l1, "198.51.100.0/24")
+        group_vias(a_l1, "198.51.100.0/24")
     );
     // One color (blue): only over Spine2; Spine1 never even learns it.
     assert!(
-        wait_group(&a_l1, "203.0.113.0/24", Some(&[blue]), 20),
+        wait_group(a_l1, "203.0.113.0/24", Some(&[blue]), 20),
         "blue only: {:?}",
-        group_vias(&a_l1, "203.0.113.0/24")
+        group_vias(a_l1, "203.0.113.0/24")
     );
-    assert_eq!(group_vias(&a_s1, "203.0.113.0/24"), None);
+    assert_eq!(group_vias(a_s1, "203.0.113.0/24"), None);
     // All colors, and an uncolored route: both spines.
     assert!(
-        wait_group(&a_l1, "198.18.0.0/24", Some(&[red, blue]), 20),
+        wait_group(a_l1, "198.18.0.0/24", Some(&[red, blue]), 20),
         "all colors: {:?}",
-        group_vias(&a_l1, "198.18.0.0/24")
+        group_vias(a_l1, "198.18.0.0/24")
     );
     assert!(
-        wait_group(&a_l2, "192.0.2.0/24", Some(&["10.1.2.2", "10.2.2.2"]), 20),
+        wait_group(a_l2, "192.0.2.0/24", Some(&["10.1.2.2", "10.2.2.2"]), 20),
         "uncolored: {:?}",
-        group_vias(&a_l2, "192.0.2.0/24")
+        group_vias(a_l2, "192.0.2.0/24")
     );
     // Primary blue, backup all colors.
     assert!(
-        wait_group(&a_l1, "198.18.1.0/24", Some(&[blue]), 20),
+        wait_group(a_l1, "198.18.1.0/24", Some(&[blue]), 20),
         "primary blue: {:?}",
-        group_vias(&a_l1, "198.18.1.0/24")
+        group_vias(a_l1, "198.18.1.0/24")
     );
     // Spine2 holds the backup copy of the red-primary route.
-    assert!(wait_group(
-        &a_s2,
-        "198.51.100.0/24",
-        Some(&["10.2.2.1"]),
-        10
-    ));
+    assert!(wait_group(a_s2, "198.51.100.0/24", Some(&["10.2.2.1"]), 10));
 
     // The red fabric fails (Spine1-Leaf2): the backup (blue) takes over at Leaf1.
     let t0 = Instant::now();
-    s1.sh("ip link set l2 down").unwrap();
+    f.s1.sh("ip link set l2 down").unwrap();
     assert!(
-        wait_group(&a_l1, "198.51.100.0/24", Some(&[blue]), 30),
+        wait_group(a_l1, "198.51.100.0/24", Some(&[blue]), 30),
         "backup after the red fabric failed: {:?}",
-        group_vias(&a_l1, "198.51.100.0/24")
+        group_vias(a_l1, "198.51.100.0/24")
     );
     eprintln!("failover to backup seen after {:?}", t0.elapsed());
     // Blue-only and blue-primary routes did not move; all-colors lost red.
     assert_eq!(
-        group_vias(&a_l1, "203.0.113.0/24").as_deref(),
+        group_vias(a_l1, "203.0.113.0/24").as_deref(),
         Some(&[blue.to_string()][..])
     );
-    assert!(wait_group(&a_l1, "198.18.0.0/24", Some(&[blue]), 20));
+    assert!(wait_group(a_l1, "198.18.0.0/24", Some(&[blue]), 20));
     // Red comes back: primary again.
-    s1.sh("ip link set l2 up").unwrap();
+    f.s1.sh("ip link set l2 up").unwrap();
     assert!(
-        wait_group(&a_l1, "198.51.100.0/24", Some(&[red]), 40),
+        wait_group(a_l1, "198.51.100.0/24", Some(&[red]), 40),
         "primary after repair: {:?}",
-        group_vias(&a_l1, "198.51.100.0/24")
+        group_vias(a_l1, "198.51.100.0/24")
     );
 }
 
@@ -256,9 +186,7 @@ fn dpf_strict_color_mismatch_keeps_the_session_down() {
     }
     let a = Netns::new("dpfma").unwrap();
     let b = Netns::new("dpfmb").unwrap();
-    veth(&a, "tob", &b, "toa").unwrap();
-    a.sh("ip addr add 10.9.0.1/30 dev tob").unwrap();
-    b.sh("ip addr add 10.9.0.2/30 dev toa").unwrap();
+    link(&a, "tob", "10.9.0.1/30", &b, "toa", "10.9.0.2/30").unwrap();
     let dir = TempDir::new("dpf-mismatch").unwrap();
     let strict = "dpf: {session_coloring: strict, mismatch_subcode: 12}\n";
     let (ca, ka) = agent_config(
@@ -334,14 +262,12 @@ router bgp 65100
 #[test]
 fn dpf_strict_colored_session_refuses_colorless_frr() {
     let test = "dpf_strict_colored_session_refuses_colorless_frr";
-    if !have_root(test) || !have_tool(test, "/usr/lib/frr/bgpd") || !have_tool(test, "vtysh") {
+    if !have_frr(test) {
         return;
     }
     let a = Netns::new("dpffa").unwrap();
     let b = Netns::new("dpffb").unwrap();
-    veth(&a, "tofrr", &b, "toa").unwrap();
-    a.sh("ip addr add 10.8.0.1/30 dev tofrr").unwrap();
-    b.sh("ip addr add 10.8.0.2/30 dev toa").unwrap();
+    link(&a, "tofrr", "10.8.0.1/30", &b, "toa", "10.8.0.2/30").unwrap();
     let frr = Frr::start(&b, FRR_STRICT_PEER).unwrap();
     let dir = TempDir::new("dpf-frr-strict").unwrap();
     let (ca, ka) = agent_config(
@@ -388,18 +314,14 @@ router bgp 65100
 #[test]
 fn dpf_colorless_frr_transit_carries_colored_routes() {
     let test = "dpf_colorless_frr_transit_carries_colored_routes";
-    if !have_root(test) || !have_tool(test, "/usr/lib/frr/bgpd") || !have_tool(test, "vtysh") {
+    if !have_frr(test) {
         return;
     }
     let s = Netns::new("dpfts").unwrap();
     let l1 = Netns::new("dpftl1").unwrap();
     let l2 = Netns::new("dpftl2").unwrap();
-    veth(&s, "l1", &l1, "s").unwrap();
-    veth(&s, "l2", &l2, "s").unwrap();
-    s.sh("ip addr add 10.7.1.2/30 dev l1 && ip addr add 10.7.2.2/30 dev l2")
-        .unwrap();
-    l1.sh("ip addr add 10.7.1.1/30 dev s").unwrap();
-    l2.sh("ip addr add 10.7.2.1/30 dev s").unwrap();
+    link(&s, "l1", "10.7.1.2/30", &l1, "s", "10.7.1.1/30").unwrap();
+    link(&s, "l2", "10.7.2.2/30", &l2, "s", "10.7.2.1/30").unwrap();
     let _frr = Frr::start(&s, FRR_TRANSIT).unwrap();
     let dir = TempDir::new("dpf-frr-transit").unwrap();
     // Leaf2: uncolored session to FRR; a red, a blue and an uncolored prefix.
@@ -508,138 +430,37 @@ impl Drop for Pins {
 #[test]
 fn dpf_xdp_flows_follow_their_color() {
     let test = "dpf_xdp_flows_follow_their_color";
-    if !have_root(test) || !have_tool(test, "/usr/bin/python3") {
+    if !have_root(test) || !have_tool(test, "/usr/bin/python3") || !have_tool(test, "ethtool") {
         return;
     }
     if !fare_integration::xdp_lab::have_xdp(test) {
         return;
     }
-    let s1 = Netns::new("dxs1").unwrap();
-    let s2 = Netns::new("dxs2").unwrap();
-    let l1 = Netns::new("dxl1").unwrap();
-    let l2 = Netns::new("dxl2").unwrap();
-    let h1 = Netns::new("dxh1").unwrap();
-    let h2 = Netns::new("dxh2").unwrap();
-    veth(&s1, "l1", &l1, "s1").unwrap();
-    veth(&s1, "l2", &l2, "s1").unwrap();
-    veth(&s2, "l1", &l1, "s2").unwrap();
-    veth(&s2, "l2", &l2, "s2").unwrap();
-    veth(&h1, "uplink", &l1, "host").unwrap();
-    veth(&h2, "uplink", &l2, "host").unwrap();
-    let routed = "sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0";
-    for ns in [&s1, &s2, &l1, &l2] {
-        ns.sh(routed).unwrap();
-    }
-    s1.sh("ip addr add 10.1.1.2/30 dev l1 && ip addr add 10.1.2.2/30 dev l2")
-        .unwrap();
-    s2.sh("ip addr add 10.2.1.2/30 dev l1 && ip addr add 10.2.2.2/30 dev l2")
-        .unwrap();
-    l1.sh("ip addr add 10.1.1.1/30 dev s1 && ip addr add 10.2.1.1/30 dev s2 && ip addr add 192.0.2.1/24 dev host")
-        .unwrap();
-    l2.sh("ip addr add 10.1.2.1/30 dev s1 && ip addr add 10.2.2.1/30 dev s2 && ip addr add 198.18.0.1/24 dev host")
-        .unwrap();
-    h1.sh("ip addr add 192.0.2.10/24 dev uplink && ip route add default via 192.0.2.1")
-        .unwrap();
-    h2.sh("ip addr add 198.18.0.10/24 dev uplink && ip route add default via 198.18.0.1")
-        .unwrap();
-    let dir = TempDir::new("dpf-xdp").unwrap();
-    let tag = std::process::id();
-    let names: Vec<String> = ["s1", "s2", "l1", "l2"]
-        .iter()
-        .map(|n| format!("dpfx-{n}-{tag}"))
-        .collect();
-    let _pins = Pins(names.clone());
-    let config = |i: usize,
-                  rid: &str,
-                  asn: u32,
-                  role: &str,
-                  ifs: &str,
-                  neighbors: &[(&str, u32, &str, Option<u32>)],
-                  prefixes: &[&str],
-                  dpf: &str| {
-        let (path, socket) =
-            agent_config(&dir, &names[i], rid, asn, role, neighbors, prefixes, dpf);
-        let text = std::fs::read_to_string(&path).unwrap().replace(
-            "dataplane: {kind: none}",
-            &format!("dataplane: {{kind: xdp, interfaces: [{ifs}]}}"),
-        );
-        std::fs::write(&path, text).unwrap();
-        (path, socket)
-    };
-    let (c_s1, k_s1) = config(
-        0,
-        "10.0.1.1",
-        65100,
-        "spine",
-        "l1, l2",
-        &[
-            ("10.1.1.1", 65001, "l1", Some(RED)),
-            ("10.1.2.1", 65002, "l2", Some(RED)),
-        ],
-        &[],
-        "",
-    );
-    let (c_s2, k_s2) = config(
-        1,
-        "10.0.1.2",
-        65100,
-        "spine",
-        "l1, l2",
-        &[
-            ("10.2.1.1", 65001, "l1", Some(BLUE)),
-            ("10.2.2.1", 65002, "l2", Some(BLUE)),
-        ],
-        &[],
-        "",
-    );
-    let (c_l1, k_l1) = config(
-        2,
-        "10.0.0.1",
-        65001,
-        "leaf",
-        "host, s1, s2",
-        &[
-            ("10.1.1.2", 65100, "s1", Some(RED)),
-            ("10.2.1.2", 65100, "s2", Some(BLUE)),
-        ],
-        &["192.0.2.0/24"],
+    let f = DpfFabric::up(
+        "dx",
         "dpf:\n  flows:\n    - {color: 1, dscp: [10]}\n    - {color: 2, protocol: udp, dst_port: 4791, qp: 0x100-0x1ff}\n",
-    );
-    let (c_l2, k_l2) = config(
-        3,
-        "10.0.0.2",
-        65002,
-        "leaf",
-        "s1, s2",
-        &[
-            ("10.1.2.2", 65100, "s1", Some(RED)),
-            ("10.2.2.2", 65100, "s2", Some(BLUE)),
-        ],
-        &["198.18.0.0/24"],
         "dpf:\n  routes:\n    - {prefix: 198.18.0.0/24, color: all}\n",
-    );
-    let a_s1 = Agent::start(Some(&s1), &c_s1, &k_s1).unwrap();
-    let a_s2 = Agent::start(Some(&s2), &c_s2, &k_s2).unwrap();
-    let a_l1 = Agent::start(Some(&l1), &c_l1, &k_l1).unwrap();
-    let _a_l2 = Agent::start(Some(&l2), &c_l2, &k_l2).unwrap();
+    )
+    .unwrap();
+    let (a_s1, a_s2, a_l1, h1) = (f.spine1(), f.spine2(), f.leaf1(), &f.h1);
     let prefix = "198.18.0.0/24";
     assert!(
-        wait_group(&a_l1, prefix, Some(&["10.1.1.2", "10.2.1.2"]), 60),
+        wait_group(a_l1, prefix, Some(&["10.1.1.2", "10.2.1.2"]), 60),
         "all colors at Leaf1: {:?}\n{}",
         a_l1.show("groups"),
         a_l1.log_text()
     );
-    assert!(wait_group(&a_s1, prefix, Some(&["10.1.2.1"]), 30));
-    assert!(wait_group(&a_s2, prefix, Some(&["10.2.2.1"]), 30));
+    assert!(wait_group(a_s1, prefix, Some(&["10.1.2.1"]), 30));
+    assert!(wait_group(a_s2, prefix, Some(&["10.2.2.1"]), 30));
     // Warm up ARP on the path to h2 (Leaf2 forwards to it through the kernel).
-    send_udp(&h1, "198.18.0.10", 9000, 0, None, 5);
+    send_udp(h1, "198.18.0.10", 9000, 0, None, 5);
     std::thread::sleep(Duration::from_millis(500));
 
-    let counts = || (group_packets(&a_s1, prefix), group_packets(&a_s2, prefix));
+    let counts = || (group_packets(a_s1, prefix), group_packets(a_s2, prefix));
     let n = 300u64;
     let run = |what: &str, dscp: u8, port: u16, qp: Option<u32>| {
         let before = counts();
-        send_udp(&h1, "198.18.0.10", port, dscp, qp, n as u32);
+        send_udp(h1, "198.18.0.10", port, dscp, qp, n as u32);
         // Counters are read through the agents: give the last packets a moment.
         let after = wait_for(Duration::from_secs(10), || {
             let c = counts();

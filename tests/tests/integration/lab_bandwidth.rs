@@ -148,17 +148,12 @@ fn lab_bandwidth_changes_without_restart() -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") || !have_tool(test, "nsenter") {
         return Ok(());
     }
-    let name = format!("bw{}", std::process::id() % 100_000);
-    let (lab, up) = Lab::up(
+    let (lab, _) = Lab::start(
         "topologies/whitepaper-asymmetric.yaml",
-        &name,
+        "bw",
         &["--mode", "averaged", "--no-arn", "--converge-timeout", "60"],
     )?;
-    ensure!(
-        up.status.success(),
-        "lab up: {}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    let name = lab.name.clone();
     let st = state(&name)?;
     let before = pids(&st);
     ensure!(before.len() == 4, "agents: {before:?}");
@@ -212,17 +207,15 @@ fn lab_bandwidth_changes_without_restart() -> Result<()> {
     );
 
     // 3. fare set bandwidth by interface, on both ends; a wrong neighbor is bad input.
-    for (node, ifname) in [("Leaf1", leaf1_if), ("Spine1", spine1_if)] {
+    // `fare set bandwidth --socket NODE's ARGS...`.
+    let set_bandwidth = |node: &str, args: &[&str]| {
         let socket = format!("/run/fare/lab/{name}/{node}.sock");
-        let out = fare(&[
-            "set",
-            "bandwidth",
-            "--socket",
-            &socket,
-            "--interface",
-            ifname,
-            "100",
-        ])?;
+        let mut all = vec!["set", "bandwidth", "--socket", &socket];
+        all.extend_from_slice(args);
+        fare(&all)
+    };
+    for (node, ifname) in [("Leaf1", leaf1_if), ("Spine1", spine1_if)] {
+        let out = set_bandwidth(node, &["--interface", ifname, "100"])?;
         ensure!(
             out.status.success(),
             "fare set bandwidth on {node}: {}",
@@ -230,16 +223,7 @@ fn lab_bandwidth_changes_without_restart() -> Result<()> {
         );
     }
     wait_group(&name, &st, &expect(3, 4), "fare set bandwidth 100")?;
-    let socket = format!("/run/fare/lab/{name}/Leaf1.sock");
-    let out = fare(&[
-        "set",
-        "bandwidth",
-        "--socket",
-        &socket,
-        "--neighbor",
-        "192.0.2.99",
-        "10",
-    ])?;
+    let out = set_bandwidth("Leaf1", &["--neighbor", "192.0.2.99", "10"])?;
     ensure!(
         out.status.code() == Some(2),
         "unknown neighbor: exit {:?}, {}",
@@ -253,18 +237,7 @@ fn lab_bandwidth_changes_without_restart() -> Result<()> {
     // 3:3:4:4. The lab's check names that group and exits 1; --no-check exits 0.
     let leaf2 = ports(&st, "Leaf2");
     let (l7, _, _) = leaf2.get("L7").context("Leaf2 has no port on L7")?;
-    let leaf2_socket = format!("/run/fare/lab/{name}/Leaf2.sock");
-    let set = |gbps: &str| {
-        fare(&[
-            "set",
-            "bandwidth",
-            "--socket",
-            &leaf2_socket,
-            "--interface",
-            l7,
-            gbps,
-        ])
-    };
+    let set = |gbps: &str| set_bandwidth("Leaf2", &["--interface", l7, gbps]);
     ensure!(set("50")?.status.success(), "fare set bandwidth on Leaf2");
     let check = |extra: &[&str]| {
         let mut args = vec!["lab", "restore", "all", "--name", &name, "--timeout", "3"];

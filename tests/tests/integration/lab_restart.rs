@@ -15,17 +15,12 @@ fn lab_agent_kill_and_restart_keeps_xdp_forwarding() -> Result<()> {
     if !have_root(test) || !have_tool(test, "tc") || !have_tool(test, "nsenter") {
         return Ok(());
     }
-    let name = format!("rs{}", std::process::id() % 100_000);
-    let (lab, up) = Lab::up(
+    let (lab, _) = Lab::start(
         "topologies/arn-spine-leaf.yaml",
-        &name,
+        "rs",
         &["--dataplane", "xdp", "--no-arn"],
     )?;
-    ensure!(
-        up.status.success(),
-        "lab up: {}",
-        String::from_utf8_lossy(&up.stderr)
-    );
+    let name = lab.name.clone();
     let pins = format!("/sys/fs/bpf/fare/farelab-{name}-leaf1");
     ensure!(
         Path::new(&pins).exists(),
@@ -35,21 +30,7 @@ fn lab_agent_kill_and_restart_keeps_xdp_forwarding() -> Result<()> {
     let lab = std::sync::Arc::new(lab);
     let traffic = {
         let lab = lab.clone();
-        std::thread::spawn(move || {
-            lab.json(
-                "traffic",
-                &[
-                    "--from",
-                    "leaf1",
-                    "--to",
-                    "leaf2",
-                    "--rate-mbit",
-                    "40",
-                    "--duration",
-                    "6",
-                ],
-            )
-        })
+        std::thread::spawn(move || lab.traffic("leaf1", "leaf2", 40, 6, &[]))
     };
     std::thread::sleep(Duration::from_secs(2));
     let restart = lab.json("restart", &["leaf1", "--kill"]);

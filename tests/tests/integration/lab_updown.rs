@@ -16,17 +16,17 @@ fn lab_name(tag: &str) -> String {
     format!("{tag}{}", std::process::id() % 100_000)
 }
 
+/// `fare lab up TOPO --name LAB EXTRA...`.
+fn lab_up(topo: &Path, lab: &str, extra: &[&str]) -> Result<std::process::Output> {
+    let topo = topo.to_string_lossy();
+    let mut args = vec!["lab", "up", &topo, "--name", lab];
+    args.extend_from_slice(extra);
+    fare(&args)
+}
+
 fn up_down(topo: &Path, lab: &str) -> Result<()> {
     let prefix = format!("farelab-{lab}-");
-    let out = fare(&[
-        "lab",
-        "up",
-        &topo.to_string_lossy(),
-        "--name",
-        lab,
-        "--no-agents",
-        "--json",
-    ])?;
+    let out = lab_up(topo, lab, &["--no-agents", "--json"])?;
     let result = (|| -> Result<()> {
         ensure!(
             out.status.success(),
@@ -71,14 +71,7 @@ fn up_down(topo: &Path, lab: &str) -> Result<()> {
         );
         ensure!(Path::new(&format!("/run/fare/lab/{lab}/state.json")).exists());
         // A second `up` of the same lab is refused.
-        let again = fare(&[
-            "lab",
-            "up",
-            &topo.to_string_lossy(),
-            "--name",
-            lab,
-            "--no-agents",
-        ])?;
+        let again = lab_up(topo, lab, &["--no-agents"])?;
         ensure!(!again.status.success(), "second lab up succeeded");
         Ok(())
     })();
@@ -261,15 +254,7 @@ fn lab_down_leaves_nothing_with_agents() -> Result<()> {
         }
         let lab = lab_name(&format!("a{i}"));
         let before = root_links();
-        let out = fare(&[
-            "lab",
-            "up",
-            &topo.to_string_lossy(),
-            "--name",
-            &lab,
-            "--dataplane",
-            "xdp",
-        ])?;
+        let out = lab_up(&topo, &lab, &["--dataplane", "xdp"])?;
         let running_lab = traces(&lab);
         let down = fare(&["lab", "down", &lab])?;
         ensure!(
@@ -327,14 +312,7 @@ fn lab_down_cleans_up_without_state() -> Result<()> {
     }
     let lab = lab_name("crash");
     let topo = repo_root().join("topologies/arn-spine-leaf.yaml");
-    let out = fare(&[
-        "lab",
-        "up",
-        &topo.to_string_lossy(),
-        "--name",
-        &lab,
-        "--no-agents",
-    ])?;
+    let out = lab_up(&topo, &lab, &["--no-agents"])?;
     ensure!(
         out.status.success(),
         "{}",
@@ -405,17 +383,7 @@ fn lab_mininet_backend_runs_agents_and_traffic() -> Result<()> {
     let lab = lab_name("mn");
     let prefix = format!("farelab-{lab}-");
     let topo = repo_root().join("topologies/arn-spine-leaf.yaml");
-    let up = fare(&[
-        "lab",
-        "up",
-        &topo.to_string_lossy(),
-        "--name",
-        &lab,
-        "--backend",
-        "mininet",
-        "--routing",
-        "bgp",
-    ])?;
+    let up = lab_up(&topo, &lab, &["--backend", "mininet", "--routing", "bgp"])?;
     let state = Path::new("/run/fare/lab").join(&lab).join("state.json");
     let mininet_pid = std::fs::read_to_string(&state)
         .ok()

@@ -37,23 +37,22 @@ struct Fabric {
     _dir: TempDir,
 }
 
+/// The value named `name` in a (name, value) list (a test's own node names).
+fn named<'a, T>(list: &'a [(String, T)], name: &str) -> &'a T {
+    &list
+        .iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("no node {name}"))
+        .1
+}
+
 impl Fabric {
     fn ns(&self, name: &str) -> &Netns {
-        &self
-            .ns
-            .iter()
-            .find(|(n, _)| n == name)
-            .expect("namespace")
-            .1
+        named(&self.ns, name)
     }
 
     fn agent(&self, name: &str) -> &Agent {
-        &self
-            .agents
-            .iter()
-            .find(|(n, _)| n == name)
-            .expect("agent")
-            .1
+        named(&self.agents, name)
     }
 
     /// The kernel route for `prefix` in `node`'s namespace (empty = none).

@@ -8,59 +8,23 @@
 //! Skipped (with the reason printed) without root, BMv2 or the compiled program.
 
 use anyhow::{bail, ensure, Context, Result};
-use fare::dataplane::p4rt::{P4RuntimeDataplane, P4RuntimeOptions};
-use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr, Member};
-use fare_integration::p4::{bmv2_available, in_netns, pipeline, python, Fabric, GRPC_ADDR};
+use fare::dataplane::p4rt::P4RuntimeDataplane;
+use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr};
+use fare_integration::delta;
+use fare_integration::p4::{in_netns, members, python, Fabric};
 use ipnet::IpNet;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 const WEIGHTS: [u32; 4] = [3, 3, 4, 4];
 
-fn options(fabric: &Fabric) -> P4RuntimeOptions {
-    let (p4info, json) = pipeline();
-    P4RuntimeOptions {
-        address: GRPC_ADDR.to_string(),
-        device_id: 1,
-        election_id: 10,
-        pipeline: Some((p4info, json)),
-        ports: fabric.port_map(),
-        router_mac: MacAddr([0x02, 0xfa, 0, 0, 0, 0xfe]),
-        form: fare::dataplane::p4rt::GroupForm::Weighted,
-        arn_hold: fare::dataplane::p4rt::DEFAULT_ARN_HOLD,
-    }
-}
-
 /// A group over p1..pN with neighbor MACs 02:00:00:00:00:0i. `prefix` is a test constant.
 fn group(prefix: &str, mode: GroupMode, weights: &[u32]) -> Group {
     Group {
         prefix: prefix.parse().expect("test prefix"),
         mode,
-        members: weights
-            .iter()
-            .enumerate()
-            .map(|(i, w)| Member {
-                via: format!("10.1.{}.2", i + 1),
-                interface: format!("p{}", i + 1),
-                next_hop: None,
-                neighbor_mac: Some(MacAddr([0x02, 0, 0, 0, 0, (i + 1) as u8])),
-                weight: *w,
-                bandwidth_gbps: f64::from(*w) * 25.0,
-            })
-            .collect(),
+        members: members(weights, |w| f64::from(w) * 25.0),
     }
-}
-
-/// Sends `count` UDP packets from the source namespace to `dst`; `flows` distinct source
-/// ports (1 = one flow). Paced so BMv2 never drops at ingress.
-fn send(fabric: &Fabric, dst: &str, count: usize, flows: usize) -> Result<()> {
-    let script = format!(
-        "from scapy.all import Ether, IP, UDP, Raw, sendp\n\
-         pkts = [Ether(dst='02:fa:00:00:00:fe', src='02:00:00:00:00:aa')/IP(src='10.0.0.1', dst='{dst}', ttl=64)/\
-         UDP(sport=10000 + (i % {flows}), dport=5000)/Raw(b'x'*32) for i in range({count})]\n\
-         sendp(pkts, iface='s0', verbose=False, inter=0.0005)\n"
-    );
-    python(&fabric.src, &script).map(|_| ())
 }
 
 /// Member packet counters as the switch reports them, in member order.
@@ -74,50 +38,13 @@ async fn member_packets(dp: &mut P4RuntimeDataplane, prefix: &str) -> Result<Vec
     Ok(g.members.iter().map(|m| m.packets).collect())
 }
 
-fn delta(after: &[u64], before: &[u64]) -> Vec<u64> {
-    after.iter().zip(before).map(|(a, b)| a - b).collect()
-}
-
-/// Waits until the sink has seen `total` more packets than `before` (bounded).
-fn settle(fabric: &Fabric, before: &[u64], total: u64) -> Result<Vec<u64>> {
-    let mut last = before.to_vec();
-    fare_integration::wait_until(Duration::from_secs(10), || {
-        if let Ok(now) = fabric.sink_counts() {
-            last = now;
-        }
-        delta(&last, before).iter().sum::<u64>() >= total
-    });
-    Ok(delta(&last, before))
-}
-
-/// An ARN (draft format, Path ID parameter) from the neighbor behind sink port `port`.
-fn inject_arn(
-    fabric: &Fabric,
-    iface: &str,
-    arn_type: u8,
-    path_id: Ipv4Addr,
-    ttl: u8,
-) -> Result<()> {
-    let p = path_id.octets();
-    let script = format!(
-        "from scapy.all import Ether, IP, UDP, Raw, sendp\n\
-         arn = bytes([{arn_type}, 0x00, 10, 0x40, {}, {}, {}, {}])\n\
-         sendp(Ether(dst='02:fa:00:00:00:fe')/IP(src='10.1.1.2', dst='10.1.1.1', ttl={ttl}, tos=0xc0)/\
-         UDP(sport=9961, dport=9961)/Raw(arn), iface='{iface}', verbose=False)\n",
-        p[0], p[1], p[2], p[3]
-    );
-    python(&fabric.dst, &script).map(|_| ())
-}
-
 #[test]
 fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
-    let test = "p4_bmv2_wcmp_spray_flow_arn";
-    if !bmv2_available(test) {
+    let Some(mut fabric) = Fabric::for_test("p4_bmv2_wcmp_spray_flow_arn", "p4w", 4)? else {
         return Ok(());
-    }
-    let mut fabric = Fabric::new("p4w", 4)?;
+    };
     let sw = fabric.bmv2.sw.name.clone();
-    let opts = options(&fabric);
+    let opts = fabric.options(10);
 
     // Everything async runs on a thread inside the switch namespace (gRPC on its loopback);
     // traffic is sent from the test thread between steps, so the steps talk over channels.
@@ -205,14 +132,20 @@ fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
         std::thread::sleep(Duration::from_millis(200));
         Ok(delta(&step(name)?, c0))
     };
+    // 280 packets (one flow) to the spray group, its member counters once they counted them.
+    let spray_280 = |fabric: &Fabric| -> Result<Vec<u64>> {
+        let c0 = step("spray")?;
+        fabric.send_udp("198.18.1.1", 280, 1)?;
+        counted_after("spray", &c0, 280)
+    };
 
     step("install")?;
 
     // Spray: 20 whole cycles of 14 packets carry exactly 60:60:80:80.
     let sink0 = fabric.sink_counts()?;
     let c0 = step("spray")?;
-    send(&fabric, "198.18.1.1", 280, 1)?;
-    let sink = settle(&fabric, &sink0, 280)?;
+    fabric.send_udp("198.18.1.1", 280, 1)?;
+    let sink = fabric.sink_delta_after(&sink0, 280, Duration::from_secs(10));
     let counted = delta(&step("spray")?, &c0);
     ensure!(
         counted == vec![60, 60, 80, 80],
@@ -223,7 +156,7 @@ fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
 
     // Flow: 4000 flows, shares within 3 points of 3:3:4:4.
     let c0 = step("flow")?;
-    send(&fabric, "198.19.1.1", 4000, 4000)?;
+    fabric.send_udp("198.19.1.1", 4000, 4000)?;
     let counted = counted_after("flow", &c0, 4000)?;
     let total: u64 = counted.iter().sum();
     ensure!(total == 4000, "flow packets counted {total}");
@@ -240,12 +173,10 @@ fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
     step("hold-long")?;
     let slot = step("map-arn")?;
     ensure!(slot[0] > 0, "no ARN slot");
-    inject_arn(&fabric, "d1", 1, Ipv4Addr::new(10, 0, 0, 42), 255)?;
+    fabric.inject_arn("d1", 1, Ipv4Addr::new(10, 0, 0, 42), 255)?;
     let punt = step("packet-in")?;
     ensure!(punt[0] == 1, "packet-in reason {}", punt[0]);
-    let c0 = step("spray")?;
-    send(&fabric, "198.18.1.1", 280, 1)?;
-    let counted = counted_after("spray", &c0, 280)?;
+    let counted = spray_280(&fabric)?;
     ensure!(counted[0] == 0, "removed member still used: {counted:?}");
     ensure!(
         counted.iter().sum::<u64>() == 280,
@@ -253,25 +184,21 @@ fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
     );
 
     // An ARN without TTL 255 is dropped (and does not restore anything).
-    inject_arn(&fabric, "d1", 2, Ipv4Addr::new(10, 0, 0, 42), 64)?;
+    fabric.inject_arn("d1", 2, Ipv4Addr::new(10, 0, 0, 42), 64)?;
     // Type 2 restores it.
-    inject_arn(&fabric, "d1", 2, Ipv4Addr::new(10, 0, 0, 42), 255)?;
+    fabric.inject_arn("d1", 2, Ipv4Addr::new(10, 0, 0, 42), 255)?;
     let punt = step("packet-in")?;
     ensure!(punt[0] == 1, "packet-in reason {}", punt[0]);
-    let c0 = step("spray")?;
-    send(&fabric, "198.18.1.1", 280, 1)?;
-    let counted = counted_after("spray", &c0, 280)?;
+    let counted = spray_280(&fabric)?;
     ensure!(counted == vec![60, 60, 80, 80], "after Type 2: {counted:?}");
 
     // A removal no Type 2 revokes ends by itself after the hold time.
     step("hold-short")?;
-    inject_arn(&fabric, "d1", 1, Ipv4Addr::new(10, 0, 0, 42), 255)?;
+    fabric.inject_arn("d1", 1, Ipv4Addr::new(10, 0, 0, 42), 255)?;
     let punt = step("packet-in")?;
     ensure!(punt[0] == 1, "packet-in reason {}", punt[0]);
     std::thread::sleep(Duration::from_millis(600));
-    let c0 = step("spray")?;
-    send(&fabric, "198.18.1.1", 280, 1)?;
-    let counted = counted_after("spray", &c0, 280)?;
+    let counted = spray_280(&fabric)?;
     ensure!(
         counted == vec![60, 60, 80, 80],
         "after the hold time: {counted:?}"
@@ -279,9 +206,7 @@ fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
 
     // Make-before-break replacement to 1:1:1:1: 280 packets = 70 each.
     step("replace")?;
-    let c0 = step("spray")?;
-    send(&fabric, "198.18.1.1", 280, 1)?;
-    let counted = counted_after("spray", &c0, 280)?;
+    let counted = spray_280(&fabric)?;
     ensure!(
         counted == vec![70, 70, 70, 70],
         "after replace: {counted:?}"
@@ -306,12 +231,11 @@ fn tracing_log(line: &str) {
 #[test]
 fn p4_bmv2_congestion_sends_arn() -> Result<()> {
     let test = "p4_bmv2_congestion_sends_arn";
-    if !bmv2_available(test) {
+    let Some(fabric) = Fabric::for_test(test, "p4c", 2)? else {
         return Ok(());
-    }
-    let fabric = Fabric::new("p4c", 2)?;
+    };
     let sw = fabric.bmv2.sw.name.clone();
-    let opts = options(&fabric);
+    let opts = fabric.options(10);
     let s0_mac: MacAddr = Fabric::mac(&fabric.src, "s0")?.parse()?;
     in_netns(&sw, move || async move {
         let mut dp = P4RuntimeDataplane::connect(opts).await?;

@@ -12,43 +12,19 @@
 use anyhow::{bail, ensure, Context, Result};
 use fare::dataplane::dpf::{Protocol, Range};
 use fare::dataplane::p4rt::{P4RuntimeDataplane, P4RuntimeOptions};
-use fare::dataplane::{ColorGroup, Dataplane, FlowRule, Group, GroupMode, MacAddr, Member};
-use fare_integration::p4::{bmv2_available, in_netns, pipeline, python, Fabric, GRPC_ADDR};
+use fare::dataplane::{ColorGroup, Dataplane, FlowRule, Group, GroupMode};
+use fare_integration::delta;
+use fare_integration::p4::{in_netns, member, python, Fabric};
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
 const PREFIX: &str = "198.18.0.0/16";
 
-fn options(fabric: &Fabric) -> P4RuntimeOptions {
-    let (p4info, json) = pipeline();
-    P4RuntimeOptions {
-        address: GRPC_ADDR.to_string(),
-        device_id: 1,
-        election_id: 10,
-        pipeline: Some((p4info, json)),
-        ports: fabric.port_map(),
-        router_mac: MacAddr([0x02, 0xfa, 0, 0, 0, 0xfe]),
-        form: fare::dataplane::p4rt::GroupForm::Weighted,
-        arn_hold: Duration::from_secs(120),
-    }
-}
-
-fn member(port: u32) -> Member {
-    Member {
-        via: format!("10.1.{port}.2"),
-        interface: format!("p{port}"),
-        next_hop: None,
-        neighbor_mac: Some(MacAddr([0x02, 0, 0, 0, 0, port as u8])),
-        weight: 1,
-        bandwidth_gbps: 100.0,
-    }
-}
-
 fn group(ports: &[u32]) -> Group {
     Group {
         prefix: PREFIX.parse().expect("test prefix"),
         mode: GroupMode::Spray,
-        members: ports.iter().map(|p| member(*p)).collect(),
+        members: ports.iter().map(|p| member(*p, 1, 100.0)).collect(),
     }
 }
 
@@ -106,8 +82,11 @@ enum Traffic {
     Roce(u32),
 }
 
-/// Sends `count` packets of `kind` from the source namespace, paced for BMv2.
-fn send(fabric: &Fabric, kind: Traffic, count: usize) -> Result<()> {
+/// Sends `count` packets of `kind` from the source namespace, paced for BMv2; returns the
+/// sink packets per port they made, once all arrived (bounded wait for a loaded machine),
+/// read again after a pause so late extras show up too.
+fn send(fabric: &Fabric, kind: Traffic, count: usize) -> Result<Vec<u64>> {
+    let before = fabric.sink_counts()?;
     let (tos, l4) = match kind {
         Traffic::Dscp10 => (
             10 << 2,
@@ -128,38 +107,10 @@ fn send(fabric: &Fabric, kind: Traffic, count: usize) -> Result<()> {
          pkts = [Ether(dst='02:fa:00:00:00:fe', src='02:00:00:00:00:aa')/IP(src='10.0.0.1', dst='198.18.1.1', ttl=64, tos={tos})/{l4} for i in range({count})]\n\
          sendp(pkts, iface='s0', verbose=False, inter=0.0005)\n"
     );
-    python(&fabric.src, &script).map(|_| ())
-}
-
-/// An ARN Type 3 (failure detected, Path ID parameter) from the neighbor behind `iface`.
-fn inject_arn(fabric: &Fabric, iface: &str, path_id: Ipv4Addr) -> Result<()> {
-    let p = path_id.octets();
-    let script = format!(
-        "from scapy.all import Ether, IP, UDP, Raw, sendp\n\
-         arn = bytes([3, 0x00, 10, 0x40, {}, {}, {}, {}])\n\
-         sendp(Ether(dst='02:fa:00:00:00:fe')/IP(src='10.1.1.2', dst='10.1.1.1', ttl=255, tos=0xc0)/\
-         UDP(sport=9961, dport=9961)/Raw(arn), iface='{iface}', verbose=False)\n",
-        p[0], p[1], p[2], p[3]
-    );
-    python(&fabric.dst, &script).map(|_| ())
-}
-
-fn delta(after: &[u64], before: &[u64]) -> Vec<u64> {
-    after.iter().zip(before).map(|(a, b)| a - b).collect()
-}
-
-/// Sink packets per port since `before`, once `total` more arrived (bounded wait for a
-/// loaded machine), read again after a pause so late extras show up too.
-fn settle(fabric: &Fabric, before: &[u64], total: u64) -> Result<Vec<u64>> {
-    let mut last = before.to_vec();
-    fare_integration::wait_until(Duration::from_secs(20), || {
-        if let Ok(now) = fabric.sink_counts() {
-            last = now;
-        }
-        delta(&last, before).iter().sum::<u64>() >= total
-    });
+    python(&fabric.src, &script)?;
+    fabric.sink_delta_after(&before, count as u64, Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(300));
-    Ok(delta(&fabric.sink_counts()?, before))
+    Ok(delta(&fabric.sink_counts()?, &before))
 }
 
 /// Steps the namespace thread runs on the test's request.
@@ -174,13 +125,16 @@ enum Step {
 
 #[test]
 fn p4_dpf_flows_follow_their_color_and_fall_back() -> Result<()> {
-    let test = "p4_dpf_flows_follow_their_color_and_fall_back";
-    if !bmv2_available(test) {
+    let Some(mut fabric) =
+        Fabric::for_test("p4_dpf_flows_follow_their_color_and_fall_back", "p4d", 4)?
+    else {
         return Ok(());
-    }
-    let mut fabric = Fabric::new("p4d", 4)?;
+    };
     let sw = fabric.bmv2.sw.name.clone();
-    let opts = options(&fabric);
+    let opts = P4RuntimeOptions {
+        arn_hold: Duration::from_secs(120),
+        ..fabric.options(10)
+    };
 
     let (to_client, from_test) = std::sync::mpsc::channel::<Step>();
     let (to_test, from_client) = std::sync::mpsc::channel::<Result<Vec<u64>>>();
@@ -243,21 +197,15 @@ fn p4_dpf_flows_follow_their_color_and_fall_back() -> Result<()> {
     step(Step::Setup)?;
 
     // Color 1 (DSCP 10) only on p1+p2, spread evenly (spray).
-    let s0 = fabric.sink_counts()?;
-    send(&fabric, Traffic::Dscp10, 200)?;
-    let got = settle(&fabric, &s0, 200)?;
+    let got = send(&fabric, Traffic::Dscp10, 200)?;
     ensure!(got == vec![100, 100, 0, 0], "DSCP 10 at the sink {got:?}");
 
     // Color 2 (RoCEv2 QP 0x150) only on p3+p4.
-    let s0 = fabric.sink_counts()?;
-    send(&fabric, Traffic::Roce(0x150), 200)?;
-    let got = settle(&fabric, &s0, 200)?;
+    let got = send(&fabric, Traffic::Roce(0x150), 200)?;
     ensure!(got == vec![0, 0, 100, 100], "QP 0x150 at the sink {got:?}");
 
     // An unmatched QP: the route's group, all four.
-    let s0 = fabric.sink_counts()?;
-    send(&fabric, Traffic::Roce(0x300), 200)?;
-    let got = settle(&fabric, &s0, 200)?;
+    let got = send(&fabric, Traffic::Roce(0x300), 200)?;
     ensure!(got == vec![50, 50, 50, 50], "QP 0x300 at the sink {got:?}");
 
     // The per-color counters the backend reports (fare show groups) saw the same.
@@ -270,15 +218,13 @@ fn p4_dpf_flows_follow_their_color_and_fall_back() -> Result<()> {
     // ARNs remove both members of color 1 in the data plane: its traffic falls back to
     // the route's group, where p1/p2 are skipped too.
     step(Step::MapArn)?;
-    inject_arn(&fabric, "d1", Ipv4Addr::new(10, 0, 0, 41))?;
-    inject_arn(&fabric, "d2", Ipv4Addr::new(10, 0, 0, 42))?;
+    fabric.inject_arn("d1", 3, Ipv4Addr::new(10, 0, 0, 41), 255)?;
+    fabric.inject_arn("d2", 3, Ipv4Addr::new(10, 0, 0, 42), 255)?;
     for _ in 0..2 {
         let reason = step(Step::PacketIn)?;
         ensure!(reason == vec![1], "packet-in reason {reason:?}");
     }
-    let s0 = fabric.sink_counts()?;
-    send(&fabric, Traffic::Dscp10, 200)?;
-    let got = settle(&fabric, &s0, 200)?;
+    let got = send(&fabric, Traffic::Dscp10, 200)?;
     ensure!(
         got[0] + got[1] <= 2 && got[2] + got[3] >= 198,
         "DSCP 10 after color 1 failed: {got:?} (want p3/p4)"

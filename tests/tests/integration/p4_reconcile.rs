@@ -4,23 +4,17 @@
 
 use anyhow::{ensure, Context, Result};
 use fare::dataplane::p4rt::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions};
-use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr, Member};
+use fare::dataplane::{Dataplane, Group, GroupMode};
 use fare_integration::p4::{
-    bmv2_available, have_p4runtime_python, in_netns, p4runtime_venv, pipeline, Fabric, GRPC_ADDR,
+    bmv2_available, have_p4runtime_python, in_netns, members, p4runtime_venv, pipeline, Fabric,
+    GRPC_ADDR,
 };
 use fare_integration::{repo_root, run};
 
 fn options(fabric: &Fabric, form: GroupForm) -> P4RuntimeOptions {
-    let (p4info, json) = pipeline();
     P4RuntimeOptions {
-        address: GRPC_ADDR.to_string(),
-        device_id: 1,
-        election_id: 7,
-        pipeline: Some((p4info, json)),
-        ports: fabric.port_map(),
-        router_mac: MacAddr([0x02, 0xfa, 0, 0, 0, 0xfe]),
         form,
-        arn_hold: fare::dataplane::p4rt::DEFAULT_ARN_HOLD,
+        ..fabric.options(7)
     }
 }
 
@@ -28,28 +22,15 @@ fn group_3344() -> Result<Group> {
     Ok(Group {
         prefix: "198.18.0.0/16".parse()?,
         mode: GroupMode::Spray,
-        members: [3u32, 3, 4, 4]
-            .iter()
-            .enumerate()
-            .map(|(i, w)| Member {
-                via: format!("10.1.{}.2", i + 1),
-                interface: format!("p{}", i + 1),
-                next_hop: None,
-                neighbor_mac: Some(MacAddr([0x02, 0, 0, 0, 0, (i + 1) as u8])),
-                weight: *w,
-                bandwidth_gbps: 100.0,
-            })
-            .collect(),
+        members: members(&[3, 3, 4, 4], |_| 100.0),
     })
 }
 
 #[test]
 fn p4_reconcile_adopts_switch_state() -> Result<()> {
-    let test = "p4_reconcile_adopts_switch_state";
-    if !bmv2_available(test) {
+    let Some(fabric) = Fabric::for_test("p4_reconcile_adopts_switch_state", "p4r", 4)? else {
         return Ok(());
-    }
-    let fabric = Fabric::new("p4r", 4)?;
+    };
     let sw = fabric.bmv2.sw.name.clone();
     let opts = options(&fabric, GroupForm::Weighted);
     in_netns(&sw, move || async move {

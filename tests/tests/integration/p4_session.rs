@@ -7,44 +7,20 @@
 //! takes commands over a channel; the test thread sends traffic and restarts the switch.
 
 use anyhow::{bail, ensure, Context, Result};
-use fare::dataplane::p4rt::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions};
-use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr, Member};
-use fare_integration::p4::{bmv2_available, in_netns, pipeline, python, Fabric, GRPC_ADDR};
+use fare::dataplane::p4rt::{P4RuntimeDataplane, P4RuntimeOptions};
+use fare::dataplane::{Dataplane, Group, GroupMode};
+use fare_integration::delta;
+use fare_integration::p4::{in_netns, members, pipeline, Fabric};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-fn options(fabric: &Fabric, election_id: u64) -> P4RuntimeOptions {
-    let (p4info, json) = pipeline();
-    P4RuntimeOptions {
-        address: GRPC_ADDR.to_string(),
-        device_id: 1,
-        election_id,
-        pipeline: Some((p4info, json)),
-        ports: fabric.port_map(),
-        router_mac: MacAddr([0x02, 0xfa, 0, 0, 0, 0xfe]),
-        form: GroupForm::Weighted,
-        arn_hold: fare::dataplane::p4rt::DEFAULT_ARN_HOLD,
-    }
-}
 
 /// A spray group over p1..pN, neighbor MACs 02:00:00:00:00:0i.
 fn group(prefix: &str, weights: &[u32]) -> Result<Group> {
     Ok(Group {
         prefix: prefix.parse()?,
         mode: GroupMode::Spray,
-        members: weights
-            .iter()
-            .enumerate()
-            .map(|(i, w)| Member {
-                via: format!("10.1.{}.2", i + 1),
-                interface: format!("p{}", i + 1),
-                next_hop: None,
-                neighbor_mac: Some(MacAddr([0x02, 0, 0, 0, 0, (i + 1) as u8])),
-                weight: *w,
-                bandwidth_gbps: 100.0,
-            })
-            .collect(),
+        members: members(weights, |_| 100.0),
     })
 }
 
@@ -165,24 +141,12 @@ impl Drop for Controller {
 /// interface received of them (waits up to 10 s for all of them).
 fn spray(fabric: &Fabric, dst: &str, count: u64) -> Result<Vec<u64>> {
     let before = fabric.sink_counts()?;
-    let script = format!(
-        "from scapy.all import Ether, IP, UDP, Raw, sendp\n\
-         pkts = [Ether(dst='02:fa:00:00:00:fe', src='02:00:00:00:00:aa')/IP(src='10.0.0.1', dst='{dst}', ttl=64)/\
-         UDP(sport=10000, dport=5000)/Raw(b'x'*32) for i in range({count})]\n\
-         sendp(pkts, iface='s0', verbose=False, inter=0.0005)\n"
-    );
-    python(&fabric.src, &script)?;
-    let mut got = vec![0; before.len()];
-    fare_integration::wait_until(Duration::from_secs(10), || {
-        if let Ok(now) = fabric.sink_counts() {
-            got = now.iter().zip(&before).map(|(a, b)| a - b).collect();
-        }
-        got.iter().sum::<u64>() >= count
-    });
+    fabric.send_udp(dst, count as usize, 1)?;
+    let mut got = fabric.sink_delta_after(&before, count, Duration::from_secs(10));
     // Late packets would show as more than `count`.
     std::thread::sleep(Duration::from_millis(300));
     if let Ok(now) = fabric.sink_counts() {
-        got = now.iter().zip(&before).map(|(a, b)| a - b).collect();
+        got = delta(&now, &before);
     }
     Ok(got)
 }
@@ -201,15 +165,23 @@ fn settle(fabric: &Fabric) {
     });
 }
 
+/// A switch on a fabric tagged `tag` with fare (election id 10) controlling it and a
+/// 3:3:4:4 spray group on 198.18.0.0/16; `None` (the skip printed) without BMv2.
+fn fare_with_3344(test: &str, tag: &str) -> Result<Option<(Fabric, Controller)>> {
+    let Some(fabric) = Fabric::for_test(test, tag, 4)? else {
+        return Ok(None);
+    };
+    let fare = Controller::start(&fabric, fabric.options(10))?;
+    fare.call(Cmd::Install(group("198.18.0.0/16", &[3, 3, 4, 4])?))?;
+    Ok(Some((fabric, fare)))
+}
+
 #[test]
 fn p4_switch_restart_is_reprogrammed() -> Result<()> {
-    let test = "p4_switch_restart_is_reprogrammed";
-    if !bmv2_available(test) {
+    let Some((mut fabric, fare)) = fare_with_3344("p4_switch_restart_is_reprogrammed", "p4k")?
+    else {
         return Ok(());
-    }
-    let mut fabric = Fabric::new("p4k", 4)?;
-    let fare = Controller::start(&fabric, options(&fabric, 10))?;
-    fare.call(Cmd::Install(group("198.18.0.0/16", &[3, 3, 4, 4])?))?;
+    };
     // Spray: every window of 14 packets is exactly 3:3:4:4; 280 = 20 windows.
     let got = spray(&fabric, "198.18.0.1", 280)?;
     ensure!(got == vec![60, 60, 80, 80], "before the restart: {got:?}");
@@ -234,16 +206,13 @@ fn p4_switch_restart_is_reprogrammed() -> Result<()> {
 
 #[test]
 fn p4_second_controller_takes_over_and_leaves() -> Result<()> {
-    let test = "p4_second_controller_takes_over_and_leaves";
-    if !bmv2_available(test) {
+    let Some((fabric, fare)) = fare_with_3344("p4_second_controller_takes_over_and_leaves", "p4m")?
+    else {
         return Ok(());
-    }
-    let fabric = Fabric::new("p4m", 4)?;
-    let fare = Controller::start(&fabric, options(&fabric, 10))?;
-    fare.call(Cmd::Install(group("198.18.0.0/16", &[3, 3, 4, 4])?))?;
+    };
     // Another controller, higher election id: it becomes primary (same pipeline: it adopts
     // fare's group) and writes its own.
-    let mut other = Controller::start(&fabric, options(&fabric, 20))?;
+    let mut other = Controller::start(&fabric, fabric.options(20))?;
     other.call(Cmd::Install(group("198.20.0.0/16", &[1, 1, 1, 1])?))?;
     // fare learns it is backup from the switch's arbitration update, or, if its write
     // comes first, from the switch refusing it (PERMISSION_DENIED); from then on it stands
@@ -294,13 +263,12 @@ fn p4_second_controller_takes_over_and_leaves() -> Result<()> {
 /// one, so fare finds "its" pipeline running and keeps its own P4Info.
 #[test]
 fn p4_group_above_the_switch_limit_is_reduced() -> Result<()> {
-    let test = "p4_group_above_the_switch_limit_is_reduced";
-    if !bmv2_available(test) {
+    let Some(fabric) = Fabric::for_test("p4_group_above_the_switch_limit_is_reduced", "p4x", 4)?
+    else {
         return Ok(());
-    }
-    let fabric = Fabric::new("p4x", 4)?;
+    };
     let sw = fabric.bmv2.sw.name.clone();
-    let opts = options(&fabric, 10);
+    let opts = fabric.options(10);
     in_netns(&sw, move || async move {
         use fare::dataplane::p4rt::p4info::P4Info;
         let mut dp = P4RuntimeDataplane::connect(opts).await?;
@@ -326,7 +294,7 @@ fn p4_group_above_the_switch_limit_is_reduced() -> Result<()> {
             .await?;
         Ok(())
     })?;
-    let fare = Controller::start(&fabric, options(&fabric, 10))?;
+    let fare = Controller::start(&fabric, fabric.options(10))?;
     fare.call(Cmd::Install(group("198.18.0.0/16", &[3, 3, 4, 4])?))?;
     let groups = fare.call(Cmd::Groups)?;
     // 3:3:4:4 within 8: four equal members (1:1:1:1 or 2:2:2:2).

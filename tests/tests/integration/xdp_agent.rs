@@ -6,6 +6,7 @@
 //! Run: `cargo test -p fare-integration --test integration xdp_agent:: -- --test-threads=1` (root).
 
 use anyhow::{ensure, Context, Result};
+use fare_integration::agent::member_packets;
 use fare_integration::packets::udp4_frame;
 use fare_integration::xdp_lab::{have_xdp, sink_mac, XdpLab, GEN_MAC, ROUTER_MAC};
 use fare_integration::{fare_bin, have_root, have_tool, wait_until};
@@ -79,17 +80,6 @@ fn show_groups(socket: &Path) -> Option<serde_json::Value> {
     serde_json::from_slice(&out.stdout).ok()
 }
 
-fn packets(groups: &serde_json::Value) -> Vec<u64> {
-    groups[0]["members"]
-        .as_array()
-        .map(|ms| {
-            ms.iter()
-                .map(|m| m["packets"].as_u64().unwrap_or(0))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 #[test]
 fn xdp_agent_kill_9_and_restart_under_traffic_loses_nothing() -> Result<()> {
     let test = "xdp_agent_kill_9_and_restart_under_traffic_loses_nothing";
@@ -149,7 +139,7 @@ fn xdp_agent_kill_9_and_restart_under_traffic_loses_nothing() -> Result<()> {
             delivered >= sent
         });
         let groups = show_groups(&socket).context("show groups")?;
-        let counted = packets(&groups);
+        let counted = member_packets(&groups[0]);
         eprintln!(
             "kill -9 + restart under traffic: sent {sent}, delivered {delivered}, member counters {counted:?}"
         );

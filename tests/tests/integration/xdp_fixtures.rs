@@ -6,28 +6,15 @@
 //! Run: `cargo test -p fare-integration --test integration xdp_fixtures:: -- --test-threads=1` (root).
 
 use anyhow::{ensure, Result};
-use fare::dataplane::xdp::{TestRunOptions, XdpDataplane, XdpOptions};
+use fare::dataplane::xdp::{TestRunOptions, XdpDataplane};
 use fare::dataplane::{Dataplane, GroupMode};
 use fare_integration::packets::*;
-use fare_integration::xdp_lab::{
-    egress_mac, group, have_xdp, sink_mac, XdpLab, GEN_MAC, ROUTER_MAC,
-};
-use fare_integration::{have_root, have_tool, inns};
+use fare_integration::xdp_lab::{egress_mac, group, sink_mac, XdpLab, GEN_MAC, ROUTER_MAC};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 const XDP_DROP: u32 = 1;
 const XDP_PASS: u32 = 2;
 const XDP_REDIRECT: u32 = 4;
-
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    Ok(tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?)
-}
-
-fn skip(test: &str) -> bool {
-    !(have_root(test) && have_tool(test, "ethtool") && have_xdp(test))
-}
 
 /// The frame after forwarding to member `m` (1-based): MACs rewritten, TTL or hop
 /// limit decremented, IPv4 checksum recomputed from scratch.
@@ -268,29 +255,22 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-/// Opens the backend inside the lab's router namespace and runs `f` there.
-fn with_dataplane<T: Send + 'static>(
-    lab: &XdpLab,
-    f: impl FnOnce(&tokio::runtime::Runtime, &mut XdpDataplane) -> Result<T> + Send + 'static,
-) -> Result<T> {
-    let node = lab.node.clone();
-    inns::run(&lab.router.name, move || {
-        let rt = runtime()?;
-        let _enter = rt.enter();
-        let mut dp = XdpDataplane::open(&XdpOptions::new(node, vec![]))?;
-        let out = f(&rt, &mut dp);
-        dp.destroy()?;
-        out
-    })
+/// Runs `f` on the data plane of a fresh bench tagged `tag` (skipped, the reason
+/// printed, without root, ethtool or the XDP program).
+fn with_dataplane(
+    test: &str,
+    tag: &str,
+    f: impl FnOnce(&tokio::runtime::Runtime, &mut XdpDataplane) -> Result<()> + Send,
+) -> Result<()> {
+    let Some(lab) = XdpLab::for_test(test, tag)? else {
+        return Ok(());
+    };
+    lab.with_dataplane(|_| {}, f)
 }
 
 #[test]
 fn xdp_fixture_table() -> Result<()> {
-    if skip("xdp_fixture_table") {
-        return Ok(());
-    }
-    let lab = XdpLab::new("xf")?;
-    with_dataplane(&lab, |rt, dp| {
+    with_dataplane("xdp_fixture_table", "xf", |rt, dp| {
         // One member only, so every routed case goes to e1.
         rt.block_on(dp.install(&group("198.18.0.0/16", &[1], GroupMode::Spray)?))?;
         rt.block_on(dp.install(&group("2001:db8:18::/48", &[1], GroupMode::Flow)?))?;
@@ -332,11 +312,7 @@ fn member_of(frame: &[u8]) -> usize {
 
 #[test]
 fn xdp_spray_exact_and_member_removal() -> Result<()> {
-    if skip("xdp_spray_exact_and_member_removal") {
-        return Ok(());
-    }
-    let lab = XdpLab::new("xe")?;
-    with_dataplane(&lab, |rt, dp| {
+    with_dataplane("xdp_spray_exact_and_member_removal", "xe", |rt, dp| {
         for (weights, prefix) in [
             ([3u32, 3, 4, 4], "198.18.0.0/16"),
             ([1, 1, 2, 2], "198.19.0.0/16"),
@@ -347,15 +323,18 @@ fn xdp_spray_exact_and_member_removal() -> Result<()> {
                 .next()
                 .unwrap_or_default()
                 .parse::<Ipv4Addr>()?;
-            let frame = udp4_frame(
-                ROUTER_MAC,
-                GEN_MAC,
-                Ipv4Addr::new(10, 0, 0, 1),
-                dst,
-                1,
-                2,
-                64,
-            );
+            let to_dst = |ttl| {
+                udp4_frame(
+                    ROUTER_MAC,
+                    GEN_MAC,
+                    Ipv4Addr::new(10, 0, 0, 1),
+                    dst,
+                    1,
+                    2,
+                    ttl,
+                )
+            };
+            let frame = to_dst(64);
             // One window of sum(w) packets follows the weights exactly, whatever the start.
             let total: u32 = weights.iter().sum();
             let mut counts = [0u32; 4];
@@ -372,15 +351,7 @@ fn xdp_spray_exact_and_member_removal() -> Result<()> {
             let before = rt.block_on(dp.groups())?;
             // The kernel reuses the (rewritten) frame between repeats: start at TTL 255.
             let windows = 254 / total;
-            let fresh = udp4_frame(
-                ROUTER_MAC,
-                GEN_MAC,
-                Ipv4Addr::new(10, 0, 0, 1),
-                dst,
-                1,
-                2,
-                255,
-            );
+            let fresh = to_dst(255);
             dp.test_run(
                 &fresh,
                 TestRunOptions {
@@ -436,11 +407,7 @@ fn xdp_spray_exact_and_member_removal() -> Result<()> {
 
 #[test]
 fn xdp_flow_mode_sticks_and_spreads() -> Result<()> {
-    if skip("xdp_flow_mode_sticks_and_spreads") {
-        return Ok(());
-    }
-    let lab = XdpLab::new("xh")?;
-    with_dataplane(&lab, |rt, dp| {
+    with_dataplane("xdp_flow_mode_sticks_and_spreads", "xh", |rt, dp| {
         let weights = [3u32, 3, 4, 4];
         rt.block_on(dp.install(&group("198.18.0.0/16", &weights, GroupMode::Flow)?))?;
         rt.block_on(dp.install(&group("2001:db8:18::/48", &weights, GroupMode::Flow)?))?;
@@ -563,10 +530,9 @@ fn xdp_flow_mode_sticks_and_spreads() -> Result<()> {
 /// and refuses the group, naming the next hop, when nobody answers.
 #[test]
 fn xdp_next_hop_mac_from_the_neighbor_table() -> Result<()> {
-    if skip("xdp_next_hop_mac_from_the_neighbor_table") {
+    let Some(lab) = XdpLab::for_test("xdp_next_hop_mac_from_the_neighbor_table", "xn")? else {
         return Ok(());
-    }
-    let lab = XdpLab::new("xn")?;
+    };
     // e1: a live neighbor (sink 1 answers ARP); e2: a permanent entry; e3: nobody there.
     lab.sinks[0].sh("ip addr add 10.1.1.1/24 dev s0")?;
     lab.router.sh(&format!(
@@ -574,35 +540,38 @@ fn xdp_next_hop_mac_from_the_neighbor_table() -> Result<()> {
          ip neigh replace 10.1.2.1 lladdr {} dev e2 nud permanent",
         fare::dataplane::MacAddr(sink_mac(2))
     ))?;
-    with_dataplane(&lab, |rt, dp| {
-        let mut g = group("198.18.0.0/16", &[1, 1], GroupMode::Spray)?;
-        for (i, m) in g.members.iter_mut().enumerate() {
-            m.neighbor_mac = None;
-            m.next_hop = Some(format!("10.1.{}.1", i + 1).parse()?);
-        }
-        rt.block_on(dp.install(&g))?;
-        let mut seen = Vec::new();
-        for _ in 0..2 {
-            let run = dp.test_run(&v4([198, 18, 0, 1], 64), TestRunOptions::default())?;
-            ensure!(run.action == XDP_REDIRECT, "action {}", run.action);
-            seen.push(run.frame[..6].to_vec());
-        }
-        seen.sort();
-        ensure!(
-            seen == vec![sink_mac(1).to_vec(), sink_mac(2).to_vec()],
-            "destination MACs {seen:02x?}"
-        );
-        let mut dead = group("198.19.0.0/16", &[1], GroupMode::Spray)?;
-        dead.members[0].interface = "e3".into();
-        dead.members[0].neighbor_mac = None;
-        dead.members[0].next_hop = Some("10.1.3.1".parse()?);
-        let refused = rt.block_on(dp.install(&dead));
-        ensure!(
-            refused
-                .as_ref()
-                .is_err_and(|e| e.to_string().contains("10.1.3.1")),
-            "a next hop nobody answers for must be refused by name: {refused:?}"
-        );
-        Ok(())
-    })
+    lab.with_dataplane(
+        |_| {},
+        |rt, dp| {
+            let mut g = group("198.18.0.0/16", &[1, 1], GroupMode::Spray)?;
+            for (i, m) in g.members.iter_mut().enumerate() {
+                m.neighbor_mac = None;
+                m.next_hop = Some(format!("10.1.{}.1", i + 1).parse()?);
+            }
+            rt.block_on(dp.install(&g))?;
+            let mut seen = Vec::new();
+            for _ in 0..2 {
+                let run = dp.test_run(&v4([198, 18, 0, 1], 64), TestRunOptions::default())?;
+                ensure!(run.action == XDP_REDIRECT, "action {}", run.action);
+                seen.push(run.frame[..6].to_vec());
+            }
+            seen.sort();
+            ensure!(
+                seen == vec![sink_mac(1).to_vec(), sink_mac(2).to_vec()],
+                "destination MACs {seen:02x?}"
+            );
+            let mut dead = group("198.19.0.0/16", &[1], GroupMode::Spray)?;
+            dead.members[0].interface = "e3".into();
+            dead.members[0].neighbor_mac = None;
+            dead.members[0].next_hop = Some("10.1.3.1".parse()?);
+            let refused = rt.block_on(dp.install(&dead));
+            ensure!(
+                refused
+                    .as_ref()
+                    .is_err_and(|e| e.to_string().contains("10.1.3.1")),
+                "a next hop nobody answers for must be refused by name: {refused:?}"
+            );
+            Ok(())
+        },
+    )
 }

@@ -13,9 +13,9 @@
 use anyhow::{Context, Result};
 use fare::dataplane::xdp::{TestRunOptions, XdpDataplane, XdpOptions};
 use fare::dataplane::{Dataplane, GroupMode};
+use fare_integration::inns;
 use fare_integration::packets::checksum;
-use fare_integration::xdp_lab::{egress_mac, group, have_xdp, sink_mac, XdpLab, ROUTER_MAC};
-use fare_integration::{have_root, have_tool, inns};
+use fare_integration::xdp_lab::{egress_mac, group, sink_mac, xdp_ready, XdpLab, ROUTER_MAC};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 
@@ -318,7 +318,7 @@ fn check(dp: &XdpDataplane, frame: &[u8]) -> Result<(), TestCaseError> {
 #[test]
 fn xdp_parser_matches_the_model_on_arbitrary_frames() -> Result<()> {
     let test = "xdp_parser_matches_the_model_on_arbitrary_frames";
-    if !(have_root(test) && have_tool(test, "ethtool") && have_xdp(test)) {
+    if !xdp_ready(test) {
         return Ok(());
     }
     let cases: u32 = std::env::var("FARE_PROPTEST_CASES")

@@ -8,8 +8,8 @@ use fare::dataplane::xdp::queues::{QueueEvents, QueueSpec, Queues};
 use fare::dataplane::xdp::{TestRunOptions, XdpOptions};
 use fare::dataplane::{Dataplane, GroupMode};
 use fare_integration::packets::udp4_frame;
-use fare_integration::xdp_lab::{group, have_xdp, XdpLab, ROUTER_MAC};
-use fare_integration::{have_root, have_tool};
+use fare_integration::xdp_lab::{group, XdpLab, ROUTER_MAC};
+
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::time::Duration;
@@ -20,11 +20,13 @@ const FRAME: u64 = 60;
 
 #[test]
 fn virtual_queue_admits_up_to_its_limit_reports_one_crossing_and_drains() -> Result<()> {
-    let test = "virtual_queue_admits_up_to_its_limit_reports_one_crossing_and_drains";
-    if !(have_root(test) && have_tool(test, "ethtool") && have_xdp(test)) {
+    let Some(lab) = XdpLab::for_test(
+        "virtual_queue_admits_up_to_its_limit_reports_one_crossing_and_drains",
+        "vq",
+    )?
+    else {
         return Ok(());
-    }
-    let lab = XdpLab::new("vq")?;
+    };
     let node = lab.node.clone();
     let configure = |opts: &mut XdpOptions| {
         opts.queues = vec![QueueSpec {

@@ -8,8 +8,8 @@ use fare::arn::codec::{Family, FlowId};
 use fare::dataplane::xdp::{TestRunOptions, XdpDataplane};
 use fare::dataplane::{Dataplane, GroupMode};
 use fare_integration::packets::udp4_frame;
-use fare_integration::xdp_lab::{group, have_xdp, sink_mac, XdpLab, ROUTER_MAC};
-use fare_integration::{have_root, have_tool};
+use fare_integration::xdp_lab::{group, sink_mac, XdpLab, ROUTER_MAC};
+
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
 
@@ -42,11 +42,10 @@ fn egress(dp: &XdpDataplane, dst: Ipv4Addr, dport: u16) -> Result<BTreeSet<u8>> 
 
 #[test]
 fn flow_arn_steers_only_matching_flows_in_the_program() -> Result<()> {
-    let test = "flow_arn_steers_only_matching_flows_in_the_program";
-    if !(have_root(test) && have_tool(test, "ethtool") && have_xdp(test)) {
+    let Some(lab) = XdpLab::for_test("flow_arn_steers_only_matching_flows_in_the_program", "st")?
+    else {
         return Ok(());
-    }
-    let lab = XdpLab::new("st")?;
+    };
     lab.with_dataplane(
         |_| {},
         |rt, dp| {

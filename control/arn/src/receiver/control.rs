@@ -2,8 +2,7 @@
 
 use crate::codec::FlowId;
 use async_trait::async_trait;
-use fare_model::forwarding::{GroupStatus, MemberError};
-use ipnet::IpNet;
+use fare_model::forwarding::{GroupStatus, MemberError, MemberRef};
 
 /// A failure reported by the data plane side of the seam.
 /// Why the data plane did not do what the receiver asked.
@@ -33,13 +32,11 @@ impl From<MemberError> for ControlError {
 #[async_trait]
 pub trait MemberControl: Send {
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError>;
-    /// Switches member `index` of `prefix` — the member whose `via` is `via`, wherever
-    /// it is in the group installed now (refused with `NoSuchMember` when it left).
+    /// Switches `member` — the member whose `via` it names, wherever it is in the group
+    /// installed now (refused with `NoSuchMember` when it left).
     async fn set_member_active(
         &mut self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        member: MemberRef<'_>,
         active: bool,
     ) -> Result<(), ControlError>;
     /// ARN per-flow mode: flows matching `flow` avoid `interface` (or may use it again).
@@ -53,18 +50,16 @@ pub trait MemberControl: Send {
         let _ = (flow, interface, avoid);
         Ok(false)
     }
-    /// Congestion shift (`arn::shift`): the member whose `via` is `via` keeps `share`
+    /// Congestion shift (`arn::shift`): the member whose `via` `member` names keeps `share`
     /// (0 < share <= 1) of its weight, the others keep theirs. Ok(false): this path to the
     /// data plane cannot re-weight a group (the receiver removes the member instead). The
     /// agent's data plane task can, for every backend.
     async fn set_member_share(
         &mut self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        member: MemberRef<'_>,
         share: f64,
     ) -> Result<bool, ControlError> {
-        let _ = (prefix, index, via, share);
+        let _ = (member, share);
         Ok(false)
     }
 }

@@ -9,7 +9,7 @@ use super::codec::{ArnMessage, ArnType, FlowId};
 use super::config::{path_covers, ArnConfig, ArnNeighbor, RateLimit};
 use super::shift::{CongestionMode, Share, ShiftConfig};
 use super::transport::{self, ArnSocket, Datagram, TTL};
-use fare_model::forwarding::{GroupStatus, Member};
+use fare_model::forwarding::{GroupStatus, Member, MemberRef};
 use ipnet::IpNet;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -46,10 +46,32 @@ impl Cause {
 }
 
 /// A member taken out by ARN: group prefix + the sender it points to.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct RemovalKey {
     prefix: IpNet,
     sender: IpAddr,
+}
+
+impl RemovalKey {
+    /// Member `index` (`via`) of this key's group, as the data plane is asked to switch it.
+    fn member<'a>(&self, index: usize, via: &'a str) -> MemberRef<'a> {
+        MemberRef {
+            prefix: self.prefix,
+            index,
+            via,
+        }
+    }
+
+    /// The change to report: member `index` switched to `active`, or given `share`.
+    fn change(&self, index: usize, active: bool, share: Option<f64>) -> MemberChange {
+        MemberChange {
+            prefix: self.prefix,
+            index,
+            active,
+            sender: self.sender,
+            share_permille: share.map(permille),
+        }
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -462,7 +484,8 @@ impl Receiver {
                     r.metric = msg.metric;
                     continue; // already out: refreshed
                 }
-                match control.set_member_active(prefix, index, &via, false).await {
+                let member = key.member(index, &via);
+                match control.set_member_active(member, false).await {
                     Ok(()) => {
                         bump(&self.counters.members_removed);
                         self.removals.insert(
@@ -475,13 +498,7 @@ impl Receiver {
                                 metric: msg.metric,
                             },
                         );
-                        changes.push(MemberChange {
-                            prefix,
-                            index,
-                            active: false,
-                            sender,
-                            share_permille: None,
-                        });
+                        changes.push(key.change(index, false, None));
                     }
                     Err(ControlError::LastActiveMember(_)) => {
                         bump(&self.counters.refused_last_member);
@@ -503,14 +520,9 @@ impl Receiver {
                 if r.causes.is_empty() {
                     let (index, via) = (r.index, r.via.clone());
                     self.removals.remove(&key);
-                    if self.restore(control, prefix, index, &via).await {
-                        changes.push(MemberChange {
-                            prefix,
-                            index,
-                            active: true,
-                            sender,
-                            share_permille: None,
-                        });
+                    let member = key.member(index, &via);
+                    if self.restore(control, member).await {
+                        changes.push(key.change(index, true, None));
                     }
                 }
             }
@@ -538,7 +550,7 @@ impl Receiver {
             return Some(None);
         }
         let hold = self.hold;
-        let e = self.shifted.entry(key.clone()).or_insert_with(|| Shifted {
+        let e = self.shifted.entry(*key).or_insert_with(|| Shifted {
             index,
             via: via.to_string(),
             share: Share::new(now),
@@ -554,20 +566,12 @@ impl Receiver {
             return Some(None); // damped, or already at the floor
         }
         let (factor, index, via) = (e.share.factor, e.index, e.via.clone());
-        match control
-            .set_member_share(key.prefix, index, &via, factor)
-            .await
-        {
+        let member = key.member(index, &via);
+        match control.set_member_share(member, factor).await {
             Ok(true) => {
                 bump(&self.counters.shares_cut);
                 info!(prefix = %key.prefix, index, sender = %key.sender, metric = msg.metric, share = factor, "ARN: congested member's share lowered");
-                Some(Some(MemberChange {
-                    prefix: key.prefix,
-                    index,
-                    active: true,
-                    sender: key.sender,
-                    share_permille: Some(permille(factor)),
-                }))
+                Some(Some(key.change(index, true, Some(factor))))
             }
             Ok(false) => {
                 self.shifted.remove(key);
@@ -590,7 +594,7 @@ impl Receiver {
         now: Instant,
     ) -> Vec<MemberChange> {
         let mut changes = Vec::new();
-        let keys: Vec<RemovalKey> = self.shifted.keys().cloned().collect();
+        let keys: Vec<RemovalKey> = self.shifted.keys().copied().collect();
         for key in keys {
             let Some(e) = self.shifted.get_mut(&key) else {
                 continue;
@@ -609,20 +613,12 @@ impl Receiver {
             if e.share.done() {
                 self.shifted.remove(&key);
             }
-            match control
-                .set_member_share(key.prefix, index, &via, factor)
-                .await
-            {
+            let member = key.member(index, &via);
+            match control.set_member_share(member, factor).await {
                 Ok(_) => {
                     bump(&self.counters.shares_restored);
                     info!(prefix = %key.prefix, index, share = factor, "ARN: share given back");
-                    changes.push(MemberChange {
-                        prefix: key.prefix,
-                        index,
-                        active: true,
-                        sender: key.sender,
-                        share_permille: Some(permille(factor)),
-                    });
+                    changes.push(key.change(index, true, Some(factor)));
                 }
                 Err(e) => {
                     bump(&self.counters.backend_errors);
@@ -682,16 +678,15 @@ impl Receiver {
     async fn restore<C: MemberControl + ?Sized>(
         &self,
         control: &mut C,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        member: MemberRef<'_>,
     ) -> bool {
-        match control.set_member_active(prefix, index, via, true).await {
+        match control.set_member_active(member, true).await {
             Ok(()) => {
                 bump(&self.counters.members_restored);
                 true
             }
             Err(e) => {
+                let MemberRef { prefix, index, .. } = member;
                 warn!(%prefix, index, error = %e, "ARN: cannot restore member");
                 false
             }
@@ -719,7 +714,7 @@ impl Receiver {
         for (key, r) in self.removals.iter_mut() {
             r.causes.retain(|_, expires| *expires > now);
             if r.causes.is_empty() {
-                done.push((key.clone(), r.index, r.via.clone()));
+                done.push((*key, r.index, r.via.clone()));
             }
         }
         let mut changes = self.tick_shares(control, now).await;
@@ -727,17 +722,24 @@ impl Receiver {
             self.removals.remove(&key);
             bump(&self.counters.expired);
             info!(prefix = %key.prefix, index, sender = %key.sender, "ARN removal timed out: member restored");
-            if self.restore(control, key.prefix, index, &via).await {
-                changes.push(MemberChange {
-                    prefix: key.prefix,
-                    index,
-                    active: true,
-                    sender: key.sender,
-                    share_permille: None,
-                });
+            let member = key.member(index, &via);
+            if self.restore(control, member).await {
+                changes.push(key.change(index, true, None));
             }
         }
         changes
+    }
+
+    /// The group of `key`'s prefix in `groups` and the index of its member toward `key`'s
+    /// sender; None when either is gone.
+    fn toward<'g>(
+        &self,
+        groups: &'g [GroupStatus],
+        key: &RemovalKey,
+    ) -> Option<(&'g GroupStatus, usize)> {
+        let n = self.neighbors.iter().find(|n| n.address == key.sender)?;
+        let g = groups.iter().find(|g| g.group.prefix == key.prefix)?;
+        Some((g, member_toward(&g.group.members, n)?))
     }
 
     /// After the control plane re-installed groups (BGP converged): removals whose group or
@@ -749,17 +751,11 @@ impl Receiver {
         };
         // Shifted members: the data plane task keeps their shares across re-installs;
         // only follow the member's index, and forget members that left the group.
-        let keys: Vec<RemovalKey> = self.shifted.keys().cloned().collect();
+        let keys: Vec<RemovalKey> = self.shifted.keys().copied().collect();
         for key in keys {
             let found = self
-                .neighbors
-                .iter()
-                .find(|n| n.address == key.sender)
-                .and_then(|n| {
-                    let g = groups.iter().find(|g| g.group.prefix == key.prefix)?;
-                    let i = member_toward(&g.group.members, n)?;
-                    Some((i, g.group.members[i].via.clone()))
-                });
+                .toward(&groups, &key)
+                .map(|(g, i)| (i, g.group.members[i].via.clone()));
             match found {
                 Some((index, via)) => {
                     if let Some(e) = self.shifted.get_mut(&key) {
@@ -773,25 +769,12 @@ impl Receiver {
                 }
             }
         }
-        let keys: Vec<RemovalKey> = self.removals.keys().cloned().collect();
+        let keys: Vec<RemovalKey> = self.removals.keys().copied().collect();
         for key in keys {
-            let neighbor = self
-                .neighbors
-                .iter()
-                .find(|n| n.address == key.sender)
-                .cloned();
-            let found = groups
-                .iter()
-                .find(|g| g.group.prefix == key.prefix)
-                .and_then(|g| {
-                    neighbor
-                        .as_ref()
-                        .and_then(|n| member_toward(&g.group.members, n))
-                        .map(|i| {
-                            let active = g.members.get(i).is_none_or(|s| s.active);
-                            (i, g.group.members[i].via.clone(), active)
-                        })
-                });
+            let found = self.toward(&groups, &key).map(|(g, i)| {
+                let active = g.members.get(i).is_none_or(|s| s.active);
+                (i, g.group.members[i].via.clone(), active)
+            });
             match found {
                 None => {
                     self.removals.remove(&key);
@@ -804,10 +787,8 @@ impl Receiver {
                         r.via = via.clone();
                     }
                     if active {
-                        if let Err(e) = control
-                            .set_member_active(key.prefix, index, &via, false)
-                            .await
-                        {
+                        let member = key.member(index, &via);
+                        if let Err(e) = control.set_member_active(member, false).await {
                             self.removals.remove(&key);
                             match e {
                                 ControlError::LastActiveMember(_) => {

@@ -1,30 +1,17 @@
 use super::*;
 use crate::config::PathPrefixes;
 use async_trait::async_trait;
-use fare_model::forwarding::{keep_last_active, Group, GroupMode, MemberStatus};
-use std::collections::BTreeMap;
+use fare_model::forwarding::{Group, GroupMode, GroupTable, MemberRef, TableError};
 
-/// Groups in memory under the data planes' last-member rule: what the receiver
-/// switches in these tests (the real data planes have their own tests).
+/// Groups in memory under the data planes' last-member rule (the model's table, as the
+/// `none` data plane keeps them): what the receiver switches in these tests (the real
+/// data planes have their own tests).
 #[derive(Default)]
-struct NullDataplane(BTreeMap<IpNet, GroupStatus>);
+struct NullDataplane(GroupTable);
 
 impl NullDataplane {
     async fn install(&mut self, group: &Group) -> Result<(), ControlError> {
-        let members = vec![
-            MemberStatus {
-                active: true,
-                ..Default::default()
-            };
-            group.members.len()
-        ];
-        let status = GroupStatus {
-            group: group.clone(),
-            members,
-            colors: Vec::new(),
-            fit: None,
-        };
-        self.0.insert(group.prefix, status);
+        self.0.install(group);
         Ok(())
     }
 }
@@ -32,28 +19,23 @@ impl NullDataplane {
 #[async_trait]
 impl MemberControl for NullDataplane {
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
-        Ok(self.0.values().cloned().collect())
+        Ok(self.0.groups())
     }
 
     async fn set_member_active(
         &mut self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        m: MemberRef<'_>,
         active: bool,
     ) -> Result<(), ControlError> {
-        let status = self
-            .0
-            .get_mut(&prefix)
-            .ok_or_else(|| ControlError::Failed(format!("no group for {prefix}")))?;
-        let vias = status.group.members.iter().map(|m| m.via.as_str());
-        let index = fare_model::forwarding::member_now(prefix, index, Some(via), Some(vias))?;
-        let states: Vec<bool> = status.members.iter().map(|m| m.active).collect();
-        keep_last_active(prefix, &states, index, active)?;
-        status.members[index].active = active;
-        Ok(())
+        self.0
+            .set_member_active(m.prefix, m.index, Some(m.via), active)
+            .map_err(|e| match e {
+                TableError::Member(m) => m.into(),
+                e => ControlError::Failed(e.to_string()),
+            })
     }
 }
+
 use std::net::{Ipv4Addr, SocketAddr};
 
 const S1: &str = "10.1.0.2";
@@ -288,12 +270,10 @@ async fn a_group_reinstalled_meanwhile_never_loses_the_wrong_member() {
         }
         async fn set_member_active(
             &mut self,
-            prefix: IpNet,
-            index: usize,
-            via: &str,
+            member: MemberRef<'_>,
             active: bool,
         ) -> Result<(), ControlError> {
-            MemberControl::set_member_active(&mut self.dp, prefix, index, via, active).await
+            MemberControl::set_member_active(&mut self.dp, member, active).await
         }
     }
     let (mut r, mut dp) = setup().await;
@@ -413,12 +393,10 @@ impl MemberControl for Steering {
     }
     async fn set_member_active(
         &mut self,
-        prefix: IpNet,
-        index: usize,
-        via: &str,
+        member: MemberRef<'_>,
         active: bool,
     ) -> Result<(), ControlError> {
-        MemberControl::set_member_active(&mut self.dp, prefix, index, via, active).await
+        MemberControl::set_member_active(&mut self.dp, member, active).await
     }
     async fn steer_flow(
         &mut self,

@@ -220,7 +220,6 @@ fn table() -> Vec<Row> {
             Idle,
             stopped(vec![notif(1, 6, 2), A::Close(1)]),
         ),
-        (open_sent, E::AutomaticStop, Active, fail(6, 4, "link down")),
         (
             open_sent,
             E::HoldTimerExpires,
@@ -241,12 +240,6 @@ fn table() -> Vec<Row> {
         ),
         (
             open_sent,
-            E::TcpConnectionFails(1, "connection closed by peer".into()),
-            Active,
-            down("connection closed by peer"),
-        ),
-        (
-            open_sent,
             E::BgpOpen(peer(LOWER, 90)),
             OpenConfirm,
             vec![
@@ -254,44 +247,6 @@ fn table() -> Vec<Row> {
                 timer(T::Hold, s(9)),
                 timer(T::Keepalive, s(3)),
             ],
-        ),
-        (
-            open_sent,
-            E::BgpHeaderErr(msg_err(1, 2, "bad length")),
-            Active,
-            fail(
-                1,
-                2,
-                "sent NOTIFICATION message header error (1/2): bad length",
-            ),
-        ),
-        (
-            open_sent,
-            E::BgpOpenMsgErr(msg_err(2, 2, "peer AS mismatch")),
-            Active,
-            fail(
-                2,
-                2,
-                "sent NOTIFICATION OPEN message error (2/2): peer AS mismatch",
-            ),
-        ),
-        (
-            open_sent,
-            E::OpenCollisionDump(1),
-            Active,
-            fail(6, 7, "sent NOTIFICATION cease (6/7): connection collision"),
-        ),
-        (
-            open_sent,
-            E::NotifMsgVerErr(Notification::new(2, 1)),
-            Active,
-            down("received NOTIFICATION OPEN message error (2/1)"),
-        ),
-        (
-            open_sent,
-            E::NotifMsg(Notification::new(6, 2)),
-            Active,
-            down("received NOTIFICATION cease (6/2)"),
         ),
         (
             open_sent,
@@ -315,32 +270,12 @@ fn table() -> Vec<Row> {
         ),
         (
             open_sent,
-            E::UpdateMsgErr(msg_err(3, 1, "malformed attribute list")),
-            Active,
-            fail(
-                3,
-                1,
-                "sent NOTIFICATION UPDATE message error (3/1): malformed attribute list",
-            ),
-        ),
-        (
-            open_sent,
             E::RouteRefreshMsg(refresh()),
             Active,
             fail(
                 5,
                 1,
                 "sent NOTIFICATION finite state machine error (5/1): not an OPEN",
-            ),
-        ),
-        (
-            open_sent,
-            E::RouteRefreshMsgErr(msg_err(7, 1, "invalid message length")),
-            Active,
-            fail(
-                7,
-                1,
-                "sent NOTIFICATION ROUTE-REFRESH message error (7/1): invalid message length",
             ),
         ),
         // ---- OpenConfirm (peer 10.0.0.1: our connections win collisions).
@@ -350,7 +285,6 @@ fn table() -> Vec<Row> {
             Idle,
             stopped(vec![notif(1, 6, 2), A::Close(1)]),
         ),
-        (open_confirm, E::AutomaticStop, Active, fail(6, 4, "link down")),
         (
             open_confirm,
             E::HoldTimerExpires,
@@ -389,12 +323,6 @@ fn table() -> Vec<Row> {
         ),
         (
             open_confirm,
-            E::TcpConnectionFails(1, "connection closed by peer".into()),
-            Active,
-            down("connection closed by peer"),
-        ),
-        (
-            open_confirm,
             E::BgpOpen(peer(LOWER, 90)),
             Active,
             fail(
@@ -402,44 +330,6 @@ fn table() -> Vec<Row> {
                 2,
                 "sent NOTIFICATION finite state machine error (5/2): unexpected message in OpenConfirm",
             ),
-        ),
-        (
-            open_confirm,
-            E::BgpHeaderErr(msg_err(1, 2, "bad length")),
-            Active,
-            fail(
-                1,
-                2,
-                "sent NOTIFICATION message header error (1/2): bad length",
-            ),
-        ),
-        (
-            open_confirm,
-            E::BgpOpenMsgErr(msg_err(2, 2, "peer AS mismatch")),
-            Active,
-            fail(
-                2,
-                2,
-                "sent NOTIFICATION OPEN message error (2/2): peer AS mismatch",
-            ),
-        ),
-        (
-            open_confirm,
-            E::OpenCollisionDump(1),
-            Active,
-            fail(6, 7, "sent NOTIFICATION cease (6/7): connection collision"),
-        ),
-        (
-            open_confirm,
-            E::NotifMsgVerErr(Notification::new(2, 1)),
-            Active,
-            down("received NOTIFICATION OPEN message error (2/1)"),
-        ),
-        (
-            open_confirm,
-            E::NotifMsg(Notification::new(6, 2)),
-            Active,
-            down("received NOTIFICATION cease (6/2)"),
         ),
         (
             open_confirm,
@@ -459,32 +349,12 @@ fn table() -> Vec<Row> {
         ),
         (
             open_confirm,
-            E::UpdateMsgErr(msg_err(3, 1, "malformed attribute list")),
-            Active,
-            fail(
-                3,
-                1,
-                "sent NOTIFICATION UPDATE message error (3/1): malformed attribute list",
-            ),
-        ),
-        (
-            open_confirm,
             E::RouteRefreshMsg(refresh()),
             Active,
             fail(
                 5,
                 2,
                 "sent NOTIFICATION finite state machine error (5/2): unexpected message in OpenConfirm",
-            ),
-        ),
-        (
-            open_confirm,
-            E::RouteRefreshMsgErr(msg_err(7, 1, "invalid message length")),
-            Active,
-            fail(
-                7,
-                1,
-                "sent NOTIFICATION ROUTE-REFRESH message error (7/1): invalid message length",
             ),
         ),
         // ---- Established.
@@ -494,7 +364,6 @@ fn table() -> Vec<Row> {
             Idle,
             stopped(vec![notif(1, 6, 2), A::Close(1)]),
         ),
-        (established, E::AutomaticStop, Active, fail(6, 4, "link down")),
         (
             established,
             E::HoldTimerExpires,
@@ -526,12 +395,6 @@ fn table() -> Vec<Row> {
         ),
         (
             established,
-            E::TcpConnectionFails(1, "connection closed by peer".into()),
-            Active,
-            down("connection closed by peer"),
-        ),
-        (
-            established,
             E::BgpOpen(peer(LOWER, 90)),
             Active,
             fail(
@@ -539,44 +402,6 @@ fn table() -> Vec<Row> {
                 3,
                 "sent NOTIFICATION finite state machine error (5/3): OPEN while Established",
             ),
-        ),
-        (
-            established,
-            E::BgpHeaderErr(msg_err(1, 2, "bad length")),
-            Active,
-            fail(
-                1,
-                2,
-                "sent NOTIFICATION message header error (1/2): bad length",
-            ),
-        ),
-        (
-            established,
-            E::BgpOpenMsgErr(msg_err(2, 2, "peer AS mismatch")),
-            Active,
-            fail(
-                2,
-                2,
-                "sent NOTIFICATION OPEN message error (2/2): peer AS mismatch",
-            ),
-        ),
-        (
-            established,
-            E::OpenCollisionDump(1),
-            Active,
-            fail(6, 7, "sent NOTIFICATION cease (6/7): connection collision"),
-        ),
-        (
-            established,
-            E::NotifMsgVerErr(Notification::new(2, 1)),
-            Active,
-            down("received NOTIFICATION OPEN message error (2/1)"),
-        ),
-        (
-            established,
-            E::NotifMsg(Notification::new(6, 2)),
-            Active,
-            down("received NOTIFICATION cease (6/2)"),
         ),
         (
             established,
@@ -592,31 +417,83 @@ fn table() -> Vec<Row> {
         ),
         (
             established,
-            E::UpdateMsgErr(msg_err(3, 1, "malformed attribute list")),
-            Active,
-            fail(
-                3,
-                1,
-                "sent NOTIFICATION UPDATE message error (3/1): malformed attribute list",
-            ),
-        ),
-        (
-            established,
             E::RouteRefreshMsg(refresh()),
             Established,
             vec![timer(T::Hold, s(9)), A::DeliverRouteRefresh(refresh())],
         ),
-        (
-            established,
-            E::RouteRefreshMsgErr(msg_err(7, 1, "invalid message length")),
-            Active,
-            fail(
-                7,
-                1,
-                "sent NOTIFICATION ROUTE-REFRESH message error (7/1): invalid message length",
-            ),
-        ),
     ];
+    // What OpenSent, OpenConfirm and Established do alike: a link down, the connection
+    // lost, a malformed message, a collision lost, a NOTIFICATION received.
+    for f in [open_sent as fn() -> Fsm, open_confirm, established] {
+        let session_errors: Vec<Row> = vec![
+            (f, E::AutomaticStop, Active, fail(6, 4, "link down")),
+            (
+                f,
+                E::TcpConnectionFails(1, "connection closed by peer".into()),
+                Active,
+                down("connection closed by peer"),
+            ),
+            (
+                f,
+                E::BgpHeaderErr(msg_err(1, 2, "bad length")),
+                Active,
+                fail(
+                    1,
+                    2,
+                    "sent NOTIFICATION message header error (1/2): bad length",
+                ),
+            ),
+            (
+                f,
+                E::BgpOpenMsgErr(msg_err(2, 2, "peer AS mismatch")),
+                Active,
+                fail(
+                    2,
+                    2,
+                    "sent NOTIFICATION OPEN message error (2/2): peer AS mismatch",
+                ),
+            ),
+            (
+                f,
+                E::OpenCollisionDump(1),
+                Active,
+                fail(6, 7, "sent NOTIFICATION cease (6/7): connection collision"),
+            ),
+            (
+                f,
+                E::NotifMsgVerErr(Notification::new(2, 1)),
+                Active,
+                down("received NOTIFICATION OPEN message error (2/1)"),
+            ),
+            (
+                f,
+                E::NotifMsg(Notification::new(6, 2)),
+                Active,
+                down("received NOTIFICATION cease (6/2)"),
+            ),
+            (
+                f,
+                E::UpdateMsgErr(msg_err(3, 1, "malformed attribute list")),
+                Active,
+                fail(
+                    3,
+                    1,
+                    "sent NOTIFICATION UPDATE message error (3/1): malformed attribute list",
+                ),
+            ),
+            (
+                f,
+                E::RouteRefreshMsgErr(msg_err(7, 1, "invalid message length")),
+                Active,
+                fail(
+                    7,
+                    1,
+                    "sent NOTIFICATION ROUTE-REFRESH message error (7/1): invalid message length",
+                ),
+            ),
+        ];
+        t.extend(session_errors);
+    }
     // Events a state has nothing to do with.
     let rest = |f: fn() -> Fsm, t: &Vec<Row>| -> Vec<Event> {
         let here = f().state();

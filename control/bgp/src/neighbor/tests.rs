@@ -133,22 +133,28 @@ async fn wait_established(sides: &[&Side]) -> Vec<usize> {
     }
 }
 
+/// `n` pairs of sides (addresses from `pair(block, i)`) started at the same instant, the
+/// higher and lower BGP ID alternating between the two ends.
+async fn crossed_pairs(block: u8, n: u8) -> Vec<Side> {
+    let mut sides = Vec::new();
+    for i in 0..n {
+        let (a, b) = pair(block, i);
+        let port = free_port(a);
+        let (ia, ib) = if i % 2 == 0 { (1, 2) } else { (2, 1) };
+        let (x, y) = tokio::join!(side(a, b, port, ia), side(b, a, port, ib));
+        sides.push(x);
+        sides.push(y);
+    }
+    sides
+}
+
 /// Pairs whose two sides connect at the same instant: the SYNs cross, each side may
 /// take the peer's connection or its own first. Whatever the interleaving, RFC 4271
 /// §6.8 must leave one connection up, at once. (Before the fix 4 of 24 pairs here
 /// lost both connections, some sat in OpenSent on a socket nobody read.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn both_sides_connecting_at_once_come_up() {
-    let mut sides = Vec::new();
-    for i in 0..24u8 {
-        let (a, b) = pair(61, i);
-        let port = free_port(a);
-        // Higher and lower BGP IDs on either side of the pair.
-        let (ia, ib) = if i % 2 == 0 { (1, 2) } else { (2, 1) };
-        let (x, y) = tokio::join!(side(a, b, port, ia), side(b, a, port, ib));
-        sides.push(x);
-        sides.push(y);
-    }
+    let mut sides = crossed_pairs(61, 24).await;
     let refs: Vec<&Side> = sides.iter().collect();
     let down = wait_established(&refs).await;
     let ended: Vec<String> = sides.iter_mut().flat_map(|s| s.downs()).collect();
@@ -163,15 +169,7 @@ async fn both_sides_connecting_at_once_come_up() {
 /// back without another failure.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn link_up_on_both_ends_at_once_comes_up() {
-    let mut sides = Vec::new();
-    for i in 0..8u8 {
-        let (a, b) = pair(62, i);
-        let port = free_port(a);
-        let (ia, ib) = if i % 2 == 0 { (1, 2) } else { (2, 1) };
-        let (x, y) = tokio::join!(side(a, b, port, ia), side(b, a, port, ib));
-        sides.push(x);
-        sides.push(y);
-    }
+    let mut sides = crossed_pairs(62, 8).await;
     let refs: Vec<&Side> = sides.iter().collect();
     assert_eq!(wait_established(&refs).await, Vec::<usize>::new());
     for round in 0..6 {

@@ -418,18 +418,33 @@ impl PathAttributes {
         Ok(())
     }
 
-    fn decode_mp_reach(&mut self, flags: u8, value: &[u8]) -> Result<(), (u8, &'static str)> {
-        let bad = (sub::OPTIONAL_ATTRIBUTE, "malformed MP_REACH_NLRI");
+    /// The AFI/SAFI that opens MP_REACH_NLRI and MP_UNREACH_NLRI (`type_code`), with a
+    /// reader past it; None for a family we never negotiate: the attribute is ignored,
+    /// kept as received.
+    fn mp_family<'v>(
+        &mut self,
+        flags: u8,
+        type_code: u8,
+        value: &'v [u8],
+        bad: (u8, &'static str),
+    ) -> Result<Option<(Family, Reader<'v>)>, (u8, &'static str)> {
         let mut r = Reader::new(value);
         let afi = r.u16().ok_or(bad)?;
         let safi = r.u8().ok_or(bad)?;
         let Some(family) = Family::from_afi_safi(afi, safi) else {
-            // A family we never negotiate: ignored, kept as received.
             self.other.push(RawAttribute {
                 flags,
-                type_code: t::MP_REACH_NLRI,
+                type_code,
                 value: value.to_vec(),
             });
+            return Ok(None);
+        };
+        Ok(Some((family, r)))
+    }
+
+    fn decode_mp_reach(&mut self, flags: u8, value: &[u8]) -> Result<(), (u8, &'static str)> {
+        let bad = (sub::OPTIONAL_ATTRIBUTE, "malformed MP_REACH_NLRI");
+        let Some((family, mut r)) = self.mp_family(flags, t::MP_REACH_NLRI, value, bad)? else {
             return Ok(());
         };
         let nh_len = r.u8().ok_or(bad)? as usize;
@@ -458,15 +473,7 @@ impl PathAttributes {
 
     fn decode_mp_unreach(&mut self, flags: u8, value: &[u8]) -> Result<(), (u8, &'static str)> {
         let bad = (sub::OPTIONAL_ATTRIBUTE, "malformed MP_UNREACH_NLRI");
-        let mut r = Reader::new(value);
-        let afi = r.u16().ok_or(bad)?;
-        let safi = r.u8().ok_or(bad)?;
-        let Some(family) = Family::from_afi_safi(afi, safi) else {
-            self.other.push(RawAttribute {
-                flags,
-                type_code: t::MP_UNREACH_NLRI,
-                value: value.to_vec(),
-            });
+        let Some((family, mut r)) = self.mp_family(flags, t::MP_UNREACH_NLRI, value, bad)? else {
             return Ok(());
         };
         let withdrawn = nlri::decode(r.rest(), family).ok_or(bad)?;

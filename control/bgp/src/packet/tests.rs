@@ -370,111 +370,79 @@ fn body_with(attrs: &[&[u8]], nlri: &[u8]) -> Vec<u8> {
     b
 }
 
-fn outcome(u: &Update) -> Vec<(u8, AttrAction, u8)> {
+/// An attribute error as decoded: (attribute type, action, subcode).
+type Outcome = (u8, AttrAction, u8);
+
+fn outcome(u: &Update) -> Vec<Outcome> {
     u.errors
         .iter()
         .map(|e| (e.type_code, e.action, e.subcode))
         .collect()
 }
 
+/// RFC 7606 errors within one attribute: (case, attributes with NLRI 192.0.2.0/24, the
+/// attribute type, the action and the subcode). Treat-as-withdraw keeps the prefixes
+/// (to withdraw them); a discarded attribute leaves the route usable.
 #[test]
-fn rfc7606_bad_origin_value_treat_as_withdraw() {
-    let u = update_of(&body_with(
-        &[&[0x40, 0x01, 0x01, 0x07], &AS_PATH_65001, &NEXT_HOP], // ORIGIN 7
-        &NLRI_24,
-    ));
-    assert_eq!(
-        outcome(&u),
-        [(1, AttrAction::TreatAsWithdraw, sub::INVALID_ORIGIN)]
-    );
-    assert!(u.treat_as_withdraw());
-    assert_eq!(u.nlri, [net("192.0.2.0/24")]); // prefixes still known, to withdraw them
-}
-
-#[test]
-fn rfc7606_bad_flags_treat_as_withdraw() {
-    // ORIGIN sent as optional (0xc0): flags conflict with a well-known type.
-    let u = update_of(&body_with(
-        &[&[0xc0, 0x01, 0x01, 0x00], &AS_PATH_65001, &NEXT_HOP],
-        &NLRI_24,
-    ));
-    assert_eq!(
-        outcome(&u),
-        [(1, AttrAction::TreatAsWithdraw, sub::ATTRIBUTE_FLAGS)]
-    );
-}
-
-#[test]
-fn rfc7606_duplicate_attribute_discarded() {
-    let u = update_of(&body_with(
-        &[&ORIGIN_IGP, &ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP],
-        &NLRI_24,
-    ));
-    assert_eq!(
-        outcome(&u),
-        [(1, AttrAction::Discard, sub::MALFORMED_ATTRIBUTE_LIST)]
-    );
-    assert!(!u.treat_as_withdraw());
-}
-
-#[test]
-fn rfc7606_missing_mandatory_treat_as_withdraw() {
-    let u = update_of(&body_with(&[&ORIGIN_IGP, &AS_PATH_65001], &NLRI_24)); // no NEXT_HOP
-    assert_eq!(
-        outcome(&u),
-        [(3, AttrAction::TreatAsWithdraw, sub::MISSING_WELL_KNOWN)]
-    );
-}
-
-#[test]
-fn rfc7606_attribute_overrun_treat_as_withdraw() {
-    // NEXT_HOP claims 9 octets but only 4 follow inside the attribute section.
-    let u = update_of(&body_with(
-        &[
-            &ORIGIN_IGP,
-            &AS_PATH_65001,
-            &[0x40, 0x03, 0x09, 10, 1, 0, 1],
-        ],
-        &NLRI_24,
-    ));
-    assert_eq!(
-        outcome(&u),
-        [(3, AttrAction::TreatAsWithdraw, sub::ATTRIBUTE_LENGTH)]
-    );
-}
-
-#[test]
-fn rfc7606_bad_ext_community_length_treat_as_withdraw() {
-    let u = update_of(&body_with(
-        &[
-            &ORIGIN_IGP,
-            &AS_PATH_65001,
-            &NEXT_HOP,
-            &[0xc0, 0x10, 0x03, 1, 2, 3],
-        ],
-        &NLRI_24,
-    ));
-    assert_eq!(
-        outcome(&u),
-        [(16, AttrAction::TreatAsWithdraw, sub::OPTIONAL_ATTRIBUTE)]
-    );
-}
-
-#[test]
-fn rfc7606_bad_atomic_aggregate_discarded() {
-    let u = update_of(&body_with(
-        &[
-            &ORIGIN_IGP,
-            &AS_PATH_65001,
-            &NEXT_HOP,
-            &[0x40, 0x06, 0x01, 0x00],
-        ],
-        &NLRI_24,
-    ));
-    assert_eq!(
-        outcome(&u),
-        [(6, AttrAction::Discard, sub::ATTRIBUTE_LENGTH)]
-    );
+fn rfc7606_attribute_errors() {
+    use AttrAction::{Discard, TreatAsWithdraw};
+    let table: [(&str, &[&[u8]], Outcome); 7] = [
+        (
+            "ORIGIN 7",
+            &[&[0x40, 0x01, 0x01, 0x07], &AS_PATH_65001, &NEXT_HOP],
+            (1, TreatAsWithdraw, sub::INVALID_ORIGIN),
+        ),
+        (
+            "ORIGIN sent as optional (0xc0): flags conflict with a well-known type",
+            &[&[0xc0, 0x01, 0x01, 0x00], &AS_PATH_65001, &NEXT_HOP],
+            (1, TreatAsWithdraw, sub::ATTRIBUTE_FLAGS),
+        ),
+        (
+            "ORIGIN twice",
+            &[&ORIGIN_IGP, &ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP],
+            (1, Discard, sub::MALFORMED_ATTRIBUTE_LIST),
+        ),
+        (
+            "no NEXT_HOP",
+            &[&ORIGIN_IGP, &AS_PATH_65001],
+            (3, TreatAsWithdraw, sub::MISSING_WELL_KNOWN),
+        ),
+        (
+            "NEXT_HOP claims 9 octets but only 4 follow inside the attribute section",
+            &[
+                &ORIGIN_IGP,
+                &AS_PATH_65001,
+                &[0x40, 0x03, 0x09, 10, 1, 0, 1],
+            ],
+            (3, TreatAsWithdraw, sub::ATTRIBUTE_LENGTH),
+        ),
+        (
+            "EXTENDED_COMMUNITIES of 3 octets",
+            &[
+                &ORIGIN_IGP,
+                &AS_PATH_65001,
+                &NEXT_HOP,
+                &[0xc0, 0x10, 0x03, 1, 2, 3],
+            ],
+            (16, TreatAsWithdraw, sub::OPTIONAL_ATTRIBUTE),
+        ),
+        (
+            "ATOMIC_AGGREGATE of 1 octet",
+            &[
+                &ORIGIN_IGP,
+                &AS_PATH_65001,
+                &NEXT_HOP,
+                &[0x40, 0x06, 0x01, 0x00],
+            ],
+            (6, Discard, sub::ATTRIBUTE_LENGTH),
+        ),
+    ];
+    for (case, attrs, want) in table {
+        let u = update_of(&body_with(attrs, &NLRI_24));
+        assert_eq!(outcome(&u), [want], "{case}");
+        assert_eq!(u.treat_as_withdraw(), want.1 == TreatAsWithdraw, "{case}");
+        assert_eq!(u.nlri, [net("192.0.2.0/24")], "{case}");
+    }
 }
 
 #[test]
@@ -505,86 +473,79 @@ fn update_with_aigp_and_color() {
 
 #[test]
 fn rfc7311_malformed_aigp_discarded() {
-    // (AIGP attribute bytes, why it is malformed); the route survives without AIGP.
-    let table: [(&[u8], &str); 3] = [
+    // (AIGP attribute bytes, why it is malformed, subcode); the route survives without
+    // AIGP.
+    let table: [(&[u8], &str, u8); 4] = [
         (
             &[0x80, 0x1a, 0x0a, 0x01, 0x00, 0x0a, 0, 0, 0, 0, 0, 0, 0],
             "AIGP TLV length 10",
+            sub::OPTIONAL_ATTRIBUTE,
         ),
-        (&[0x80, 0x1a, 0x03, 0x09, 0x00, 0x03], "no AIGP TLV"),
+        (
+            &[0x80, 0x1a, 0x03, 0x09, 0x00, 0x03],
+            "no AIGP TLV",
+            sub::OPTIONAL_ATTRIBUTE,
+        ),
         (
             &[0x80, 0x1a, 0x05, 0x01, 0x00, 0x0b, 0, 0],
             "TLV overruns the attribute",
+            sub::OPTIONAL_ATTRIBUTE,
+        ),
+        (
+            &[0xc0, 0x1a, 0x0b, 0x01, 0x00, 0x0b, 0, 0, 0, 0, 0, 0, 0, 0],
+            "transitive flag on AIGP: flags conflict",
+            sub::ATTRIBUTE_FLAGS,
         ),
     ];
-    for (attr, why) in table {
+    for (attr, why, subcode) in table {
         let u = update_of(&body_with(
             &[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, attr],
             &NLRI_24,
         ));
-        assert_eq!(
-            outcome(&u),
-            [(26, AttrAction::Discard, sub::OPTIONAL_ATTRIBUTE)],
-            "{why}"
-        );
+        assert_eq!(outcome(&u), [(26, AttrAction::Discard, subcode)], "{why}");
         assert_eq!(u.attributes.aigp, None, "{why}");
         assert!(!u.treat_as_withdraw(), "{why}");
     }
-    // Transitive flag on AIGP: flags conflict, discarded too.
-    let u = update_of(&body_with(
-        &[
-            &ORIGIN_IGP,
-            &AS_PATH_65001,
-            &NEXT_HOP,
-            &[0xc0, 0x1a, 0x0b, 0x01, 0x00, 0x0b, 0, 0, 0, 0, 0, 0, 0, 0],
-        ],
-        &NLRI_24,
-    ));
-    assert_eq!(
-        outcome(&u),
-        [(26, AttrAction::Discard, sub::ATTRIBUTE_FLAGS)]
-    );
 }
 
+/// Errors RFC 7606 still answers with a session reset: (case, UPDATE body, subcode of
+/// the UPDATE Message Error NOTIFICATION).
 #[test]
-fn rfc7606_bad_nlri_session_reset() {
-    // NLRI prefix length 33 for IPv4.
-    let e = update_err(&body_with(
-        &[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP],
-        &[0x21, 1, 2, 3, 4, 5],
-    ));
-    assert_eq!(
-        (e.notification.code, e.notification.subcode),
-        (code::UPDATE, sub::INVALID_NETWORK_FIELD)
-    );
-}
-
-#[test]
-fn rfc7606_withdrawn_length_overrun_session_reset() {
-    let e = update_err(&[0x00, 0x50, 0x00, 0x00]); // withdrawn length 80, nothing follows
-    assert_eq!(
-        (e.notification.code, e.notification.subcode),
-        (code::UPDATE, sub::MALFORMED_ATTRIBUTE_LIST)
-    );
-}
-
-#[test]
-fn rfc7606_duplicate_mp_reach_session_reset() {
+fn rfc7606_session_resets() {
     let mp = [0x80, 0x0e, 0x09, 0x00, 0x01, 0x01, 0x04, 10, 0, 0, 1, 0x00];
-    let e = update_err(&body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &mp, &mp], &[]));
-    assert_eq!(
-        (e.notification.code, e.notification.subcode),
-        (code::UPDATE, sub::MALFORMED_ATTRIBUTE_LIST)
-    );
-}
-
-#[test]
-fn unrecognized_well_known_session_reset() {
-    let e = update_err(&body_with(&[&ORIGIN_IGP, &[0x40, 0x63, 0x00]], &[]));
-    assert_eq!(
-        (e.notification.code, e.notification.subcode),
-        (code::UPDATE, sub::UNRECOGNIZED_WELL_KNOWN)
-    );
+    let table: [(&str, Vec<u8>, u8); 4] = [
+        (
+            "NLRI prefix length 33 for IPv4",
+            body_with(
+                &[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP],
+                &[0x21, 1, 2, 3, 4, 5],
+            ),
+            sub::INVALID_NETWORK_FIELD,
+        ),
+        (
+            "withdrawn length 80, nothing follows",
+            vec![0x00, 0x50, 0x00, 0x00],
+            sub::MALFORMED_ATTRIBUTE_LIST,
+        ),
+        (
+            "MP_REACH_NLRI twice",
+            body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &mp, &mp], &[]),
+            sub::MALFORMED_ATTRIBUTE_LIST,
+        ),
+        (
+            "unrecognized well-known attribute 99",
+            body_with(&[&ORIGIN_IGP, &[0x40, 0x63, 0x00]], &[]),
+            sub::UNRECOGNIZED_WELL_KNOWN,
+        ),
+    ];
+    for (case, body, subcode) in table {
+        let e = update_err(&body);
+        assert_eq!(
+            (e.notification.code, e.notification.subcode),
+            (code::UPDATE, subcode),
+            "{case}"
+        );
+    }
 }
 
 #[test]

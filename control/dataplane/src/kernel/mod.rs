@@ -565,9 +565,6 @@ impl Dataplane for KernelDataplane {
             .installed
             .get(&prefix)
             .ok_or(DataplaneError::NoSuchGroup(prefix))?;
-        if index >= inst.active.len() {
-            return Err(err(format!("{prefix} has no member {index}")));
-        }
         super::keep_last_active(prefix, &inst.active, index, active)?;
         let mut states = inst.active.clone();
         states[index] = active;

@@ -160,7 +160,8 @@ async fn target(
         IpAddr::V4(neighbor),
         crate::xdp::neighbor::RESOLVE_TIMEOUT,
     )
-    .await?;
+    .await
+    .map_err(|e| e.to_string())?;
     let ours = nix::ifaddrs::getifaddrs()
         .map_err(|e| e.to_string())?
         .filter(|a| a.interface_name == interface)

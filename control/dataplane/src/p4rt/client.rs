@@ -264,11 +264,6 @@ impl Client {
         self.arbitration.borrow().clone()
     }
 
-    /// True while the target says this session is the primary.
-    pub fn is_primary(&self) -> bool {
-        matches!(*self.arbitration.borrow(), Arbitration::Primary)
-    }
-
     /// Waits until the arbitration state differs from what was last seen (or `limit`).
     pub async fn arbitration_changed(&mut self, limit: Duration) -> Arbitration {
         let _ = tokio::time::timeout(limit, self.arbitration.changed()).await;

@@ -30,6 +30,15 @@ pub struct P4RuntimeConfig {
     /// Source MAC the switch writes into routed packets (default 02:fa:4e:00:00:01).
     #[serde(default)]
     pub router_mac: Option<crate::MacAddr>,
+    /// Fast failover in the switch: every member but those on the group's anchor port
+    /// carries its egress port as P4Runtime `watch_port`, so the switch takes it out of
+    /// service while the port is down, before the agent hears of it (default true).
+    #[serde(default = "yes")]
+    pub watch_ports: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// `dataplane.group_form` of a P4Runtime switch.

@@ -168,7 +168,7 @@ impl DpfProgram {
         let k = &self.keys;
         let mut out = Vec::new();
         for (i, r) in rules.iter().enumerate() {
-            r.check().map_err(P4rtError::Invalid)?;
+            r.check().map_err(|e| P4rtError::Invalid(e.to_string()))?;
             let priority = i32::try_from(rules.len() - i)
                 .map_err(|_| P4rtError::Invalid("too many flow rules".into()))?;
             let mut common = Vec::new();

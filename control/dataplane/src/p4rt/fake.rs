@@ -201,6 +201,18 @@ impl State {
                 let Some(P::CloneSessionEntry(c)) = &p.r#type else {
                     return Err((C::Unimplemented, "multicast".into()));
                 };
+                // Like BMv2: a port listed twice makes the whole session invalid.
+                let mut replicas = BTreeSet::new();
+                if !c
+                    .replicas
+                    .iter()
+                    .all(|r| replicas.insert((format!("{:?}", r.port_kind), r.instance)))
+                {
+                    return Err((
+                        C::InvalidArgument,
+                        "duplicate replica in clone session".into(),
+                    ));
+                }
                 match kind {
                     T::Insert if !self.clone_sessions.insert(c.session_id) => {
                         Err((C::AlreadyExists, "clone session".into()))

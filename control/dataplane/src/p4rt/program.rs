@@ -243,6 +243,14 @@ fn exact(field: Field, value: u128, what: &str) -> Result<p4::FieldMatch, P4rtEr
     })
 }
 
+/// Every entry of table `id` (a read).
+pub fn whole_table(id: u32) -> p4::Entity {
+    entity_table(p4::TableEntry {
+        table_id: id,
+        ..Default::default()
+    })
+}
+
 pub fn entity_table(entry: p4::TableEntry) -> p4::Entity {
     p4::Entity {
         entity: Some(p4::entity::Entity::TableEntry(entry)),
@@ -254,6 +262,16 @@ pub fn update(kind: p4::update::Type, entity: p4::Entity) -> p4::Update {
         r#type: kind as i32,
         entity: Some(entity),
     }
+}
+
+/// [`update`] of one entity of the given kind (a member, a profile group, ...).
+pub fn update_of(kind: p4::update::Type, entity: p4::entity::Entity) -> p4::Update {
+    update(
+        kind,
+        p4::Entity {
+            entity: Some(entity),
+        },
+    )
 }
 
 /// One weighted member of an action-profile group.
@@ -328,6 +346,25 @@ impl FareProgram {
             table_id: self.wcmp_group,
             r#match: vec![exact(self.wcmp_group_id, u128::from(group_id), "group_id")?],
             ..Default::default()
+        })
+    }
+
+    /// Profile group `id` of the selector as a key (to read or delete it); 0 reads every
+    /// one.
+    pub fn profile_group_key(&self, id: u32) -> p4::entity::Entity {
+        p4::entity::Entity::ActionProfileGroup(p4::ActionProfileGroup {
+            action_profile_id: self.selector,
+            group_id: id,
+            ..Default::default()
+        })
+    }
+
+    /// Member `id` of the selector as a key (to read or delete it); 0 reads every one.
+    pub fn member_key(&self, id: u32) -> p4::entity::Entity {
+        p4::entity::Entity::ActionProfileMember(p4::ActionProfileMember {
+            action_profile_id: self.selector,
+            member_id: id,
+            action: None,
         })
     }
 

@@ -20,7 +20,8 @@ pub fn encode_rules(rules: &[FlowRule]) -> Result<Vec<fc::FlowRule>, DataplaneEr
     rules
         .iter()
         .map(|r| {
-            r.check().map_err(|e| DataplaneError::backend("xdp", e))?;
+            r.check()
+                .map_err(|e| DataplaneError::backend("xdp", e.to_string()))?;
             Ok(encode_rule(r))
         })
         .collect()

@@ -482,6 +482,12 @@ impl XdpDataplane {
         (0..n).map(|i| Ok(self.member_row(gid, i)?.state)).collect()
     }
 
+    /// The encoded group installed as `gid`.
+    fn encoded_of(&self, gid: u32) -> Option<Encoded> {
+        let inst = self.installed.values().find(|i| i.gid == gid)?;
+        Some(inst.encoded.clone())
+    }
+
     /// Rewrites the member states of `gid`'s steered copies after a member of it changed
     /// (`states`: the group's member states now).
     fn refresh_copies_of(&mut self, gid: u32, states: &[u32]) -> Result<(), DataplaneError> {
@@ -495,12 +501,7 @@ impl XdpDataplane {
         if copies.is_empty() {
             return Ok(());
         }
-        let Some(group) = self
-            .installed
-            .values()
-            .find(|i| i.gid == gid)
-            .map(|i| i.encoded.clone())
-        else {
+        let Some(group) = self.encoded_of(gid) else {
             return Ok(());
         };
         for (port, copy) in copies {
@@ -536,12 +537,7 @@ impl XdpDataplane {
             if self.steer.copies.contains_key(&(gid, port)) {
                 continue;
             }
-            let Some(group) = self
-                .installed
-                .values()
-                .find(|i| i.gid == gid)
-                .map(|i| i.encoded.clone())
-            else {
+            let Some(group) = self.encoded_of(gid) else {
                 continue;
             };
             let Some((cgid, wait)) = self.ids.take() else {
@@ -832,11 +828,7 @@ impl Dataplane for XdpDataplane {
             .get(&prefix)
             .ok_or(DataplaneError::NoSuchGroup(prefix))?;
         let gid = inst.gid;
-        let n = inst.group.members.len();
-        if index >= n {
-            return Err(err(format!("{prefix} has no member {index}")));
-        }
-        let mut states = self.member_states(gid, n)?;
+        let mut states = self.member_states(gid, inst.group.members.len())?;
         let forwarding: Vec<bool> = states.iter().map(|s| *s == 0).collect();
         super::keep_last_active(prefix, &forwarding, index, active)?;
         let mut row = self.member_row(gid, index)?;

@@ -15,9 +15,30 @@ use std::time::{Duration, Instant};
 /// How long [`resolve`] waits for the kernel to resolve a missing neighbor.
 pub const RESOLVE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// Why a next hop's MAC is not known.
+#[derive(Debug, thiserror::Error)]
+pub enum NeighborError {
+    #[error("netlink: {0}")]
+    Netlink(#[source] std::io::Error),
+    #[error("reading the neighbor table: {0}")]
+    Table(#[source] rtnetlink::Error),
+    #[error("asking the kernel to resolve {addr}: {source}")]
+    Provoke {
+        addr: IpAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("next hop {addr} on {ifname} not resolved within {timeout:?} (no ARP/NDP answer)")]
+    Unresolved {
+        addr: IpAddr,
+        ifname: String,
+        timeout: Duration,
+    },
+}
+
 /// The MAC of `addr` on interface `ifindex`, when the kernel has a usable entry.
-pub async fn lookup(ifindex: u32, addr: IpAddr) -> Result<Option<[u8; 6]>, String> {
-    let (conn, handle, _) = rtnetlink::new_connection().map_err(|e| format!("netlink: {e}"))?;
+pub async fn lookup(ifindex: u32, addr: IpAddr) -> Result<Option<[u8; 6]>, NeighborError> {
+    let (conn, handle, _) = rtnetlink::new_connection().map_err(NeighborError::Netlink)?;
     let task = tokio::spawn(conn);
     let family = match addr {
         IpAddr::V4(_) => netlink_packet_route::AddressFamily::Inet,
@@ -65,7 +86,7 @@ pub async fn lookup(ifindex: u32, addr: IpAddr) -> Result<Option<[u8; 6]>, Strin
                 }
             }
             Ok(None) => break Ok(found),
-            Err(e) => break Err(format!("reading the neighbor table: {e}")),
+            Err(e) => break Err(NeighborError::Table(e)),
         }
     };
     task.abort();
@@ -96,11 +117,11 @@ pub async fn resolve(
     ifindex: u32,
     addr: IpAddr,
     timeout: Duration,
-) -> Result<[u8; 6], String> {
+) -> Result<[u8; 6], NeighborError> {
     if let Some(mac) = lookup(ifindex, addr).await? {
         return Ok(mac);
     }
-    provoke(ifname, addr).map_err(|e| format!("asking the kernel to resolve {addr}: {e}"))?;
+    provoke(ifname, addr).map_err(|source| NeighborError::Provoke { addr, source })?;
     let start = Instant::now();
     while start.elapsed() < timeout {
         tokio::time::sleep(Duration::from_millis(20)).await;
@@ -108,9 +129,11 @@ pub async fn resolve(
             return Ok(mac);
         }
     }
-    Err(format!(
-        "next hop {addr} on {ifname} not resolved within {timeout:?} (no ARP/NDP answer)"
-    ))
+    Err(NeighborError::Unresolved {
+        addr,
+        ifname: ifname.to_string(),
+        timeout,
+    })
 }
 
 /// `group` with the MAC of every member that gives only `next_hop` filled in from the
@@ -141,9 +164,9 @@ pub async fn fill_macs(
             })?;
         let mac = resolve(&m.interface, ifindex, addr, RESOLVE_TIMEOUT)
             .await
-            .map_err(|why| DataplaneError::InvalidGroup {
+            .map_err(|e| DataplaneError::InvalidGroup {
                 prefix: group.prefix,
-                why,
+                why: e.to_string(),
             })?;
         tracing::debug!(next_hop = %addr, interface = %m.interface, mac = %MacAddr(mac), "{backend}: next hop resolved");
         m.neighbor_mac = Some(MacAddr(mac));

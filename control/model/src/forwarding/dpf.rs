@@ -161,34 +161,51 @@ pub struct FlowRule {
 /// RoCEv2's UDP destination port (IANA).
 pub const ROCEV2_UDP_PORT: u16 = 4791;
 
+/// What is wrong with a [`FlowRule`] ([`FlowRule::check`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FlowRuleError {
+    #[error("flow rule: color 0 is not a color")]
+    ColorZero,
+    #[error("flow rule: DSCP {0} is above 63")]
+    Dscp(u8),
+    #[error("flow rule: {field} {range} is above 65535")]
+    Port { field: &'static str, range: Range },
+    #[error("flow rule: qp {0} is above 0xffffff (24 bits)")]
+    Qp(Range),
+    #[error("flow rule: qp (RoCEv2) needs protocol udp")]
+    QpNeedsUdp,
+    #[error("flow rule: src and dst are of different address families")]
+    MixedFamilies,
+}
+
 impl FlowRule {
     /// What is wrong with the rule, if anything.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), FlowRuleError> {
         if self.color == 0 {
-            return Err("flow rule: color 0 is not a color".into());
+            return Err(FlowRuleError::ColorZero);
         }
         if let Some(d) = self.dscp.iter().find(|d| **d > 63) {
-            return Err(format!("flow rule: DSCP {d} is above 63"));
+            return Err(FlowRuleError::Dscp(*d));
         }
-        for (name, r) in [("src_port", self.src_port), ("dst_port", self.dst_port)] {
-            if let Some(r) = r {
-                if r.hi > u32::from(u16::MAX) {
-                    return Err(format!("flow rule: {name} {r} is above 65535"));
+        for (field, r) in [("src_port", self.src_port), ("dst_port", self.dst_port)] {
+            if let Some(range) = r {
+                if range.hi > u32::from(u16::MAX) {
+                    return Err(FlowRuleError::Port { field, range });
                 }
             }
         }
         if let Some(q) = self.qp {
             if q.hi > 0x00ff_ffff {
-                return Err(format!("flow rule: qp {q} is above 0xffffff (24 bits)"));
+                return Err(FlowRuleError::Qp(q));
             }
             if self.protocol.is_some_and(|p| p.0 != 17) {
-                return Err("flow rule: qp (RoCEv2) needs protocol udp".into());
+                return Err(FlowRuleError::QpNeedsUdp);
             }
         }
         if let (Some(IpNet::V4(_)), Some(IpNet::V6(_))) | (Some(IpNet::V6(_)), Some(IpNet::V4(_))) =
             (self.src, self.dst)
         {
-            return Err("flow rule: src and dst are of different address families".into());
+            return Err(FlowRuleError::MixedFamilies);
         }
         Ok(())
     }
@@ -288,7 +305,7 @@ mod tests {
             ),
         ];
         for (yaml, want) in bad {
-            let e = rules(yaml)[0].check().unwrap_err();
+            let e = rules(yaml)[0].check().unwrap_err().to_string();
             assert!(e.contains(want), "{yaml}: {e}");
         }
         assert!(

@@ -6,10 +6,12 @@
 pub mod dpf;
 pub mod limits;
 pub mod mac;
+pub mod table;
 
 pub use dpf::{ColorGroup, FlowRule};
 pub use limits::{GroupFit, GroupLimits};
 pub use mac::MacAddr;
+pub use table::{GroupTable, TableError};
 
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
@@ -100,6 +102,19 @@ pub enum MemberError {
     /// re-installed since the caller read it.
     #[error("{prefix}: no member via {via} (the group changed)")]
     NoSuchMember { prefix: IpNet, via: String },
+    /// The group has no member at the index asked for.
+    #[error("{prefix} has no member {index}")]
+    NoSuchIndex { prefix: IpNet, index: usize },
+}
+
+/// A member as a protocol names it: member `index` of the group for `prefix` as the
+/// caller read it, the one whose `via` is `via` (which [`member_now`] finds again in the
+/// group installed now).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MemberRef<'a> {
+    pub prefix: IpNet,
+    pub index: usize,
+    pub via: &'a str,
 }
 
 /// Which member a caller means: the one whose `via` is `via` in the group as installed
@@ -125,15 +140,18 @@ pub fn member_now<'a>(
     }
 }
 
-/// The rule every data plane applies before deactivating a member: the group must keep
-/// another active one. `active[i]` is member i's current state; setting member `index`
-/// active is always allowed.
+/// The rule every data plane applies before switching a member: the member must exist,
+/// and before deactivating it the group must keep another active one. `active[i]` is
+/// member i's current state; setting an existing member `index` active is always allowed.
 pub fn keep_last_active(
     prefix: IpNet,
     active: &[bool],
     index: usize,
     set_active: bool,
 ) -> Result<(), MemberError> {
+    if index >= active.len() {
+        return Err(MemberError::NoSuchIndex { prefix, index });
+    }
     let others = active.iter().enumerate().any(|(i, a)| i != index && *a);
     if set_active || others {
         Ok(())
@@ -158,12 +176,21 @@ mod last_active_rule {
             (&[false, false], 1, true, true),
             (&[true, false, false], 0, true, true),
             (&[false, false, true], 1, false, true),
+            (&[true, true], 2, true, false),
+            (&[true, true], 2, false, false),
+            (&[], 0, true, false),
         ];
         for &(states, index, set, allowed) in table {
             let r = keep_last_active(p, states, index, set);
             assert_eq!(r.is_ok(), allowed, "{states:?} {index} -> {set}");
             if let Err(e) = r {
-                assert!(matches!(e, MemberError::LastActiveMember { index: i, .. } if i == index));
+                if index < states.len() {
+                    assert!(
+                        matches!(e, MemberError::LastActiveMember { index: i, .. } if i == index)
+                    );
+                } else {
+                    assert_eq!(e, MemberError::NoSuchIndex { prefix: p, index });
+                }
             }
         }
     }

@@ -110,19 +110,27 @@ pub fn clos5(pods: u32, leaves: u32, planes: u32, super_spines: u32, gbps: f64) 
     t
 }
 
-/// Parameters of a multi-plane scale-out fabric.
-#[derive(Clone, Debug)]
+/// Parameters of a multi-plane scale-out fabric (also the options of `fare topo gen
+/// multiplane`, defaults from [`MultiPlane::default`]).
+#[derive(Clone, Debug, clap::Args)]
 pub struct MultiPlane {
     /// RNICs (one per GPU).
+    #[arg(long, default_value_t = MultiPlane::default().gpus)]
     pub gpus: u32,
+    /// Planes (one link per plane from every RNIC).
+    #[arg(long, default_value_t = MultiPlane::default().planes)]
     pub planes: u32,
     /// RNICs behind one leaf: a block of RNICs shares one leaf in every plane.
+    #[arg(long, default_value_t = MultiPlane::default().rnics_per_leaf)]
     pub rnics_per_leaf: u32,
     /// Spines per plane; every leaf of the plane links to every spine.
+    #[arg(long, default_value_t = MultiPlane::default().spines_per_plane)]
     pub spines_per_plane: u32,
     /// Capacity of an RNIC's link into one plane.
+    #[arg(long, default_value_t = MultiPlane::default().rnic_gbps)]
     pub rnic_gbps: f64,
     /// Capacity of one leaf-spine link.
+    #[arg(long, default_value_t = MultiPlane::default().fabric_gbps)]
     pub fabric_gbps: f64,
 }
 

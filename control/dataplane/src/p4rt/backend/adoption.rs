@@ -7,11 +7,9 @@ impl P4RuntimeDataplane {
     /// rebuilds the installed groups from them.
     pub(super) async fn reconcile(&mut self) -> Result<(), P4rtError> {
         let prog = self.program.clone();
-        let table = |id| {
-            program::entity_table(p4::TableEntry {
-                table_id: id,
-                ..Default::default()
-            })
+        let table = program::whole_table;
+        let every = |entity| p4::Entity {
+            entity: Some(entity),
         };
         let entities = self
             .client
@@ -20,22 +18,8 @@ impl P4RuntimeDataplane {
                 table(prog.route_v6.table),
                 table(prog.wcmp_group),
                 table(prog.arn_rx),
-                p4::Entity {
-                    entity: Some(p4::entity::Entity::ActionProfileMember(
-                        p4::ActionProfileMember {
-                            action_profile_id: prog.selector,
-                            ..Default::default()
-                        },
-                    )),
-                },
-                p4::Entity {
-                    entity: Some(p4::entity::Entity::ActionProfileGroup(
-                        p4::ActionProfileGroup {
-                            action_profile_id: prog.selector,
-                            ..Default::default()
-                        },
-                    )),
-                },
+                every(prog.member_key(0)),
+                every(prog.profile_group_key(0)),
             ])
             .await?;
         let state = SwitchState::parse(&prog, entities);
@@ -137,12 +121,7 @@ impl P4RuntimeDataplane {
     /// agent writes its own again (`set_flow_rules`, `install_colored`).
     async fn clear_dpf(&mut self, state: &SwitchState) -> Result<(), P4rtError> {
         let d = self.program.dpf.clone();
-        let table = |id| {
-            program::entity_table(p4::TableEntry {
-                table_id: id,
-                ..Default::default()
-            })
-        };
+        let table = program::whole_table;
         let entries = self
             .client
             .read(vec![

@@ -131,6 +131,13 @@ impl P4RuntimeDataplane {
         let mut target_ports = Vec::new();
         for (iface, mac, src, dst) in targets {
             let p = self.port(iface)?;
+            // The pipeline encapsulates by egress port (one `arn_encap` entry a port) and a
+            // clone session takes a port once (BMv2 refuses a duplicate replica, and the
+            // whole session with it): one target a port, the first named.
+            if target_ports.contains(&p) {
+                tracing::debug!(interface = %iface, target = %dst, monitored = %interface, "p4: ARN target skipped: another target already takes this port (one ARN encapsulation per port)");
+                continue;
+            }
             target_ports.push(p);
             let entry = self
                 .program

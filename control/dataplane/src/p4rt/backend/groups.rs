@@ -132,28 +132,40 @@ impl P4RuntimeDataplane {
         self.prefix_slots.get(&(prefix, port)).copied().unwrap_or(0)
     }
 
+    /// The job that writes `group` with `active` members over what is installed for its
+    /// prefix (its route too when there is none, or the mode changes).
+    fn replacing(&self, group: Group, active: Vec<bool>) -> Job {
+        let old = self.groups.get(&group.prefix).cloned();
+        let route = old.as_ref().is_none_or(|o| o.group.mode != group.mode);
+        Job {
+            group,
+            active,
+            old,
+            route,
+        }
+    }
+
+    /// Writes one job and records what it installed.
+    async fn write_installed(&mut self, job: Job) -> Result<(), Failure> {
+        let prefix = job.group.prefix;
+        match self.write_jobs(vec![job]).await.pop() {
+            Some(Ok(inst)) => {
+                self.groups.insert(prefix, inst);
+                Ok(())
+            }
+            Some(Err(f)) => Err(f),
+            None => Err(Failure::of(DataplaneError::backend(BACKEND, "no result"))),
+        }
+    }
+
     /// Writes `group` with `active` members make-before-break over whatever is installed.
     pub(super) async fn write_group(
         &mut self,
         group: &Group,
         active: &[bool],
     ) -> Result<(), DataplaneError> {
-        let old = self.groups.get(&group.prefix).cloned();
-        let route = old.as_ref().is_none_or(|o| o.group.mode != group.mode);
-        let job = Job {
-            group: group.clone(),
-            active: active.to_vec(),
-            old,
-            route,
-        };
-        match self.write_jobs(vec![job]).await.pop() {
-            Some(Ok(inst)) => {
-                self.groups.insert(group.prefix, inst);
-                Ok(())
-            }
-            Some(Err(f)) => Err(f.error),
-            None => Err(DataplaneError::backend(BACKEND, "no result")),
-        }
+        let job = self.replacing(group.clone(), active.to_vec());
+        self.write_installed(job).await.map_err(|f| f.error)
     }
 
     /// Installs `groups` (validated, MACs resolved, all active) together: one batch per
@@ -186,15 +198,9 @@ impl P4RuntimeDataplane {
                     continue;
                 }
             }
-            let old = self.groups.get(&group.prefix).cloned();
-            let route = old.as_ref().is_none_or(|o| o.group.mode != group.mode);
             slots.push(results.len() - 1);
-            jobs.push(Job {
-                active: vec![true; group.members.len()],
-                group,
-                old,
-                route,
-            });
+            let active = vec![true; group.members.len()];
+            jobs.push(self.replacing(group, active));
         }
         let outcomes = self.write_jobs(jobs.clone()).await;
         for ((slot, job), outcome) in slots.into_iter().zip(jobs).zip(outcomes) {
@@ -299,22 +305,9 @@ impl P4RuntimeDataplane {
             members,
             ..group.clone()
         };
-        let old = self.groups.get(&group.prefix).cloned();
-        let route = old.as_ref().is_none_or(|o| o.group.mode != group.mode);
-        let job = Job {
-            active: vec![true; try_group.members.len()],
-            group: try_group,
-            old,
-            route,
-        };
-        match self.write_jobs(vec![job]).await.pop() {
-            Some(Ok(inst)) => {
-                self.groups.insert(group.prefix, inst);
-                Ok(())
-            }
-            Some(Err(f)) => Err(f),
-            None => Err(Failure::of(DataplaneError::backend(BACKEND, "no result"))),
-        }
+        let active = vec![true; try_group.members.len()];
+        let job = self.replacing(try_group, active);
+        self.write_installed(job).await
     }
 
     /// Writes the members, profile group and group table entry of `group` make-before-break
@@ -605,11 +598,9 @@ impl P4RuntimeDataplane {
                             counters[i],
                         )
                         .map_err(err)?;
-                    member_updates.push(update(
+                    member_updates.push(update_of(
                         p4::update::Type::Insert,
-                        p4::Entity {
-                            entity: Some(p4::entity::Entity::ActionProfileMember(entity)),
-                        },
+                        p4::entity::Entity::ActionProfileMember(entity),
                     ));
                     let weight = match self.options.form {
                         GroupForm::Weighted => i32::try_from(m.weight).unwrap_or(i32::MAX),
@@ -618,7 +609,8 @@ impl P4RuntimeDataplane {
                     group_members.push(GroupMember {
                         member_id: id,
                         weight,
-                        watch_port: (Some(*port) != anchor).then_some(*port),
+                        watch_port: (self.options.watch_ports && Some(*port) != anchor)
+                            .then_some(*port),
                     });
                 }
             }
@@ -690,11 +682,9 @@ impl P4RuntimeDataplane {
                 members: installed_members,
             },
             members: member_updates,
-            profile: Some(update(
+            profile: Some(update_of(
                 p4::update::Type::Insert,
-                p4::Entity {
-                    entity: Some(p4::entity::Entity::ActionProfileGroup(profile)),
-                },
+                p4::entity::Entity::ActionProfileGroup(profile),
             )),
             zero,
             entry: Some(entry),
@@ -756,40 +746,15 @@ impl P4RuntimeDataplane {
 
     /// Deletes profile groups, then (once they are gone) members; frees their ids.
     pub(super) async fn undo_many(&mut self, profile_groups: &[u32], member_ids: &[u32]) {
-        let selector = self.program.selector;
+        let delete = |key| update_of(p4::update::Type::Delete, key);
+        let prog = &self.program;
         let group_deletes: Vec<p4::Update> = profile_groups
             .iter()
-            .map(|g| {
-                update(
-                    p4::update::Type::Delete,
-                    p4::Entity {
-                        entity: Some(p4::entity::Entity::ActionProfileGroup(
-                            p4::ActionProfileGroup {
-                                action_profile_id: selector,
-                                group_id: *g,
-                                ..Default::default()
-                            },
-                        )),
-                    },
-                )
-            })
+            .map(|g| delete(prog.profile_group_key(*g)))
             .collect();
         let member_deletes: Vec<p4::Update> = member_ids
             .iter()
-            .map(|id| {
-                update(
-                    p4::update::Type::Delete,
-                    p4::Entity {
-                        entity: Some(p4::entity::Entity::ActionProfileMember(
-                            p4::ActionProfileMember {
-                                action_profile_id: selector,
-                                member_id: *id,
-                                action: None,
-                            },
-                        )),
-                    },
-                )
-            })
+            .map(|id| delete(prog.member_key(*id)))
             .collect();
         for phase in [group_deletes, member_deletes] {
             for chunk in batches(phase) {

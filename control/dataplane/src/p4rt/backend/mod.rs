@@ -27,7 +27,7 @@ use session::{Desired, DesiredGroup, PipelineConfig, Session};
 
 use super::client::{Client, P4rtError, PacketIn};
 use super::p4info::P4Info;
-use super::program::{self, update, FareProgram, GroupMember};
+use super::program::{self, update, update_of, FareProgram, GroupMember};
 use super::proto::p4::config::v1 as p4cfg;
 use super::proto::p4::v1 as p4;
 use crate::p4rt::config::{P4GroupForm, P4RuntimeConfig};
@@ -75,6 +75,8 @@ pub struct P4RuntimeOptions {
     /// Source MAC of routed packets.
     pub router_mac: MacAddr,
     pub form: GroupForm,
+    /// Members carry their egress port as `watch_port` (`dataplane.watch_ports`).
+    pub watch_ports: bool,
     /// How long an ARN removal lasts in the data plane unless a Type 2/4 revokes it
     /// (the agent's `arn.hold_ms`).
     pub arn_hold: Duration,
@@ -102,6 +104,7 @@ impl P4RuntimeOptions {
                 P4GroupForm::Weighted => GroupForm::Weighted,
                 P4GroupForm::Replicated => GroupForm::Replicated,
             },
+            watch_ports: config.watch_ports,
             arn_hold: DEFAULT_ARN_HOLD,
         }
     }
@@ -728,17 +731,11 @@ impl P4RuntimeDataplane {
             .get(&prefix)
             .cloned()
             .ok_or(DataplaneError::NoSuchGroup(prefix))?;
-        if index >= inst.members.len() {
-            return Err(DataplaneError::backend(
-                BACKEND,
-                format!("group {prefix} has no member {index}"),
-            ));
-        }
         let mut flags: Vec<bool> = inst.members.iter().map(|m| m.active).collect();
+        crate::keep_last_active(prefix, &flags, index, active)?;
         if flags[index] == active {
             return Ok(());
         }
-        crate::keep_last_active(prefix, &flags, index, active)?;
         flags[index] = active;
         self.write_group(&inst.group, &flags).await
     }

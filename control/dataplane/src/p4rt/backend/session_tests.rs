@@ -17,6 +17,7 @@ fn options(address: &str, election_id: u64) -> P4RuntimeOptions {
         ports: (1..=4).map(|i| (format!("p{i}"), i)).collect(),
         router_mac: DEFAULT_ROUTER_MAC,
         form: GroupForm::Weighted,
+        watch_ports: true,
         arn_hold: DEFAULT_ARN_HOLD,
     }
 }
@@ -65,6 +66,17 @@ fn weights_on_target(fake: &FakeTarget, prog: &FareProgram) -> Vec<i32> {
     out
 }
 
+/// A fake target and the backend connected to it as primary (election id 7), with the
+/// program it resolved.
+async fn connected() -> (FakeTarget, P4RuntimeDataplane, FareProgram) {
+    let fake = FakeTarget::start().await;
+    let dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
+        .await
+        .expect("connect");
+    let prog = dp.program().clone();
+    (fake, dp, prog)
+}
+
 async fn until_primary(dp: &mut P4RuntimeDataplane) {
     for _ in 0..100 {
         if dp.maintain().await.is_ok() {
@@ -79,22 +91,16 @@ async fn until_primary(dp: &mut P4RuntimeDataplane) {
 /// one Write fail there (it applies the batch in reverse), in two Writes they pass.
 #[tokio::test]
 async fn the_fake_target_refuses_a_batch_that_assumes_order() {
-    let fake = FakeTarget::start().await;
-    let dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = dp.program().clone();
+    let (fake, dp, prog) = connected().await;
     drop(dp);
     let mut client = Client::connect(&fake.address, 1, 8).await.expect("client");
     let member = |id| {
-        update(
+        update_of(
             p4::update::Type::Insert,
-            p4::Entity {
-                entity: Some(p4::entity::Entity::ActionProfileMember(
-                    prog.member(id, 1, MacAddr([2, 0, 0, 0, 0, 1]), DEFAULT_ROUTER_MAC, 0, 1)
-                        .expect("member"),
-                )),
-            },
+            p4::entity::Entity::ActionProfileMember(
+                prog.member(id, 1, MacAddr([2, 0, 0, 0, 0, 1]), DEFAULT_ROUTER_MAC, 0, 1)
+                    .expect("member"),
+            ),
         )
     };
     let members = [GroupMember {
@@ -102,13 +108,9 @@ async fn the_fake_target_refuses_a_batch_that_assumes_order() {
         weight: 1,
         watch_port: None,
     }];
-    let group = update(
+    let group = update_of(
         p4::update::Type::Insert,
-        p4::Entity {
-            entity: Some(p4::entity::Entity::ActionProfileGroup(
-                prog.profile_group(1, &members, 9).expect("group"),
-            )),
-        },
+        p4::entity::Entity::ActionProfileGroup(prog.profile_group(1, &members, 9).expect("group")),
     );
     let e = client
         .write(vec![member(1), group.clone()])
@@ -121,24 +123,16 @@ async fn the_fake_target_refuses_a_batch_that_assumes_order() {
         weight: 1,
         watch_port: None,
     }];
-    let group2 = update(
+    let group2 = update_of(
         p4::update::Type::Insert,
-        p4::Entity {
-            entity: Some(p4::entity::Entity::ActionProfileGroup(
-                prog.profile_group(2, &members2, 9).expect("group"),
-            )),
-        },
+        p4::entity::Entity::ActionProfileGroup(prog.profile_group(2, &members2, 9).expect("group")),
     );
     client.write(vec![group2]).await.expect("then the group");
 }
 
 #[tokio::test]
 async fn dependent_entities_go_in_separate_writes() {
-    let fake = FakeTarget::start().await;
-    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = dp.program().clone();
+    let (fake, mut dp, prog) = connected().await;
     // The target applies each batch in reverse: members and the group naming them in one
     // Write would fail ("member not found"); so would routes before groups.
     dp.install(&group("10.9.0.0/16", &[3, 3, 4, 4]))
@@ -161,11 +155,7 @@ async fn dependent_entities_go_in_separate_writes() {
 
 #[tokio::test]
 async fn many_groups_share_a_few_writes() {
-    let fake = FakeTarget::start().await;
-    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = dp.program().clone();
+    let (fake, mut dp, prog) = connected().await;
     let groups: Vec<Group> = (0..300)
         .map(|i| {
             group(
@@ -187,11 +177,7 @@ async fn many_groups_share_a_few_writes() {
 
 #[tokio::test]
 async fn a_restarted_switch_gets_the_pipeline_and_the_groups_again() {
-    let fake = FakeTarget::start().await;
-    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = dp.program().clone();
+    let (fake, mut dp, prog) = connected().await;
     dp.install(&group("10.9.0.0/16", &[3, 3, 4, 4]))
         .await
         .expect("install");
@@ -239,11 +225,7 @@ async fn a_restarted_switch_gets_the_pipeline_and_the_groups_again() {
 
 #[tokio::test]
 async fn fare_stands_back_for_a_higher_election_id_and_resumes() {
-    let fake = FakeTarget::start().await;
-    let mut fare = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = fare.program().clone();
+    let (fake, mut fare, prog) = connected().await;
     fare.install(&group("10.1.0.0/16", &[1, 1]))
         .await
         .expect("install");
@@ -380,11 +362,7 @@ async fn resource_exhausted_reduces_the_group_to_the_target_limit() {
 
 #[tokio::test]
 async fn a_prefix_twice_in_one_batch_ends_as_its_last_group() {
-    let fake = FakeTarget::start().await;
-    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
-        .await
-        .expect("connect");
-    let prog = dp.program().clone();
+    let (fake, mut dp, prog) = connected().await;
     let results = dp
         .install_batch(&[
             group("10.9.0.0/16", &[3, 3, 4, 4]),
@@ -451,4 +429,66 @@ async fn removing_a_member_keeps_the_others_ratio_in_both_forms() {
         dp.set_member_active(prefix, 3, true).await.expect("back");
         assert_eq!(shares(&fake), vec![3, 3, 4, 4], "{form:?} restored");
     }
+}
+
+/// `dataplane.watch_ports`: on, every member but the anchor's (the heaviest member's port,
+/// here p4 of 3:3:4:4, the last of the two 4s) watches its own egress port; off, none does.
+#[tokio::test]
+async fn watch_ports_follow_the_configuration() {
+    for (watch_ports, want) in [
+        (true, vec![Some(1), Some(2), Some(3), None]),
+        (false, vec![None; 4]),
+    ] {
+        let fake = FakeTarget::start().await;
+        let mut dp = P4RuntimeDataplane::connect(P4RuntimeOptions {
+            watch_ports,
+            ..options(&fake.address, 7)
+        })
+        .await
+        .expect("connect");
+        dp.install(&group("10.9.0.0/16", &[3, 3, 4, 4]))
+            .await
+            .expect("install");
+        let s = fake.lock();
+        let group = s.groups.values().next().expect("one group");
+        // Member ids are handed out in member order, so sorting by id gives p1..p4.
+        let mut members: Vec<_> = group.members.iter().collect();
+        members.sort_by_key(|m| m.member_id);
+        let watched: Vec<Option<u32>> = members
+            .iter()
+            .map(|m| match &m.watch_kind {
+                Some(p4::action_profile_group::member::WatchKind::WatchPort(b)) => {
+                    Some(b.iter().fold(0u32, |a, x| (a << 8) | u32::from(*x)))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(watched, want, "watch_ports: {watch_ports}");
+    }
+}
+
+/// An ARN monitor whose `notify` names two addresses behind one port (a neighbour's link
+/// address and its router ID) still gets its clone session: one replica a port, as the
+/// in-memory target (like BMv2) refuses a session that lists a port twice.
+#[tokio::test]
+async fn arn_monitor_takes_one_target_a_port() {
+    let fake = FakeTarget::start().await;
+    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 7))
+        .await
+        .expect("connect");
+    let mac = MacAddr([2, 0, 0, 0, 0, 2]);
+    let ip = |s: &str| s.parse::<std::net::Ipv4Addr>().expect("address");
+    let targets = [
+        ("p2".to_string(), mac, ip("10.1.2.1"), ip("10.1.2.2")),
+        ("p2".to_string(), mac, ip("10.1.2.1"), ip("10.0.0.2")),
+        ("p3".to_string(), mac, ip("10.1.3.1"), ip("10.1.3.2")),
+    ];
+    dp.monitor_port("p1", 9, 2, ip("10.0.0.1"), &targets)
+        .await
+        .expect("monitor with two targets on p2");
+    // Session id = monitored port + 1.
+    assert!(
+        fake.lock().clone_sessions.contains(&2),
+        "clone session written"
+    );
 }
