@@ -33,6 +33,10 @@ pub struct Args {
     /// Rounds (kernel then XDP in each); the table shows medians.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Also measure this fare XDP object (ELF, e.g. an earlier build's `fare-xdp.o`) in
+    /// every round, as "previous"; its maps must have this build's layout.
+    #[arg(long)]
+    previous: Option<std::path::PathBuf>,
 }
 
 const WEIGHTS: [u32; 4] = [3, 3, 4, 4];
@@ -382,8 +386,9 @@ fn measure_held<T>(
     measured
 }
 
-/// Measures with the fare program attached to the ingress veth (then detached).
-fn measure_xdp(bench: &Bench, seconds: u64) -> anyhow::Result<(f64, f64)> {
+/// Measures with the fare program (`object`: another build's instead of the built-in
+/// one) attached to the ingress veth (then detached).
+fn measure_xdp(bench: &Bench, seconds: u64, object: Option<Vec<u8>>) -> anyhow::Result<(f64, f64)> {
     let router_ns = bench.router.0.clone();
     let ingress = bench.ingress.clone();
     let open = move || -> anyhow::Result<(tokio::runtime::Runtime, XdpDataplane)> {
@@ -392,7 +397,8 @@ fn measure_xdp(bench: &Bench, seconds: u64) -> anyhow::Result<(f64, f64)> {
             .build()?;
         let dp = {
             let _enter = rt.enter();
-            let opts = XdpOptions::new(format!("bench-{router_ns}"), vec![ingress]);
+            let mut opts = XdpOptions::new(format!("bench-{router_ns}"), vec![ingress]);
+            opts.object = object;
             let mut dp = XdpDataplane::open(&opts)?;
             rt.block_on(dp.install(&group()?))?;
             dp
@@ -440,14 +446,25 @@ fn spread(ratios: &[f64]) -> (f64, f64, f64) {
 }
 
 pub fn run_bench(args: Args) -> anyhow::Result<String> {
+    let previous = match &args.previous {
+        Some(path) => {
+            Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        None => None,
+    };
     let tag = format!("fb{}", std::process::id() % 100_000);
     let bench = Bench::new(&tag)?;
-    // (kernel, minimal forwarder, fare), each (offered, delivered) pps.
+    // (kernel, minimal forwarder, fare), each (offered, delivered) pps; the previous
+    // object's (offered, delivered) per round.
     let mut rows = Vec::new();
+    let mut prev_rows = Vec::new();
     for _ in 0..args.rounds.max(1) {
         let kernel = bench.measure(args.seconds)?;
         let min = measure_min(&bench, args.seconds)?;
-        let xdp = measure_xdp(&bench, args.seconds)?;
+        let xdp = measure_xdp(&bench, args.seconds, None)?;
+        if let Some(object) = &previous {
+            prev_rows.push(measure_xdp(&bench, args.seconds, Some(object.clone()))?);
+        }
         rows.push([kernel, min, xdp]);
     }
     let vs_kernel: Vec<f64> = rows.iter().map(|r| r[2].1 / r[0].1.max(1.0)).collect();
@@ -508,5 +525,31 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         col(2, false) / 1e6,
         col(2, true) / 1e6,
     )?;
+    if let Some(path) = &args.previous {
+        let prev_vs_min: Vec<f64> = rows
+            .iter()
+            .zip(&prev_rows)
+            .map(|(r, p)| p.1 / r[1].1.max(1.0))
+            .collect();
+        let prev_vs_kernel: Vec<f64> = rows
+            .iter()
+            .zip(&prev_rows)
+            .map(|(r, p)| p.1 / r[0].1.max(1.0))
+            .collect();
+        let (plo, pmed, phi) = spread(&prev_vs_min);
+        writeln!(
+            md,
+            "| previous fare XDP object (`{}`), spray | {:.3} | {:.3} | {:.2} | {pmed:.2} |",
+            path.file_name().unwrap_or_default().to_string_lossy(),
+            median(prev_rows.iter().map(|p| p.0).collect()) / 1e6,
+            median(prev_rows.iter().map(|p| p.1).collect()) / 1e6,
+            median(prev_vs_kernel),
+        )?;
+        writeln!(
+            md,
+            "\nThe previous object, measured after fare in every round: /minimal forwarder per \
+             round min {plo:.2}, median {pmed:.2}, max {phi:.2}."
+        )?;
+    }
     Ok(md)
 }

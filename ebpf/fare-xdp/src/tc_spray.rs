@@ -48,7 +48,7 @@ fn spray(ctx: &TcContext) -> Option<i32> {
         return None;
     }
     // Spray mode never hashes: the flow key is not read.
-    let next = crate::forward::select(group, &FlowKey::v4([0; 4], [0; 4], 0, 0))?;
+    let next = crate::forward::select(group, &FlowKey::v4(0, 0, 0, 0))?;
     ctx.store(0, &next.member.dst_mac, 0).ok()?;
     ctx.store(6, &next.member.src_mac, 0).ok()?;
     crate::stats::count_member(next.member_id, ctx.len() as u64);
