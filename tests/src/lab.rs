@@ -23,6 +23,19 @@ pub fn namespaces(prefix: &str) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Whether Debian's Mininet can be imported by the system Python; prints the SKIPPED
+/// line otherwise.
+pub fn have_mininet(test: &str) -> bool {
+    let ok = std::process::Command::new(fare::lab::mininet::PYTHON)
+        .args(["-c", "import mininet.net"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        crate::skip(test, "Debian's mininet is not installed");
+    }
+    ok
+}
+
 /// A lab brought up by a test: `down` checks that it goes away completely; dropping it
 /// without `down` (a failed test) still removes it.
 pub struct Lab {

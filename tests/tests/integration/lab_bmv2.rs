@@ -7,7 +7,7 @@
 
 use anyhow::{ensure, Context, Result};
 use fare_integration::agent::members;
-use fare_integration::lab::{namespaces, Lab};
+use fare_integration::lab::{have_mininet, namespaces, Lab};
 use fare_integration::{fare_bin, have_root, have_tool, repo_root, wait_until};
 use std::path::Path;
 use std::process::Command;
@@ -29,8 +29,10 @@ fn switch_packets_to_l3(lab: &Lab) -> Result<u64> {
     Ok(switch_members_to_l3(lab)?.iter().map(|(_, p)| p).sum())
 }
 
+/// The spine lab on `backend` (netns or mininet); skipped (the reason printed) without
+/// BMv2 or, for mininet, Debian's Mininet.
 fn lab_with_bmv2(test: &str, backend: &str) -> Result<()> {
-    if !bmv2_available(test) {
+    if (backend == "mininet" && !have_mininet(test)) || !bmv2_available(test) {
         return Ok(());
     }
     let (lab, up) = Lab::start(
@@ -165,16 +167,7 @@ fn lab_bmv2_weighted_members_split_by_weight() -> Result<()> {
 
 #[test]
 fn lab_bmv2_spine_in_mininet() -> Result<()> {
-    let test = "lab_bmv2_spine_in_mininet";
-    let mininet = Command::new(fare::lab::mininet::PYTHON)
-        .args(["-c", "import mininet.net"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !mininet {
-        fare_integration::skip(test, "Debian's mininet is not installed");
-        return Ok(());
-    }
-    lab_with_bmv2(test, "mininet")
+    lab_with_bmv2("lab_bmv2_spine_in_mininet", "mininet")
 }
 
 #[test]

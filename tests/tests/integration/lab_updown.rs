@@ -4,7 +4,7 @@
 //! cleans up a lab whose state directory is gone (as after a crash).
 
 use anyhow::{ensure, Context, Result};
-use fare_integration::lab::{fare, namespaces};
+use fare_integration::lab::{fare, have_mininet, namespaces};
 use fare_integration::{have_root, have_tool, repo_root, run};
 use std::path::Path;
 use std::process::Command;
@@ -360,18 +360,6 @@ fn lab_up_rejects_bad_input_with_exit_code_2() -> Result<()> {
     let err = String::from_utf8_lossy(&out.stderr);
     ensure!(err.contains("bad.yaml:3"), "{err}");
     Ok(())
-}
-
-/// Whether Debian's Mininet can be imported by the system Python.
-fn have_mininet(test: &str) -> bool {
-    let ok = Command::new(fare::lab::mininet::PYTHON)
-        .args(["-c", "import mininet.net"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        fare_integration::skip(test, "Debian's mininet is not installed");
-    }
-    ok
 }
 
 #[test]
