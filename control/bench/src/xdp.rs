@@ -15,12 +15,21 @@ use std::fmt::Write;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Program runs per case.
-    #[arg(long, default_value_t = 500_000)]
+    /// Program runs per case, spread over the rounds.
+    #[arg(long, default_value_t = 50_000)]
     runs: u32,
+    /// Rounds: each measures every case once (runs / rounds runs), so that a busy
+    /// moment of the machine falls on all of them; medians over the rounds are reported.
+    #[arg(long, default_value_t = 5)]
+    rounds: u32,
     /// Existing interface used as every member's egress (frames are not sent).
     #[arg(long, default_value = "lo")]
     egress: String,
+    /// Also measure this fare XDP object (ELF, e.g. an earlier build's
+    /// `fare-xdp.o`) in the same rounds, as "previous"; its maps must have this build's
+    /// layout.
+    #[arg(long)]
+    previous: Option<std::path::PathBuf>,
 }
 
 const ROUTER: [u8; 6] = [2, 0, 0, 0, 0x20, 0];
@@ -102,83 +111,201 @@ fn cost_of(
     Ok(total as f64 / f64::from(calls * RUNS_PER_CALL))
 }
 
+/// Opens a data plane (its own pin directory `node`) with the four benchmark groups.
+fn open(
+    rt: &tokio::runtime::Runtime,
+    node: String,
+    object: Option<Vec<u8>>,
+    egress: &str,
+) -> anyhow::Result<XdpDataplane> {
+    let mut opts = XdpOptions::new(node, vec![]);
+    opts.object = object;
+    let mut dp = XdpDataplane::open(&opts).context("opening the XDP data plane (needs root)")?;
+    let installed = (|| -> anyhow::Result<()> {
+        rt.block_on(dp.install(&group("198.18.0.0/16", GroupMode::Spray, egress)?))?;
+        rt.block_on(dp.install(&group("198.19.0.0/16", GroupMode::Flow, egress)?))?;
+        rt.block_on(dp.install(&group("2001:db8:18::/48", GroupMode::Spray, egress)?))?;
+        rt.block_on(dp.install(&group("2001:db8:19::/48", GroupMode::Flow, egress)?))?;
+        Ok(())
+    })();
+    match installed {
+        Ok(()) => Ok(dp),
+        Err(e) => {
+            dp.destroy()?;
+            Err(e)
+        }
+    }
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// One row of the table: ns per run of every round.
+struct Row {
+    label: String,
+    ns: Vec<f64>,
+}
+
 pub fn run(args: Args) -> anyhow::Result<String> {
+    ensure!(args.rounds >= 1, "--rounds must be at least 1");
+    let previous = match &args.previous {
+        Some(path) => {
+            Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        None => None,
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let _enter = rt.enter();
-    let node = format!("bench-xdp-{}", std::process::id());
-    let mut dp = XdpDataplane::open(&XdpOptions::new(node, vec![]))
-        .context("opening the XDP data plane (needs root)")?;
-    let result = (|| -> anyhow::Result<String> {
-        rt.block_on(dp.install(&group("198.18.0.0/16", GroupMode::Spray, &args.egress)?))?;
-        rt.block_on(dp.install(&group("198.19.0.0/16", GroupMode::Flow, &args.egress)?))?;
-        rt.block_on(dp.install(&group("2001:db8:18::/48", GroupMode::Spray, &args.egress)?))?;
-        rt.block_on(dp.install(&group("2001:db8:19::/48", GroupMode::Flow, &args.egress)?))?;
-        let mut arp = Vec::new();
-        arp.extend_from_slice(&ROUTER);
-        arp.extend_from_slice(&SENDER);
-        arp.extend_from_slice(&0x0806u16.to_be_bytes());
-        arp.extend_from_slice(&[0u8; 46]);
-        let baseline = cost(&dp, &arp, args.runs, XDP_PASS)?;
-        let mut min = MinForwarder::open()?;
-        min.route(
-            [198, 18, 0, 0],
-            16,
+    let pid = std::process::id();
+    let dp = open(&rt, format!("bench-xdp-{pid}"), None, &args.egress)?;
+    let prev = match previous {
+        Some(bytes) => match open(
+            &rt,
+            format!("bench-xdp-prev-{pid}"),
+            Some(bytes),
             &args.egress,
-            ROUTER,
-            [2, 0, 0, 0, 0, 1],
-        )?;
-        let v4 = udp_frame(false, 18)?;
-        let min_ns = cost_of(|f, o| min.test_run(f, o), &v4, args.runs, XDP_REDIRECT)?;
-        let cases = [
-            ("IPv4 spray", udp_frame(false, 18)?),
-            ("IPv4 flow", udp_frame(false, 19)?),
-            ("IPv6 spray", udp_frame(true, 0x18)?),
-            ("IPv6 flow", udp_frame(true, 0x19)?),
-        ];
-        let mut md = String::new();
-        writeln!(md, "## XDP per-packet cost (`xdp`)\n")?;
-        writeln!(md, "Command: `{}` (as root)\n", command_line())?;
-        writeln!(
-            md,
-            "`BPF_PROG_TEST_RUN` of the fare XDP program, {} runs per case, 64-86 byte UDP \
-             frames, group of 4 members with weights 3:3:4:4. Kernel-timed ns per run (the \
-             kernel reports whole ns per call of {RUNS_PER_CALL} runs). Baselines in the same \
-             run: the minimal forwarder (`bench_min_fwd` of the benchmark object: Ethernet + IPv4 \
-             parse, one LPM lookup, MAC rewrite, redirect; the IPv4 frame), and fare's program \
-             on a non-IP frame (parse, count, XDP_PASS).\n",
-            args.runs
-        )?;
-        writeln!(
-            md,
-            "| case | ns/packet | x minimal forwarder | x non-IP | Mpps per core (program only) |"
-        )?;
-        writeln!(md, "|---|---|---|---|---|")?;
-        writeln!(
-            md,
-            "| minimal forwarder: IPv4 -> XDP_REDIRECT | {min_ns:.1} | 1.00 | {:.2} | {:.1} |",
-            min_ns / baseline,
-            1000.0 / min_ns
-        )?;
-        writeln!(
-            md,
-            "| fare: non-IP -> XDP_PASS | {baseline:.1} | {:.2} | 1.00 | {:.1} |",
-            baseline / min_ns,
-            1000.0 / baseline
-        )?;
-        for (name, frame) in &cases {
-            let ns = cost(&dp, frame, args.runs, XDP_REDIRECT)?;
-            writeln!(
-                md,
-                "| fare: {name} -> XDP_REDIRECT | {ns:.1} | {:.2} | {:.2} | {:.1} |",
-                ns / min_ns,
-                ns / baseline,
-                1000.0 / ns
-            )?;
-        }
-        Ok(md)
-    })();
+        ) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                dp.destroy()?;
+                return Err(e.context("the --previous object"));
+            }
+        },
+        None => None,
+    };
+    let result = measure(&args, &dp, prev.as_ref());
     dp.destroy()?;
+    if let Some(p) = prev {
+        p.destroy()?;
+    }
     result
+}
+
+fn measure(args: &Args, dp: &XdpDataplane, prev: Option<&XdpDataplane>) -> anyhow::Result<String> {
+    let mut arp = Vec::new();
+    arp.extend_from_slice(&ROUTER);
+    arp.extend_from_slice(&SENDER);
+    arp.extend_from_slice(&0x0806u16.to_be_bytes());
+    arp.extend_from_slice(&[0u8; 46]);
+    let mut min = MinForwarder::open()?;
+    min.route(
+        [198, 18, 0, 0],
+        16,
+        &args.egress,
+        ROUTER,
+        [2, 0, 0, 0, 0, 1],
+    )?;
+    let v4 = udp_frame(false, 18)?;
+    let cases = [
+        ("IPv4 spray", udp_frame(false, 18)?),
+        ("IPv4 flow", udp_frame(false, 19)?),
+        ("IPv6 spray", udp_frame(true, 0x18)?),
+        ("IPv6 flow", udp_frame(true, 0x19)?),
+    ];
+    let per_round = (args.runs / args.rounds).max(RUNS_PER_CALL);
+    let mut min_row = Row {
+        label: "minimal forwarder: IPv4 -> XDP_REDIRECT".into(),
+        ns: Vec::new(),
+    };
+    let mut non_ip = Row {
+        label: "fare: non-IP -> XDP_PASS".into(),
+        ns: Vec::new(),
+    };
+    let mut programs = vec![("fare", dp)];
+    if let Some(p) = prev {
+        programs.push(("previous", p));
+    }
+    let mut rows: Vec<Row> = programs
+        .iter()
+        .flat_map(|(who, _)| {
+            cases.iter().map(move |(name, _)| Row {
+                label: format!("{who}: {name} -> XDP_REDIRECT"),
+                ns: Vec::new(),
+            })
+        })
+        .collect();
+    for _ in 0..args.rounds {
+        min_row.ns.push(cost_of(
+            |f, o| min.test_run(f, o),
+            &v4,
+            per_round,
+            XDP_REDIRECT,
+        )?);
+        non_ip.ns.push(cost(dp, &arp, per_round, XDP_PASS)?);
+        let mut row = rows.iter_mut();
+        for (_, program) in &programs {
+            for (_, frame) in &cases {
+                let r = row.next().context("row")?;
+                r.ns.push(cost(program, frame, per_round, XDP_REDIRECT)?);
+            }
+        }
+    }
+    let baseline = median(&non_ip.ns);
+    // Ratio to the minimal forwarder of the same round; median, min and max over rounds.
+    let ratios = |r: &Row| -> Vec<f64> {
+        r.ns.iter()
+            .zip(&min_row.ns)
+            .map(|(ns, min)| ns / min)
+            .collect()
+    };
+    let mut md = String::new();
+    writeln!(md, "## XDP per-packet cost (`xdp`)\n")?;
+    writeln!(md, "Command: `{}` (as root)\n", command_line())?;
+    writeln!(
+        md,
+        "`BPF_PROG_TEST_RUN` of the fare XDP program, {} runs per case in {} rounds (each \
+         round measures every case once, {per_round} runs), 64-86 byte UDP frames, group of \
+         4 members with weights 3:3:4:4. Kernel-timed ns per run (the kernel reports whole ns \
+         per call of {RUNS_PER_CALL} runs), median over the rounds. Baselines in the same \
+         rounds: the minimal forwarder (`bench_min_fwd` of the benchmark object: Ethernet + \
+         IPv4 parse, one LPM lookup, MAC rewrite, redirect; the IPv4 frame), and fare's \
+         program on a non-IP frame (parse, count, XDP_PASS). \"x minimal forwarder\" is the \
+         median over the rounds of the ratio to the minimal forwarder of the same round \
+         (min-max in brackets).\n",
+        per_round * args.rounds,
+        args.rounds,
+    )?;
+    if let Some(path) = &args.previous {
+        writeln!(
+            md,
+            "\"previous\": the fare XDP object `{}`, loaded and measured in the same rounds.\n",
+            path.file_name().unwrap_or_default().to_string_lossy()
+        )?;
+    }
+    writeln!(
+        md,
+        "| case | ns/packet | x minimal forwarder | x non-IP | Mpps per core (program only) |"
+    )?;
+    writeln!(md, "|---|---|---|---|---|")?;
+    for r in std::iter::once(&min_row)
+        .chain(std::iter::once(&non_ip))
+        .chain(&rows)
+    {
+        let ns = median(&r.ns);
+        let q = ratios(r);
+        let lo = q.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = q.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        writeln!(
+            md,
+            "| {} | {ns:.1} | {:.2} ({lo:.2}-{hi:.2}) | {:.2} | {:.1} |",
+            r.label,
+            median(&q),
+            ns / baseline,
+            1000.0 / ns
+        )?;
+    }
+    Ok(md)
 }

@@ -33,6 +33,10 @@ pub struct Args {
     /// Rounds (kernel then XDP in each); the table shows medians.
     #[arg(long, default_value_t = 3)]
     rounds: usize,
+    /// Also measure this fare XDP object (ELF, e.g. an earlier build's `fare-xdp.o`) in
+    /// every round, as "previous"; its maps must have this build's layout.
+    #[arg(long)]
+    previous: Option<std::path::PathBuf>,
 }
 
 const WEIGHTS: [u32; 4] = [3, 3, 4, 4];
@@ -327,11 +331,12 @@ fn frame() -> anyhow::Result<Vec<u8>> {
     Ok(out)
 }
 
-fn group() -> anyhow::Result<Group> {
+/// The benchmark's spray group over the first `weights.len()` egress veths.
+fn group(weights: &[u32]) -> anyhow::Result<Group> {
     Ok(Group {
         prefix: "198.18.0.0/16".parse()?,
         mode: GroupMode::Spray,
-        members: WEIGHTS
+        members: weights
             .iter()
             .enumerate()
             .map(|(i, &weight)| Member {
@@ -382,8 +387,15 @@ fn measure_held<T>(
     measured
 }
 
-/// Measures with the fare program attached to the ingress veth (then detached).
-fn measure_xdp(bench: &Bench, seconds: u64) -> anyhow::Result<(f64, f64)> {
+/// Measures with the fare program (`object`: another build's instead of the built-in
+/// one) attached to the ingress veth (then detached), spraying over a group with
+/// `weights` (e1, e2, ...).
+fn measure_xdp(
+    bench: &Bench,
+    seconds: u64,
+    object: Option<Vec<u8>>,
+    weights: &'static [u32],
+) -> anyhow::Result<(f64, f64)> {
     let router_ns = bench.router.0.clone();
     let ingress = bench.ingress.clone();
     let open = move || -> anyhow::Result<(tokio::runtime::Runtime, XdpDataplane)> {
@@ -392,9 +404,10 @@ fn measure_xdp(bench: &Bench, seconds: u64) -> anyhow::Result<(f64, f64)> {
             .build()?;
         let dp = {
             let _enter = rt.enter();
-            let opts = XdpOptions::new(format!("bench-{router_ns}"), vec![ingress]);
+            let mut opts = XdpOptions::new(format!("bench-{router_ns}"), vec![ingress]);
+            opts.object = object;
             let mut dp = XdpDataplane::open(&opts)?;
-            rt.block_on(dp.install(&group()?))?;
+            rt.block_on(dp.install(&group(weights)?))?;
             dp
         };
         Ok((rt, dp))
@@ -440,15 +453,34 @@ fn spread(ratios: &[f64]) -> (f64, f64, f64) {
 }
 
 pub fn run_bench(args: Args) -> anyhow::Result<String> {
+    let previous = match &args.previous {
+        Some(path) => {
+            Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
+        }
+        None => None,
+    };
     let tag = format!("fb{}", std::process::id() % 100_000);
     let bench = Bench::new(&tag)?;
-    // (kernel, minimal forwarder, fare), each (offered, delivered) pps.
+    // (kernel, minimal forwarder, fare), each (offered, delivered) pps; the previous
+    // object's (offered, delivered) per round.
     let mut rows = Vec::new();
+    let mut prev_rows = Vec::new();
     for _ in 0..args.rounds.max(1) {
         let kernel = bench.measure(args.seconds)?;
         let min = measure_min(&bench, args.seconds)?;
-        let xdp = measure_xdp(&bench, args.seconds)?;
-        rows.push([kernel, min, xdp]);
+        let xdp = measure_xdp(&bench, args.seconds, None, &WEIGHTS)?;
+        if let Some(object) = &previous {
+            prev_rows.push(measure_xdp(
+                &bench,
+                args.seconds,
+                Some(object.clone()),
+                &WEIGHTS,
+            )?);
+        }
+        // One member on e1: the minimal forwarder's single egress, so that the ratio
+        // shows the program's cost apart from spreading frames over four ports.
+        let single = measure_xdp(&bench, args.seconds, None, &[1])?;
+        rows.push([kernel, min, xdp, single]);
     }
     let vs_kernel: Vec<f64> = rows.iter().map(|r| r[2].1 / r[0].1.max(1.0)).collect();
     let vs_min: Vec<f64> = rows.iter().map(|r| r[2].1 / r[1].1.max(1.0)).collect();
@@ -460,8 +492,11 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
                 .collect(),
         )
     };
+    let single_vs_min: Vec<f64> = rows.iter().map(|r| r[3].1 / r[1].1.max(1.0)).collect();
+    let single_vs_kernel: Vec<f64> = rows.iter().map(|r| r[3].1 / r[0].1.max(1.0)).collect();
     let (klo, kmed, khi) = spread(&vs_kernel);
     let (mlo, mmed, mhi) = spread(&vs_min);
+    let (slo, smed, shi) = spread(&single_vs_min);
     let mut md = String::new();
     writeln!(md, "## XDP vs kernel forwarding rate (`xdp-forward`)\n")?;
     writeln!(md, "Command: `{}` (as root)\n", command_line())?;
@@ -473,14 +508,17 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
          rate = frames the sinks received per second over {} s. Kernel: weighted nexthop group (`ip nexthop ... \
          group 1,3/2,3/3,4/4,4`), flow hash; minimal forwarder (`bench_min_fwd` of the benchmark object: \
          Ethernet + IPv4 parse, one LPM lookup, MAC rewrite, redirect, all to the first egress): the limit of \
-         this data path; XDP: fare spray. Same namespaces, same run.\n",
+         this data path; XDP: fare spray over the four; fare with one member: a one-member group on e1, the minimal \
+         forwarder's egress. Same namespaces, same run.\n",
         args.seconds
     )?;
     writeln!(
         md,
-        "{} rounds (kernel, minimal forwarder, fare each round), medians. fare/kernel per round: \
-         min {klo:.2}, median {kmed:.2}, max {khi:.2}; fare/minimal forwarder per round: \
-         min {mlo:.2}, median {mmed:.2}, max {mhi:.2}.\n",
+        "{} rounds (kernel, minimal forwarder, fare, fare with one member each round), medians. \
+         fare/kernel per round: min {klo:.2}, median {kmed:.2}, max {khi:.2}; fare/minimal \
+         forwarder per round: min {mlo:.2}, median {mmed:.2}, max {mhi:.2}; fare with one \
+         member (e1, the minimal forwarder's egress)/minimal forwarder per round: min \
+         {slo:.2}, median {smed:.2}, max {shi:.2}.\n",
         rows.len()
     )?;
     writeln!(
@@ -508,5 +546,38 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         col(2, false) / 1e6,
         col(2, true) / 1e6,
     )?;
+    writeln!(
+        md,
+        "| fare XDP, one member (e1) | {:.3} | {:.3} | {:.2} | {smed:.2} |",
+        col(3, false) / 1e6,
+        col(3, true) / 1e6,
+        median(single_vs_kernel),
+    )?;
+    if let Some(path) = &args.previous {
+        let prev_vs_min: Vec<f64> = rows
+            .iter()
+            .zip(&prev_rows)
+            .map(|(r, p)| p.1 / r[1].1.max(1.0))
+            .collect();
+        let prev_vs_kernel: Vec<f64> = rows
+            .iter()
+            .zip(&prev_rows)
+            .map(|(r, p)| p.1 / r[0].1.max(1.0))
+            .collect();
+        let (plo, pmed, phi) = spread(&prev_vs_min);
+        writeln!(
+            md,
+            "| previous fare XDP object (`{}`), spray | {:.3} | {:.3} | {:.2} | {pmed:.2} |",
+            path.file_name().unwrap_or_default().to_string_lossy(),
+            median(prev_rows.iter().map(|p| p.0).collect()) / 1e6,
+            median(prev_rows.iter().map(|p| p.1).collect()) / 1e6,
+            median(prev_vs_kernel),
+        )?;
+        writeln!(
+            md,
+            "\nThe previous object is measured after fare in every round; previous/minimal \
+             forwarder per round: min {plo:.2}, median {pmed:.2}, max {phi:.2}."
+        )?;
+    }
     Ok(md)
 }

@@ -123,6 +123,10 @@ pub const ROUTE_STEERED: u32 = 2;
 /// virtual queue (QUEUES): its frames are accounted there (the QUEUES lookup, bpf_ktime).
 pub const ROUTE_QUEUES: u32 = 4;
 
+/// Name of the XDP program's load-time flag (`.rodata`, u8): 1 when ARN reception is
+/// configured; with 0 the receiver is dead code the verifier drops.
+pub const ARN_RECEIVER_GLOBAL: &str = "FARE_ARN_RECEIVER";
+
 /// `Group::mode`: per packet, a per-CPU cursor walks the slots.
 pub const MODE_SPRAY: u8 = 0;
 /// `Group::mode`: per flow, a 5-tuple hash picks the slot.
@@ -194,11 +198,13 @@ pub struct MemberCounters {
     pub bytes: u64,
 }
 
-/// Indices of the STATS per-CPU array: what happened to each packet.
+/// Indices of the STATS per-CPU array: what happened to each packet. Every packet the
+/// program sees ends in exactly one of the `Stat::OUTCOMES`.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stat {
-    /// Every packet the program saw.
+    /// Every packet the program saw: the sum of the outcomes, computed by user space (the
+    /// program does not count it, so a packet updates one STATS counter, not two).
     Received = 0,
     /// Redirected to a member.
     Forwarded = 1,
@@ -214,6 +220,9 @@ pub enum Stat {
     NoMember = 6,
     /// bpf_redirect_map refused (egress not in EGRESS): dropped.
     RedirectFailed = 7,
+    /// An ARN datagram for this node, handled by the program's receiver and passed to
+    /// the kernel (the agent sees it too).
+    ArnPassed = 8,
     /// DPF: forwarded by the group of the color a flow rule gave the packet.
     DpfColored = 12,
     /// Dropped: the egress port's virtual queue was full (see `EgressQueue`).
@@ -227,7 +236,20 @@ pub enum Stat {
 pub const STAT_COUNT: u32 = 16;
 
 impl Stat {
-    pub const ALL: [Stat; 11] = [
+    /// The outcomes: each packet counts in exactly one; `Received` is their sum.
+    pub const OUTCOMES: [Stat; 9] = [
+        Stat::Forwarded,
+        Stat::NotIp,
+        Stat::NoRoute,
+        Stat::TtlExceeded,
+        Stat::Malformed,
+        Stat::NoMember,
+        Stat::RedirectFailed,
+        Stat::QueueDropped,
+        Stat::ArnPassed,
+    ];
+
+    pub const ALL: [Stat; 12] = [
         Stat::Received,
         Stat::Forwarded,
         Stat::NotIp,
@@ -236,6 +258,7 @@ impl Stat {
         Stat::Malformed,
         Stat::NoMember,
         Stat::RedirectFailed,
+        Stat::ArnPassed,
         Stat::DpfColored,
         Stat::QueueDropped,
         Stat::ArnKeptLast,
@@ -251,6 +274,7 @@ impl Stat {
             Stat::Malformed => "malformed",
             Stat::NoMember => "no_member",
             Stat::RedirectFailed => "redirect_failed",
+            Stat::ArnPassed => "arn_passed",
             Stat::DpfColored => "dpf_colored",
             Stat::QueueDropped => "queue_dropped",
             Stat::ArnKeptLast => "arn_kept_last",

@@ -24,9 +24,22 @@ use fare_common::arn_wire::{
 
 const UDP_HLEN: usize = 8;
 
+/// 1 when the loader configured ARN reception for this node, 0 otherwise. Set at load
+/// time (`.rodata`, frozen): with 0 the verifier knows the receiver is unreachable and
+/// drops it, so no packet pays for the ARN check (not even the ARN_CONFIG read of every
+/// UDP datagram).
+#[unsafe(no_mangle)]
+static FARE_ARN_RECEIVER: u8 = 0;
+// (The loader names it fare_common::ARN_RECEIVER_GLOBAL.)
+
 /// `Some(action)` when the packet is a datagram to the ARN port (handled here).
 #[inline(always)]
 pub fn receive(ctx: &XdpContext, f: &Fields, ttl: u8) -> Option<u32> {
+    // SAFETY: a plain read of a global the loader may have rewritten (volatile, so that
+    // the compiler does not fold the default).
+    if unsafe { core::ptr::read_volatile(&FARE_ARN_RECEIVER) } == 0 {
+        return None;
+    }
     if f.protocol != IPPROTO_UDP || f.l4_offset == 0 {
         return None;
     }

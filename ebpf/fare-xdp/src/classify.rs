@@ -48,21 +48,27 @@ pub fn color(ctx: &XdpContext, f: &Fields) -> u32 {
     0
 }
 
-/// The RoCEv2 destination QP of a UDP packet to port 4791 (None otherwise).
+/// `dest_qp` of a packet without one (QPs are 24 bits). A plain value, not an Option:
+/// the undefined payload of a None could reach a register the verifier refuses to read.
+const NO_QP: u32 = u32::MAX;
+
+/// The RoCEv2 destination QP of a UDP packet to port 4791 (NO_QP otherwise).
 #[inline(always)]
-fn dest_qp(ctx: &XdpContext, f: &Fields) -> Option<u32> {
+fn dest_qp(ctx: &XdpContext, f: &Fields) -> u32 {
     if f.protocol != IPPROTO_UDP || f.ports & 0xffff != ROCEV2_UDP_PORT as u32 || f.l4_offset == 0
     {
-        return None;
+        return NO_QP;
     }
-    let p: *const [u8; 3] = ptr_at(ctx, f.l4_offset + BTH_DEST_QP).ok()?;
+    let Ok(p) = ptr_at::<[u8; 3]>(ctx, f.l4_offset + BTH_DEST_QP) else {
+        return NO_QP;
+    };
     // SAFETY: ptr_at checked the three bytes.
     let q = unsafe { *p };
-    Some(u32::from_be_bytes([0, q[0], q[1], q[2]]))
+    u32::from_be_bytes([0, q[0], q[1], q[2]])
 }
 
 #[inline(always)]
-fn matches(r: &FlowRule, f: &Fields, qp: Option<u32>) -> bool {
+fn matches(r: &FlowRule, f: &Fields, qp: u32) -> bool {
     let m = r.matches & MATCH_DPF_ALL;
     if m & MATCH_DSCP != 0 && r.dscp & (1u64 << (f.dscp & 63)) == 0 {
         return false;
@@ -90,11 +96,8 @@ fn matches(r: &FlowRule, f: &Fields, qp: Option<u32>) -> bool {
     if m & MATCH_DST_PORT != 0 && (dport < r.dst_port_lo || dport > r.dst_port_hi) {
         return false;
     }
-    if m & MATCH_QP != 0 {
-        match qp {
-            Some(q) if q >= r.qp_lo && q <= r.qp_hi => {}
-            _ => return false,
-        }
+    if m & MATCH_QP != 0 && (qp == NO_QP || qp < r.qp_lo || qp > r.qp_hi) {
+        return false;
     }
     true
 }

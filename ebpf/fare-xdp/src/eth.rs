@@ -37,3 +37,18 @@ pub fn parse(ctx: &XdpContext) -> Result<Frame, Malformed> {
     };
     Ok(Frame { l3, l3_offset })
 }
+
+/// Offset of the L3 header of a frame `parse` found to be IPv4/IPv6, read again from
+/// the frame. The forwarding path calls this after choosing the member instead of
+/// keeping `Frame::l3_offset` live across the choice: the verifier can then treat
+/// tagged and untagged frames as one state there (the member walk is verified once
+/// instead of twice).
+#[inline(always)]
+pub fn l3_offset(ctx: &XdpContext) -> Result<usize, Malformed> {
+    let ethertype = read_be16(ctx, 12)?;
+    if ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
+        Ok(ETH_HLEN + VLAN_HLEN)
+    } else {
+        Ok(ETH_HLEN)
+    }
+}

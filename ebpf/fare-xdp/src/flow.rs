@@ -16,18 +16,20 @@ pub struct FlowKey {
 }
 
 impl FlowKey {
+    /// `src`/`dst`: the addresses' bytes in packet order, read as one native u32.
     #[inline(always)]
-    pub fn v4(src: [u8; 4], dst: [u8; 4], protocol: u8, ports: u32) -> FlowKey {
+    pub fn v4(src: u32, dst: u32, protocol: u8, ports: u32) -> FlowKey {
         FlowKey {
-            src: u32::from_ne_bytes(src),
-            dst: u32::from_ne_bytes(dst),
+            src,
+            dst,
             ports,
             protocol,
         }
     }
 
+    /// `src`/`dst`: each address as four native u32 words of its bytes in packet order.
     #[inline(always)]
-    pub fn v6(src: &[u8; 16], dst: &[u8; 16], protocol: u8, ports: u32) -> FlowKey {
+    pub fn v6(src: &[u32; 4], dst: &[u32; 4], protocol: u8, ports: u32) -> FlowKey {
         FlowKey {
             src: fold16(src),
             dst: fold16(dst),
@@ -55,9 +57,8 @@ pub fn rehash(h: u32) -> u32 {
 }
 
 #[inline(always)]
-fn fold16(a: &[u8; 16]) -> u32 {
-    let w = |i: usize| u32::from_ne_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
-    w(0) ^ w(4).rotate_left(8) ^ w(8).rotate_left(16) ^ w(12).rotate_left(24)
+fn fold16(w: &[u32; 4]) -> u32 {
+    w[0] ^ w[1].rotate_left(8) ^ w[2].rotate_left(16) ^ w[3].rotate_left(24)
 }
 
 #[inline(always)]
@@ -82,9 +83,13 @@ pub fn ports(ctx: &XdpContext, offset: usize, protocol: u8) -> u32 {
     if protocol != IPPROTO_TCP && protocol != IPPROTO_UDP && protocol != IPPROTO_SCTP {
         return 0;
     }
-    match ptr_at::<[u8; 4]>(ctx, offset) {
-        // SAFETY: ptr_at checked the four bytes.
-        Ok(p) => u32::from_be_bytes(unsafe { *p }),
+    // Two 16-bit loads (the L4 header is at an even offset, see `packet::read_be16`).
+    match ptr_at::<[u16; 2]>(ctx, offset) {
+        Ok(p) => {
+            // SAFETY: ptr_at checked the four bytes.
+            let [sport, dport] = unsafe { *p };
+            (u16::from_be(sport) as u32) << 16 | u16::from_be(dport) as u32
+        }
         Err(_) => 0,
     }
 }

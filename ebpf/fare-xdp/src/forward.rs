@@ -3,7 +3,7 @@
 use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
 use aya_log_ebpf::{debug, warn};
 use fare_common::{
-    member_id, Stat, COLOR_ACTIVE, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP, MAX_SLOTS,
+    member_id, Group, Member, Stat, COLOR_ACTIVE, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP, MAX_SLOTS,
     MEMBER_REMOVED_BY_ARN, MODE_FLOW, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED,
 };
 
@@ -32,7 +32,7 @@ pub fn ipv4(ctx: &XdpContext, ip: &Ipv4) -> Result<u32, Malformed> {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
-    ipv4::decrement_ttl(ctx, ip.offset)?;
+    ipv4::decrement_ttl(ctx, crate::eth::l3_offset(ctx)?)?;
     send(ctx, &next, flags & ROUTE_QUEUES != 0)
 }
 
@@ -52,16 +52,14 @@ pub fn ipv6(ctx: &XdpContext, ip: &Ipv6) -> Result<u32, Malformed> {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
-    ipv6::decrement_hop_limit(ctx, ip.offset)?;
+    ipv6::decrement_hop_limit(ctx, crate::eth::l3_offset(ctx)?)?;
     send(ctx, &next, flags & ROUTE_QUEUES != 0)
 }
 
-/// The member a packet goes to.
+/// The member a packet goes to: its id and its MEMBERS row (read in place, not copied).
 pub struct NextHop {
     pub member_id: u32,
-    pub ifindex: u32,
-    pub src_mac: [u8; 6],
-    pub dst_mac: [u8; 6],
+    pub member: &'static Member,
 }
 
 /// The member for a packet of a route whose group is `group`. A route with per-color
@@ -123,9 +121,12 @@ fn colored_group(ctx: &XdpContext, group: u32, fields: &Fields) -> Option<u32> {
 /// Flow mode: how many times a flow whose member is out of service hashes again.
 const REHASH_TRIES: u32 = 4;
 
-/// Picks the slot (spray: the per-CPU cursor; flow: the hash), then walks forward past
-/// members that are out of service (spray: skipped slots take no packet, so the others
-/// keep their exact ratio). None when the group is empty or all are out.
+/// Picks the slot (spray: the per-CPU cursor; flow: the hash). The start slot's member in
+/// service is the fast path: one GROUPS, one SPRAY_CURSOR and one MEMBERS read. Otherwise
+/// `select_out_of_service` ends the member's ARN removal when its hold ran out, hashes
+/// again (flow) and walks forward past members that are out of service (spray: skipped
+/// slots take no packet, so the others keep their exact ratio). None when the group is
+/// empty or all are out.
 #[inline(always)]
 pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
     let g = GROUPS.get(group)?;
@@ -147,8 +148,38 @@ pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
             c
         }
     };
-    // ARN removals end lazily: the member at the start slot, when its hold ran out.
     let first = g.slots[start as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);
+    let id = member_id(group, first);
+    let m = MEMBERS.get(id)?;
+    if m.active() {
+        if !flow_mode {
+            let next = start + 1;
+            // SAFETY: per-CPU slot.
+            unsafe { *cursor = if next >= n { 0 } else { next } };
+        }
+        return Some(NextHop {
+            member_id: id,
+            member: m,
+        });
+    }
+    select_out_of_service(group, g, n, flow_mode, cursor, start, first, flow)
+}
+
+/// `select` when the start slot's member is out of service.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+fn select_out_of_service(
+    group: u32,
+    g: &Group,
+    n: u32,
+    flow_mode: bool,
+    cursor: *mut u32,
+    start: u32,
+    first: u32,
+    flow: &FlowKey,
+) -> Option<NextHop> {
+    // ARN removals end lazily: the member at the start slot, when its hold ran out (only
+    // a member out of service can have one to end).
     crate::arn::expire(member_id(group, first));
     let mut start = start;
     if flow_mode {
@@ -165,9 +196,7 @@ pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
             if m.active() {
                 return Some(NextHop {
                     member_id: id,
-                    ifindex: m.ifindex,
-                    src_mac: m.src_mac,
-                    dst_mac: m.dst_mac,
+                    member: m,
                 });
             }
             h = crate::flow::rehash(h);
@@ -193,9 +222,7 @@ pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
             }
             return Some(NextHop {
                 member_id: id,
-                ifindex: m.ifindex,
-                src_mac: m.src_mac,
-                dst_mac: m.dst_mac,
+                member: m,
             });
         }
     }
@@ -210,9 +237,7 @@ pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
     }
     Some(NextHop {
         member_id: id,
-        ifindex: m.ifindex,
-        src_mac: m.src_mac,
-        dst_mac: m.dst_mac,
+        member: m,
     })
 }
 
@@ -220,19 +245,29 @@ pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
 /// member behind a virtual queue (only then is a queue looked for).
 #[inline(always)]
 fn send(ctx: &XdpContext, next: &NextHop, queued: bool) -> Result<u32, Malformed> {
-    let dst: *mut [u8; 6] = ptr_at(ctx, 0)?;
-    let src: *mut [u8; 6] = ptr_at(ctx, 6)?;
-    // SAFETY: ptr_at checked both 6-byte fields.
+    let m = next.member;
+    // Both MACs as 16-bit words, read in place from the member's row: 6 loads and stores
+    // (a [u8; 6] copy out of a map value becomes a call to a byte-wise memcpy). The frame
+    // starts 2-byte aligned in every XDP mode, and so do the MAC fields of a `Member`.
+    let eth: *mut [u16; 6] = ptr_at(ctx, 0)?;
+    let dst = &m.dst_mac as *const [u8; 6] as *const [u16; 3];
+    let src = &m.src_mac as *const [u8; 6] as *const [u16; 3];
+    // SAFETY: ptr_at checked the 12 bytes; dst/src point into the MEMBERS value.
     unsafe {
-        *dst = next.dst_mac;
-        *src = next.src_mac;
+        let (d, s) = (*dst, *src);
+        (*eth)[0] = d[0];
+        (*eth)[1] = d[1];
+        (*eth)[2] = d[2];
+        (*eth)[3] = s[0];
+        (*eth)[4] = s[1];
+        (*eth)[5] = s[2];
     }
     let len = packet::len(ctx);
-    if queued && !crate::queue::admit(next.ifindex, len) {
+    if queued && !crate::queue::admit(m.ifindex, len) {
         stats::count(Stat::QueueDropped);
         return Ok(xdp_action::XDP_DROP);
     }
-    match EGRESS.redirect(next.ifindex, 0) {
+    match EGRESS.redirect(m.ifindex, 0) {
         Ok(action) => {
             stats::count(Stat::Forwarded);
             stats::count_member(next.member_id, len);
@@ -240,7 +275,7 @@ fn send(ctx: &XdpContext, next: &NextHop, queued: bool) -> Result<u32, Malformed
         }
         Err(_) => {
             stats::count(Stat::RedirectFailed);
-            warn!(ctx, "redirect to ifindex {} refused", next.ifindex);
+            warn!(ctx, "redirect to ifindex {} refused", m.ifindex);
             Ok(xdp_action::XDP_DROP)
         }
     }

@@ -8,8 +8,6 @@ use crate::flow::FlowKey;
 use crate::packet::{ptr_at, Malformed};
 
 pub struct Ipv4 {
-    /// Offset of the IPv4 header.
-    pub offset: usize,
     pub dst: [u8; 4],
     pub ttl: u8,
     pub flow: FlowKey,
@@ -19,25 +17,29 @@ pub struct Ipv4 {
 
 #[inline(always)]
 pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
-    let hdr: *const [u8; IPV4_MIN_HLEN] = ptr_at(ctx, offset)?;
+    // The header as ten 16-bit words: half the loads of a byte-wise read (the frame
+    // starts 2-byte aligned and the header at an even offset, see `packet::read_be16`).
+    let hdr: *const [u16; IPV4_MIN_HLEN / 2] = ptr_at(ctx, offset)?;
     // SAFETY: ptr_at checked the 20 bytes.
     let h = unsafe { &*hdr };
-    if h[0] >> 4 != 4 {
+    let [version_ihl, tos] = h[0].to_ne_bytes();
+    if version_ihl >> 4 != 4 {
         return Err(Malformed);
     }
-    let ihl = ((h[0] & 0x0f) as usize) * 4;
+    let ihl = ((version_ihl & 0x0f) as usize) * 4;
     if ihl < IPV4_MIN_HLEN {
         return Err(Malformed);
     }
-    let total_len = u16::from_be_bytes([h[2], h[3]]) as usize;
+    let total_len = u16::from_be(h[1]) as usize;
     // The datagram must fit in the frame (padding after it is fine) and hold its header.
     if total_len < ihl || ctx.data() + offset + total_len > ctx.data_end() {
         return Err(Malformed);
     }
-    let frag = u16::from_be_bytes([h[6], h[7]]);
-    let protocol = h[9];
-    let src = [h[12], h[13], h[14], h[15]];
-    let dst = [h[16], h[17], h[18], h[19]];
+    let frag = u16::from_be(h[3]);
+    let [ttl, protocol] = h[4].to_ne_bytes();
+    // Addresses as u32 in packet byte order (the bytes as they are in memory).
+    let src = h[6] as u32 | (h[7] as u32) << 16;
+    let dst = h[8] as u32 | (h[9] as u32) << 16;
     // Ports only from unfragmented datagrams, so all fragments hash alike.
     let whole = frag & (IPV4_MF | IPV4_OFFSET_MASK) == 0;
     let l4_offset = if whole { offset + (ihl & 0x3c) } else { 0 };
@@ -47,16 +49,15 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
         0
     };
     Ok(Ipv4 {
-        offset,
-        dst,
-        ttl: h[8],
+        dst: dst.to_ne_bytes(),
+        ttl,
         flow: FlowKey::v4(src, dst, protocol, ports),
         fields: Fields {
             family: 4,
-            dscp: h[1] >> 2,
+            dscp: tos >> 2,
             protocol,
-            src: [u32::from_ne_bytes(src), 0, 0, 0],
-            dst: [u32::from_ne_bytes(dst), 0, 0, 0],
+            src: [src, 0, 0, 0],
+            dst: [dst, 0, 0, 0],
             ports,
             l4_offset,
         },

@@ -8,7 +8,6 @@ use crate::flow::FlowKey;
 use crate::packet::{ptr_at, Malformed};
 
 pub struct Ipv6 {
-    pub offset: usize,
     pub dst: [u8; 16],
     pub hop_limit: u8,
     pub flow: FlowKey,
@@ -18,39 +17,40 @@ pub struct Ipv6 {
 
 #[inline(always)]
 pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv6, Malformed> {
-    let hdr: *const [u8; IPV6_HLEN] = ptr_at(ctx, offset)?;
+    // The header as 16-bit words (aligned: see `packet::read_be16`).
+    let hdr: *const [u16; IPV6_HLEN / 2] = ptr_at(ctx, offset)?;
     // SAFETY: ptr_at checked the 40 bytes.
     let h = unsafe { &*hdr };
-    if h[0] >> 4 != 6 {
+    let [b0, b1] = h[0].to_ne_bytes();
+    if b0 >> 4 != 6 {
         return Err(Malformed);
     }
-    let payload_len = u16::from_be_bytes([h[4], h[5]]) as usize;
+    let payload_len = u16::from_be(h[2]) as usize;
     if ctx.data() + offset + IPV6_HLEN + payload_len > ctx.data_end() {
         return Err(Malformed);
     }
-    let next_header = h[6];
-    let mut src = [0u8; 16];
-    let mut dst = [0u8; 16];
-    src.copy_from_slice(&h[8..24]);
-    dst.copy_from_slice(&h[24..40]);
+    let [next_header, hop_limit] = h[3].to_ne_bytes();
+    // Addresses as four u32 words each, in packet byte order (the bytes as in memory).
+    let word = |i: usize| h[i] as u32 | (h[i + 1] as u32) << 16;
+    let src = [word(4), word(6), word(8), word(10)];
+    let dst = [word(12), word(14), word(16), word(18)];
+    let mut dst_bytes = [0u8; 16];
+    for (i, w) in dst.iter().enumerate() {
+        dst_bytes[i * 4..i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
+    }
     // Extension headers are not walked: such packets hash on addresses and protocol.
     let ports = crate::flow::ports(ctx, offset + IPV6_HLEN, next_header);
-    let words = |a: &[u8; 16]| {
-        let w = |i: usize| u32::from_ne_bytes([a[i], a[i + 1], a[i + 2], a[i + 3]]);
-        [w(0), w(4), w(8), w(12)]
-    };
     Ok(Ipv6 {
-        offset,
-        dst,
-        hop_limit: h[7],
+        dst: dst_bytes,
+        hop_limit,
         flow: FlowKey::v6(&src, &dst, next_header, ports),
         fields: Fields {
             family: 6,
             // Traffic class: low 4 bits of octet 0, high 4 of octet 1; DSCP is its top 6.
-            dscp: (((h[0] & 0x0f) << 4) | (h[1] >> 4)) >> 2,
+            dscp: (((b0 & 0x0f) << 4) | (b1 >> 4)) >> 2,
             protocol: next_header,
-            src: words(&src),
-            dst: words(&dst),
+            src,
+            dst,
             ports,
             l4_offset: offset + IPV6_HLEN,
         },

@@ -36,7 +36,7 @@ use crate::packet::Malformed;
 
 #[xdp]
 pub fn fare_xdp(ctx: XdpContext) -> u32 {
-    stats::count(Stat::Received);
+    // Each path counts its outcome once; user space sums them into `received`.
     match try_fare_xdp(&ctx) {
         Ok(action) => action,
         Err(Malformed) => {
@@ -54,6 +54,7 @@ fn try_fare_xdp(ctx: &XdpContext) -> Result<u32, Malformed> {
         L3::Ipv4 => {
             let ip = ipv4::parse(ctx, frame.l3_offset)?;
             if let Some(action) = arn::receive(ctx, &ip.fields, ip.ttl) {
+                stats::count(Stat::ArnPassed);
                 return Ok(action);
             }
             forward::ipv4(ctx, &ip)
@@ -61,6 +62,7 @@ fn try_fare_xdp(ctx: &XdpContext) -> Result<u32, Malformed> {
         L3::Ipv6 => {
             let ip = ipv6::parse(ctx, frame.l3_offset)?;
             if let Some(action) = arn::receive(ctx, &ip.fields, ip.hop_limit) {
+                stats::count(Stat::ArnPassed);
                 return Ok(action);
             }
             forward::ipv6(ctx, &ip)

@@ -48,17 +48,17 @@ fn spray(ctx: &TcContext) -> Option<i32> {
         return None;
     }
     // Spray mode never hashes: the flow key is not read.
-    let next = crate::forward::select(group, &FlowKey::v4([0; 4], [0; 4], 0, 0))?;
-    ctx.store(0, &next.dst_mac, 0).ok()?;
-    ctx.store(6, &next.src_mac, 0).ok()?;
+    let next = crate::forward::select(group, &FlowKey::v4(0, 0, 0, 0))?;
+    ctx.store(0, &next.member.dst_mac, 0).ok()?;
+    ctx.store(6, &next.member.src_mac, 0).ok()?;
     crate::stats::count_member(next.member_id, ctx.len() as u64);
     ctx.set_mark(mark | SPRAYED_MARK);
     // SAFETY: the context's own sk_buff.
     let here = unsafe { (*ctx.skb.skb).ifindex };
-    if next.ifindex == here {
+    if next.member.ifindex == here {
         return Some(TC_ACT_OK as i32);
     }
     // SAFETY: helper with plain arguments; egress of the member's interface.
-    let r = unsafe { bpf_redirect(next.ifindex, 0) };
+    let r = unsafe { bpf_redirect(next.member.ifindex, 0) };
     Some(if r == TC_ACT_REDIRECT as i64 { TC_ACT_REDIRECT as i32 } else { TC_ACT_OK as i32 })
 }

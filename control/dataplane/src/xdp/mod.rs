@@ -81,6 +81,10 @@ pub struct XdpOptions {
     /// Interfaces whose egress gets the TC spray program: this host's own packets to a
     /// destination with a spray-mode group go out per packet by weight over its members.
     pub egress_spray: Vec<String>,
+    /// An XDP object (ELF) to load instead of the one built into this binary: the
+    /// benchmarks measure an earlier build's program with it. Its maps must have this
+    /// build's layout. None = the built-in object.
+    pub object: Option<Vec<u8>>,
 }
 
 impl XdpOptions {
@@ -92,6 +96,7 @@ impl XdpOptions {
             arn: None,
             queues: Vec::new(),
             egress_spray: Vec::new(),
+            object: None,
         }
     }
 }
@@ -169,7 +174,10 @@ impl XdpDataplane {
     /// attaches it to every interface (atomically replacing a pinned earlier instance)
     /// and adopts the groups already in the maps.
     pub fn open(opts: &XdpOptions) -> Result<XdpDataplane, DataplaneError> {
-        let bytes = object::bytes().ok_or_else(|| err(object::MISSING))?;
+        let bytes = match &opts.object {
+            Some(bytes) => bytes.as_slice(),
+            None => object::bytes().ok_or_else(|| err(object::MISSING))?,
+        };
         let pins = PinDir::new(&opts.pin_root, &opts.node);
         pins.prepare(&opts.pin_root)
             .map_err(|source| DataplaneError::Io {
@@ -178,9 +186,13 @@ impl XdpDataplane {
                 source,
             })?;
         let level = logs::kernel_level();
+        // ARN reception is compiled out of the loaded program unless configured (the
+        // program's FARE_ARN_RECEIVER, read-only: the verifier drops the dead code).
+        let arn_receiver = u8::from(opts.arn.is_some());
         let mut ebpf = EbpfLoader::new()
             .default_map_pin_directory(pins.maps())
             .override_global("AYA_LOG_LEVEL", &level, false)
+            .override_global(fc::ARN_RECEIVER_GLOBAL, &arn_receiver, false)
             .load(bytes)
             .map_err(|e| err(format!("loading the XDP object: {e}")))?;
         let log_task = logs::spawn(&mut ebpf);
@@ -292,15 +304,22 @@ impl XdpDataplane {
     }
 
     /// Program counters (`received`, `forwarded`, `malformed`, ...) summed over CPUs.
+    /// `received` is the sum of the outcomes (the program counts each packet once, by
+    /// its outcome).
     pub fn stats(&self) -> Result<BTreeMap<&'static str, u64>, DataplaneError> {
         let mut out = BTreeMap::new();
         for stat in Stat::ALL {
+            if stat == Stat::Received {
+                continue;
+            }
             let values = self
                 .stats
                 .get(&(stat as u32), 0)
                 .map_err(|e| err(format!("reading STATS: {e}")))?;
             out.insert(stat.name(), values.iter().sum());
         }
+        let received = Stat::OUTCOMES.iter().map(|s| out[s.name()]).sum();
+        out.insert(Stat::Received.name(), received);
         Ok(out)
     }
 
