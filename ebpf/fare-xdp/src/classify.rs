@@ -55,8 +55,7 @@ const NO_QP: u32 = u32::MAX;
 /// The RoCEv2 destination QP of a UDP packet to port 4791 (NO_QP otherwise).
 #[inline(always)]
 fn dest_qp(ctx: &XdpContext, f: &Fields) -> u32 {
-    if f.protocol != IPPROTO_UDP || f.ports & 0xffff != ROCEV2_UDP_PORT as u32 || f.l4_offset == 0
-    {
+    if f.protocol != IPPROTO_UDP || f.ports & 0xffff != ROCEV2_UDP_PORT as u32 || f.l4_offset == 0 {
         return NO_QP;
     }
     let Ok(p) = ptr_at::<[u8; 3]>(ctx, f.l4_offset + BTH_DEST_QP) else {

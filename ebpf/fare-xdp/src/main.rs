@@ -23,9 +23,9 @@ mod ipv6;
 mod maps;
 mod packet;
 mod queue;
+mod stats;
 mod steer;
 mod tc_spray;
-mod stats;
 
 use aya_ebpf::{bindings::xdp_action, macros::xdp, programs::XdpContext};
 use aya_log_ebpf::debug;

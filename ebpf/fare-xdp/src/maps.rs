@@ -6,11 +6,11 @@ use aya_ebpf::{
     maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, PerCpuArray, RingBuf},
 };
 use fare_common::{
-    ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ARN_STAT_COUNT,
-    MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS,
-    ColorSet, FlowRule, Group, Member, MemberCounters, RouteValue, MAX_EGRESS, MAX_FLOW_RULES,
-    MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, STAT_COUNT, EgressQueue, QUEUE_EVENTS_BYTES, FlowSteerKey, FlowSteerValue, MAX_FLOW_STEER, SteerGroupKey,
-    MAX_STEER_MASKS,
+    ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ColorSet, EgressQueue,
+    FlowRule, FlowSteerKey, FlowSteerValue, Group, Member, MemberCounters, RouteValue,
+    SteerGroupKey, ARN_STAT_COUNT, MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS, MAX_EGRESS,
+    MAX_FLOW_RULES, MAX_FLOW_STEER, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, MAX_STEER_MASKS,
+    QUEUE_EVENTS_BYTES, STAT_COUNT,
 };
 
 #[map]

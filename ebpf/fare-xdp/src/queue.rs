@@ -39,7 +39,9 @@ pub fn admit(ifindex: u32, len: u64) -> bool {
     q.bytes += len;
     // The wait this frame would see behind the backlog ahead of it.
     // checked_div: no panic path for the verifier (rate is not 0 here).
-    q.delay_ns += ((backlog - len) * 1_000_000_000).checked_div(rate).unwrap_or(0);
+    q.delay_ns += ((backlog - len) * 1_000_000_000)
+        .checked_div(rate)
+        .unwrap_or(0);
     if q.high_bytes != 0 && backlog >= q.high_bytes as u64 && q.flags & QUEUE_ABOVE_HIGH == 0 {
         q.flags |= QUEUE_ABOVE_HIGH;
         q.crossed_ns = now;

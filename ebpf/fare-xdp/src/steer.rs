@@ -46,9 +46,20 @@ fn avoided_port(f: &Fields) -> u32 {
     let key = FlowSteerKey {
         mask,
         family: f.family as u32,
-        protocol: if mask & STEER_PROTOCOL != 0 { f.protocol as u32 } else { 0 },
-        ports: (if mask & STEER_SRC_PORT != 0 { f.ports & 0xffff_0000 } else { 0 })
-            | (if mask & STEER_DST_PORT != 0 { f.ports & 0xffff } else { 0 }),
+        protocol: if mask & STEER_PROTOCOL != 0 {
+            f.protocol as u32
+        } else {
+            0
+        },
+        ports: (if mask & STEER_SRC_PORT != 0 {
+            f.ports & 0xffff_0000
+        } else {
+            0
+        }) | (if mask & STEER_DST_PORT != 0 {
+            f.ports & 0xffff
+        } else {
+            0
+        }),
         src: if mask & STEER_SRC != 0 { f.src } else { [0; 4] },
         dst: if mask & STEER_DST != 0 { f.dst } else { [0; 4] },
     };

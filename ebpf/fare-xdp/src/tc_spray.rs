@@ -60,5 +60,9 @@ fn spray(ctx: &TcContext) -> Option<i32> {
     }
     // SAFETY: helper with plain arguments; egress of the member's interface.
     let r = unsafe { bpf_redirect(next.member.ifindex, 0) };
-    Some(if r == TC_ACT_REDIRECT as i64 { TC_ACT_REDIRECT as i32 } else { TC_ACT_OK as i32 })
+    Some(if r == TC_ACT_REDIRECT as i64 {
+        TC_ACT_REDIRECT as i32
+    } else {
+        TC_ACT_OK as i32
+    })
 }
