@@ -1,7 +1,7 @@
 //! The ARN spine-leaf lab (topologies/arn-spine-leaf.yaml) shared by the ARN tests:
 //! `fare lab up` with the test's options, UDP traffic from leaf1's host to leaf2's host
 //! sprayed over spine1 and spine2, and leaf1's share through spine1 read from its
-//! interface counters. Dropping it stops the traffic, continues an agent the test
+//! interface counters. Dropping it stops the traffic, continues the agents the test
 //! stopped, and takes the lab down.
 
 use crate::lab::{fare, Lab};
@@ -15,13 +15,13 @@ pub struct ArnFabric {
     /// Taken down (`fare lab down`) when dropped, after the traffic has stopped.
     lab: Lab,
     traffic: Vec<Child>,
-    /// An agent pid the test SIGSTOPped (continued on drop).
-    pub stopped: Option<i32>,
+    /// Agent pids the test SIGSTOPped (continued on drop).
+    pub stopped: Vec<i32>,
 }
 
 impl Drop for ArnFabric {
     fn drop(&mut self) {
-        if let Some(pid) = self.stopped {
+        for pid in &self.stopped {
             let _ = Command::new("kill")
                 .args(["-CONT", &pid.to_string()])
                 .output();
@@ -40,7 +40,7 @@ impl ArnFabric {
         let lab = ArnFabric {
             lab,
             traffic: Vec::new(),
-            stopped: None,
+            stopped: Vec::new(),
         };
         ensure!(
             out.status.success(),

@@ -107,9 +107,15 @@ fn xdp_program_applies_arn_without_the_agent() -> Result<()> {
     let healthy = lab.start_traffic_share(20_000, 90)?;
     ensure!(healthy > 0.3, "before any ARN only {healthy:.2} via spine1");
 
-    // The agent cannot react from here on: only the program can.
-    run("kill", &["-STOP", &leaf1_pid.to_string()])?;
-    lab.stopped = Some(leaf1_pid);
+    // The agent cannot react from here on: only the program can. spine1's agent is
+    // stopped too: its queue monitor would send real ARNs when the busy machine lets the
+    // shaped link's queue grow, and every ARN leaf1 counts from here on must be one this
+    // test sent (spine1's XDP program keeps forwarding; routing is static).
+    let spine1_pid = lab.agent_pid("spine1")?;
+    for pid in [leaf1_pid, spine1_pid] {
+        run("kill", &["-STOP", &pid.to_string()])?;
+        lab.stopped.push(pid);
+    }
 
     // 3. Spoofed and malformed ARNs first: nothing moves.
     let before = lab.arn_stats()?;
@@ -172,7 +178,8 @@ fn xdp_program_applies_arn_without_the_agent() -> Result<()> {
         "restore not counted"
     );
 
-    run("kill", &["-CONT", &leaf1_pid.to_string()])?;
-    lab.stopped = None;
+    for pid in std::mem::take(&mut lab.stopped) {
+        run("kill", &["-CONT", &pid.to_string()])?;
+    }
     Ok(())
 }
