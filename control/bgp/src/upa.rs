@@ -7,7 +7,7 @@
 use super::packet::{upa, PathAttributes};
 use super::rib::{LocRoute, Path, PrefixTable};
 use ipnet::IpNet;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -21,11 +21,11 @@ pub fn all_unreachable(paths: &[Path], subtype: u8) -> bool {
 /// so this node announces the host unreachable.
 pub fn unreachable_hosts<'a>(
     configured: impl IntoIterator<Item = (IpAddr, &'a [IpNet])>,
-    adj_in: &HashMap<IpAddr, PrefixTable<Arc<PathAttributes>>>,
+    adj_in: &FxHashMap<IpAddr, PrefixTable<Arc<PathAttributes>>>,
     subtype: u8,
-) -> HashSet<IpNet> {
-    let mut hosts = HashSet::new();
-    let mut reachable = HashSet::new();
+) -> FxHashSet<IpNet> {
+    let mut hosts = FxHashSet::default();
+    let mut reachable = FxHashSet::default();
     for (neighbor, list) in configured {
         for host in list.iter().map(IpNet::trunc) {
             hosts.insert(host);
@@ -70,7 +70,7 @@ pub fn avoiding<'a>(
 
 /// True when `prefix` lies inside one of `aggregates` (and is not one of them): a
 /// summary-only neighbor is not sent it.
-pub fn covered(aggregates: &HashSet<IpNet>, prefix: &IpNet) -> bool {
+pub fn covered(aggregates: &FxHashSet<IpNet>, prefix: &IpNet) -> bool {
     aggregates.iter().any(|a| a != prefix && a.contains(prefix))
 }
 
@@ -115,14 +115,17 @@ mod tests {
         let h3 = [net("10.200.0.3/32")];
         let h4 = [net("10.200.0.4/32")];
         let configured = || [(r3, &h3[..]), (r4, &h4[..])];
-        let mut adj_in: HashMap<IpAddr, PrefixTable<Arc<PathAttributes>>> = HashMap::new();
+        let mut adj_in: FxHashMap<IpAddr, PrefixTable<Arc<PathAttributes>>> = FxHashMap::default();
         // Nothing learned yet: both unreachable.
         let u = unreachable_hosts(configured(), &adj_in, ST);
         assert_eq!(u, [h3[0], h4[0]].into_iter().collect());
         // R3's /32 arrives; R4 sends only a UPA (it does not reach its own host).
         adj_in.entry(r3).or_default().insert(h3[0], route(false));
         adj_in.entry(r4).or_default().insert(h4[0], route(true));
-        assert_eq!(unreachable_hosts(configured(), &adj_in, ST), [h4[0]].into());
+        assert_eq!(
+            unreachable_hosts(configured(), &adj_in, ST),
+            [h4[0]].into_iter().collect()
+        );
         // A covering route counts (the RNIC may advertise a shorter prefix).
         adj_in
             .entry(r4)
@@ -134,7 +137,10 @@ mod tests {
         assert!(unreachable_hosts(both, &adj_in, ST).is_empty());
         adj_in.remove(&r3);
         let both = [(r3, &h3[..]), (r4, &h3[..])];
-        assert_eq!(unreachable_hosts(both, &adj_in, ST), [h3[0]].into());
+        assert_eq!(
+            unreachable_hosts(both, &adj_in, ST),
+            [h3[0]].into_iter().collect()
+        );
     }
 
     #[test]
@@ -142,7 +148,7 @@ mod tests {
         let plane1 = "10.1.11.1";
         let plane2 = "10.2.11.1";
         let plane3 = "10.3.11.1";
-        let mut loc = HashMap::new();
+        let mut loc = FxHashMap::default();
         loc.insert(
             net("10.0.0.0/8"),
             LocRoute::Learned(Box::new([path(plane1, false), path(plane2, false)])),
@@ -180,7 +186,7 @@ mod tests {
 
     #[test]
     fn summary_only_keeps_covered_routes_back() {
-        let aggregates: HashSet<IpNet> = [net("10.200.0.0/16")].into();
+        let aggregates: FxHashSet<IpNet> = [net("10.200.0.0/16")].into_iter().collect();
         assert!(covered(&aggregates, &net("10.200.0.3/32")));
         assert!(
             !covered(&aggregates, &net("10.200.0.0/16")),

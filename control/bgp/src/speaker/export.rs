@@ -18,7 +18,7 @@ use crate::rib::LocRoute;
 use fare_model::bandwidth::Received;
 use fare_model::topology::Role;
 use ipnet::IpNet;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 use tracing::info;
@@ -50,10 +50,10 @@ impl RibTask {
             .map(|(a, _)| *a)
             .collect();
         // Per neighbor: attributes -> prefixes to announce, and prefixes to withdraw.
-        let mut announce: HashMap<IpAddr, HashMap<Arc<PathAttributes>, Vec<IpNet>>> =
-            HashMap::new();
-        let mut withdraw: HashMap<IpAddr, Vec<IpNet>> = HashMap::new();
-        let mut interned: HashSet<Arc<PathAttributes>> = HashSet::new();
+        let mut announce: FxHashMap<IpAddr, FxHashMap<Arc<PathAttributes>, Vec<IpNet>>> =
+            FxHashMap::default();
+        let mut withdraw: FxHashMap<IpAddr, Vec<IpNet>> = FxHashMap::default();
+        let mut interned: FxHashSet<Arc<PathAttributes>> = FxHashSet::default();
         for prefix in dirty {
             self.rib.decide(prefix);
             let route = self.rib.route(&prefix).cloned();

@@ -16,6 +16,7 @@ use super::socket::{self, Protection};
 use fare_model::forwarding::{ColorGroup, Group, GroupMode};
 use fare_model::topology::Role;
 use ipnet::IpNet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -228,7 +229,7 @@ pub async fn start(
     events: mpsc::Sender<SpeakerEvent>,
 ) -> std::io::Result<SpeakerHandle> {
     let (session_tx, session_rx) = mpsc::channel(1024);
-    let mut peers = HashMap::new();
+    let mut peers = FxHashMap::default();
     let mut statuses = Vec::new();
     for spec in &config.neighbors {
         let status = Arc::new(Mutex::new(NeighborStatus::new(
@@ -348,8 +349,8 @@ pub async fn start(
         rib,
         peers,
         events,
-        color_fib: HashMap::new(),
-        unreachable_learned: HashSet::new(),
+        color_fib: FxHashMap::default(),
+        unreachable_learned: FxHashSet::default(),
     };
     tokio::spawn(task.run(session_rx, cmd_rx));
     Ok(SpeakerHandle {
@@ -474,14 +475,14 @@ const MAX_BATCH_PREFIXES: usize = 16_384;
 struct RibTask {
     config: SpeakerConfig,
     rib: Rib,
-    peers: HashMap<IpAddr, Peer>,
+    peers: FxHashMap<IpAddr, Peer>,
     events: mpsc::Sender<SpeakerEvent>,
     /// Per-color groups sent with each group (DPF), to send only changes.
-    color_fib: HashMap<IpNet, Vec<ColorGroupView>>,
-    dirty: HashSet<IpNet>,
+    color_fib: FxHashMap<IpNet, Vec<ColorGroupView>>,
+    dirty: FxHashSet<IpNet>,
     /// Prefixes whose every path announces them unreachable (UPA): an RNIC's host
     /// routes derived from its aggregates, recomputed when an aggregate changes.
-    unreachable_learned: HashSet<IpNet>,
+    unreachable_learned: FxHashSet<IpNet>,
 }
 
 impl RibTask {
