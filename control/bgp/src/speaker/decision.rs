@@ -157,10 +157,12 @@ impl RibTask {
 
     /// The data plane member for path `p`.
     pub(super) fn member(&self, p: &Path, weight: u32, bandwidth_gbps: f64) -> Member {
-        let spec = self.peers.get(&p.peer).map(|x| &x.spec);
+        let peer = self.peers.get(&p.peer);
         Member {
-            via: p.peer.to_string(),
-            interface: spec.and_then(|s| s.interface.clone()).unwrap_or_default(),
+            via: peer.map_or_else(|| p.peer.to_string(), |x| x.via.clone()),
+            interface: peer
+                .and_then(|x| x.spec.interface.clone())
+                .unwrap_or_default(),
             next_hop: Some(Self::next_hop(p, &p.peer)),
             neighbor_mac: None,
             weight,

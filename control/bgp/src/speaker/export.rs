@@ -55,8 +55,12 @@ impl RibTask {
         let mut withdraw: FxHashMap<IpAddr, Vec<IpNet>> = FxHashMap::default();
         let mut interned: FxHashSet<Arc<PathAttributes>> = FxHashSet::default();
         for prefix in dirty {
-            self.rib.decide(prefix);
-            let route = self.rib.route(&prefix).cloned();
+            // The new route when it changed (the common case while routes come in): the
+            // RIB keeps one copy and this is the other; else a copy of the unchanged one.
+            let route = match self.rib.decide(prefix) {
+                Some(new) => new,
+                None => self.rib.route(&prefix).cloned(),
+            };
             let decision = match &route {
                 Some(LocRoute::Learned(paths)) => {
                     let (inputs, d) = self.decide(paths);

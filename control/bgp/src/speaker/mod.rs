@@ -221,6 +221,9 @@ struct Peer {
     /// Until then no UPDATE goes to the neighbor: it announced it will send an ORF and
     /// its first one (IMMEDIATE) has not come yet (RFC 5291 §5).
     orf_wait_until: Option<tokio::time::Instant>,
+    /// The neighbor's address as group members name it (`Member::via`), formatted once
+    /// instead of for every group.
+    via: String,
 }
 
 /// Starts listeners, neighbor tasks and the RIB task. Fails when a listener cannot bind.
@@ -277,6 +280,7 @@ pub async fn start(
                 link_up: true,
                 orf: HashMap::new(),
                 orf_wait_until: None,
+                via: spec.address.to_string(),
             },
         );
     }
