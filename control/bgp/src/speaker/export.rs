@@ -43,12 +43,15 @@ impl RibTask {
         let mut dirty: Vec<IpNet> = self.dirty.drain().collect();
         // Aggregates first: host routes derived from them read their new paths.
         dirty.sort_by_key(|p| p.prefix_len());
-        let established: Vec<IpAddr> = self
+        // The Established neighbors, looked up once for the batch instead of once per
+        // prefix: (address, AS, waiting for its ORF). The loop below changes none of it.
+        let established: Vec<(IpAddr, u32, bool)> = self
             .peers
             .iter()
             .filter(|(_, p)| p.session.is_some())
-            .map(|(a, _)| *a)
+            .map(|(a, p)| (*a, p.spec.remote_as, p.orf_wait_until.is_some()))
             .collect();
+        let stub = self.config.policy.role.is_stub();
         // Per neighbor: attributes -> prefixes to announce, and prefixes to withdraw.
         let mut announce: FxHashMap<IpAddr, FxHashMap<Arc<PathAttributes>, Vec<IpNet>>> =
             FxHashMap::default();
@@ -104,15 +107,13 @@ impl RibTask {
             };
             let targets: Vec<IpAddr> = established
                 .iter()
-                .copied()
-                .filter(|a| !incoming.contains(a) && self.eligible(&route, *a))
+                .filter(|(a, remote_as, _)| {
+                    !incoming.contains(a) && advertised_to(route.as_ref(), *remote_as, stub)
+                })
+                .map(|e| e.0)
                 .collect();
-            for &peer in &established {
-                if self
-                    .peers
-                    .get(&peer)
-                    .is_some_and(|p| p.orf_wait_until.is_some())
-                {
+            for &(peer, _, orf_waiting) in &established {
+                if orf_waiting {
                     continue;
                 }
                 // A neighbor's ORF filters what it is sent, not the averaged split.
@@ -138,9 +139,9 @@ impl RibTask {
                         x
                     }
                 });
-                let table = self.rib.adj_out.entry(peer).or_default();
                 match out {
                     Some(a) => {
+                        let table = self.rib.adj_out.entry(peer).or_default();
                         if table.get(&prefix) != Some(&a) {
                             table.insert(prefix, a.clone());
                             announce
@@ -152,7 +153,8 @@ impl RibTask {
                         }
                     }
                     None => {
-                        if table.remove(&prefix).is_some() {
+                        let sent = self.rib.adj_out.get_mut(&peer);
+                        if sent.is_some_and(|t| t.remove(&prefix).is_some()) {
                             withdraw.entry(peer).or_default().push(prefix);
                         }
                     }
@@ -160,7 +162,7 @@ impl RibTask {
             }
         }
         let ctx = Context::default();
-        for peer in established {
+        for (peer, ..) in established {
             let mut updates = Vec::new();
             if let Some(w) = withdraw.remove(&peer) {
                 updates.extend(update::pack_withdraw(&w));
@@ -177,16 +179,6 @@ impl RibTask {
                 }
             }
         }
-    }
-
-    pub(super) fn eligible(&self, route: &Option<LocRoute>, peer: IpAddr) -> bool {
-        self.peers.get(&peer).is_some_and(|p| {
-            advertised_to(
-                route.as_ref(),
-                p.spec.remote_as,
-                self.config.policy.role.is_stub(),
-            )
-        })
     }
 
     /// The attributes `prefix` is advertised with to `peer`.
