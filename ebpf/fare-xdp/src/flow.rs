@@ -38,19 +38,15 @@ impl FlowKey {
         }
     }
 
-    /// 32-bit hash of the 5-tuple. Two independent lanes (addresses; ports and
-    /// protocol), each word times its own odd constant, one of the two rotated before
-    /// the lanes' XOR; the lanes joined by a multiply-add; murmur3's fmix32 finish. The
-    /// CPU computes the lanes side by side: about half the latency of mixing the four
-    /// words into one state one after another (murmur3's body), with as even a spread
-    /// over the slots for sequential addresses and ports.
+    /// 32-bit hash of the 5-tuple (murmur3-style mixing of each word, fmix32 finish).
     #[inline(always)]
     pub fn hash(&self) -> u32 {
-        let a =
-            self.src.wrapping_mul(0x9e37_79b1).rotate_left(15) ^ self.dst.wrapping_mul(0x85eb_ca77);
-        let b = self.ports.wrapping_mul(0xc2b2_ae3d).rotate_left(13)
-            ^ (self.protocol as u32).wrapping_mul(0x27d4_eb2f);
-        fmix32(a.wrapping_mul(0xcc9e_2d51).wrapping_add(b) ^ 0x9747_b28c)
+        let mut h = 0x9747_b28c_u32;
+        h = mix(h, self.src);
+        h = mix(h, self.dst);
+        h = mix(h, self.ports);
+        h = mix(h, self.protocol as u32);
+        fmix32(h)
     }
 }
 
@@ -63,6 +59,18 @@ pub fn rehash(h: u32) -> u32 {
 #[inline(always)]
 fn fold16(w: &[u32; 4]) -> u32 {
     w[0] ^ w[1].rotate_left(8) ^ w[2].rotate_left(16) ^ w[3].rotate_left(24)
+}
+
+#[inline(always)]
+fn mix(h: u32, k: u32) -> u32 {
+    let k = k
+        .wrapping_mul(0xcc9e_2d51)
+        .rotate_left(15)
+        .wrapping_mul(0x1b87_3593);
+    (h ^ k)
+        .rotate_left(13)
+        .wrapping_mul(5)
+        .wrapping_add(0xe654_6b64)
 }
 
 #[inline(always)]
