@@ -302,6 +302,18 @@ fn bird_conf(peers: usize) -> String {
     c
 }
 
+/// Standard output of `cmd ARGS...` run in namespace `ns` (empty when it cannot run: the
+/// pollers below read a count from it and try again). Owned name, so the receivers' count
+/// closures can keep it after the `Netns` value is borrowed elsewhere.
+fn stdout_in(ns: &str, cmd: &str, args: &[&str]) -> String {
+    std::process::Command::new("ip")
+        .args(["netns", "exec", ns, cmd])
+        .args(args)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default()
+}
+
 /// Sum of "N imported" over the BGP protocols of `birdc show protocols all`.
 fn bird_imported(text: &str) -> u64 {
     text.lines()
@@ -324,13 +336,7 @@ fn start_bird(ns: &Netns, peers: usize, dir: &TempDir) -> Result<Receiver> {
     let pid = child.id().to_string();
     let daemon = Daemon(child);
     let ns_name = ns.name.clone();
-    let birdc = move |cmd: &str| -> String {
-        std::process::Command::new("ip")
-            .args(["netns", "exec", &ns_name, "birdc", "-s", &sock, cmd])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default()
-    };
+    let birdc = move |cmd: &str| stdout_in(&ns_name, "birdc", &["-s", &sock, cmd]);
     wait_for(Duration::from_secs(10), || {
         birdc("show status").contains("Daemon is up").then_some(())
     })
@@ -397,22 +403,10 @@ fn start_gobgp(ns: &Netns, peers: usize, dir: &TempDir) -> Result<Receiver> {
     let pid = child.id().to_string();
     let daemon = Daemon(child);
     let ns_name = ns.name.clone();
-    let gobgp = move |args: &[&str]| -> String {
-        std::process::Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &ns_name,
-                "gobgp",
-                "-u",
-                "127.0.0.1",
-                "-p",
-                "50051",
-            ])
-            .args(args)
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default()
+    let gobgp = move |args: &[&str]| {
+        let mut all = vec!["-u", "127.0.0.1", "-p", "50051"];
+        all.extend_from_slice(args);
+        stdout_in(&ns_name, "gobgp", &all)
     };
     wait_for(Duration::from_secs(10), || {
         (!gobgp(&["global"]).is_empty()).then_some(())

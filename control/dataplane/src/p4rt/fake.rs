@@ -202,12 +202,14 @@ impl State {
                     return Err((C::Unimplemented, "multicast".into()));
                 };
                 // Like BMv2: a port listed twice makes the whole session invalid.
-                let mut replicas = BTreeSet::new();
-                if !c
-                    .replicas
-                    .iter()
-                    .all(|r| replicas.insert((format!("{:?}", r.port_kind), r.instance)))
-                {
+                let mut replicas: Vec<(&Option<p4::replica::PortKind>, u32)> = Vec::new();
+                let unique = c.replicas.iter().all(|r| {
+                    let key = (&r.port_kind, r.instance);
+                    let fresh = !replicas.contains(&key);
+                    replicas.push(key);
+                    fresh
+                });
+                if !unique {
                     return Err((
                         C::InvalidArgument,
                         "duplicate replica in clone session".into(),
