@@ -1,12 +1,20 @@
-//! Routing information bases: Adj-RIB-In per neighbor, the Loc-RIB with the multipath set
-//! of each prefix, Adj-RIB-Out per neighbor (what was last sent, to send only changes).
+//! Routing information bases: the Adj-RIB-In of every neighbor and the Loc-RIB in one
+//! table keyed by prefix, and the Adj-RIB-Out per neighbor (what was last sent, to send
+//! only changes).
+//!
+//! One entry per prefix holds every neighbor's path for it, sorted best first; the
+//! Loc-RIB route is the leading run of those paths (the multipath set), not a copy, and
+//! the group last given to the data plane sits in the same entry. Deciding a prefix is
+//! one lookup whatever the number of neighbors, and a prefix costs one small entry (see
+//! [`Rib`]). Neighbors are named by index inside the RIB (4 bytes, not a 17-byte address);
+//! [`Path`] and [`LocRoute`] are the views callers get, with addresses.
 //!
 //! Multipath is the "as-path multipath-relax" behaviour of Clos fabrics: every usable
 //! path with the best (LOCAL_PREF, AS_PATH length, ORIGIN) joins the set, whatever the
 //! neighbor AS. Attributes are shared (`Arc`) by every prefix of one UPDATE.
 
 use super::packet::{upa, PathAttributes};
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -18,23 +26,24 @@ pub struct Path {
     pub attrs: Arc<PathAttributes>,
 }
 
+/// Preference of a path's attributes: lower is better. AIGP (RFC 7311 §4) right after
+/// LOCAL_PREF: a path with AIGP beats one without (that is how DPF marks the primary
+/// color, draft-wang-idr-dpf §2.2.3), lower metric first.
+type Rank = (std::cmp::Reverse<u32>, u128, usize, u8);
+
+fn rank(a: &PathAttributes) -> Rank {
+    (
+        std::cmp::Reverse(a.local_pref.unwrap_or(100)),
+        a.aigp.as_ref().map_or(u128::MAX, |x| x.metric as u128),
+        a.as_path.as_ref().map_or(0, |p| p.path_len()),
+        a.origin.map_or(2, |o| o as u8),
+    )
+}
+
 impl Path {
     /// True when the path announces its prefix unreachable (UPA community of `subtype`).
     pub fn is_unreachable(&self, subtype: u8) -> bool {
         upa::unreachable(&self.attrs.ext_communities, subtype).is_some()
-    }
-
-    /// Sort key for preference: lower is better. AIGP (RFC 7311 §4) right after
-    /// LOCAL_PREF: a path with AIGP beats one without (that is how DPF marks the primary
-    /// color, draft-wang-idr-dpf §2.2.3), lower metric first.
-    fn rank(&self) -> (std::cmp::Reverse<u32>, u128, usize, u8) {
-        let a = &self.attrs;
-        (
-            std::cmp::Reverse(a.local_pref.unwrap_or(100)),
-            a.aigp.as_ref().map_or(u128::MAX, |x| x.metric as u128),
-            a.as_path.as_ref().map_or(0, |p| p.path_len()),
-            a.origin.map_or(2, |o| o as u8),
-        )
     }
 }
 
@@ -47,74 +56,101 @@ pub enum LocRoute {
     Learned(Box<[Path]>),
 }
 
-/// A map from prefix to `V` split into [`SHARDS`] hash tables (FxHash: a multiply per
-/// word, against SipHash's rounds that were a tenth of the ingest's CPU). A hash table grows by
-/// moving into a new one twice its size, so while it grows it holds both: one table of a
-/// million prefixes would need half as much again at that moment; a shard needs 1/16 of
-/// that.
+/// A map from prefix to `V` split into [`SHARDS`] hash tables per address family (FxHash:
+/// a multiply per word, against SipHash's rounds that were a tenth of the ingest's CPU).
+/// Per family so that an IPv4 key is 5 bytes, not the 18 of an `IpNet`. A hash table
+/// grows by moving into a new one twice its size, so while it grows it holds both: one
+/// table of a million prefixes would need half as much again at that moment; a shard
+/// needs 1/16 of that.
 #[derive(Clone, Debug)]
 pub struct PrefixTable<V> {
-    shards: Box<[FxHashMap<IpNet, V>]>,
+    shards: Box<[FxHashMap<Ipv4Net, V>]>,
+    shards6: Box<[FxHashMap<Ipv6Net, V>]>,
 }
 
-/// Shards of a [`PrefixTable`].
+/// Shards of a [`PrefixTable`] per address family.
 pub const SHARDS: usize = 16;
 
 impl<V> Default for PrefixTable<V> {
     fn default() -> Self {
         PrefixTable {
             shards: (0..SHARDS).map(|_| FxHashMap::default()).collect(),
+            shards6: (0..SHARDS).map(|_| FxHashMap::default()).collect(),
         }
     }
 }
 
-/// The shard of `prefix`: the top bits of its address and length multiplied by 2^64/phi
+/// The shard of a prefix: the top bits of its address and length multiplied by 2^64/phi
 /// (every bit of the prefix moves them).
-fn shard(prefix: &IpNet) -> usize {
-    let (addr, len) = match prefix {
-        IpNet::V4(n) => (u32::from(n.addr()) as u128, n.prefix_len()),
-        IpNet::V6(n) => (u128::from(n.addr()), n.prefix_len()),
-    };
+fn shard(addr: u128, len: u8) -> usize {
     let x = (addr as u64) ^ ((addr >> 64) as u64).rotate_left(17) ^ ((len as u64) << 56);
     (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60) as usize % SHARDS
 }
 
+fn shard4(n: &Ipv4Net) -> usize {
+    shard(u32::from(n.addr()) as u128, n.prefix_len())
+}
+
+fn shard6(n: &Ipv6Net) -> usize {
+    shard(u128::from(n.addr()), n.prefix_len())
+}
+
 impl<V> PrefixTable<V> {
     pub fn get(&self, prefix: &IpNet) -> Option<&V> {
-        self.shards[shard(prefix)].get(prefix)
+        match prefix {
+            IpNet::V4(n) => self.shards[shard4(n)].get(n),
+            IpNet::V6(n) => self.shards6[shard6(n)].get(n),
+        }
     }
     pub fn get_mut(&mut self, prefix: &IpNet) -> Option<&mut V> {
-        self.shards[shard(prefix)].get_mut(prefix)
-    }
-    pub fn entry(&mut self, prefix: IpNet) -> std::collections::hash_map::Entry<'_, IpNet, V> {
-        self.shards[shard(&prefix)].entry(prefix)
+        match prefix {
+            IpNet::V4(n) => self.shards[shard4(n)].get_mut(n),
+            IpNet::V6(n) => self.shards6[shard6(n)].get_mut(n),
+        }
     }
     pub fn insert(&mut self, prefix: IpNet, value: V) -> Option<V> {
-        self.shards[shard(&prefix)].insert(prefix, value)
+        match prefix {
+            IpNet::V4(n) => self.shards[shard4(&n)].insert(n, value),
+            IpNet::V6(n) => self.shards6[shard6(&n)].insert(n, value),
+        }
     }
     pub fn remove(&mut self, prefix: &IpNet) -> Option<V> {
-        self.shards[shard(prefix)].remove(prefix)
+        match prefix {
+            IpNet::V4(n) => self.shards[shard4(n)].remove(n),
+            IpNet::V6(n) => self.shards6[shard6(n)].remove(n),
+        }
     }
     pub fn contains_key(&self, prefix: &IpNet) -> bool {
-        self.shards[shard(prefix)].contains_key(prefix)
+        self.get(prefix).is_some()
     }
-    pub fn iter(&self) -> impl Iterator<Item = (&IpNet, &V)> {
-        self.shards.iter().flat_map(|s| s.iter())
+    pub fn iter(&self) -> impl Iterator<Item = (IpNet, &V)> {
+        let v4 = self
+            .shards
+            .iter()
+            .flatten()
+            .map(|(n, v)| (IpNet::V4(*n), v));
+        let v6 = self
+            .shards6
+            .iter()
+            .flatten()
+            .map(|(n, v)| (IpNet::V6(*n), v));
+        v4.chain(v6)
     }
-    pub fn keys(&self) -> impl Iterator<Item = &IpNet> {
-        self.shards.iter().flat_map(|s| s.keys())
+    pub fn keys(&self) -> impl Iterator<Item = IpNet> + '_ {
+        self.iter().map(|(n, _)| n)
     }
     pub fn into_keys(self) -> impl Iterator<Item = IpNet> {
-        self.shards
-            .into_vec()
-            .into_iter()
-            .flat_map(|s| s.into_keys())
+        let v4 = self.shards.into_vec().into_iter();
+        let v6 = self.shards6.into_vec().into_iter();
+        v4.flat_map(|s| s.into_keys().map(IpNet::V4))
+            .chain(v6.flat_map(|s| s.into_keys().map(IpNet::V6)))
     }
     pub fn len(&self) -> usize {
-        self.shards.iter().map(FxHashMap::len).sum()
+        let v4: usize = self.shards.iter().map(FxHashMap::len).sum();
+        v4 + self.shards6.iter().map(FxHashMap::len).sum::<usize>()
     }
     pub fn is_empty(&self) -> bool {
-        self.shards.iter().all(FxHashMap::is_empty)
+        self.len() == 0
     }
 }
 
@@ -135,146 +171,460 @@ impl FibKey {
     }
 }
 
-/// What the Loc-RIB holds for one prefix: its route, and the group last given to the
-/// data plane for it (kept until the removal is sent, after the route is gone). One
-/// table for both: a million prefixes are one hash table, not two.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct LocEntry {
-    pub route: Option<LocRoute>,
-    pub fib: Option<FibKey>,
+/// A neighbor by its index in the RIB's neighbor list.
+type Nbr = u32;
+
+/// One received path as the RIB stores it.
+#[derive(Clone, Debug)]
+struct Slot {
+    attrs: Arc<PathAttributes>,
+    peer: Nbr,
 }
 
+/// The received paths of a prefix, best first: one inline (the common case), more on the
+/// heap.
+#[derive(Debug, Default)]
+enum Paths {
+    #[default]
+    None,
+    One(Slot),
+    Many(Box<[Slot]>),
+}
+
+impl Paths {
+    fn as_slice(&self) -> &[Slot] {
+        match self {
+            Paths::None => &[],
+            Paths::One(s) => std::slice::from_ref(s),
+            Paths::Many(v) => v,
+        }
+    }
+
+    /// Moves the paths into `out`.
+    fn take_into(&mut self, out: &mut Vec<Slot>) {
+        match std::mem::take(self) {
+            Paths::None => {}
+            Paths::One(s) => out.push(s),
+            Paths::Many(v) => out.extend(v.into_vec()),
+        }
+    }
+
+    /// Takes the paths of `v` (left empty), an allocation of the exact size for two or more.
+    fn from_vec(v: &mut Vec<Slot>) -> Paths {
+        match v.len() {
+            0 => Paths::None,
+            1 => v.pop().map_or(Paths::None, Paths::One),
+            _ => Paths::Many(v.drain(..).collect()),
+        }
+    }
+}
+
+/// The members of the group given to the data plane ([`FibKey`] by neighbor index).
+#[derive(Debug, Default, PartialEq)]
+// Several members behind a thin pointer: 16 bytes in every entry instead of 24.
+#[allow(clippy::box_collection)]
+enum Fib {
+    #[default]
+    None,
+    One(Nbr, u32),
+    Many(Box<Vec<(Nbr, u32)>>),
+}
+
+/// What the Loc-RIB last decided for a prefix (for `Learned`, the route is the leading
+/// `selected` paths of its entry).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Kind {
+    #[default]
+    None,
+    Local,
+    Unreachable,
+    Learned,
+}
+
+/// Everything the RIB holds for one prefix.
+#[derive(Debug, Default)]
+struct Entry {
+    /// Every neighbor's path (the Adj-RIBs-In), best first.
+    paths: Paths,
+    /// The group last given to the data plane, kept until its removal is sent (after the
+    /// route is gone).
+    fib: Fib,
+    /// How many of `paths`, from the first, are the multipath set.
+    selected: u32,
+    route: Kind,
+    /// The multipath set changed since the last [`Rib::decide`].
+    changed: bool,
+}
+
+impl Entry {
+    fn is_empty(&self) -> bool {
+        matches!(self.paths, Paths::None) && self.route == Kind::None && self.fib == Fib::None
+    }
+}
+
+/// The RIBs of one speaker. Entries sit densely in one vector (grown in place, freed ones
+/// reused) behind a [`PrefixTable`] of 4-byte indices: a hash table wastes up to half its
+/// buckets, and those buckets are small.
 #[derive(Default)]
 pub struct Rib {
-    pub adj_in: FxHashMap<IpAddr, PrefixTable<Arc<PathAttributes>>>,
-    /// Prefixes with a route or an installed group (see [`LocEntry`]).
-    pub loc: PrefixTable<LocEntry>,
+    index: PrefixTable<u32>,
+    entries: Vec<Entry>,
+    free: Vec<u32>,
+    /// Addresses by neighbor index, and back.
+    neighbors: Vec<IpAddr>,
+    neighbor_index: FxHashMap<IpAddr, Nbr>,
     pub adj_out: FxHashMap<IpAddr, FxHashMap<IpNet, Arc<PathAttributes>>>,
     pub local: FxHashSet<IpNet>,
     /// Host routes this node announces unreachable (its RNIC is disconnected).
     pub unreachable: FxHashSet<IpNet>,
     /// UPA subtype: a path that reaches the prefix beats one that announces it
-    /// unreachable. None = no UPA handling.
+    /// unreachable. None = no UPA handling. Set before the first path is learned.
     pub upa_subtype: Option<u8>,
-    /// [`Rib::decide`]'s working buffer.
-    scratch: Vec<Path>,
+    /// Working buffers of [`Rib::repath`].
+    scratch: Vec<Slot>,
+    before: Vec<(Nbr, usize)>,
 }
 
 impl Rib {
     /// Adds or replaces a path; returns true when the Adj-RIB-In changed.
     pub fn learn(&mut self, peer: IpAddr, prefix: IpNet, attrs: Arc<PathAttributes>) -> bool {
-        let table = self.adj_in.entry(peer).or_default();
-        match table.insert(prefix, attrs.clone()) {
-            Some(old) => old != attrs,
-            None => true,
+        let n = self.neighbor(peer);
+        let i = self.entry_of(prefix);
+        let e = &mut self.entries[i];
+        fn same(a: &Arc<PathAttributes>, b: &Arc<PathAttributes>) -> bool {
+            Arc::ptr_eq(a, b) || **a == **b
         }
+        // The common cases without the general re-sort.
+        match &mut e.paths {
+            Paths::None => {
+                e.paths = Paths::One(Slot { attrs, peer: n });
+                e.selected = 1;
+                e.changed = true;
+                return true;
+            }
+            Paths::One(s) if s.peer == n => {
+                if same(&s.attrs, &attrs) {
+                    return false;
+                }
+                s.attrs = attrs;
+                e.changed = true;
+                return true;
+            }
+            _ => {}
+        }
+        self.repath(i, |v| match v.iter_mut().find(|s| s.peer == n) {
+            Some(s) if same(&s.attrs, &attrs) => false,
+            Some(s) => {
+                s.attrs = attrs;
+                true
+            }
+            None => {
+                v.push(Slot { attrs, peer: n });
+                true
+            }
+        })
     }
 
     pub fn forget(&mut self, peer: IpAddr, prefix: IpNet) -> bool {
-        self.adj_in
-            .get_mut(&peer)
-            .is_some_and(|t| t.remove(&prefix).is_some())
+        let Some(&n) = self.neighbor_index.get(&peer) else {
+            return false;
+        };
+        let Some(i) = self.find(&prefix) else {
+            return false;
+        };
+        if !self.remove_path(i, n) {
+            return false;
+        }
+        self.release(prefix, i);
+        true
     }
 
     /// Drops everything learned from `peer`; returns the prefixes it had.
     pub fn forget_peer(&mut self, peer: IpAddr) -> Vec<IpNet> {
         self.adj_out.remove(&peer);
-        self.adj_in
-            .remove(&peer)
-            .map(|t| t.into_keys().collect())
-            .unwrap_or_default()
+        let Some(&n) = self.neighbor_index.get(&peer) else {
+            return vec![];
+        };
+        let had: Vec<(IpNet, usize)> = self
+            .index
+            .iter()
+            .map(|(p, &i)| (p, i as usize))
+            .filter(|(_, i)| {
+                self.entries[*i]
+                    .paths
+                    .as_slice()
+                    .iter()
+                    .any(|s| s.peer == n)
+            })
+            .collect();
+        for &(prefix, i) in &had {
+            self.remove_path(i, n);
+            self.release(prefix, i);
+        }
+        had.into_iter().map(|(p, _)| p).collect()
     }
 
-    /// Recomputes the Loc-RIB entry of `prefix`; returns the new entry if it changed
+    /// Recomputes the Loc-RIB route of `prefix`; returns the new route if it changed
     /// (`Some(None)` = the prefix is gone).
     pub fn decide(&mut self, prefix: IpNet) -> Option<Option<LocRoute>> {
+        let found = self.find(&prefix);
+        let (old, selected, changed) = found.map_or((Kind::None, 0, false), |i| {
+            let e = &self.entries[i];
+            (e.route, e.selected, e.changed)
+        });
         let new = if self.local.contains(&prefix) {
-            Some(LocRoute::Local)
+            Kind::Local
         } else if self.unreachable.contains(&prefix) {
             // This node answers for the prefix: what others say about it does not count.
-            Some(LocRoute::Unreachable)
+            Kind::Unreachable
+        } else if selected > 0 {
+            Kind::Learned
         } else {
-            // Collected in a reused buffer, then copied to an allocation of the exact
-            // size: no short-lived larger allocation per prefix between the long-lived
-            // small ones (heap fragmentation).
-            let mut paths = std::mem::take(&mut self.scratch);
-            paths.clear();
-            paths.extend(self.adj_in.iter().filter_map(|(peer, t)| {
-                t.get(&prefix).map(|a| Path {
-                    peer: *peer,
-                    attrs: a.clone(),
-                })
-            }));
-            if let Some(subtype) = self.upa_subtype {
-                if paths.iter().any(|p| !p.is_unreachable(subtype)) {
-                    paths.retain(|p| !p.is_unreachable(subtype));
-                }
-            }
-            select(&mut paths);
-            let route = (!paths.is_empty()).then(|| LocRoute::Learned(paths.as_slice().into()));
-            paths.clear();
-            self.scratch = paths;
-            route
+            Kind::None
         };
-        if self.route(&prefix) == new.as_ref() {
+        if let Some(i) = found {
+            self.entries[i].changed = false;
+        }
+        if new == old && !(new == Kind::Learned && changed) {
             return None;
         }
-        match &new {
-            Some(r) => {
-                let entry = self.loc.entry(prefix).or_default();
-                entry.route = Some(r.clone());
-            }
-            None => {
-                if let Some(e) = self.loc.get_mut(&prefix) {
-                    e.route = None;
-                    if e.fib.is_none() {
-                        self.loc.remove(&prefix);
-                    }
-                }
-            }
-        }
-        Some(new)
+        let i = match found {
+            Some(i) => i,
+            None => self.entry_of(prefix),
+        };
+        self.entries[i].route = new;
+        let route = self.route_at(i);
+        self.release(prefix, i);
+        Some(route)
     }
 
     /// The Loc-RIB route of `prefix`.
-    pub fn route(&self, prefix: &IpNet) -> Option<&LocRoute> {
-        self.loc.get(prefix)?.route.as_ref()
+    pub fn route(&self, prefix: &IpNet) -> Option<LocRoute> {
+        self.route_at(self.find(prefix)?)
     }
 
     /// Every Loc-RIB route.
-    pub fn routes(&self) -> impl Iterator<Item = (&IpNet, &LocRoute)> {
-        self.loc
+    pub fn routes(&self) -> impl Iterator<Item = (IpNet, LocRoute)> + '_ {
+        self.index
             .iter()
-            .filter_map(|(p, e)| Some((p, e.route.as_ref()?)))
+            .filter_map(|(p, &i)| Some((p, self.route_at(i as usize)?)))
+    }
+
+    /// The prefixes of the Loc-RIB: those with a route or an installed group.
+    pub fn prefixes(&self) -> impl Iterator<Item = IpNet> + '_ {
+        self.index.iter().filter_map(|(p, &i)| {
+            let e = &self.entries[i as usize];
+            (e.route != Kind::None || e.fib != Fib::None).then_some(p)
+        })
+    }
+
+    /// The Loc-RIB routes of `prefix` and of every shorter prefix covering it.
+    pub fn covering(&self, prefix: IpNet) -> Vec<(IpNet, LocRoute)> {
+        std::iter::successors(Some(prefix.trunc()), IpNet::supernet)
+            .filter_map(|q| Some((q, self.route(&q)?)))
+            .collect()
+    }
+
+    /// Every path received for `prefix` (the Adj-RIBs-In), best first.
+    pub fn paths(&self, prefix: &IpNet) -> Vec<Path> {
+        self.find(prefix).map_or_else(Vec::new, |i| {
+            let e = &self.entries[i];
+            e.paths.as_slice().iter().map(|s| self.path(s)).collect()
+        })
+    }
+
+    /// True when `peer` gave us a route covering `host` (the host itself or a shorter
+    /// prefix) that does not announce it unreachable (UPA of `subtype`).
+    pub fn reaches(&self, peer: IpAddr, host: IpNet, subtype: u8) -> bool {
+        let Some(&n) = self.neighbor_index.get(&peer) else {
+            return false;
+        };
+        std::iter::successors(Some(host.trunc()), IpNet::supernet).any(|q| {
+            self.find(&q).is_some_and(|i| {
+                self.entries[i].paths.as_slice().iter().any(|s| {
+                    s.peer == n && upa::unreachable(&s.attrs.ext_communities, subtype).is_none()
+                })
+            })
+        })
     }
 
     /// The group last given to the data plane for `prefix`.
-    pub fn fib(&self, prefix: &IpNet) -> Option<&FibKey> {
-        self.loc.get(prefix)?.fib.as_ref()
+    pub fn fib(&self, prefix: &IpNet) -> Option<FibKey> {
+        let e = &self.entries[self.find(prefix)?];
+        let addr = |n: &Nbr| self.neighbors[*n as usize];
+        match &e.fib {
+            Fib::None => None,
+            Fib::One(n, w) => Some(FibKey::One(addr(n), *w)),
+            Fib::Many(m) => Some(FibKey::Many(m.iter().map(|(n, w)| (addr(n), *w)).collect())),
+        }
+    }
+
+    /// True when the group last given to the data plane for `prefix` has these members.
+    pub fn fib_is(&self, prefix: &IpNet, key: &FibKey) -> bool {
+        let Some(i) = self.find(prefix) else {
+            return false;
+        };
+        let addr = |n: Nbr| self.neighbors[n as usize];
+        match (&self.entries[i].fib, key) {
+            (Fib::None, _) => false,
+            (Fib::One(n, w), FibKey::One(a, x)) => addr(*n) == *a && w == x,
+            (Fib::Many(m), FibKey::Many(k)) => {
+                m.len() == k.len()
+                    && m.iter()
+                        .zip(k.iter())
+                        .all(|((n, w), (a, x))| addr(*n) == *a && w == x)
+            }
+            _ => false,
+        }
     }
 
     pub fn set_fib(&mut self, prefix: IpNet, key: FibKey) {
-        self.loc.entry(prefix).or_default().fib = Some(key);
+        let fib = match key {
+            FibKey::One(a, w) => Fib::One(self.neighbor(a), w),
+            FibKey::Many(m) => Fib::Many(Box::new(
+                m.iter().map(|(a, w)| (self.neighbor(*a), *w)).collect(),
+            )),
+        };
+        let i = self.entry_of(prefix);
+        self.entries[i].fib = fib;
     }
 
     /// Forgets the group of `prefix`; returns whether there was one.
     pub fn take_fib(&mut self, prefix: &IpNet) -> bool {
-        let Some(e) = self.loc.get_mut(prefix) else {
+        let Some(i) = self.find(prefix) else {
             return false;
         };
-        let had = e.fib.take().is_some();
-        if e.route.is_none() {
-            self.loc.remove(prefix);
-        }
+        let had = std::mem::take(&mut self.entries[i].fib) != Fib::None;
+        self.release(*prefix, i);
         had
     }
-}
 
-/// Keeps the multipath set of `paths`, sorted best first (ties by neighbor address).
-pub fn select(paths: &mut Vec<Path>) {
-    paths.sort_by(|a, b| a.rank().cmp(&b.rank()).then(a.peer.cmp(&b.peer)));
-    if let Some(best) = paths.first().map(Path::rank) {
-        paths.retain(|p| p.rank() == best);
+    /// True when the RIB holds nothing for any prefix.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    fn path(&self, s: &Slot) -> Path {
+        Path {
+            peer: self.neighbors[s.peer as usize],
+            attrs: s.attrs.clone(),
+        }
+    }
+
+    fn route_at(&self, i: usize) -> Option<LocRoute> {
+        let e = &self.entries[i];
+        match e.route {
+            Kind::None => None,
+            Kind::Local => Some(LocRoute::Local),
+            Kind::Unreachable => Some(LocRoute::Unreachable),
+            Kind::Learned => {
+                let set = &e.paths.as_slice()[..e.selected as usize];
+                (!set.is_empty())
+                    .then(|| LocRoute::Learned(set.iter().map(|s| self.path(s)).collect()))
+            }
+        }
+    }
+
+    /// The index of `peer`, given one on first sight (indices are never reused).
+    fn neighbor(&mut self, peer: IpAddr) -> Nbr {
+        if let Some(&n) = self.neighbor_index.get(&peer) {
+            return n;
+        }
+        let n = self.neighbors.len() as Nbr;
+        self.neighbors.push(peer);
+        self.neighbor_index.insert(peer, n);
+        n
+    }
+
+    fn find(&self, prefix: &IpNet) -> Option<usize> {
+        self.index.get(prefix).map(|&i| i as usize)
+    }
+
+    /// The entry of `prefix`, made when there is none.
+    fn entry_of(&mut self, prefix: IpNet) -> usize {
+        if let Some(i) = self.find(&prefix) {
+            return i;
+        }
+        let i = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.entries.push(Entry::default());
+                (self.entries.len() - 1) as u32
+            }
+        };
+        self.index.insert(prefix, i);
+        i as usize
+    }
+
+    /// Frees the entry of `prefix` (at `i`) when nothing is left in it.
+    fn release(&mut self, prefix: IpNet, i: usize) {
+        if self.entries[i].is_empty() {
+            self.index.remove(&prefix);
+            self.entries[i] = Entry::default();
+            self.free.push(i as u32);
+        }
+    }
+
+    /// Removes neighbor `n`'s path from entry `i`; returns whether it had one.
+    fn remove_path(&mut self, i: usize, n: Nbr) -> bool {
+        let e = &mut self.entries[i];
+        match &e.paths {
+            Paths::None => false,
+            Paths::One(s) if s.peer != n => false,
+            Paths::One(_) => {
+                e.paths = Paths::None;
+                e.selected = 0;
+                e.changed = true;
+                true
+            }
+            Paths::Many(_) => self.repath(i, |v| {
+                let had = v.len();
+                v.retain(|s| s.peer != n);
+                v.len() != had
+            }),
+        }
+    }
+
+    /// Applies `change` to the paths of entry `i` (it returns whether it changed them),
+    /// then sorts them best first and takes the multipath set as their leading run:
+    /// paths that reach the prefix before UPAs (when UPA is handled), then by [`Rank`],
+    /// ties by neighbor address. Marks the entry changed when that set did.
+    fn repath(&mut self, i: usize, change: impl FnOnce(&mut Vec<Slot>) -> bool) -> bool {
+        let e = &mut self.entries[i];
+        let mut v = std::mem::take(&mut self.scratch);
+        e.paths.take_into(&mut v);
+        self.before.clear();
+        self.before.extend(
+            v[..e.selected as usize]
+                .iter()
+                .map(|s| (s.peer, Arc::as_ptr(&s.attrs) as usize)),
+        );
+        let changed = change(&mut v);
+        if changed {
+            let upa = self.upa_subtype;
+            let neighbors = &self.neighbors;
+            let key = |s: &Slot| {
+                let unreachable =
+                    upa.is_some_and(|t| upa::unreachable(&s.attrs.ext_communities, t).is_some());
+                (unreachable, rank(&s.attrs))
+            };
+            v.sort_by(|a, b| {
+                key(a)
+                    .cmp(&key(b))
+                    .then(neighbors[a.peer as usize].cmp(&neighbors[b.peer as usize]))
+            });
+            let best = v.first().map(key);
+            e.selected = v.iter().take_while(|s| Some(key(s)) == best).count() as u32;
+            let set = v[..e.selected as usize]
+                .iter()
+                .map(|s| (s.peer, Arc::as_ptr(&s.attrs) as usize));
+            if !set.eq(self.before.iter().copied()) {
+                e.changed = true;
+            }
+        }
+        e.paths = Paths::from_vec(&mut v);
+        self.scratch = v;
+        changed
     }
 }
 
@@ -317,6 +667,48 @@ mod tests {
     }
 
     #[test]
+    fn one_entry_holds_every_neighbors_path() {
+        use crate::packet::upa::DEFAULT_UPA_SUBTYPE;
+        let mut rib = Rib::default();
+        let p: IpNet = "192.0.2.0/24".parse().unwrap();
+        let q: IpNet = "198.51.100.0/24".parse().unwrap();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        rib.learn(a, p, attrs(&[65100, 65001]));
+        // A longer AS path: a backup.
+        rib.learn(b, p, attrs(&[65200, 65300, 65001]));
+        rib.learn(b, q, attrs(&[65200]));
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(p) else {
+            panic!()
+        };
+        assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [a]);
+        assert!(rib.decide(q).is_some());
+        // The backup changes, the route does not.
+        assert!(rib.learn(b, p, attrs(&[65200, 65400, 65001])));
+        assert_eq!(rib.decide(p), None);
+        let all: Vec<IpAddr> = rib.paths(&p).iter().map(|p| p.peer).collect();
+        assert_eq!(all, [a, b], "best first");
+        // b goes: both its prefixes are named, a's path stays.
+        let mut gone = rib.forget_peer(b);
+        gone.sort();
+        assert_eq!(gone, [p, q]);
+        assert_eq!(rib.decide(p), None);
+        assert_eq!(rib.decide(q), Some(None));
+        assert_eq!(rib.prefixes().collect::<Vec<_>>(), [p]);
+        // A host inside p is reached through a, not through b.
+        let host: IpNet = "192.0.2.7/32".parse().unwrap();
+        assert!(rib.reaches(a, host, DEFAULT_UPA_SUBTYPE));
+        assert!(!rib.reaches(b, host, DEFAULT_UPA_SUBTYPE));
+        assert_eq!(rib.covering(host).len(), 1);
+    }
+
+    #[test]
+    fn an_entry_is_small() {
+        // What a prefix costs besides its index bucket (see `Rib`).
+        assert_eq!(std::mem::size_of::<Entry>(), 48);
+    }
+
+    #[test]
     fn prefix_table_spreads_consecutive_prefixes_and_keeps_families_apart() {
         let mut t = PrefixTable::default();
         let net = |i: u32| -> IpNet {
@@ -353,16 +745,16 @@ mod tests {
         rib.learn(a, p, attrs(&[65100]));
         assert!(rib.decide(p).is_some());
         rib.set_fib(p, FibKey::new(vec![(a, 1)]));
-        assert_eq!(rib.fib(&p), Some(&FibKey::One(a, 1)));
+        assert_eq!(rib.fib(&p), Some(FibKey::One(a, 1)));
         rib.forget(a, p);
         assert_eq!(rib.decide(p), Some(None));
         assert_eq!(rib.route(&p), None);
         assert_eq!(rib.routes().count(), 0);
         // The data plane still has the group: its removal is still to be sent.
-        assert_eq!(rib.fib(&p), Some(&FibKey::One(a, 1)));
+        assert_eq!(rib.fib(&p), Some(FibKey::One(a, 1)));
         assert!(rib.take_fib(&p));
         assert!(!rib.take_fib(&p));
-        assert!(rib.loc.is_empty(), "nothing left of the prefix");
+        assert!(rib.is_empty(), "nothing left of the prefix");
         // Two members go to the heap, in order.
         assert_eq!(
             FibKey::new(vec![(a, 3), (b, 1)]),

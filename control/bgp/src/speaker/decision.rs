@@ -36,11 +36,10 @@ impl RibTask {
     /// Colors of every path of `prefix` outside its multipath set.
     pub(super) fn inactive_colors(&self, prefix: IpNet, active: &[Path]) -> Vec<Vec<u32>> {
         self.rib
-            .adj_in
+            .paths(&prefix)
             .iter()
-            .filter(|(peer, _)| !active.iter().any(|x| x.peer == **peer))
-            .filter_map(|(_, t)| t.get(&prefix))
-            .map(|a| color::route_colors(&a.ext_communities))
+            .filter(|p| !active.iter().any(|x| x.peer == p.peer))
+            .map(|p| color::route_colors(&p.attrs.ext_communities))
             .filter(|c| !c.is_empty())
             .collect()
     }
@@ -60,18 +59,8 @@ impl RibTask {
 
     /// (color, active, its paths, their decision) per color, active colors first.
     pub(super) fn color_paths(&self, prefix: IpNet, active: &[Path]) -> Vec<ColorSet> {
-        let mut backups: Vec<Path> = self
-            .rib
-            .adj_in
-            .iter()
-            .filter(|(peer, _)| !active.iter().any(|x| x.peer == **peer))
-            .filter_map(|(peer, t)| {
-                t.get(&prefix).map(|a| Path {
-                    peer: *peer,
-                    attrs: a.clone(),
-                })
-            })
-            .collect();
+        let mut backups: Vec<Path> = self.rib.paths(&prefix);
+        backups.retain(|p| !active.iter().any(|x| x.peer == p.peer));
         backups.sort_by_key(|x| x.peer);
         by_color(active, &backups, |subset| self.decide(subset).1)
     }
@@ -109,11 +98,12 @@ impl RibTask {
     }
 
     pub(super) fn view(&self, prefix: IpNet) -> Option<RouteView> {
-        Some(match self.rib.route(&prefix)? {
+        let route = self.rib.route(&prefix)?;
+        Some(match &route {
             LocRoute::Local | LocRoute::Unreachable => RouteView {
                 prefix,
                 local: true,
-                unreachable: matches!(self.rib.route(&prefix), Some(LocRoute::Unreachable)),
+                unreachable: matches!(route, LocRoute::Unreachable),
                 weighted: false,
                 paths: vec![],
                 color_groups: vec![],
@@ -195,7 +185,7 @@ impl RibTask {
             .color_fib
             .get(&prefix)
             .map_or(color_key.is_empty(), |k| *k == color_key);
-        if self.rib.fib(&prefix) == Some(&key) && same_colors {
+        if self.rib.fib_is(&prefix, &key) && same_colors {
             return;
         }
         let members = paths

@@ -23,7 +23,7 @@ impl RibTask {
                         .then(|| tokio::time::Instant::now() + self.config.orf_wait);
                     p.session = Some(info);
                     self.rib.adj_out.remove(&peer);
-                    self.dirty.extend(self.rib.loc.keys().copied());
+                    self.dirty.extend(self.rib.prefixes());
                     self.neighbor_event(peer).await;
                 }
             }
@@ -53,15 +53,10 @@ impl RibTask {
                 info!(%peer, ?family, entries = list.len(), when = ?filter.when, "ORF received");
                 if filter.when == orf::When::Immediate && p.orf_wait_until.take().is_some() {
                     // The first ORF: now the initial UPDATEs, filtered.
-                    self.dirty.extend(self.rib.loc.keys().copied());
+                    self.dirty.extend(self.rib.prefixes());
                 } else if filter.when == orf::When::Immediate {
-                    self.dirty.extend(
-                        self.rib
-                            .loc
-                            .keys()
-                            .copied()
-                            .filter(|p| nlri::family_of(p) == family),
-                    );
+                    self.dirty
+                        .extend(self.rib.prefixes().filter(|p| nlri::family_of(p) == family));
                 }
             }
             SessionEvent::RouteRefresh { peer, family, .. } => {
@@ -70,7 +65,7 @@ impl RibTask {
                 // any, came deferred): the wait is over.
                 if let Some(p) = self.peers.get_mut(&peer) {
                     if p.orf_wait_until.take().is_some() {
-                        self.dirty.extend(self.rib.loc.keys().copied());
+                        self.dirty.extend(self.rib.prefixes());
                     }
                 }
                 let of_family = |p: &IpNet| family.is_none_or(|f| nlri::family_of(p) == f);
@@ -78,7 +73,7 @@ impl RibTask {
                     t.retain(|p, _| !of_family(p));
                 }
                 self.dirty
-                    .extend(self.rib.loc.keys().copied().filter(|p| of_family(p)));
+                    .extend(self.rib.prefixes().filter(|p| of_family(p)));
             }
             SessionEvent::Update { peer, update } => {
                 // Malformed UPDATEs are rare: refresh the neighbor's counters in the views.
@@ -208,7 +203,7 @@ impl RibTask {
         }
         if changed {
             // A link's bandwidth feeds every weight and every advertised value.
-            self.dirty.extend(self.rib.loc.keys().copied());
+            self.dirty.extend(self.rib.prefixes());
         }
     }
 
@@ -233,7 +228,7 @@ impl RibTask {
                 info!(peer = %addr, from = ?p.link_gbps, to = ?now, "link bandwidth set");
                 p.link_gbps = now;
                 // Every weight and advertised value may use this link.
-                self.dirty.extend(self.rib.loc.keys().copied());
+                self.dirty.extend(self.rib.prefixes());
             }
             matched.push((*addr, now));
         }

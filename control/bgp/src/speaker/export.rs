@@ -62,7 +62,7 @@ impl RibTask {
             // RIB keeps one copy and this is the other; else a copy of the unchanged one.
             let route = match self.rib.decide(prefix) {
                 Some(new) => new,
-                None => self.rib.route(&prefix).cloned(),
+                None => self.rib.route(&prefix),
             };
             let decision = match &route {
                 Some(LocRoute::Learned(paths)) => {

@@ -533,7 +533,7 @@ impl RibTask {
                     }
                     Some(SpeakerCommand::Routes(reply)) => {
                         let mut all: Vec<RouteView> =
-                            self.rib.loc.keys().copied().collect::<Vec<_>>()
+                            self.rib.prefixes().collect::<Vec<_>>()
                                 .into_iter().filter_map(|p| self.view(p)).collect();
                         all.sort_by_key(|r| r.prefix);
                         let _ = reply.send(all);
