@@ -108,6 +108,13 @@ impl<V> PrefixTable<V> {
             IpNet::V6(n) => self.shards6[shard6(n)].get_mut(n),
         }
     }
+    /// The value of `prefix`, inserted from `make` when there is none (one probe).
+    pub fn get_or_insert_with(&mut self, prefix: IpNet, make: impl FnOnce() -> V) -> &mut V {
+        match prefix {
+            IpNet::V4(n) => self.shards[shard4(&n)].entry(n).or_insert_with(make),
+            IpNet::V6(n) => self.shards6[shard6(&n)].entry(n).or_insert_with(make),
+        }
+    }
     pub fn insert(&mut self, prefix: IpNet, value: V) -> Option<V> {
         match prefix {
             IpNet::V4(n) => self.shards[shard4(&n)].insert(n, value),
@@ -459,34 +466,39 @@ impl Rib {
         }
     }
 
-    /// True when the group last given to the data plane for `prefix` has these members.
-    pub fn fib_is(&self, prefix: &IpNet, key: &FibKey) -> bool {
-        let Some(i) = self.find(prefix) else {
-            return false;
+    pub fn set_fib(&mut self, prefix: IpNet, key: FibKey) {
+        match key {
+            FibKey::One(a, w) => self.swap_fib(prefix, [(a, w)]),
+            FibKey::Many(m) => self.swap_fib(prefix, m.iter().copied()),
         };
-        let addr = |n: Nbr| self.neighbors[n as usize];
-        match (&self.entries[i].fib, key) {
-            (Fib::None, _) => false,
-            (Fib::One(n, w), FibKey::One(a, x)) => addr(*n) == *a && w == x,
-            (Fib::Many(m), FibKey::Many(k)) => {
-                m.len() == k.len()
-                    && m.iter()
-                        .zip(k.iter())
-                        .all(|((n, w), (a, x))| addr(*n) == *a && w == x)
-            }
-            _ => false,
-        }
     }
 
-    pub fn set_fib(&mut self, prefix: IpNet, key: FibKey) {
-        let fib = match key {
-            FibKey::One(a, w) => Fib::One(self.neighbor(a), w),
-            FibKey::Many(m) => Fib::Many(Box::new(
-                m.iter().map(|(a, w)| (self.neighbor(*a), *w)).collect(),
+    /// Makes `members` (neighbor, weight) the group given to the data plane for
+    /// `prefix`; returns false when it already was. One lookup, and no allocation for a
+    /// one-member group.
+    pub fn swap_fib<I>(&mut self, prefix: IpNet, members: I) -> bool
+    where
+        I: IntoIterator<Item = (IpAddr, u32)>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let mut members = members.into_iter();
+        let fib = match (members.len(), members.next()) {
+            (1, Some((a, w))) => Fib::One(self.neighbor(a), w),
+            (_, first) => Fib::Many(Box::new(
+                first
+                    .into_iter()
+                    .chain(members)
+                    .map(|(a, w)| (self.neighbor(a), w))
+                    .collect(),
             )),
         };
         let i = self.entry_of(prefix);
-        self.entries[i].fib = fib;
+        let e = &mut self.entries[i];
+        if e.fib == fib {
+            return false;
+        }
+        e.fib = fib;
+        true
     }
 
     /// Forgets the group of `prefix`; returns whether there was one.
@@ -542,18 +554,18 @@ impl Rib {
 
     /// The entry of `prefix`, made when there is none.
     fn entry_of(&mut self, prefix: IpNet) -> usize {
-        if let Some(i) = self.find(&prefix) {
-            return i;
-        }
-        let i = match self.free.pop() {
-            Some(i) => i,
-            None => {
-                self.entries.push(Entry::default());
-                (self.entries.len() - 1) as u32
-            }
-        };
-        self.index.insert(prefix, i);
-        i as usize
+        let Rib {
+            index,
+            entries,
+            free,
+            ..
+        } = self;
+        *index.get_or_insert_with(prefix, || {
+            free.pop().unwrap_or_else(|| {
+                entries.push(Entry::default());
+                (entries.len() - 1) as u32
+            })
+        }) as usize
     }
 
     /// Frees the entry of `prefix` (at `i`) when nothing is left in it.

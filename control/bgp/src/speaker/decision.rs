@@ -5,7 +5,7 @@
 use super::{ColorGroupView, PathView, RibTask, RouteView, SpeakerEvent};
 use crate::fare::Decision;
 use crate::packet::color;
-use crate::rib::{FibKey, LocRoute, Path};
+use crate::rib::{LocRoute, Path};
 use fare_model::bandwidth::{Encoding, Received};
 use fare_model::forwarding::{ColorGroup, Group, Member};
 use fare_model::topology::Role;
@@ -161,13 +161,6 @@ impl RibTask {
     }
 
     pub(super) async fn program(&mut self, prefix: IpNet, paths: &[Path], d: &Decision) {
-        let key = FibKey::new(
-            paths
-                .iter()
-                .map(|p| p.peer)
-                .zip(d.weights.iter().copied())
-                .collect(),
-        );
         let colors = self.data_plane_colors(prefix, paths);
         let color_key: Vec<ColorGroupView> = colors
             .iter()
@@ -185,7 +178,8 @@ impl RibTask {
             .color_fib
             .get(&prefix)
             .map_or(color_key.is_empty(), |k| *k == color_key);
-        if self.rib.fib_is(&prefix, &key) && same_colors {
+        let members = paths.iter().map(|p| p.peer).zip(d.weights.iter().copied());
+        if !self.rib.swap_fib(prefix, members) && same_colors {
             return;
         }
         let members = paths
@@ -193,7 +187,6 @@ impl RibTask {
             .enumerate()
             .map(|(i, p)| self.member(p, d.weights[i], d.bandwidths_gbps[i]))
             .collect();
-        self.rib.set_fib(prefix, key);
         let group = Group {
             prefix,
             mode: self.config.group_mode,

@@ -231,7 +231,11 @@ pub async fn start(
     config: SpeakerConfig,
     events: mpsc::Sender<SpeakerEvent>,
 ) -> std::io::Result<SpeakerHandle> {
-    let (session_tx, session_rx) = mpsc::channel(1024);
+    // Decoded UPDATEs waiting for the RIB task: a few dozen are enough to keep it busy,
+    // and each holds its prefixes (~16 KiB for a full one), so a long queue is only
+    // memory (about 20 MiB at 1024 in a million-prefix ingest, kept by the allocator
+    // after).
+    let (session_tx, session_rx) = mpsc::channel(64);
     let mut peers = FxHashMap::default();
     let mut statuses = Vec::new();
     for spec in &config.neighbors {
