@@ -16,6 +16,8 @@
 use super::packet::{upa, PathAttributes};
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -56,75 +58,126 @@ pub enum LocRoute {
     Learned(Box<[Path]>),
 }
 
-/// A map from prefix to `V` split into [`SHARDS`] hash tables per address family (FxHash:
-/// a multiply per word, against SipHash's rounds that were a tenth of the ingest's CPU).
-/// Per family so that an IPv4 key is 5 bytes, not the 18 of an `IpNet`. A hash table
-/// grows by moving into a new one twice its size, so while it grows it holds both: one
-/// table of a million prefixes would need half as much again at that moment; a shard
-/// needs 1/16 of that.
+/// A map from prefix to `V` split into [`SHARDS`] hash tables per address family. Per
+/// family so that an IPv4 key is 5 bytes, not the 18 of an `IpNet`. A hash table grows by
+/// moving into a new one twice its size, so while it grows it holds both: one table of a
+/// million prefixes would need half as much again at that moment; a shard needs 1/16 of
+/// that. Keys are hashed by [`spread`].
 #[derive(Clone, Debug)]
 pub struct PrefixTable<V> {
-    shards: Box<[FxHashMap<Ipv4Net, V>]>,
-    shards6: Box<[FxHashMap<Ipv6Net, V>]>,
+    shards: Box<[Shard<Key4, V>]>,
+    shards6: Box<[Shard<Key6, V>]>,
 }
 
 /// Shards of a [`PrefixTable`] per address family.
 pub const SHARDS: usize = 16;
 
+type Shard<K, V> = HashMap<K, V, BuildHasherDefault<Spread>>;
+
+/// An IPv4 prefix as a [`PrefixTable`] key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key4(Ipv4Net);
+
+/// An IPv6 prefix as a [`PrefixTable`] key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key6(Ipv6Net);
+
+impl Hash for Key4 {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(spread(u32::from(self.0.addr()) as u128, 32, self.0.prefix_len()).0);
+    }
+}
+
+impl Hash for Key6 {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(spread(u128::from(self.0.addr()), 128, self.0.prefix_len()).0);
+    }
+}
+
+/// The hash of a prefix and its shard. Consecutive prefixes of one length (as a feed
+/// sends them) stay close: the lowest 4 bits of the network number pick the bucket within
+/// an aligned run of 16 (and the tag the table compares first), every other bit is mixed
+/// (splitmix64's finalizer) into the rest. A lookup then mostly reads the cache lines
+/// the previous ones did, where a plain hash sends each to a random place in a table of
+/// tens of MiB; as long as runs differ, the spread is that of the mixer.
+fn spread(addr: u128, width: u32, len: u8) -> (u64, usize) {
+    let host_bits = width - len as u32;
+    let low = (addr.checked_shr(host_bits).unwrap_or(0) & 15) as u64;
+    let rest = addr ^ (low as u128).checked_shl(host_bits).unwrap_or(0);
+    let mut x = (rest as u64) ^ ((rest >> 64) as u64).rotate_left(32) ^ ((len as u64) << 56);
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    (x ^ low ^ (low << 57), (x >> 32) as usize % SHARDS)
+}
+
+/// Hands [`spread`]'s value (a key's only `write_u64`) to the table as the hash.
+#[derive(Default)]
+struct Spread(u64);
+
+impl Hasher for Spread {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ *b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
 impl<V> Default for PrefixTable<V> {
     fn default() -> Self {
         PrefixTable {
-            shards: (0..SHARDS).map(|_| FxHashMap::default()).collect(),
-            shards6: (0..SHARDS).map(|_| FxHashMap::default()).collect(),
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            shards6: (0..SHARDS).map(|_| Shard::default()).collect(),
         }
     }
 }
 
-/// The shard of a prefix: the top bits of its address and length multiplied by 2^64/phi
-/// (every bit of the prefix moves them).
-fn shard(addr: u128, len: u8) -> usize {
-    let x = (addr as u64) ^ ((addr >> 64) as u64).rotate_left(17) ^ ((len as u64) << 56);
-    (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60) as usize % SHARDS
-}
-
 fn shard4(n: &Ipv4Net) -> usize {
-    shard(u32::from(n.addr()) as u128, n.prefix_len())
+    spread(u32::from(n.addr()) as u128, 32, n.prefix_len()).1
 }
 
 fn shard6(n: &Ipv6Net) -> usize {
-    shard(u128::from(n.addr()), n.prefix_len())
+    spread(u128::from(n.addr()), 128, n.prefix_len()).1
 }
 
 impl<V> PrefixTable<V> {
     pub fn get(&self, prefix: &IpNet) -> Option<&V> {
-        match prefix {
-            IpNet::V4(n) => self.shards[shard4(n)].get(n),
-            IpNet::V6(n) => self.shards6[shard6(n)].get(n),
+        match *prefix {
+            IpNet::V4(n) => self.shards[shard4(&n)].get(&Key4(n)),
+            IpNet::V6(n) => self.shards6[shard6(&n)].get(&Key6(n)),
         }
     }
     pub fn get_mut(&mut self, prefix: &IpNet) -> Option<&mut V> {
-        match prefix {
-            IpNet::V4(n) => self.shards[shard4(n)].get_mut(n),
-            IpNet::V6(n) => self.shards6[shard6(n)].get_mut(n),
+        match *prefix {
+            IpNet::V4(n) => self.shards[shard4(&n)].get_mut(&Key4(n)),
+            IpNet::V6(n) => self.shards6[shard6(&n)].get_mut(&Key6(n)),
         }
     }
     /// The value of `prefix`, inserted from `make` when there is none (one probe).
     pub fn get_or_insert_with(&mut self, prefix: IpNet, make: impl FnOnce() -> V) -> &mut V {
         match prefix {
-            IpNet::V4(n) => self.shards[shard4(&n)].entry(n).or_insert_with(make),
-            IpNet::V6(n) => self.shards6[shard6(&n)].entry(n).or_insert_with(make),
+            IpNet::V4(n) => self.shards[shard4(&n)].entry(Key4(n)).or_insert_with(make),
+            IpNet::V6(n) => self.shards6[shard6(&n)].entry(Key6(n)).or_insert_with(make),
         }
     }
     pub fn insert(&mut self, prefix: IpNet, value: V) -> Option<V> {
         match prefix {
-            IpNet::V4(n) => self.shards[shard4(&n)].insert(n, value),
-            IpNet::V6(n) => self.shards6[shard6(&n)].insert(n, value),
+            IpNet::V4(n) => self.shards[shard4(&n)].insert(Key4(n), value),
+            IpNet::V6(n) => self.shards6[shard6(&n)].insert(Key6(n), value),
         }
     }
     pub fn remove(&mut self, prefix: &IpNet) -> Option<V> {
-        match prefix {
-            IpNet::V4(n) => self.shards[shard4(n)].remove(n),
-            IpNet::V6(n) => self.shards6[shard6(n)].remove(n),
+        match *prefix {
+            IpNet::V4(n) => self.shards[shard4(&n)].remove(&Key4(n)),
+            IpNet::V6(n) => self.shards6[shard6(&n)].remove(&Key6(n)),
         }
     }
     pub fn contains_key(&self, prefix: &IpNet) -> bool {
@@ -135,12 +188,12 @@ impl<V> PrefixTable<V> {
             .shards
             .iter()
             .flatten()
-            .map(|(n, v)| (IpNet::V4(*n), v));
+            .map(|(k, v)| (IpNet::V4(k.0), v));
         let v6 = self
             .shards6
             .iter()
             .flatten()
-            .map(|(n, v)| (IpNet::V6(*n), v));
+            .map(|(k, v)| (IpNet::V6(k.0), v));
         v4.chain(v6)
     }
     pub fn keys(&self) -> impl Iterator<Item = IpNet> + '_ {
@@ -149,12 +202,12 @@ impl<V> PrefixTable<V> {
     pub fn into_keys(self) -> impl Iterator<Item = IpNet> {
         let v4 = self.shards.into_vec().into_iter();
         let v6 = self.shards6.into_vec().into_iter();
-        v4.flat_map(|s| s.into_keys().map(IpNet::V4))
-            .chain(v6.flat_map(|s| s.into_keys().map(IpNet::V6)))
+        v4.flat_map(|s| s.into_keys().map(|k| IpNet::V4(k.0)))
+            .chain(v6.flat_map(|s| s.into_keys().map(|k| IpNet::V6(k.0))))
     }
     pub fn len(&self) -> usize {
-        let v4: usize = self.shards.iter().map(FxHashMap::len).sum();
-        v4 + self.shards6.iter().map(FxHashMap::len).sum::<usize>()
+        let v4: usize = self.shards.iter().map(HashMap::len).sum();
+        v4 + self.shards6.iter().map(HashMap::len).sum::<usize>()
     }
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -180,6 +233,9 @@ impl FibKey {
 
 /// A neighbor by its index in the RIB's neighbor list.
 type Nbr = u32;
+
+/// A prefix's entry in the RIB, valid until the prefix is next decided.
+pub type EntryId = u32;
 
 /// One received path as the RIB stores it.
 #[derive(Clone, Debug)]
@@ -287,6 +343,9 @@ pub struct Rib {
     /// UPA subtype: a path that reaches the prefix beats one that announces it
     /// unreachable. None = no UPA handling. Set before the first path is learned.
     pub upa_subtype: Option<u8>,
+    /// The prefix decided last and its entry: the group stored right after its decision
+    /// needs no lookup.
+    last: Option<(IpNet, u32)>,
     /// Working buffers of [`Rib::repath`].
     scratch: Vec<Slot>,
     before: Vec<(Nbr, usize)>,
@@ -295,6 +354,16 @@ pub struct Rib {
 impl Rib {
     /// Adds or replaces a path; returns true when the Adj-RIB-In changed.
     pub fn learn(&mut self, peer: IpAddr, prefix: IpNet, attrs: Arc<PathAttributes>) -> bool {
+        self.learn_at(peer, prefix, attrs).is_some()
+    }
+
+    /// [`Rib::learn`], returning the prefix's entry when the Adj-RIB-In changed.
+    pub fn learn_at(
+        &mut self,
+        peer: IpAddr,
+        prefix: IpNet,
+        attrs: Arc<PathAttributes>,
+    ) -> Option<EntryId> {
         let n = self.neighbor(peer);
         let i = self.entry_of(prefix);
         let e = &mut self.entries[i];
@@ -307,19 +376,19 @@ impl Rib {
                 e.paths = Paths::One(Slot { attrs, peer: n });
                 e.selected = 1;
                 e.changed = true;
-                return true;
+                return Some(i as EntryId);
             }
             Paths::One(s) if s.peer == n => {
                 if same(&s.attrs, &attrs) {
-                    return false;
+                    return None;
                 }
                 s.attrs = attrs;
                 e.changed = true;
-                return true;
+                return Some(i as EntryId);
             }
             _ => {}
         }
-        self.repath(i, |v| match v.iter_mut().find(|s| s.peer == n) {
+        let changed = self.repath(i, |v| match v.iter_mut().find(|s| s.peer == n) {
             Some(s) if same(&s.attrs, &attrs) => false,
             Some(s) => {
                 s.attrs = attrs;
@@ -329,24 +398,25 @@ impl Rib {
                 v.push(Slot { attrs, peer: n });
                 true
             }
-        })
+        });
+        changed.then_some(i as EntryId)
     }
 
+    /// Removes `peer`'s path; returns true when there was one.
     pub fn forget(&mut self, peer: IpAddr, prefix: IpNet) -> bool {
-        let Some(&n) = self.neighbor_index.get(&peer) else {
-            return false;
-        };
-        let Some(i) = self.find(&prefix) else {
-            return false;
-        };
-        if !self.remove_path(i, n) {
-            return false;
-        }
-        self.release(prefix, i);
-        true
+        self.forget_at(peer, prefix).is_some()
     }
 
-    /// Drops everything learned from `peer`; returns the prefixes it had.
+    /// [`Rib::forget`], returning the prefix's entry when a path was removed. The entry
+    /// stays, even empty, until the prefix is decided.
+    pub fn forget_at(&mut self, peer: IpAddr, prefix: IpNet) -> Option<EntryId> {
+        let &n = self.neighbor_index.get(&peer)?;
+        let i = self.find(&prefix)?;
+        self.remove_path(i, n).then_some(i as EntryId)
+    }
+
+    /// Drops everything learned from `peer`; returns the prefixes it had (their entries
+    /// stay until they are decided).
     pub fn forget_peer(&mut self, peer: IpAddr) -> Vec<IpNet> {
         self.adj_out.remove(&peer);
         let Some(&n) = self.neighbor_index.get(&peer) else {
@@ -364,9 +434,8 @@ impl Rib {
                     .any(|s| s.peer == n)
             })
             .collect();
-        for &(prefix, i) in &had {
+        for &(_, i) in &had {
             self.remove_path(i, n);
-            self.release(prefix, i);
         }
         had.into_iter().map(|(p, _)| p).collect()
     }
@@ -374,14 +443,28 @@ impl Rib {
     /// Recomputes the Loc-RIB route of `prefix`; returns the new route if it changed
     /// (`Some(None)` = the prefix is gone).
     pub fn decide(&mut self, prefix: IpNet) -> Option<Option<LocRoute>> {
-        let found = self.find(&prefix);
+        self.decide_at(prefix, None)
+    }
+
+    /// [`Rib::decide`] with the prefix's entry if known (from [`Rib::learn_at`] or
+    /// [`Rib::forget_at`] since the prefix was last decided): no lookup then. Only
+    /// deciding a prefix (or taking its group) frees its entry, so the index holds.
+    pub fn decide_at(&mut self, prefix: IpNet, entry: Option<EntryId>) -> Option<Option<LocRoute>> {
+        let found = match entry {
+            Some(i) => {
+                debug_assert_eq!(self.find(&prefix), Some(i as usize), "{prefix}");
+                Some(i as usize)
+            }
+            None => self.find(&prefix),
+        };
         let (old, selected, changed) = found.map_or((Kind::None, 0, false), |i| {
             let e = &self.entries[i];
             (e.route, e.selected, e.changed)
         });
-        let new = if self.local.contains(&prefix) {
+        // (The sets are small and mostly empty: not hashed then.)
+        let new = if !self.local.is_empty() && self.local.contains(&prefix) {
             Kind::Local
-        } else if self.unreachable.contains(&prefix) {
+        } else if !self.unreachable.is_empty() && self.unreachable.contains(&prefix) {
             // This node answers for the prefix: what others say about it does not count.
             Kind::Unreachable
         } else if selected > 0 {
@@ -391,8 +474,13 @@ impl Rib {
         };
         if let Some(i) = found {
             self.entries[i].changed = false;
+            self.last = Some((prefix, i as u32));
         }
         if new == old && !(new == Kind::Learned && changed) {
+            // Nothing left of a prefix learned and forgotten since it was last decided.
+            if let Some(i) = found {
+                self.release(prefix, i);
+            }
             return None;
         }
         let i = match found {
@@ -401,6 +489,7 @@ impl Rib {
         };
         self.entries[i].route = new;
         let route = self.route_at(i);
+        self.last = Some((prefix, i as u32));
         self.release(prefix, i);
         Some(route)
     }
@@ -549,11 +638,17 @@ impl Rib {
     }
 
     fn find(&self, prefix: &IpNet) -> Option<usize> {
-        self.index.get(prefix).map(|&i| i as usize)
+        match self.last {
+            Some((p, i)) if p == *prefix => Some(i as usize),
+            _ => self.index.get(prefix).map(|&i| i as usize),
+        }
     }
 
     /// The entry of `prefix`, made when there is none.
     fn entry_of(&mut self, prefix: IpNet) -> usize {
+        if let Some(i) = self.last.filter(|l| l.0 == prefix) {
+            return i.1 as usize;
+        }
         let Rib {
             index,
             entries,
@@ -571,6 +666,9 @@ impl Rib {
     /// Frees the entry of `prefix` (at `i`) when nothing is left in it.
     fn release(&mut self, prefix: IpNet, i: usize) {
         if self.entries[i].is_empty() {
+            if self.last.is_some_and(|l| l.0 == prefix) {
+                self.last = None;
+            }
             self.index.remove(&prefix);
             self.entries[i] = Entry::default();
             self.free.push(i as u32);
@@ -712,6 +810,33 @@ mod tests {
         assert!(rib.reaches(a, host, DEFAULT_UPA_SUBTYPE));
         assert!(!rib.reaches(b, host, DEFAULT_UPA_SUBTYPE));
         assert_eq!(rib.covering(host).len(), 1);
+    }
+
+    #[test]
+    fn consecutive_prefixes_hash_into_one_run_of_buckets() {
+        // 10.0.32.0/24 .. 10.0.47.0/24: network numbers 16k .. 16k+15.
+        let h = |i: u32| spread(((10u32 << 24) | ((32 + i) << 8)) as u128, 32, 24);
+        let (first, shard) = h(0);
+        for i in 1..16u64 {
+            let (hash, s) = h(i as u32);
+            assert_eq!(s, shard, "one shard");
+            // Only the lowest 4 bits (the bucket in the run) and the tag's differ.
+            assert_eq!(hash ^ first, i ^ (i << 57));
+        }
+        let (next, _) = h(16);
+        assert_ne!(next >> 4, first >> 4, "the next run is elsewhere");
+    }
+
+    #[test]
+    fn a_prefix_learned_and_forgotten_before_its_decision_leaves_nothing() {
+        let mut rib = Rib::default();
+        let p: IpNet = "192.0.2.0/24".parse().unwrap();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let entry = rib.learn_at(a, p, attrs(&[65100]));
+        assert!(entry.is_some());
+        assert_eq!(rib.forget_at(a, p), entry);
+        assert_eq!(rib.decide_at(p, entry), None, "no route before, none after");
+        assert!(rib.is_empty());
     }
 
     #[test]

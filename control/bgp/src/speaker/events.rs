@@ -122,8 +122,8 @@ impl RibTask {
         let session_color = p.spec.color;
         let tag_fib_suppress = p.spec.fib_suppress;
         for prefix in u.withdrawn_all().collect::<Vec<_>>() {
-            if self.rib.forget(peer, prefix) {
-                self.dirty.insert(prefix);
+            if let Some(entry) = self.rib.forget_at(peer, prefix) {
+                self.dirty.insert_at(prefix, entry);
             }
         }
         let announced: Vec<IpNet> = u.announced().collect();
@@ -156,8 +156,8 @@ impl RibTask {
                     Refused::TreatAsWithdraw | Refused::Loop => {}
                 }
                 for prefix in announced {
-                    if self.rib.forget(peer, prefix) {
-                        self.dirty.insert(prefix);
+                    if let Some(entry) = self.rib.forget_at(peer, prefix) {
+                        self.dirty.insert_at(prefix, entry);
                     }
                 }
                 return;
@@ -165,8 +165,8 @@ impl RibTask {
         };
         let attrs = Arc::new(attrs);
         for prefix in announced {
-            if self.rib.learn(peer, prefix, attrs.clone()) {
-                self.dirty.insert(prefix);
+            if let Some(entry) = self.rib.learn_at(peer, prefix, attrs.clone()) {
+                self.dirty.insert_at(prefix, entry);
             }
         }
     }

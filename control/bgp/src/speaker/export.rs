@@ -40,9 +40,11 @@ impl RibTask {
                 .collect();
             self.dirty.extend(derived);
         }
-        let mut dirty: Vec<IpNet> = self.dirty.drain().collect();
-        // Aggregates first: host routes derived from them read their new paths.
-        dirty.sort_by_key(|p| p.prefix_len());
+        let mut dirty = self.dirty.drain();
+        // Aggregates first: host routes derived from them read their new paths. Then in
+        // the order of their RIB entries (made in the order a feed sends its prefixes):
+        // read in sequence rather than at random.
+        dirty.sort_unstable_by_key(|(p, entry)| (p.prefix_len(), entry.unwrap_or(u32::MAX)));
         // The Established neighbors, looked up once for the batch instead of once per
         // prefix: (address, AS, waiting for its ORF). The loop below changes none of it.
         let established: Vec<(IpAddr, u32, bool)> = self
@@ -57,10 +59,10 @@ impl RibTask {
             FxHashMap::default();
         let mut withdraw: FxHashMap<IpAddr, Vec<IpNet>> = FxHashMap::default();
         let mut interned: FxHashSet<Arc<PathAttributes>> = FxHashSet::default();
-        for prefix in dirty {
+        for (prefix, entry) in dirty {
             // The new route when it changed (the common case while routes come in): the
             // RIB keeps one copy and this is the other; else a copy of the unchanged one.
-            let route = match self.rib.decide(prefix) {
+            let route = match self.rib.decide_at(prefix, entry) {
                 Some(new) => new,
                 None => self.rib.route(&prefix),
             };

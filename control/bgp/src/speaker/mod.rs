@@ -11,7 +11,7 @@ use super::neighbor::{
     Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
 };
 use super::packet::{orf, Family};
-use super::rib::Rib;
+use super::rib::{EntryId, Rib};
 use super::socket::{self, Protection};
 use fare_model::forwarding::{ColorGroup, Group, GroupMode};
 use fare_model::topology::Role;
@@ -477,6 +477,48 @@ async fn accept_loop(
     }
 }
 
+/// Prefixes to decide at the next flush, each with its RIB entry when the change that
+/// made it dirty knew it (deciding it then needs no second lookup).
+#[derive(Default)]
+struct Dirty(FxHashMap<IpNet, Option<EntryId>>);
+
+impl Dirty {
+    fn insert(&mut self, prefix: IpNet) {
+        self.0.entry(prefix).or_insert(None);
+    }
+    fn insert_at(&mut self, prefix: IpNet, entry: EntryId) {
+        self.0.insert(prefix, Some(entry));
+    }
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    fn iter(&self) -> impl Iterator<Item = &IpNet> {
+        self.0.keys()
+    }
+    fn drain(&mut self) -> Vec<(IpNet, Option<EntryId>)> {
+        self.0.drain().collect()
+    }
+}
+
+impl Extend<IpNet> for Dirty {
+    fn extend<I: IntoIterator<Item = IpNet>>(&mut self, prefixes: I) {
+        for p in prefixes {
+            self.insert(p);
+        }
+    }
+}
+
+impl FromIterator<IpNet> for Dirty {
+    fn from_iter<I: IntoIterator<Item = IpNet>>(prefixes: I) -> Self {
+        let mut d = Dirty::default();
+        d.extend(prefixes);
+        d
+    }
+}
+
 /// At most this many dirty prefixes before the RIB task decides them (see `RibTask::run`).
 const MAX_BATCH_PREFIXES: usize = 16_384;
 
@@ -487,7 +529,7 @@ struct RibTask {
     events: mpsc::Sender<SpeakerEvent>,
     /// Per-color groups sent with each group (DPF), to send only changes.
     color_fib: FxHashMap<IpNet, Vec<ColorGroupView>>,
-    dirty: FxHashSet<IpNet>,
+    dirty: Dirty,
     /// Prefixes whose every path announces them unreachable (UPA): an RNIC's host
     /// routes derived from its aggregates, recomputed when an aggregate changes.
     unreachable_learned: FxHashSet<IpNet>,
