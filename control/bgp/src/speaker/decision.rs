@@ -202,19 +202,26 @@ impl RibTask {
             self.color_fib.insert(prefix, color_key);
             SpeakerEvent::ColoredGroup { group, colors }
         };
-        let _ = self.events.send(event).await;
+        self.emit(event).await;
+    }
+
+    /// Sends an event: without the await machinery while the channel has room (a
+    /// group event per prefix), waiting for room when it has none.
+    pub(super) async fn emit(&self, event: SpeakerEvent) {
+        use tokio::sync::mpsc::error::TrySendError;
+        if let Err(TrySendError::Full(event)) = self.events.try_send(event) {
+            let _ = self.events.send(event).await;
+        }
     }
 
     pub(super) async fn program_none(&mut self, prefix: IpNet) {
         self.color_fib.remove(&prefix);
         if self.rib.take_fib(&prefix) {
-            let _ = self
-                .events
-                .send(SpeakerEvent::Group {
-                    prefix,
-                    group: None,
-                })
-                .await;
+            self.emit(SpeakerEvent::Group {
+                prefix,
+                group: None,
+            })
+            .await;
         }
     }
 }

@@ -14,7 +14,7 @@ use crate::packet::{
     color, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
     PathAttributes,
 };
-use crate::rib::LocRoute;
+use crate::rib::{LocRoute, Path};
 use fare_model::bandwidth::Received;
 use fare_model::topology::Role;
 use ipnet::IpNet;
@@ -59,6 +59,7 @@ impl RibTask {
             FxHashMap::default();
         let mut withdraw: FxHashMap<IpAddr, Vec<IpNet>> = FxHashMap::default();
         let mut interned: FxHashSet<Arc<PathAttributes>> = FxHashSet::default();
+        let mut last = LastDecision::default();
         for (prefix, entry) in dirty {
             // The new route when it changed (the common case while routes come in): the
             // RIB keeps one copy and this is the other; else a copy of the unchanged one.
@@ -68,7 +69,8 @@ impl RibTask {
             };
             let decision = match &route {
                 Some(LocRoute::Learned(paths)) => {
-                    let (inputs, d) = self.decide(paths);
+                    let decided = last.get(paths, |paths| self.decide(paths));
+                    let d = &decided.1;
                     if self.all_unreachable(paths) {
                         if self.unreachable_learned.insert(prefix) {
                             let from: Vec<IpAddr> = paths.iter().map(|p| p.peer).collect();
@@ -80,10 +82,10 @@ impl RibTask {
                         if self.fib_suppressed(paths) {
                             self.program_none(prefix).await;
                         } else {
-                            self.program(prefix, paths, &d).await;
+                            self.program(prefix, paths, d).await;
                         }
                     }
-                    Some((inputs, d))
+                    Some(decided)
                 }
                 _ => {
                     self.upa_gone(prefix);
@@ -126,7 +128,7 @@ impl RibTask {
                     self.outgoing(
                         prefix,
                         route.as_ref(),
-                        decision.as_ref(),
+                        decision.as_deref(),
                         peer,
                         targets.len(),
                     )
@@ -332,6 +334,39 @@ impl RibTask {
 fn is_known(type_code: u8) -> bool {
     matches!(type_code, 1..=8 | 14..=16 | 32)
 }
+/// The FARE decision (inputs and weights) of the path set decided last in a flush, for
+/// the next prefix with the same one: the prefixes of an UPDATE have the same paths
+/// (neighbors and attributes), and are decided one after another. The neighbors' links
+/// do not change during a flush.
+#[derive(Default)]
+struct LastDecision {
+    /// (neighbor, attributes' address) of each path.
+    key: Vec<(IpAddr, usize)>,
+    value: Option<Arc<(Vec<Received>, Decision)>>,
+}
+
+impl LastDecision {
+    fn get(
+        &mut self,
+        paths: &[Path],
+        decide: impl FnOnce(&[Path]) -> (Vec<Received>, Decision),
+    ) -> Arc<(Vec<Received>, Decision)> {
+        let key = paths
+            .iter()
+            .map(|p| (p.peer, Arc::as_ptr(&p.attrs) as usize));
+        match &self.value {
+            Some(v) if key.clone().eq(self.key.iter().copied()) => v.clone(),
+            _ => {
+                let v = Arc::new(decide(paths));
+                self.key.clear();
+                self.key.extend(key);
+                self.value = Some(v.clone());
+                v
+            }
+        }
+    }
+}
+
 /// Whether `route` goes to a neighbor in AS `remote_as` at all.
 pub(super) fn advertised_to(route: Option<&LocRoute>, remote_as: u32, stub: bool) -> bool {
     match route {
@@ -378,6 +413,27 @@ mod tests {
         assert!(advertised_to(Some(&LocRoute::Local), 65004, true));
         assert!(advertised_to(Some(&LocRoute::Unreachable), 65004, true));
         assert!(!advertised_to(None, 65004, false));
+    }
+
+    #[test]
+    fn a_decision_is_reused_only_for_the_same_paths() {
+        use crate::fare::Policy;
+        let one = |_: &[Path]| (vec![], Policy::default().decide(&[], false));
+        let LocRoute::Learned(a) = learned(vec![65002]) else {
+            panic!()
+        };
+        let LocRoute::Learned(b) = learned(vec![65002]) else {
+            panic!()
+        };
+        let mut last = LastDecision::default();
+        let first = last.get(&a, one);
+        assert!(Arc::ptr_eq(
+            &first,
+            &last.get(&a, |_| panic!("decided twice"))
+        ));
+        // Equal attributes in another allocation (another UPDATE): decided again.
+        assert!(!Arc::ptr_eq(&first, &last.get(&b, one)));
+        assert!(!Arc::ptr_eq(&first, &last.get(&a[..0], one)));
     }
 
     #[test]
