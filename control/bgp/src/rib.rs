@@ -317,6 +317,8 @@ struct Entry {
     route: Kind,
     /// The multipath set changed since the last [`Rib::decide`].
     changed: bool,
+    /// Listed for a decision ([`Rib::queue`]) since the last one.
+    queued: bool,
 }
 
 impl Entry {
@@ -474,6 +476,7 @@ impl Rib {
         };
         if let Some(i) = found {
             self.entries[i].changed = false;
+            self.entries[i].queued = false;
             self.last = Some((prefix, i as u32));
         }
         if new == old && !(new == Kind::Learned && changed) {
@@ -492,6 +495,17 @@ impl Rib {
         self.last = Some((prefix, i as u32));
         self.release(prefix, i);
         Some(route)
+    }
+
+    /// Marks `entry` listed for a decision; false when it already was (whoever lists
+    /// prefixes to decide lists each once). Deciding its prefix clears the mark.
+    pub fn queue(&mut self, entry: EntryId) -> bool {
+        !std::mem::replace(&mut self.entries[entry as usize].queued, true)
+    }
+
+    /// True when the entry of `prefix` is marked by [`Rib::queue`].
+    pub fn is_queued(&self, prefix: &IpNet) -> bool {
+        self.find(prefix).is_some_and(|i| self.entries[i].queued)
     }
 
     /// The Loc-RIB route of `prefix`.
@@ -835,7 +849,14 @@ mod tests {
         let entry = rib.learn_at(a, p, attrs(&[65100]));
         assert!(entry.is_some());
         assert_eq!(rib.forget_at(a, p), entry);
-        assert_eq!(rib.decide_at(p, entry), None, "no route before, none after");
+        let entry = entry.unwrap_or_default();
+        assert!(rib.queue(entry) && !rib.queue(entry), "queued once");
+        assert!(rib.is_queued(&p));
+        assert_eq!(
+            rib.decide_at(p, Some(entry)),
+            None,
+            "no route before, none after"
+        );
         assert!(rib.is_empty());
     }
 

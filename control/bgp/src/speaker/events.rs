@@ -7,6 +7,7 @@ use crate::community::FibSuppress;
 use crate::dpf;
 use crate::neighbor::{Command, SessionEvent};
 use crate::packet::{color, nlri, orf, AsPath, PathAttributes, Update};
+use crate::rib::EntryId;
 use ipnet::IpNet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -114,6 +115,13 @@ impl RibTask {
         asked
     }
 
+    /// Lists a prefix whose paths changed for the next flush (once).
+    fn queue(&mut self, prefix: IpNet, entry: EntryId) {
+        if self.rib.queue(entry) {
+            self.dirty.push(prefix, entry);
+        }
+    }
+
     pub(super) fn on_update(&mut self, peer: IpAddr, u: Update) {
         let Some(p) = self.peers.get(&peer) else {
             return;
@@ -123,7 +131,7 @@ impl RibTask {
         let tag_fib_suppress = p.spec.fib_suppress;
         for prefix in u.withdrawn_all().collect::<Vec<_>>() {
             if let Some(entry) = self.rib.forget_at(peer, prefix) {
-                self.dirty.insert_at(prefix, entry);
+                self.queue(prefix, entry);
             }
         }
         let announced: Vec<IpNet> = u.announced().collect();
@@ -157,7 +165,7 @@ impl RibTask {
                 }
                 for prefix in announced {
                     if let Some(entry) = self.rib.forget_at(peer, prefix) {
-                        self.dirty.insert_at(prefix, entry);
+                        self.queue(prefix, entry);
                     }
                 }
                 return;
@@ -166,7 +174,7 @@ impl RibTask {
         let attrs = Arc::new(attrs);
         for prefix in announced {
             if let Some(entry) = self.rib.learn_at(peer, prefix, attrs.clone()) {
-                self.dirty.insert_at(prefix, entry);
+                self.queue(prefix, entry);
             }
         }
     }

@@ -40,11 +40,10 @@ impl RibTask {
                 .collect();
             self.dirty.extend(derived);
         }
-        let mut dirty = self.dirty.drain();
-        // Aggregates first: host routes derived from them read their new paths. Then in
-        // the order of their RIB entries (made in the order a feed sends its prefixes):
-        // read in sequence rather than at random.
-        dirty.sort_unstable_by_key(|(p, entry)| (p.prefix_len(), entry.unwrap_or(u32::MAX)));
+        let mut dirty = self.dirty.drain(&self.rib);
+        // Aggregates first: host routes derived from them read their new paths. Stable:
+        // a feed's prefixes (mostly of one length) stay in arrival order.
+        dirty.sort_by_key(|(p, _)| p.prefix_len());
         // The Established neighbors, looked up once for the batch instead of once per
         // prefix: (address, AS, waiting for its ORF). The loop below changes none of it.
         let established: Vec<(IpAddr, u32, bool)> = self

@@ -477,45 +477,58 @@ async fn accept_loop(
     }
 }
 
-/// Prefixes to decide at the next flush, each with its RIB entry when the change that
-/// made it dirty knew it (deciding it then needs no second lookup).
+/// Prefixes to decide at the next flush. Those a learned or forgotten path made dirty
+/// come with their RIB entry, in arrival order: the RIB marks the entry queued, so each
+/// is listed once without a hash set, decided without a lookup, and the entries are
+/// read in the order the feed made them. The others (whole-table re-decisions, local
+/// and UPA prefixes, a neighbor's routes when it goes) in a set.
 #[derive(Default)]
-struct Dirty(FxHashMap<IpNet, Option<EntryId>>);
+struct Dirty {
+    queued: Vec<(IpNet, EntryId)>,
+    other: FxHashSet<IpNet>,
+}
 
 impl Dirty {
-    fn insert(&mut self, prefix: IpNet) {
-        self.0.entry(prefix).or_insert(None);
-    }
-    fn insert_at(&mut self, prefix: IpNet, entry: EntryId) {
-        self.0.insert(prefix, Some(entry));
+    /// A prefix whose entry the RIB just queued ([`Rib::queue`]).
+    fn push(&mut self, prefix: IpNet, entry: EntryId) {
+        self.queued.push((prefix, entry));
     }
     fn len(&self) -> usize {
-        self.0.len()
+        self.queued.len() + self.other.len()
     }
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.queued.is_empty() && self.other.is_empty()
     }
     fn iter(&self) -> impl Iterator<Item = &IpNet> {
-        self.0.keys()
+        self.queued.iter().map(|(p, _)| p).chain(self.other.iter())
     }
-    fn drain(&mut self) -> Vec<(IpNet, Option<EntryId>)> {
-        self.0.drain().collect()
+    /// Every prefix to decide, once: the queued ones, then the others `rib` has not
+    /// queued.
+    fn drain(&mut self, rib: &Rib) -> Vec<(IpNet, Option<EntryId>)> {
+        let mut all: Vec<(IpNet, Option<EntryId>)> =
+            self.queued.drain(..).map(|(p, e)| (p, Some(e))).collect();
+        all.extend(
+            self.other
+                .drain()
+                .filter(|p| !rib.is_queued(p))
+                .map(|p| (p, None)),
+        );
+        all
     }
 }
 
 impl Extend<IpNet> for Dirty {
     fn extend<I: IntoIterator<Item = IpNet>>(&mut self, prefixes: I) {
-        for p in prefixes {
-            self.insert(p);
-        }
+        self.other.extend(prefixes);
     }
 }
 
 impl FromIterator<IpNet> for Dirty {
     fn from_iter<I: IntoIterator<Item = IpNet>>(prefixes: I) -> Self {
-        let mut d = Dirty::default();
-        d.extend(prefixes);
-        d
+        Dirty {
+            queued: Vec::new(),
+            other: prefixes.into_iter().collect(),
+        }
     }
 }
 
