@@ -104,14 +104,15 @@ impl RibTask {
             }
             // Which neighbors get the route at all (averaged mode divides by their count):
             // not those it came from, not those already on its AS path.
-            let incoming: Vec<IpAddr> = match &route {
-                Some(LocRoute::Learned(paths)) => paths.iter().map(|p| p.peer).collect(),
-                _ => vec![],
+            let incoming: &[Path] = match &route {
+                Some(LocRoute::Learned(paths)) => paths,
+                _ => &[],
             };
             let targets: Vec<IpAddr> = established
                 .iter()
                 .filter(|(a, remote_as, _)| {
-                    !incoming.contains(a) && advertised_to(route.as_ref(), *remote_as, stub)
+                    !incoming.iter().any(|p| p.peer == *a)
+                        && advertised_to(route.as_ref(), *remote_as, stub)
                 })
                 .map(|e| e.0)
                 .collect();
