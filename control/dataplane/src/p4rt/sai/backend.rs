@@ -1,0 +1,672 @@
+//! The installer of the SAI-P4 profile: fare's groups as SAI-P4 router interfaces,
+//! neighbors, next hops, one-shot WCMP groups and routes.
+//!
+//! Write order (a P4Runtime target may apply the updates of one Write in any order, so
+//! each step is its own Write, sent after the previous one was answered): router
+//! interfaces, then neighbors, then next hops, then the WCMP group (INSERT, or one MODIFY
+//! of its action set: a replacement is make-before-break, no packet sees a half-written
+//! group), then the route. What nothing uses any more is deleted afterwards in reverse:
+//! next hops, then neighbors, then router interfaces. A removed route goes route, WCMP
+//! group, then the same clean-up.
+//!
+//! Refused (SAI-P4 has no such thing): spray mode (SAI-P4 hashes flows), DPF colors and
+//! flow rules, ARN in the data plane. See docs/p4.md, "SAI-P4 (PINS) profile".
+
+use super::{key_of, neighbor_id, SaiProgram, WcmpAction};
+use crate::p4rt::backend::{cookie_of, selector_limits, GroupForm, DEFAULT_ROUTER_MAC};
+use crate::p4rt::client::{Client, P4rtError};
+use crate::p4rt::config::P4RuntimeConfig;
+use crate::p4rt::p4info::P4Info;
+use crate::p4rt::program::{entity_table, update};
+use crate::p4rt::proto::p4::v1 as p4;
+use crate::{
+    validate, ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupLimits, GroupMode,
+    GroupStatus, MacAddr, MemberStatus,
+};
+use async_trait::async_trait;
+use ipnet::IpNet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv6Addr;
+use std::path::PathBuf;
+
+const BACKEND: &str = "p4runtime (sai)";
+
+/// The VRF fare's routes live in (SAI-P4 forbids writing the default VRF, "").
+pub const VRF: &str = "fare";
+
+fn err(e: P4rtError) -> DataplaneError {
+    DataplaneError::backend(BACKEND, e.to_string())
+}
+
+/// Tells fare's entries of one table from others'.
+type Ours = Box<dyn Fn(&p4::TableEntry) -> bool>;
+
+/// Why spray mode is refused.
+pub const NO_SPRAY: &str = "spray mode is not available with profile sai: SAI-P4's WCMP \
+     selector hashes flows (set the group's mode to flow)";
+
+/// Everything needed to open the SAI profile.
+#[derive(Clone, Debug)]
+pub struct SaiOptions {
+    pub address: String,
+    pub device_id: u64,
+    pub election_id: u64,
+    /// P4Info + device config pushed on connect; None = use what the switch runs.
+    pub pipeline: Option<(PathBuf, PathBuf)>,
+    /// Interface name -> P4Runtime port (a PINS port's P4Runtime id, written as its
+    /// decimal string where the P4Info translates ports; BMv2's port number otherwise).
+    pub ports: BTreeMap<String, u32>,
+    pub router_mac: MacAddr,
+    /// Members carry their egress port as watch port, except those on the group's
+    /// anchor port (the heaviest member's), so a group never has every member down.
+    pub watch_ports: bool,
+    /// The target's limit on a group's sum of weights, below the P4Info's.
+    pub max_group_size: Option<u32>,
+}
+
+impl SaiOptions {
+    pub fn from_config(config: &P4RuntimeConfig) -> SaiOptions {
+        SaiOptions {
+            address: config.address.clone(),
+            device_id: config.device_id,
+            election_id: config.election_id,
+            pipeline: config
+                .pipeline
+                .as_ref()
+                .map(|p| (p.p4info.clone(), p.config.clone())),
+            ports: config.ports.clone(),
+            router_mac: config.router_mac.unwrap_or(DEFAULT_ROUTER_MAC),
+            watch_ports: config.watch_ports,
+            max_group_size: config.max_group_size,
+        }
+    }
+}
+
+/// One next hop as SAI-P4 knows it: egress port and neighbor id.
+type Hop = (u32, Ipv6Addr);
+
+#[derive(Clone, Debug, PartialEq)]
+struct Installed {
+    group: Group,
+    id: String,
+    /// Per member of `group`: its next hop.
+    hops: Vec<Hop>,
+    active: Vec<bool>,
+}
+
+/// What is written to the switch besides groups and routes.
+#[derive(Debug, Default)]
+struct Written {
+    /// Port -> router interface id.
+    rifs: BTreeMap<u32, String>,
+    /// Neighbor -> its MAC as written.
+    neighbors: BTreeMap<Hop, MacAddr>,
+    /// Neighbor -> next hop id.
+    nexthops: BTreeMap<Hop, String>,
+}
+
+pub struct SaiDataplane {
+    client: Client,
+    program: SaiProgram,
+    options: SaiOptions,
+    limits: GroupLimits,
+    groups: BTreeMap<IpNet, Installed>,
+    written: Written,
+    next_nexthop: u64,
+    next_group: u64,
+    /// Write RPCs sent.
+    writes: u64,
+}
+
+/// The group ids of the SAI profile: `fare-` and a kind, so fare's entries are told
+/// apart from others' on a switch that other controllers program too.
+fn rif_id(port: u32) -> String {
+    format!("fare-rif-{port}")
+}
+
+impl SaiDataplane {
+    /// Opens the profile from the agent's `dataplane: {kind: p4runtime, profile: sai}`.
+    pub async fn open(config: &P4RuntimeConfig) -> Result<SaiDataplane, DataplaneError> {
+        Self::connect(SaiOptions::from_config(config)).await
+    }
+
+    /// Connects, becomes primary, pushes the pipeline unless the switch already runs it,
+    /// clears what an earlier fare left (entries with fare's ids) and writes the
+    /// switch-wide entries (L3 admission of the router MAC, fare's VRF and the ACL that
+    /// puts IP packets in it).
+    pub async fn connect(options: SaiOptions) -> Result<SaiDataplane, DataplaneError> {
+        let mut client = Client::connect(&options.address, options.device_id, options.election_id)
+            .await
+            .map_err(err)?;
+        let (info, fresh) = match &options.pipeline {
+            Some((p4info_path, config_path)) => {
+                let read = |p: &PathBuf| {
+                    std::fs::read(p).map_err(|source| DataplaneError::Io {
+                        backend: BACKEND,
+                        what: format!("reading {}", p.display()),
+                        source,
+                    })
+                };
+                let text = read(p4info_path)?;
+                let device_config = read(config_path)?;
+                let info = P4Info::load(p4info_path).map_err(|e| err(e.into()))?;
+                let cookie = cookie_of(&[&text, &device_config]);
+                if client.pipeline_cookie().await.map_err(err)? == Some(cookie) {
+                    (info, false)
+                } else {
+                    client
+                        .set_pipeline(&info, device_config, cookie)
+                        .await
+                        .map_err(err)?;
+                    tracing::info!(cookie, "sai: pipeline pushed (VERIFY_AND_COMMIT)");
+                    (info, true)
+                }
+            }
+            None => (client.pipeline_p4info().await.map_err(err)?, false),
+        };
+        let program = SaiProgram::resolve(&info).map_err(err)?;
+        let limits = selector_limits(&program.selector, GroupForm::Weighted)
+            .min(GroupLimits::size(options.max_group_size.unwrap_or(0)));
+        tracing::info!(?limits, "sai: group limits from the P4Info");
+        let mut dp = SaiDataplane {
+            client,
+            program,
+            options,
+            limits,
+            groups: BTreeMap::new(),
+            written: Written::default(),
+            next_nexthop: 1,
+            next_group: 1,
+            writes: 0,
+        };
+        if !fresh {
+            dp.clear_leftovers().await.map_err(err)?;
+        }
+        dp.write_base().await.map_err(err)?;
+        Ok(dp)
+    }
+
+    pub fn program(&self) -> &SaiProgram {
+        &self.program
+    }
+
+    /// The P4Runtime client (tests).
+    pub fn client(&mut self) -> &mut Client {
+        &mut self.client
+    }
+
+    /// Write RPCs sent so far.
+    pub fn writes(&self) -> u64 {
+        self.writes
+    }
+
+    async fn write(&mut self, updates: Vec<p4::Update>) -> Result<(), P4rtError> {
+        if updates.is_empty() {
+            return Ok(());
+        }
+        self.writes += 1;
+        self.client.write(updates).await
+    }
+
+    fn base_entries(&self) -> Result<Vec<p4::TableEntry>, P4rtError> {
+        Ok(vec![
+            self.program.l3_admit_entry(self.options.router_mac)?,
+            self.program.vrf_entry(VRF)?,
+            self.program.acl_pre_ingress_entry(VRF)?,
+        ])
+    }
+
+    /// The switch-wide entries: L3 admission and the VRF first, then the ACL entry that
+    /// names the VRF (its own Write).
+    async fn write_base(&mut self) -> Result<(), P4rtError> {
+        let base = self.base_entries()?;
+        let insert = |e: &p4::TableEntry| update(p4::update::Type::Insert, entity_table(e.clone()));
+        self.write(base[..2].iter().map(insert).collect()).await?;
+        self.write(base[2..].iter().map(insert).collect()).await
+    }
+
+    /// A switch that already ran this pipeline may hold an earlier fare's entries: they
+    /// are read and deleted (routes in fare's VRF, then every table entry whose id starts
+    /// with `fare-`, then the switch-wide entries), in reverse dependency order. Groups
+    /// are then written anew (a restarted agent does not adopt them).
+    async fn clear_leftovers(&mut self) -> Result<(), P4rtError> {
+        let p = self.program.clone();
+        let ours_vrf = |e: &p4::TableEntry, field: u32| {
+            e.r#match.iter().any(|m| {
+                m.field_id == field
+                    && matches!(&m.field_match_type,
+                        Some(p4::field_match::FieldMatchType::Exact(x)) if x.value == VRF.as_bytes())
+            })
+        };
+        let ours_id = |e: &p4::TableEntry| {
+            e.r#match.first().is_some_and(|m| {
+                matches!(&m.field_match_type,
+                    Some(p4::field_match::FieldMatchType::Exact(x)) if x.value.starts_with(b"fare-"))
+            })
+        };
+        let base = self.base_entries()?;
+        let steps: Vec<(u32, Ours)> = vec![
+            (p.ipv4.table, Box::new(move |e| ours_vrf(e, p.ipv4.vrf.id))),
+            (p.ipv6.table, Box::new(move |e| ours_vrf(e, p.ipv6.vrf.id))),
+            (p.wcmp_group, Box::new(ours_id)),
+            (p.nexthop, Box::new(ours_id)),
+            (p.neighbor, Box::new(ours_id)),
+            (p.rif, Box::new(ours_id)),
+            (p.acl_pre_ingress, {
+                let key = key_of(&base[2]);
+                Box::new(move |e| key_of(e).r#match == key.r#match)
+            }),
+            (p.vrf_table, {
+                let key = key_of(&base[1]);
+                Box::new(move |e| key_of(e).r#match == key.r#match)
+            }),
+            (p.l3_admit, {
+                let key = key_of(&base[0]);
+                Box::new(move |e| key_of(e).r#match == key.r#match)
+            }),
+        ];
+        let mut cleared = 0;
+        for (table, ours) in steps {
+            let found = self
+                .client
+                .read(vec![crate::p4rt::program::whole_table(table)])
+                .await?;
+            let deletes: Vec<p4::Update> = found
+                .into_iter()
+                .filter_map(|e| match e.entity {
+                    Some(p4::entity::Entity::TableEntry(t)) if ours(&t) => {
+                        Some(update(p4::update::Type::Delete, entity_table(key_of(&t))))
+                    }
+                    _ => None,
+                })
+                .collect();
+            cleared += deletes.len();
+            self.write(deletes).await?;
+        }
+        if cleared > 0 {
+            tracing::info!(cleared, "sai: entries of an earlier fare deleted");
+        }
+        Ok(())
+    }
+
+    fn port(&self, interface: &str) -> Result<u32, DataplaneError> {
+        self.options.ports.get(interface).copied().ok_or_else(|| {
+            DataplaneError::backend(
+                BACKEND,
+                format!("interface {interface:?} is not in the p4runtime `ports` map"),
+            )
+        })
+    }
+
+    /// Checks what the SAI profile can forward: flow mode, within the selector's limits.
+    fn check(&self, group: &Group) -> Result<(), DataplaneError> {
+        validate(group)?;
+        let invalid = |why: String| DataplaneError::InvalidGroup {
+            prefix: group.prefix,
+            why,
+        };
+        if group.mode == GroupMode::Spray {
+            return Err(invalid(NO_SPRAY.into()));
+        }
+        let sum: u64 = group.members.iter().map(|m| u64::from(m.weight)).sum();
+        if let Some(max) = self.limits.max_size {
+            if sum > u64::from(max) {
+                return Err(invalid(format!(
+                    "sum of weights {sum} exceeds the WCMP selector's max_group_size {max}"
+                )));
+            }
+        }
+        if let Some(max) = self.limits.max_members {
+            if group.members.len() > max as usize {
+                return Err(invalid(format!(
+                    "{} members exceed the WCMP selector's {max}",
+                    group.members.len()
+                )));
+            }
+        }
+        if let Some(max) = self.limits.max_member_weight {
+            if group.members.iter().any(|m| m.weight > max) {
+                return Err(invalid(format!(
+                    "a weight exceeds the WCMP selector's max_member_weight {max}"
+                )));
+            }
+        }
+        if group
+            .members
+            .iter()
+            .any(|m| i32::try_from(m.weight).is_err())
+        {
+            return Err(invalid("a weight exceeds 2^31 - 1".into()));
+        }
+        Ok(())
+    }
+
+    /// Writes `group` (members flagged in `active`) make-before-break.
+    async fn write_group(&mut self, group: &Group, active: &[bool]) -> Result<(), DataplaneError> {
+        let result = self.write_group_inner(group, active).await;
+        // Whatever happened, what no installed group uses is deleted (best effort).
+        if let Err(e) = self.collect().await {
+            tracing::warn!(error = %e, "sai: unused next hops not deleted");
+        }
+        result
+    }
+
+    async fn write_group_inner(
+        &mut self,
+        group: &Group,
+        active: &[bool],
+    ) -> Result<(), DataplaneError> {
+        let p = self.program.clone();
+        let mut hops = Vec::with_capacity(group.members.len());
+        let mut macs = BTreeMap::new();
+        for m in &group.members {
+            let port = self.port(&m.interface)?;
+            let mac = m.neighbor_mac.ok_or_else(|| DataplaneError::InvalidGroup {
+                prefix: group.prefix,
+                why: format!(
+                    "member via {} on {} has no neighbor MAC and no resolvable next hop",
+                    m.via, m.interface
+                ),
+            })?;
+            let hop = (port, neighbor_id(m.next_hop, mac));
+            macs.insert(hop, mac);
+            hops.push(hop);
+        }
+        // 1. Router interfaces.
+        let mut updates = Vec::new();
+        let mut new_rifs = Vec::new();
+        for &(port, _) in &hops {
+            if !self.written.rifs.contains_key(&port) && !new_rifs.contains(&port) {
+                let e = p
+                    .rif_entry(&rif_id(port), port, self.options.router_mac)
+                    .map_err(err)?;
+                updates.push(update(p4::update::Type::Insert, entity_table(e)));
+                new_rifs.push(port);
+            }
+        }
+        self.write(updates).await.map_err(err)?;
+        for port in new_rifs {
+            self.written.rifs.insert(port, rif_id(port));
+        }
+        // 2. Neighbors (a known one whose MAC changed is modified).
+        let mut updates = Vec::new();
+        for (&hop, &mac) in &macs {
+            let kind = match self.written.neighbors.get(&hop) {
+                None => p4::update::Type::Insert,
+                Some(old) if *old != mac => p4::update::Type::Modify,
+                Some(_) => continue,
+            };
+            let e = p.neighbor_entry(&rif_id(hop.0), hop.1, mac).map_err(err)?;
+            updates.push(update(kind, entity_table(e)));
+        }
+        self.write(updates).await.map_err(err)?;
+        self.written
+            .neighbors
+            .extend(macs.iter().map(|(h, m)| (*h, *m)));
+        // 3. Next hops.
+        let mut updates = Vec::new();
+        let mut new_hops = Vec::new();
+        for &hop in macs.keys() {
+            if !self.written.nexthops.contains_key(&hop) {
+                let id = format!("fare-nh-{}", self.next_nexthop);
+                self.next_nexthop += 1;
+                let e = p.nexthop_entry(&id, &rif_id(hop.0), hop.1).map_err(err)?;
+                updates.push(update(p4::update::Type::Insert, entity_table(e)));
+                new_hops.push((hop, id));
+            }
+        }
+        self.write(updates).await.map_err(err)?;
+        self.written.nexthops.extend(new_hops);
+        // 4. The WCMP group: one action per next hop (members to the same next hop merged,
+        // their weights added), inactive members left out.
+        let mut weights: BTreeMap<Hop, i64> = BTreeMap::new();
+        let mut order = Vec::new();
+        for ((hop, m), on) in hops.iter().zip(&group.members).zip(active) {
+            if !*on {
+                continue;
+            }
+            if !weights.contains_key(hop) {
+                order.push(*hop);
+            }
+            *weights.entry(*hop).or_default() += i64::from(m.weight);
+        }
+        // The anchor: the port of the heaviest active next hop is never watched.
+        let anchor = order
+            .iter()
+            .max_by_key(|h| (weights[*h], std::cmp::Reverse(**h)))
+            .map(|h| h.0);
+        let mut actions = Vec::with_capacity(order.len());
+        for hop in &order {
+            actions.push(WcmpAction {
+                nexthop_id: self.written.nexthops[hop].clone(),
+                weight: i32::try_from(weights[hop]).map_err(|_| DataplaneError::InvalidGroup {
+                    prefix: group.prefix,
+                    why: "merged weight exceeds 2^31 - 1".into(),
+                })?,
+                watch_port: (self.options.watch_ports && Some(hop.0) != anchor).then_some(hop.0),
+            });
+        }
+        let existing = self.groups.get(&group.prefix).map(|i| i.id.clone());
+        let (id, kind) = match &existing {
+            Some(id) => (id.clone(), p4::update::Type::Modify),
+            None => {
+                let id = format!("fare-g-{}", self.next_group);
+                self.next_group += 1;
+                (id, p4::update::Type::Insert)
+            }
+        };
+        let e = p.wcmp_group_entry(&id, &actions).map_err(err)?;
+        self.write(vec![update(kind, entity_table(e))])
+            .await
+            .map_err(err)?;
+        // 5. The route, for a new group only (a replaced group keeps its id).
+        if existing.is_none() {
+            let route = p.route_entry(VRF, group.prefix, &id).map_err(err)?;
+            if let Err(e) = self
+                .write(vec![update(p4::update::Type::Insert, entity_table(route))])
+                .await
+            {
+                // Undo the group written for it.
+                let key = p.wcmp_group_entry(&id, &actions).map(|e| key_of(&e));
+                if let Ok(key) = key {
+                    let _ = self
+                        .write(vec![update(p4::update::Type::Delete, entity_table(key))])
+                        .await;
+                }
+                return Err(err(e));
+            }
+        }
+        self.groups.insert(
+            group.prefix,
+            Installed {
+                group: group.clone(),
+                id,
+                hops,
+                active: active.to_vec(),
+            },
+        );
+        tracing::debug!(prefix = %group.prefix, members = actions.len(), "sai: group written");
+        Ok(())
+    }
+
+    /// Deletes what no installed group uses: next hops, then neighbors, then router
+    /// interfaces (each its own Write).
+    async fn collect(&mut self) -> Result<(), P4rtError> {
+        let p = self.program.clone();
+        let used: BTreeSet<Hop> = self
+            .groups
+            .values()
+            .flat_map(|i| i.hops.iter().copied())
+            .collect();
+        let ports: BTreeSet<u32> = used.iter().map(|h| h.0).collect();
+        let gone: Vec<(Hop, String)> = self
+            .written
+            .nexthops
+            .iter()
+            .filter(|(h, _)| !used.contains(h))
+            .map(|(h, id)| (*h, id.clone()))
+            .collect();
+        let mut deletes = Vec::new();
+        for (hop, id) in &gone {
+            let e = p.nexthop_entry(id, &rif_id(hop.0), hop.1)?;
+            deletes.push(update(p4::update::Type::Delete, entity_table(key_of(&e))));
+        }
+        self.write(deletes).await?;
+        for (hop, _) in gone {
+            self.written.nexthops.remove(&hop);
+        }
+        let gone: Vec<(Hop, MacAddr)> = self
+            .written
+            .neighbors
+            .iter()
+            .filter(|(h, _)| !used.contains(h))
+            .map(|(h, m)| (*h, *m))
+            .collect();
+        let mut deletes = Vec::new();
+        for (hop, mac) in &gone {
+            let e = p.neighbor_entry(&rif_id(hop.0), hop.1, *mac)?;
+            deletes.push(update(p4::update::Type::Delete, entity_table(key_of(&e))));
+        }
+        self.write(deletes).await?;
+        for (hop, _) in gone {
+            self.written.neighbors.remove(&hop);
+        }
+        let gone: Vec<u32> = self
+            .written
+            .rifs
+            .keys()
+            .filter(|port| !ports.contains(port))
+            .copied()
+            .collect();
+        let mut deletes = Vec::new();
+        for port in &gone {
+            let e = p.rif_entry(&rif_id(*port), *port, self.options.router_mac)?;
+            deletes.push(update(p4::update::Type::Delete, entity_table(key_of(&e))));
+        }
+        self.write(deletes).await?;
+        for port in gone {
+            self.written.rifs.remove(&port);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Dataplane for SaiDataplane {
+    fn name(&self) -> &'static str {
+        BACKEND
+    }
+
+    fn limits(&self) -> GroupLimits {
+        self.limits
+    }
+
+    async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
+        self.check(group)?;
+        // BGP members name only a next hop: the switch rewrites the destination MAC, so
+        // take it from the kernel's neighbor table like the other backends do.
+        let resolved = crate::xdp::neighbor::fill_macs(group, BACKEND).await?;
+        let group = resolved.as_ref().unwrap_or(group);
+        if let Some(inst) = self.groups.get(&group.prefix) {
+            if inst.group == *group && inst.active.iter().all(|a| *a) {
+                return Ok(());
+            }
+        }
+        let active = vec![true; group.members.len()];
+        self.write_group(group, &active).await
+    }
+
+    async fn install_colored(
+        &mut self,
+        group: &Group,
+        colors: &[ColorGroup],
+    ) -> Result<(), DataplaneError> {
+        if !colors.is_empty() {
+            return Err(DataplaneError::backend(
+                BACKEND,
+                "DPF colors are not available with profile sai (SAI-P4 has no per-color groups)",
+            ));
+        }
+        self.install(group).await
+    }
+
+    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
+        if rules.is_empty() {
+            return Ok(());
+        }
+        Err(DataplaneError::backend(
+            BACKEND,
+            "DPF flow rules are not available with profile sai (use profile fare)",
+        ))
+    }
+
+    async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        let inst = self
+            .groups
+            .get(&prefix)
+            .cloned()
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        let p = self.program.clone();
+        let route = p.route_entry(VRF, prefix, &inst.id).map_err(err)?;
+        self.write(vec![update(
+            p4::update::Type::Delete,
+            entity_table(key_of(&route)),
+        )])
+        .await
+        .map_err(err)?;
+        let group = p.wcmp_group_entry(&inst.id, &[]).map_err(err)?;
+        let result = self
+            .write(vec![update(
+                p4::update::Type::Delete,
+                entity_table(key_of(&group)),
+            )])
+            .await;
+        self.groups.remove(&prefix);
+        result.map_err(err)?;
+        self.collect().await.map_err(err)
+    }
+
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
+        // SAI-P4 has no per-member counters: the members' states only.
+        Ok(self
+            .groups
+            .values()
+            .map(|inst| GroupStatus {
+                group: inst.group.clone(),
+                members: inst
+                    .active
+                    .iter()
+                    .map(|a| MemberStatus {
+                        packets: 0,
+                        bytes: 0,
+                        active: *a,
+                    })
+                    .collect(),
+                colors: Vec::new(),
+                fit: None,
+            })
+            .collect())
+    }
+
+    /// Without ARN in the data plane, a member is removed by rewriting its group's action
+    /// set without it (one MODIFY).
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        active: bool,
+    ) -> Result<(), DataplaneError> {
+        let inst = self
+            .groups
+            .get(&prefix)
+            .cloned()
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        crate::keep_last_active(prefix, &inst.active, index, active)?;
+        if inst.active[index] == active {
+            return Ok(());
+        }
+        let mut flags = inst.active.clone();
+        flags[index] = active;
+        self.write_group(&inst.group, &flags).await
+    }
+}
