@@ -14,7 +14,7 @@
 
 use super::{key_of, neighbor_id, SaiProgram, WcmpAction};
 use crate::p4rt::backend::{cookie_of, selector_limits, GroupForm, DEFAULT_ROUTER_MAC};
-use crate::p4rt::client::{Client, P4rtError};
+use crate::p4rt::client::{Arbitration, Client, P4rtError};
 use crate::p4rt::config::P4RuntimeConfig;
 use crate::p4rt::p4info::P4Info;
 use crate::p4rt::program::{entity_table, update};
@@ -28,6 +28,7 @@ use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv6Addr;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 const BACKEND: &str = "p4runtime (sai)";
 
@@ -39,7 +40,7 @@ fn err(e: P4rtError) -> DataplaneError {
 }
 
 /// Tells fare's entries of one table from others'.
-type Ours = Box<dyn Fn(&p4::TableEntry) -> bool>;
+type Ours = Box<dyn Fn(&p4::TableEntry) -> bool + Send + Sync>;
 
 /// Why spray mode is refused.
 pub const NO_SPRAY: &str = "spray mode is not available with profile sai: SAI-P4's WCMP \
@@ -116,6 +117,44 @@ pub struct SaiDataplane {
     next_group: u64,
     /// Write RPCs sent.
     writes: u64,
+    /// The pipeline pushed on connect (pushed again to a switch that lost it).
+    pipeline: Option<Pipeline>,
+    /// The session is lost (transport gone, or another controller is primary): calls
+    /// fail at once until a new session is made at `retry_at`.
+    lost: Option<Lost>,
+}
+
+#[derive(Clone, Debug)]
+struct Pipeline {
+    info: P4Info,
+    device_config: Vec<u8>,
+    cookie: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Lost {
+    retry_at: Instant,
+    backoff: Duration,
+}
+
+/// First and largest wait between two reconnection attempts.
+const BACKOFF_MIN: Duration = Duration::from_millis(100);
+const BACKOFF_MAX: Duration = Duration::from_secs(5);
+
+/// The session is gone (as opposed to the target refusing an update): the connection or
+/// stream ended, or another controller became primary.
+fn session_lost(e: &P4rtError) -> bool {
+    match e {
+        P4rtError::Rpc { error, .. } => matches!(
+            error.code,
+            tonic::Code::Unavailable | tonic::Code::Cancelled | tonic::Code::PermissionDenied
+        ),
+        P4rtError::Connect { .. }
+        | P4rtError::StreamClosed
+        | P4rtError::Timeout(_)
+        | P4rtError::NotPrimary { .. } => true,
+        _ => false,
+    }
 }
 
 /// The group ids of the SAI profile: `fare-` and a kind, so fare's entries are told
@@ -135,10 +174,10 @@ impl SaiDataplane {
     /// switch-wide entries (L3 admission of the router MAC, fare's VRF and the ACL that
     /// puts IP packets in it).
     pub async fn connect(options: SaiOptions) -> Result<SaiDataplane, DataplaneError> {
-        let mut client = Client::connect(&options.address, options.device_id, options.election_id)
+        let client = Client::connect(&options.address, options.device_id, options.election_id)
             .await
             .map_err(err)?;
-        let (info, fresh) = match &options.pipeline {
+        let pipeline = match &options.pipeline {
             Some((p4info_path, config_path)) => {
                 let read = |p: &PathBuf| {
                     std::fs::read(p).map_err(|source| DataplaneError::Io {
@@ -151,19 +190,18 @@ impl SaiDataplane {
                 let device_config = read(config_path)?;
                 let info = P4Info::load(p4info_path).map_err(|e| err(e.into()))?;
                 let cookie = cookie_of(&[&text, &device_config]);
-                if client.pipeline_cookie().await.map_err(err)? == Some(cookie) {
-                    (info, false)
-                } else {
-                    client
-                        .set_pipeline(&info, device_config, cookie)
-                        .await
-                        .map_err(err)?;
-                    tracing::info!(cookie, "sai: pipeline pushed (VERIFY_AND_COMMIT)");
-                    (info, true)
-                }
+                Some(Pipeline {
+                    info,
+                    device_config,
+                    cookie,
+                })
             }
-            None => (client.pipeline_p4info().await.map_err(err)?, false),
+            None => None,
         };
+        let mut client = client;
+        let (info, fresh) = Self::ensure_pipeline(&mut client, pipeline.as_ref())
+            .await
+            .map_err(err)?;
         let program = SaiProgram::resolve(&info).map_err(err)?;
         let limits = selector_limits(&program.selector, GroupForm::Weighted)
             .min(GroupLimits::size(options.max_group_size.unwrap_or(0)));
@@ -178,12 +216,113 @@ impl SaiDataplane {
             next_nexthop: 1,
             next_group: 1,
             writes: 0,
+            pipeline,
+            lost: None,
         };
         if !fresh {
             dp.clear_leftovers().await.map_err(err)?;
         }
         dp.write_base().await.map_err(err)?;
         Ok(dp)
+    }
+
+    /// Pushes `pipeline` unless the switch already runs it (same cookie); without one,
+    /// reads the switch's P4Info. Returns the P4Info and whether the switch is fresh
+    /// (just got the pipeline, so holds no entry).
+    async fn ensure_pipeline(
+        client: &mut Client,
+        pipeline: Option<&Pipeline>,
+    ) -> Result<(P4Info, bool), P4rtError> {
+        let Some(p) = pipeline else {
+            return Ok((client.pipeline_p4info().await?, false));
+        };
+        if client.pipeline_cookie().await? == Some(p.cookie) {
+            return Ok((p.info.clone(), false));
+        }
+        client
+            .set_pipeline(&p.info, p.device_config.clone(), p.cookie)
+            .await?;
+        tracing::info!(
+            cookie = p.cookie,
+            "sai: pipeline pushed (VERIFY_AND_COMMIT)"
+        );
+        Ok((p.info.clone(), true))
+    }
+
+    /// While the session is lost: a new one once the backoff has passed (the pipeline
+    /// pushed again if the switch lost it, an earlier session's entries cleared, the
+    /// switch-wide entries and every group written anew); else the call fails at once.
+    async fn ensure_session(&mut self) -> Result<(), DataplaneError> {
+        let Some(lost) = self.lost else {
+            return Ok(());
+        };
+        if Instant::now() < lost.retry_at {
+            return Err(DataplaneError::backend(
+                BACKEND,
+                "session lost; reconnecting",
+            ));
+        }
+        match self.reopen().await {
+            Ok(()) => {
+                self.lost = None;
+                tracing::info!(
+                    groups = self.groups.len(),
+                    "sai: session restored, groups rewritten"
+                );
+                Ok(())
+            }
+            Err(e) => {
+                let backoff = (lost.backoff * 2).min(BACKOFF_MAX);
+                self.lost = Some(Lost {
+                    retry_at: Instant::now() + backoff,
+                    backoff,
+                });
+                Err(DataplaneError::backend(
+                    BACKEND,
+                    format!("session lost; reconnecting: {e}"),
+                ))
+            }
+        }
+    }
+
+    async fn reopen(&mut self) -> Result<(), DataplaneError> {
+        let o = &self.options;
+        let mut client = Client::open(
+            &o.address,
+            o.device_id,
+            o.election_id,
+            Duration::from_secs(1),
+        )
+        .await
+        .map_err(err)?;
+        if client.arbitration() != Arbitration::Primary {
+            return Err(DataplaneError::backend(
+                BACKEND,
+                format!("not primary: {:?}", client.arbitration()),
+            ));
+        }
+        let (_, fresh) = Self::ensure_pipeline(&mut client, self.pipeline.as_ref())
+            .await
+            .map_err(err)?;
+        self.client = client;
+        self.written = Written::default();
+        if !fresh {
+            self.clear_leftovers().await.map_err(err)?;
+        }
+        self.write_base().await.map_err(err)?;
+        let groups: Vec<Installed> = std::mem::take(&mut self.groups).into_values().collect();
+        let mut first_error = None;
+        for inst in groups {
+            // Written with fresh ids, as at the first install.
+            if let Err(e) = self.write_group(&inst.group, &inst.active).await {
+                tracing::warn!(prefix = %inst.group.prefix, error = %e, "sai: group not rewritten");
+                first_error.get_or_insert(e);
+            }
+        }
+        match first_error {
+            Some(e) if self.lost.is_some() => Err(e),
+            _ => Ok(()),
+        }
     }
 
     pub fn program(&self) -> &SaiProgram {
@@ -205,7 +344,17 @@ impl SaiDataplane {
             return Ok(());
         }
         self.writes += 1;
-        self.client.write(updates).await
+        let result = self.client.write(updates).await;
+        if let Err(e) = &result {
+            if session_lost(e) && self.lost.is_none() {
+                tracing::warn!(error = %e, "sai: session lost");
+                self.lost = Some(Lost {
+                    retry_at: Instant::now() + BACKOFF_MIN,
+                    backoff: BACKOFF_MIN,
+                });
+            }
+        }
+        result
     }
 
     fn base_entries(&self) -> Result<Vec<p4::TableEntry>, P4rtError> {
@@ -561,8 +710,13 @@ impl Dataplane for SaiDataplane {
         self.limits
     }
 
+    async fn maintain(&mut self) -> Result<(), DataplaneError> {
+        self.ensure_session().await
+    }
+
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
         self.check(group)?;
+        self.ensure_session().await?;
         // BGP members name only a next hop: the switch rewrites the destination MAC, so
         // take it from the kernel's neighbor table like the other backends do.
         let resolved = crate::xdp::neighbor::fill_macs(group, BACKEND).await?;
@@ -601,6 +755,7 @@ impl Dataplane for SaiDataplane {
     }
 
     async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        self.ensure_session().await?;
         let inst = self
             .groups
             .get(&prefix)
@@ -656,6 +811,7 @@ impl Dataplane for SaiDataplane {
         index: usize,
         active: bool,
     ) -> Result<(), DataplaneError> {
+        self.ensure_session().await?;
         let inst = self
             .groups
             .get(&prefix)

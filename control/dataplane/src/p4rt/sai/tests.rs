@@ -597,3 +597,38 @@ async fn a_restarted_agent_clears_what_the_last_one_wrote() {
     // 3 switch-wide + rif, neighbor, next hop, group, route.
     assert_eq!(target.lock().tables.len(), 8);
 }
+
+#[tokio::test]
+async fn a_restarted_switch_gets_the_pipeline_and_the_groups_again() {
+    let target = FakeTarget::start().await;
+    let (mut dp, _dir) = open(&target).await;
+    dp.install(&group("10.1.0.0/16", vec![member(1, 3), member(2, 1)]))
+        .await
+        .unwrap();
+    target.kill();
+    // The next write finds the session gone; while it is, calls fail at once.
+    let g2 = group("10.2.0.0/16", vec![member(1, 1)]);
+    assert!(dp.install(&g2).await.is_err());
+    let e = dp.install(&g2).await.unwrap_err();
+    assert!(e.to_string().contains("reconnecting"), "{e}");
+    target.restart();
+    let mut restored = false;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if dp.maintain().await.is_ok() {
+            restored = true;
+            break;
+        }
+    }
+    assert!(restored, "session restored within 10 s");
+    assert_eq!(target.lock().pipeline_pushes, 2, "pipeline pushed again");
+    // 3 switch-wide + 2 rifs + 2 neighbors + 2 next hops + the group + its route.
+    assert_eq!(target.lock().tables.len(), 11);
+    // Fresh ids (fare-g-2 went to the install that failed).
+    assert_eq!(
+        group_actions(&target, "fare-g-3"),
+        vec![("fare-nh-3".into(), 3), ("fare-nh-4".into(), 1)]
+    );
+    dp.install(&g2).await.unwrap();
+    assert_eq!(target.lock().tables.len(), 13);
+}
