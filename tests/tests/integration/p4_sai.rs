@@ -15,8 +15,9 @@
 //!
 //! What BMv2 cannot serve: SAI-P4 leaves the WCMP hash to the switch ASIC (the program's
 //! selector input is a constant 0), so on BMv2 every flow takes the same member. The test
-//! accepts either the weights' split (a program that models the hash) or every packet on
-//! one member (the upstream program), and tests each member's path separately.
+//! accepts either the weights' split within 8 points (a build whose selector input is a
+//! hash of the 5-tuple, docs/p4.md) or every packet on one member (the upstream program),
+//! and tests each member's path separately. Measured: upstream 400:0, hashed 300:100.
 
 use anyhow::{bail, ensure, Context, Result};
 use fare::dataplane::p4rt::program::whole_table;
@@ -168,8 +169,11 @@ fn p4_sai_wcmp_on_bmv2() -> Result<()> {
     };
     let result = run(&fabric, &step);
     drop(to_client);
-    let _ = client.join();
-    result
+    match (result, client.join()) {
+        // The client thread ended early: its error is the cause.
+        (Err(e), Ok(Err(c))) => Err(e.context(format!("client: {c:#}"))),
+        (r, _) => r,
+    }
 }
 
 fn run(fabric: &Fabric, step: &dyn Fn(&'static str) -> Result<Vec<u64>>) -> Result<()> {

@@ -18,7 +18,7 @@ use crate::{Dataplane, DataplaneError, Group, GroupLimits, GroupMode, Member};
 use p4::field_match::FieldMatchType as M;
 
 const PINS_P4INFO: &str = r#"
-pkg_info { arch: "v1model" }
+pkg_info { arch: "v1model" platform_properties { multicast_group_table_size: 512 } }
 tables {
   preamble { id: 1001 name: "ingress.l3_admit.l3_admit_table" alias: "l3_admit_table" }
   match_fields { id: 1 name: "dst_mac" bitwidth: 48 match_type: TERNARY }
