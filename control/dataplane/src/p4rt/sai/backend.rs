@@ -86,6 +86,9 @@ impl SaiOptions {
 /// One next hop as SAI-P4 knows it: egress port and neighbor id.
 type Hop = (u32, Ipv6Addr);
 
+/// A group's members' next hops (in member order) and each next hop's MAC.
+type Plan = (Vec<Hop>, BTreeMap<Hop, MacAddr>);
+
 #[derive(Clone, Debug, PartialEq)]
 struct Installed {
     group: Group,
@@ -136,6 +139,9 @@ struct Lost {
     retry_at: Instant,
     backoff: Duration,
 }
+
+/// Most updates in one Write.
+pub const MAX_BATCH: usize = 500;
 
 /// First and largest wait between two reconnection attempts.
 const BACKOFF_MIN: Duration = Duration::from_millis(100);
@@ -310,12 +316,15 @@ impl SaiDataplane {
             self.clear_leftovers().await.map_err(err)?;
         }
         self.write_base().await.map_err(err)?;
-        let groups: Vec<Installed> = std::mem::take(&mut self.groups).into_values().collect();
+        // Every group written anew (fresh ids), sharing each phase's Write.
+        let jobs: Vec<(Group, Vec<bool>)> = std::mem::take(&mut self.groups)
+            .into_values()
+            .map(|inst| (inst.group, inst.active))
+            .collect();
         let mut first_error = None;
-        for inst in groups {
-            // Written with fresh ids, as at the first install.
-            if let Err(e) = self.write_group(&inst.group, &inst.active).await {
-                tracing::warn!(prefix = %inst.group.prefix, error = %e, "sai: group not rewritten");
+        for r in self.write_groups(jobs).await {
+            if let Err(e) = r {
+                tracing::warn!(error = %e, "sai: group not rewritten");
                 first_error.get_or_insert(e);
             }
         }
@@ -492,20 +501,343 @@ impl SaiDataplane {
 
     /// Writes `group` (members flagged in `active`) make-before-break.
     async fn write_group(&mut self, group: &Group, active: &[bool]) -> Result<(), DataplaneError> {
-        let result = self.write_group_inner(group, active).await;
-        // Whatever happened, what no installed group uses is deleted (best effort).
+        self.write_groups(vec![(group.clone(), active.to_vec())])
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result")))
+    }
+
+    /// Writes groups of distinct prefixes together, one result per group: each phase
+    /// (router interfaces, neighbors, next hops, WCMP groups, routes) is one Write for all
+    /// of them (at most [`MAX_BATCH`] updates each), sent after the previous one was
+    /// answered. A group whose update failed in one phase takes no part in the later ones
+    /// (a WCMP group written for a route that failed is deleted again). Afterwards what no
+    /// installed group uses is deleted (best effort).
+    async fn write_groups(
+        &mut self,
+        jobs: Vec<(Group, Vec<bool>)>,
+    ) -> Vec<Result<(), DataplaneError>> {
+        let result = self.write_groups_inner(jobs).await;
         if let Err(e) = self.collect().await {
             tracing::warn!(error = %e, "sai: unused next hops not deleted");
         }
         result
     }
 
-    async fn write_group_inner(
+    async fn write_groups_inner(
         &mut self,
-        group: &Group,
-        active: &[bool],
-    ) -> Result<(), DataplaneError> {
+        jobs: Vec<(Group, Vec<bool>)>,
+    ) -> Vec<Result<(), DataplaneError>> {
         let p = self.program.clone();
+        let mut results: Vec<Option<Result<(), DataplaneError>>> = Vec::new();
+        // Per job: its members' next hops and their MACs.
+        let mut plans: Vec<Option<Plan>> = Vec::new();
+        for (group, _) in &jobs {
+            match self.plan(group) {
+                Ok(plan) => {
+                    plans.push(Some(plan));
+                    results.push(None);
+                }
+                Err(e) => {
+                    plans.push(None);
+                    results.push(Some(Err(e)));
+                }
+            }
+        }
+        let prefixes: Vec<IpNet> = jobs.iter().map(|(g, _)| g.prefix).collect();
+        let fail = |results: &mut Vec<Option<Result<(), DataplaneError>>>,
+                    plans: &mut Vec<Option<Plan>>,
+                    i: usize,
+                    why: String| {
+            plans[i] = None;
+            results[i] = Some(Err(DataplaneError::backend(
+                BACKEND,
+                format!("{}: {why}", prefixes[i]),
+            )));
+        };
+
+        // 1. Router interfaces, one per new egress port.
+        let mut ports: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, plan) in plans.iter().enumerate() {
+            for (port, _) in plan.iter().flat_map(|(hops, _)| hops) {
+                if !self.written.rifs.contains_key(port) {
+                    ports.entry(*port).or_default().push(i);
+                }
+            }
+        }
+        let mut updates = Vec::new();
+        for port in ports.keys() {
+            match p.rif_entry(&rif_id(*port), *port, self.options.router_mac) {
+                Ok(e) => updates.push(update(p4::update::Type::Insert, entity_table(e))),
+                Err(e) => return self.abandon(results, e),
+            }
+        }
+        let failed = self.write_phase(updates).await;
+        for ((port, users), outcome) in ports.iter().zip(failed) {
+            match outcome {
+                None => {
+                    self.written.rifs.insert(*port, rif_id(*port));
+                }
+                Some(why) => {
+                    for &i in users {
+                        fail(
+                            &mut results,
+                            &mut plans,
+                            i,
+                            format!("router interface: {why}"),
+                        );
+                    }
+                }
+            }
+        }
+
+        // 2. Neighbors: new ones inserted, a known one whose MAC changed modified.
+        let mut neighbors: BTreeMap<Hop, (MacAddr, Vec<usize>)> = BTreeMap::new();
+        for (i, plan) in plans.iter().enumerate() {
+            for (hop, mac) in plan.iter().flat_map(|(_, macs)| macs) {
+                if self.written.neighbors.get(hop) != Some(mac) {
+                    neighbors
+                        .entry(*hop)
+                        .or_insert((*mac, Vec::new()))
+                        .1
+                        .push(i);
+                }
+            }
+        }
+        let mut updates = Vec::new();
+        for (hop, (mac, _)) in &neighbors {
+            let kind = if self.written.neighbors.contains_key(hop) {
+                p4::update::Type::Modify
+            } else {
+                p4::update::Type::Insert
+            };
+            match p.neighbor_entry(&rif_id(hop.0), hop.1, *mac) {
+                Ok(e) => updates.push(update(kind, entity_table(e))),
+                Err(e) => return self.abandon(results, e),
+            }
+        }
+        let failed = self.write_phase(updates).await;
+        for ((hop, (mac, users)), outcome) in neighbors.iter().zip(failed) {
+            match outcome {
+                None => {
+                    self.written.neighbors.insert(*hop, *mac);
+                }
+                Some(why) => {
+                    for &i in users {
+                        fail(&mut results, &mut plans, i, format!("neighbor: {why}"));
+                    }
+                }
+            }
+        }
+
+        // 3. Next hops, one per new (port, neighbor).
+        let mut hops: BTreeMap<Hop, Vec<usize>> = BTreeMap::new();
+        for (i, plan) in plans.iter().enumerate() {
+            for hop in plan.iter().flat_map(|(_, macs)| macs.keys()) {
+                if !self.written.nexthops.contains_key(hop) {
+                    hops.entry(*hop).or_default().push(i);
+                }
+            }
+        }
+        let mut updates = Vec::new();
+        let mut ids = Vec::new();
+        for hop in hops.keys() {
+            let id = format!("fare-nh-{}", self.next_nexthop);
+            self.next_nexthop += 1;
+            match p.nexthop_entry(&id, &rif_id(hop.0), hop.1) {
+                Ok(e) => updates.push(update(p4::update::Type::Insert, entity_table(e))),
+                Err(e) => return self.abandon(results, e),
+            }
+            ids.push(id);
+        }
+        let failed = self.write_phase(updates).await;
+        for (((hop, users), id), outcome) in hops.iter().zip(ids).zip(failed) {
+            match outcome {
+                None => {
+                    self.written.nexthops.insert(*hop, id);
+                }
+                Some(why) => {
+                    for &i in users {
+                        fail(&mut results, &mut plans, i, format!("next hop: {why}"));
+                    }
+                }
+            }
+        }
+
+        // 4. The WCMP groups: one action per next hop (members to the same next hop
+        // merged, their weights added), inactive members left out; INSERT, or one MODIFY
+        // of a replaced group's action set.
+        let mut written_groups = Vec::new(); // (job, id, new, entry)
+        let mut updates = Vec::new();
+        for (i, (group, active)) in jobs.iter().enumerate() {
+            let Some((member_hops, _)) = &plans[i] else {
+                continue;
+            };
+            let actions = match self.actions(group, member_hops, active) {
+                Ok(a) => a,
+                Err(e) => {
+                    fail(&mut results, &mut plans, i, e.to_string());
+                    continue;
+                }
+            };
+            let existing = self.groups.get(&group.prefix).map(|inst| inst.id.clone());
+            let (id, kind) = match existing {
+                Some(id) => (id, p4::update::Type::Modify),
+                None => {
+                    let id = format!("fare-g-{}", self.next_group);
+                    self.next_group += 1;
+                    (id, p4::update::Type::Insert)
+                }
+            };
+            match p.wcmp_group_entry(&id, &actions) {
+                Ok(e) => {
+                    updates.push(update(kind, entity_table(e.clone())));
+                    written_groups.push((i, id, kind == p4::update::Type::Insert, e));
+                }
+                Err(e) => fail(&mut results, &mut plans, i, e.to_string()),
+            }
+        }
+        let failed = self.write_phase(updates).await;
+        let mut routed = Vec::new();
+        for ((i, id, new, entry), outcome) in written_groups.into_iter().zip(failed) {
+            match outcome {
+                None => routed.push((i, id, new, entry)),
+                Some(why) => fail(&mut results, &mut plans, i, format!("WCMP group: {why}")),
+            }
+        }
+
+        // 5. Routes, for new groups only (a replaced group keeps its id).
+        let mut updates = Vec::new();
+        let mut new_routes = Vec::new();
+        for (n, (i, id, new, _)) in routed.iter().enumerate() {
+            if !*new {
+                continue;
+            }
+            match p.route_entry(VRF, jobs[*i].0.prefix, id) {
+                Ok(e) => {
+                    updates.push(update(p4::update::Type::Insert, entity_table(e)));
+                    new_routes.push(n);
+                }
+                Err(e) => return self.abandon(results, e),
+            }
+        }
+        let failed = self.write_phase(updates).await;
+        let mut unrouted = BTreeSet::new();
+        for (n, outcome) in new_routes.into_iter().zip(failed) {
+            if let Some(why) = outcome {
+                let i = routed[n].0;
+                fail(&mut results, &mut plans, i, format!("route: {why}"));
+                unrouted.insert(n);
+            }
+        }
+        // The groups of routes that failed are deleted again.
+        let undo: Vec<p4::Update> = unrouted
+            .iter()
+            .map(|n| {
+                update(
+                    p4::update::Type::Delete,
+                    entity_table(key_of(&routed[*n].3)),
+                )
+            })
+            .collect();
+        for outcome in self.write_phase(undo).await.into_iter().flatten() {
+            tracing::warn!(error = %outcome, "sai: WCMP group of a failed route not deleted");
+        }
+        for (n, (i, id, _, _)) in routed.into_iter().enumerate() {
+            if unrouted.contains(&n) {
+                continue;
+            }
+            let Some((member_hops, _)) = plans[i].take() else {
+                continue;
+            };
+            let (group, active) = &jobs[i];
+            self.groups.insert(
+                group.prefix,
+                Installed {
+                    group: group.clone(),
+                    id,
+                    hops: member_hops,
+                    active: active.clone(),
+                },
+            );
+            results[i] = Some(Ok(()));
+            tracing::debug!(prefix = %group.prefix, "sai: group written");
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result"))))
+            .collect()
+    }
+
+    /// Installs groups of distinct prefixes together: each checked (flow mode, limits)
+    /// and its next hops' MACs resolved, unchanged ones skipped, the rest written.
+    async fn install_run(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
+        let mut results: Vec<Option<Result<(), DataplaneError>>> =
+            (0..groups.len()).map(|_| None).collect();
+        let mut jobs = Vec::new();
+        let mut slots = Vec::new();
+        for (i, group) in groups.iter().enumerate() {
+            if let Err(e) = self.check(group) {
+                results[i] = Some(Err(e));
+                continue;
+            }
+            // BGP members name only a next hop: the switch rewrites the destination MAC,
+            // so take it from the kernel's neighbor table like the other backends do.
+            let group = match crate::xdp::neighbor::fill_macs(group, BACKEND).await {
+                Ok(resolved) => resolved.unwrap_or_else(|| group.clone()),
+                Err(e) => {
+                    results[i] = Some(Err(e));
+                    continue;
+                }
+            };
+            let unchanged = self
+                .groups
+                .get(&group.prefix)
+                .is_some_and(|inst| inst.group == group && inst.active.iter().all(|a| *a));
+            if unchanged {
+                results[i] = Some(Ok(()));
+                continue;
+            }
+            let active = vec![true; group.members.len()];
+            jobs.push((group, active));
+            slots.push(i);
+        }
+        if !jobs.is_empty() {
+            match self.ensure_session().await {
+                Ok(()) => {
+                    for (slot, r) in slots.into_iter().zip(self.write_groups(jobs).await) {
+                        results[slot] = Some(r);
+                    }
+                }
+                Err(e) => {
+                    for slot in slots {
+                        results[slot] = Some(Err(DataplaneError::backend(BACKEND, e.to_string())));
+                    }
+                }
+            }
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result"))))
+            .collect()
+    }
+
+    /// Every group not yet decided fails with `e` (an entity that cannot be built).
+    fn abandon(
+        &self,
+        results: Vec<Option<Result<(), DataplaneError>>>,
+        e: P4rtError,
+    ) -> Vec<Result<(), DataplaneError>> {
+        let why = e.to_string();
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, why.clone()))))
+            .collect()
+    }
+
+    /// The next hop (egress port, neighbor id) of each member of `group`, and each next
+    /// hop's MAC.
+    fn plan(&self, group: &Group) -> Result<Plan, DataplaneError> {
         let mut hops = Vec::with_capacity(group.members.len());
         let mut macs = BTreeMap::new();
         for m in &group.members {
@@ -521,53 +853,18 @@ impl SaiDataplane {
             macs.insert(hop, mac);
             hops.push(hop);
         }
-        // 1. Router interfaces.
-        let mut updates = Vec::new();
-        let mut new_rifs = Vec::new();
-        for &(port, _) in &hops {
-            if !self.written.rifs.contains_key(&port) && !new_rifs.contains(&port) {
-                let e = p
-                    .rif_entry(&rif_id(port), port, self.options.router_mac)
-                    .map_err(err)?;
-                updates.push(update(p4::update::Type::Insert, entity_table(e)));
-                new_rifs.push(port);
-            }
-        }
-        self.write(updates).await.map_err(err)?;
-        for port in new_rifs {
-            self.written.rifs.insert(port, rif_id(port));
-        }
-        // 2. Neighbors (a known one whose MAC changed is modified).
-        let mut updates = Vec::new();
-        for (&hop, &mac) in &macs {
-            let kind = match self.written.neighbors.get(&hop) {
-                None => p4::update::Type::Insert,
-                Some(old) if *old != mac => p4::update::Type::Modify,
-                Some(_) => continue,
-            };
-            let e = p.neighbor_entry(&rif_id(hop.0), hop.1, mac).map_err(err)?;
-            updates.push(update(kind, entity_table(e)));
-        }
-        self.write(updates).await.map_err(err)?;
-        self.written
-            .neighbors
-            .extend(macs.iter().map(|(h, m)| (*h, *m)));
-        // 3. Next hops.
-        let mut updates = Vec::new();
-        let mut new_hops = Vec::new();
-        for &hop in macs.keys() {
-            if !self.written.nexthops.contains_key(&hop) {
-                let id = format!("fare-nh-{}", self.next_nexthop);
-                self.next_nexthop += 1;
-                let e = p.nexthop_entry(&id, &rif_id(hop.0), hop.1).map_err(err)?;
-                updates.push(update(p4::update::Type::Insert, entity_table(e)));
-                new_hops.push((hop, id));
-            }
-        }
-        self.write(updates).await.map_err(err)?;
-        self.written.nexthops.extend(new_hops);
-        // 4. The WCMP group: one action per next hop (members to the same next hop merged,
-        // their weights added), inactive members left out.
+        Ok((hops, macs))
+    }
+
+    /// The action set of `group`: one action per next hop of an active member (weights
+    /// of members to the same next hop added); every port but the anchor's (the heaviest
+    /// next hop's) watched when `watch_ports` is set.
+    fn actions(
+        &self,
+        group: &Group,
+        hops: &[Hop],
+        active: &[bool],
+    ) -> Result<Vec<WcmpAction>, DataplaneError> {
         let mut weights: BTreeMap<Hop, i64> = BTreeMap::new();
         let mut order = Vec::new();
         for ((hop, m), on) in hops.iter().zip(&group.members).zip(active) {
@@ -579,15 +876,17 @@ impl SaiDataplane {
             }
             *weights.entry(*hop).or_default() += i64::from(m.weight);
         }
-        // The anchor: the port of the heaviest active next hop is never watched.
         let anchor = order
             .iter()
             .max_by_key(|h| (weights[*h], std::cmp::Reverse(**h)))
             .map(|h| h.0);
         let mut actions = Vec::with_capacity(order.len());
         for hop in &order {
+            let nexthop_id = self.written.nexthops.get(hop).cloned().ok_or_else(|| {
+                DataplaneError::backend(BACKEND, "next hop not written".to_string())
+            })?;
             actions.push(WcmpAction {
-                nexthop_id: self.written.nexthops[hop].clone(),
+                nexthop_id,
                 weight: i32::try_from(weights[hop]).map_err(|_| DataplaneError::InvalidGroup {
                     prefix: group.prefix,
                     why: "merged weight exceeds 2^31 - 1".into(),
@@ -595,47 +894,42 @@ impl SaiDataplane {
                 watch_port: (self.options.watch_ports && Some(hop.0) != anchor).then_some(hop.0),
             });
         }
-        let existing = self.groups.get(&group.prefix).map(|i| i.id.clone());
-        let (id, kind) = match &existing {
-            Some(id) => (id.clone(), p4::update::Type::Modify),
-            None => {
-                let id = format!("fare-g-{}", self.next_group);
-                self.next_group += 1;
-                (id, p4::update::Type::Insert)
+        Ok(actions)
+    }
+
+    /// Sends `updates` in Writes of at most [`MAX_BATCH`]; per update, None when it was
+    /// applied, else why not (the target's per-update error; every update of a Write
+    /// that failed without them, and of every later Write).
+    async fn write_phase(&mut self, updates: Vec<p4::Update>) -> Vec<Option<String>> {
+        let mut out = Vec::with_capacity(updates.len());
+        let mut gone: Option<String> = None;
+        let mut it = updates.into_iter().peekable();
+        while it.peek().is_some() {
+            let chunk: Vec<p4::Update> = it.by_ref().take(MAX_BATCH).collect();
+            let n = chunk.len();
+            if let Some(why) = &gone {
+                out.extend(std::iter::repeat_n(Some(why.clone()), n));
+                continue;
             }
-        };
-        let e = p.wcmp_group_entry(&id, &actions).map_err(err)?;
-        self.write(vec![update(kind, entity_table(e))])
-            .await
-            .map_err(err)?;
-        // 5. The route, for a new group only (a replaced group keeps its id).
-        if existing.is_none() {
-            let route = p.route_entry(VRF, group.prefix, &id).map_err(err)?;
-            if let Err(e) = self
-                .write(vec![update(p4::update::Type::Insert, entity_table(route))])
-                .await
-            {
-                // Undo the group written for it.
-                let key = p.wcmp_group_entry(&id, &actions).map(|e| key_of(&e));
-                if let Ok(key) = key {
-                    let _ = self
-                        .write(vec![update(p4::update::Type::Delete, entity_table(key))])
-                        .await;
+            match self.write(chunk).await {
+                Ok(()) => out.extend(std::iter::repeat_n(None, n)),
+                Err(P4rtError::Rpc { error, .. }) if !error.updates.is_empty() => {
+                    let mut mine = vec![None; n];
+                    for u in &error.updates {
+                        if let Some(slot) = mine.get_mut(u.index) {
+                            *slot = Some(format!("{:?}: {}", u.code, u.message));
+                        }
+                    }
+                    out.extend(mine);
                 }
-                return Err(err(e));
+                Err(e) => {
+                    let why = e.to_string();
+                    out.extend(std::iter::repeat_n(Some(why.clone()), n));
+                    gone = Some(why);
+                }
             }
         }
-        self.groups.insert(
-            group.prefix,
-            Installed {
-                group: group.clone(),
-                id,
-                hops,
-                active: active.to_vec(),
-            },
-        );
-        tracing::debug!(prefix = %group.prefix, members = actions.len(), "sai: group written");
-        Ok(())
+        out
     }
 
     /// Deletes what no installed group uses: next hops, then neighbors, then router
@@ -715,19 +1009,28 @@ impl Dataplane for SaiDataplane {
     }
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
-        self.check(group)?;
-        self.ensure_session().await?;
-        // BGP members name only a next hop: the switch rewrites the destination MAC, so
-        // take it from the kernel's neighbor table like the other backends do.
-        let resolved = crate::xdp::neighbor::fill_macs(group, BACKEND).await?;
-        let group = resolved.as_ref().unwrap_or(group);
-        if let Some(inst) = self.groups.get(&group.prefix) {
-            if inst.group == *group && inst.active.iter().all(|a| *a) {
-                return Ok(());
-            }
+        self.install_batch(std::slice::from_ref(group))
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result")))
+    }
+
+    /// Groups of distinct prefixes share each phase's Write (see `write_groups`); a
+    /// prefix twice cuts the batch before its second install, which then sees the first
+    /// one installed (in order, like separate calls).
+    async fn install_batch(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
+        let mut out = Vec::with_capacity(groups.len());
+        let mut start = 0;
+        while start < groups.len() {
+            let mut seen = BTreeSet::new();
+            let end = groups[start..]
+                .iter()
+                .position(|g| !seen.insert(g.prefix))
+                .map_or(groups.len(), |i| start + i);
+            out.extend(self.install_run(&groups[start..end]).await);
+            start = end;
         }
-        let active = vec![true; group.members.len()];
-        self.write_group(group, &active).await
+        out
     }
 
     async fn install_colored(

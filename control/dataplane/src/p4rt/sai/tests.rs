@@ -14,6 +14,7 @@ use super::*;
 use crate::p4rt::backend::selector_limits;
 use crate::p4rt::backend::GroupForm;
 use crate::p4rt::fake::FakeTarget;
+use crate::p4rt::program::{entity_table, update};
 use crate::{Dataplane, DataplaneError, Group, GroupLimits, GroupMode, Member};
 use p4::field_match::FieldMatchType as M;
 
@@ -631,4 +632,36 @@ async fn a_restarted_switch_gets_the_pipeline_and_the_groups_again() {
     );
     dp.install(&g2).await.unwrap();
     assert_eq!(target.lock().tables.len(), 13);
+}
+
+#[tokio::test]
+async fn groups_of_one_batch_share_each_phases_write() {
+    let target = FakeTarget::start().await;
+    let (mut dp, _dir) = open(&target).await;
+    // Another controller's route for the second prefix: its INSERT fails.
+    let taken = dp
+        .program()
+        .route_entry(VRF, "10.12.0.0/16".parse().unwrap(), "other")
+        .unwrap();
+    dp.client()
+        .write(vec![update(p4::update::Type::Insert, entity_table(taken))])
+        .await
+        .unwrap();
+    let before = target.lock().batches.len();
+    let groups = [
+        group("10.11.0.0/16", vec![member(1, 1), member(2, 1)]),
+        group("10.12.0.0/16", vec![member(3, 1), member(4, 2)]),
+        group("10.13.0.0/16", vec![member(2, 3), member(3, 1)]),
+    ];
+    let results = dp.install_batch(&groups).await;
+    assert!(results[0].is_ok() && results[2].is_ok(), "{results:?}");
+    let e = results[1].as_ref().unwrap_err().to_string();
+    assert!(e.contains("10.12.0.0/16") && e.contains("route"), "{e}");
+    // 4 rifs, 4 neighbors, 4 next hops, 3 groups, 3 routes: five Writes; then the
+    // failed route's group deleted, then its next hop on port 4, neighbor, rif.
+    assert_eq!(target.lock().batches[before..], [4, 4, 4, 3, 3, 1, 1, 1, 1]);
+    // Left: 3 switch-wide + the other controller's route + 3 rifs, 3 neighbors,
+    // 3 next hops, 2 groups, 2 routes.
+    assert_eq!(target.lock().tables.len(), 3 + 1 + 3 + 3 + 3 + 2 + 2);
+    assert_eq!(table(&target, 1006).len(), 2);
 }
