@@ -11,7 +11,8 @@
 //! weights 3 and 1 and forwarding every packet of 200 flows to the group's ports, with the
 //! neighbor's MAC, the router MAC and TTL 63; the split at the sinks; each member's path
 //! on its own; a make-before-break replacement (1:3) that loses no packet; removal (the
-//! packets are dropped again and fare's tables are empty).
+//! packets are dropped again and fare's tables are empty). `p4_sai_agent_static_group`:
+//! `fare agent` with `profile: sai` and a static group, end to end.
 //!
 //! What BMv2 cannot serve: SAI-P4 leaves the WCMP hash to the switch ASIC (the program's
 //! selector input is a constant 0), so on BMv2 every flow takes the same member. The test
@@ -26,8 +27,9 @@ use fare::dataplane::p4rt::sai::backend::SaiOptions;
 use fare::dataplane::p4rt::sai::SaiDataplane;
 use fare::dataplane::{Dataplane, Group, GroupMode};
 use fare_integration::p4::{in_netns, members, Fabric, GRPC_ADDR, ROUTER_MAC};
-use fare_integration::{have_root, have_tool, skip};
-use std::path::PathBuf;
+use fare_integration::{fare_bin, have_root, have_tool, skip, wait_until};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const TEST: &str = "p4_sai_wcmp_on_bmv2";
@@ -295,4 +297,109 @@ fn sniff_one(fabric: &Fabric) -> std::thread::JoinHandle<Result<String>> {
     // scapy needs a moment to start sniffing.
     std::thread::sleep(Duration::from_secs(3));
     handle
+}
+
+/// `fare agent` with `dataplane: {kind: p4runtime, profile: sai}` and a static 3:1 flow
+/// group on the switch's P4Runtime server: the agent pushes SAI-P4, writes the group, and
+/// the switch forwards every packet to the group's ports; the same configuration in
+/// spray mode is refused at load with one line and exit status 2.
+#[test]
+fn p4_sai_agent_static_group() -> Result<()> {
+    const TEST: &str = "p4_sai_agent_static_group";
+    if !have_root(TEST) || !have_tool(TEST, "simple_switch_grpc") {
+        return Ok(());
+    }
+    let (p4info, json) = sai_pipeline();
+    if !p4info.exists() || !json.exists() {
+        skip(
+            TEST,
+            &format!("{} missing (see p4_sai_wcmp_on_bmv2)", json.display()),
+        );
+        return Ok(());
+    }
+    let fabric = Fabric::new("p4saa", 2)?;
+    let dir = std::env::temp_dir().join(&fabric.bmv2.sw.name);
+    std::fs::create_dir_all(&dir)?;
+    let result = agent_run(&fabric, &dir, &p4info, &json);
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+fn agent_config(socket: &Path, p4info: &Path, json: &Path, mode: &str) -> String {
+    format!(
+        "name: saisw\nrouter_id: 10.0.0.254\nasn: 65001\n\
+         management: {{socket: {}}}\n\
+         dataplane:\n  kind: p4runtime\n  profile: sai\n  address: {GRPC_ADDR}\n  \
+         election_id: 1\n  pipeline: {{p4info: {}, config: {}}}\n  \
+         ports: {{p0: 0, p1: 1, p2: 2}}\n  router_mac: \"{}\"\n\
+         static:\n  - prefix: 198.18.0.0/16\n    mode: {mode}\n    members:\n      \
+         - {{interface: p1, neighbor_mac: \"02:00:00:00:00:01\", weight: 3}}\n      \
+         - {{interface: p2, neighbor_mac: \"02:00:00:00:00:02\", weight: 1}}\n",
+        socket.display(),
+        p4info.display(),
+        json.display(),
+        mac_text(),
+    )
+}
+
+fn agent_run(fabric: &Fabric, dir: &Path, p4info: &Path, json: &Path) -> Result<()> {
+    let fare = fare_bin()?;
+    let socket = dir.join("agent.sock");
+    // Spray mode: refused at load, one line naming the file and line, exit status 2.
+    let spray = dir.join("spray.yaml");
+    std::fs::write(&spray, agent_config(&socket, p4info, json, "spray"))?;
+    let out = Command::new(&fare)
+        .args(["agent", "--config"])
+        .arg(&spray)
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(
+        out.status.code() == Some(2) && stderr.contains("mode spray is not available"),
+        "spray config: {:?} {stderr}",
+        out.status
+    );
+    ensure!(
+        stderr.contains(&format!("{}:", spray.display())),
+        "error names the file: {stderr}"
+    );
+
+    let config = dir.join("agent.yaml");
+    std::fs::write(&config, agent_config(&socket, p4info, json, "flow"))?;
+    let log = std::fs::File::create(dir.join("agent.log"))?;
+    let mut agent = fabric
+        .bmv2
+        .sw
+        .command(fare.to_str().context("binary path")?)
+        .args(["agent", "--config"])
+        .arg(&config)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()?;
+    let result = (|| -> Result<()> {
+        let shown = wait_until(Duration::from_secs(30), || {
+            Command::new(&fare)
+                .args(["show", "--socket"])
+                .arg(&socket)
+                .args(["groups", "--json"])
+                .output()
+                .ok()
+                .filter(|o| o.status.success())
+                .and_then(|o| serde_json::from_slice::<serde_json::Value>(&o.stdout).ok())
+                .is_some_and(|v| v.as_array().is_some_and(|a| a.len() == 1))
+        });
+        ensure!(
+            shown,
+            "the agent never reported its group: {}",
+            std::fs::read_to_string(dir.join("agent.log")).unwrap_or_default()
+        );
+        let before = fabric.sink_counts()?;
+        fabric.send_udp("198.18.1.1", 200, 100)?;
+        let got = fabric.sink_delta_after(&before, 200, Duration::from_secs(30));
+        eprintln!("p4_sai agent: 200 packets over 100 flows: {got:?} at d1, d2");
+        ensure!(got.iter().sum::<u64>() == 200, "forwarded {got:?} of 200");
+        Ok(())
+    })();
+    let _ = agent.kill();
+    let _ = agent.wait();
+    result
 }
