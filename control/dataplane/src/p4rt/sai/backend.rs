@@ -163,7 +163,8 @@ fn session_lost(e: &P4rtError) -> bool {
     }
 }
 
-/// The group ids of the SAI profile: `fare-` and a kind, so fare's entries are told
+/// The router interface of egress port `port`. Every id fare writes starts with `fare-`
+/// and names its kind (`fare-rif-`, `fare-nh-`, `fare-g-`), so fare's entries are told
 /// apart from others' on a switch that other controllers program too.
 fn rif_id(port: u32) -> String {
     format!("fare-rif-{port}")
