@@ -403,3 +403,53 @@ fn agent_run(fabric: &Fabric, dir: &Path, p4info: &Path, json: &Path) -> Result<
     let _ = agent.wait();
     result
 }
+
+/// The P4Info a PINS switch exposes (SAI-P4 without `-DPLATFORM_BMV2`: translated string
+/// ids and ports), named by `FARE_SAI_PINS_P4INFO` (e.g. the `middleblock.p4info.pb.txt`
+/// of a sonic-pins checkout): every object fare writes resolves, with string encodings
+/// for the ids and ports, and the entries of a group build. No switch needed.
+#[test]
+fn p4_sai_resolves_the_pins_p4info() -> Result<()> {
+    const TEST: &str = "p4_sai_resolves_the_pins_p4info";
+    use fare::dataplane::p4rt::p4info::P4Info;
+    use fare::dataplane::p4rt::sai::{neighbor_id, Encoding, SaiProgram, WcmpAction};
+    let Some(path) = std::env::var_os("FARE_SAI_PINS_P4INFO").map(PathBuf::from) else {
+        skip(
+            TEST,
+            "FARE_SAI_PINS_P4INFO not set (a PINS SAI-P4 P4Info in text format)",
+        );
+        return Ok(());
+    };
+    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
+    let info = P4Info::from_text(&text)?;
+    let p = SaiProgram::resolve(&info)?;
+    for (what, f) in [
+        ("vrf_id", p.vrf_table_vrf),
+        ("wcmp_group_id", p.wcmp_group_id),
+        ("nexthop_id", p.nexthop_id),
+        ("router_interface_id", p.rif_id),
+        ("port", p.rif_port),
+    ] {
+        ensure!(f.encoding == Encoding::Str, "{what}: {:?}", f.encoding);
+    }
+    ensure!(p.neighbor_id.encoding == Encoding::Bits(128), "neighbor_id");
+    eprintln!(
+        "p4_sai: PINS selector: size {}, max_group_size {}",
+        p.selector.size, p.selector.max_group_size
+    );
+    let mac = fare::dataplane::MacAddr([2, 0, 0, 0, 0, 1]);
+    let nid = neighbor_id(None, mac);
+    p.rif_entry("fare-rif-1", 1, ROUTER_MAC)?;
+    p.neighbor_entry("fare-rif-1", nid, mac)?;
+    p.nexthop_entry("fare-nh-1", "fare-rif-1", nid)?;
+    p.wcmp_group_entry(
+        "fare-g-1",
+        &[WcmpAction {
+            nexthop_id: "fare-nh-1".into(),
+            weight: 3,
+            watch_port: Some(1),
+        }],
+    )?;
+    p.route_entry("fare", "10.0.0.0/8".parse()?, "fare-g-1")?;
+    Ok(())
+}
