@@ -163,6 +163,19 @@ fn session_lost(e: &P4rtError) -> bool {
     }
 }
 
+/// True when `a` and `b` program the same entries (display-only fields ignored).
+fn same_forwarding(a: &Group, b: &Group) -> bool {
+    a.prefix == b.prefix
+        && a.mode == b.mode
+        && a.members.len() == b.members.len()
+        && a.members.iter().zip(&b.members).all(|(x, y)| {
+            x.interface == y.interface
+                && x.neighbor_mac == y.neighbor_mac
+                && x.next_hop == y.next_hop
+                && x.weight == y.weight
+        })
+}
+
 /// The router interface of egress port `port`. Every id fare writes starts with `fare-`
 /// and names its kind (`fare-rif-`, `fare-nh-`, `fare-g-`), so fare's entries are told
 /// apart from others' on a switch that other controllers program too.
@@ -791,13 +804,13 @@ impl SaiDataplane {
                     continue;
                 }
             };
-            let unchanged = self
-                .groups
-                .get(&group.prefix)
-                .is_some_and(|inst| inst.group == group && inst.active.iter().all(|a| *a));
-            if unchanged {
-                results[i] = Some(Ok(()));
-                continue;
+            if let Some(inst) = self.groups.get_mut(&group.prefix) {
+                if same_forwarding(&inst.group, &group) && inst.active.iter().all(|a| *a) {
+                    // Nothing to write; display-only fields (bandwidths) are kept.
+                    inst.group = group;
+                    results[i] = Some(Ok(()));
+                    continue;
+                }
             }
             let active = vec![true; group.members.len()];
             jobs.push((group, active));

@@ -511,9 +511,14 @@ async fn install_replace_remove_in_dependency_order() {
     let routes = table(&target, 1004);
     assert_eq!(routes.len(), 1);
     assert_eq!(direct(&routes[0]), (2004, vec![(1, b"fare-g-1".to_vec())]));
-    // Re-installing the same group writes nothing.
+    // Re-installing the same group writes nothing, also with other bandwidths.
     dp.install(&g).await.unwrap();
+    let mut g_bw = g.clone();
+    g_bw.members[0].bandwidth_gbps = 40.0;
+    dp.install(&g_bw).await.unwrap();
     assert_eq!(target.lock().batches.len(), 7);
+    let shown = dp.groups().await.unwrap();
+    assert_eq!(shown[0].group.members[0].bandwidth_gbps, 40.0);
 
     // Replace: port 2 -> port 3. New rif, neighbor and next hop first, then one MODIFY
     // of the group, then the old next hop, neighbor and rif deleted (in that order).
