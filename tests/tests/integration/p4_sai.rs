@@ -10,7 +10,8 @@
 //! interfaces, neighbors, next hops, a one-shot WCMP group, the route) read back with
 //! weights 3 and 1 and forwarding every packet of 200 flows to the group's ports, with the
 //! neighbor's MAC, the router MAC and TTL 63; the split at the sinks; each member's path
-//! on its own; a make-before-break replacement (1:3) that loses no packet; removal (the
+//! on its own; a make-before-break replacement (1:3) that loses no packet; a restarted
+//! agent that adopts the switch's entries (no Write, no packet lost); removal (the
 //! packets are dropped again and fare's tables are empty). `p4_sai_agent_static_group`:
 //! `fare agent` with `profile: sai` and a static group, end to end.
 //!
@@ -120,16 +121,30 @@ fn p4_sai_wcmp_on_bmv2() -> Result<()> {
     let (to_test, from_client) = std::sync::mpsc::channel::<Result<Vec<u64>>>();
     let client = std::thread::spawn(move || {
         in_netns(&sw, move || async move {
-            let mut dp = SaiDataplane::connect(opts).await?;
+            let mut slot = Some(SaiDataplane::connect(opts.clone()).await?);
             loop {
                 let Ok(step) = from_test.recv() else {
                     return Ok(());
                 };
                 let reply = async {
+                    if step == "restart-agent" {
+                        // The old session ends first (same election id), then a new
+                        // agent connects and installs what the old one had.
+                        drop(slot.take());
+                        let mut dp = SaiDataplane::connect(opts.clone()).await?;
+                        dp.install(&group("198.18.0.0/16", &[1, 3])).await?;
+                        let mut lone = group("198.19.0.0/16", &[1, 1]);
+                        lone.members.remove(0);
+                        dp.install(&lone).await?;
+                        let writes = dp.writes();
+                        slot = Some(dp);
+                        return Ok(vec![writes]);
+                    }
+                    let dp = slot.as_mut().context("no data plane")?;
                     match step {
                         "install" => {
                             dp.install(&group("198.18.0.0/16", &[3, 1])).await?;
-                            let w = wcmp_weights(&mut dp).await?;
+                            let w = wcmp_weights(dp).await?;
                             ensure!(w == vec![vec![3, 1]], "weights read back: {w:?}");
                             Ok(vec![])
                         }
@@ -142,7 +157,7 @@ fn p4_sai_wcmp_on_bmv2() -> Result<()> {
                         }
                         "replace" => {
                             dp.install(&group("198.18.0.0/16", &[1, 3])).await?;
-                            let mut w = wcmp_weights(&mut dp).await?;
+                            let mut w = wcmp_weights(dp).await?;
                             w.sort();
                             ensure!(w == vec![vec![1], vec![1, 3]], "weights: {w:?}");
                             Ok(vec![])
@@ -150,7 +165,7 @@ fn p4_sai_wcmp_on_bmv2() -> Result<()> {
                         "remove" => {
                             dp.remove("198.18.0.0/16".parse()?).await?;
                             dp.remove("198.19.0.0/16".parse()?).await?;
-                            Ok(vec![fare_entries(&mut dp).await? as u64])
+                            Ok(vec![fare_entries(dp).await? as u64])
                         }
                         other => bail!("unknown step {other}"),
                     }
@@ -222,30 +237,21 @@ fn run(fabric: &Fabric, step: &dyn Fn(&'static str) -> Result<Vec<u64>>) -> Resu
     ensure!(got == vec![0, 100], "port 2's group: {got:?}");
 
     // Make-before-break replacement while traffic flows: nothing lost.
-    let before = fabric.sink_counts()?;
-    let sender = {
-        let src = fabric.src.name.clone();
-        std::thread::spawn(move || {
-            py_in(
-                &src,
-                "from scapy.all import Ether, IP, UDP, Raw, sendp\n\
-                 pkts = [Ether(dst='02:fa:00:00:00:fe', src='02:00:00:00:00:aa')/\
-                 IP(src='10.0.0.1', dst='198.18.2.2', ttl=64)/UDP(sport=20000 + i % 100, \
-                 dport=5000)/Raw(b'x'*32) for i in range(600)]\n\
-                 sendp(pkts, iface='s0', verbose=False, inter=0.002)\n",
-            )
-        })
-    };
-    std::thread::sleep(Duration::from_millis(500));
-    step("replace")?;
-    sender
-        .join()
-        .map_err(|_| anyhow::anyhow!("sender panicked"))??;
-    let got = fabric.sink_delta_after(&before, 600, Duration::from_secs(30));
-    ensure!(
-        got.iter().sum::<u64>() == 600,
-        "replacement under traffic: {got:?} of 600"
-    );
+    under_traffic(fabric, || step("replace").map(|_| ()), "replacement")?;
+    // A restarted agent (the old session closed, a new one opened) adopts the switch's
+    // entries: re-installing the same group writes nothing, and traffic never stops.
+    under_traffic(
+        fabric,
+        || {
+            let writes = step("restart-agent")?;
+            ensure!(
+                writes == vec![0],
+                "Writes by the restarted agent: {writes:?}"
+            );
+            Ok(())
+        },
+        "agent restart",
+    )?;
 
     // Removal: fare's entries are gone and the route's packets are dropped.
     let left = step("remove")?;
@@ -268,6 +274,36 @@ fn py_in(ns: &str, script: &str) -> Result<String> {
         &["netns", "exec", ns, "/usr/bin/python3", "-c", script],
     )?;
     Ok(String::from_utf8_lossy(&out.stdout).to_string())
+}
+
+/// Runs `action` while 600 packets of 100 flows go to 198.18.2.2; every one must arrive.
+fn under_traffic(fabric: &Fabric, action: impl FnOnce() -> Result<()>, what: &str) -> Result<()> {
+    let before = fabric.sink_counts()?;
+    let src = fabric.src.name.clone();
+    let sender = std::thread::spawn(move || {
+        py_in(
+            &src,
+            "from scapy.all import Ether, IP, UDP, Raw, sendp\n\
+             pkts = [Ether(dst='02:fa:00:00:00:fe', src='02:00:00:00:00:aa')/\
+             IP(src='10.0.0.1', dst='198.18.2.2', ttl=64)/UDP(sport=20000 + i % 100, \
+             dport=5000)/Raw(b'x'*32) for i in range(600)]\n\
+             sendp(pkts, iface='s0', verbose=False, inter=0.002)\n",
+        )
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let acted = action();
+    let sent = sender
+        .join()
+        .map_err(|_| anyhow::anyhow!("sender panicked"))?;
+    acted?;
+    sent?;
+    let got = fabric.sink_delta_after(&before, 600, Duration::from_secs(30));
+    eprintln!("p4_sai: {what} under traffic: {got:?}");
+    ensure!(
+        got.iter().sum::<u64>() == 600,
+        "{what} under traffic: {got:?} of 600"
+    );
+    Ok(())
 }
 
 fn mac_text() -> String {

@@ -7,16 +7,21 @@
 //! of its action set: a replacement is make-before-break, no packet sees a half-written
 //! group), then the route. What nothing uses any more is deleted afterwards in reverse:
 //! next hops, then neighbors, then router interfaces. A removed route goes route, WCMP
-//! group, then the same clean-up.
+//! group, then the same clean-up. Groups installed together share each phase's Write.
+//!
+//! A switch that already runs the pipeline is read back and its fare entries adopted (a
+//! restarted agent does not interrupt forwarding); a lost session is restored with
+//! backoff.
 //!
 //! Refused (SAI-P4 has no such thing): spray mode (SAI-P4 hashes flows), DPF colors and
 //! flow rules, ARN in the data plane. See docs/p4.md, "SAI-P4 (PINS) profile".
 
-use super::{key_of, neighbor_id, SaiProgram, WcmpAction};
+use super::{key_of, neighbor_id, Encoding, SaiField, SaiProgram, WcmpAction};
 use crate::p4rt::backend::{cookie_of, selector_limits, GroupForm, DEFAULT_ROUTER_MAC};
 use crate::p4rt::client::{Arbitration, Client, P4rtError};
 use crate::p4rt::config::P4RuntimeConfig;
 use crate::p4rt::p4info::P4Info;
+use crate::p4rt::program::value_of;
 use crate::p4rt::program::{entity_table, update};
 use crate::p4rt::proto::p4::v1 as p4;
 use crate::{
@@ -38,9 +43,6 @@ pub const VRF: &str = "fare";
 fn err(e: P4rtError) -> DataplaneError {
     DataplaneError::backend(BACKEND, e.to_string())
 }
-
-/// Tells fare's entries of one table from others'.
-type Ours = Box<dyn Fn(&p4::TableEntry) -> bool + Send + Sync>;
 
 /// Why spray mode is refused.
 pub const NO_SPRAY: &str = "spray mode is not available with profile sai: SAI-P4's WCMP \
@@ -163,6 +165,116 @@ fn session_lost(e: &P4rtError) -> bool {
     }
 }
 
+/// The value of exact match field `field` of `e`.
+fn exact_of(e: &p4::TableEntry, field: u32) -> Option<&[u8]> {
+    e.r#match
+        .iter()
+        .find(|m| m.field_id == field)
+        .and_then(|m| match &m.field_match_type {
+            Some(p4::field_match::FieldMatchType::Exact(x)) => Some(x.value.as_slice()),
+            _ => None,
+        })
+}
+
+/// Parameter `param` of `e`'s direct action, when that action is `action`.
+fn param_bytes(e: &p4::TableEntry, action: u32, param: u32) -> Option<&[u8]> {
+    match e.action.as_ref().and_then(|a| a.r#type.as_ref()) {
+        Some(p4::table_action::Type::Action(a)) if a.action_id == action => a
+            .params
+            .iter()
+            .find(|x| x.param_id == param)
+            .map(|x| x.value.as_slice()),
+        _ => None,
+    }
+}
+
+/// An id as read back (a bit-string field may come back padded to its width).
+fn read_id(f: SaiField, bytes: &[u8]) -> Option<String> {
+    let bytes = match f.encoding {
+        Encoding::Bits(_) => &bytes[bytes.iter().position(|b| *b != 0)?..],
+        Encoding::Str => bytes,
+    };
+    String::from_utf8(bytes.to_vec()).ok()
+}
+
+/// A number (a port) as read back.
+fn read_number(f: SaiField, bytes: &[u8]) -> Option<u128> {
+    match f.encoding {
+        Encoding::Str => std::str::from_utf8(bytes).ok()?.parse().ok(),
+        Encoding::Bits(_) => Some(value_of(bytes)),
+    }
+}
+
+fn mac_of(bytes: &[u8]) -> MacAddr {
+    let v = value_of(bytes).to_be_bytes();
+    let mut mac = [0u8; 6];
+    mac.copy_from_slice(&v[10..]);
+    MacAddr(mac)
+}
+
+/// N of an id `<kind>N`.
+fn number_after(id: &str, kind: &str) -> Option<u64> {
+    id.strip_prefix(kind)?.parse().ok()
+}
+
+/// The prefix a route entry matches (no LPM field: the default route).
+fn route_prefix(e: &p4::TableEntry, table: &super::RouteTable) -> Option<IpNet> {
+    let lpm = e.r#match.iter().find(|m| m.field_id == table.dst.id);
+    let (value, len) = match lpm.and_then(|m| m.field_match_type.as_ref()) {
+        Some(p4::field_match::FieldMatchType::Lpm(l)) => (value_of(&l.value), l.prefix_len),
+        None => (0, 0),
+        Some(_) => return None,
+    };
+    let len = u8::try_from(len).ok()?;
+    if table.dst_bits == 32 {
+        let addr = std::net::Ipv4Addr::from(u32::try_from(value).ok()?);
+        ipnet::Ipv4Net::new(addr, len).ok().map(IpNet::V4)
+    } else {
+        ipnet::Ipv6Net::new(Ipv6Addr::from(value), len)
+            .ok()
+            .map(IpNet::V6)
+    }
+}
+
+/// `e` with every byte string in canonical form (no leading zero octets), to compare
+/// what was written with what a target reads back.
+fn canon(e: &p4::TableEntry) -> p4::TableEntry {
+    fn c(b: &[u8]) -> Vec<u8> {
+        let start = b
+            .iter()
+            .position(|x| *x != 0)
+            .unwrap_or(b.len().saturating_sub(1));
+        b[start.min(b.len())..].to_vec()
+    }
+    use p4::field_match::FieldMatchType as M;
+    let mut e = e.clone();
+    for m in &mut e.r#match {
+        match &mut m.field_match_type {
+            Some(M::Exact(x)) => x.value = c(&x.value),
+            Some(M::Ternary(x)) => {
+                x.value = c(&x.value);
+                x.mask = c(&x.mask);
+            }
+            Some(M::Lpm(x)) => x.value = c(&x.value),
+            Some(M::Optional(x)) => x.value = c(&x.value),
+            Some(M::Range(x)) => {
+                x.low = c(&x.low);
+                x.high = c(&x.high);
+            }
+            None => {}
+        }
+    }
+    if let Some(p4::table_action::Type::Action(a)) =
+        e.action.as_mut().and_then(|a| a.r#type.as_mut())
+    {
+        for x in &mut a.params {
+            x.value = c(&x.value);
+        }
+    }
+    e.counter_data = None;
+    e
+}
+
 /// True when `a` and `b` program the same entries (display-only fields ignored).
 fn same_forwarding(a: &Group, b: &Group) -> bool {
     a.prefix == b.prefix
@@ -189,10 +301,10 @@ impl SaiDataplane {
         Self::connect(SaiOptions::from_config(config)).await
     }
 
-    /// Connects, becomes primary, pushes the pipeline unless the switch already runs it,
-    /// clears what an earlier fare left (entries with fare's ids) and writes the
-    /// switch-wide entries (L3 admission of the router MAC, fare's VRF and the ACL that
-    /// puts IP packets in it).
+    /// Connects, becomes primary, pushes the pipeline unless the switch already runs it
+    /// (then adopts what an earlier fare left, see `adopt`), and writes the switch-wide
+    /// entries (L3 admission of the router MAC, fare's VRF and the ACL that puts IP
+    /// packets in it) where missing.
     pub async fn connect(options: SaiOptions) -> Result<SaiDataplane, DataplaneError> {
         let client = Client::connect(&options.address, options.device_id, options.election_id)
             .await
@@ -239,10 +351,11 @@ impl SaiDataplane {
             pipeline,
             lost: None,
         };
-        if !fresh {
-            dp.clear_leftovers().await.map_err(err)?;
+        if fresh {
+            dp.write_base().await.map_err(err)?;
+        } else {
+            dp.adopt().await.map_err(err)?;
         }
-        dp.write_base().await.map_err(err)?;
         Ok(dp)
     }
 
@@ -269,9 +382,9 @@ impl SaiDataplane {
         Ok((p.info.clone(), true))
     }
 
-    /// While the session is lost: a new one once the backoff has passed (the pipeline
-    /// pushed again if the switch lost it, an earlier session's entries cleared, the
-    /// switch-wide entries and every group written anew); else the call fails at once.
+    /// While the session is lost: a new one once the backoff has passed (a switch that
+    /// lost the pipeline gets it and every group again; one that kept it is adopted and
+    /// repaired, see `reopen`); else the call fails at once.
     async fn ensure_session(&mut self) -> Result<(), DataplaneError> {
         let Some(lost) = self.lost else {
             return Ok(());
@@ -306,35 +419,72 @@ impl SaiDataplane {
     }
 
     async fn reopen(&mut self) -> Result<(), DataplaneError> {
-        let o = &self.options;
-        let mut client = Client::open(
-            &o.address,
-            o.device_id,
-            o.election_id,
-            Duration::from_secs(1),
-        )
-        .await
-        .map_err(err)?;
-        if client.arbitration() != Arbitration::Primary {
-            return Err(DataplaneError::backend(
-                BACKEND,
-                format!("not primary: {:?}", client.arbitration()),
-            ));
+        match self.client.arbitration() {
+            // The stream lived on (another controller was primary and left, or lowered
+            // its id): the target named us primary again on it.
+            Arbitration::Primary => {}
+            Arbitration::Backup(why) => {
+                return Err(DataplaneError::backend(
+                    BACKEND,
+                    format!("standing back: {why}"),
+                ))
+            }
+            Arbitration::Pending => {
+                return Err(DataplaneError::backend(BACKEND, "arbitration pending"))
+            }
+            // The stream ended (a restarted switch, a lost connection): a new session.
+            Arbitration::Closed(_) => {
+                let o = &self.options;
+                let client = Client::open(
+                    &o.address,
+                    o.device_id,
+                    o.election_id,
+                    Duration::from_secs(1),
+                )
+                .await
+                .map_err(err)?;
+                if client.arbitration() != Arbitration::Primary {
+                    return Err(DataplaneError::backend(
+                        BACKEND,
+                        format!("not primary: {:?}", client.arbitration()),
+                    ));
+                }
+                self.client = client;
+            }
         }
-        let (_, fresh) = Self::ensure_pipeline(&mut client, self.pipeline.as_ref())
+        let (_, fresh) = Self::ensure_pipeline(&mut self.client, self.pipeline.as_ref())
             .await
             .map_err(err)?;
-        self.client = client;
         self.written = Written::default();
-        if !fresh {
-            self.clear_leftovers().await.map_err(err)?;
+        let desired: Vec<Installed> = std::mem::take(&mut self.groups).into_values().collect();
+        if fresh {
+            self.write_base().await.map_err(err)?;
+        } else {
+            // A switch that kept its entries (our connection alone was lost, or another
+            // controller was primary for a while): adopt them, remove the groups fare no
+            // longer wants, rewrite those that differ.
+            self.adopt().await.map_err(err)?;
+            let unwanted: Vec<IpNet> = self
+                .groups
+                .keys()
+                .filter(|k| !desired.iter().any(|d| d.group.prefix == **k))
+                .copied()
+                .collect();
+            for prefix in unwanted {
+                self.remove_inner(prefix).await?;
+            }
         }
-        self.write_base().await.map_err(err)?;
-        // Every group written anew (fresh ids), sharing each phase's Write.
-        let jobs: Vec<(Group, Vec<bool>)> = std::mem::take(&mut self.groups)
-            .into_values()
-            .map(|inst| (inst.group, inst.active))
-            .collect();
+        let mut jobs = Vec::new();
+        for d in desired {
+            match self.groups.get_mut(&d.group.prefix) {
+                Some(inst)
+                    if same_forwarding(&inst.group, &d.group) && d.active.iter().all(|a| *a) =>
+                {
+                    inst.group = d.group;
+                }
+                _ => jobs.push((d.group, d.active)),
+            }
+        }
         let mut first_error = None;
         for r in self.write_groups(jobs).await {
             if let Err(e) = r {
@@ -397,68 +547,300 @@ impl SaiDataplane {
         self.write(base[2..].iter().map(insert).collect()).await
     }
 
-    /// A switch that already ran this pipeline may hold an earlier fare's entries: they
-    /// are read and deleted (routes in fare's VRF, then every table entry whose id starts
-    /// with `fare-`, then the switch-wide entries), in reverse dependency order. Groups
-    /// are then written anew (a restarted agent does not adopt them).
-    async fn clear_leftovers(&mut self) -> Result<(), P4rtError> {
+    /// A switch that already runs this pipeline may hold an earlier fare's entries (a
+    /// restarted agent, a lost connection): they are read back and adopted, so that
+    /// re-installing the same group writes nothing and forwarding is not interrupted.
+    /// Router interfaces, neighbors, next hops and WCMP groups are fare's by their ids
+    /// (`fare-`), routes by fare's VRF. What cannot be adopted (a route whose group is
+    /// not fare's or names a port missing from `ports`, a group without a route, an entry
+    /// that does not parse) is deleted, routes first. The switch-wide entries are written
+    /// where missing or different.
+    async fn adopt(&mut self) -> Result<(), P4rtError> {
         let p = self.program.clone();
-        let ours_vrf = |e: &p4::TableEntry, field: u32| {
-            e.r#match.iter().any(|m| {
-                m.field_id == field
-                    && matches!(&m.field_match_type,
-                        Some(p4::field_match::FieldMatchType::Exact(x)) if x.value == VRF.as_bytes())
-            })
-        };
-        let ours_id = |e: &p4::TableEntry| {
-            e.r#match.first().is_some_and(|m| {
-                matches!(&m.field_match_type,
-                    Some(p4::field_match::FieldMatchType::Exact(x)) if x.value.starts_with(b"fare-"))
-            })
-        };
-        let base = self.base_entries()?;
-        let steps: Vec<(u32, Ours)> = vec![
-            (p.ipv4.table, Box::new(move |e| ours_vrf(e, p.ipv4.vrf.id))),
-            (p.ipv6.table, Box::new(move |e| ours_vrf(e, p.ipv6.vrf.id))),
-            (p.wcmp_group, Box::new(ours_id)),
-            (p.nexthop, Box::new(ours_id)),
-            (p.neighbor, Box::new(ours_id)),
-            (p.rif, Box::new(ours_id)),
-            (p.acl_pre_ingress, {
-                let key = key_of(&base[2]);
-                Box::new(move |e| key_of(e).r#match == key.r#match)
-            }),
-            (p.vrf_table, {
-                let key = key_of(&base[1]);
-                Box::new(move |e| key_of(e).r#match == key.r#match)
-            }),
-            (p.l3_admit, {
-                let key = key_of(&base[0]);
-                Box::new(move |e| key_of(e).r#match == key.r#match)
-            }),
-        ];
-        let mut cleared = 0;
-        for (table, ours) in steps {
-            let found = self
-                .client
-                .read(vec![crate::p4rt::program::whole_table(table)])
-                .await?;
-            let deletes: Vec<p4::Update> = found
+        let rows = |found: Vec<p4::Entity>| -> Vec<p4::TableEntry> {
+            found
                 .into_iter()
                 .filter_map(|e| match e.entity {
-                    Some(p4::entity::Entity::TableEntry(t)) if ours(&t) => {
-                        Some(update(p4::update::Type::Delete, entity_table(key_of(&t))))
-                    }
+                    Some(p4::entity::Entity::TableEntry(t)) => Some(t),
                     _ => None,
                 })
+                .collect()
+        };
+        let read = |table: u32| crate::p4rt::program::whole_table(table);
+        let ours = |f: SaiField, e: &p4::TableEntry, kind: &str| {
+            exact_of(e, f.id)
+                .and_then(|b| read_id(f, b))
+                .filter(|id| id.starts_with(kind))
+        };
+        // Stale entries by table, deleted in dependency order at the end.
+        let mut stale: Vec<Vec<p4::TableEntry>> = vec![Vec::new(); 5];
+        const ROUTES: usize = 0;
+        const GROUPS: usize = 1;
+        const NEXTHOPS: usize = 2;
+        const NEIGHBORS: usize = 3;
+        const RIFS: usize = 4;
+
+        // Router interfaces: id -> port.
+        let mut rif_port: BTreeMap<String, u32> = BTreeMap::new();
+        let mut fix = Vec::new();
+        for e in rows(self.client.read(vec![read(p.rif)]).await?) {
+            let Some(id) = ours(p.rif_id, &e, "fare-rif-") else {
+                continue;
+            };
+            let port = param_bytes(&e, p.set_port_and_src_mac, p.rif_port.id)
+                .and_then(|b| read_number(p.rif_port, b))
+                .and_then(|v| u32::try_from(v).ok())
+                .filter(|port| rif_id(*port) == id);
+            let Some(port) = port else {
+                stale[RIFS].push(e);
+                continue;
+            };
+            let want = p.rif_entry(&id, port, self.options.router_mac)?;
+            if canon(&e) != canon(&want) {
+                fix.push(update(p4::update::Type::Modify, entity_table(want)));
+            }
+            rif_port.insert(id.clone(), port);
+            self.written.rifs.insert(port, id);
+        }
+        // A router MAC changed since: the router interfaces are modified in place.
+        self.write(fix).await?;
+
+        // Neighbors: (port, neighbor id) -> MAC.
+        for e in rows(self.client.read(vec![read(p.neighbor)]).await?) {
+            let Some(rif) = ours(p.neighbor_rif, &e, "fare-rif-") else {
+                continue;
+            };
+            let nid = exact_of(&e, p.neighbor_id.id).map(|b| Ipv6Addr::from(value_of(b)));
+            let mac = param_bytes(&e, p.set_dst_mac, p.set_dst_mac_mac.id).map(mac_of);
+            match (rif_port.get(&rif), nid, mac) {
+                (Some(port), Some(nid), Some(mac)) => {
+                    self.written.neighbors.insert((*port, nid), mac);
+                }
+                _ => stale[NEIGHBORS].push(e),
+            }
+        }
+
+        // Next hops: id -> (port, neighbor id).
+        let mut nexthop_hop: BTreeMap<String, Hop> = BTreeMap::new();
+        for e in rows(self.client.read(vec![read(p.nexthop)]).await?) {
+            let Some(id) = ours(p.nexthop_id, &e, "fare-nh-") else {
+                continue;
+            };
+            let rif = param_bytes(&e, p.set_ip_nexthop, p.set_ip_nexthop_rif.id)
+                .and_then(|b| read_id(p.set_ip_nexthop_rif, b));
+            let nid = param_bytes(&e, p.set_ip_nexthop, p.set_ip_nexthop_neighbor.id)
+                .map(|b| Ipv6Addr::from(value_of(b)));
+            let hop = match (rif.and_then(|r| rif_port.get(&r).copied()), nid) {
+                (Some(port), Some(nid)) if self.written.neighbors.contains_key(&(port, nid)) => {
+                    (port, nid)
+                }
+                _ => {
+                    stale[NEXTHOPS].push(e);
+                    continue;
+                }
+            };
+            if let Some(n) = number_after(&id, "fare-nh-") {
+                self.next_nexthop = self.next_nexthop.max(n + 1);
+            }
+            nexthop_hop.insert(id.clone(), hop);
+            self.written.nexthops.insert(hop, id);
+        }
+
+        // WCMP groups: id -> [(next hop, weight)].
+        let mut wcmp: BTreeMap<String, (Vec<(Hop, i32)>, p4::TableEntry)> = BTreeMap::new();
+        for e in rows(self.client.read(vec![read(p.wcmp_group)]).await?) {
+            let Some(id) = ours(p.wcmp_group_id, &e, "fare-g-") else {
+                continue;
+            };
+            if let Some(n) = number_after(&id, "fare-g-") {
+                self.next_group = self.next_group.max(n + 1);
+            }
+            let set = match e.action.as_ref().and_then(|a| a.r#type.as_ref()) {
+                Some(p4::table_action::Type::ActionProfileActionSet(set)) => set.clone(),
+                _ => {
+                    stale[GROUPS].push(e);
+                    continue;
+                }
+            };
+            let actions: Option<Vec<(Hop, i32)>> = set
+                .action_profile_actions
+                .iter()
+                .map(|a| {
+                    let act = a.action.as_ref()?;
+                    let nh = act
+                        .params
+                        .iter()
+                        .find(|x| x.param_id == p.set_nexthop_id_nexthop.id)
+                        .and_then(|x| read_id(p.set_nexthop_id_nexthop, &x.value))?;
+                    Some((*nexthop_hop.get(&nh)?, a.weight))
+                })
                 .collect();
-            cleared += deletes.len();
+            match actions {
+                Some(actions) if !actions.is_empty() => {
+                    wcmp.insert(id, (actions, e));
+                }
+                _ => stale[GROUPS].push(e),
+            }
+        }
+
+        // Routes in fare's VRF: prefix -> group.
+        let mut routed = BTreeSet::new();
+        for table in [&p.ipv4, &p.ipv6] {
+            for e in rows(self.client.read(vec![read(table.table)]).await?) {
+                let vrf = exact_of(&e, table.vrf.id).and_then(|b| read_id(table.vrf, b));
+                if vrf.as_deref() != Some(VRF) {
+                    continue;
+                }
+                let prefix = route_prefix(&e, table);
+                let gid = param_bytes(&e, p.set_wcmp_group_id, p.set_wcmp_group_id_group.id)
+                    .and_then(|b| read_id(p.set_wcmp_group_id_group, b));
+                let adopted = match (prefix, gid) {
+                    (Some(prefix), Some(gid)) => wcmp
+                        .get(&gid)
+                        .and_then(|(actions, _)| self.adopted_group(prefix, actions))
+                        .map(|(group, hops)| (prefix, gid, group, hops)),
+                    _ => None,
+                };
+                let Some((prefix, gid, group, hops)) = adopted else {
+                    stale[ROUTES].push(e);
+                    continue;
+                };
+                let active = vec![true; group.members.len()];
+                routed.insert(gid.clone());
+                self.groups.insert(
+                    prefix,
+                    Installed {
+                        group,
+                        id: gid,
+                        hops,
+                        active,
+                    },
+                );
+            }
+        }
+        for (gid, (_, e)) in wcmp {
+            if !routed.contains(&gid) {
+                stale[GROUPS].push(e);
+            }
+        }
+
+        // Delete what was not adopted: routes, groups, then (unused) next hops,
+        // neighbors and router interfaces.
+        let dropped: usize = stale.iter().map(Vec::len).sum();
+        for entries in stale.iter().take(2) {
+            let deletes = entries
+                .iter()
+                .map(|e| update(p4::update::Type::Delete, entity_table(key_of(e))))
+                .collect();
             self.write(deletes).await?;
         }
-        if cleared > 0 {
-            tracing::info!(cleared, "sai: entries of an earlier fare deleted");
+        self.collect().await?;
+        for entries in stale.iter().skip(2) {
+            let deletes = entries
+                .iter()
+                .map(|e| update(p4::update::Type::Delete, entity_table(key_of(e))))
+                .collect();
+            self.write(deletes).await?;
         }
-        Ok(())
+        tracing::info!(
+            groups = self.groups.len(),
+            dropped,
+            "sai: an earlier fare's entries adopted"
+        );
+
+        // The switch-wide entries: written where missing or different.
+        let base = self.base_entries()?;
+        let mut present = Vec::new();
+        for e in &base {
+            let found = rows(self.client.read(vec![read(e.table_id)]).await?);
+            present.push(
+                found
+                    .into_iter()
+                    .find(|x| canon(&key_of(x)) == canon(&key_of(e))),
+            );
+        }
+        let upsert = |i: usize| -> Option<p4::Update> {
+            match &present[i] {
+                None => Some(update(
+                    p4::update::Type::Insert,
+                    entity_table(base[i].clone()),
+                )),
+                Some(x) if canon(x) != canon(&base[i]) => Some(update(
+                    p4::update::Type::Modify,
+                    entity_table(base[i].clone()),
+                )),
+                Some(_) => None,
+            }
+        };
+        let first: Vec<p4::Update> = (0..2).filter_map(upsert).collect();
+        let second: Vec<p4::Update> = (2..3).filter_map(upsert).collect();
+        self.write(first).await?;
+        self.write(second).await
+    }
+
+    /// The group an adopted route forwards with: one member per next hop (interface from
+    /// the `ports` map, MAC from its neighbor entry, next hop from the neighbor id).
+    fn adopted_group(&self, prefix: IpNet, actions: &[(Hop, i32)]) -> Option<(Group, Vec<Hop>)> {
+        let mut members = Vec::with_capacity(actions.len());
+        let mut hops = Vec::with_capacity(actions.len());
+        for (hop, weight) in actions {
+            let interface = self
+                .options
+                .ports
+                .iter()
+                .find(|(_, port)| **port == hop.0)
+                .map(|(name, _)| name.clone())?;
+            let mac = *self.written.neighbors.get(hop)?;
+            let next_hop = match hop.1.to_ipv4_mapped() {
+                Some(v4) => Some(std::net::IpAddr::V4(v4)),
+                None if hop.1 == neighbor_id(None, mac) => None,
+                None => Some(std::net::IpAddr::V6(hop.1)),
+            };
+            members.push(crate::Member {
+                via: next_hop.map_or_else(|| mac.to_string(), |a| a.to_string()),
+                interface,
+                next_hop,
+                neighbor_mac: Some(mac),
+                weight: u32::try_from(*weight).ok().filter(|w| *w > 0)?,
+                bandwidth_gbps: 0.0,
+            });
+            hops.push(*hop);
+        }
+        Some((
+            Group {
+                prefix,
+                mode: GroupMode::Flow,
+                members,
+            },
+            hops,
+        ))
+    }
+
+    /// Deletes the route of `prefix`, then its group, then what no group uses.
+    async fn remove_inner(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        let inst = self
+            .groups
+            .get(&prefix)
+            .cloned()
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        let p = self.program.clone();
+        let route = p.route_entry(VRF, prefix, &inst.id).map_err(err)?;
+        self.write(vec![update(
+            p4::update::Type::Delete,
+            entity_table(key_of(&route)),
+        )])
+        .await
+        .map_err(err)?;
+        let group = p.wcmp_group_entry(&inst.id, &[]).map_err(err)?;
+        let result = self
+            .write(vec![update(
+                p4::update::Type::Delete,
+                entity_table(key_of(&group)),
+            )])
+            .await;
+        self.groups.remove(&prefix);
+        result.map_err(err)?;
+        self.collect().await.map_err(err)
     }
 
     fn port(&self, interface: &str) -> Result<u32, DataplaneError> {
@@ -1073,29 +1455,7 @@ impl Dataplane for SaiDataplane {
 
     async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
         self.ensure_session().await?;
-        let inst = self
-            .groups
-            .get(&prefix)
-            .cloned()
-            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
-        let p = self.program.clone();
-        let route = p.route_entry(VRF, prefix, &inst.id).map_err(err)?;
-        self.write(vec![update(
-            p4::update::Type::Delete,
-            entity_table(key_of(&route)),
-        )])
-        .await
-        .map_err(err)?;
-        let group = p.wcmp_group_entry(&inst.id, &[]).map_err(err)?;
-        let result = self
-            .write(vec![update(
-                p4::update::Type::Delete,
-                entity_table(key_of(&group)),
-            )])
-            .await;
-        self.groups.remove(&prefix);
-        result.map_err(err)?;
-        self.collect().await.map_err(err)
+        self.remove_inner(prefix).await
     }
 
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {

@@ -583,25 +583,63 @@ async fn refused_what_sai_p4_cannot_do() {
 }
 
 #[tokio::test]
-async fn a_restarted_agent_clears_what_the_last_one_wrote() {
+async fn a_restarted_agent_adopts_what_the_last_one_wrote() {
     let target = FakeTarget::start().await;
+    let g = group("10.1.0.0/16", vec![member(1, 3), member(2, 1)]);
+    let g_b = group("10.5.0.0/16", vec![member(1, 1)]);
     {
         let (mut dp, _dir) = open(&target).await;
-        dp.install(&group("10.1.0.0/16", vec![member(1, 3), member(2, 1)]))
+        dp.install(&g).await.unwrap();
+        dp.install(&g_b).await.unwrap();
+        // A group of fare's without a route (left by a crash between two Writes).
+        let orphan = dp
+            .program()
+            .wcmp_group_entry(
+                "fare-g-99",
+                &[WcmpAction {
+                    nexthop_id: "fare-nh-1".into(),
+                    weight: 1,
+                    watch_port: None,
+                }],
+            )
+            .unwrap();
+        dp.client()
+            .write(vec![update(p4::update::Type::Insert, entity_table(orphan))])
             .await
             .unwrap();
     }
     let pushes = target.lock().pipeline_pushes;
-    // Same pipeline: not pushed again; the earlier fare's entries are deleted, the
-    // switch-wide ones written anew.
+    let before = target.lock().batches.len();
+    // Same pipeline: not pushed again; the groups are adopted, the orphan deleted (one
+    // Write), the switch-wide entries found as they should be (no Write).
     let (mut dp, _dir) = open(&target).await;
     assert_eq!(target.lock().pipeline_pushes, pushes);
-    assert_eq!(target.lock().tables.len(), 3);
-    dp.install(&group("10.1.0.0/16", vec![member(1, 1)]))
+    assert_eq!(target.lock().batches[before..], [1]);
+    // 3 switch-wide + 2 rifs, 2 neighbors, 2 next hops, 2 groups, 2 routes.
+    assert_eq!(target.lock().tables.len(), 13);
+    let shown = dp.groups().await.unwrap();
+    assert_eq!(shown.len(), 2);
+    assert_eq!(shown[0].group.members[0].interface, "p1");
+    assert_eq!(shown[0].group.members[0].weight, 3);
+    // Re-installing the same groups writes nothing: forwarding is not disturbed.
+    let before = target.lock().batches.len();
+    dp.install_batch(&[g.clone(), g_b.clone()]).await;
+    assert_eq!(target.lock().batches.len(), before);
+    // A changed one is one MODIFY; new ids continue after the highest one seen.
+    dp.install(&group("10.5.0.0/16", vec![member(1, 2), member(2, 1)]))
         .await
         .unwrap();
-    // 3 switch-wide + rif, neighbor, next hop, group, route.
-    assert_eq!(target.lock().tables.len(), 8);
+    assert_eq!(target.lock().batches[before..], [1]);
+    dp.install(&group("10.6.0.0/16", vec![member(3, 1)]))
+        .await
+        .unwrap();
+    assert_eq!(
+        group_actions(&target, "fare-g-100"),
+        vec![("fare-nh-3".into(), 1)]
+    );
+    // An adopted group is removed like any other.
+    dp.remove(g.prefix).await.unwrap();
+    assert_eq!(table(&target, 1006).len(), 2);
 }
 
 #[tokio::test]
@@ -669,4 +707,49 @@ async fn groups_of_one_batch_share_each_phases_write() {
     // 3 next hops, 2 groups, 2 routes.
     assert_eq!(target.lock().tables.len(), 3 + 1 + 3 + 3 + 3 + 2 + 2);
     assert_eq!(table(&target, 1006).len(), 2);
+}
+
+#[tokio::test]
+async fn fare_resumes_after_another_controller_and_repairs_the_switch() {
+    let target = FakeTarget::start().await;
+    let (mut dp, _dir) = open(&target).await;
+    let g = group("10.1.0.0/16", vec![member(1, 3), member(2, 1)]);
+    let g_b = group("10.5.0.0/16", vec![member(1, 1)]);
+    dp.install_batch(&[g.clone(), g_b.clone()]).await;
+    // Another controller with a higher election id takes over and deletes g_b's route.
+    let mut other = crate::p4rt::client::Client::connect(&target.address, 1, 20)
+        .await
+        .unwrap();
+    let route = dp
+        .program()
+        .route_entry(VRF, g_b.prefix, "fare-g-2")
+        .unwrap();
+    other
+        .write(vec![update(
+            p4::update::Type::Delete,
+            entity_table(key_of(&route)),
+        )])
+        .await
+        .unwrap();
+    // fare's next write is refused: the session is lost, the group stays wanted.
+    let g_c = group("10.7.0.0/16", vec![member(3, 1)]);
+    assert!(dp.install(&g_c).await.is_err());
+    drop(other);
+    let mut restored = false;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        if dp.maintain().await.is_ok() {
+            restored = true;
+            break;
+        }
+    }
+    assert!(restored, "primary again within 10 s");
+    // Not restarted: no new pipeline; g adopted as it was, g_b (its group orphaned)
+    // written again.
+    assert_eq!(target.lock().pipeline_pushes, 1);
+    let routes: Vec<p4::TableEntry> = table(&target, 1004);
+    assert_eq!(routes.len(), 2);
+    assert_eq!(table(&target, 1006).len(), 2);
+    dp.install(&g_c).await.unwrap();
+    assert_eq!(table(&target, 1004).len(), 3);
 }
