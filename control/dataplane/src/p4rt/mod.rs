@@ -21,3 +21,4 @@ pub mod program;
 pub mod proto;
 
 pub use backend::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions, DEFAULT_ARN_HOLD};
+pub use program::QueueThresholds;

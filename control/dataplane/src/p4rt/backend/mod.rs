@@ -223,6 +223,10 @@ pub struct P4RuntimeDataplane {
     pipeline: Option<PipelineConfig>,
     /// Write RPCs sent.
     writes: u64,
+    /// The switch's own addresses as written to `arn_local_v4/v6`.
+    local_written: BTreeSet<IpAddr>,
+    /// Sends the queue probes of the monitored ports (stopped when the backend drops).
+    probes: Option<arn::ProbeTask>,
 }
 
 /// What one group may hold in action profile `profile` (P4Runtime spec, ActionProfile):
@@ -348,6 +352,8 @@ impl P4RuntimeDataplane {
             desired: Desired::default(),
             pipeline,
             writes: 0,
+            local_written: BTreeSet::new(),
+            probes: None,
         };
         if !fresh {
             dp.reconcile().await.map_err(err)?;
