@@ -16,6 +16,7 @@
 #include "include/routing.p4"
 #include "include/wcmp.p4"
 #include "include/dpf.p4"
+#include "include/arn_addressed.p4"
 #include "include/arn.p4"
 
 parser FareParser(packet_in packet,

@@ -20,35 +20,6 @@
 #ifndef FARE_ARN_P4
 #define FARE_ARN_P4
 
-/* Whether a packet is addressed to the switch itself: its link addresses and the ARN
- * multicast group, written by the controller. */
-control ArnAddressed(in headers_t hdr, out bool to_switch) {
-    action local() { }
-
-    table arn_local_v4 {
-        key = { hdr.ipv4.dst_addr: exact @name("dst_addr"); }
-        actions = { local; @defaultonly NoAction; }
-        const default_action = NoAction();
-        size = LOCAL_ADDRESSES;
-    }
-
-    table arn_local_v6 {
-        key = { hdr.ipv6.dst_addr: exact @name("dst_addr"); }
-        actions = { local; @defaultonly NoAction; }
-        const default_action = NoAction();
-        size = LOCAL_ADDRESSES;
-    }
-
-    apply {
-        to_switch = false;
-        if (hdr.ipv4.isValid()) {
-            to_switch = arn_local_v4.apply().hit;
-        } else if (hdr.ipv6.isValid()) {
-            to_switch = arn_local_v6.apply().hit;
-        }
-    }
-}
-
 control ArnReceive(inout headers_t hdr,
                    inout metadata_t meta,
                    inout standard_metadata_t standard_metadata) {

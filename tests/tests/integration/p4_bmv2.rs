@@ -425,6 +425,7 @@ fn p4_bmv2_congestion_sends_arn() -> Result<()> {
         .filter(|f: &Vec<&str>| f.len() == 7)
         .collect();
     ensure!(!arns.is_empty(), "no ARN left the switch ({out})");
+    tracing_log(&format!("ARNs at the upstream neighbor: {arns:?}"));
     for a in &arns {
         ensure!(
             a[1] == "255" && a[2] == "48" && a[3] == "9961" && a[4] == "36" && a[5] == "16",
