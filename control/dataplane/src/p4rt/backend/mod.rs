@@ -253,7 +253,7 @@ pub fn selector_limits(profile: &p4cfg::ActionProfile, form: GroupForm) -> Group
 }
 
 /// FNV-1a over the pipeline files: the cookie that tells whether the switch runs them.
-fn cookie_of(parts: &[&[u8]]) -> u64 {
+pub(crate) fn cookie_of(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
     for part in parts {
         for b in *part {
