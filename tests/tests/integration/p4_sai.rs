@@ -2,7 +2,7 @@
 //! with `p4c-bm2-ss -DPLATFORM_BMV2` outside this repository, programmed by fare's
 //! `SaiDataplane` (docs/p4.md, "SAI-P4 (PINS) profile").
 //!
-//! The compiled program is looked for in `$FARE_SAI_P4_DIR` (default `/opt/src/sai-p4`):
+//! The compiled program is looked for in `$FARE_SAI_P4_DIR` (default `/usr/local/share/sai-p4`):
 //! `middleblock.json` and `middleblock.p4info.txtpb`. Skipped (reason printed) without
 //! root, `simple_switch_grpc` or those files.
 //!
@@ -35,11 +35,11 @@ use std::time::Duration;
 
 const TEST: &str = "p4_sai_wcmp_on_bmv2";
 
-/// The compiled SAI-P4 program: `$FARE_SAI_P4_DIR` or `/opt/src/sai-p4`.
+/// The compiled SAI-P4 program: `$FARE_SAI_P4_DIR` or `/usr/local/share/sai-p4`.
 fn sai_pipeline() -> (PathBuf, PathBuf) {
     let dir = std::env::var_os("FARE_SAI_P4_DIR")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/opt/src/sai-p4"));
+        .unwrap_or_else(|| PathBuf::from("/usr/local/share/sai-p4"));
     (
         dir.join("middleblock.p4info.txtpb"),
         dir.join("middleblock.json"),
