@@ -1,13 +1,23 @@
-//! Routing information bases: Adj-RIB-In per neighbor, the Loc-RIB with the multipath set
-//! of each prefix, Adj-RIB-Out per neighbor (what was last sent, to send only changes).
+//! Routing information bases: the Adj-RIB-In of every neighbor and the Loc-RIB in one
+//! table keyed by prefix, and the Adj-RIB-Out per neighbor (what was last sent, to send
+//! only changes).
+//!
+//! One entry per prefix holds every neighbor's path for it, sorted best first; the
+//! Loc-RIB route is the leading run of those paths (the multipath set), not a copy, and
+//! the group last given to the data plane sits in the same entry. Deciding a prefix is
+//! one lookup whatever the number of neighbors, and a prefix costs one small entry (see
+//! [`Rib`]). Neighbors are named by index inside the RIB (4 bytes, not a 17-byte address);
+//! [`Path`] and [`LocRoute`] are the views callers get, with addresses.
 //!
 //! Multipath is the "as-path multipath-relax" behaviour of Clos fabrics: every usable
 //! path with the best (LOCAL_PREF, AS_PATH length, ORIGIN) joins the set, whatever the
 //! neighbor AS. Attributes are shared (`Arc`) by every prefix of one UPDATE.
 
 use super::packet::{upa, PathAttributes};
-use ipnet::IpNet;
+use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -18,23 +28,24 @@ pub struct Path {
     pub attrs: Arc<PathAttributes>,
 }
 
+/// Preference of a path's attributes: lower is better. AIGP (RFC 7311 §4) right after
+/// LOCAL_PREF: a path with AIGP beats one without (that is how DPF marks the primary
+/// color, draft-wang-idr-dpf §2.2.3), lower metric first.
+type Rank = (std::cmp::Reverse<u32>, u128, usize, u8);
+
+fn rank(a: &PathAttributes) -> Rank {
+    (
+        std::cmp::Reverse(a.local_pref.unwrap_or(100)),
+        a.aigp.as_ref().map_or(u128::MAX, |x| x.metric as u128),
+        a.as_path.as_ref().map_or(0, |p| p.path_len()),
+        a.origin.map_or(2, |o| o as u8),
+    )
+}
+
 impl Path {
     /// True when the path announces its prefix unreachable (UPA community of `subtype`).
     pub fn is_unreachable(&self, subtype: u8) -> bool {
         upa::unreachable(&self.attrs.ext_communities, subtype).is_some()
-    }
-
-    /// Sort key for preference: lower is better. AIGP (RFC 7311 §4) right after
-    /// LOCAL_PREF: a path with AIGP beats one without (that is how DPF marks the primary
-    /// color, draft-wang-idr-dpf §2.2.3), lower metric first.
-    fn rank(&self) -> (std::cmp::Reverse<u32>, u128, usize, u8) {
-        let a = &self.attrs;
-        (
-            std::cmp::Reverse(a.local_pref.unwrap_or(100)),
-            a.aigp.as_ref().map_or(u128::MAX, |x| x.metric as u128),
-            a.as_path.as_ref().map_or(0, |p| p.path_len()),
-            a.origin.map_or(2, |o| o as u8),
-        )
     }
 }
 
@@ -47,74 +58,159 @@ pub enum LocRoute {
     Learned(Box<[Path]>),
 }
 
-/// A map from prefix to `V` split into [`SHARDS`] hash tables (FxHash: a multiply per
-/// word, against SipHash's rounds that were a tenth of the ingest's CPU). A hash table grows by
+/// A map from prefix to `V` split into [`SHARDS`] hash tables per address family. Per
+/// family so that an IPv4 key is 5 bytes, not the 18 of an `IpNet`. A hash table grows by
 /// moving into a new one twice its size, so while it grows it holds both: one table of a
 /// million prefixes would need half as much again at that moment; a shard needs 1/16 of
-/// that.
+/// that. Keys are hashed by [`spread`].
 #[derive(Clone, Debug)]
 pub struct PrefixTable<V> {
-    shards: Box<[FxHashMap<IpNet, V>]>,
+    shards: Box<[Shard<Key4, V>]>,
+    shards6: Box<[Shard<Key6, V>]>,
 }
 
-/// Shards of a [`PrefixTable`].
+/// Shards of a [`PrefixTable`] per address family.
 pub const SHARDS: usize = 16;
+
+type Shard<K, V> = HashMap<K, V, BuildHasherDefault<Spread>>;
+
+/// An IPv4 prefix as a [`PrefixTable`] key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key4(Ipv4Net);
+
+/// An IPv6 prefix as a [`PrefixTable`] key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Key6(Ipv6Net);
+
+impl Hash for Key4 {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(spread(u32::from(self.0.addr()) as u128, 32, self.0.prefix_len()).0);
+    }
+}
+
+impl Hash for Key6 {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        h.write_u64(spread(u128::from(self.0.addr()), 128, self.0.prefix_len()).0);
+    }
+}
+
+/// The hash of a prefix and its shard. Consecutive prefixes of one length (as a feed
+/// sends them) stay close: the lowest 4 bits of the network number pick the bucket within
+/// an aligned run of 16 (and the tag the table compares first), every other bit is mixed
+/// (splitmix64's finalizer) into the rest. A lookup then mostly reads the cache lines
+/// the previous ones did, where a plain hash sends each to a random place in a table of
+/// tens of MiB; as long as runs differ, the spread is that of the mixer.
+fn spread(addr: u128, width: u32, len: u8) -> (u64, usize) {
+    let host_bits = width - len as u32;
+    let low = (addr.checked_shr(host_bits).unwrap_or(0) & 15) as u64;
+    let rest = addr ^ (low as u128).checked_shl(host_bits).unwrap_or(0);
+    let mut x = (rest as u64) ^ ((rest >> 64) as u64).rotate_left(32) ^ ((len as u64) << 56);
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^= x >> 31;
+    (x ^ low ^ (low << 57), (x >> 32) as usize % SHARDS)
+}
+
+/// Hands [`spread`]'s value (a key's only `write_u64`) to the table as the hash.
+#[derive(Default)]
+struct Spread(u64);
+
+impl Hasher for Spread {
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ *b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+    fn write_u64(&mut self, x: u64) {
+        self.0 = x;
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
 
 impl<V> Default for PrefixTable<V> {
     fn default() -> Self {
         PrefixTable {
-            shards: (0..SHARDS).map(|_| FxHashMap::default()).collect(),
+            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            shards6: (0..SHARDS).map(|_| Shard::default()).collect(),
         }
     }
 }
 
-/// The shard of `prefix`: the top bits of its address and length multiplied by 2^64/phi
-/// (every bit of the prefix moves them).
-fn shard(prefix: &IpNet) -> usize {
-    let (addr, len) = match prefix {
-        IpNet::V4(n) => (u32::from(n.addr()) as u128, n.prefix_len()),
-        IpNet::V6(n) => (u128::from(n.addr()), n.prefix_len()),
-    };
-    let x = (addr as u64) ^ ((addr >> 64) as u64).rotate_left(17) ^ ((len as u64) << 56);
-    (x.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 60) as usize % SHARDS
+fn shard4(n: &Ipv4Net) -> usize {
+    spread(u32::from(n.addr()) as u128, 32, n.prefix_len()).1
+}
+
+fn shard6(n: &Ipv6Net) -> usize {
+    spread(u128::from(n.addr()), 128, n.prefix_len()).1
 }
 
 impl<V> PrefixTable<V> {
     pub fn get(&self, prefix: &IpNet) -> Option<&V> {
-        self.shards[shard(prefix)].get(prefix)
+        match *prefix {
+            IpNet::V4(n) => self.shards[shard4(&n)].get(&Key4(n)),
+            IpNet::V6(n) => self.shards6[shard6(&n)].get(&Key6(n)),
+        }
     }
     pub fn get_mut(&mut self, prefix: &IpNet) -> Option<&mut V> {
-        self.shards[shard(prefix)].get_mut(prefix)
+        match *prefix {
+            IpNet::V4(n) => self.shards[shard4(&n)].get_mut(&Key4(n)),
+            IpNet::V6(n) => self.shards6[shard6(&n)].get_mut(&Key6(n)),
+        }
     }
-    pub fn entry(&mut self, prefix: IpNet) -> std::collections::hash_map::Entry<'_, IpNet, V> {
-        self.shards[shard(&prefix)].entry(prefix)
+    /// The value of `prefix`, inserted from `make` when there is none (one probe).
+    pub fn get_or_insert_with(&mut self, prefix: IpNet, make: impl FnOnce() -> V) -> &mut V {
+        match prefix {
+            IpNet::V4(n) => self.shards[shard4(&n)].entry(Key4(n)).or_insert_with(make),
+            IpNet::V6(n) => self.shards6[shard6(&n)].entry(Key6(n)).or_insert_with(make),
+        }
     }
     pub fn insert(&mut self, prefix: IpNet, value: V) -> Option<V> {
-        self.shards[shard(&prefix)].insert(prefix, value)
+        match prefix {
+            IpNet::V4(n) => self.shards[shard4(&n)].insert(Key4(n), value),
+            IpNet::V6(n) => self.shards6[shard6(&n)].insert(Key6(n), value),
+        }
     }
     pub fn remove(&mut self, prefix: &IpNet) -> Option<V> {
-        self.shards[shard(prefix)].remove(prefix)
+        match *prefix {
+            IpNet::V4(n) => self.shards[shard4(&n)].remove(&Key4(n)),
+            IpNet::V6(n) => self.shards6[shard6(&n)].remove(&Key6(n)),
+        }
     }
     pub fn contains_key(&self, prefix: &IpNet) -> bool {
-        self.shards[shard(prefix)].contains_key(prefix)
+        self.get(prefix).is_some()
     }
-    pub fn iter(&self) -> impl Iterator<Item = (&IpNet, &V)> {
-        self.shards.iter().flat_map(|s| s.iter())
+    pub fn iter(&self) -> impl Iterator<Item = (IpNet, &V)> {
+        let v4 = self
+            .shards
+            .iter()
+            .flatten()
+            .map(|(k, v)| (IpNet::V4(k.0), v));
+        let v6 = self
+            .shards6
+            .iter()
+            .flatten()
+            .map(|(k, v)| (IpNet::V6(k.0), v));
+        v4.chain(v6)
     }
-    pub fn keys(&self) -> impl Iterator<Item = &IpNet> {
-        self.shards.iter().flat_map(|s| s.keys())
+    pub fn keys(&self) -> impl Iterator<Item = IpNet> + '_ {
+        self.iter().map(|(n, _)| n)
     }
     pub fn into_keys(self) -> impl Iterator<Item = IpNet> {
-        self.shards
-            .into_vec()
-            .into_iter()
-            .flat_map(|s| s.into_keys())
+        let v4 = self.shards.into_vec().into_iter();
+        let v6 = self.shards6.into_vec().into_iter();
+        v4.flat_map(|s| s.into_keys().map(|k| IpNet::V4(k.0)))
+            .chain(v6.flat_map(|s| s.into_keys().map(|k| IpNet::V6(k.0))))
     }
     pub fn len(&self) -> usize {
-        self.shards.iter().map(FxHashMap::len).sum()
+        let v4: usize = self.shards.iter().map(HashMap::len).sum();
+        v4 + self.shards6.iter().map(HashMap::len).sum::<usize>()
     }
     pub fn is_empty(&self) -> bool {
-        self.shards.iter().all(FxHashMap::is_empty)
+        self.len() == 0
     }
 }
 
@@ -135,146 +231,524 @@ impl FibKey {
     }
 }
 
-/// What the Loc-RIB holds for one prefix: its route, and the group last given to the
-/// data plane for it (kept until the removal is sent, after the route is gone). One
-/// table for both: a million prefixes are one hash table, not two.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct LocEntry {
-    pub route: Option<LocRoute>,
-    pub fib: Option<FibKey>,
+/// A neighbor by its index in the RIB's neighbor list.
+type Nbr = u32;
+
+/// A prefix's entry in the RIB, valid until the prefix is next decided.
+pub type EntryId = u32;
+
+/// One received path as the RIB stores it.
+#[derive(Clone, Debug)]
+struct Slot {
+    attrs: Arc<PathAttributes>,
+    peer: Nbr,
 }
 
+/// The received paths of a prefix, best first: one inline (the common case), more on the
+/// heap.
+#[derive(Debug, Default)]
+enum Paths {
+    #[default]
+    None,
+    One(Slot),
+    Many(Box<[Slot]>),
+}
+
+impl Paths {
+    fn as_slice(&self) -> &[Slot] {
+        match self {
+            Paths::None => &[],
+            Paths::One(s) => std::slice::from_ref(s),
+            Paths::Many(v) => v,
+        }
+    }
+
+    /// Moves the paths into `out`.
+    fn take_into(&mut self, out: &mut Vec<Slot>) {
+        match std::mem::take(self) {
+            Paths::None => {}
+            Paths::One(s) => out.push(s),
+            Paths::Many(v) => out.extend(v.into_vec()),
+        }
+    }
+
+    /// Takes the paths of `v` (left empty), an allocation of the exact size for two or more.
+    fn from_vec(v: &mut Vec<Slot>) -> Paths {
+        match v.len() {
+            0 => Paths::None,
+            1 => v.pop().map_or(Paths::None, Paths::One),
+            _ => Paths::Many(v.drain(..).collect()),
+        }
+    }
+}
+
+/// The members of the group given to the data plane ([`FibKey`] by neighbor index).
+#[derive(Debug, Default, PartialEq)]
+// Several members behind a thin pointer: 16 bytes in every entry instead of 24.
+#[allow(clippy::box_collection)]
+enum Fib {
+    #[default]
+    None,
+    One(Nbr, u32),
+    Many(Box<Vec<(Nbr, u32)>>),
+}
+
+/// What the Loc-RIB last decided for a prefix (for `Learned`, the route is the leading
+/// `selected` paths of its entry).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Kind {
+    #[default]
+    None,
+    Local,
+    Unreachable,
+    Learned,
+}
+
+/// Everything the RIB holds for one prefix.
+#[derive(Debug, Default)]
+struct Entry {
+    /// Every neighbor's path (the Adj-RIBs-In), best first.
+    paths: Paths,
+    /// The group last given to the data plane, kept until its removal is sent (after the
+    /// route is gone).
+    fib: Fib,
+    /// How many of `paths`, from the first, are the multipath set.
+    selected: u32,
+    route: Kind,
+    /// The multipath set changed since the last [`Rib::decide`].
+    changed: bool,
+    /// Listed for a decision ([`Rib::queue`]) since the last one.
+    queued: bool,
+}
+
+impl Entry {
+    fn is_empty(&self) -> bool {
+        matches!(self.paths, Paths::None) && self.route == Kind::None && self.fib == Fib::None
+    }
+}
+
+/// The RIBs of one speaker. Entries sit densely in one vector (grown in place, freed ones
+/// reused) behind a [`PrefixTable`] of 4-byte indices: a hash table wastes up to half its
+/// buckets, and those buckets are small.
 #[derive(Default)]
 pub struct Rib {
-    pub adj_in: FxHashMap<IpAddr, PrefixTable<Arc<PathAttributes>>>,
-    /// Prefixes with a route or an installed group (see [`LocEntry`]).
-    pub loc: PrefixTable<LocEntry>,
+    index: PrefixTable<u32>,
+    entries: Vec<Entry>,
+    free: Vec<u32>,
+    /// Addresses by neighbor index, and back.
+    neighbors: Vec<IpAddr>,
+    neighbor_index: FxHashMap<IpAddr, Nbr>,
     pub adj_out: FxHashMap<IpAddr, FxHashMap<IpNet, Arc<PathAttributes>>>,
     pub local: FxHashSet<IpNet>,
     /// Host routes this node announces unreachable (its RNIC is disconnected).
     pub unreachable: FxHashSet<IpNet>,
     /// UPA subtype: a path that reaches the prefix beats one that announces it
-    /// unreachable. None = no UPA handling.
+    /// unreachable. None = no UPA handling. Set before the first path is learned.
     pub upa_subtype: Option<u8>,
-    /// [`Rib::decide`]'s working buffer.
-    scratch: Vec<Path>,
+    /// The prefix decided last and its entry: the group stored right after its decision
+    /// needs no lookup.
+    last: Option<(IpNet, u32)>,
+    /// Working buffers of [`Rib::repath`].
+    scratch: Vec<Slot>,
+    before: Vec<(Nbr, usize)>,
 }
 
 impl Rib {
     /// Adds or replaces a path; returns true when the Adj-RIB-In changed.
     pub fn learn(&mut self, peer: IpAddr, prefix: IpNet, attrs: Arc<PathAttributes>) -> bool {
-        let table = self.adj_in.entry(peer).or_default();
-        match table.insert(prefix, attrs.clone()) {
-            Some(old) => old != attrs,
-            None => true,
+        self.learn_at(peer, prefix, attrs).is_some()
+    }
+
+    /// [`Rib::learn`], returning the prefix's entry when the Adj-RIB-In changed.
+    pub fn learn_at(
+        &mut self,
+        peer: IpAddr,
+        prefix: IpNet,
+        attrs: Arc<PathAttributes>,
+    ) -> Option<EntryId> {
+        let n = self.neighbor(peer);
+        let i = self.entry_of(prefix);
+        let e = &mut self.entries[i];
+        fn same(a: &Arc<PathAttributes>, b: &Arc<PathAttributes>) -> bool {
+            Arc::ptr_eq(a, b) || **a == **b
         }
-    }
-
-    pub fn forget(&mut self, peer: IpAddr, prefix: IpNet) -> bool {
-        self.adj_in
-            .get_mut(&peer)
-            .is_some_and(|t| t.remove(&prefix).is_some())
-    }
-
-    /// Drops everything learned from `peer`; returns the prefixes it had.
-    pub fn forget_peer(&mut self, peer: IpAddr) -> Vec<IpNet> {
-        self.adj_out.remove(&peer);
-        self.adj_in
-            .remove(&peer)
-            .map(|t| t.into_keys().collect())
-            .unwrap_or_default()
-    }
-
-    /// Recomputes the Loc-RIB entry of `prefix`; returns the new entry if it changed
-    /// (`Some(None)` = the prefix is gone).
-    pub fn decide(&mut self, prefix: IpNet) -> Option<Option<LocRoute>> {
-        let new = if self.local.contains(&prefix) {
-            Some(LocRoute::Local)
-        } else if self.unreachable.contains(&prefix) {
-            // This node answers for the prefix: what others say about it does not count.
-            Some(LocRoute::Unreachable)
-        } else {
-            // Collected in a reused buffer, then copied to an allocation of the exact
-            // size: no short-lived larger allocation per prefix between the long-lived
-            // small ones (heap fragmentation).
-            let mut paths = std::mem::take(&mut self.scratch);
-            paths.clear();
-            paths.extend(self.adj_in.iter().filter_map(|(peer, t)| {
-                t.get(&prefix).map(|a| Path {
-                    peer: *peer,
-                    attrs: a.clone(),
-                })
-            }));
-            if let Some(subtype) = self.upa_subtype {
-                if paths.iter().any(|p| !p.is_unreachable(subtype)) {
-                    paths.retain(|p| !p.is_unreachable(subtype));
-                }
+        // The common cases without the general re-sort.
+        match &mut e.paths {
+            Paths::None => {
+                e.paths = Paths::One(Slot { attrs, peer: n });
+                e.selected = 1;
+                e.changed = true;
+                return Some(i as EntryId);
             }
-            select(&mut paths);
-            let route = (!paths.is_empty()).then(|| LocRoute::Learned(paths.as_slice().into()));
-            paths.clear();
-            self.scratch = paths;
-            route
-        };
-        if self.route(&prefix) == new.as_ref() {
-            return None;
+            Paths::One(s) if s.peer == n => {
+                if same(&s.attrs, &attrs) {
+                    return None;
+                }
+                s.attrs = attrs;
+                e.changed = true;
+                return Some(i as EntryId);
+            }
+            _ => {}
         }
-        match &new {
-            Some(r) => {
-                let entry = self.loc.entry(prefix).or_default();
-                entry.route = Some(r.clone());
+        let changed = self.repath(i, |v| match v.iter_mut().find(|s| s.peer == n) {
+            Some(s) if same(&s.attrs, &attrs) => false,
+            Some(s) => {
+                s.attrs = attrs;
+                true
             }
             None => {
-                if let Some(e) = self.loc.get_mut(&prefix) {
-                    e.route = None;
-                    if e.fib.is_none() {
-                        self.loc.remove(&prefix);
-                    }
-                }
+                v.push(Slot { attrs, peer: n });
+                true
             }
+        });
+        changed.then_some(i as EntryId)
+    }
+
+    /// Removes `peer`'s path; returns true when there was one.
+    pub fn forget(&mut self, peer: IpAddr, prefix: IpNet) -> bool {
+        self.forget_at(peer, prefix).is_some()
+    }
+
+    /// [`Rib::forget`], returning the prefix's entry when a path was removed. The entry
+    /// stays, even empty, until the prefix is decided.
+    pub fn forget_at(&mut self, peer: IpAddr, prefix: IpNet) -> Option<EntryId> {
+        let &n = self.neighbor_index.get(&peer)?;
+        let i = self.find(&prefix)?;
+        self.remove_path(i, n).then_some(i as EntryId)
+    }
+
+    /// Drops everything learned from `peer`; returns the prefixes it had (their entries
+    /// stay until they are decided).
+    pub fn forget_peer(&mut self, peer: IpAddr) -> Vec<IpNet> {
+        self.adj_out.remove(&peer);
+        let Some(&n) = self.neighbor_index.get(&peer) else {
+            return vec![];
+        };
+        let had: Vec<(IpNet, usize)> = self
+            .index
+            .iter()
+            .map(|(p, &i)| (p, i as usize))
+            .filter(|(_, i)| {
+                self.entries[*i]
+                    .paths
+                    .as_slice()
+                    .iter()
+                    .any(|s| s.peer == n)
+            })
+            .collect();
+        for &(_, i) in &had {
+            self.remove_path(i, n);
         }
-        Some(new)
+        had.into_iter().map(|(p, _)| p).collect()
+    }
+
+    /// Recomputes the Loc-RIB route of `prefix`; returns the new route if it changed
+    /// (`Some(None)` = the prefix is gone).
+    pub fn decide(&mut self, prefix: IpNet) -> Option<Option<LocRoute>> {
+        self.decide_at(prefix, None)
+    }
+
+    /// [`Rib::decide`] with the prefix's entry if known (from [`Rib::learn_at`] or
+    /// [`Rib::forget_at`] since the prefix was last decided): no lookup then. Only
+    /// deciding a prefix (or taking its group) frees its entry, so the index holds.
+    pub fn decide_at(&mut self, prefix: IpNet, entry: Option<EntryId>) -> Option<Option<LocRoute>> {
+        let found = match entry {
+            Some(i) => {
+                debug_assert_eq!(self.find(&prefix), Some(i as usize), "{prefix}");
+                Some(i as usize)
+            }
+            None => self.find(&prefix),
+        };
+        let (old, selected, changed) = found.map_or((Kind::None, 0, false), |i| {
+            let e = &self.entries[i];
+            (e.route, e.selected, e.changed)
+        });
+        // (The sets are small and mostly empty: not hashed then.)
+        let new = if !self.local.is_empty() && self.local.contains(&prefix) {
+            Kind::Local
+        } else if !self.unreachable.is_empty() && self.unreachable.contains(&prefix) {
+            // This node answers for the prefix: what others say about it does not count.
+            Kind::Unreachable
+        } else if selected > 0 {
+            Kind::Learned
+        } else {
+            Kind::None
+        };
+        if let Some(i) = found {
+            self.entries[i].changed = false;
+            self.entries[i].queued = false;
+            self.last = Some((prefix, i as u32));
+        }
+        if new == old && !(new == Kind::Learned && changed) {
+            // Nothing left of a prefix learned and forgotten since it was last decided.
+            if let Some(i) = found {
+                self.release(prefix, i);
+            }
+            return None;
+        }
+        let i = match found {
+            Some(i) => i,
+            None => self.entry_of(prefix),
+        };
+        self.entries[i].route = new;
+        let route = self.route_at(i);
+        self.last = Some((prefix, i as u32));
+        self.release(prefix, i);
+        Some(route)
+    }
+
+    /// Marks `entry` listed for a decision; false when it already was (whoever lists
+    /// prefixes to decide lists each once). Deciding its prefix clears the mark.
+    pub fn queue(&mut self, entry: EntryId) -> bool {
+        !std::mem::replace(&mut self.entries[entry as usize].queued, true)
+    }
+
+    /// True when the entry of `prefix` is marked by [`Rib::queue`].
+    pub fn is_queued(&self, prefix: &IpNet) -> bool {
+        self.find(prefix).is_some_and(|i| self.entries[i].queued)
     }
 
     /// The Loc-RIB route of `prefix`.
-    pub fn route(&self, prefix: &IpNet) -> Option<&LocRoute> {
-        self.loc.get(prefix)?.route.as_ref()
+    pub fn route(&self, prefix: &IpNet) -> Option<LocRoute> {
+        self.route_at(self.find(prefix)?)
     }
 
     /// Every Loc-RIB route.
-    pub fn routes(&self) -> impl Iterator<Item = (&IpNet, &LocRoute)> {
-        self.loc
+    pub fn routes(&self) -> impl Iterator<Item = (IpNet, LocRoute)> + '_ {
+        self.index
             .iter()
-            .filter_map(|(p, e)| Some((p, e.route.as_ref()?)))
+            .filter_map(|(p, &i)| Some((p, self.route_at(i as usize)?)))
+    }
+
+    /// The prefixes of the Loc-RIB: those with a route or an installed group.
+    pub fn prefixes(&self) -> impl Iterator<Item = IpNet> + '_ {
+        self.index.iter().filter_map(|(p, &i)| {
+            let e = &self.entries[i as usize];
+            (e.route != Kind::None || e.fib != Fib::None).then_some(p)
+        })
+    }
+
+    /// The Loc-RIB routes of `prefix` and of every shorter prefix covering it.
+    pub fn covering(&self, prefix: IpNet) -> Vec<(IpNet, LocRoute)> {
+        std::iter::successors(Some(prefix.trunc()), IpNet::supernet)
+            .filter_map(|q| Some((q, self.route(&q)?)))
+            .collect()
+    }
+
+    /// Every path received for `prefix` (the Adj-RIBs-In), best first.
+    pub fn paths(&self, prefix: &IpNet) -> Vec<Path> {
+        self.find(prefix).map_or_else(Vec::new, |i| {
+            let e = &self.entries[i];
+            e.paths.as_slice().iter().map(|s| self.path(s)).collect()
+        })
+    }
+
+    /// True when `peer` gave us a route covering `host` (the host itself or a shorter
+    /// prefix) that does not announce it unreachable (UPA of `subtype`).
+    pub fn reaches(&self, peer: IpAddr, host: IpNet, subtype: u8) -> bool {
+        let Some(&n) = self.neighbor_index.get(&peer) else {
+            return false;
+        };
+        std::iter::successors(Some(host.trunc()), IpNet::supernet).any(|q| {
+            self.find(&q).is_some_and(|i| {
+                self.entries[i].paths.as_slice().iter().any(|s| {
+                    s.peer == n && upa::unreachable(&s.attrs.ext_communities, subtype).is_none()
+                })
+            })
+        })
     }
 
     /// The group last given to the data plane for `prefix`.
-    pub fn fib(&self, prefix: &IpNet) -> Option<&FibKey> {
-        self.loc.get(prefix)?.fib.as_ref()
+    pub fn fib(&self, prefix: &IpNet) -> Option<FibKey> {
+        let e = &self.entries[self.find(prefix)?];
+        let addr = |n: &Nbr| self.neighbors[*n as usize];
+        match &e.fib {
+            Fib::None => None,
+            Fib::One(n, w) => Some(FibKey::One(addr(n), *w)),
+            Fib::Many(m) => Some(FibKey::Many(m.iter().map(|(n, w)| (addr(n), *w)).collect())),
+        }
     }
 
     pub fn set_fib(&mut self, prefix: IpNet, key: FibKey) {
-        self.loc.entry(prefix).or_default().fib = Some(key);
+        match key {
+            FibKey::One(a, w) => self.swap_fib(prefix, [(a, w)]),
+            FibKey::Many(m) => self.swap_fib(prefix, m.iter().copied()),
+        };
+    }
+
+    /// Makes `members` (neighbor, weight) the group given to the data plane for
+    /// `prefix`; returns false when it already was. One lookup, and no allocation for a
+    /// one-member group.
+    pub fn swap_fib<I>(&mut self, prefix: IpNet, members: I) -> bool
+    where
+        I: IntoIterator<Item = (IpAddr, u32)>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let mut members = members.into_iter();
+        let fib = match (members.len(), members.next()) {
+            (1, Some((a, w))) => Fib::One(self.neighbor(a), w),
+            (_, first) => Fib::Many(Box::new(
+                first
+                    .into_iter()
+                    .chain(members)
+                    .map(|(a, w)| (self.neighbor(a), w))
+                    .collect(),
+            )),
+        };
+        let i = self.entry_of(prefix);
+        let e = &mut self.entries[i];
+        if e.fib == fib {
+            return false;
+        }
+        e.fib = fib;
+        true
     }
 
     /// Forgets the group of `prefix`; returns whether there was one.
     pub fn take_fib(&mut self, prefix: &IpNet) -> bool {
-        let Some(e) = self.loc.get_mut(prefix) else {
+        let Some(i) = self.find(prefix) else {
             return false;
         };
-        let had = e.fib.take().is_some();
-        if e.route.is_none() {
-            self.loc.remove(prefix);
-        }
+        let had = std::mem::take(&mut self.entries[i].fib) != Fib::None;
+        self.release(*prefix, i);
         had
     }
-}
 
-/// Keeps the multipath set of `paths`, sorted best first (ties by neighbor address).
-pub fn select(paths: &mut Vec<Path>) {
-    paths.sort_by(|a, b| a.rank().cmp(&b.rank()).then(a.peer.cmp(&b.peer)));
-    if let Some(best) = paths.first().map(Path::rank) {
-        paths.retain(|p| p.rank() == best);
+    /// True when the RIB holds nothing for any prefix.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    fn path(&self, s: &Slot) -> Path {
+        Path {
+            peer: self.neighbors[s.peer as usize],
+            attrs: s.attrs.clone(),
+        }
+    }
+
+    fn route_at(&self, i: usize) -> Option<LocRoute> {
+        let e = &self.entries[i];
+        match e.route {
+            Kind::None => None,
+            Kind::Local => Some(LocRoute::Local),
+            Kind::Unreachable => Some(LocRoute::Unreachable),
+            Kind::Learned => {
+                let set = &e.paths.as_slice()[..e.selected as usize];
+                (!set.is_empty())
+                    .then(|| LocRoute::Learned(set.iter().map(|s| self.path(s)).collect()))
+            }
+        }
+    }
+
+    /// The index of `peer`, given one on first sight (indices are never reused).
+    fn neighbor(&mut self, peer: IpAddr) -> Nbr {
+        if let Some(&n) = self.neighbor_index.get(&peer) {
+            return n;
+        }
+        let n = self.neighbors.len() as Nbr;
+        self.neighbors.push(peer);
+        self.neighbor_index.insert(peer, n);
+        n
+    }
+
+    fn find(&self, prefix: &IpNet) -> Option<usize> {
+        match self.last {
+            Some((p, i)) if p == *prefix => Some(i as usize),
+            _ => self.index.get(prefix).map(|&i| i as usize),
+        }
+    }
+
+    /// The entry of `prefix`, made when there is none.
+    fn entry_of(&mut self, prefix: IpNet) -> usize {
+        if let Some(i) = self.last.filter(|l| l.0 == prefix) {
+            return i.1 as usize;
+        }
+        let Rib {
+            index,
+            entries,
+            free,
+            ..
+        } = self;
+        *index.get_or_insert_with(prefix, || {
+            free.pop().unwrap_or_else(|| {
+                entries.push(Entry::default());
+                (entries.len() - 1) as u32
+            })
+        }) as usize
+    }
+
+    /// Frees the entry of `prefix` (at `i`) when nothing is left in it.
+    fn release(&mut self, prefix: IpNet, i: usize) {
+        if self.entries[i].is_empty() {
+            if self.last.is_some_and(|l| l.0 == prefix) {
+                self.last = None;
+            }
+            self.index.remove(&prefix);
+            self.entries[i] = Entry::default();
+            self.free.push(i as u32);
+        }
+    }
+
+    /// Removes neighbor `n`'s path from entry `i`; returns whether it had one.
+    fn remove_path(&mut self, i: usize, n: Nbr) -> bool {
+        let e = &mut self.entries[i];
+        match &e.paths {
+            Paths::None => false,
+            Paths::One(s) if s.peer != n => false,
+            Paths::One(_) => {
+                e.paths = Paths::None;
+                e.selected = 0;
+                e.changed = true;
+                true
+            }
+            Paths::Many(_) => self.repath(i, |v| {
+                let had = v.len();
+                v.retain(|s| s.peer != n);
+                v.len() != had
+            }),
+        }
+    }
+
+    /// Applies `change` to the paths of entry `i` (it returns whether it changed them),
+    /// then sorts them best first and takes the multipath set as their leading run:
+    /// paths that reach the prefix before UPAs (when UPA is handled), then by [`Rank`],
+    /// ties by neighbor address. Marks the entry changed when that set did.
+    fn repath(&mut self, i: usize, change: impl FnOnce(&mut Vec<Slot>) -> bool) -> bool {
+        let e = &mut self.entries[i];
+        let mut v = std::mem::take(&mut self.scratch);
+        e.paths.take_into(&mut v);
+        self.before.clear();
+        self.before.extend(
+            v[..e.selected as usize]
+                .iter()
+                .map(|s| (s.peer, Arc::as_ptr(&s.attrs) as usize)),
+        );
+        let changed = change(&mut v);
+        if changed {
+            let upa = self.upa_subtype;
+            let neighbors = &self.neighbors;
+            let key = |s: &Slot| {
+                let unreachable =
+                    upa.is_some_and(|t| upa::unreachable(&s.attrs.ext_communities, t).is_some());
+                (unreachable, rank(&s.attrs))
+            };
+            v.sort_by(|a, b| {
+                key(a)
+                    .cmp(&key(b))
+                    .then(neighbors[a.peer as usize].cmp(&neighbors[b.peer as usize]))
+            });
+            let best = v.first().map(key);
+            e.selected = v.iter().take_while(|s| Some(key(s)) == best).count() as u32;
+            let set = v[..e.selected as usize]
+                .iter()
+                .map(|s| (s.peer, Arc::as_ptr(&s.attrs) as usize));
+            if !set.eq(self.before.iter().copied()) {
+                e.changed = true;
+            }
+        }
+        e.paths = Paths::from_vec(&mut v);
+        self.scratch = v;
+        changed
     }
 }
 
@@ -317,6 +791,82 @@ mod tests {
     }
 
     #[test]
+    fn one_entry_holds_every_neighbors_path() {
+        use crate::packet::upa::DEFAULT_UPA_SUBTYPE;
+        let mut rib = Rib::default();
+        let p: IpNet = "192.0.2.0/24".parse().unwrap();
+        let q: IpNet = "198.51.100.0/24".parse().unwrap();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        rib.learn(a, p, attrs(&[65100, 65001]));
+        // A longer AS path: a backup.
+        rib.learn(b, p, attrs(&[65200, 65300, 65001]));
+        rib.learn(b, q, attrs(&[65200]));
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(p) else {
+            panic!()
+        };
+        assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [a]);
+        assert!(rib.decide(q).is_some());
+        // The backup changes, the route does not.
+        assert!(rib.learn(b, p, attrs(&[65200, 65400, 65001])));
+        assert_eq!(rib.decide(p), None);
+        let all: Vec<IpAddr> = rib.paths(&p).iter().map(|p| p.peer).collect();
+        assert_eq!(all, [a, b], "best first");
+        // b goes: both its prefixes are named, a's path stays.
+        let mut gone = rib.forget_peer(b);
+        gone.sort();
+        assert_eq!(gone, [p, q]);
+        assert_eq!(rib.decide(p), None);
+        assert_eq!(rib.decide(q), Some(None));
+        assert_eq!(rib.prefixes().collect::<Vec<_>>(), [p]);
+        // A host inside p is reached through a, not through b.
+        let host: IpNet = "192.0.2.7/32".parse().unwrap();
+        assert!(rib.reaches(a, host, DEFAULT_UPA_SUBTYPE));
+        assert!(!rib.reaches(b, host, DEFAULT_UPA_SUBTYPE));
+        assert_eq!(rib.covering(host).len(), 1);
+    }
+
+    #[test]
+    fn consecutive_prefixes_hash_into_one_run_of_buckets() {
+        // 10.0.32.0/24 .. 10.0.47.0/24: network numbers 16k .. 16k+15.
+        let h = |i: u32| spread(((10u32 << 24) | ((32 + i) << 8)) as u128, 32, 24);
+        let (first, shard) = h(0);
+        for i in 1..16u64 {
+            let (hash, s) = h(i as u32);
+            assert_eq!(s, shard, "one shard");
+            // Only the lowest 4 bits (the bucket in the run) and the tag's differ.
+            assert_eq!(hash ^ first, i ^ (i << 57));
+        }
+        let (next, _) = h(16);
+        assert_ne!(next >> 4, first >> 4, "the next run is elsewhere");
+    }
+
+    #[test]
+    fn a_prefix_learned_and_forgotten_before_its_decision_leaves_nothing() {
+        let mut rib = Rib::default();
+        let p: IpNet = "192.0.2.0/24".parse().unwrap();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let entry = rib.learn_at(a, p, attrs(&[65100]));
+        assert!(entry.is_some());
+        assert_eq!(rib.forget_at(a, p), entry);
+        let entry = entry.unwrap_or_default();
+        assert!(rib.queue(entry) && !rib.queue(entry), "queued once");
+        assert!(rib.is_queued(&p));
+        assert_eq!(
+            rib.decide_at(p, Some(entry)),
+            None,
+            "no route before, none after"
+        );
+        assert!(rib.is_empty());
+    }
+
+    #[test]
+    fn an_entry_is_small() {
+        // What a prefix costs besides its index bucket (see `Rib`).
+        assert_eq!(std::mem::size_of::<Entry>(), 48);
+    }
+
+    #[test]
     fn prefix_table_spreads_consecutive_prefixes_and_keeps_families_apart() {
         let mut t = PrefixTable::default();
         let net = |i: u32| -> IpNet {
@@ -353,16 +903,16 @@ mod tests {
         rib.learn(a, p, attrs(&[65100]));
         assert!(rib.decide(p).is_some());
         rib.set_fib(p, FibKey::new(vec![(a, 1)]));
-        assert_eq!(rib.fib(&p), Some(&FibKey::One(a, 1)));
+        assert_eq!(rib.fib(&p), Some(FibKey::One(a, 1)));
         rib.forget(a, p);
         assert_eq!(rib.decide(p), Some(None));
         assert_eq!(rib.route(&p), None);
         assert_eq!(rib.routes().count(), 0);
         // The data plane still has the group: its removal is still to be sent.
-        assert_eq!(rib.fib(&p), Some(&FibKey::One(a, 1)));
+        assert_eq!(rib.fib(&p), Some(FibKey::One(a, 1)));
         assert!(rib.take_fib(&p));
         assert!(!rib.take_fib(&p));
-        assert!(rib.loc.is_empty(), "nothing left of the prefix");
+        assert!(rib.is_empty(), "nothing left of the prefix");
         // Two members go to the heap, in order.
         assert_eq!(
             FibKey::new(vec![(a, 3), (b, 1)]),

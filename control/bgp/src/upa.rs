@@ -4,12 +4,10 @@
 //! (the UPA community of draft-krierhorn-idr-upa) is [`super::packet::upa`]; the speaker
 //! applies both.
 
-use super::packet::{upa, PathAttributes};
-use super::rib::{LocRoute, Path, PrefixTable};
+use super::rib::{LocRoute, Path, Rib};
 use ipnet::IpNet;
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashSet;
 use std::net::IpAddr;
-use std::sync::Arc;
 
 /// True when every path announces the prefix unreachable.
 pub fn all_unreachable(paths: &[Path], subtype: u8) -> bool {
@@ -21,7 +19,7 @@ pub fn all_unreachable(paths: &[Path], subtype: u8) -> bool {
 /// so this node announces the host unreachable.
 pub fn unreachable_hosts<'a>(
     configured: impl IntoIterator<Item = (IpAddr, &'a [IpNet])>,
-    adj_in: &FxHashMap<IpAddr, PrefixTable<Arc<PathAttributes>>>,
+    rib: &Rib,
     subtype: u8,
 ) -> FxHashSet<IpNet> {
     let mut hosts = FxHashSet::default();
@@ -29,12 +27,7 @@ pub fn unreachable_hosts<'a>(
     for (neighbor, list) in configured {
         for host in list.iter().map(IpNet::trunc) {
             hosts.insert(host);
-            let learned = adj_in.get(&neighbor).is_some_and(|t| {
-                t.iter().any(|(q, a)| {
-                    q.contains(&host) && upa::unreachable(&a.ext_communities, subtype).is_none()
-                })
-            });
-            if learned {
+            if rib.reaches(neighbor, host, subtype) {
                 reachable.insert(host);
             }
         }
@@ -78,7 +71,9 @@ pub fn covered(aggregates: &FxHashSet<IpNet>, prefix: &IpNet) -> bool {
 mod tests {
     use super::*;
     use crate::packet::upa::{Upa, DEFAULT_UPA_SUBTYPE as ST};
-    use crate::packet::{AsPath, Origin};
+    use crate::packet::{AsPath, Origin, PathAttributes};
+    use rustc_hash::FxHashMap;
+    use std::sync::Arc;
 
     fn net(s: &str) -> IpNet {
         s.parse().unwrap()
@@ -115,30 +110,27 @@ mod tests {
         let h3 = [net("10.200.0.3/32")];
         let h4 = [net("10.200.0.4/32")];
         let configured = || [(r3, &h3[..]), (r4, &h4[..])];
-        let mut adj_in: FxHashMap<IpAddr, PrefixTable<Arc<PathAttributes>>> = FxHashMap::default();
+        let mut rib = Rib::default();
         // Nothing learned yet: both unreachable.
-        let u = unreachable_hosts(configured(), &adj_in, ST);
+        let u = unreachable_hosts(configured(), &rib, ST);
         assert_eq!(u, [h3[0], h4[0]].into_iter().collect());
         // R3's /32 arrives; R4 sends only a UPA (it does not reach its own host).
-        adj_in.entry(r3).or_default().insert(h3[0], route(false));
-        adj_in.entry(r4).or_default().insert(h4[0], route(true));
+        rib.learn(r3, h3[0], route(false));
+        rib.learn(r4, h4[0], route(true));
         assert_eq!(
-            unreachable_hosts(configured(), &adj_in, ST),
+            unreachable_hosts(configured(), &rib, ST),
             [h4[0]].into_iter().collect()
         );
         // A covering route counts (the RNIC may advertise a shorter prefix).
-        adj_in
-            .entry(r4)
-            .or_default()
-            .insert(net("10.200.0.4/31"), route(false));
-        assert!(unreachable_hosts(configured(), &adj_in, ST).is_empty());
+        rib.learn(r4, net("10.200.0.4/31"), route(false));
+        assert!(unreachable_hosts(configured(), &rib, ST).is_empty());
         // A host configured on two sessions is reachable while one of them reaches it.
         let both = [(r3, &h3[..]), (r4, &h3[..])];
-        assert!(unreachable_hosts(both, &adj_in, ST).is_empty());
-        adj_in.remove(&r3);
+        assert!(unreachable_hosts(both, &rib, ST).is_empty());
+        rib.forget_peer(r3);
         let both = [(r3, &h3[..]), (r4, &h3[..])];
         assert_eq!(
-            unreachable_hosts(both, &adj_in, ST),
+            unreachable_hosts(both, &rib, ST),
             [h3[0]].into_iter().collect()
         );
     }

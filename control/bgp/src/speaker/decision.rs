@@ -5,7 +5,7 @@
 use super::{ColorGroupView, PathView, RibTask, RouteView, SpeakerEvent};
 use crate::fare::Decision;
 use crate::packet::color;
-use crate::rib::{FibKey, LocRoute, Path};
+use crate::rib::{LocRoute, Path};
 use fare_model::bandwidth::{Encoding, Received};
 use fare_model::forwarding::{ColorGroup, Group, Member};
 use fare_model::topology::Role;
@@ -36,11 +36,10 @@ impl RibTask {
     /// Colors of every path of `prefix` outside its multipath set.
     pub(super) fn inactive_colors(&self, prefix: IpNet, active: &[Path]) -> Vec<Vec<u32>> {
         self.rib
-            .adj_in
+            .paths(&prefix)
             .iter()
-            .filter(|(peer, _)| !active.iter().any(|x| x.peer == **peer))
-            .filter_map(|(_, t)| t.get(&prefix))
-            .map(|a| color::route_colors(&a.ext_communities))
+            .filter(|p| !active.iter().any(|x| x.peer == p.peer))
+            .map(|p| color::route_colors(&p.attrs.ext_communities))
             .filter(|c| !c.is_empty())
             .collect()
     }
@@ -60,18 +59,8 @@ impl RibTask {
 
     /// (color, active, its paths, their decision) per color, active colors first.
     pub(super) fn color_paths(&self, prefix: IpNet, active: &[Path]) -> Vec<ColorSet> {
-        let mut backups: Vec<Path> = self
-            .rib
-            .adj_in
-            .iter()
-            .filter(|(peer, _)| !active.iter().any(|x| x.peer == **peer))
-            .filter_map(|(peer, t)| {
-                t.get(&prefix).map(|a| Path {
-                    peer: *peer,
-                    attrs: a.clone(),
-                })
-            })
-            .collect();
+        let mut backups: Vec<Path> = self.rib.paths(&prefix);
+        backups.retain(|p| !active.iter().any(|x| x.peer == p.peer));
         backups.sort_by_key(|x| x.peer);
         by_color(active, &backups, |subset| self.decide(subset).1)
     }
@@ -109,11 +98,12 @@ impl RibTask {
     }
 
     pub(super) fn view(&self, prefix: IpNet) -> Option<RouteView> {
-        Some(match self.rib.route(&prefix)? {
+        let route = self.rib.route(&prefix)?;
+        Some(match &route {
             LocRoute::Local | LocRoute::Unreachable => RouteView {
                 prefix,
                 local: true,
-                unreachable: matches!(self.rib.route(&prefix), Some(LocRoute::Unreachable)),
+                unreachable: matches!(route, LocRoute::Unreachable),
                 weighted: false,
                 paths: vec![],
                 color_groups: vec![],
@@ -171,13 +161,6 @@ impl RibTask {
     }
 
     pub(super) async fn program(&mut self, prefix: IpNet, paths: &[Path], d: &Decision) {
-        let key = FibKey::new(
-            paths
-                .iter()
-                .map(|p| p.peer)
-                .zip(d.weights.iter().copied())
-                .collect(),
-        );
         let colors = self.data_plane_colors(prefix, paths);
         let color_key: Vec<ColorGroupView> = colors
             .iter()
@@ -195,7 +178,8 @@ impl RibTask {
             .color_fib
             .get(&prefix)
             .map_or(color_key.is_empty(), |k| *k == color_key);
-        if self.rib.fib(&prefix) == Some(&key) && same_colors {
+        let members = paths.iter().map(|p| p.peer).zip(d.weights.iter().copied());
+        if !self.rib.swap_fib(prefix, members) && same_colors {
             return;
         }
         let members = paths
@@ -203,7 +187,6 @@ impl RibTask {
             .enumerate()
             .map(|(i, p)| self.member(p, d.weights[i], d.bandwidths_gbps[i]))
             .collect();
-        self.rib.set_fib(prefix, key);
         let group = Group {
             prefix,
             mode: self.config.group_mode,
@@ -219,19 +202,26 @@ impl RibTask {
             self.color_fib.insert(prefix, color_key);
             SpeakerEvent::ColoredGroup { group, colors }
         };
-        let _ = self.events.send(event).await;
+        self.emit(event).await;
+    }
+
+    /// Sends an event: without the await machinery while the channel has room (a
+    /// group event per prefix), waiting for room when it has none.
+    pub(super) async fn emit(&self, event: SpeakerEvent) {
+        use tokio::sync::mpsc::error::TrySendError;
+        if let Err(TrySendError::Full(event)) = self.events.try_send(event) {
+            let _ = self.events.send(event).await;
+        }
     }
 
     pub(super) async fn program_none(&mut self, prefix: IpNet) {
         self.color_fib.remove(&prefix);
         if self.rib.take_fib(&prefix) {
-            let _ = self
-                .events
-                .send(SpeakerEvent::Group {
-                    prefix,
-                    group: None,
-                })
-                .await;
+            self.emit(SpeakerEvent::Group {
+                prefix,
+                group: None,
+            })
+            .await;
         }
     }
 }

@@ -7,6 +7,7 @@ use crate::community::FibSuppress;
 use crate::dpf;
 use crate::neighbor::{Command, SessionEvent};
 use crate::packet::{color, nlri, orf, AsPath, PathAttributes, Update};
+use crate::rib::EntryId;
 use ipnet::IpNet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
@@ -23,7 +24,7 @@ impl RibTask {
                         .then(|| tokio::time::Instant::now() + self.config.orf_wait);
                     p.session = Some(info);
                     self.rib.adj_out.remove(&peer);
-                    self.dirty.extend(self.rib.loc.keys().copied());
+                    self.dirty.extend(self.rib.prefixes());
                     self.neighbor_event(peer).await;
                 }
             }
@@ -53,15 +54,10 @@ impl RibTask {
                 info!(%peer, ?family, entries = list.len(), when = ?filter.when, "ORF received");
                 if filter.when == orf::When::Immediate && p.orf_wait_until.take().is_some() {
                     // The first ORF: now the initial UPDATEs, filtered.
-                    self.dirty.extend(self.rib.loc.keys().copied());
+                    self.dirty.extend(self.rib.prefixes());
                 } else if filter.when == orf::When::Immediate {
-                    self.dirty.extend(
-                        self.rib
-                            .loc
-                            .keys()
-                            .copied()
-                            .filter(|p| nlri::family_of(p) == family),
-                    );
+                    self.dirty
+                        .extend(self.rib.prefixes().filter(|p| nlri::family_of(p) == family));
                 }
             }
             SessionEvent::RouteRefresh { peer, family, .. } => {
@@ -70,7 +66,7 @@ impl RibTask {
                 // any, came deferred): the wait is over.
                 if let Some(p) = self.peers.get_mut(&peer) {
                     if p.orf_wait_until.take().is_some() {
-                        self.dirty.extend(self.rib.loc.keys().copied());
+                        self.dirty.extend(self.rib.prefixes());
                     }
                 }
                 let of_family = |p: &IpNet| family.is_none_or(|f| nlri::family_of(p) == f);
@@ -78,7 +74,7 @@ impl RibTask {
                     t.retain(|p, _| !of_family(p));
                 }
                 self.dirty
-                    .extend(self.rib.loc.keys().copied().filter(|p| of_family(p)));
+                    .extend(self.rib.prefixes().filter(|p| of_family(p)));
             }
             SessionEvent::Update { peer, update } => {
                 // Malformed UPDATEs are rare: refresh the neighbor's counters in the views.
@@ -119,6 +115,13 @@ impl RibTask {
         asked
     }
 
+    /// Lists a prefix whose paths changed for the next flush (once).
+    fn queue(&mut self, prefix: IpNet, entry: EntryId) {
+        if self.rib.queue(entry) {
+            self.dirty.push(prefix, entry);
+        }
+    }
+
     pub(super) fn on_update(&mut self, peer: IpAddr, u: Update) {
         let Some(p) = self.peers.get(&peer) else {
             return;
@@ -127,8 +130,8 @@ impl RibTask {
         let session_color = p.spec.color;
         let tag_fib_suppress = p.spec.fib_suppress;
         for prefix in u.withdrawn_all().collect::<Vec<_>>() {
-            if self.rib.forget(peer, prefix) {
-                self.dirty.insert(prefix);
+            if let Some(entry) = self.rib.forget_at(peer, prefix) {
+                self.queue(prefix, entry);
             }
         }
         let announced: Vec<IpNet> = u.announced().collect();
@@ -161,8 +164,8 @@ impl RibTask {
                     Refused::TreatAsWithdraw | Refused::Loop => {}
                 }
                 for prefix in announced {
-                    if self.rib.forget(peer, prefix) {
-                        self.dirty.insert(prefix);
+                    if let Some(entry) = self.rib.forget_at(peer, prefix) {
+                        self.queue(prefix, entry);
                     }
                 }
                 return;
@@ -170,8 +173,8 @@ impl RibTask {
         };
         let attrs = Arc::new(attrs);
         for prefix in announced {
-            if self.rib.learn(peer, prefix, attrs.clone()) {
-                self.dirty.insert(prefix);
+            if let Some(entry) = self.rib.learn_at(peer, prefix, attrs.clone()) {
+                self.queue(prefix, entry);
             }
         }
     }
@@ -208,7 +211,7 @@ impl RibTask {
         }
         if changed {
             // A link's bandwidth feeds every weight and every advertised value.
-            self.dirty.extend(self.rib.loc.keys().copied());
+            self.dirty.extend(self.rib.prefixes());
         }
     }
 
@@ -233,7 +236,7 @@ impl RibTask {
                 info!(peer = %addr, from = ?p.link_gbps, to = ?now, "link bandwidth set");
                 p.link_gbps = now;
                 // Every weight and advertised value may use this link.
-                self.dirty.extend(self.rib.loc.keys().copied());
+                self.dirty.extend(self.rib.prefixes());
             }
             matched.push((*addr, now));
         }

@@ -14,7 +14,7 @@ use crate::packet::{
     color, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
     PathAttributes,
 };
-use crate::rib::LocRoute;
+use crate::rib::{LocRoute, Path};
 use fare_model::bandwidth::Received;
 use fare_model::topology::Role;
 use ipnet::IpNet;
@@ -40,9 +40,10 @@ impl RibTask {
                 .collect();
             self.dirty.extend(derived);
         }
-        let mut dirty: Vec<IpNet> = self.dirty.drain().collect();
-        // Aggregates first: host routes derived from them read their new paths.
-        dirty.sort_by_key(|p| p.prefix_len());
+        let mut dirty = self.dirty.drain(&self.rib);
+        // Aggregates first: host routes derived from them read their new paths. Stable:
+        // a feed's prefixes (mostly of one length) stay in arrival order.
+        dirty.sort_by_key(|(p, _)| p.prefix_len());
         // The Established neighbors, looked up once for the batch instead of once per
         // prefix: (address, AS, waiting for its ORF). The loop below changes none of it.
         let established: Vec<(IpAddr, u32, bool)> = self
@@ -57,16 +58,18 @@ impl RibTask {
             FxHashMap::default();
         let mut withdraw: FxHashMap<IpAddr, Vec<IpNet>> = FxHashMap::default();
         let mut interned: FxHashSet<Arc<PathAttributes>> = FxHashSet::default();
-        for prefix in dirty {
+        let mut last = LastDecision::default();
+        for (prefix, entry) in dirty {
             // The new route when it changed (the common case while routes come in): the
             // RIB keeps one copy and this is the other; else a copy of the unchanged one.
-            let route = match self.rib.decide(prefix) {
+            let route = match self.rib.decide_at(prefix, entry) {
                 Some(new) => new,
-                None => self.rib.route(&prefix).cloned(),
+                None => self.rib.route(&prefix),
             };
             let decision = match &route {
                 Some(LocRoute::Learned(paths)) => {
-                    let (inputs, d) = self.decide(paths);
+                    let decided = last.get(paths, |paths| self.decide(paths));
+                    let d = &decided.1;
                     if self.all_unreachable(paths) {
                         if self.unreachable_learned.insert(prefix) {
                             let from: Vec<IpAddr> = paths.iter().map(|p| p.peer).collect();
@@ -78,10 +81,10 @@ impl RibTask {
                         if self.fib_suppressed(paths) {
                             self.program_none(prefix).await;
                         } else {
-                            self.program(prefix, paths, &d).await;
+                            self.program(prefix, paths, d).await;
                         }
                     }
-                    Some((inputs, d))
+                    Some(decided)
                 }
                 _ => {
                     self.upa_gone(prefix);
@@ -101,14 +104,15 @@ impl RibTask {
             }
             // Which neighbors get the route at all (averaged mode divides by their count):
             // not those it came from, not those already on its AS path.
-            let incoming: Vec<IpAddr> = match &route {
-                Some(LocRoute::Learned(paths)) => paths.iter().map(|p| p.peer).collect(),
-                _ => vec![],
+            let incoming: &[Path] = match &route {
+                Some(LocRoute::Learned(paths)) => paths,
+                _ => &[],
             };
             let targets: Vec<IpAddr> = established
                 .iter()
                 .filter(|(a, remote_as, _)| {
-                    !incoming.contains(a) && advertised_to(route.as_ref(), *remote_as, stub)
+                    !incoming.iter().any(|p| p.peer == *a)
+                        && advertised_to(route.as_ref(), *remote_as, stub)
                 })
                 .map(|e| e.0)
                 .collect();
@@ -124,7 +128,7 @@ impl RibTask {
                     self.outgoing(
                         prefix,
                         route.as_ref(),
-                        decision.as_ref(),
+                        decision.as_deref(),
                         peer,
                         targets.len(),
                     )
@@ -330,6 +334,39 @@ impl RibTask {
 fn is_known(type_code: u8) -> bool {
     matches!(type_code, 1..=8 | 14..=16 | 32)
 }
+/// The FARE decision (inputs and weights) of the path set decided last in a flush, for
+/// the next prefix with the same one: the prefixes of an UPDATE have the same paths
+/// (neighbors and attributes), and are decided one after another. The neighbors' links
+/// do not change during a flush.
+#[derive(Default)]
+struct LastDecision {
+    /// (neighbor, attributes' address) of each path.
+    key: Vec<(IpAddr, usize)>,
+    value: Option<Arc<(Vec<Received>, Decision)>>,
+}
+
+impl LastDecision {
+    fn get(
+        &mut self,
+        paths: &[Path],
+        decide: impl FnOnce(&[Path]) -> (Vec<Received>, Decision),
+    ) -> Arc<(Vec<Received>, Decision)> {
+        let key = paths
+            .iter()
+            .map(|p| (p.peer, Arc::as_ptr(&p.attrs) as usize));
+        match &self.value {
+            Some(v) if key.clone().eq(self.key.iter().copied()) => v.clone(),
+            _ => {
+                let v = Arc::new(decide(paths));
+                self.key.clear();
+                self.key.extend(key);
+                self.value = Some(v.clone());
+                v
+            }
+        }
+    }
+}
+
 /// Whether `route` goes to a neighbor in AS `remote_as` at all.
 pub(super) fn advertised_to(route: Option<&LocRoute>, remote_as: u32, stub: bool) -> bool {
     match route {
@@ -376,6 +413,27 @@ mod tests {
         assert!(advertised_to(Some(&LocRoute::Local), 65004, true));
         assert!(advertised_to(Some(&LocRoute::Unreachable), 65004, true));
         assert!(!advertised_to(None, 65004, false));
+    }
+
+    #[test]
+    fn a_decision_is_reused_only_for_the_same_paths() {
+        use crate::fare::Policy;
+        let one = |_: &[Path]| (vec![], Policy::default().decide(&[], false));
+        let LocRoute::Learned(a) = learned(vec![65002]) else {
+            panic!()
+        };
+        let LocRoute::Learned(b) = learned(vec![65002]) else {
+            panic!()
+        };
+        let mut last = LastDecision::default();
+        let first = last.get(&a, one);
+        assert!(Arc::ptr_eq(
+            &first,
+            &last.get(&a, |_| panic!("decided twice"))
+        ));
+        // Equal attributes in another allocation (another UPDATE): decided again.
+        assert!(!Arc::ptr_eq(&first, &last.get(&b, one)));
+        assert!(!Arc::ptr_eq(&first, &last.get(&a[..0], one)));
     }
 
     #[test]

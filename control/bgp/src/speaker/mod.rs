@@ -11,7 +11,7 @@ use super::neighbor::{
     Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
 };
 use super::packet::{orf, Family};
-use super::rib::Rib;
+use super::rib::{EntryId, Rib};
 use super::socket::{self, Protection};
 use fare_model::forwarding::{ColorGroup, Group, GroupMode};
 use fare_model::topology::Role;
@@ -231,7 +231,11 @@ pub async fn start(
     config: SpeakerConfig,
     events: mpsc::Sender<SpeakerEvent>,
 ) -> std::io::Result<SpeakerHandle> {
-    let (session_tx, session_rx) = mpsc::channel(1024);
+    // Decoded UPDATEs waiting for the RIB task: a few dozen are enough to keep it busy,
+    // and each holds its prefixes (~16 KiB for a full one), so a long queue is only
+    // memory (about 20 MiB at 1024 in a million-prefix ingest, kept by the allocator
+    // after).
+    let (session_tx, session_rx) = mpsc::channel(64);
     let mut peers = FxHashMap::default();
     let mut statuses = Vec::new();
     for spec in &config.neighbors {
@@ -473,6 +477,61 @@ async fn accept_loop(
     }
 }
 
+/// Prefixes to decide at the next flush. Those a learned or forgotten path made dirty
+/// come with their RIB entry, in arrival order: the RIB marks the entry queued, so each
+/// is listed once without a hash set, decided without a lookup, and the entries are
+/// read in the order the feed made them. The others (whole-table re-decisions, local
+/// and UPA prefixes, a neighbor's routes when it goes) in a set.
+#[derive(Default)]
+struct Dirty {
+    queued: Vec<(IpNet, EntryId)>,
+    other: FxHashSet<IpNet>,
+}
+
+impl Dirty {
+    /// A prefix whose entry the RIB just queued ([`Rib::queue`]).
+    fn push(&mut self, prefix: IpNet, entry: EntryId) {
+        self.queued.push((prefix, entry));
+    }
+    fn len(&self) -> usize {
+        self.queued.len() + self.other.len()
+    }
+    fn is_empty(&self) -> bool {
+        self.queued.is_empty() && self.other.is_empty()
+    }
+    fn iter(&self) -> impl Iterator<Item = &IpNet> {
+        self.queued.iter().map(|(p, _)| p).chain(self.other.iter())
+    }
+    /// Every prefix to decide, once: the queued ones, then the others `rib` has not
+    /// queued.
+    fn drain(&mut self, rib: &Rib) -> Vec<(IpNet, Option<EntryId>)> {
+        let mut all: Vec<(IpNet, Option<EntryId>)> =
+            self.queued.drain(..).map(|(p, e)| (p, Some(e))).collect();
+        all.extend(
+            self.other
+                .drain()
+                .filter(|p| !rib.is_queued(p))
+                .map(|p| (p, None)),
+        );
+        all
+    }
+}
+
+impl Extend<IpNet> for Dirty {
+    fn extend<I: IntoIterator<Item = IpNet>>(&mut self, prefixes: I) {
+        self.other.extend(prefixes);
+    }
+}
+
+impl FromIterator<IpNet> for Dirty {
+    fn from_iter<I: IntoIterator<Item = IpNet>>(prefixes: I) -> Self {
+        Dirty {
+            queued: Vec::new(),
+            other: prefixes.into_iter().collect(),
+        }
+    }
+}
+
 /// At most this many dirty prefixes before the RIB task decides them (see `RibTask::run`).
 const MAX_BATCH_PREFIXES: usize = 16_384;
 
@@ -483,7 +542,7 @@ struct RibTask {
     events: mpsc::Sender<SpeakerEvent>,
     /// Per-color groups sent with each group (DPF), to send only changes.
     color_fib: FxHashMap<IpNet, Vec<ColorGroupView>>,
-    dirty: FxHashSet<IpNet>,
+    dirty: Dirty,
     /// Prefixes whose every path announces them unreachable (UPA): an RNIC's host
     /// routes derived from its aggregates, recomputed when an aggregate changes.
     unreachable_learned: FxHashSet<IpNet>,
@@ -533,7 +592,7 @@ impl RibTask {
                     }
                     Some(SpeakerCommand::Routes(reply)) => {
                         let mut all: Vec<RouteView> =
-                            self.rib.loc.keys().copied().collect::<Vec<_>>()
+                            self.rib.prefixes().collect::<Vec<_>>()
                                 .into_iter().filter_map(|p| self.view(p)).collect();
                         all.sort_by_key(|r| r.prefix);
                         let _ = reply.send(all);

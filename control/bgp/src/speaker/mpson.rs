@@ -37,8 +37,7 @@ impl RibTask {
             .peers
             .iter()
             .map(|(a, p)| (*a, p.spec.upa_hosts.as_slice()));
-        let now =
-            upa::unreachable_hosts(configured, &self.rib.adj_in, self.config.policy.upa_subtype);
+        let now = upa::unreachable_hosts(configured, &self.rib, self.config.policy.upa_subtype);
         if now == self.rib.unreachable {
             return;
         }
@@ -73,8 +72,9 @@ impl RibTask {
             return;
         }
         let avoid: Vec<IpAddr> = paths.iter().map(|p| p.peer).collect();
+        let covering = self.rib.covering(prefix);
         let remaining = upa::avoiding(
-            self.rib.routes(),
+            covering.iter().map(|(q, r)| (q, r)),
             prefix,
             &avoid,
             self.config.policy.upa_subtype,
@@ -120,7 +120,7 @@ impl RibTask {
             }
         }
         if expired {
-            self.dirty.extend(self.rib.loc.keys().copied());
+            self.dirty.extend(self.rib.prefixes());
         }
     }
 
