@@ -25,7 +25,9 @@
 #define PORTS             512
 /* DPF: flow rule entries (a rule with k DSCP values takes k entries), (route, color)
  * pairs, and fallback links. */
+#ifndef FLOW_RULE_SIZE
 #define FLOW_RULE_SIZE    1024
+#endif
 #define COLOR_GROUP_SIZE  1024
 
 /* How many times a packet is resubmitted to steer around members an ARN removed before it

@@ -15,6 +15,14 @@
 #ifndef FARE_DPF_P4
 #define FARE_DPF_P4
 
+/* Width of the QP range key: the BTH's 24-bit DestQP, unless an architecture's compiler
+ * limits range keys (p4c's Tofino backend: 5 nibbles, so fare_tna.p4 sets 20); a QP beyond
+ * the key's width then counts as no QP (qp_valid 0) and matches only rules without a QP
+ * range. */
+#ifndef DPF_QP_RANGE_BITS
+#define DPF_QP_RANGE_BITS 24
+#endif
+
 control Dpf(in headers_t hdr, inout metadata_t meta) {
     action set_color(bit<32> color) {
         meta.color = color;
@@ -35,7 +43,7 @@ control Dpf(in headers_t hdr, inout metadata_t meta) {
             meta.l4_src_port: range   @name("src_port");
             meta.l4_dst_port: range   @name("dst_port");
             meta.qp_valid:    ternary @name("qp_valid");
-            meta.dest_qp:     range   @name("dest_qp");
+            meta.dest_qp[DPF_QP_RANGE_BITS - 1:0]: range @name("dest_qp");
         }
         actions = { set_color; @defaultonly no_color; }
         const default_action = no_color();
@@ -102,6 +110,11 @@ control Dpf(in headers_t hdr, inout metadata_t meta) {
         if (hdr.bth.isValid()) {
             meta.qp_valid = 1;
             meta.dest_qp = hdr.bth.dest_qp;
+#if DPF_QP_RANGE_BITS < 24
+            if (hdr.bth.dest_qp[23:DPF_QP_RANGE_BITS] != 0) {
+                meta.qp_valid = 0;   // beyond the key: matches no QP range, as if no BTH
+            }
+#endif
         }
         flow_color.apply();
         if (meta.color != 0) {

@@ -70,15 +70,25 @@ parser FarePacketParser(packet_in packet, out headers_t hdr, inout metadata_t me
         transition accept;
     }
 
-    /* ARN: parameters appear in Para-Type bit order (flow identifier, then Path ID). */
+    /* ARN: parameters appear in Para-Type bit order (flow identifier, then Path ID).
+     * An architecture whose parser cannot keep Para-Type live through the flow states
+     * (Tofino: three match registers) defines ARN_PATH_ID_ONLY: it parses the Path ID of
+     * ARNs without a flow identifier only, and leaves the others to the controller. */
     state parse_arn {
         packet.extract(hdr.arn);
+#ifdef ARN_PATH_ID_ONLY
+        transition select(hdr.arn.para_type) {
+            ARN_PARA_PATH_ID: parse_arn_path;
+            default: accept;
+        }
+#else
         transition select(hdr.arn.para_type[7:6]) {
             2w0b10: parse_arn_flow;
             2w0b11: parse_arn_flow;
             2w0b01: parse_arn_path;
             default: accept;
         }
+#endif
     }
 
     state parse_arn_flow {

@@ -23,8 +23,9 @@
  * session's max packet length (CloneSessionEntry.packet_length_bytes); DPF's fallback
  * resubmission (group_fallback) is not ported, so a color group whose members are all
  * removed keeps its last member until BGP moves the route. ARN generation sends Type 1 on
- * the upward crossing only (no refresh while congested) with the depth in packets (up to
- * 255) as Metric, not fare.p4's level scaled to the port's limit; reception, the
+ * the upward crossing only (no refresh while congested) with Metric 127 (the level of a
+ * queue at the high mark with the default limit), not fare.p4's level of the depth at the
+ * time; reception, the
  * addressed-to-switch check, the Version / Type / Para-Type checks, Type 2 with Metric 0
  * and the queue probes are as in fare.p4.
  */
@@ -35,7 +36,16 @@
 #define ARN_MIRROR_TYPE 1
 #define RESUBMIT_RESELECT 1
 
+/* p4c's Tofino backend takes range keys of at most 5 nibbles: DPF's QP ranges cover QPs
+ * below 2^20 here (include/dpf.p4). */
+#define DPF_QP_RANGE_BITS 20
+/* Fewer DPF flow rule entries than fare.p4's 1024: the wide ternary key (two IPv6
+ * addresses, port and QP ranges) of 1024 entries took three stages of TCAM. */
+#define FLOW_RULE_SIZE 256
 #include "../include/headers.p4"
+/* Tofino's parser has three match registers: too few to keep the ARN's Para-Type live
+ * through the flow identifier's states (include/parser.p4). */
+#define ARN_PATH_ID_ONLY
 #include "../include/parser.p4"
 #include "../include/routing.p4"
 #include "../include/dpf.p4"
@@ -51,7 +61,6 @@ header bridged_h {
 header arn_mirror_h {
     bit<8>  kind;          // 1 = ARN copy
     bit<8>  arn_type;
-    bit<8>  arn_metric;
     bit<32> arn_path_id;
 }
 
@@ -66,6 +75,10 @@ struct tna_ingress_metadata_t {
     bridged_h    bridged;
     resubmit_h   resubmit;
     bit<1>       removed;
+    /* The ARN deadlines' clock: the ingress timestamp in 65.536 us units (ns >> 16, a
+     * container-aligned slice), read once; and the hold of the ARN path in those units. */
+    bit<32>      now;
+    bit<32>      hold;
 }
 
 struct tna_egress_metadata_t {
@@ -80,6 +93,7 @@ parser IngressParser(packet_in packet,
                      out tna_ingress_metadata_t meta,
                      out ingress_intrinsic_metadata_t ig_intr_md) {
     FarePacketParser() packet_parser;
+    FarePacketParser() controller_parser;
 
     state start {
         packet.extract(ig_intr_md);
@@ -101,12 +115,22 @@ parser IngressParser(packet_in packet,
         transition parse_packet;
     }
 
+    /* Tofino's parser selects on extracted fields only, not on a computed flag: one
+     * state per origin, each applying the shared sub-parser with a constant. */
     state parse_packet {
-        bit<1> from_controller = 0;
-        if (ig_intr_md.ingress_port == CPU_PORT) {
-            from_controller = 1;
+        transition select(ig_intr_md.ingress_port) {
+            CPU_PORT: parse_from_controller;
+            default: parse_from_port;
         }
-        packet_parser.apply(packet, hdr, meta.fare, from_controller);
+    }
+
+    state parse_from_controller {
+        controller_parser.apply(packet, hdr, meta.fare, 1);
+        transition accept;
+    }
+
+    state parse_from_port {
+        packet_parser.apply(packet, hdr, meta.fare, 0);
         transition accept;
     }
 }
@@ -133,8 +157,8 @@ control Wcmp(inout headers_t hdr,
              in ingress_intrinsic_metadata_t ig_intr_md,
              in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
              inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
-             inout ingress_intrinsic_metadata_for_tm_t ig_tm_md,
-             Register<bit<32>, bit<16>> arn_removed_until) {
+             inout ingress_intrinsic_metadata_for_tm_t ig_tm_md)
+            (Register<bit<32>, bit<16>> arn_removed_until) {
     Register<bit<32>, bit<16>>(GROUP_TABLE_SIZE) spray_counter;
     RegisterAction<bit<32>, bit<16>, bit<32>>(spray_counter) spray_next = {
         void apply(inout bit<32> value, out bit<32> read_value) {
@@ -142,11 +166,10 @@ control Wcmp(inout headers_t hdr,
             value = value + 1;
         }
     };
-    /* Removal check: 1 while the slot's deadline (global timestamp >> 10, ~1 us units)
-     * lies ahead. A slot whose deadline passed reads 0: revocation by timeout. */
+    /* Removal check: 1 while the slot's deadline (meta.now's units) lies ahead. A slot whose deadline passed reads 0: revocation by timeout. */
     RegisterAction<bit<32>, bit<16>, bit<1>>(arn_removed_until) is_removed = {
         void apply(inout bit<32> until, out bit<1> removed) {
-            if (ig_prsr_md.global_tstamp[41:10] < until) {
+            if (meta.now < until) {
                 removed = 1;
             } else {
                 removed = 0;
@@ -224,8 +247,8 @@ control ArnReceive(inout headers_t hdr,
                    in ingress_intrinsic_metadata_t ig_intr_md,
                    in ingress_intrinsic_metadata_from_parser_t ig_prsr_md,
                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
-                   inout ingress_intrinsic_metadata_for_tm_t ig_tm_md,
-                   Register<bit<32>, bit<16>> arn_removed_until) {
+                   inout ingress_intrinsic_metadata_for_tm_t ig_tm_md)
+                  (Register<bit<32>, bit<16>> arn_removed_until) {
     Counter<bit<32>, bit<2>>(4, CounterType_t.PACKETS) arn_rx_counter;
     bit<32> deadline = 0;
 
@@ -243,6 +266,7 @@ control ArnReceive(inout headers_t hdr,
     action mark_slot(bit<16> slot, bit<48> hold_us) {
         meta.fare.arn_slot = slot;
         meta.fare.arn_hold_us = hold_us;
+        meta.hold = hold_us[37:6];   // us / 64: the clock's 65.536 us units, 2.4 % longer
     }
 
     action unknown_path() {
@@ -295,7 +319,7 @@ control ArnReceive(inout headers_t hdr,
             return;
         }
         if (hdr.arn.arn_type == ARN_CONGESTION_DETECTED || hdr.arn.arn_type == ARN_FAILURE_DETECTED) {
-            deadline = ig_prsr_md.global_tstamp[41:10] + meta.fare.arn_hold_us[41:10];
+            deadline = meta.now + meta.hold;
             remove.execute(meta.fare.arn_slot);
             arn_rx_counter.count(0);
             punt(PUNT_REASON_ARN);
@@ -319,11 +343,13 @@ control FareIngress(inout headers_t hdr,
     Routing() routing;
     Dpf() dpf;
     FlowHash() flow_hash;
-    Wcmp() wcmp;
+    /* The register is a constructor argument: a RegisterAction needs it at compile time. */
+    Wcmp(arn_removed_until) wcmp;
     ArnAddressed() arn_addressed;
-    ArnReceive() arn_receive;
+    ArnReceive(arn_removed_until) arn_receive;
 
     apply {
+        meta.now = ig_prsr_md.global_tstamp[47:16];
         if (hdr.packet_out.isValid()) {
             ig_tm_md.ucast_egress_port = (PortId_t)hdr.packet_out.egress_port;
             if (hdr.packet_out.flags == PACKET_OUT_PROBE) {
@@ -336,17 +362,18 @@ control FareIngress(inout headers_t hdr,
             hdr.packet_out.setInvalid();
             return;
         }
-        if (hdr.arn.isValid()) {
-            bool to_switch;
-            arn_addressed.apply(hdr, to_switch);
-            if (to_switch) {
-                arn_receive.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md,
-                                  arn_removed_until);
-                return;
-            }
-            /* An ARN to another node: forwarded below like any packet. */
-        }
+        /* The route lookup comes first for every packet, ARNs too: placed behind the ARN
+         * checks it made the forwarding chain one stage longer than the 12 Tofino has. */
         routing.apply(hdr, meta.fare);
+        bool to_switch = false;
+        if (hdr.arn.isValid()) {
+            arn_addressed.apply(hdr, to_switch);
+        }
+        if (to_switch) {
+            arn_receive.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
+            return;
+        }
+        /* An ARN to another node is forwarded like any packet. */
         if (meta.fare.routed == 0) {
             ig_dprsr_md.drop_ctl = 1;
             return;
@@ -360,7 +387,7 @@ control FareIngress(inout headers_t hdr,
         meta.bridged.kind = 0;
         dpf.apply(hdr, meta.fare);
         flow_hash.apply(hdr, meta.fare);
-        wcmp.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md, arn_removed_until);
+        wcmp.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
     }
 }
 
@@ -418,8 +445,11 @@ parser EgressParser(packet_in packet,
         transition parse_packet;
     }
 
+    /* Egress reads no header of the packet: the ARN monitor needs none, normal packets
+     * leave as they came, and ArnBuild writes every header of an ARN copy itself (the
+     * copy's payload is what the mirror session's length leaves of the original). Parsing
+     * here would need more parser match registers than Tofino has (the ARN states). */
     state parse_packet {
-        packet_parser.apply(packet, hdr, meta.fare, 0);
         transition accept;
     }
 }
@@ -431,22 +461,30 @@ control ArnMonitor(inout tna_egress_metadata_t meta,
     Register<bit<8>, PortId_t>(PORTS) port_congested;
     Counter<bit<32>, PortId_t>(PORTS, CounterType_t.PACKETS) arn_tx_counter;
 
-    bit<19> high = 0;
-    bit<19> low = 0;
+    bit<19> short_of_high = 0;
+    bit<19> short_of_low = 0;
     bit<32> path_id = 0;
     bit<32> session = 0;
 
-    /* Per-port hysteresis in one stateful ALU: returns the ARN type to send (0 = none). */
-    RegisterAction<bit<8>, PortId_t, bit<8>>(port_congested) transition_state = {
+    /* Per-port hysteresis: the depth is compared with the thresholds outside the stateful
+     * ALU (it has two comparison units), which then runs one of two actions on the port's
+     * state and returns the ARN type to send (0 = none). */
+    RegisterAction<bit<8>, PortId_t, bit<8>>(port_congested) enter_congested = {
         void apply(inout bit<8> congested, out bit<8> arn_type) {
             arn_type = 0;
-            if (congested == 0 && eg_intr_md.enq_qdepth >= high) {
-                congested = 1;
+            if (congested == 0) {
                 arn_type = ARN_CONGESTION_DETECTED;
-            } else if (congested == 1 && eg_intr_md.enq_qdepth < low) {
-                congested = 0;
+            }
+            congested = 1;
+        }
+    };
+    RegisterAction<bit<8>, PortId_t, bit<8>>(port_congested) leave_congested = {
+        void apply(inout bit<8> congested, out bit<8> arn_type) {
+            arn_type = 0;
+            if (congested == 1) {
                 arn_type = ARN_CONGESTION_ELIMINATED;
             }
+            congested = 0;
         }
     };
 
@@ -456,8 +494,10 @@ control ArnMonitor(inout tna_egress_metadata_t meta,
     action monitor(bit<19> high_threshold, bit<19> low_threshold, bit<19> limit_packets,
                    bit<40> metric_scale, bit<48> refresh_us, bit<32> neighbor_router_id,
                    bit<32> clone_session) {
-        high = high_threshold;
-        low = low_threshold;
+        /* A gateway compares a field with a constant only: the action computes saturating
+         * differences, 0 when the depth is at or above the threshold. */
+        short_of_high = high_threshold |-| eg_intr_md.enq_qdepth;
+        short_of_low = low_threshold |-| eg_intr_md.enq_qdepth;
         path_id = neighbor_router_id;
         session = clone_session;
     }
@@ -471,22 +511,17 @@ control ArnMonitor(inout tna_egress_metadata_t meta,
 
     apply {
         if (arn_monitor.apply().hit) {
-            meta.fare.arn_type = transition_state.execute(eg_intr_md.egress_port);
+            meta.fare.arn_type = 0;
+            if (short_of_high == 0) {
+                meta.fare.arn_type = enter_congested.execute(eg_intr_md.egress_port);
+            } else if (short_of_low != 0) {
+                meta.fare.arn_type = leave_congested.execute(eg_intr_md.egress_port);
+            }
             if (meta.fare.arn_type != 0) {
-                /* Type 2: Metric 0 (docs/CODEPOINTS.md). Type 1: the depth in packets up
-                 * to 255; fare.p4's scaled level needs a multiply this port leaves out. */
-                if (meta.fare.arn_type == ARN_CONGESTION_ELIMINATED) {
-                    meta.fare.arn_metric = 0;
-                } else if (eg_intr_md.enq_qdepth > 255) {
-                    meta.fare.arn_metric = 255;
-                } else {
-                    meta.fare.arn_metric = (bit<8>)eg_intr_md.enq_qdepth;
-                }
                 arn_tx_counter.count(eg_intr_md.egress_port);
                 meta.mirror.setValid();
                 meta.mirror.kind = 1;
                 meta.mirror.arn_type = meta.fare.arn_type;
-                meta.mirror.arn_metric = meta.fare.arn_metric;
                 meta.mirror.arn_path_id = path_id;
                 meta.session = (MirrorId_t)session;
                 eg_dprsr_md.mirror_type = ARN_MIRROR_TYPE;
@@ -538,12 +573,7 @@ control ArnBuild(inout headers_t hdr, in tna_egress_metadata_t meta,
         hdr.udp.dst_port = ARN_UDP_PORT;
         hdr.udp.length = 8 + 8;
         hdr.udp.checksum = 0;
-        hdr.arn.setValid();
-        hdr.arn.arn_type = meta.mirror.arn_type;
-        hdr.arn.version = 0;
-        hdr.arn.rsvd = 0;
-        hdr.arn.metric = meta.mirror.arn_metric;
-        hdr.arn.para_type = ARN_PARA_PATH_ID;
+        hdr.arn.setValid();   // filled below, from constants only
         hdr.arn_path.setValid();
         hdr.arn_path.path_id = meta.mirror.arn_path_id;
         /* The payload is cut by the mirror session's max packet length. */
@@ -557,7 +587,22 @@ control ArnBuild(inout headers_t hdr, in tna_egress_metadata_t meta,
     }
 
     apply {
-        arn_encap.apply();
+        if (arn_encap.apply().hit) {
+            /* The ARN's first word from constants alone (Tofino fills one container from
+             * one kind of source per action): Type 1 with Metric 127, the level
+             * docs/CODEPOINTS.md gives a queue at the high mark with the default limit
+             * (2 x high), or Type 2 with Metric 0. */
+            if (meta.mirror.arn_type == ARN_CONGESTION_DETECTED) {
+                hdr.arn.arn_type = ARN_CONGESTION_DETECTED;
+                hdr.arn.metric = 127;
+            } else {
+                hdr.arn.arn_type = ARN_CONGESTION_ELIMINATED;
+                hdr.arn.metric = 0;
+            }
+            hdr.arn.version = 0;
+            hdr.arn.rsvd = 0;
+            hdr.arn.para_type = ARN_PARA_PATH_ID;
+        }
     }
 }
 
@@ -605,6 +650,9 @@ control EgressDeparser(packet_out packet,
     }
 }
 
+/* Metadata starts at 0 (what v1model gives fare.p4); without it this compiler's
+ * metadata-initialization analysis fails on the DPF tables (a compiler bug). */
+@pa_auto_init_metadata
 Pipeline(IngressParser(),
          FareIngress(),
          IngressDeparser(),
