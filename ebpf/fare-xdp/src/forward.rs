@@ -81,7 +81,7 @@ fn choose(ctx: &XdpContext, group: u32, flags: u32, fields: &Fields) -> Option<N
     } else {
         base
     };
-    let next = select(gid, fields);
+    let next = select::<true>(gid, fields);
     if next.is_some() && colored.is_some() {
         stats::count(Stat::DpfColored);
     }
@@ -119,15 +119,17 @@ const REHASH_TRIES: u32 = 4;
 /// `select_out_of_service` ends the member's ARN removal when its hold ran out, hashes
 /// again (flow) and walks forward past members that are out of service (spray: skipped
 /// slots take no packet, so the others keep their exact ratio). None when the group is
-/// empty or all are out.
+/// empty or all are out. `FLOW`: whether flow-mode groups are handled (`flow` is hashed).
 #[inline(always)]
-pub fn select(group: u32, flow: &Fields) -> Option<NextHop> {
+pub fn select<const FLOW: bool>(group: u32, flow: &Fields) -> Option<NextHop> {
     let g = GROUPS.get(group)?;
     let n = g.n_slots as u32;
     if n == 0 || n > MAX_SLOTS as u32 {
         return None;
     }
-    let flow_mode = g.mode == MODE_FLOW;
+    // `FLOW` false (the TC spray program: spray groups only) compiles the flow path out,
+    // so the verifier does not walk it with the constant fields that caller passes.
+    let flow_mode = FLOW && g.mode == MODE_FLOW;
     let cursor = SPRAY_CURSOR.get_ptr_mut(group)?;
     let start = if flow_mode {
         // Multiply-shift maps the hash uniformly onto 0..n without a division.

@@ -47,7 +47,7 @@ fn spray(ctx: &TcContext) -> Option<i32> {
     if GROUPS.get(group)?.mode != MODE_SPRAY {
         return None;
     }
-    // Spray mode never hashes: the fields (flow key) are not read.
+    // Spray groups only: `select::<false>` never reads the fields.
     let none = Fields {
         family: 4,
         dscp: 0,
@@ -57,7 +57,7 @@ fn spray(ctx: &TcContext) -> Option<i32> {
         ports: 0,
         l4_offset: 0,
     };
-    let next = crate::forward::select(group, &none)?;
+    let next = crate::forward::select::<false>(group, &none)?;
     ctx.store(0, &next.member.dst_mac, 0).ok()?;
     ctx.store(6, &next.member.src_mac, 0).ok()?;
     crate::stats::count_member(next.member_id, ctx.len() as u64);
