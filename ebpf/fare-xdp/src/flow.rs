@@ -31,7 +31,8 @@ pub fn hash(f: &Fields) -> u32 {
 /// multiplications where the earlier murmur3-style hash chained fourteen 32-bit ones and
 /// eight rotations (three instructions each in BPF). Modelled over 14,000 flows on 14
 /// slots (sequential sources, destinations, ports, both addresses together, random
-/// tuples), the busiest slot was within 3-10 % of the mean, as with the earlier hash.
+/// tuples; IPv4 and IPv6), the busiest slot was within 4-11 % of the mean (the earlier
+/// hash: 2-11 %; about 6 % is what random placement gives).
 #[inline(always)]
 pub fn hash_v4(src: u32, dst: u32, protocol: u8, ports: u32) -> u32 {
     let a = ((src as u64) << 32 | dst as u64) ^ SEED;
