@@ -16,6 +16,7 @@
 #include "include/routing.p4"
 #include "include/wcmp.p4"
 #include "include/dpf.p4"
+#include "include/arn_addressed.p4"
 #include "include/arn.p4"
 
 parser FareParser(packet_in packet,
@@ -45,18 +46,29 @@ control FareIngress(inout headers_t hdr,
     FlowHash() flow_hash;
     Dpf() dpf;
     Wcmp() wcmp;
+    ArnAddressed() arn_addressed;
     ArnReceive() arn_receive;
 
     apply {
+        meta.probe = 0;
         if (hdr.packet_out.isValid()) {
-            /* From the controller (ARN Types 3/4 on link failure, probes): out as given. */
+            /* From the controller (ARN Types 3/4 on link failure, queue probes): out as
+             * given. */
             standard_metadata.egress_spec = (bit<9>)hdr.packet_out.egress_port;
+            if (hdr.packet_out.flags == PACKET_OUT_PROBE) {
+                meta.probe = 1;
+            }
             hdr.packet_out.setInvalid();
             return;
         }
         if (hdr.arn.isValid()) {
-            arn_receive.apply(hdr, meta, standard_metadata);
-            return;
+            bool to_switch;
+            arn_addressed.apply(hdr, to_switch);
+            if (to_switch) {
+                arn_receive.apply(hdr, meta, standard_metadata);
+                return;
+            }
+            /* An ARN to another node: forwarded below like any packet. */
         }
         routing.apply(hdr, meta);
         if (meta.routed == 0) {
@@ -85,6 +97,9 @@ control FareEgress(inout headers_t hdr,
             arn_build.apply(hdr, meta, standard_metadata);
         } else if (standard_metadata.egress_port != CPU_PORT) {
             arn_monitor.apply(meta, standard_metadata);
+            if (meta.probe == 1) {
+                mark_to_drop(standard_metadata);   // seen by the monitor; not for the wire
+            }
         }
     }
 }

@@ -19,6 +19,9 @@
 #define SELECTOR_SIZE     16384
 #define MEMBER_COUNTERS   16384
 #define ARN_SLOTS         4096
+/* The switch's own addresses an ARN may be sent to (link addresses, the ARN multicast
+ * group), per IP version. */
+#define LOCAL_ADDRESSES   256
 #define PORTS             512
 /* DPF: flow rule entries (a rule with k DSCP values takes k entries), (route, color)
  * pairs, and fallback links. */
@@ -50,8 +53,11 @@ const bit<8> ARN_PARA_FLOW             = 0x80;
 const bit<8> ARN_PARA_PATH_ID          = 0x40;
 const bit<6> DSCP_CS6                  = 48;
 
+/* packet_out.flags */
+const bit<16> PACKET_OUT_PROBE = 1;
+
 /* packet_in.reason */
 const bit<8> PUNT_REASON_ARN      = 1;
-const bit<8> PUNT_REASON_ARN_BAD  = 2;   // ARN without TTL 255 or unknown (sender, Path ID)
+const bit<8> PUNT_REASON_ARN_BAD  = 2;   // ARN from an unknown (arrival port, Path ID)
 
 #endif

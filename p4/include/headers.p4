@@ -26,7 +26,7 @@ header packet_in_h {
 @controller_header("packet_out")
 header packet_out_h {
     bit<16> egress_port;
-    bit<16> pad;
+    bit<16> flags;          // PACKET_OUT_PROBE: a queue probe, dropped after the ARN monitor
 }
 
 header ethernet_h {
@@ -169,6 +169,9 @@ struct metadata_t {
     /* Resubmissions spent steering around members removed by ARN. Preserved on resubmit. */
     @field_list(FL_RESUBMIT)
     bit<8>  reselect;
+    /* A queue probe from the controller (packet_out.flags): it passes the egress ARN
+     * monitor of its port and is dropped there. */
+    bit<1>  probe;
     /* ARN generation (egress); preserved into the egress clone that becomes the ARN. */
     @field_list(FL_ARN_CLONE)
     bit<8>  arn_type;

@@ -22,7 +22,11 @@
  * most one resubmission (Tofino resubmits a packet once); ARN truncation is the mirror
  * session's max packet length (CloneSessionEntry.packet_length_bytes); DPF's fallback
  * resubmission (group_fallback) is not ported, so a color group whose members are all
- * removed keeps its last member until BGP moves the route.
+ * removed keeps its last member until BGP moves the route. ARN generation sends Type 1 on
+ * the upward crossing only (no refresh while congested) with the depth in packets (up to
+ * 255) as Metric, not fare.p4's level scaled to the port's limit; reception, the
+ * addressed-to-switch check, the Version / Type / Para-Type checks, Type 2 with Metric 0
+ * and the queue probes are as in fare.p4.
  */
 #include <core.p4>
 #include <tna.p4>
@@ -35,10 +39,12 @@
 #include "../include/parser.p4"
 #include "../include/routing.p4"
 #include "../include/dpf.p4"
+#include "../include/arn_addressed.p4"
 
-/* First byte of every packet entering egress: 0 = bridged from ingress, 1 = ARN copy. */
+/* First byte of every packet entering egress: 0 = bridged from ingress (a punt to the
+ * controller included), 1 = ARN copy, 2 = queue probe from the controller. */
 header bridged_h {
-    bit<8>  kind;          // 0
+    bit<8>  kind;          // 0 or 2
 }
 
 /* Carried by the ARN mirror copy from the egress deparser to the egress parser. */
@@ -256,6 +262,8 @@ control ArnReceive(inout headers_t hdr,
 
     action punt(bit<8> reason) {
         ig_tm_md.ucast_egress_port = CPU_PORT;
+        meta.bridged.setValid();   // the egress parser reads it before the packet_in header
+        meta.bridged.kind = 0;
         hdr.packet_in.setValid();
         hdr.packet_in.ingress_port = (bit<16>)ig_intr_md.ingress_port;
         hdr.packet_in.reason = reason;
@@ -267,6 +275,13 @@ control ArnReceive(inout headers_t hdr,
                  || (hdr.ipv6.isValid() && hdr.ipv6.hop_limit == 255);
         if (!gtsm) {
             arn_rx_counter.count(2);
+            ig_dprsr_md.drop_ctl = 1;
+            return;
+        }
+        /* docs/CODEPOINTS.md: Type 1-4, Version 0, Para-Type bits 2-7 unassigned. */
+        if (hdr.arn.arn_type == 0 || hdr.arn.arn_type > ARN_FAILURE_ELIMINATED
+                || hdr.arn.version != 0 || (hdr.arn.para_type & 0x3f) != 0) {
+            arn_rx_counter.count(3);
             ig_dprsr_md.drop_ctl = 1;
             return;
         }
@@ -284,13 +299,11 @@ control ArnReceive(inout headers_t hdr,
             remove.execute(meta.fare.arn_slot);
             arn_rx_counter.count(0);
             punt(PUNT_REASON_ARN);
-        } else if (hdr.arn.arn_type == ARN_CONGESTION_ELIMINATED || hdr.arn.arn_type == ARN_FAILURE_ELIMINATED) {
+        } else {
+            /* Types 2 and 4 (the only others left by the check above). */
             restore.execute(meta.fare.arn_slot);
             arn_rx_counter.count(0);
             punt(PUNT_REASON_ARN);
-        } else {
-            arn_rx_counter.count(3);
-            punt(PUNT_REASON_ARN_BAD);
         }
     }
 }
@@ -307,19 +320,31 @@ control FareIngress(inout headers_t hdr,
     Dpf() dpf;
     FlowHash() flow_hash;
     Wcmp() wcmp;
+    ArnAddressed() arn_addressed;
     ArnReceive() arn_receive;
 
     apply {
         if (hdr.packet_out.isValid()) {
             ig_tm_md.ucast_egress_port = (PortId_t)hdr.packet_out.egress_port;
-            ig_tm_md.bypass_egress = 1;
+            if (hdr.packet_out.flags == PACKET_OUT_PROBE) {
+                /* A queue probe: through egress (the ARN monitor), dropped there. */
+                meta.bridged.setValid();
+                meta.bridged.kind = 2;
+            } else {
+                ig_tm_md.bypass_egress = 1;
+            }
             hdr.packet_out.setInvalid();
             return;
         }
         if (hdr.arn.isValid()) {
-            arn_receive.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md,
-                              arn_removed_until);
-            return;
+            bool to_switch;
+            arn_addressed.apply(hdr, to_switch);
+            if (to_switch) {
+                arn_receive.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md,
+                                  arn_removed_until);
+                return;
+            }
+            /* An ARN to another node: forwarded below like any packet. */
         }
         routing.apply(hdr, meta.fare);
         if (meta.fare.routed == 0) {
@@ -363,7 +388,9 @@ control IngressDeparser(packet_out packet,
     }
 }
 
-/* Egress sees Ethernet onwards; an ARN mirror copy starts with arn_mirror_h. */
+/* Egress sees bridged_h then Ethernet onwards; an ARN mirror copy starts with
+ * arn_mirror_h; a punt to the controller has bridged_h then the packet_in header, which is
+ * left unparsed (it passes as payload). */
 parser EgressParser(packet_in packet,
                     out headers_t hdr,
                     out tna_egress_metadata_t meta,
@@ -380,7 +407,10 @@ parser EgressParser(packet_in packet,
 
     state parse_bridged {
         packet.extract(meta.bridged);
-        transition parse_packet;
+        transition select(eg_intr_md.egress_port) {
+            CPU_PORT: accept;
+            default: parse_packet;
+        }
     }
 
     state parse_mirror {
@@ -420,7 +450,11 @@ control ArnMonitor(inout tna_egress_metadata_t meta,
         }
     };
 
-    action monitor(bit<19> high_threshold, bit<19> low_threshold, bit<32> neighbor_router_id,
+    /* Same parameters as fare.p4's monitor; limit_packets, metric_scale and refresh_us
+     * are taken and not used here (no multiply for the scaled Metric, no refresh: see the
+     * file comment). */
+    action monitor(bit<19> high_threshold, bit<19> low_threshold, bit<19> limit_packets,
+                   bit<40> metric_scale, bit<48> refresh_us, bit<32> neighbor_router_id,
                    bit<32> clone_session) {
         high = high_threshold;
         low = low_threshold;
@@ -439,7 +473,11 @@ control ArnMonitor(inout tna_egress_metadata_t meta,
         if (arn_monitor.apply().hit) {
             meta.fare.arn_type = transition_state.execute(eg_intr_md.egress_port);
             if (meta.fare.arn_type != 0) {
-                if (eg_intr_md.enq_qdepth > 255) {
+                /* Type 2: Metric 0 (docs/CODEPOINTS.md). Type 1: the depth in packets up
+                 * to 255; fare.p4's scaled level needs a multiply this port leaves out. */
+                if (meta.fare.arn_type == ARN_CONGESTION_ELIMINATED) {
+                    meta.fare.arn_metric = 0;
+                } else if (eg_intr_md.enq_qdepth > 255) {
                     meta.fare.arn_metric = 255;
                 } else {
                     meta.fare.arn_metric = (bit<8>)eg_intr_md.enq_qdepth;
@@ -470,6 +508,7 @@ control ArnBuild(inout headers_t hdr, in tna_egress_metadata_t meta,
         hdr.packet_in.setInvalid();
         hdr.ipv6.setInvalid();
         hdr.tcp.setInvalid();
+        hdr.bth.setInvalid();   // a RoCEv2 packet's BTH would sit where the ARN goes
         hdr.arn_flow.setInvalid();
         hdr.arn_src4.setInvalid();
         hdr.arn_src6.setInvalid();
@@ -536,6 +575,9 @@ control FareEgress(inout headers_t hdr,
             arn_build.apply(hdr, meta, eg_intr_md, eg_dprsr_md);
         } else if (eg_intr_md.egress_port != CPU_PORT) {
             arn_monitor.apply(meta, eg_intr_md, eg_dprsr_md);
+            if (meta.bridged.isValid() && meta.bridged.kind == 2) {
+                eg_dprsr_md.drop_ctl = 1;   // a probe: seen by the monitor, not for the wire
+            }
         }
     }
 }

@@ -322,15 +322,24 @@ impl Fabric {
     }
 
     /// An ARN of `arn_type` (draft format, Path ID parameter) sent with `ttl` by the
-    /// neighbor behind sink interface `iface`.
+    /// neighbor behind sink interface `iface` (10.1.1.2) to the switch's address there
+    /// (10.1.1.1).
     pub fn inject_arn(&self, iface: &str, arn_type: u8, path_id: Ipv4Addr, ttl: u8) -> Result<()> {
         let p = path_id.octets();
+        let arn = [arn_type, 0x00, 10, 0x40, p[0], p[1], p[2], p[3]];
+        self.send_arn(iface, "10.1.1.1", ttl, &arn)
+    }
+
+    /// `arn` (the UDP payload, as given: malformed ones too) from 10.1.1.2 behind sink
+    /// interface `iface` to `dst`, UDP 9961, DSCP CS6, `ttl`.
+    pub fn send_arn(&self, iface: &str, dst: &str, ttl: u8, arn: &[u8]) -> Result<()> {
+        let bytes: Vec<String> = arn.iter().map(|b| b.to_string()).collect();
         let script = format!(
             "from scapy.all import Ether, IP, UDP, Raw, sendp\n\
-             arn = bytes([{arn_type}, 0x00, 10, 0x40, {}, {}, {}, {}])\n\
-             sendp(Ether(dst='02:fa:00:00:00:fe')/IP(src='10.1.1.2', dst='10.1.1.1', ttl={ttl}, tos=0xc0)/\
+             arn = bytes([{}])\n\
+             sendp(Ether(dst='02:fa:00:00:00:fe')/IP(src='10.1.1.2', dst='{dst}', ttl={ttl}, tos=0xc0)/\
              UDP(sport=9961, dport=9961)/Raw(arn), iface='{iface}', verbose=False)\n",
-            p[0], p[1], p[2], p[3]
+            bytes.join(", ")
         );
         python(&self.dst, &script).map(|_| ())
     }

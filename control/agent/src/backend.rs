@@ -51,6 +51,19 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
                 xdp, kernel,
             )))
         }
+        DataplaneConfig::P4runtime(p4)
+            if p4.profile == fare_dataplane::p4rt::config::P4Profile::Sai =>
+        {
+            if config.arn.is_some() {
+                tracing::warn!(
+                    "dataplane.profile sai: SAI-P4 has no ARN tables; ARN runs in the agent \
+                     only (a member is removed by rewriting its group)"
+                );
+            }
+            Ok(Box::new(
+                fare_dataplane::p4rt::sai::SaiDataplane::open(p4).await?,
+            ))
+        }
         DataplaneConfig::P4runtime(p4) => {
             let mut dp = fare_dataplane::p4rt::P4RuntimeDataplane::open(p4).await?;
             if let Some(arn) = &config.arn {

@@ -489,6 +489,7 @@ impl AgentConfig {
             }
         }
         self.validate_dpf(path, text)?;
+        self.validate_sai(path, text)?;
         if let Some(arn) = &self.arn {
             if let Err((needle, problem)) = arn.check() {
                 return Err(at(&needle, format!("arn: {problem}")));
@@ -509,6 +510,54 @@ impl AgentConfig {
 }
 
 impl AgentConfig {
+    /// `dataplane.profile: sai` (SAI-P4 switches hash flows and have no per-color groups):
+    /// spray mode and DPF are refused here rather than at every install.
+    fn validate_sai(&self, path: &Path, text: &str) -> Result<(), FileError> {
+        use fare_dataplane::p4rt::config::P4Profile;
+        let DataplaneConfig::P4runtime(p4) = &self.dataplane else {
+            return Ok(());
+        };
+        if p4.profile != P4Profile::Sai {
+            return Ok(());
+        }
+        let at = |needle: &str, problem: String| {
+            FileError::new(path, yamlfile::find_line(text, needle, 1), problem)
+        };
+        let why = "SAI-P4's WCMP selector hashes flows";
+        if !self.neighbors.is_empty() && self.fare.group_mode == GroupMode::Spray {
+            return Err(at(
+                "profile",
+                format!(
+                    "dataplane.profile sai: fare.group_mode spray is not available ({why}); \
+                     set fare.group_mode: flow"
+                ),
+            ));
+        }
+        if let Some(g) = self
+            .static_groups
+            .iter()
+            .find(|g| g.mode == GroupMode::Spray)
+        {
+            let p = g.prefix.to_string();
+            return Err(at(
+                &p,
+                format!(
+                    "static group {p}: mode spray is not available with dataplane.profile sai \
+                     ({why}); set mode: flow"
+                ),
+            ));
+        }
+        if self.dpf.is_some() {
+            return Err(at(
+                "dpf:",
+                "dpf: not available with dataplane.profile sai (SAI-P4 has no per-color \
+                 groups or flow classification)"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
     /// DPF: route colorings well formed and on originated prefixes; primary/backup
     /// coloring only in a strictly staged fabric (draft-wang-idr-dpf §4).
     fn validate_dpf(&self, path: &Path, text: &str) -> Result<(), FileError> {
@@ -664,6 +713,7 @@ mod tests {
                 group_form: Default::default(),
                 router_mac: None,
                 watch_ports: true,
+                profile: Default::default(),
             }),
         ] {
             values.push(serde_json::to_value(&dataplane).expect("serializes"));
@@ -785,6 +835,50 @@ dataplane:
         let e = yamlfile::parse::<AgentConfig>(Path::new("s.yaml"), &bad).unwrap_err();
         // The `dataplane` block is tagged by `kind`, so the error points at the document.
         assert!(e.to_string().contains("unknown variant `copies`"), "{e}");
+    }
+
+    #[test]
+    fn sai_profile_parses_and_refuses_spray() {
+        let text = r#"
+name: s1
+router_id: 10.0.0.9
+asn: 65100
+dataplane:
+  kind: p4runtime
+  address: 127.0.0.1:9559
+  ports: {e1: 1, e2: 2}
+  profile: sai
+static:
+  - prefix: 198.18.0.0/16
+    mode: flow
+    members:
+      - {interface: e1, neighbor_mac: "02:00:00:00:00:01", weight: 3}
+"#;
+        use fare_dataplane::p4rt::config::P4Profile;
+        let c: AgentConfig = yamlfile::parse(Path::new("s.yaml"), text).unwrap();
+        c.validate(Path::new("s.yaml"), text).unwrap();
+        match &c.dataplane {
+            DataplaneConfig::P4runtime(p) => assert_eq!(p.profile, P4Profile::Sai),
+            other => panic!("{other:?}"),
+        }
+        // Default: fare.p4.
+        let fare = text.replace("  profile: sai\n", "");
+        let c: AgentConfig = yamlfile::parse(Path::new("s.yaml"), &fare).unwrap();
+        match &c.dataplane {
+            DataplaneConfig::P4runtime(p) => assert_eq!(p.profile, P4Profile::Fare),
+            other => panic!("{other:?}"),
+        }
+        // A spray static group: one line naming the group (line 11: its prefix; line 1
+        // is the empty one after r#").
+        let spray = text.replace("mode: flow", "mode: spray");
+        let c: AgentConfig = yamlfile::parse(Path::new("s.yaml"), &spray).unwrap();
+        let e = c.validate(Path::new("s.yaml"), &spray).unwrap_err();
+        assert_eq!(e.line, Some(11), "{e}");
+        assert!(e.to_string().contains("mode spray is not available"), "{e}");
+        // An unknown profile.
+        let bad = text.replace("profile: sai", "profile: tofino");
+        let e = yamlfile::parse::<AgentConfig>(Path::new("s.yaml"), &bad).unwrap_err();
+        assert!(e.to_string().contains("unknown variant `tofino`"), "{e}");
     }
 
     #[test]

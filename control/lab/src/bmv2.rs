@@ -111,6 +111,7 @@ pub fn dataplane_config(node: &NodePlan, build: &Path) -> DataplaneConfig {
         // reactivates it (docs/lab.md). Peers attaching XDP bounce the lab's links at
         // start, so the lab's switches rely on the agent's own link handling instead.
         watch_ports: false,
+        profile: Default::default(),
     })
 }
 

@@ -8,7 +8,7 @@
 //! Skipped (with the reason printed) without root, BMv2 or the compiled program.
 
 use anyhow::{bail, ensure, Context, Result};
-use fare::dataplane::p4rt::P4RuntimeDataplane;
+use fare::dataplane::p4rt::{P4RuntimeDataplane, QueueThresholds};
 use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr};
 use fare_integration::delta;
 use fare_integration::p4::{in_netns, members, python, Fabric};
@@ -72,12 +72,15 @@ fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
                         "spray" => member_packets(&mut dp, "198.18.0.0/16").await,
                         "flow" => member_packets(&mut dp, "198.19.0.0/16").await,
                         "map-arn" => {
+                            // ARNs are received only when sent to the switch's own address.
+                            dp.set_local_addresses(&["10.1.1.1".parse()?]).await?;
                             let prefixes: Vec<IpNet> = vec!["198.18.0.0/16".parse()?];
                             let slot = dp
                                 .map_arn_path("p1", Ipv4Addr::new(10, 0, 0, 42), &prefixes)
                                 .await?;
                             Ok(vec![u64::from(slot)])
                         }
+                        "rx-counters" => arn_rx_counters(&mut dp).await,
                         "packet-in" => {
                             let (iface, reason, frame) =
                                 dp.packet_in(Duration::from_secs(5)).await?;
@@ -192,6 +195,45 @@ fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
     let counted = spray_280(&fabric)?;
     ensure!(counted == vec![60, 60, 80, 80], "after Type 2: {counted:?}");
 
+    // Malformed ARNs (docs/CODEPOINTS.md) are counted (arn_rx_counter 3) and dropped:
+    // Version 1, an unassigned Para-Type bit, Type 5. None removes the member.
+    let rx0 = step("rx-counters")?;
+    for arn in [
+        [1u8, 0x10, 10, 0x40, 10, 0, 0, 42],
+        [1, 0x00, 10, 0x60, 10, 0, 0, 42],
+        [5, 0x00, 10, 0x40, 10, 0, 0, 42],
+    ] {
+        fabric.send_arn("d1", "10.1.1.1", 255, &arn)?;
+    }
+    let rx = wait_counters(&step, &rx0, 3)?;
+    ensure!(
+        rx == vec![0, 0, 0, 3],
+        "ARN receive counters after 3 malformed: {rx:?}"
+    );
+    let counted = spray_280(&fabric)?;
+    ensure!(
+        counted == vec![60, 60, 80, 80],
+        "after malformed ARNs: {counted:?}"
+    );
+
+    // An ARN to an address that is not the switch's crosses it like any packet (here
+    // routed by the spray group to a sink) and is not acted on.
+    let rx0 = step("rx-counters")?;
+    let sink0 = fabric.sink_counts()?;
+    fabric.send_arn("d1", "198.18.7.7", 255, &[1, 0, 10, 0x40, 10, 0, 0, 42])?;
+    let sink = fabric.sink_delta_after(&sink0, 1, Duration::from_secs(10));
+    ensure!(
+        sink.iter().sum::<u64>() == 1,
+        "transit ARN at the sinks: {sink:?}"
+    );
+    let rx = delta(&step("rx-counters")?, &rx0);
+    ensure!(rx == vec![0, 0, 0, 0], "a transit ARN was received: {rx:?}");
+    let counted = spray_280(&fabric)?;
+    ensure!(
+        counted == vec![60, 60, 80, 80],
+        "after a transit ARN: {counted:?}"
+    );
+
     // A removal no Type 2 revokes ends by itself after the hold time.
     step("hold-short")?;
     fabric.inject_arn("d1", 1, Ipv4Addr::new(10, 0, 0, 42), 255)?;
@@ -221,13 +263,57 @@ fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
     Ok(())
 }
 
+/// `arn_rx_counter` (fare.p4): applied, unknown path, bad TTL, malformed.
+async fn arn_rx_counters(dp: &mut P4RuntimeDataplane) -> Result<Vec<u64>> {
+    use fare::dataplane::p4rt::proto::p4::v1 as p4;
+    let entity = dp
+        .program()
+        .counter_entry(dp.program().arn_rx_counter, None);
+    let mut counts = vec![0u64; 4];
+    for e in dp.client().read(vec![entity]).await? {
+        if let Some(p4::entity::Entity::CounterEntry(c)) = e.entity {
+            let index = c.index.map(|i| i.index).unwrap_or(-1);
+            if let (Ok(i), Some(d)) = (usize::try_from(index), c.data) {
+                if i < counts.len() {
+                    counts[i] = u64::try_from(d.packet_count).unwrap_or(0);
+                }
+            }
+        }
+    }
+    Ok(counts)
+}
+
+/// The receive counters once they grew by `total` over `before` (bounded wait; scapy is
+/// slow to start on a loaded machine), as deltas.
+fn wait_counters(
+    step: &dyn Fn(&'static str) -> Result<Vec<u64>>,
+    before: &[u64],
+    total: u64,
+) -> Result<Vec<u64>> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let now = delta(&step("rx-counters")?, before);
+        if now.iter().sum::<u64>() >= total || std::time::Instant::now() > deadline {
+            std::thread::sleep(Duration::from_millis(200));
+            return Ok(delta(&step("rx-counters")?, before));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn tracing_log(line: &str) {
     eprintln!("{line}");
 }
 
-/// A port slowed to 200 packets/s (BMv2 queue rate) fills its queue under a burst: the
-/// switch sends an ARN Type 1 (Path ID = the neighbor's router ID, TTL 255, DSCP CS6, UDP
-/// 9961) to the upstream port, and Type 2 once a packet finds the queue drained.
+/// A port slowed to 50 packets/s (BMv2 queue rate) fills its queue under a burst of
+/// RoCEv2 packets (UDP 4791 with a BTH): the switch sends ARN Type 1 upstream (Path ID =
+/// the neighbor's router ID, TTL 255, DSCP CS6, UDP 9961, exactly the 8-octet message:
+/// no BTH left between UDP and ARN), repeats it every refresh interval while the queue
+/// stays congested, and sends Type 2 once the queue has drained although no packet is
+/// sent any more (the agent's probes show the switch the drained queue).
+///
+/// Expectations from docs/CODEPOINTS.md, computed by hand: high 20 packets, limit 40,
+/// so the onset (depth 20) carries Metric floor(255 * 20 / 40) = 127; Type 2 carries 0.
 #[test]
 fn p4_bmv2_congestion_sends_arn() -> Result<()> {
     let test = "p4_bmv2_congestion_sends_arn";
@@ -237,26 +323,72 @@ fn p4_bmv2_congestion_sends_arn() -> Result<()> {
     let sw = fabric.bmv2.sw.name.clone();
     let opts = fabric.options(10);
     let s0_mac: MacAddr = Fabric::mac(&fabric.src, "s0")?.parse()?;
-    in_netns(&sw, move || async move {
-        let mut dp = P4RuntimeDataplane::connect(opts).await?;
-        dp.install(&group("198.20.0.0/16", GroupMode::Spray, &[1]))
-            .await?;
-        dp.monitor_port(
-            "p1",
-            20,
-            5,
-            Ipv4Addr::new(10, 0, 0, 2),
-            &[(
-                "p0".to_string(),
-                s0_mac,
-                Ipv4Addr::new(10, 0, 0, 254),
-                Ipv4Addr::new(10, 0, 0, 1),
-            )],
-        )
-        .await?;
-        Ok(())
-    })?;
-    if let Err(e) = fabric.bmv2.set_queue_rate(1, 200) {
+    let refresh = Duration::from_millis(200);
+    // The client stays connected (its probes running) until the test says stop.
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<()>>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let client = std::thread::spawn(move || {
+        in_netns(&sw, move || async move {
+            let programmed = async {
+                let mut dp = P4RuntimeDataplane::connect(opts).await?;
+                dp.install(&group("198.20.0.0/16", GroupMode::Spray, &[1]))
+                    .await?;
+                let thresholds = QueueThresholds {
+                    high: 20,
+                    low: 5,
+                    limit: 40,
+                    refresh,
+                };
+                dp.monitor_port(
+                    "p1",
+                    thresholds,
+                    Ipv4Addr::new(10, 0, 0, 2),
+                    &[(
+                        "p0".to_string(),
+                        s0_mac,
+                        Ipv4Addr::new(10, 0, 0, 254),
+                        Ipv4Addr::new(10, 0, 0, 1),
+                    )],
+                )
+                .await?;
+                Ok::<_, anyhow::Error>(dp)
+            }
+            .await;
+            match programmed {
+                Ok(dp) => {
+                    let _ = ready_tx.send(Ok(()));
+                    // Bounded: the test sends stop, or gives up with its thread.
+                    let _ = tokio::time::timeout(Duration::from_secs(120), stop_rx).await;
+                    drop(dp);
+                    Ok(())
+                }
+                Err(e) => {
+                    let _ = ready_tx.send(Err(anyhow::anyhow!("{e:#}")));
+                    Ok(())
+                }
+            }
+        })
+    });
+    let finish = |stop: tokio::sync::oneshot::Sender<()>| -> Result<()> {
+        let _ = stop.send(());
+        match client.join() {
+            Ok(r) => r,
+            Err(_) => bail!("client thread panicked"),
+        }
+    };
+    match ready_rx.recv_timeout(Duration::from_secs(60)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => {
+            finish(stop_tx)?;
+            return Err(e);
+        }
+        Err(_) => {
+            finish(stop_tx)?;
+            bail!("the switch was not programmed within 60 s");
+        }
+    }
+    if let Err(e) = fabric.bmv2.set_queue_rate(1, 50) {
+        finish(stop_tx)?;
         fare_integration::skip(
             test,
             &format!(
@@ -266,37 +398,73 @@ fn p4_bmv2_congestion_sends_arn() -> Result<()> {
         );
         return Ok(());
     }
+    // 120 RoCEv2 SEND packets (BTH: opcode 4, P_Key 0xffff, DestQP 0x11), then nothing:
+    // the sniffer runs 4 s past the burst (the queue of 64 packets drains in 1.3 s).
     let script = "from scapy.all import Ether, IP, UDP, Raw, sendp, AsyncSniffer\n\
         import time\n\
         sn = AsyncSniffer(iface='s0', filter='udp dst port 9961')\n\
         sn.start(); time.sleep(0.5)\n\
-        burst = [Ether(dst='02:fa:00:00:00:fe')/IP(src='10.0.0.1', dst='198.20.1.1')/UDP(sport=1, dport=2)/Raw(b'x'*64)]*300\n\
+        bth = bytes([4, 0x40, 0xff, 0xff, 0, 0, 0, 0x11, 0, 0, 0, 1])\n\
+        burst = [Ether(dst='02:fa:00:00:00:fe')/IP(src='10.0.0.1', dst='198.20.1.1')/UDP(sport=49152, dport=4791)/Raw(bth + b'x'*64 + b'\\0'*4)]*120\n\
+        t0 = time.time()\n\
         sendp(burst, iface='s0', verbose=False)\n\
-        time.sleep(3)\n\
-        sendp(burst[:3], iface='s0', verbose=False, inter=0.2)\n\
-        time.sleep(1)\n\
+        t1 = time.time()\n\
+        time.sleep(4)\n\
+        print('sent', t1 - t0)\n\
         for p in sn.stop():\n\
         \x20   ip = p['IP']\n\
-        \x20   print(ip.ttl, ip.tos >> 2, p['UDP'].dport, bytes(p['UDP'].payload).hex())\n";
-    let out = python(&fabric.src, script)?;
+        \x20   print('%.3f' % (p.time - t1), ip.ttl, ip.tos >> 2, p['UDP'].dport, ip.len, p['UDP'].len, bytes(p['UDP'].payload).hex())\n";
+    let out = python(&fabric.src, script);
+    finish(stop_tx)?;
+    let out = out?;
+    // Lines: seconds after the burst's end, ttl, dscp, port, IP length, UDP length, ARN hex.
     let arns: Vec<Vec<&str>> = out
         .lines()
+        .filter(|l| !l.starts_with("sent"))
         .map(|l| l.split_whitespace().collect())
+        .filter(|f: &Vec<&str>| f.len() == 7)
         .collect();
-    ensure!(!arns.is_empty(), "no ARN left the switch");
-    // ttl, dscp, port, ARN bytes: Type 1, version 0, metric, Para-Type 0x40, Path ID 10.0.0.2.
+    ensure!(!arns.is_empty(), "no ARN left the switch ({out})");
+    tracing_log(&format!("ARNs at the upstream neighbor: {arns:?}"));
+    for a in &arns {
+        ensure!(
+            a[1] == "255" && a[2] == "48" && a[3] == "9961" && a[4] == "36" && a[5] == "16",
+            "ARN headers (ttl, dscp, port, IP length 36, UDP length 16): {a:?}"
+        );
+        ensure!(
+            a[6].len() == 16 && a[6][6..].starts_with("400a000002") && &a[6][2..4] == "00",
+            "ARN message (8 octets, Version 0, Path ID 10.0.0.2 only): {a:?}"
+        );
+    }
+    let kind = |a: &Vec<&str>| a[6][..2].to_string();
+    let metric = |a: &Vec<&str>| u8::from_str_radix(&a[6][4..6], 16).unwrap_or(0);
     let first = &arns[0];
     ensure!(
-        first[0] == "255" && first[1] == "48" && first[2] == "9961",
-        "ARN header {first:?}"
+        kind(first) == "01" && metric(first) == 127,
+        "onset: Type 1 with Metric 127 (depth 20 of 40) expected: {first:?}"
+    );
+    let type1: Vec<&Vec<&str>> = arns.iter().filter(|a| kind(a) == "01").collect();
+    ensure!(
+        type1.len() >= 2,
+        "Type 1 not refreshed while congested: {arns:?}"
     );
     ensure!(
-        first[3].starts_with("0100") && first[3][6..].starts_with("400a000002"),
-        "ARN {first:?}"
+        type1.iter().all(|a| metric(a) >= 1),
+        "Type 1 with Metric 0: {arns:?}"
+    );
+    let times: Vec<f64> = type1.iter().filter_map(|a| a[0].parse().ok()).collect();
+    ensure!(
+        times.windows(2).all(|w| w[1] - w[0] >= 0.1),
+        "Type 1 repeated faster than the refresh interval (200 ms): {times:?}"
+    );
+    let last = arns.last().context("no ARN")?;
+    ensure!(
+        kind(last) == "02" && metric(last) == 0,
+        "no Type 2 (Metric 0) after the queue drained without traffic: {arns:?}"
     );
     ensure!(
-        arns.iter().any(|a| a[3].starts_with("0200")),
-        "no congestion-eliminated ARN: {arns:?}"
+        arns.iter().filter(|a| kind(a) == "02").count() == 1,
+        "more than one Type 2: {arns:?}"
     );
     Ok(())
 }

@@ -161,6 +161,9 @@ fn p4_dpf_flows_follow_their_color_and_fall_back() -> Result<()> {
                                 .collect())
                         }
                         Step::MapArn => {
+                            // ARNs are received only when sent to the switch's address
+                            // (Fabric::inject_arn sends them to 10.1.1.1).
+                            dp.set_local_addresses(&["10.1.1.1".parse()?]).await?;
                             let prefixes = vec![PREFIX.parse()?];
                             dp.map_arn_path("p1", Ipv4Addr::new(10, 0, 0, 41), &prefixes)
                                 .await?;

@@ -8,9 +8,13 @@
 //!   an ARN arriving there with that Path ID removes (1/3) or restores (2/4) the members of
 //!   those prefixes that leave through that port. The table matches Path IDs exactly, so
 //!   Path ID 0 ("every path through the sender") is left to the agent's receiver;
-//! - every `arn.monitor` interface on a switch port -> `monitor_port`: the thresholds in
-//!   packets (the switch measures its queue in packets: bytes / 1500, at least 1), the
-//!   far end's router ID as Path ID, and as targets the interface's `notify` neighbors (by
+//! - the addresses of every switch port's interface, and the ARN multicast group ->
+//!   `set_local_addresses`: ARNs sent there are the switch's to act on; the pipeline
+//!   forwards an ARN to any other address like any packet;
+//! - every `arn.monitor` interface on a switch port -> `monitor_port`: the thresholds and
+//!   the Metric's limit in packets (the switch measures its queue in packets: bytes /
+//!   1500; high at least 1), `refresh_ms` as the refresh (and probe) interval, the far
+//!   end's router ID as Path ID, and as targets the interface's `notify` neighbors (by
 //!   default every other ARN/BGP neighbor) with their MAC (ARP/NDP in this namespace) and
 //!   our address on their interface as the ARN's source.
 //!
@@ -18,6 +22,7 @@
 //! monitor still run).
 
 use super::backend::P4RuntimeDataplane;
+use super::program::{QueueThresholds, MAX_LIMIT_PACKETS};
 use crate::MacAddr;
 use fare_arn::config::{ArnConfig, ArnNeighbor};
 use ipnet::IpNet;
@@ -36,13 +41,16 @@ pub struct ArnSetup {
     /// (interface, Path ID, prefixes).
     pub paths: Vec<(String, Ipv4Addr, Vec<IpNet>)>,
     pub monitors: Vec<PortMonitor>,
+    /// Interfaces of the switch ports, whose addresses are the switch's own.
+    pub port_interfaces: Vec<String>,
+    /// The ARN multicast group, also the switch's own when configured.
+    pub multicast_group: Option<IpAddr>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
 pub struct PortMonitor {
     pub interface: String,
-    pub high_packets: u32,
-    pub low_packets: u32,
+    pub thresholds: QueueThresholds,
     pub path_id: Ipv4Addr,
     /// (interface, neighbor address) of every upstream neighbor to notify.
     pub targets: Vec<(String, Ipv4Addr)>,
@@ -78,8 +86,12 @@ pub fn plan(arn: &ArnConfig, bgp: &[ArnNeighbor], ports: &BTreeMap<String, u32>)
         .filter(|i| ports.contains_key(&i.interface))
         .map(|i| PortMonitor {
             interface: i.interface.clone(),
-            high_packets: i.high_bytes.div_ceil(BYTES_PER_PACKET).max(1),
-            low_packets: i.low_bytes / BYTES_PER_PACKET,
+            thresholds: QueueThresholds {
+                high: i.high_bytes.div_ceil(BYTES_PER_PACKET).max(1),
+                low: i.low_bytes / BYTES_PER_PACKET,
+                limit: (i.limit() / BYTES_PER_PACKET).clamp(1, MAX_LIMIT_PACKETS),
+                refresh: arn.refresh(),
+            },
             path_id: i.path_id,
             targets: i
                 .notify
@@ -98,7 +110,27 @@ pub fn plan(arn: &ArnConfig, bgp: &[ArnNeighbor], ports: &BTreeMap<String, u32>)
         hold: arn.hold(),
         paths,
         monitors,
+        port_interfaces: ports.keys().cloned().collect(),
+        multicast_group: arn.multicast.as_ref().map(|m| m.group),
     }
+}
+
+/// Every address on `interfaces` (this namespace), plus `extra`.
+fn local_addresses(interfaces: &[String], extra: Option<IpAddr>) -> Vec<IpAddr> {
+    let mut out: Vec<IpAddr> = extra.into_iter().collect();
+    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
+        for a in addrs.filter(|a| interfaces.contains(&a.interface_name)) {
+            let Some(s) = a.address else { continue };
+            if let Some(v4) = s.as_sockaddr_in() {
+                out.push(IpAddr::V4(v4.ip()));
+            } else if let Some(v6) = s.as_sockaddr_in6() {
+                out.push(IpAddr::V6(v6.ip()));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// Writes `setup` to the switch (see the module comment); returns how many entries made it.
@@ -106,6 +138,19 @@ pub async fn apply(dp: &mut P4RuntimeDataplane, setup: &ArnSetup) -> usize {
     let mut written = 0;
     if let Err(e) = dp.set_arn_hold(setup.hold).await {
         warn!("p4 ARN hold time not set: {e}");
+    }
+    let local = local_addresses(&setup.port_interfaces, setup.multicast_group);
+    match dp.set_local_addresses(&local).await {
+        Ok(()) => {
+            written += local.len();
+            info!(
+                addresses = local.len(),
+                "p4: the switch's own addresses written (ARNs to them are received)"
+            );
+        }
+        Err(e) => warn!(
+            "p4: the switch's addresses not written; ARNs will be forwarded, not received: {e}"
+        ),
     }
     for (interface, path_id, prefixes) in &setup.paths {
         match dp.map_arn_path(interface, *path_id, prefixes).await {
@@ -129,18 +174,13 @@ pub async fn apply(dp: &mut P4RuntimeDataplane, setup: &ArnSetup) -> usize {
             continue;
         }
         match dp
-            .monitor_port(
-                &m.interface,
-                m.high_packets,
-                m.low_packets,
-                m.path_id,
-                &targets,
-            )
+            .monitor_port(&m.interface, m.thresholds, m.path_id, &targets)
             .await
         {
             Ok(()) => {
                 written += 1;
-                info!(interface = %m.interface, high = m.high_packets, low = m.low_packets, targets = targets.len(), "p4: ARN monitor on port");
+                let t = &m.thresholds;
+                info!(interface = %m.interface, high = t.high, low = t.low, limit = t.limit, refresh = ?t.refresh, targets = targets.len(), "p4: ARN monitor on port");
             }
             Err(e) => warn!(interface = %m.interface, "p4: ARN monitor not set: {e}"),
         }
@@ -201,7 +241,18 @@ mod tests {
         );
         assert_eq!(s.monitors.len(), 1);
         let m = &s.monitors[0];
-        assert_eq!((m.high_packets, m.low_packets), (20, 6));
+        // 30000 / 1500 = 20, 10000 / 1500 = 6.67 -> 6, limit 2 x 30000 / 1500 = 40.
+        assert_eq!(
+            m.thresholds,
+            QueueThresholds {
+                high: 20,
+                low: 6,
+                limit: 40,
+                refresh: std::time::Duration::from_millis(250),
+            }
+        );
+        assert_eq!(s.port_interfaces, vec!["e1".to_string(), "e2".to_string()]);
+        assert_eq!(s.multicast_group, None);
         // Default notify: every neighbor not on the watched link.
         assert_eq!(
             m.targets,

@@ -402,19 +402,13 @@ impl Client {
         payload: Vec<u8>,
         metadata: Vec<(u32, Vec<u8>)>,
     ) -> Result<(), P4rtError> {
-        let packet = p4::PacketOut {
-            payload,
-            metadata: metadata
-                .into_iter()
-                .map(|(metadata_id, value)| p4::PacketMetadata { metadata_id, value })
-                .collect(),
-        };
-        self.stream_tx
-            .send(p4::StreamMessageRequest {
-                update: Some(p4::stream_message_request::Update::Packet(packet)),
-            })
-            .await
-            .map_err(|_| P4rtError::StreamClosed)
+        self.packet_sender().send(payload, metadata).await
+    }
+
+    /// A handle that sends packet-outs on this session's stream from another task; it
+    /// fails with `StreamClosed` once the session is gone.
+    pub fn packet_sender(&self) -> PacketSender {
+        PacketSender(self.stream_tx.clone())
     }
 
     /// Next packet-in, waiting at most `limit`.
@@ -424,6 +418,32 @@ impl Client {
             Ok(None) => Err(P4rtError::StreamClosed),
             Err(_) => Err(P4rtError::Timeout("packet-in")),
         }
+    }
+}
+
+/// Packet-outs on one session's stream channel (see [`Client::packet_sender`]).
+#[derive(Clone)]
+pub struct PacketSender(mpsc::Sender<p4::StreamMessageRequest>);
+
+impl PacketSender {
+    pub async fn send(
+        &self,
+        payload: Vec<u8>,
+        metadata: Vec<(u32, Vec<u8>)>,
+    ) -> Result<(), P4rtError> {
+        let packet = p4::PacketOut {
+            payload,
+            metadata: metadata
+                .into_iter()
+                .map(|(metadata_id, value)| p4::PacketMetadata { metadata_id, value })
+                .collect(),
+        };
+        self.0
+            .send(p4::StreamMessageRequest {
+                update: Some(p4::stream_message_request::Update::Packet(packet)),
+            })
+            .await
+            .map_err(|_| P4rtError::StreamClosed)
     }
 }
 

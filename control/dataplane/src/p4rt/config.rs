@@ -35,6 +35,22 @@ pub struct P4RuntimeConfig {
     /// service while the port is down, before the agent hears of it (default true).
     #[serde(default = "yes")]
     pub watch_ports: bool,
+    /// The P4 program the switch runs: `fare` (p4/fare.p4, the default) or `sai` (the
+    /// SAI-P4 program of PINS/SONiC switches: `wcmp_group_table`, nexthop, neighbor and
+    /// router-interface tables; see docs/p4.md, "SAI-P4 (PINS) profile").
+    #[serde(default)]
+    pub profile: P4Profile,
+}
+
+/// `dataplane.profile` of a P4Runtime switch: which program's tables fare writes.
+#[derive(Clone, Copy, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum P4Profile {
+    /// fare.p4 (BMv2, or its TNA port): every feature.
+    #[default]
+    Fare,
+    /// SAI-P4 (PINS/SONiC): flow-hashed WCMP groups only.
+    Sai,
 }
 
 fn yes() -> bool {

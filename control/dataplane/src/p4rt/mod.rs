@@ -7,6 +7,7 @@
 //! - `program`: fare.p4's objects resolved by name, and builders of every entity written.
 //! - `dpf`: the DPF part of them (flow rules, per-color groups, fallback).
 //! - `backend`: the `Dataplane` implementation (make-before-break groups, reconcile).
+//! - `sai`: the SAI-P4 (PINS) profile: WCMP groups in SAI-P4's tables.
 //! - `arn_setup`: the agent's `arn:` block written into the pipeline's ARN tables.
 
 pub mod arn_setup;
@@ -19,5 +20,7 @@ pub(crate) mod fake;
 pub mod p4info;
 pub mod program;
 pub mod proto;
+pub mod sai;
 
 pub use backend::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions, DEFAULT_ARN_HOLD};
+pub use program::QueueThresholds;

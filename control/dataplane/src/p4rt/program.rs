@@ -9,6 +9,7 @@ use super::proto::p4::v1 as p4;
 use crate::MacAddr;
 use ipnet::IpNet;
 use std::net::{IpAddr, Ipv4Addr};
+use std::time::Duration;
 
 /// Id and width of one match field / action parameter / packet metadata field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,10 +59,14 @@ pub struct FareProgram {
     pub mark_slot: u32,
     pub mark_slot_slot: Field,
     pub mark_slot_hold: Field,
+    /// The switch's own addresses (an ARN to any other is forwarded, not received).
+    pub arn_local_v4: RouteTable,
+    pub arn_local_v6: RouteTable,
+    pub arn_local_action: u32,
     pub arn_monitor: u32,
     pub arn_monitor_port: Field,
     pub monitor: u32,
-    pub monitor_params: [Field; 4],
+    pub monitor_params: [Field; 7],
     pub arn_encap: u32,
     pub arn_encap_port: Field,
     pub encap_v4: u32,
@@ -75,13 +80,44 @@ pub struct FareProgram {
     pub packet_in_port: Field,
     pub packet_in_reason: Field,
     pub packet_out_port: Field,
-    pub packet_out_pad: Field,
+    pub packet_out_flags: Field,
     pub dpf: super::dpf::DpfProgram,
 }
 
 /// `packet_in.reason` values (constants.p4).
 pub const PUNT_REASON_ARN: u8 = 1;
 pub const PUNT_REASON_ARN_BAD: u8 = 2;
+
+/// `packet_out.flags`: a queue probe (constants.p4), dropped after its port's ARN monitor.
+pub const PACKET_OUT_PROBE: u8 = 1;
+
+/// Largest limit for which the pipeline's Metric is exact (`QueueThresholds::metric_scale`).
+pub const MAX_LIMIT_PACKETS: u32 = 0xffff;
+
+/// One port of fare.p4's ARN monitor (`monitor` action): depths in packets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueThresholds {
+    /// Type 1 when the queue reaches this depth.
+    pub high: u32,
+    /// Type 2 when it is below this depth again.
+    pub low: u32,
+    /// The depth that maps to Metric 255 (1..=MAX_LIMIT_PACKETS).
+    pub limit: u32,
+    /// Type 1 repeated this often while the queue stays congested; also how often the
+    /// controller probes the port so that a drained queue is seen without traffic.
+    pub refresh: Duration,
+}
+
+impl QueueThresholds {
+    /// `ceil(255 * 2^32 / limit)`: the pipeline computes the Metric as
+    /// `(depth * scale) >> 32`, which equals `floor(255 * depth / limit)` (docs/CODEPOINTS.md)
+    /// for every depth below a limit under 2^16 (the error `depth / 2^32` stays under the
+    /// `1 / limit` gap to the next integer).
+    pub fn metric_scale(&self) -> u64 {
+        let limit = u64::from(self.limit.clamp(1, MAX_LIMIT_PACKETS));
+        (255u64 << 32).div_ceil(limit)
+    }
+}
 
 fn field_of(f: &super::proto::p4::config::v1::MatchField) -> Field {
     Field {
@@ -125,6 +161,7 @@ impl FareProgram {
         let arn_rx = info.table("arn_receive.arn_rx")?;
         let mark_slot = info.action("arn_receive.mark_slot")?;
         let arn_monitor = info.table("arn_monitor.arn_monitor")?;
+        let local_action = info.action("arn_addressed.local")?;
         let monitor = info.action("arn_monitor.monitor")?;
         let arn_encap = info.table("arn_build.arn_encap")?;
         let encap_v4 = info.action("arn_build.encap_v4")?;
@@ -163,12 +200,18 @@ impl FareProgram {
             mark_slot: id_of(mark_slot),
             mark_slot_slot: param_of(mark_slot, "slot")?,
             mark_slot_hold: param_of(mark_slot, "hold_us")?,
+            arn_local_v4: route("arn_addressed.arn_local_v4")?,
+            arn_local_v6: route("arn_addressed.arn_local_v6")?,
+            arn_local_action: id_of(local_action),
             arn_monitor: id_of(arn_monitor),
             arn_monitor_port: field_of(p4info::match_field(arn_monitor, "egress_port")?),
             monitor: id_of(monitor),
             monitor_params: [
                 param_of(monitor, "high_threshold")?,
                 param_of(monitor, "low_threshold")?,
+                param_of(monitor, "limit_packets")?,
+                param_of(monitor, "metric_scale")?,
+                param_of(monitor, "refresh_us")?,
                 param_of(monitor, "neighbor_router_id")?,
                 param_of(monitor, "clone_session")?,
             ],
@@ -190,7 +233,7 @@ impl FareProgram {
             packet_in_port: meta(packet_in, "ingress_port")?,
             packet_in_reason: meta(packet_in, "reason")?,
             packet_out_port: meta(packet_out, "egress_port")?,
-            packet_out_pad: meta(packet_out, "pad")?,
+            packet_out_flags: meta(packet_out, "flags")?,
             dpf: super::dpf::DpfProgram::resolve(info)?,
         })
     }
@@ -468,17 +511,17 @@ impl FareProgram {
         })
     }
 
-    /// ARN generation: monitor `port`'s queue (thresholds in packets); the neighbor there
-    /// has router ID `neighbor` (the Path ID); notify through clone `session`.
+    /// ARN generation: monitor `port`'s queue at `thresholds`; the neighbor there has
+    /// router ID `neighbor` (the Path ID); notify through clone `session`.
     pub fn arn_monitor_entry(
         &self,
         port: u32,
-        high: u32,
-        low: u32,
+        thresholds: &QueueThresholds,
         neighbor: Ipv4Addr,
         session: u32,
     ) -> Result<p4::TableEntry, P4rtError> {
-        let [h, l, n, s] = self.monitor_params;
+        let [h, l, lim, sc, r, n, s] = self.monitor_params;
+        let refresh_us = u64::try_from(thresholds.refresh.as_micros()).unwrap_or(u64::MAX);
         Ok(p4::TableEntry {
             table_id: self.arn_monitor,
             r#match: vec![exact(
@@ -490,11 +533,37 @@ impl FareProgram {
                 r#type: Some(p4::table_action::Type::Action(p4::Action {
                     action_id: self.monitor,
                     params: vec![
-                        param(h, u128::from(high), "high_threshold")?,
-                        param(l, u128::from(low), "low_threshold")?,
+                        param(h, u128::from(thresholds.high), "high_threshold")?,
+                        param(l, u128::from(thresholds.low), "low_threshold")?,
+                        param(
+                            lim,
+                            u128::from(thresholds.limit.clamp(1, MAX_LIMIT_PACKETS)),
+                            "limit_packets",
+                        )?,
+                        param(sc, u128::from(thresholds.metric_scale()), "metric_scale")?,
+                        param(r, u128::from(refresh_us.max(1)), "refresh_us")?,
                         param(n, u128::from(u32::from(neighbor)), "neighbor_router_id")?,
                         param(s, u128::from(session), "clone_session")?,
                     ],
+                })),
+            }),
+            ..Default::default()
+        })
+    }
+
+    /// One of the switch's own addresses: ARNs sent there are received, not forwarded.
+    pub fn arn_local_entry(&self, address: IpAddr) -> Result<p4::TableEntry, P4rtError> {
+        let (table, value) = match address {
+            IpAddr::V4(a) => (&self.arn_local_v4, u128::from(u32::from(a))),
+            IpAddr::V6(a) => (&self.arn_local_v6, u128::from(a)),
+        };
+        Ok(p4::TableEntry {
+            table_id: table.table,
+            r#match: vec![exact(table.dst, value, "dst_addr")?],
+            action: Some(p4::TableAction {
+                r#type: Some(p4::table_action::Type::Action(p4::Action {
+                    action_id: self.arn_local_action,
+                    params: vec![],
                 })),
             }),
             ..Default::default()
@@ -586,14 +655,20 @@ impl FareProgram {
         }
     }
 
-    /// PacketOut metadata sending the payload out of `port`.
-    pub fn packet_out_metadata(&self, port: u32) -> Result<Vec<(u32, Vec<u8>)>, P4rtError> {
+    /// PacketOut metadata sending the payload out of `port`; a `probe` only passes the
+    /// port's ARN monitor and is dropped before the wire.
+    pub fn packet_out_metadata(
+        &self,
+        port: u32,
+        probe: bool,
+    ) -> Result<Vec<(u32, Vec<u8>)>, P4rtError> {
+        let flags = if probe { PACKET_OUT_PROBE } else { 0 };
         Ok(vec![
             (
                 self.packet_out_port.id,
                 canonical(u128::from(port), self.packet_out_port.bits, "egress_port")?,
             ),
-            (self.packet_out_pad.id, vec![0]),
+            (self.packet_out_flags.id, vec![flags]),
         ])
     }
 
@@ -672,6 +747,16 @@ tables {
   action_refs { id: 50005 }
 }
 tables {
+  preamble { id: 40010 name: "FareIngress.arn_addressed.arn_local_v4" alias: "arn_local_v4" }
+  match_fields { id: 1 name: "dst_addr" bitwidth: 32 match_type: EXACT }
+  action_refs { id: 50009 }
+}
+tables {
+  preamble { id: 40011 name: "FareIngress.arn_addressed.arn_local_v6" alias: "arn_local_v6" }
+  match_fields { id: 1 name: "dst_addr" bitwidth: 128 match_type: EXACT }
+  action_refs { id: 50009 }
+}
+tables {
   preamble { id: 40007 name: "FareIngress.dpf.flow_color" alias: "flow_color" }
   match_fields { id: 1 name: "ip_version" bitwidth: 4 match_type: TERNARY }
   match_fields { id: 2 name: "dscp" bitwidth: 6 match_type: TERNARY }
@@ -695,6 +780,9 @@ tables {
   preamble { id: 40009 name: "FareIngress.dpf.group_fallback" alias: "group_fallback" }
   match_fields { id: 1 name: "group_id" bitwidth: 16 match_type: EXACT }
   action_refs { id: 50008 }
+}
+actions {
+  preamble { id: 50009 name: "FareIngress.arn_addressed.local" alias: "local" }
 }
 actions {
   preamble { id: 50006 name: "FareIngress.dpf.set_color" alias: "set_color" }
@@ -730,8 +818,11 @@ actions {
   preamble { id: 50004 name: "FareEgress.arn_monitor.monitor" alias: "monitor" }
   params { id: 1 name: "high_threshold" bitwidth: 19 }
   params { id: 2 name: "low_threshold" bitwidth: 19 }
-  params { id: 3 name: "neighbor_router_id" bitwidth: 32 }
-  params { id: 4 name: "clone_session" bitwidth: 32 }
+  params { id: 3 name: "limit_packets" bitwidth: 19 }
+  params { id: 4 name: "metric_scale" bitwidth: 40 }
+  params { id: 5 name: "refresh_us" bitwidth: 48 }
+  params { id: 6 name: "neighbor_router_id" bitwidth: 32 }
+  params { id: 7 name: "clone_session" bitwidth: 32 }
 }
 actions {
   preamble { id: 50005 name: "FareEgress.arn_build.encap_v4" alias: "encap_v4" }
@@ -770,7 +861,7 @@ controller_packet_metadata {
 controller_packet_metadata {
   preamble { id: 80002 name: "packet_out" alias: "packet_out" }
   metadata { id: 1 name: "egress_port" bitwidth: 16 }
-  metadata { id: 2 name: "pad" bitwidth: 16 }
+  metadata { id: 2 name: "flags" bitwidth: 16 }
 }
 registers {
   preamble { id: 90001 name: "arn_removed" alias: "arn_removed" }
@@ -790,6 +881,11 @@ registers {
 registers {
   preamble { id: 90004 name: "FareEgress.arn_monitor.port_congested" alias: "port_congested" }
   type_spec { bitstring { bit { bitwidth: 1 } } }
+  size: 512
+}
+registers {
+  preamble { id: 90005 name: "FareEgress.arn_monitor.port_last_arn" alias: "port_last_arn" }
+  type_spec { bitstring { bit { bitwidth: 48 } } }
   size: 512
 }
 "#;
@@ -1069,8 +1165,14 @@ registers {
             vec![(1, vec![3]), (2, vec![0x0f, 0x42, 0x40])]
         );
 
+        let t = QueueThresholds {
+            high: 20,
+            low: 5,
+            limit: 40,
+            refresh: Duration::from_millis(250),
+        };
         let mon = p
-            .arn_monitor_entry(2, 20, 5, Ipv4Addr::new(10, 0, 0, 2), 3)
+            .arn_monitor_entry(2, &t, Ipv4Addr::new(10, 0, 0, 2), 3)
             .unwrap();
         assert_eq!(mon.table_id, 40005);
         assert_eq!(action(&mon).action_id, 50004);
@@ -1079,13 +1181,34 @@ registers {
             vec![
                 (1, vec![20]),
                 (2, vec![5]),
-                (3, vec![10, 0, 0, 2]),
-                (4, vec![3])
+                (3, vec![40]),
+                // 255 * 2^32 / 40 = 27,380,416,512 = 0x6_6000_0000 (exact).
+                (4, vec![6, 0x60, 0, 0, 0]),
+                // 250 ms = 250,000 us = 0x03d090.
+                (5, vec![3, 0xd0, 0x90]),
+                (6, vec![10, 0, 0, 2]),
+                (7, vec![3])
             ]
         );
+        let too_high = QueueThresholds { high: 1 << 19, ..t };
         assert!(p
-            .arn_monitor_entry(2, 1 << 19, 5, Ipv4Addr::LOCALHOST, 3)
+            .arn_monitor_entry(2, &too_high, Ipv4Addr::LOCALHOST, 3)
             .is_err());
+
+        let v4 = p.arn_local_entry("10.1.1.1".parse().unwrap()).unwrap();
+        assert_eq!(v4.table_id, 40010);
+        assert_eq!(action(&v4).action_id, 50009);
+        let keys: Vec<_> = v4
+            .r#match
+            .iter()
+            .map(|m| match &m.field_match_type {
+                Some(FieldMatchType::Exact(e)) => (m.field_id, e.value.clone()),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(keys, vec![(1, vec![10, 1, 1, 1])]);
+        let v6 = p.arn_local_entry("2001:db8::1".parse().unwrap()).unwrap();
+        assert_eq!(v6.table_id, 40011);
 
         let enc = p
             .arn_encap_entry(
@@ -1153,14 +1276,66 @@ registers {
             other => panic!("{other:?}"),
         }
         assert_eq!(
-            p.packet_out_metadata(3).unwrap(),
+            p.packet_out_metadata(3, false).unwrap(),
             vec![(1, vec![3]), (2, vec![0])]
+        );
+        assert_eq!(
+            p.packet_out_metadata(3, true).unwrap(),
+            vec![(1, vec![3]), (2, vec![PACKET_OUT_PROBE])]
         );
         assert_eq!(
             p.packet_in_meta(&[(1, vec![0, 7]), (2, vec![1])]),
             Some((7, 1))
         );
         assert_eq!(p.packet_in_meta(&[(2, vec![1])]), None);
+    }
+
+    /// The pipeline's Metric, `(depth * scale) >> 32` clamped to 1..=255 (255 from the
+    /// limit on), against docs/CODEPOINTS.md's `clamp(floor(255 * depth / limit), 1, 255)`
+    /// computed with integer division: every depth of every limit up to 1,500, and the
+    /// depths next to each multiple's boundary for limits up to the largest allowed.
+    #[test]
+    fn metric_scale_gives_the_documented_metric_exactly() {
+        let pipeline = |depth: u64, t: &QueueThresholds| -> u64 {
+            if depth >= u64::from(t.limit) {
+                255
+            } else {
+                ((depth * t.metric_scale()) >> 32).max(1)
+            }
+        };
+        let documented = |depth: u64, limit: u64| (255 * depth / limit).clamp(1, 255);
+        let at = |limit: u32| QueueThresholds {
+            high: 1,
+            low: 0,
+            limit,
+            refresh: Duration::from_millis(1),
+        };
+        for limit in 1..=1500u32 {
+            let t = at(limit);
+            for depth in 0..=u64::from(limit) + 2 {
+                assert_eq!(
+                    pipeline(depth, &t),
+                    documented(depth, limit.into()),
+                    "depth {depth} limit {limit}"
+                );
+            }
+        }
+        for limit in [4_093u32, 40_000, 65_521, MAX_LIMIT_PACKETS] {
+            let t = at(limit);
+            for m in 1..255u64 {
+                // The first depth of Metric m and the one before it.
+                let first = (m * u64::from(limit)).div_ceil(255);
+                for depth in [first - 1, first, first + 1] {
+                    assert_eq!(
+                        pipeline(depth, &t),
+                        documented(depth, limit.into()),
+                        "depth {depth} limit {limit}"
+                    );
+                }
+            }
+        }
+        // The product fits the pipeline's 64 bits: depth < 2^16, scale < 2^40.
+        assert!(at(1).metric_scale() < 1 << 40);
     }
 
     #[test]

@@ -1,14 +1,59 @@
-//! ARN tables (reception paths, queue monitors, hold time) and packet I/O.
+//! ARN tables (reception paths, the switch's own addresses, queue monitors, hold time),
+//! the queue probes, and packet I/O.
+use super::super::client::PacketSender;
 use super::*;
+use program::QueueThresholds;
 
 /// A monitored port as the agent asked for it (kept to write it again after a reconnect).
 #[derive(Clone, Debug, PartialEq)]
 pub(super) struct Monitor {
     pub interface: String,
-    pub high: u32,
-    pub low: u32,
+    pub thresholds: QueueThresholds,
     pub neighbor_router_id: Ipv4Addr,
     pub targets: Vec<(String, MacAddr, Ipv4Addr, Ipv4Addr)>,
+}
+
+/// The task sending queue probes; aborted when dropped (a new session, a new monitor, the
+/// backend gone).
+pub(super) struct ProbeTask(tokio::task::JoinHandle<()>);
+
+impl Drop for ProbeTask {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// A probe's frame: it never leaves the switch (the pipeline drops it after the ARN
+/// monitor), so only its size matters: a minimal Ethernet frame, EtherType 0x88b5 (local
+/// experimental).
+fn probe_frame(router_mac: MacAddr) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(60);
+    frame.extend_from_slice(&router_mac.0);
+    frame.extend_from_slice(&router_mac.0);
+    frame.extend_from_slice(&[0x88, 0xb5]);
+    frame.resize(60, 0);
+    frame
+}
+
+/// Every `every`, one probe to each of `ports` (packet-out metadata), until the session's
+/// stream is gone.
+async fn send_probes(
+    sender: PacketSender,
+    frame: Vec<u8>,
+    ports: Vec<Vec<(u32, Vec<u8>)>>,
+    every: Duration,
+) {
+    let mut tick = tokio::time::interval(every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        for meta in &ports {
+            if sender.send(frame.clone(), meta.clone()).await.is_err() {
+                tracing::debug!("p4: queue probes stopped: the session's stream is closed");
+                return;
+            }
+        }
+    }
 }
 
 impl P4RuntimeDataplane {
@@ -83,21 +128,21 @@ impl P4RuntimeDataplane {
         Ok(slot)
     }
 
-    /// Configures ARN generation: when `interface`'s queue reaches `high` packets, an ARN
-    /// Type 1 with Path ID `neighbor_router_id` goes to every `targets` port; Type 2 below
-    /// `low`. `targets`: (interface, neighbor MAC, our address, neighbor address).
+    /// Configures ARN generation: when `interface`'s queue reaches `thresholds.high`
+    /// packets, an ARN Type 1 with Path ID `neighbor_router_id` goes to every `targets`
+    /// port, again every `thresholds.refresh` while it stays at or above `low`; Type 2
+    /// below `low`. The port is probed every `refresh` so that a queue drained without
+    /// traffic is seen. `targets`: (interface, neighbor MAC, our address, neighbor address).
     pub async fn monitor_port(
         &mut self,
         interface: &str,
-        high: u32,
-        low: u32,
+        thresholds: QueueThresholds,
         neighbor_router_id: Ipv4Addr,
         targets: &[(String, MacAddr, Ipv4Addr, Ipv4Addr)],
     ) -> Result<(), DataplaneError> {
         let monitor = Monitor {
             interface: interface.to_string(),
-            high,
-            low,
+            thresholds,
             neighbor_router_id,
             targets: targets.to_vec(),
         };
@@ -106,7 +151,83 @@ impl P4RuntimeDataplane {
             .retain(|m| m.interface != monitor.interface);
         self.desired.monitors.push(monitor.clone());
         self.ensure_session().await?;
-        self.monitor_port_inner(&monitor).await
+        self.monitor_port_inner(&monitor).await?;
+        self.restart_probes();
+        Ok(())
+    }
+
+    /// (Re)starts the probe task on the current session: every monitored port gets a
+    /// probe at the shortest refresh interval of them all.
+    pub(super) fn restart_probes(&mut self) {
+        self.probes = None;
+        let Some(every) = self
+            .desired
+            .monitors
+            .iter()
+            .map(|m| m.thresholds.refresh)
+            .min()
+        else {
+            return;
+        };
+        let mut ports = Vec::new();
+        for m in &self.desired.monitors {
+            let meta = self
+                .port(&m.interface)
+                .and_then(|port| self.program.packet_out_metadata(port, true).map_err(err));
+            match meta {
+                Ok(meta) => ports.push(meta),
+                Err(e) => tracing::warn!(interface = %m.interface, "p4: port not probed: {e}"),
+            }
+        }
+        let sender = self.client.packet_sender();
+        let frame = probe_frame(self.options.router_mac);
+        let every = every.max(Duration::from_millis(1));
+        tracing::debug!(ports = ports.len(), ?every, "p4: queue probes started");
+        self.probes = Some(ProbeTask(tokio::spawn(send_probes(
+            sender, frame, ports, every,
+        ))));
+    }
+
+    /// The switch's own addresses: an ARN sent to one of them is received by the pipeline;
+    /// an ARN to any other address is forwarded like any packet. Replaces the earlier set.
+    pub async fn set_local_addresses(
+        &mut self,
+        addresses: &[IpAddr],
+    ) -> Result<(), DataplaneError> {
+        self.desired.local_addresses = addresses.to_vec();
+        self.ensure_session().await?;
+        self.set_local_addresses_inner(addresses).await
+    }
+
+    pub(super) async fn set_local_addresses_inner(
+        &mut self,
+        addresses: &[IpAddr],
+    ) -> Result<(), DataplaneError> {
+        let wanted: BTreeSet<IpAddr> = addresses.iter().copied().collect();
+        let mut inserts = Vec::new();
+        for a in wanted.difference(&self.local_written) {
+            let entry = self.program.arn_local_entry(*a).map_err(err)?;
+            inserts.push(update(
+                p4::update::Type::Insert,
+                program::entity_table(entry),
+            ));
+        }
+        if !inserts.is_empty() {
+            self.write_upsert(inserts).await.map_err(err)?;
+        }
+        let mut deletes = Vec::new();
+        for a in self.local_written.difference(&wanted) {
+            let entry = self.program.arn_local_entry(*a).map_err(err)?;
+            deletes.push(update(
+                p4::update::Type::Delete,
+                program::entity_table(entry),
+            ));
+        }
+        if !deletes.is_empty() {
+            self.write(deletes).await.map_err(err)?;
+        }
+        self.local_written = wanted;
+        Ok(())
     }
 
     /// Writes a monitored port's entries: the encapsulation entries and the clone session
@@ -118,12 +239,11 @@ impl P4RuntimeDataplane {
     ) -> Result<(), DataplaneError> {
         let Monitor {
             interface,
-            high,
-            low,
+            thresholds,
             neighbor_router_id,
             targets,
         } = monitor;
-        let (high, low, neighbor_router_id) = (*high, *low, *neighbor_router_id);
+        let neighbor_router_id = *neighbor_router_id;
         let port = self.port(interface)?;
         // One clone session per monitored port (ids start at 1; 0 is not a valid session).
         let session = port + 1;
@@ -155,7 +275,7 @@ impl P4RuntimeDataplane {
         self.write_upsert(updates).await.map_err(err)?;
         let monitor = self
             .program
-            .arn_monitor_entry(port, high, low, neighbor_router_id, session)
+            .arn_monitor_entry(port, thresholds, neighbor_router_id, session)
             .map_err(err)?;
         self.write_upsert(vec![update(
             p4::update::Type::Insert,
@@ -199,7 +319,7 @@ impl P4RuntimeDataplane {
         frame: Vec<u8>,
     ) -> Result<(), DataplaneError> {
         let port = self.port(interface)?;
-        let meta = self.program.packet_out_metadata(port).map_err(err)?;
+        let meta = self.program.packet_out_metadata(port, false).map_err(err)?;
         self.ensure_session().await?;
         self.client.packet_out(frame, meta).await.map_err(err)
     }

@@ -223,6 +223,10 @@ pub struct P4RuntimeDataplane {
     pipeline: Option<PipelineConfig>,
     /// Write RPCs sent.
     writes: u64,
+    /// The switch's own addresses as written to `arn_local_v4/v6`.
+    local_written: BTreeSet<IpAddr>,
+    /// Sends the queue probes of the monitored ports (stopped when the backend drops).
+    probes: Option<arn::ProbeTask>,
 }
 
 /// What one group may hold in action profile `profile` (P4Runtime spec, ActionProfile):
@@ -249,7 +253,7 @@ pub fn selector_limits(profile: &p4cfg::ActionProfile, form: GroupForm) -> Group
 }
 
 /// FNV-1a over the pipeline files: the cookie that tells whether the switch runs them.
-fn cookie_of(parts: &[&[u8]]) -> u64 {
+pub(crate) fn cookie_of(parts: &[&[u8]]) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
     for part in parts {
         for b in *part {
@@ -348,6 +352,8 @@ impl P4RuntimeDataplane {
             desired: Desired::default(),
             pipeline,
             writes: 0,
+            local_written: BTreeSet::new(),
+            probes: None,
         };
         if !fresh {
             dp.reconcile().await.map_err(err)?;

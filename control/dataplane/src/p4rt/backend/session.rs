@@ -56,6 +56,8 @@ pub(super) struct Desired {
     pub flow_rules: Vec<FlowRule>,
     pub arn_paths: Vec<(String, Ipv4Addr, Vec<IpNet>)>,
     pub monitors: Vec<Monitor>,
+    /// The switch's own addresses (ARNs to them are received).
+    pub local_addresses: Vec<IpAddr>,
 }
 
 /// The pipeline the backend pushes (kept to push it again to a restarted switch).
@@ -315,11 +317,19 @@ impl P4RuntimeDataplane {
                 failures.push(e.to_string());
             }
         }
+        if let Err(e) = self
+            .set_local_addresses_inner(&desired.local_addresses)
+            .await
+        {
+            failures.push(e.to_string());
+        }
         for m in &desired.monitors {
             if let Err(e) = self.monitor_port_inner(m).await {
                 failures.push(e.to_string());
             }
         }
+        // The probes go out on the new session's stream.
+        self.restart_probes();
         // Adopted groups the agent no longer wants.
         let stale: Vec<IpNet> = self
             .groups
@@ -394,6 +404,7 @@ impl P4RuntimeDataplane {
         self.counters = Ids::new(u32::from(COUNTERS));
         self.slots = Ids::new(u32::from(ARN_SLOTS));
         self.arn_paths.clear();
+        self.local_written.clear();
         self.prefix_slots.clear();
         self.colors.clear();
         self.fallbacks.clear();

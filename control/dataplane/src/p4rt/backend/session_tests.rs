@@ -483,7 +483,13 @@ async fn arn_monitor_takes_one_target_a_port() {
         ("p2".to_string(), mac, ip("10.1.2.1"), ip("10.0.0.2")),
         ("p3".to_string(), mac, ip("10.1.3.1"), ip("10.1.3.2")),
     ];
-    dp.monitor_port("p1", 9, 2, ip("10.0.0.1"), &targets)
+    let thresholds = crate::p4rt::QueueThresholds {
+        high: 9,
+        low: 2,
+        limit: 18,
+        refresh: std::time::Duration::from_millis(100),
+    };
+    dp.monitor_port("p1", thresholds, ip("10.0.0.1"), &targets)
         .await
         .expect("monitor with two targets on p2");
     // Session id = monitored port + 1.
