@@ -200,8 +200,21 @@ fn measure(args: &Args, dp: &XdpDataplane, prev: Option<&XdpDataplane>) -> anyho
     arp.extend_from_slice(&SENDER);
     arp.extend_from_slice(&0x0806u16.to_be_bytes());
     arp.extend_from_slice(&[0u8; 46]);
+    // The minimal forwarder holds the IPv4 routes fare holds (the spray and the flow
+    // group's /16), so both LPM lookups walk the same trie: the /15 branch node, then the
+    // /16. `min_one` holds the first only (a one-node trie), as in runs before this row.
     let mut min = MinForwarder::open()?;
-    min.route(
+    let mut min_one = MinForwarder::open()?;
+    for second in [18, 19] {
+        min.route(
+            [198, second, 0, 0],
+            16,
+            &args.egress,
+            ROUTER,
+            [2, 0, 0, 0, 0, 1],
+        )?;
+    }
+    min_one.route(
         [198, 18, 0, 0],
         16,
         &args.egress,
@@ -218,6 +231,10 @@ fn measure(args: &Args, dp: &XdpDataplane, prev: Option<&XdpDataplane>) -> anyho
     let per_round = (args.runs / args.rounds).max(RUNS_PER_CALL);
     let mut min_row = Row {
         label: "minimal forwarder: IPv4 -> XDP_REDIRECT".into(),
+        ns: Vec::new(),
+    };
+    let mut min_one_row = Row {
+        label: "minimal forwarder, one route: IPv4 -> XDP_REDIRECT".into(),
         ns: Vec::new(),
     };
     let mut non_ip = Row {
@@ -240,6 +257,12 @@ fn measure(args: &Args, dp: &XdpDataplane, prev: Option<&XdpDataplane>) -> anyho
     for _ in 0..args.rounds {
         min_row.ns.push(cost_of(
             |f, o| min.test_run(f, o),
+            &v4,
+            per_round,
+            XDP_REDIRECT,
+        )?);
+        min_one_row.ns.push(cost_of(
+            |f, o| min_one.test_run(f, o),
             &v4,
             per_round,
             XDP_REDIRECT,
@@ -271,10 +294,13 @@ fn measure(args: &Args, dp: &XdpDataplane, prev: Option<&XdpDataplane>) -> anyho
          4 members with weights 3:3:4:4. Kernel-timed ns per run (the kernel reports whole ns \
          per call of {RUNS_PER_CALL} runs), median over the rounds. Baselines in the same \
          rounds: the minimal forwarder (`bench_min_fwd` of the benchmark object: Ethernet + \
-         IPv4 parse, one LPM lookup, MAC rewrite, redirect; the IPv4 frame), and fare's \
-         program on a non-IP frame (parse, count, XDP_PASS). \"x minimal forwarder\" is the \
-         median over the rounds of the ratio to the minimal forwarder of the same round \
-         (min-max in brackets).\n",
+         IPv4 parse, one LPM lookup, MAC rewrite, redirect; the IPv4 frame) with fare's IPv4 \
+         routes (198.18.0.0/16 and 198.19.0.0/16, so that both lookups walk the same \
+         two-level trie), and fare's program on a non-IP frame (parse, count, XDP_PASS). \
+         \"x minimal forwarder\" is the median over the rounds of the ratio to the minimal \
+         forwarder of the same round (min-max in brackets). The row \"one route\" is the \
+         minimal forwarder with the first route only (a one-node trie), the baseline of \
+         runs before it was added.\n",
         per_round * args.rounds,
         args.rounds,
     )?;
@@ -290,10 +316,7 @@ fn measure(args: &Args, dp: &XdpDataplane, prev: Option<&XdpDataplane>) -> anyho
         "| case | ns/packet | x minimal forwarder | x non-IP | Mpps per core (program only) |"
     )?;
     writeln!(md, "|---|---|---|---|---|")?;
-    for r in std::iter::once(&min_row)
-        .chain(std::iter::once(&non_ip))
-        .chain(&rows)
-    {
+    for r in [&min_row, &min_one_row, &non_ip].into_iter().chain(&rows) {
         let ns = median(&r.ns);
         let q = ratios(r);
         let lo = q.iter().copied().fold(f64::INFINITY, f64::min);

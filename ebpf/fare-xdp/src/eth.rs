@@ -19,15 +19,18 @@ pub struct Frame {
 
 #[inline(always)]
 pub fn parse(ctx: &XdpContext) -> Result<Frame, Malformed> {
-    let dst: *const [u8; 6] = ptr_at(ctx, 0)?;
-    let mut ethertype = read_be16(ctx, 12)?;
+    // The header as seven 16-bit words: one bounds check for the MACs and the ethertype.
+    let hdr: *const [u16; ETH_HLEN / 2] = ptr_at(ctx, 0)?;
+    // SAFETY: ptr_at checked the 14 bytes.
+    let h = unsafe { &*hdr };
+    let mut ethertype = u16::from_be(h[6]);
     let mut l3_offset = ETH_HLEN;
     if ethertype == ETH_P_8021Q || ethertype == ETH_P_8021AD {
         ethertype = read_be16(ctx, ETH_HLEN + 2)?;
         l3_offset += VLAN_HLEN;
     }
-    // SAFETY: ptr_at checked the bounds.
-    let multicast = unsafe { (*dst)[0] } & 1 != 0;
+    // The I/G bit: the first bit on the wire, the low bit of the first byte.
+    let multicast = h[0].to_ne_bytes()[0] & 1 != 0;
     let l3 = match ethertype {
         // Broadcast/multicast frames are never routed by us.
         _ if multicast => L3::Other,

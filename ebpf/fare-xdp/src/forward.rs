@@ -8,7 +8,6 @@ use fare_common::{
 };
 
 use crate::classify::{self, Fields};
-use crate::flow::FlowKey;
 use crate::ipv4::{self, Ipv4};
 use crate::ipv6::{self, Ipv6};
 use crate::maps::{COLOR_SETS, EGRESS, GROUPS, MEMBERS, ROUTES_V4, ROUTES_V6, SPRAY_CURSOR};
@@ -28,7 +27,7 @@ pub fn ipv4(ctx: &XdpContext, ip: &Ipv4) -> Result<u32, Malformed> {
         debug!(ctx, "ttl exceeded, to the kernel");
         return Ok(xdp_action::XDP_PASS);
     }
-    let Some(next) = choose(ctx, group, flags, &ip.flow, &ip.fields) else {
+    let Some(next) = choose(ctx, group, flags, &ip.fields) else {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
@@ -48,7 +47,7 @@ pub fn ipv6(ctx: &XdpContext, ip: &Ipv6) -> Result<u32, Malformed> {
         debug!(ctx, "hop limit exceeded, to the kernel");
         return Ok(xdp_action::XDP_PASS);
     }
-    let Some(next) = choose(ctx, group, flags, &ip.flow, &ip.fields) else {
+    let Some(next) = choose(ctx, group, flags, &ip.fields) else {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
@@ -70,13 +69,7 @@ pub struct NextHop {
 /// neither lookup. One `select` on one group id keeps the verifier's work the same as
 /// without colors.
 #[inline(always)]
-fn choose(
-    ctx: &XdpContext,
-    group: u32,
-    flags: u32,
-    flow: &FlowKey,
-    fields: &Fields,
-) -> Option<NextHop> {
+fn choose(ctx: &XdpContext, group: u32, flags: u32, fields: &Fields) -> Option<NextHop> {
     let colored = if flags & ROUTE_COLORS != 0 {
         colored_group(ctx, group, fields)
     } else {
@@ -88,7 +81,7 @@ fn choose(
     } else {
         base
     };
-    let next = select(gid, flow);
+    let next = select::<true>(gid, fields);
     if next.is_some() && colored.is_some() {
         stats::count(Stat::DpfColored);
     }
@@ -126,19 +119,21 @@ const REHASH_TRIES: u32 = 4;
 /// `select_out_of_service` ends the member's ARN removal when its hold ran out, hashes
 /// again (flow) and walks forward past members that are out of service (spray: skipped
 /// slots take no packet, so the others keep their exact ratio). None when the group is
-/// empty or all are out.
+/// empty or all are out. `FLOW`: whether flow-mode groups are handled (`flow` is hashed).
 #[inline(always)]
-pub fn select(group: u32, flow: &FlowKey) -> Option<NextHop> {
+pub fn select<const FLOW: bool>(group: u32, flow: &Fields) -> Option<NextHop> {
     let g = GROUPS.get(group)?;
     let n = g.n_slots as u32;
     if n == 0 || n > MAX_SLOTS as u32 {
         return None;
     }
-    let flow_mode = g.mode == MODE_FLOW;
+    // `FLOW` false (the TC spray program: spray groups only) compiles the flow path out,
+    // so the verifier does not walk it with the constant fields that caller passes.
+    let flow_mode = FLOW && g.mode == MODE_FLOW;
     let cursor = SPRAY_CURSOR.get_ptr_mut(group)?;
     let start = if flow_mode {
         // Multiply-shift maps the hash uniformly onto 0..n without a division.
-        ((flow.hash() as u64 * n as u64) >> 32) as u32
+        ((crate::flow::hash(flow) as u64 * n as u64) >> 32) as u32
     } else {
         // SAFETY: per-CPU slot, only this CPU touches it while we run.
         let c = unsafe { *cursor };
@@ -176,7 +171,7 @@ fn select_out_of_service(
     cursor: *mut u32,
     start: u32,
     first: u32,
-    flow: &FlowKey,
+    flow: &Fields,
 ) -> Option<NextHop> {
     // ARN removals end lazily: the member at the start slot, when its hold ran out (only
     // a member out of service can have one to end).
@@ -187,7 +182,7 @@ fn select_out_of_service(
         // few tries) instead of taking the next slot: the removed member's flows then
         // spread over the others in proportion to their slots, and every other flow
         // keeps its member. The walk below is the last resort.
-        let mut h = flow.hash();
+        let mut h = crate::flow::hash(flow);
         for _ in 0..REHASH_TRIES {
             let index =
                 g.slots[start as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);

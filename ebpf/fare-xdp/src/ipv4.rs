@@ -4,13 +4,11 @@ use aya_ebpf::programs::XdpContext;
 
 use crate::classify::Fields;
 use crate::consts::*;
-use crate::flow::FlowKey;
 use crate::packet::{ptr_at, Malformed};
 
 pub struct Ipv4 {
     pub dst: [u8; 4],
     pub ttl: u8,
-    pub flow: FlowKey,
     /// For DPF flow classification.
     pub fields: Fields,
 }
@@ -51,7 +49,6 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
     Ok(Ipv4 {
         dst: dst.to_ne_bytes(),
         ttl,
-        flow: FlowKey::v4(src, dst, protocol, ports),
         fields: Fields {
             family: 4,
             dscp: tos >> 2,
@@ -64,18 +61,20 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
     })
 }
 
-/// Decrements the TTL and patches the header checksum incrementally (RFC 1624): the
-/// TTL is the high byte of its 16-bit word, so the sum changes by 0x0100.
+/// Decrements the TTL and patches the header checksum incrementally (RFC 1624), as the
+/// kernel's ip_decrease_ttl: the TTL is the high byte of its 16-bit word, so the sum
+/// grows by 0x0100 in network order. Both words are read and written as native 16-bit
+/// words: the one's complement sum is the same in either byte order (RFC 1071), so the
+/// addend is 0x0100 byte-swapped, and the TTL (> 1 here) is the word's first byte.
 #[inline(always)]
 pub fn decrement_ttl(ctx: &XdpContext, offset: usize) -> Result<(), Malformed> {
-    let ttl: *mut u8 = ptr_at(ctx, offset + 8)?;
-    let check: *mut [u8; 2] = ptr_at(ctx, offset + 10)?;
-    // SAFETY: both pointers were bounds-checked by ptr_at.
+    let w: *mut [u16; 2] = ptr_at(ctx, offset + 8)?;
+    // SAFETY: ptr_at checked the four bytes (TTL, protocol, checksum).
     unsafe {
-        *ttl -= 1;
-        let mut sum = u16::from_be_bytes(*check) as u32 + 0x0100;
-        sum = (sum & 0xffff) + (sum >> 16);
-        *check = (sum as u16).to_be_bytes();
+        let [ttl, protocol] = (*w)[0].to_ne_bytes();
+        (*w)[0] = u16::from_ne_bytes([ttl - 1, protocol]);
+        let sum = (*w)[1] as u32 + u16::from_be(0x0100) as u32;
+        (*w)[1] = (sum + (sum >> 16)) as u16;
     }
     Ok(())
 }

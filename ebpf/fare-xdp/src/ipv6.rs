@@ -4,13 +4,11 @@ use aya_ebpf::programs::XdpContext;
 
 use crate::classify::Fields;
 use crate::consts::*;
-use crate::flow::FlowKey;
 use crate::packet::{ptr_at, Malformed};
 
 pub struct Ipv6 {
     pub dst: [u8; 16],
     pub hop_limit: u8,
-    pub flow: FlowKey,
     /// For DPF flow classification.
     pub fields: Fields,
 }
@@ -43,7 +41,6 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv6, Malformed> {
     Ok(Ipv6 {
         dst: dst_bytes,
         hop_limit,
-        flow: FlowKey::v6(&src, &dst, next_header, ports),
         fields: Fields {
             family: 6,
             // Traffic class: low 4 bits of octet 0, high 4 of octet 1; DSCP is its top 6.

@@ -16,8 +16,8 @@ use aya_ebpf::{
 };
 use fare_common::{MODE_SPRAY, SPRAYED_MARK};
 
+use crate::classify::Fields;
 use crate::consts::{ETH_HLEN, ETH_P_IP, ETH_P_IPV6};
-use crate::flow::FlowKey;
 use crate::maps::{GROUPS, ROUTES_V4, ROUTES_V6};
 
 #[classifier]
@@ -47,8 +47,17 @@ fn spray(ctx: &TcContext) -> Option<i32> {
     if GROUPS.get(group)?.mode != MODE_SPRAY {
         return None;
     }
-    // Spray mode never hashes: the flow key is not read.
-    let next = crate::forward::select(group, &FlowKey::v4(0, 0, 0, 0))?;
+    // Spray groups only: `select::<false>` never reads the fields.
+    let none = Fields {
+        family: 4,
+        dscp: 0,
+        protocol: 0,
+        src: [0; 4],
+        dst: [0; 4],
+        ports: 0,
+        l4_offset: 0,
+    };
+    let next = crate::forward::select::<false>(group, &none)?;
     ctx.store(0, &next.member.dst_mac, 0).ok()?;
     ctx.store(6, &next.member.src_mac, 0).ok()?;
     crate::stats::count_member(next.member_id, ctx.len() as u64);
