@@ -71,6 +71,24 @@ pub fn validate(group: &Group) -> Result<(), DataplaneError> {
     Ok(())
 }
 
+/// `groups` cut into runs without a repeated prefix, in order: a backend that writes a
+/// run in shared batches installs a prefix's second group only after its first, as
+/// separate calls would.
+pub fn distinct_prefix_runs(groups: &[Group]) -> Vec<&[Group]> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    while start < groups.len() {
+        let mut seen = std::collections::BTreeSet::new();
+        let end = groups[start..]
+            .iter()
+            .position(|g| !seen.insert(g.prefix))
+            .map_or(groups.len(), |i| start + i);
+        runs.push(&groups[start..end]);
+        start = end;
+    }
+    runs
+}
+
 #[async_trait]
 pub trait Dataplane: Send {
     /// Short backend name for logs (`xdp`, `kernel`, `p4runtime`, `none`).

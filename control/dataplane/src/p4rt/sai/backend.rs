@@ -1416,15 +1416,8 @@ impl Dataplane for SaiDataplane {
     /// one installed (in order, like separate calls).
     async fn install_batch(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
         let mut out = Vec::with_capacity(groups.len());
-        let mut start = 0;
-        while start < groups.len() {
-            let mut seen = BTreeSet::new();
-            let end = groups[start..]
-                .iter()
-                .position(|g| !seen.insert(g.prefix))
-                .map_or(groups.len(), |i| start + i);
-            out.extend(self.install_run(&groups[start..end]).await);
-            start = end;
+        for run in crate::distinct_prefix_runs(groups) {
+            out.extend(self.install_run(run).await);
         }
         out
     }
