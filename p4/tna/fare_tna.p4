@@ -178,9 +178,11 @@ control Wcmp(inout headers_t hdr,
     };
 
     Hash<bit<32>>(HashAlgorithm_t.IDENTITY) selector_hash;
-    ActionProfile(SELECTOR_SIZE) wcmp_profile;
-    ActionSelector(wcmp_profile, selector_hash, SelectorMode_t.FAIR, 256, GROUP_TABLE_SIZE)
-        wcmp_selector;
+    /* The ActionProfile carries fare.p4's selector name: with standard extern messages
+     * (--p4runtime-force-std-externs) it is the P4Info's action profile. */
+    ActionProfile(SELECTOR_SIZE) wcmp_selector;
+    ActionSelector(wcmp_selector, selector_hash, SelectorMode_t.FAIR, 256, GROUP_TABLE_SIZE)
+        wcmp_select;
     Counter<bit<64>, bit<16>>(MEMBER_COUNTERS, CounterType_t.PACKETS_AND_BYTES) member_packets;
     Hash<bit<32>>(HashAlgorithm_t.CRC32) rehash;
 
@@ -204,7 +206,7 @@ control Wcmp(inout headers_t hdr,
         }
         actions = { set_nexthop; @defaultonly drop; }
         const default_action = drop();
-        implementation = wcmp_selector;
+        implementation = wcmp_select;
         size = GROUP_TABLE_SIZE;
     }
 

@@ -74,7 +74,6 @@ pub struct FareProgram {
     pub member_packets: u32,
     pub arn_tx_counter: u32,
     pub arn_rx_counter: u32,
-    pub arn_removed: u32,
     pub spray_counter: u32,
     pub port_congested: u32,
     pub packet_in_port: Field,
@@ -227,7 +226,6 @@ impl FareProgram {
             member_packets: id_of(info.counter("wcmp.member_packets")?),
             arn_tx_counter: id_of(info.counter("arn_monitor.arn_tx_counter")?),
             arn_rx_counter: id_of(info.counter("arn_receive.arn_rx_counter")?),
-            arn_removed: id_of(info.register("arn_removed")?),
             spray_counter: id_of(info.register("wcmp.spray_counter")?),
             port_congested: id_of(info.register("arn_monitor.port_congested")?),
             packet_in_port: meta(packet_in, "ingress_port")?,
@@ -1255,11 +1253,11 @@ registers {
             other => panic!("{other:?}"),
         }
         match p
-            .register_entry(p.arn_removed, Some(7), Some(vec![1]))
+            .register_entry(p.spray_counter, Some(7), Some(vec![1]))
             .entity
         {
             Some(p4::entity::Entity::RegisterEntry(r)) => {
-                assert_eq!(r.register_id, 90001);
+                assert_eq!(r.register_id, 90003);
                 assert_eq!(r.index, Some(p4::Index { index: 7 }));
                 assert_eq!(
                     r.data.and_then(|d| d.data),
@@ -1357,6 +1355,26 @@ registers {
         assert_eq!(p.set_nexthop.port.bits, 9);
         assert_eq!(p.route_v6.dst.bits, 128);
         assert_eq!(p.mark_slot_hold.bits, 48);
+    }
+
+    /// The P4Info p4c's Tofino backend wrote for tna/fare_tna.p4 with standard extern
+    /// messages (p4/build/tna/, `make -C p4 tna`): the same backend resolves it by the same
+    /// names. What differs for a controller: Tofino's 9-bit port, the 20-bit QP range key.
+    #[test]
+    fn committed_tna_p4info_resolves() {
+        let text = include_str!("../../../../p4/build/tna/fare_tna.p4info.txtpb");
+        let info = match P4Info::from_text(text) {
+            Ok(i) => i,
+            Err(e) => panic!("{e}"),
+        };
+        let p = match FareProgram::resolve(&info) {
+            Ok(p) => p,
+            Err(e) => panic!("{e}"),
+        };
+        assert_eq!(p.set_nexthop.port.bits, 9);
+        assert_eq!(p.route_v6.dst.bits, 128);
+        assert_eq!(p.monitor_params.len(), 7);
+        assert_eq!(p.selector_max_group_size, 256);
     }
 
     /// Everything of a P4Info the backend relies on except ids (p4c assigns those from
