@@ -267,13 +267,12 @@ control ArnReceive(inout headers_t hdr,
 
     action mark_slot(bit<16> slot, bit<48> hold_us) {
         meta.fare.arn_slot = slot;
-        meta.fare.arn_hold_us = hold_us;
         meta.hold = hold_us[37:6];   // us / 64: the clock's 65.536 us units, 2.4 % longer
     }
 
     action unknown_path() {
         meta.fare.arn_slot = 0;
-        meta.fare.arn_hold_us = 0;
+        meta.hold = 0;
     }
 
     table arn_rx {

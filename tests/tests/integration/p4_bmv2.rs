@@ -121,7 +121,7 @@ fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
             .with_context(|| format!("step {name}: no answer"))?
     };
 
-    // Member counters `name` once they count `total` packets more than `c0` (bounded wait
+    // The counters step `name` reads, once they count `total` more than `c0` (bounded wait
     // for a loaded machine), read again after a pause so late extras show up too.
     let counted_after = |name: &'static str, c0: &[u64], total: u64| -> Result<Vec<u64>> {
         let deadline = std::time::Instant::now() + Duration::from_secs(15);
@@ -205,7 +205,7 @@ fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
     ] {
         fabric.send_arn("d1", "10.1.1.1", 255, &arn)?;
     }
-    let rx = wait_counters(&step, &rx0, 3)?;
+    let rx = counted_after("rx-counters", &rx0, 3)?;
     ensure!(
         rx == vec![0, 0, 0, 3],
         "ARN receive counters after 3 malformed: {rx:?}"
@@ -281,24 +281,6 @@ async fn arn_rx_counters(dp: &mut P4RuntimeDataplane) -> Result<Vec<u64>> {
         }
     }
     Ok(counts)
-}
-
-/// The receive counters once they grew by `total` over `before` (bounded wait; scapy is
-/// slow to start on a loaded machine), as deltas.
-fn wait_counters(
-    step: &dyn Fn(&'static str) -> Result<Vec<u64>>,
-    before: &[u64],
-    total: u64,
-) -> Result<Vec<u64>> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let now = delta(&step("rx-counters")?, before);
-        if now.iter().sum::<u64>() >= total || std::time::Instant::now() > deadline {
-            std::thread::sleep(Duration::from_millis(200));
-            return Ok(delta(&step("rx-counters")?, before));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn tracing_log(line: &str) {

@@ -22,7 +22,7 @@
 //! monitor still run).
 
 use super::backend::P4RuntimeDataplane;
-use super::program::{QueueThresholds, MAX_LIMIT_PACKETS};
+use super::program::QueueThresholds;
 use crate::MacAddr;
 use fare_arn::config::{ArnConfig, ArnNeighbor};
 use ipnet::IpNet;
@@ -89,7 +89,8 @@ pub fn plan(arn: &ArnConfig, bgp: &[ArnNeighbor], ports: &BTreeMap<String, u32>)
             thresholds: QueueThresholds {
                 high: i.high_bytes.div_ceil(BYTES_PER_PACKET).max(1),
                 low: i.low_bytes / BYTES_PER_PACKET,
-                limit: (i.limit() / BYTES_PER_PACKET).clamp(1, MAX_LIMIT_PACKETS),
+                // At most MAX_LIMIT_PACKETS, at least 1: the monitor entry's builder bounds it.
+                limit: i.limit() / BYTES_PER_PACKET,
                 refresh: arn.refresh(),
             },
             path_id: i.path_id,
@@ -115,31 +116,14 @@ pub fn plan(arn: &ArnConfig, bgp: &[ArnNeighbor], ports: &BTreeMap<String, u32>)
     }
 }
 
-/// Every address on `interfaces` (this namespace), plus `extra`.
-fn local_addresses(interfaces: &[String], extra: Option<IpAddr>) -> Vec<IpAddr> {
-    let mut out: Vec<IpAddr> = extra.into_iter().collect();
-    if let Ok(addrs) = nix::ifaddrs::getifaddrs() {
-        for a in addrs.filter(|a| interfaces.contains(&a.interface_name)) {
-            let Some(s) = a.address else { continue };
-            if let Some(v4) = s.as_sockaddr_in() {
-                out.push(IpAddr::V4(v4.ip()));
-            } else if let Some(v6) = s.as_sockaddr_in6() {
-                out.push(IpAddr::V6(v6.ip()));
-            }
-        }
-    }
-    out.sort();
-    out.dedup();
-    out
-}
-
 /// Writes `setup` to the switch (see the module comment); returns how many entries made it.
 pub async fn apply(dp: &mut P4RuntimeDataplane, setup: &ArnSetup) -> usize {
     let mut written = 0;
     if let Err(e) = dp.set_arn_hold(setup.hold).await {
         warn!("p4 ARN hold time not set: {e}");
     }
-    let local = local_addresses(&setup.port_interfaces, setup.multicast_group);
+    let mut local = crate::xdp::netdev::addresses(Some(&setup.port_interfaces));
+    local.extend(setup.multicast_group);
     match dp.set_local_addresses(&local).await {
         Ok(()) => {
             written += local.len();

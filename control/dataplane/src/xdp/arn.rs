@@ -66,21 +66,7 @@ impl ArnFastPath {
 
 /// Every address of this network namespace's interfaces (at most ARN_LOCAL's size).
 fn local_addresses() -> Vec<IpAddr> {
-    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
-        return Vec::new();
-    };
-    let mut out: Vec<IpAddr> = addrs
-        .filter_map(|a| a.address)
-        .filter_map(|a| {
-            if let Some(v4) = a.as_sockaddr_in() {
-                Some(IpAddr::V4(v4.ip()))
-            } else {
-                a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
-            }
-        })
-        .collect();
-    out.sort();
-    out.dedup();
+    let mut out = super::netdev::addresses(None);
     out.truncate(fc::MAX_ARN_LOCAL as usize);
     out
 }

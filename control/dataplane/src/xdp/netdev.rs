@@ -4,6 +4,30 @@
 
 use std::ffi::{CStr, CString};
 use std::io;
+use std::net::IpAddr;
+
+/// The IP addresses of this namespace's interfaces (of `only` those named, when given),
+/// sorted, each once; empty when they cannot be read. What a node counts as its own
+/// addresses (ARNs sent to them are the node's to act on).
+pub fn addresses(only: Option<&[String]>) -> Vec<IpAddr> {
+    let Ok(addrs) = nix::ifaddrs::getifaddrs() else {
+        return Vec::new();
+    };
+    let mut out: Vec<IpAddr> = addrs
+        .filter(|a| only.is_none_or(|names| names.contains(&a.interface_name)))
+        .filter_map(|a| a.address)
+        .filter_map(|a| {
+            if let Some(v4) = a.as_sockaddr_in() {
+                Some(IpAddr::V4(v4.ip()))
+            } else {
+                a.as_sockaddr_in6().map(|v6| IpAddr::V6(v6.ip()))
+            }
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
 
 pub fn ifindex(name: &str) -> io::Result<u32> {
     let c = CString::new(name).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
