@@ -15,6 +15,7 @@ use fare::bandwidth::{DraftOptions, Encoding, Mode};
 use fare::bgp::fare::Policy;
 use fare::bgp::neighbor::State;
 use fare::bgp::speaker::{self, NeighborSpec, SpeakerCommand, SpeakerConfig, SpeakerEvent};
+use fare::forwarding::Group;
 use fare::sim::{self, Change};
 use fare::topology::{Node, Role, Topology};
 use ipnet::IpNet;
@@ -190,27 +191,29 @@ async fn run_async(topo: &Topology, case: &Case) -> Result<Groups, String> {
         let live = live.clone();
         tokio::spawn(async move {
             while let Some(ev) = rx.recv().await {
-                let (prefix, group) = match ev {
-                    SpeakerEvent::Group { prefix, group } => (prefix, group),
-                    SpeakerEvent::ColoredGroup { group, .. } => (group.prefix, Some(group)),
+                let changes: Vec<(IpNet, Option<Group>)> = match ev {
+                    SpeakerEvent::Groups(runs) => runs.iter().flat_map(|r| r.groups()).collect(),
+                    SpeakerEvent::ColoredGroup { group, .. } => vec![(group.prefix, Some(group))],
                     _ => continue,
                 };
                 let mut live = live.lock().unwrap_or_else(|e| e.into_inner());
-                match group {
-                    Some(g) => {
-                        let mut m: Vec<(String, u32)> = g
-                            .members
-                            .iter()
-                            .map(|m| {
-                                let link = links.get(&m.via).cloned().unwrap_or(m.via.clone());
-                                (link, m.weight)
-                            })
-                            .collect();
-                        m.sort();
-                        live.insert((name.clone(), prefix), m);
-                    }
-                    None => {
-                        live.remove(&(name.clone(), prefix));
+                for (prefix, group) in changes {
+                    match group {
+                        Some(g) => {
+                            let mut m: Vec<(String, u32)> = g
+                                .members
+                                .iter()
+                                .map(|m| {
+                                    let link = links.get(&m.via).cloned().unwrap_or(m.via.clone());
+                                    (link, m.weight)
+                                })
+                                .collect();
+                            m.sort();
+                            live.insert((name.clone(), prefix), m);
+                        }
+                        None => {
+                            live.remove(&(name.clone(), prefix));
+                        }
                     }
                 }
             }

@@ -196,12 +196,14 @@ impl FareSpeaker {
             while let Some(ev) = ev_rx.recv().await {
                 let mut o = obs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
                 match ev {
-                    SpeakerEvent::Group { prefix, group } => {
-                        o.group_changes.push((started.elapsed(), prefix));
-                        match group {
-                            Some(g) => o.groups.insert(prefix, g),
-                            None => o.groups.remove(&prefix),
-                        };
+                    SpeakerEvent::Groups(runs) => {
+                        for (prefix, group) in runs.iter().flat_map(|r| r.groups()) {
+                            o.group_changes.push((started.elapsed(), prefix));
+                            match group {
+                                Some(g) => o.groups.insert(prefix, g),
+                                None => o.groups.remove(&prefix),
+                            };
+                        }
                     }
                     SpeakerEvent::ColoredGroup { group, .. } => {
                         o.group_changes.push((started.elapsed(), group.prefix));

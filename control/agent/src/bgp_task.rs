@@ -114,13 +114,15 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
 
 async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
     match ev {
-        SpeakerEvent::Group { prefix, group } => {
-            let result = match group {
-                Some(g) => ctx.dataplane.install(g).await,
-                None => ctx.dataplane.remove(prefix).await,
-            };
-            if let Err(e) = result {
-                warn!(%prefix, "data plane: {e}");
+        SpeakerEvent::Groups(runs) => {
+            for (prefix, group) in runs.iter().flat_map(|r| r.groups()) {
+                let result = match group {
+                    Some(g) => ctx.dataplane.install(g).await,
+                    None => ctx.dataplane.remove(prefix).await,
+                };
+                if let Err(e) = result {
+                    warn!(%prefix, "data plane: {e}");
+                }
             }
         }
         SpeakerEvent::ColoredGroup { group, colors } => {

@@ -50,12 +50,13 @@ impl Path {
 }
 
 /// A prefix in the Loc-RIB: originated here, announced unreachable here (UPA,
-/// draft-xu-idr-fare-in-mpson §4.1), or the multipath set (best path first).
+/// draft-xu-idr-fare-in-mpson §4.1), or the multipath set (best path first; shared by
+/// the prefixes decided one after another with the same set, see [`Rib::decide_at`]).
 #[derive(Clone, Debug, PartialEq)]
 pub enum LocRoute {
     Local,
     Unreachable,
-    Learned(Box<[Path]>),
+    Learned(Arc<[Path]>),
 }
 
 /// A map from prefix to `V` split into [`SHARDS`] hash tables per address family. Per
@@ -234,6 +235,9 @@ impl FibKey {
 /// A neighbor by its index in the RIB's neighbor list.
 type Nbr = u32;
 
+/// A set of paths by (neighbor, attributes' address) of each.
+type SetKey = Vec<(Nbr, usize)>;
+
 /// A prefix's entry in the RIB, valid until the prefix is next decided.
 pub type EntryId = u32;
 
@@ -351,6 +355,12 @@ pub struct Rib {
     /// Working buffers of [`Rib::repath`].
     scratch: Vec<Slot>,
     before: Vec<(Nbr, usize)>,
+    /// The multipath set [`Rib::decide_at`] handed out last, by (neighbor, attributes'
+    /// address) of each path: the next prefix with the same set (the prefixes of one
+    /// UPDATE) gets the same one instead of a copy.
+    built: Option<(SetKey, Arc<[Path]>)>,
+    /// The neighbor looked up last (the paths of an UPDATE come from one).
+    last_neighbor: Option<(IpAddr, Nbr)>,
 }
 
 impl Rib {
@@ -491,7 +501,11 @@ impl Rib {
             None => self.entry_of(prefix),
         };
         self.entries[i].route = new;
-        let route = self.route_at(i);
+        let route = if new == Kind::Learned {
+            self.learned_at(i)
+        } else {
+            self.route_at(i)
+        };
         self.last = Some((prefix, i as u32));
         self.release(prefix, i);
         Some(route)
@@ -640,14 +654,45 @@ impl Rib {
         }
     }
 
+    /// The multipath set of entry `i` (its route is `Learned`): the one handed out last
+    /// when it has the same paths, else a new one (kept for the next).
+    fn learned_at(&mut self, i: usize) -> Option<LocRoute> {
+        let e = &self.entries[i];
+        let set = &e.paths.as_slice()[..e.selected as usize];
+        if set.is_empty() {
+            return None;
+        }
+        let key = set.iter().map(|s| (s.peer, Arc::as_ptr(&s.attrs) as usize));
+        if let Some((k, route)) = &self.built {
+            if key.clone().eq(k.iter().copied()) {
+                return Some(LocRoute::Learned(route.clone()));
+            }
+        }
+        let route: Arc<[Path]> = set.iter().map(|s| self.path(s)).collect();
+        let mut k = self.built.take().map(|b| b.0).unwrap_or_default();
+        k.clear();
+        k.extend(key);
+        self.built = Some((k, route.clone()));
+        Some(LocRoute::Learned(route))
+    }
+
     /// The index of `peer`, given one on first sight (indices are never reused).
     fn neighbor(&mut self, peer: IpAddr) -> Nbr {
-        if let Some(&n) = self.neighbor_index.get(&peer) {
-            return n;
+        if let Some((a, n)) = self.last_neighbor {
+            if a == peer {
+                return n;
+            }
         }
-        let n = self.neighbors.len() as Nbr;
-        self.neighbors.push(peer);
-        self.neighbor_index.insert(peer, n);
+        let n = match self.neighbor_index.get(&peer) {
+            Some(&n) => n,
+            None => {
+                let n = self.neighbors.len() as Nbr;
+                self.neighbors.push(peer);
+                self.neighbor_index.insert(peer, n);
+                n
+            }
+        };
+        self.last_neighbor = Some((peer, n));
         n
     }
 

@@ -143,11 +143,11 @@ mod tests {
         let mut loc = FxHashMap::default();
         loc.insert(
             net("10.0.0.0/8"),
-            LocRoute::Learned(Box::new([path(plane1, false), path(plane2, false)])),
+            LocRoute::Learned(Arc::new([path(plane1, false), path(plane2, false)])),
         );
         loc.insert(
             net("10.200.0.0/16"),
-            LocRoute::Learned(Box::new([
+            LocRoute::Learned(Arc::new([
                 path(plane1, false),
                 path(plane2, false),
                 path(plane3, false),
@@ -156,10 +156,10 @@ mod tests {
         // A UPA for another host is no aggregate.
         loc.insert(
             net("10.200.0.0/24"),
-            LocRoute::Learned(Box::new([path(plane2, true)])),
+            LocRoute::Learned(Arc::new([path(plane2, true)])),
         );
         let host = net("10.200.0.3/32");
-        loc.insert(host, LocRoute::Learned(Box::new([path(plane1, true)])));
+        loc.insert(host, LocRoute::Learned(Arc::new([path(plane1, true)])));
         let peers = |ps: Vec<Path>| ps.iter().map(|p| p.peer).collect::<Vec<_>>();
         assert_eq!(
             peers(avoiding(&loc, host, &[ip(plane1)], ST)),

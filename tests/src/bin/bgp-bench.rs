@@ -22,7 +22,7 @@ use anyhow::{bail, ensure, Context, Result};
 use fare::bench::results;
 use fare::bgp::packet::{update, Capability, Message, Open, Origin, PathAttributes, PathBandwidth};
 use fare::bgp::packet::{AsPath, Context as Ctx};
-use fare::bgp::speaker::{self, SpeakerEvent};
+use fare::bgp::speaker::{self, GroupRun, SpeakerEvent};
 use fare_integration::bgp::{
     config, pair, read_message, spawn_in_netns, wait_for, Daemon, FareSpeaker, Frr, SpeakerFabric,
 };
@@ -256,15 +256,24 @@ fn start_fare(ns: &Netns, peers: usize) -> Result<Receiver> {
         let (ev_tx, mut ev_rx) = tokio::sync::mpsc::channel(4096);
         let handle = speaker::start(cfg, ev_tx).await?;
         let _ = tx.send((handle.commands.clone(), tid));
+        // Every prefix of a run counts: the speaker computed its group (the run's
+        // members), or removed it.
         let count = |ev: SpeakerEvent| {
-            let counter = match ev {
-                SpeakerEvent::Group { group: Some(_), .. } | SpeakerEvent::ColoredGroup { .. } => {
-                    &i
+            match ev {
+                SpeakerEvent::Groups(runs) => {
+                    for run in &runs {
+                        let counter = match run {
+                            GroupRun::Install { .. } => &i,
+                            GroupRun::Remove(_) => &r,
+                        };
+                        counter.fetch_add(run.prefixes().len() as u64, Ordering::Relaxed);
+                    }
                 }
-                SpeakerEvent::Group { group: None, .. } => &r,
+                SpeakerEvent::ColoredGroup { .. } => {
+                    i.fetch_add(1, Ordering::Relaxed);
+                }
                 _ => return false,
-            };
-            counter.fetch_add(1, Ordering::Relaxed);
+            }
             true
         };
         while let Some(ev) = ev_rx.recv().await {

@@ -2,15 +2,18 @@
 //! the weights, per-color groups (DPF), the views of `fare show routes` and the groups
 //! sent to the data plane.
 
-use super::{ColorGroupView, PathView, RibTask, RouteView, SpeakerEvent};
+use super::{
+    ColorGroupView, GroupRun, PathView, RibTask, RouteView, SpeakerEvent, MAX_GROUP_BATCH,
+};
 use crate::fare::Decision;
-use crate::packet::color;
+use crate::packet::{color, ColorCommunity};
 use crate::rib::{LocRoute, Path};
 use fare_model::bandwidth::{Encoding, Received};
 use fare_model::forwarding::{ColorGroup, Group, Member};
 use fare_model::topology::Role;
 use ipnet::IpNet;
 use std::net::IpAddr;
+use std::sync::Arc;
 
 impl RibTask {
     pub(super) fn decide(&self, paths: &[Path]) -> (Vec<Received>, Decision) {
@@ -161,6 +164,17 @@ impl RibTask {
     }
 
     pub(super) async fn program(&mut self, prefix: IpNet, paths: &[Path], d: &Decision) {
+        // Per-color groups only when the active paths carry two or more colors; a route
+        // that had some gets them replaced (or dropped) here.
+        if !two_colors(paths)
+            && (self.color_fib.is_empty() || !self.color_fib.contains_key(&prefix))
+        {
+            let members = paths.iter().map(|p| p.peer).zip(d.weights.iter().copied());
+            if self.rib.swap_fib(prefix, members) {
+                self.batch_install(prefix, paths, d);
+            }
+            return;
+        }
         let colors = self.data_plane_colors(prefix, paths);
         let color_key: Vec<ColorGroupView> = colors
             .iter()
@@ -182,6 +196,11 @@ impl RibTask {
         if !self.rib.swap_fib(prefix, members) && same_colors {
             return;
         }
+        if colors.is_empty() {
+            self.color_fib.remove(&prefix);
+            self.batch_install(prefix, paths, d);
+            return;
+        }
         let members = paths
             .iter()
             .enumerate()
@@ -192,21 +211,91 @@ impl RibTask {
             mode: self.config.group_mode,
             members,
         };
-        let event = if colors.is_empty() {
-            self.color_fib.remove(&prefix);
-            SpeakerEvent::Group {
-                prefix,
-                group: Some(group),
-            }
-        } else {
-            self.color_fib.insert(prefix, color_key);
-            SpeakerEvent::ColoredGroup { group, colors }
-        };
-        self.emit(event).await;
+        self.color_fib.insert(prefix, color_key);
+        // Keep the order decided: what is batched goes first.
+        self.send_groups().await;
+        self.emit(SpeakerEvent::ColoredGroup { group, colors })
+            .await;
     }
 
-    /// Sends an event: without the await machinery while the channel has room (a
-    /// group event per prefix), waiting for room when it has none.
+    /// Adds `prefix` with the group of `paths` weighted by `d` to the batch: to the run
+    /// of the prefix before when its members are the same (compared by neighbor, next
+    /// hop, weight and bandwidth, which are all a member is made of here), else as a new
+    /// run with its own member list.
+    fn batch_install(&mut self, prefix: IpNet, paths: &[Path], d: &Decision) {
+        let key = paths.iter().enumerate().map(|(i, p)| {
+            (
+                p.peer,
+                Self::next_hop(p, &p.peer),
+                d.weights[i],
+                d.bandwidths_gbps[i].to_bits(),
+            )
+        });
+        let same = matches!(self.batch.runs.last(), Some(GroupRun::Install { .. }))
+            && key.clone().eq(self.batch.key.iter().copied());
+        if same {
+            if let Some(GroupRun::Install { prefixes, .. }) = self.batch.runs.last_mut() {
+                prefixes.push(prefix);
+            }
+        } else {
+            self.batch.key.clear();
+            self.batch.key.extend(key);
+            let members: Arc<[Member]> = paths
+                .iter()
+                .enumerate()
+                .map(|(i, p)| self.member(p, d.weights[i], d.bandwidths_gbps[i]))
+                .collect();
+            self.batch.runs.push(GroupRun::Install {
+                prefixes: vec![prefix],
+                mode: self.config.group_mode,
+                members,
+            });
+        }
+        self.batch.prefixes += 1;
+    }
+
+    /// Adds the removal of the group of `prefix` to the batch.
+    fn batch_remove(&mut self, prefix: IpNet) {
+        match self.batch.runs.last_mut() {
+            Some(GroupRun::Remove(prefixes)) => prefixes.push(prefix),
+            _ => self.batch.runs.push(GroupRun::Remove(vec![prefix])),
+        }
+        self.batch.prefixes += 1;
+    }
+
+    /// Adds a route view to send after the batched group changes.
+    pub(super) fn batch_route(&mut self, event: SpeakerEvent) {
+        self.batch.routes.push(event);
+        self.batch.prefixes += 1;
+    }
+
+    /// Sends the batched group changes as one event, if any, then the batched route
+    /// views.
+    pub(super) async fn send_groups(&mut self) {
+        self.batch.prefixes = 0;
+        if !self.batch.runs.is_empty() {
+            let runs = std::mem::take(&mut self.batch.runs);
+            self.emit(SpeakerEvent::Groups(runs)).await;
+            // Let the receiver take it before the next batch is made: the channel holds
+            // events, not prefixes, so a receiver on this thread that runs only when
+            // this task waits would otherwise find all of a long feed's batches queued
+            // (tens of MiB for a million prefixes).
+            tokio::task::yield_now().await;
+        }
+        for r in std::mem::take(&mut self.batch.routes) {
+            let _ = self.events.send(r).await;
+        }
+    }
+
+    /// Sends the batch once it holds [`MAX_GROUP_BATCH`] prefixes.
+    pub(super) async fn send_full_batch(&mut self) {
+        if self.batch.prefixes >= MAX_GROUP_BATCH {
+            self.send_groups().await;
+        }
+    }
+
+    /// Sends an event: without the await machinery while the channel has room, waiting
+    /// for room when it has none.
     pub(super) async fn emit(&self, event: SpeakerEvent) {
         use tokio::sync::mpsc::error::TrySendError;
         if let Err(TrySendError::Full(event)) = self.events.try_send(event) {
@@ -215,15 +304,43 @@ impl RibTask {
     }
 
     pub(super) async fn program_none(&mut self, prefix: IpNet) {
-        self.color_fib.remove(&prefix);
+        if !self.color_fib.is_empty() {
+            self.color_fib.remove(&prefix);
+        }
         if self.rib.take_fib(&prefix) {
-            self.emit(SpeakerEvent::Group {
-                prefix,
-                group: None,
-            })
-            .await;
+            self.batch_remove(prefix);
         }
     }
+}
+
+/// Group changes decided but not sent yet (see [`SpeakerEvent::Groups`]).
+#[derive(Default)]
+pub(super) struct GroupBatch {
+    runs: Vec<GroupRun>,
+    /// Route views ([`SpeakerEvent::Route`]) to send after `runs`.
+    routes: Vec<SpeakerEvent>,
+    /// Prefixes in `runs` and `routes`.
+    prefixes: usize,
+    /// (neighbor, next hop, weight, bandwidth bits) of each member of the last run when
+    /// it installs.
+    key: Vec<(IpAddr, IpAddr, u32, u64)>,
+}
+
+/// True when `paths` carry two or more distinct DPF colors (no allocation).
+fn two_colors(paths: &[Path]) -> bool {
+    let mut seen = None;
+    for c in paths
+        .iter()
+        .flat_map(|p| p.attrs.ext_communities.iter())
+        .filter_map(ColorCommunity::from_community)
+    {
+        match seen {
+            None => seen = Some(c.color),
+            Some(s) if s != c.color => return true,
+            Some(_) => {}
+        }
+    }
+    false
 }
 
 /// One color's group of a prefix: (color, active, its paths, their decision).

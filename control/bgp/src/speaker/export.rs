@@ -93,15 +93,12 @@ impl RibTask {
                 }
             };
             if self.config.route_events {
-                let view = self.view(prefix);
-                let _ = self
-                    .events
-                    .send(SpeakerEvent::Route {
-                        prefix,
-                        route: view,
-                    })
-                    .await;
+                // Sent after the group changes batched with it, as a prefix's group
+                // came before its route when each had its own event.
+                let route = self.view(prefix);
+                self.batch_route(SpeakerEvent::Route { prefix, route });
             }
+            self.send_full_batch().await;
             // Which neighbors get the route at all (averaged mode divides by their count):
             // not those it came from, not those already on its AS path.
             let incoming: &[Path] = match &route {
@@ -165,6 +162,7 @@ impl RibTask {
                 }
             }
         }
+        self.send_groups().await;
         let ctx = Context::default();
         for (peer, ..) in established {
             let mut updates = Vec::new();
@@ -392,7 +390,7 @@ mod tests {
     use std::net::Ipv4Addr;
 
     fn learned(path: Vec<u32>) -> LocRoute {
-        LocRoute::Learned(Box::new([Path {
+        LocRoute::Learned(Arc::new([Path {
             peer: IpAddr::V4(Ipv4Addr::new(10, 1, 0, 1)),
             attrs: Arc::new(PathAttributes {
                 as_path: Some(AsPath::sequence(path)),

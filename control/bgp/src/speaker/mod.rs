@@ -13,7 +13,7 @@ use super::neighbor::{
 use super::packet::{orf, Family};
 use super::rib::{EntryId, Rib};
 use super::socket::{self, Protection};
-use fare_model::forwarding::{ColorGroup, Group, GroupMode};
+use fare_model::forwarding::{ColorGroup, Group, GroupMode, Member};
 use fare_model::topology::Role;
 use ipnet::IpNet;
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -149,11 +149,10 @@ pub struct RouteView {
 
 #[derive(Debug)]
 pub enum SpeakerEvent {
-    /// Install (Some) or remove (None) the group of a prefix.
-    Group {
-        prefix: IpNet,
-        group: Option<Group>,
-    },
+    /// The groups one decision round changed, in the order decided: runs of prefixes
+    /// given one and the same group (one shared member list), or whose group is removed.
+    /// One event per round (and per [`MAX_GROUP_BATCH`] prefixes), not one per prefix.
+    Groups(Vec<GroupRun>),
     /// Install a group together with its per-color groups (DPF, draft-wang-idr-dpf
     /// §2.2.3): sent instead of `Group` while the route's active paths carry two or
     /// more colors.
@@ -167,6 +166,46 @@ pub enum SpeakerEvent {
     },
     Neighbor(NeighborStatus),
 }
+
+/// Prefixes given one group, or whose group is removed (see [`SpeakerEvent::Groups`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum GroupRun {
+    /// Install a group of `members` for each of `prefixes`.
+    Install {
+        prefixes: Vec<IpNet>,
+        mode: GroupMode,
+        members: Arc<[Member]>,
+    },
+    /// Remove the group of each of these prefixes.
+    Remove(Vec<IpNet>),
+}
+
+impl GroupRun {
+    pub fn prefixes(&self) -> &[IpNet] {
+        match self {
+            GroupRun::Install { prefixes, .. } | GroupRun::Remove(prefixes) => prefixes,
+        }
+    }
+
+    /// Each prefix with its own [`Group`] (None: removed), for consumers that install
+    /// prefix by prefix.
+    pub fn groups(&self) -> impl Iterator<Item = (IpNet, Option<Group>)> + '_ {
+        self.prefixes().iter().map(move |&prefix| {
+            let group = match self {
+                GroupRun::Install { mode, members, .. } => Some(Group {
+                    prefix,
+                    mode: *mode,
+                    members: members.to_vec(),
+                }),
+                GroupRun::Remove(_) => None,
+            };
+            (prefix, group)
+        })
+    }
+}
+
+/// At most this many prefixes in one [`SpeakerEvent::Groups`].
+pub const MAX_GROUP_BATCH: usize = 16_384;
 
 /// Requests to a running speaker.
 #[derive(Debug)]
@@ -358,6 +397,7 @@ pub async fn start(
         peers,
         events,
         color_fib: FxHashMap::default(),
+        batch: Default::default(),
         unreachable_learned: FxHashSet::default(),
     };
     tokio::spawn(task.run(session_rx, cmd_rx));
@@ -543,6 +583,8 @@ struct RibTask {
     /// Per-color groups sent with each group (DPF), to send only changes.
     color_fib: FxHashMap<IpNet, Vec<ColorGroupView>>,
     dirty: Dirty,
+    /// Group changes of the decision round under way, sent at its end.
+    batch: decision::GroupBatch,
     /// Prefixes whose every path announces them unreachable (UPA): an RNIC's host
     /// routes derived from its aggregates, recomputed when an aggregate changes.
     unreachable_learned: FxHashSet<IpNet>,
@@ -610,5 +652,192 @@ impl RibTask {
             }
             self.flush().await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::community::PathBandwidth;
+    use crate::packet::{update, AsPath, Context, Origin, PathAttributes};
+
+    const PEER_AS: u32 = 65002;
+
+    fn peer_addr(i: u8) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, i))
+    }
+
+    fn net(s: &str) -> IpNet {
+        s.parse().unwrap_or_else(|_| panic!("bad prefix {s}"))
+    }
+
+    /// A RIB task with neighbors 10.0.0.1 and 10.0.0.2 (AS 65002, 100 Gbps links, no
+    /// session: nothing is exported), and the receiving end of its events.
+    fn task() -> (RibTask, mpsc::Receiver<SpeakerEvent>) {
+        let spec = |i: u8| NeighborSpec {
+            address: peer_addr(i),
+            remote_as: PEER_AS,
+            interface: Some(format!("eth{i}")),
+            bandwidth_gbps: Some(100.0),
+            passive: true,
+            local_address: None,
+            protection: Protection::default(),
+            role: None,
+            color: None,
+            orf_receive: false,
+            orf_send: vec![],
+            fib_suppress: false,
+            upa_hosts: vec![],
+            summary_only: false,
+        };
+        let config = SpeakerConfig {
+            router_id: Ipv4Addr::new(10, 255, 0, 1),
+            asn: 65001,
+            port: 179,
+            listen: false,
+            listen_addresses: vec![],
+            hold_time: 0,
+            connect_retry: Duration::from_secs(1),
+            connect_retry_max: Duration::from_secs(1),
+            link_poll: Duration::ZERO,
+            policy: Policy::default(),
+            group_mode: GroupMode::Spray,
+            neighbors: vec![spec(1), spec(2)],
+            prefixes: vec![],
+            orf_wait: Duration::from_millis(100),
+            route_events: false,
+            dpf: Dpf::default(),
+        };
+        let mut peers = FxHashMap::default();
+        for spec in &config.neighbors {
+            let (commands, _) = mpsc::unbounded_channel();
+            let (incoming, _) = mpsc::channel(1);
+            peers.insert(
+                spec.address,
+                Peer {
+                    status: Arc::new(Mutex::new(NeighborStatus::new(spec.address, PEER_AS))),
+                    commands,
+                    incoming,
+                    session: None,
+                    link_gbps: spec.bandwidth_gbps,
+                    link_up: true,
+                    orf: HashMap::new(),
+                    orf_wait_until: None,
+                    via: spec.address.to_string(),
+                    spec: spec.clone(),
+                },
+            );
+        }
+        let (events, rx) = mpsc::channel(16);
+        let task = RibTask {
+            config,
+            rib: Rib::default(),
+            peers,
+            events,
+            color_fib: FxHashMap::default(),
+            dirty: Dirty::default(),
+            batch: Default::default(),
+            unreachable_learned: FxHashSet::default(),
+        };
+        (task, rx)
+    }
+
+    /// An UPDATE from a neighbor of AS 65002 with a Path Bandwidth of `gbps`.
+    fn announce(prefixes: &[&str], gbps: f64) -> update::Update {
+        let p = Policy::default();
+        let attrs = PathAttributes {
+            origin: Some(Origin::Igp),
+            as_path: Some(AsPath::sequence(vec![PEER_AS])),
+            next_hop: Some(Ipv4Addr::new(192, 0, 2, 1)),
+            ext_communities: vec![PathBandwidth::new(true, Ipv4Addr::new(10, 9, 9, 9), gbps)
+                .to_community(p.subtype, p.encoding)],
+            ..Default::default()
+        };
+        let nets: Vec<IpNet> = prefixes.iter().map(|s| net(s)).collect();
+        let mut u = update::pack(&attrs, &nets, Context::default());
+        assert_eq!(u.len(), 1);
+        u.remove(0)
+    }
+
+    /// (prefixes, Some((via, weight) of each member)) of each run; None: removal.
+    type Runs = Vec<(Vec<IpNet>, Option<Vec<(String, u32)>>)>;
+
+    /// The runs of the one event the flush sent, each install run with one member list.
+    async fn flushed(task: &mut RibTask, rx: &mut mpsc::Receiver<SpeakerEvent>) -> Runs {
+        task.flush().await;
+        let Ok(SpeakerEvent::Groups(runs)) = rx.try_recv() else {
+            panic!("no group event");
+        };
+        assert!(rx.try_recv().is_err(), "one event per flush");
+        runs.into_iter()
+            .map(|r| match r {
+                GroupRun::Install {
+                    prefixes, members, ..
+                } => {
+                    let m = members.iter().map(|m| (m.via.clone(), m.weight)).collect();
+                    (prefixes, Some(m))
+                }
+                GroupRun::Remove(prefixes) => (prefixes, None),
+            })
+            .collect()
+    }
+
+    /// One event per flush: consecutive prefixes with the same group share one run (one
+    /// member list), a different group starts a new run, removals form their own.
+    #[tokio::test]
+    async fn group_changes_are_batched_in_runs() {
+        let (mut task, mut rx) = task();
+        let (a, b) = (peer_addr(1), peer_addr(2));
+        task.on_update(
+            a,
+            announce(&["10.1.0.0/24", "10.1.1.0/24", "10.1.2.0/24"], 10.0),
+        );
+        task.on_update(a, announce(&["10.2.0.0/24"], 20.0));
+        let one = |w| Some(vec![(a.to_string(), w)]);
+        assert_eq!(
+            flushed(&mut task, &mut rx).await,
+            vec![
+                (
+                    vec![net("10.1.0.0/24"), net("10.1.1.0/24"), net("10.1.2.0/24")],
+                    one(1)
+                ),
+                (vec![net("10.2.0.0/24")], one(1)),
+            ]
+        );
+        // The second neighbor with 30 Gbps for two of them: 10 and 30 -> 1:3. The third
+        // prefix is withdrawn by the first neighbor and gone.
+        task.on_update(b, announce(&["10.1.0.0/24", "10.1.1.0/24"], 30.0));
+        let mut gone = update::pack_withdraw(&[net("10.1.2.0/24")]);
+        task.on_update(a, gone.remove(0));
+        assert_eq!(
+            flushed(&mut task, &mut rx).await,
+            vec![
+                (
+                    vec![net("10.1.0.0/24"), net("10.1.1.0/24")],
+                    Some(vec![(a.to_string(), 1), (b.to_string(), 3)])
+                ),
+                (vec![net("10.1.2.0/24")], None),
+            ]
+        );
+        // A second path of the same bandwidth: 1:1, members as a per-prefix group.
+        task.on_update(b, announce(&["10.2.0.0/24"], 20.0));
+        task.flush().await;
+        let Ok(SpeakerEvent::Groups(runs)) = rx.try_recv() else {
+            panic!("no group event");
+        };
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].prefixes(), &[net("10.2.0.0/24")]);
+        let per_prefix: Vec<(IpNet, Option<Group>)> = runs[0].groups().collect();
+        let Some(g) = &per_prefix[0].1 else {
+            panic!("removed")
+        };
+        let w: Vec<(&str, u32, &str)> = g
+            .members
+            .iter()
+            .map(|m| (m.via.as_str(), m.weight, m.interface.as_str()))
+            .collect();
+        assert_eq!(w, vec![("10.0.0.1", 1, "eth1"), ("10.0.0.2", 1, "eth2")]);
+        task.flush().await;
+        assert!(rx.try_recv().is_err(), "nothing changed, nothing sent");
     }
 }

@@ -55,7 +55,7 @@ impl RibTask {
     /// A UPA-derived host route of an RNIC is over (the UPA was withdrawn or a path
     /// reaches the prefix again).
     pub(super) fn upa_gone(&mut self, prefix: IpNet) {
-        if self.unreachable_learned.remove(&prefix) {
+        if !self.unreachable_learned.is_empty() && self.unreachable_learned.remove(&prefix) {
             info!(%prefix, "UPA withdrawn: host route follows the aggregate again");
         }
     }
