@@ -44,8 +44,13 @@ const RECV_AS: u32 = 65001;
 const RECV_ADDR: Ipv4Addr = Ipv4Addr::new(10, 0, 1, 254);
 /// Prefixes per churn wave.
 const WAVE: u32 = 100_000;
-/// How often the daemons' CLIs are asked for their count.
+/// How often GoBGP's and FRR's CLIs are asked for their count (each ask starts a
+/// client process; their ingests take seconds).
 const POLL: Duration = Duration::from_millis(100);
+/// How often BIRD is asked, over its control socket without a client process (its
+/// ingest takes a fraction of a second: asked every 100 ms it would look up to 100 ms
+/// slower than it is).
+const POLL_BIRD: Duration = Duration::from_millis(10);
 /// Longest wait for one ingest or churn step.
 const STEP_LIMIT: Duration = Duration::from_secs(900);
 
@@ -208,6 +213,8 @@ struct Receiver {
     /// The receiver's own time of its last change, when it reports one (fare's group
     /// events); otherwise the poll that saw the count is the time.
     last_change: Box<dyn Fn() -> Option<Instant>>,
+    /// How often `count` is asked.
+    poll: Duration,
     _keep: Vec<Box<dyn std::any::Any>>,
 }
 
@@ -304,6 +311,7 @@ fn start_fare(ns: &Netns, peers: usize) -> Result<Receiver> {
                 .saturating_sub(removed.load(Ordering::Relaxed))
         }),
         last_change: Box::new(move || last.lock().ok().and_then(|l| *l)),
+        poll: POLL,
         // The speaker's thread ends with the namespace; it is not joined.
         _keep: vec![Box::new(FareStop(commands)), Box::new(thread)],
     })
@@ -343,6 +351,35 @@ fn bird_imported(text: &str) -> u64 {
         .sum()
 }
 
+/// BIRD's reply to `cmd` on its control socket (what `birdc` does, without starting a
+/// process): reply lines start with a 4-digit code and '-' (more follow) or ' ' (the
+/// last), or with a space (continuation); the text after the code is returned.
+fn bird_ask(sock: &std::path::Path, cmd: &str) -> Result<String> {
+    use std::io::{BufRead, BufReader};
+    let mut s = std::os::unix::net::UnixStream::connect(sock)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut r = BufReader::new(s.try_clone()?);
+    let mut line = String::new();
+    // The greeting ("0001 BIRD ... ready.").
+    r.read_line(&mut line)?;
+    s.write_all(format!("{cmd}\n").as_bytes())?;
+    let mut out = String::new();
+    for _ in 0..100_000 {
+        line.clear();
+        ensure!(
+            r.read_line(&mut line)? > 0,
+            "BIRD closed the control socket"
+        );
+        let b = line.as_bytes();
+        let coded = b.len() >= 5 && b[..4].iter().all(u8::is_ascii_digit);
+        out.push_str(if coded { &line[5..] } else { &line });
+        if coded && b[4] == b' ' {
+            return Ok(out);
+        }
+    }
+    bail!("BIRD: no end of the reply to {cmd}")
+}
+
 fn start_bird(ns: &Netns, peers: usize, dir: &TempDir) -> Result<Receiver> {
     let conf = dir.0.join("bird.conf");
     std::fs::write(&conf, bird_conf(peers))?;
@@ -357,6 +394,7 @@ fn start_bird(ns: &Netns, peers: usize, dir: &TempDir) -> Result<Receiver> {
     let pid = child.id().to_string();
     let daemon = Daemon(child);
     let ns_name = ns.name.clone();
+    let sock_path = std::path::PathBuf::from(&sock);
     let birdc = move |cmd: &str| stdout_in(&ns_name, "birdc", &["-s", &sock, cmd]);
     wait_for(Duration::from_secs(10), || {
         birdc("show status").contains("Daemon is up").then_some(())
@@ -365,8 +403,11 @@ fn start_bird(ns: &Netns, peers: usize, dir: &TempDir) -> Result<Receiver> {
     Ok(Receiver {
         cpu: pid.clone(),
         pid,
-        count: Box::new(move || bird_imported(&birdc("show protocols all"))),
+        count: Box::new(move || {
+            bird_imported(&bird_ask(&sock_path, "show protocols all").unwrap_or_default())
+        }),
         last_change: Box::new(|| None),
+        poll: POLL_BIRD,
         _keep: vec![Box::new(daemon)],
     })
 }
@@ -440,6 +481,7 @@ fn start_gobgp(ns: &Netns, peers: usize, dir: &TempDir) -> Result<Receiver> {
             gobgp_destinations(&gobgp(&["global", "rib", "summary", "-a", "ipv4"]))
         }),
         last_change: Box::new(|| None),
+        poll: POLL,
         _keep: vec![Box::new(daemon)],
     })
 }
@@ -488,6 +530,7 @@ fn start_frr(ns: &Netns, peers: usize) -> Result<Receiver> {
                 .unwrap_or(0)
         }),
         last_change: Box::new(|| None),
+        poll: POLL,
         _keep: vec![Box::new(frr)],
     })
 }
@@ -507,7 +550,7 @@ fn wait_count(r: &Receiver, start: Instant, done: impl Fn(u64) -> bool, what: &s
             "{what}: count {n} after {} s",
             STEP_LIMIT.as_secs()
         );
-        std::thread::sleep(POLL);
+        std::thread::sleep(r.poll);
     }
 }
 
@@ -1083,7 +1126,8 @@ fn main() -> Result<()> {
          with the generator's sessions in the same process (their feed is encoded before \
          the RSS is read). Time from the first UPDATE byte to the last prefix in the RIB \
          (for fare: the last prefix's WCMP group computed, timed by its group event; the \
-         others are asked every {} ms, so up to that much late). Memory: peak RSS (VmHWM, \
+         others are asked for their count, BIRD every {} ms over its control socket, GoBGP \
+         and FRR every {} ms with their CLI, so up to that much late). Memory: peak RSS (VmHWM, \
          reset before the feed) minus RSS before the feed; bytes/prefix is that growth per \
          prefix; RSS held after: the RSS once every prefix is in, minus the RSS before (the \
          peak also holds what was transient: queued UPDATEs, hash tables while they grow). \
@@ -1103,6 +1147,7 @@ fn main() -> Result<()> {
             })
             .collect::<Vec<_>>()
             .join("; "),
+        POLL_BIRD.as_millis(),
         POLL.as_millis(),
     );
     md.push_str(&format!("1 peer x {} prefixes:\n\n", args.prefixes));

@@ -340,19 +340,27 @@ fn is_known(type_code: u8) -> bool {
 struct LastDecision {
     /// (neighbor, attributes' address) of each path.
     key: Vec<(IpAddr, usize)>,
+    /// The path set decided, when the RIB shares it between prefixes (then the next
+    /// prefix with the same one is recognized without comparing its paths).
+    shared: Option<Arc<[Path]>>,
     value: Option<Arc<(Vec<Received>, Decision)>>,
 }
 
 impl LastDecision {
     fn get(
         &mut self,
-        paths: &[Path],
+        paths: &Arc<[Path]>,
         decide: impl FnOnce(&[Path]) -> (Vec<Received>, Decision),
     ) -> Arc<(Vec<Received>, Decision)> {
+        if let (Some(v), Some(s)) = (&self.value, &self.shared) {
+            if Arc::ptr_eq(s, paths) {
+                return v.clone();
+            }
+        }
         let key = paths
             .iter()
             .map(|p| (p.peer, Arc::as_ptr(&p.attrs) as usize));
-        match &self.value {
+        let v = match &self.value {
             Some(v) if key.clone().eq(self.key.iter().copied()) => v.clone(),
             _ => {
                 let v = Arc::new(decide(paths));
@@ -361,7 +369,9 @@ impl LastDecision {
                 self.value = Some(v.clone());
                 v
             }
-        }
+        };
+        self.shared = Some(paths.clone());
+        v
     }
 }
 
@@ -429,9 +439,17 @@ mod tests {
             &first,
             &last.get(&a, |_| panic!("decided twice"))
         ));
+        // The same paths in another set (not shared with the first): compared path by
+        // path, still the same.
+        let copy: Arc<[Path]> = a.iter().cloned().collect();
+        assert!(Arc::ptr_eq(
+            &first,
+            &last.get(&copy, |_| panic!("decided twice"))
+        ));
         // Equal attributes in another allocation (another UPDATE): decided again.
         assert!(!Arc::ptr_eq(&first, &last.get(&b, one)));
-        assert!(!Arc::ptr_eq(&first, &last.get(&a[..0], one)));
+        let none: Arc<[Path]> = Arc::new([]);
+        assert!(!Arc::ptr_eq(&first, &last.get(&none, one)));
     }
 
     #[test]
