@@ -22,7 +22,7 @@ use super::client::{Arbitration, Client, P4rtError};
 use super::p4info::P4Info;
 use super::proto::p4::v1 as p4;
 use crate::DataplaneError;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// First and largest wait between two reconnection attempts.
@@ -134,6 +134,16 @@ pub(crate) struct Target {
     pub election_id: u64,
 }
 
+impl Target {
+    pub fn of(address: &str, device_id: u64, election_id: u64) -> Target {
+        Target {
+            address: address.to_string(),
+            device_id,
+            election_id,
+        }
+    }
+}
+
 /// A profile's session with its switch.
 pub(crate) struct Session {
     client: Client,
@@ -148,15 +158,19 @@ pub(crate) struct Session {
 }
 
 impl Session {
-    /// Connects, becomes primary and pushes `pipeline` unless the switch already runs it.
-    /// Returns the session, the P4Info the switch runs, and whether its tables are fresh
-    /// (the pipeline was just pushed).
+    /// Connects, becomes primary and pushes the pipeline in `pipeline_files` (P4Info,
+    /// device config) unless the switch already runs it. Returns the session, the P4Info
+    /// the switch runs, and whether its tables are fresh (the pipeline was just pushed).
     pub async fn connect(
         target: Target,
-        pipeline: Option<Pipeline>,
+        pipeline_files: Option<&(PathBuf, PathBuf)>,
         backend: &'static str,
     ) -> Result<(Session, P4Info, bool), DataplaneError> {
         let err = |e: P4rtError| DataplaneError::backend(backend, e.to_string());
+        let pipeline = match pipeline_files {
+            Some((p4info, config)) => Some(Pipeline::load(p4info, config, backend)?),
+            None => None,
+        };
         let mut client = Client::connect(&target.address, target.device_id, target.election_id)
             .await
             .map_err(err)?;

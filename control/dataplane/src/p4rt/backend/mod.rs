@@ -29,7 +29,7 @@ use super::client::{Client, P4rtError, PacketIn};
 use super::program::{self, update, update_of, FareProgram, GroupMember};
 use super::proto::p4::config::v1 as p4cfg;
 use super::proto::p4::v1 as p4;
-use super::session::{Pipeline, Session, Target};
+use super::session::{Session, Target};
 use crate::p4rt::config::{P4GroupForm, P4RuntimeConfig};
 use crate::{
     validate, ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits,
@@ -266,16 +266,9 @@ impl P4RuntimeDataplane {
     /// Connects, becomes primary, pushes the pipeline unless the switch already runs it,
     /// and adopts the switch's current groups.
     pub async fn connect(options: P4RuntimeOptions) -> Result<P4RuntimeDataplane, DataplaneError> {
-        let pipeline = match &options.pipeline {
-            Some((p4info, config)) => Some(Pipeline::load(p4info, config, BACKEND)?),
-            None => None,
-        };
-        let target = Target {
-            address: options.address.clone(),
-            device_id: options.device_id,
-            election_id: options.election_id,
-        };
-        let (session, info, fresh) = Session::connect(target, pipeline, BACKEND).await?;
+        let target = Target::of(&options.address, options.device_id, options.election_id);
+        let (session, info, fresh) =
+            Session::connect(target, options.pipeline.as_ref(), BACKEND).await?;
         let program = FareProgram::resolve(&info).map_err(err)?;
         let limits = selector_limits(
             info.action_profile("wcmp.wcmp_selector")

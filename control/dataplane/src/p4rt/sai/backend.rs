@@ -23,7 +23,7 @@ use crate::p4rt::config::P4RuntimeConfig;
 use crate::p4rt::program::value_of;
 use crate::p4rt::program::{entity_table, update};
 use crate::p4rt::proto::p4::v1 as p4;
-use crate::p4rt::session::{Pipeline, Session, Target};
+use crate::p4rt::session::{Session, Target};
 use crate::{
     validate, ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupLimits, GroupMode,
     GroupStatus, MacAddr, MemberStatus,
@@ -266,16 +266,9 @@ impl SaiDataplane {
     /// entries (L3 admission of the router MAC, fare's VRF and the ACL that puts IP
     /// packets in it) where missing.
     pub async fn connect(options: SaiOptions) -> Result<SaiDataplane, DataplaneError> {
-        let pipeline = match &options.pipeline {
-            Some((p4info, config)) => Some(Pipeline::load(p4info, config, BACKEND)?),
-            None => None,
-        };
-        let target = Target {
-            address: options.address.clone(),
-            device_id: options.device_id,
-            election_id: options.election_id,
-        };
-        let (session, info, fresh) = Session::connect(target, pipeline, BACKEND).await?;
+        let target = Target::of(&options.address, options.device_id, options.election_id);
+        let (session, info, fresh) =
+            Session::connect(target, options.pipeline.as_ref(), BACKEND).await?;
         let program = SaiProgram::resolve(&info).map_err(err)?;
         let limits = selector_limits(&program.selector, GroupForm::Weighted)
             .min(GroupLimits::size(options.max_group_size.unwrap_or(0)));
