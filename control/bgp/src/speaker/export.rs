@@ -122,13 +122,7 @@ impl RibTask {
                     && self.orf_permits(&prefix, peer)
                     && !self.summarized(&prefix, route.as_ref(), peer)
                 {
-                    self.outgoing(
-                        prefix,
-                        route.as_ref(),
-                        decision.as_deref(),
-                        peer,
-                        targets.len(),
-                    )
+                    self.outgoing(prefix, route.as_ref(), decision, peer, targets.len())
                 } else {
                     None
                 };
