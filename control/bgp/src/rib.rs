@@ -59,33 +59,37 @@ pub enum LocRoute {
     Learned(Arc<[Path]>),
 }
 
-/// A map from prefix to `V` split into [`SHARDS`] hash tables per address family. Per
-/// family so that an IPv4 key is 5 bytes, not the 18 of an `IpNet`. A hash table grows by
-/// moving into a new one twice its size, so while it grows it holds both: one table of a
-/// million prefixes would need half as much again at that moment; a shard needs 1/16 of
-/// that. Keys are hashed by [`spread`].
+/// A map from prefix to `V` split into [`SHARDS`] hash tables per address family, and for
+/// IPv4 per prefix length too. IPv4 keys are the network number alone (4 bytes: the length
+/// is the table's), IPv6 keys the prefix (17 bytes), not the 18 of an `IpNet`: with a
+/// 4-byte value an IPv4 bucket is 8 bytes. A hash table grows by moving into a new one
+/// twice its size, so while it grows it holds both: one table of a million prefixes would
+/// need half as much again at that moment; a shard needs 1/16 of that. Keys are hashed by
+/// [`spread`].
 #[derive(Clone, Debug)]
 pub struct PrefixTable<V> {
-    shards: Box<[Shard<Key4, V>]>,
+    /// IPv4: `SHARDS` tables per prefix length (index = length).
+    shards: Box<[Box<[Shard<Net4, V>]>]>,
     shards6: Box<[Shard<Key6, V>]>,
 }
 
-/// Shards of a [`PrefixTable`] per address family.
+/// Shards of a [`PrefixTable`] per address family (and IPv4 prefix length).
 pub const SHARDS: usize = 16;
 
 type Shard<K, V> = HashMap<K, V, BuildHasherDefault<Spread>>;
 
-/// An IPv4 prefix as a [`PrefixTable`] key.
+/// An IPv4 prefix as a [`PrefixTable`] key: its network number (the address shifted
+/// right by its host bits), in the tables of its length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Key4(Ipv4Net);
+struct Net4(u32);
 
 /// An IPv6 prefix as a [`PrefixTable`] key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Key6(Ipv6Net);
 
-impl Hash for Key4 {
+impl Hash for Net4 {
     fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u64(spread(u32::from(self.0.addr()) as u128, 32, self.0.prefix_len()).0);
+        h.write_u64(spread(self.0 as u128, 0, 32).0);
     }
 }
 
@@ -100,9 +104,11 @@ impl Hash for Key6 {
 /// an aligned run of 16 (and the tag the table compares first), every other bit is mixed
 /// (splitmix64's finalizer) into the rest. A lookup then mostly reads the cache lines
 /// the previous ones did, where a plain hash sends each to a random place in a table of
-/// tens of MiB; as long as runs differ, the spread is that of the mixer.
+/// tens of MiB; as long as runs differ, the spread is that of the mixer. `addr` is an
+/// address of `width` bits with prefix length `len`; width 0: `addr` is already the
+/// network number (IPv4, whose tables are per length).
 fn spread(addr: u128, width: u32, len: u8) -> (u64, usize) {
-    let host_bits = width - len as u32;
+    let host_bits = width.saturating_sub(len as u32);
     let low = (addr.checked_shr(host_bits).unwrap_or(0) & 15) as u64;
     let rest = addr ^ (low as u128).checked_shl(host_bits).unwrap_or(0);
     let mut x = (rest as u64) ^ ((rest >> 64) as u64).rotate_left(32) ^ ((len as u64) << 56);
@@ -135,14 +141,27 @@ impl Hasher for Spread {
 impl<V> Default for PrefixTable<V> {
     fn default() -> Self {
         PrefixTable {
-            shards: (0..SHARDS).map(|_| Shard::default()).collect(),
+            shards: (0..=32)
+                .map(|_| (0..SHARDS).map(|_| Shard::default()).collect())
+                .collect(),
             shards6: (0..SHARDS).map(|_| Shard::default()).collect(),
         }
     }
 }
 
-fn shard4(n: &Ipv4Net) -> usize {
-    spread(u32::from(n.addr()) as u128, 32, n.prefix_len()).1
+/// The length, shard and key of an IPv4 prefix (its host bits ignored).
+fn key4(n: &Ipv4Net) -> (usize, usize, Net4) {
+    let len = n.prefix_len();
+    let net = u32::from(n.addr())
+        .checked_shr(32 - len as u32)
+        .unwrap_or(0);
+    (len as usize, spread(net as u128, 0, 32).1, Net4(net))
+}
+
+/// The IPv4 prefix of network number `net` and length `len`.
+fn prefix4(len: usize, net: Net4) -> IpNet {
+    let addr = net.0.checked_shl(32 - len as u32).unwrap_or(0);
+    IpNet::V4(Ipv4Net::new(addr.into(), len as u8).unwrap_or_default())
 }
 
 fn shard6(n: &Ipv6Net) -> usize {
@@ -150,46 +169,70 @@ fn shard6(n: &Ipv6Net) -> usize {
 }
 
 impl<V> PrefixTable<V> {
+    fn v4(&self, n: &Ipv4Net) -> (&Shard<Net4, V>, Net4) {
+        let (len, shard, key) = key4(n);
+        (&self.shards[len][shard], key)
+    }
+    fn v4_mut(&mut self, n: &Ipv4Net) -> (&mut Shard<Net4, V>, Net4) {
+        let (len, shard, key) = key4(n);
+        (&mut self.shards[len][shard], key)
+    }
     pub fn get(&self, prefix: &IpNet) -> Option<&V> {
-        match *prefix {
-            IpNet::V4(n) => self.shards[shard4(&n)].get(&Key4(n)),
-            IpNet::V6(n) => self.shards6[shard6(&n)].get(&Key6(n)),
+        match prefix {
+            IpNet::V4(n) => {
+                let (t, k) = self.v4(n);
+                t.get(&k)
+            }
+            IpNet::V6(n) => self.shards6[shard6(n)].get(&Key6(*n)),
         }
     }
     pub fn get_mut(&mut self, prefix: &IpNet) -> Option<&mut V> {
-        match *prefix {
-            IpNet::V4(n) => self.shards[shard4(&n)].get_mut(&Key4(n)),
-            IpNet::V6(n) => self.shards6[shard6(&n)].get_mut(&Key6(n)),
+        match prefix {
+            IpNet::V4(n) => {
+                let (t, k) = self.v4_mut(n);
+                t.get_mut(&k)
+            }
+            IpNet::V6(n) => self.shards6[shard6(n)].get_mut(&Key6(*n)),
         }
     }
     /// The value of `prefix`, inserted from `make` when there is none (one probe).
     pub fn get_or_insert_with(&mut self, prefix: IpNet, make: impl FnOnce() -> V) -> &mut V {
         match prefix {
-            IpNet::V4(n) => self.shards[shard4(&n)].entry(Key4(n)).or_insert_with(make),
+            IpNet::V4(n) => {
+                let (t, k) = self.v4_mut(&n);
+                t.entry(k).or_insert_with(make)
+            }
             IpNet::V6(n) => self.shards6[shard6(&n)].entry(Key6(n)).or_insert_with(make),
         }
     }
     pub fn insert(&mut self, prefix: IpNet, value: V) -> Option<V> {
         match prefix {
-            IpNet::V4(n) => self.shards[shard4(&n)].insert(Key4(n), value),
+            IpNet::V4(n) => {
+                let (t, k) = self.v4_mut(&n);
+                t.insert(k, value)
+            }
             IpNet::V6(n) => self.shards6[shard6(&n)].insert(Key6(n), value),
         }
     }
     pub fn remove(&mut self, prefix: &IpNet) -> Option<V> {
-        match *prefix {
-            IpNet::V4(n) => self.shards[shard4(&n)].remove(&Key4(n)),
-            IpNet::V6(n) => self.shards6[shard6(&n)].remove(&Key6(n)),
+        match prefix {
+            IpNet::V4(n) => {
+                let (t, k) = self.v4_mut(n);
+                t.remove(&k)
+            }
+            IpNet::V6(n) => self.shards6[shard6(n)].remove(&Key6(*n)),
         }
     }
     pub fn contains_key(&self, prefix: &IpNet) -> bool {
         self.get(prefix).is_some()
     }
     pub fn iter(&self) -> impl Iterator<Item = (IpNet, &V)> {
-        let v4 = self
-            .shards
-            .iter()
-            .flatten()
-            .map(|(k, v)| (IpNet::V4(k.0), v));
+        let v4 = self.shards.iter().enumerate().flat_map(|(len, shards)| {
+            shards
+                .iter()
+                .flatten()
+                .map(move |(k, v)| (prefix4(len, *k), v))
+        });
         let v6 = self
             .shards6
             .iter()
@@ -201,13 +244,18 @@ impl<V> PrefixTable<V> {
         self.iter().map(|(n, _)| n)
     }
     pub fn into_keys(self) -> impl Iterator<Item = IpNet> {
-        let v4 = self.shards.into_vec().into_iter();
+        let v4 = self.shards.into_vec().into_iter().enumerate();
         let v6 = self.shards6.into_vec().into_iter();
-        v4.flat_map(|s| s.into_keys().map(|k| IpNet::V4(k.0)))
-            .chain(v6.flat_map(|s| s.into_keys().map(|k| IpNet::V6(k.0))))
+        v4.flat_map(|(len, shards)| {
+            shards
+                .into_vec()
+                .into_iter()
+                .flat_map(move |s| s.into_keys().map(move |k| prefix4(len, k)))
+        })
+        .chain(v6.flat_map(|s| s.into_keys().map(|k| IpNet::V6(k.0))))
     }
     pub fn len(&self) -> usize {
-        let v4: usize = self.shards.iter().map(HashMap::len).sum();
+        let v4: usize = self.shards.iter().flatten().map(HashMap::len).sum();
         v4 + self.shards6.iter().map(HashMap::len).sum::<usize>()
     }
     pub fn is_empty(&self) -> bool {
@@ -923,10 +971,26 @@ mod tests {
             assert_eq!(t.insert(net(i), i), None);
         }
         assert_eq!(t.len(), 4096);
-        // 256 per shard on average; each between half and twice that.
-        for s in t.shards.iter() {
+        // 256 per shard of the /24 tables on average; each between half and twice that.
+        for s in t.shards[24].iter() {
             assert!((128..=512).contains(&s.len()), "shard of {}", s.len());
         }
+        // Another length is another key; the host bits of a prefix are not.
+        let wider: IpNet = "16.0.0.0/23".parse().unwrap();
+        assert!(!t.contains_key(&wider));
+        let host: IpNet = "16.0.77.1/24".parse().unwrap();
+        assert_eq!(t.get(&host), Some(&77));
+        let mut keys: Vec<IpNet> = t.keys().collect();
+        keys.sort();
+        assert_eq!(keys[..2], [net(0), net(1)]);
+        let all: IpNet = "0.0.0.0/0".parse().unwrap();
+        let host32: IpNet = "255.255.255.255/32".parse().unwrap();
+        assert_eq!(t.insert(all, 1_000_000), None);
+        assert_eq!(t.insert(host32, 1_000_001), None);
+        assert_eq!(t.get(&all), Some(&1_000_000));
+        assert!(t.keys().any(|k| k == all) && t.keys().any(|k| k == host32));
+        assert_eq!(t.remove(&all), Some(1_000_000));
+        assert_eq!(t.remove(&host32), Some(1_000_001));
         assert_eq!(t.get(&net(77)), Some(&77));
         let v6: IpNet = "::1000:0/120".parse().unwrap();
         assert!(
