@@ -69,14 +69,17 @@ pub enum LocRoute {
 #[derive(Clone, Debug)]
 pub struct PrefixTable<V> {
     /// IPv4: `SHARDS` tables per prefix length (index = length).
-    shards: Box<[Box<[Shard<Net4, V>]>]>,
-    shards6: Box<[Shard<Key6, V>]>,
+    shards: Box<[Shards<Net4, V>]>,
+    shards6: Shards<Key6, V>,
 }
 
 /// Shards of a [`PrefixTable`] per address family (and IPv4 prefix length).
 pub const SHARDS: usize = 16;
 
 type Shard<K, V> = HashMap<K, V, BuildHasherDefault<Spread>>;
+
+/// The `SHARDS` tables of one family (or IPv4 prefix length).
+type Shards<K, V> = Box<[Shard<K, V>]>;
 
 /// An IPv4 prefix as a [`PrefixTable`] key: its network number (the address shifted
 /// right by its host bits), in the tables of its length.
