@@ -182,7 +182,9 @@ impl Kind {
     fn what(self) -> &'static str {
         match self {
             Kind::Fare => "fare speaker, in-process (WCMP groups computed)",
-            Kind::Bird => "BIRD 2 `bird` (routes imported, `birdc show protocols all`)",
+            Kind::Bird => {
+                "BIRD 2 `bird` (routes imported, `show protocols all` on its control socket)"
+            }
             Kind::Gobgp => "GoBGP `gobgpd` (destinations, `gobgp global rib summary`)",
             Kind::Frr => "FRR `bgpd`, no zebra (`pfxRcd`, vtysh)",
         }
