@@ -4,6 +4,8 @@
 //! - `proto`: the generated P4Runtime v1 / P4Info types.
 //! - `p4info`: the loaded P4Info with lookups by name (never hard-coded ids).
 //! - `client`: the P4Runtime client (arbitration, pipeline, Write/Read, packet I/O, errors).
+//! - `session`: the session a profile keeps with its switch (pipeline push, reconnect
+//!   with backoff, mastership lost and regained), one rule for both profiles.
 //! - `program`: fare.p4's objects resolved by name, and builders of every entity written.
 //! - `dpf`: the DPF part of them (flow rules, per-color groups, fallback).
 //! - `backend`: the `Dataplane` implementation (make-before-break groups, reconcile).
@@ -21,6 +23,7 @@ pub mod p4info;
 pub mod program;
 pub mod proto;
 pub mod sai;
+pub(crate) mod session;
 
 pub use backend::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions, DEFAULT_ARN_HOLD};
 pub use program::QueueThresholds;

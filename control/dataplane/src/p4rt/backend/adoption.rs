@@ -12,7 +12,8 @@ impl P4RuntimeDataplane {
             entity: Some(entity),
         };
         let entities = self
-            .client
+            .session
+            .client()
             .read(vec![
                 table(prog.route_v4.table),
                 table(prog.route_v6.table),
@@ -123,7 +124,8 @@ impl P4RuntimeDataplane {
         let d = self.program.dpf.clone();
         let table = program::whole_table;
         let entries = self
-            .client
+            .session
+            .client()
             .read(vec![
                 table(d.flow_color),
                 table(d.color_group),

@@ -179,7 +179,7 @@ impl P4RuntimeDataplane {
                 Err(e) => tracing::warn!(interface = %m.interface, "p4: port not probed: {e}"),
             }
         }
-        let sender = self.client.packet_sender();
+        let sender = self.session.client().packet_sender();
         let frame = probe_frame(self.options.router_mac);
         let every = every.max(Duration::from_millis(1));
         tracing::debug!(ports = ports.len(), ?every, "p4: queue probes started");
@@ -321,7 +321,11 @@ impl P4RuntimeDataplane {
         let port = self.port(interface)?;
         let meta = self.program.packet_out_metadata(port, false).map_err(err)?;
         self.ensure_session().await?;
-        self.client.packet_out(frame, meta).await.map_err(err)
+        self.session
+            .client()
+            .packet_out(frame, meta)
+            .await
+            .map_err(err)
     }
 
     /// Next packet sent to the controller: (arrival interface, reason, frame).
@@ -329,7 +333,8 @@ impl P4RuntimeDataplane {
         &mut self,
         limit: Duration,
     ) -> Result<(String, u8, Vec<u8>), DataplaneError> {
-        let PacketIn { payload, metadata } = self.client.packet_in(limit).await.map_err(err)?;
+        let PacketIn { payload, metadata } =
+            self.session.client().packet_in(limit).await.map_err(err)?;
         let (port, reason) = self
             .program
             .packet_in_meta(&metadata)

@@ -19,17 +19,17 @@ mod adoption;
 mod arn;
 mod colors;
 mod groups;
-mod session;
+mod replay;
 #[cfg(test)]
 mod session_tests;
 
-use session::{Desired, DesiredGroup, PipelineConfig, Session};
+use replay::{Desired, DesiredGroup};
 
 use super::client::{Client, P4rtError, PacketIn};
-use super::p4info::P4Info;
 use super::program::{self, update, update_of, FareProgram, GroupMember};
 use super::proto::p4::config::v1 as p4cfg;
 use super::proto::p4::v1 as p4;
+use super::session::{Session, Target};
 use crate::p4rt::config::{P4GroupForm, P4RuntimeConfig};
 use crate::{
     validate, ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits,
@@ -187,7 +187,8 @@ impl Ids {
 }
 
 pub struct P4RuntimeDataplane {
-    client: Client,
+    /// The switch, the pushed pipeline, and whether fare may write now.
+    session: Session,
     program: FareProgram,
     options: P4RuntimeOptions,
     groups: BTreeMap<IpNet, Installed>,
@@ -215,14 +216,8 @@ pub struct P4RuntimeDataplane {
     /// Largest group size the target took; smallest it refused.
     target_taken: u32,
     target_refused: Option<u32>,
-    /// The session: primary, standing back, or reconnecting.
-    session: Session,
     /// What the agent asked for (written again after a reconnect or regained mastership).
     desired: Desired,
-    /// The pipeline pushed on connect (pushed again to a switch that lost it).
-    pipeline: Option<PipelineConfig>,
-    /// Write RPCs sent.
-    writes: u64,
     /// The switch's own addresses as written to `arn_local_v4/v6`.
     local_written: BTreeSet<IpAddr>,
     /// Sends the queue probes of the monitored ports (stopped when the backend drops).
@@ -252,18 +247,6 @@ pub fn selector_limits(profile: &p4cfg::ActionProfile, form: GroupForm) -> Group
     }
 }
 
-/// FNV-1a over the pipeline files: the cookie that tells whether the switch runs them.
-pub(crate) fn cookie_of(parts: &[&[u8]]) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for part in parts {
-        for b in *part {
-            h ^= u64::from(*b);
-            h = h.wrapping_mul(0x100000001b3);
-        }
-    }
-    h
-}
-
 impl P4RuntimeDataplane {
     /// Opens the backend from the agent's `dataplane: {kind: p4runtime, ...}` block.
     pub async fn open(config: &P4RuntimeConfig) -> Result<P4RuntimeDataplane, DataplaneError> {
@@ -283,45 +266,9 @@ impl P4RuntimeDataplane {
     /// Connects, becomes primary, pushes the pipeline unless the switch already runs it,
     /// and adopts the switch's current groups.
     pub async fn connect(options: P4RuntimeOptions) -> Result<P4RuntimeDataplane, DataplaneError> {
-        let mut client = Client::connect(&options.address, options.device_id, options.election_id)
-            .await
-            .map_err(err)?;
-        let (info, fresh, pipeline) = match &options.pipeline {
-            Some((p4info_path, config_path)) => {
-                let read = |p: &PathBuf| {
-                    std::fs::read(p).map_err(|source| DataplaneError::Io {
-                        backend: BACKEND,
-                        what: format!("reading {}", p.display()),
-                        source,
-                    })
-                };
-                let text = read(p4info_path)?;
-                let device_config = read(config_path)?;
-                let info = P4Info::load(p4info_path).map_err(|e| err(e.into()))?;
-                let cookie = cookie_of(&[&text, &device_config]);
-                let running = client.pipeline_cookie().await.map_err(err)?;
-                let config = PipelineConfig {
-                    info: info.clone(),
-                    device_config: device_config.clone(),
-                    cookie,
-                };
-                if running == Some(cookie) {
-                    tracing::info!(cookie, "switch already runs this pipeline; reconciling");
-                    (info, false, Some(config))
-                } else {
-                    client
-                        .set_pipeline(&info, device_config, cookie)
-                        .await
-                        .map_err(err)?;
-                    tracing::info!(cookie, "pipeline pushed (VERIFY_AND_COMMIT)");
-                    (info, true, Some(config))
-                }
-            }
-            None => {
-                let info = client.pipeline_p4info().await.map_err(err)?;
-                (info, false, None)
-            }
-        };
+        let target = Target::of(&options.address, options.device_id, options.election_id);
+        let (session, info, fresh) =
+            Session::connect(target, options.pipeline.as_ref(), BACKEND).await?;
         let program = FareProgram::resolve(&info).map_err(err)?;
         let limits = selector_limits(
             info.action_profile("wcmp.wcmp_selector")
@@ -330,7 +277,7 @@ impl P4RuntimeDataplane {
         );
         tracing::info!(?limits, "p4runtime: group limits from the P4Info");
         let mut dp = P4RuntimeDataplane {
-            client,
+            session,
             program,
             options,
             groups: BTreeMap::new(),
@@ -348,10 +295,7 @@ impl P4RuntimeDataplane {
             learned_limit: None,
             target_taken: 0,
             target_refused: None,
-            session: Session::Primary,
             desired: Desired::default(),
-            pipeline,
-            writes: 0,
             local_written: BTreeSet::new(),
             probes: None,
         };
@@ -363,7 +307,7 @@ impl P4RuntimeDataplane {
 
     /// The P4Runtime client (tests, packet I/O, benchmarks).
     pub fn client(&mut self) -> &mut Client {
-        &mut self.client
+        self.session.client()
     }
 
     pub fn program(&self) -> &FareProgram {
@@ -468,7 +412,8 @@ impl Dataplane for P4RuntimeDataplane {
         let prog = self.program.clone();
         // One read of the whole member counter; cells by index.
         let cells = match self
-            .client
+            .session
+            .client()
             .read(vec![prog.counter_entry(prog.member_packets, None)])
             .await
         {
@@ -741,6 +686,7 @@ impl P4RuntimeDataplane {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::p4rt::p4info::P4Info;
 
     #[test]
     fn ids_cycle_and_skip_used() {
@@ -797,11 +743,5 @@ mod tests {
             Some(64),
             "target limit below the P4Info's"
         );
-    }
-
-    #[test]
-    fn cookie_depends_on_every_byte() {
-        assert_ne!(cookie_of(&[b"a", b"b"]), cookie_of(&[b"a", b"c"]));
-        assert_eq!(cookie_of(&[b"ab"]), cookie_of(&[b"a", b"b"]));
     }
 }

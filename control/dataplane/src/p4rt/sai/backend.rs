@@ -10,20 +10,20 @@
 //! group, then the same clean-up. Groups installed together share each phase's Write.
 //!
 //! A switch that already runs the pipeline is read back and its fare entries adopted (a
-//! restarted agent does not interrupt forwarding); a lost session is restored with
-//! backoff.
+//! restarted agent does not interrupt forwarding); a lost session or mastership is
+//! handled as for fare.p4 (`p4rt::session`), then the groups are written again.
 //!
 //! Refused (SAI-P4 has no such thing): spray mode (SAI-P4 hashes flows), DPF colors and
 //! flow rules, ARN in the data plane. See docs/p4.md, "SAI-P4 (PINS) profile".
 
 use super::{key_of, neighbor_id, Encoding, SaiField, SaiProgram, WcmpAction};
-use crate::p4rt::backend::{cookie_of, selector_limits, GroupForm, DEFAULT_ROUTER_MAC};
-use crate::p4rt::client::{Arbitration, Client, P4rtError};
+use crate::p4rt::backend::{selector_limits, GroupForm, DEFAULT_ROUTER_MAC};
+use crate::p4rt::client::{Client, P4rtError};
 use crate::p4rt::config::P4RuntimeConfig;
-use crate::p4rt::p4info::P4Info;
 use crate::p4rt::program::value_of;
 use crate::p4rt::program::{entity_table, update};
 use crate::p4rt::proto::p4::v1 as p4;
+use crate::p4rt::session::{Session, Target};
 use crate::{
     validate, ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupLimits, GroupMode,
     GroupStatus, MacAddr, MemberStatus,
@@ -33,7 +33,6 @@ use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv6Addr;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
 
 const BACKEND: &str = "p4runtime (sai)";
 
@@ -112,7 +111,8 @@ struct Written {
 }
 
 pub struct SaiDataplane {
-    client: Client,
+    /// The switch, the pushed pipeline, and whether fare may write now.
+    session: Session,
     program: SaiProgram,
     options: SaiOptions,
     limits: GroupLimits,
@@ -120,50 +120,10 @@ pub struct SaiDataplane {
     written: Written,
     next_nexthop: u64,
     next_group: u64,
-    /// Write RPCs sent.
-    writes: u64,
-    /// The pipeline pushed on connect (pushed again to a switch that lost it).
-    pipeline: Option<Pipeline>,
-    /// The session is lost (transport gone, or another controller is primary): calls
-    /// fail at once until a new session is made at `retry_at`.
-    lost: Option<Lost>,
-}
-
-#[derive(Clone, Debug)]
-struct Pipeline {
-    info: P4Info,
-    device_config: Vec<u8>,
-    cookie: u64,
-}
-
-#[derive(Clone, Copy, Debug)]
-struct Lost {
-    retry_at: Instant,
-    backoff: Duration,
 }
 
 /// Most updates in one Write.
 pub const MAX_BATCH: usize = 500;
-
-/// First and largest wait between two reconnection attempts.
-const BACKOFF_MIN: Duration = Duration::from_millis(100);
-const BACKOFF_MAX: Duration = Duration::from_secs(5);
-
-/// The session is gone (as opposed to the target refusing an update): the connection or
-/// stream ended, or another controller became primary.
-fn session_lost(e: &P4rtError) -> bool {
-    match e {
-        P4rtError::Rpc { error, .. } => matches!(
-            error.code,
-            tonic::Code::Unavailable | tonic::Code::Cancelled | tonic::Code::PermissionDenied
-        ),
-        P4rtError::Connect { .. }
-        | P4rtError::StreamClosed
-        | P4rtError::Timeout(_)
-        | P4rtError::NotPrimary { .. } => true,
-        _ => false,
-    }
-}
 
 /// The value of exact match field `field` of `e`.
 fn exact_of(e: &p4::TableEntry, field: u32) -> Option<&[u8]> {
@@ -306,40 +266,15 @@ impl SaiDataplane {
     /// entries (L3 admission of the router MAC, fare's VRF and the ACL that puts IP
     /// packets in it) where missing.
     pub async fn connect(options: SaiOptions) -> Result<SaiDataplane, DataplaneError> {
-        let client = Client::connect(&options.address, options.device_id, options.election_id)
-            .await
-            .map_err(err)?;
-        let pipeline = match &options.pipeline {
-            Some((p4info_path, config_path)) => {
-                let read = |p: &PathBuf| {
-                    std::fs::read(p).map_err(|source| DataplaneError::Io {
-                        backend: BACKEND,
-                        what: format!("reading {}", p.display()),
-                        source,
-                    })
-                };
-                let text = read(p4info_path)?;
-                let device_config = read(config_path)?;
-                let info = P4Info::load(p4info_path).map_err(|e| err(e.into()))?;
-                let cookie = cookie_of(&[&text, &device_config]);
-                Some(Pipeline {
-                    info,
-                    device_config,
-                    cookie,
-                })
-            }
-            None => None,
-        };
-        let mut client = client;
-        let (info, fresh) = Self::ensure_pipeline(&mut client, pipeline.as_ref())
-            .await
-            .map_err(err)?;
+        let target = Target::of(&options.address, options.device_id, options.election_id);
+        let (session, info, fresh) =
+            Session::connect(target, options.pipeline.as_ref(), BACKEND).await?;
         let program = SaiProgram::resolve(&info).map_err(err)?;
         let limits = selector_limits(&program.selector, GroupForm::Weighted)
             .min(GroupLimits::size(options.max_group_size.unwrap_or(0)));
         tracing::info!(?limits, "sai: group limits from the P4Info");
         let mut dp = SaiDataplane {
-            client,
+            session,
             program,
             options,
             limits,
@@ -347,9 +282,6 @@ impl SaiDataplane {
             written: Written::default(),
             next_nexthop: 1,
             next_group: 1,
-            writes: 0,
-            pipeline,
-            lost: None,
         };
         if fresh {
             dp.write_base().await.map_err(err)?;
@@ -359,102 +291,24 @@ impl SaiDataplane {
         Ok(dp)
     }
 
-    /// Pushes `pipeline` unless the switch already runs it (same cookie); without one,
-    /// reads the switch's P4Info. Returns the P4Info and whether the switch is fresh
-    /// (just got the pipeline, so holds no entry).
-    async fn ensure_pipeline(
-        client: &mut Client,
-        pipeline: Option<&Pipeline>,
-    ) -> Result<(P4Info, bool), P4rtError> {
-        let Some(p) = pipeline else {
-            return Ok((client.pipeline_p4info().await?, false));
-        };
-        if client.pipeline_cookie().await? == Some(p.cookie) {
-            return Ok((p.info.clone(), false));
-        }
-        client
-            .set_pipeline(&p.info, p.device_config.clone(), p.cookie)
-            .await?;
-        tracing::info!(
-            cookie = p.cookie,
-            "sai: pipeline pushed (VERIFY_AND_COMMIT)"
-        );
-        Ok((p.info.clone(), true))
-    }
-
-    /// While the session is lost: a new one once the backoff has passed (a switch that
-    /// lost the pipeline gets it and every group again; one that kept it is adopted and
-    /// repaired, see `reopen`); else the call fails at once.
+    /// Brings the session up to date (`p4rt::session`: reconnect with backoff, mastership
+    /// lost and regained) and writes the groups again when it asks for it. Err while fare
+    /// cannot write.
     async fn ensure_session(&mut self) -> Result<(), DataplaneError> {
-        let Some(lost) = self.lost else {
-            return Ok(());
-        };
-        if Instant::now() < lost.retry_at {
-            return Err(DataplaneError::backend(
-                BACKEND,
-                "session lost; reconnecting",
-            ));
+        if let Some(fresh) = self.session.refresh().await {
+            self.resync(fresh).await?;
+            tracing::info!(
+                groups = self.groups.len(),
+                "sai: session restored, groups rewritten"
+            );
         }
-        match self.reopen().await {
-            Ok(()) => {
-                self.lost = None;
-                tracing::info!(
-                    groups = self.groups.len(),
-                    "sai: session restored, groups rewritten"
-                );
-                Ok(())
-            }
-            Err(e) => {
-                let backoff = (lost.backoff * 2).min(BACKOFF_MAX);
-                self.lost = Some(Lost {
-                    retry_at: Instant::now() + backoff,
-                    backoff,
-                });
-                Err(DataplaneError::backend(
-                    BACKEND,
-                    format!("session lost; reconnecting: {e}"),
-                ))
-            }
-        }
+        self.session.writable()
     }
 
-    async fn reopen(&mut self) -> Result<(), DataplaneError> {
-        match self.client.arbitration() {
-            // The stream lived on (another controller was primary and left, or lowered
-            // its id): the target named us primary again on it.
-            Arbitration::Primary => {}
-            Arbitration::Backup(why) => {
-                return Err(DataplaneError::backend(
-                    BACKEND,
-                    format!("standing back: {why}"),
-                ))
-            }
-            Arbitration::Pending => {
-                return Err(DataplaneError::backend(BACKEND, "arbitration pending"))
-            }
-            // The stream ended (a restarted switch, a lost connection): a new session.
-            Arbitration::Closed(_) => {
-                let o = &self.options;
-                let client = Client::open(
-                    &o.address,
-                    o.device_id,
-                    o.election_id,
-                    Duration::from_secs(1),
-                )
-                .await
-                .map_err(err)?;
-                if client.arbitration() != Arbitration::Primary {
-                    return Err(DataplaneError::backend(
-                        BACKEND,
-                        format!("not primary: {:?}", client.arbitration()),
-                    ));
-                }
-                self.client = client;
-            }
-        }
-        let (_, fresh) = Self::ensure_pipeline(&mut self.client, self.pipeline.as_ref())
-            .await
-            .map_err(err)?;
+    /// After a new session or a regained mastership: a switch that lost the pipeline
+    /// (`fresh`) gets the switch-wide entries and every group again; one that kept its
+    /// entries is adopted and repaired.
+    async fn resync(&mut self, fresh: bool) -> Result<(), DataplaneError> {
         self.written = Written::default();
         let desired: Vec<Installed> = std::mem::take(&mut self.groups).into_values().collect();
         if fresh {
@@ -493,7 +347,7 @@ impl SaiDataplane {
             }
         }
         match first_error {
-            Some(e) if self.lost.is_some() => Err(e),
+            Some(e) if self.session.not_writing().is_some() => Err(e),
             _ => Ok(()),
         }
     }
@@ -504,30 +358,17 @@ impl SaiDataplane {
 
     /// The P4Runtime client (tests).
     pub fn client(&mut self) -> &mut Client {
-        &mut self.client
+        self.session.client()
     }
 
     /// Write RPCs sent so far.
     pub fn writes(&self) -> u64 {
-        self.writes
+        self.session.writes()
     }
 
+    /// One Write through the session (refused while fare is not the primary).
     async fn write(&mut self, updates: Vec<p4::Update>) -> Result<(), P4rtError> {
-        if updates.is_empty() {
-            return Ok(());
-        }
-        self.writes += 1;
-        let result = self.client.write(updates).await;
-        if let Err(e) = &result {
-            if session_lost(e) && self.lost.is_none() {
-                tracing::warn!(error = %e, "sai: session lost");
-                self.lost = Some(Lost {
-                    retry_at: Instant::now() + BACKOFF_MIN,
-                    backoff: BACKOFF_MIN,
-                });
-            }
-        }
-        result
+        self.session.write(updates).await
     }
 
     fn base_entries(&self) -> Result<Vec<p4::TableEntry>, P4rtError> {
@@ -583,7 +424,7 @@ impl SaiDataplane {
         // Router interfaces: id -> port.
         let mut rif_port: BTreeMap<String, u32> = BTreeMap::new();
         let mut fix = Vec::new();
-        for e in rows(self.client.read(vec![read(p.rif)]).await?) {
+        for e in rows(self.session.client().read(vec![read(p.rif)]).await?) {
             let Some(id) = ours(p.rif_id, &e, "fare-rif-") else {
                 continue;
             };
@@ -606,7 +447,7 @@ impl SaiDataplane {
         self.write(fix).await?;
 
         // Neighbors: (port, neighbor id) -> MAC.
-        for e in rows(self.client.read(vec![read(p.neighbor)]).await?) {
+        for e in rows(self.session.client().read(vec![read(p.neighbor)]).await?) {
             let Some(rif) = ours(p.neighbor_rif, &e, "fare-rif-") else {
                 continue;
             };
@@ -622,7 +463,7 @@ impl SaiDataplane {
 
         // Next hops: id -> (port, neighbor id).
         let mut nexthop_hop: BTreeMap<String, Hop> = BTreeMap::new();
-        for e in rows(self.client.read(vec![read(p.nexthop)]).await?) {
+        for e in rows(self.session.client().read(vec![read(p.nexthop)]).await?) {
             let Some(id) = ours(p.nexthop_id, &e, "fare-nh-") else {
                 continue;
             };
@@ -648,7 +489,7 @@ impl SaiDataplane {
 
         // WCMP groups: id -> [(next hop, weight)].
         let mut wcmp: BTreeMap<String, (Vec<(Hop, i32)>, p4::TableEntry)> = BTreeMap::new();
-        for e in rows(self.client.read(vec![read(p.wcmp_group)]).await?) {
+        for e in rows(self.session.client().read(vec![read(p.wcmp_group)]).await?) {
             let Some(id) = ours(p.wcmp_group_id, &e, "fare-g-") else {
                 continue;
             };
@@ -686,7 +527,7 @@ impl SaiDataplane {
         // Routes in fare's VRF: prefix -> group.
         let mut routed = BTreeSet::new();
         for table in [&p.ipv4, &p.ipv6] {
-            for e in rows(self.client.read(vec![read(table.table)]).await?) {
+            for e in rows(self.session.client().read(vec![read(table.table)]).await?) {
                 let vrf = exact_of(&e, table.vrf.id).and_then(|b| read_id(table.vrf, b));
                 if vrf.as_deref() != Some(VRF) {
                     continue;
@@ -752,7 +593,7 @@ impl SaiDataplane {
         let base = self.base_entries()?;
         let mut present = Vec::new();
         for e in &base {
-            let found = rows(self.client.read(vec![read(e.table_id)]).await?);
+            let found = rows(self.session.client().read(vec![read(e.table_id)]).await?);
             present.push(
                 found
                     .into_iter()
@@ -1401,6 +1242,7 @@ impl Dataplane for SaiDataplane {
     }
 
     async fn maintain(&mut self) -> Result<(), DataplaneError> {
+        self.session.probe().await;
         self.ensure_session().await
     }
 

@@ -731,9 +731,12 @@ async fn fare_resumes_after_another_controller_and_repairs_the_switch() {
         )])
         .await
         .unwrap();
-    // fare's next write is refused: the session is lost, the group stays wanted.
+    // fare's next write is refused (PERMISSION_DENIED): fare stands back, and writes
+    // nothing until the switch names it primary again.
     let g_c = group("10.7.0.0/16", vec![member(3, 1)]);
     assert!(dp.install(&g_c).await.is_err());
+    let e = dp.install(&g_c).await.unwrap_err().to_string();
+    assert!(e.contains("standing back"), "{e}");
     drop(other);
     let mut restored = false;
     for _ in 0..100 {
