@@ -9,6 +9,7 @@ use super::command_line;
 use super::xdp_objects::MinForwarder;
 use anyhow::{ensure, Context};
 use etherparse::PacketBuilder;
+use fare_dataplane::xdp::verifier::{self, VerifierCounts};
 use fare_dataplane::xdp::{TestRun, TestRunOptions, XdpDataplane, XdpOptions};
 use fare_dataplane::{Dataplane, Group, GroupMode, MacAddr, Member};
 use std::fmt::Write;
@@ -137,6 +138,19 @@ fn open(
     }
 }
 
+/// 485641 -> "485,641".
+fn thousands(n: u32) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
@@ -159,7 +173,7 @@ struct Row {
 
 pub fn run(args: Args) -> anyhow::Result<String> {
     ensure!(args.rounds >= 1, "--rounds must be at least 1");
-    let previous = match &args.previous {
+    let previous: Option<Vec<u8>> = match &args.previous {
         Some(path) => {
             Some(std::fs::read(path).with_context(|| format!("reading {}", path.display()))?)
         }
@@ -170,23 +184,30 @@ pub fn run(args: Args) -> anyhow::Result<String> {
         .build()?;
     let _enter = rt.enter();
     let pid = std::process::id();
+    let counts = verifier_counts(pid, previous.as_deref())?;
     let dp = open(&rt, format!("bench-xdp-{pid}"), None, &args.egress)?;
-    let prev = match previous {
+    // A previous object whose maps differ from this build's (a changed layout) cannot be
+    // fed by this build: its verifier counts are still reported, its cost is not.
+    let mut unmeasured = None;
+    let prev = match &previous {
         Some(bytes) => match open(
             &rt,
             format!("bench-xdp-prev-{pid}"),
-            Some(bytes),
+            Some(bytes.clone()),
             &args.egress,
         ) {
             Ok(p) => Some(p),
             Err(e) => {
-                dp.destroy()?;
-                return Err(e.context("the --previous object"));
+                let first = format!("{e:#}");
+                let first = first.lines().next().unwrap_or_default().to_string();
+                tracing::warn!("the --previous object is not measured: {first}");
+                unmeasured = Some(first);
+                None
             }
         },
         None => None,
     };
-    let result = measure(&args, &dp, prev.as_ref());
+    let result = measure(&args, &dp, prev.as_ref(), &counts, unmeasured.as_deref());
     dp.destroy()?;
     if let Some(p) = prev {
         p.destroy()?;
@@ -194,7 +215,34 @@ pub fn run(args: Args) -> anyhow::Result<String> {
     result
 }
 
-fn measure(args: &Args, dp: &XdpDataplane, prev: Option<&XdpDataplane>) -> anyhow::Result<String> {
+/// The verifier's instruction counts of fare's object and of the previous one (when
+/// given), each loaded against scratch maps.
+fn verifier_counts(
+    pid: u32,
+    previous: Option<&[u8]>,
+) -> anyhow::Result<Vec<(&'static str, VerifierCounts)>> {
+    let root = std::path::Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT);
+    let mut out = vec![(
+        "fare",
+        verifier::counts(None, root, &format!("bench-xdp-verifier-{pid}"))?,
+    )];
+    if let Some(bytes) = previous {
+        out.push((
+            "previous",
+            verifier::counts(Some(bytes), root, &format!("bench-xdp-verifier-prev-{pid}"))
+                .context("the --previous object")?,
+        ));
+    }
+    Ok(out)
+}
+
+fn measure(
+    args: &Args,
+    dp: &XdpDataplane,
+    prev: Option<&XdpDataplane>,
+    verifier: &[(&str, VerifierCounts)],
+    unmeasured: Option<&str>,
+) -> anyhow::Result<String> {
     let mut arp = Vec::new();
     arp.extend_from_slice(&ROUTER);
     arp.extend_from_slice(&SENDER);
@@ -305,11 +353,20 @@ fn measure(args: &Args, dp: &XdpDataplane, prev: Option<&XdpDataplane>) -> anyho
         args.rounds,
     )?;
     if let Some(path) = &args.previous {
-        writeln!(
-            md,
-            "\"previous\": the fare XDP object `{}`, loaded and measured in the same rounds.\n",
-            path.file_name().unwrap_or_default().to_string_lossy()
-        )?;
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        match unmeasured {
+            None => writeln!(
+                md,
+                "\"previous\": the fare XDP object `{name}`, loaded and measured in the same \
+                 rounds.\n"
+            )?,
+            Some(why) => writeln!(
+                md,
+                "\"previous\": the fare XDP object `{name}` could not be fed by this build \
+                 ({why}; its maps must have this build's layout): only its verifier counts \
+                 are given.\n"
+            )?,
+        }
     }
     writeln!(
         md,
@@ -330,5 +387,35 @@ fn measure(args: &Args, dp: &XdpDataplane, prev: Option<&XdpDataplane>) -> anyho
             1000.0 / ns
         )?;
     }
+    writeln!(
+        md,
+        "\nVerifier (instructions the kernel processed loading each program; its limit is \
+         1M): {}.",
+        verifier
+            .iter()
+            .map(|(who, c)| format!(
+                "{who}: fare_xdp {}, with ARN reception {}, fare_tc_spray {}",
+                thousands(c.xdp),
+                thousands(c.xdp_arn),
+                thousands(c.tc_spray)
+            ))
+            .collect::<Vec<_>>()
+            .join("; ")
+    )?;
     Ok(md)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thousands;
+
+    #[test]
+    fn thousands_groups_digits_by_three() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(66289), "66,289");
+        assert_eq!(thousands(485641), "485,641");
+        assert_eq!(thousands(1000000), "1,000,000");
+    }
 }

@@ -5,10 +5,9 @@
 //! Layout of the forwarding state (all maps pinned by name, see [`map_names`]):
 //! ```text
 //! ROUTES_V4 / ROUTES_V6  LPM trie   prefix -> RouteValue { group, flags }
-//! GROUPS                 array      group id -> Group { mode, slots[] of member index }
+//! GROUP_ROWS             per-CPU    group id -> GroupRow { Group { mode, slots[] of member
+//!                                   index }, spray cursor, MemberCounters of each member }
 //! MEMBERS                array      group id * MAX_MEMBERS_PER_GROUP + index -> Member
-//! MEMBER_STATS           per-CPU    same index -> MemberCounters
-//! SPRAY_CURSOR           per-CPU    group id -> next slot (spray mode)
 //! STATS                  per-CPU    Stat -> packets
 //! EGRESS                 devmap     ifindex -> ifindex (XDP_REDIRECT targets)
 //! COLOR_SETS             array      route group id -> ColorSet (DPF per-color groups)
@@ -39,7 +38,7 @@ macro_rules! ebpf_object {
 pub const MAX_GROUPS: u32 = 1024;
 /// Members (distinct next hops) of one group.
 pub const MAX_MEMBERS_PER_GROUP: u32 = 64;
-/// Entries of MEMBERS and MEMBER_STATS.
+/// Entries of MEMBERS.
 pub const MAX_MEMBERS: u32 = MAX_GROUPS * MAX_MEMBERS_PER_GROUP;
 /// Replicated-member slots of one group: the sum of the weights may not exceed it.
 pub const MAX_SLOTS: usize = 256;
@@ -52,10 +51,8 @@ pub const MAX_EGRESS: u32 = 256;
 pub mod map_names {
     pub const ROUTES_V4: &str = "ROUTES_V4";
     pub const ROUTES_V6: &str = "ROUTES_V6";
-    pub const GROUPS: &str = "GROUPS";
+    pub const GROUP_ROWS: &str = "GROUP_ROWS";
     pub const MEMBERS: &str = "MEMBERS";
-    pub const MEMBER_STATS: &str = "MEMBER_STATS";
-    pub const SPRAY_CURSOR: &str = "SPRAY_CURSOR";
     pub const STATS: &str = "STATS";
     pub const EGRESS: &str = "EGRESS";
     pub const COLOR_SETS: &str = "COLOR_SETS";
@@ -159,6 +156,37 @@ impl Default for Group {
     }
 }
 
+/// Value of GROUP_ROWS, a per-CPU array indexed by group id: what a packet of the group
+/// reads besides its member, in one lookup. Every CPU has its own copy of `group` (user
+/// space writes the same one to all CPUs, once, before the group id is used: group ids
+/// are written only while free, see make-before-break) and its own cursor and counters,
+/// which only the program on that CPU changes. One per-CPU lookup thus gives the slots,
+/// the spray cursor and the member counters (they were three maps: three lookups).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupRow {
+    pub group: Group,
+    /// Spray mode: the slot the next packet of this group on this CPU takes.
+    pub cursor: u32,
+    pub _pad: u32,
+    /// Per member index (< `group.n_members`): packets and bytes forwarded on this CPU.
+    pub counters: [MemberCounters; MAX_MEMBERS_PER_GROUP as usize],
+}
+
+// No padding the compiler would add (aya::Pod): 264 + 8 + 64 * 16 bytes.
+const _: () = assert!(core::mem::size_of::<GroupRow>() == 264 + 8 + 1024);
+
+impl Default for GroupRow {
+    fn default() -> Self {
+        GroupRow {
+            group: Group::default(),
+            cursor: 0,
+            _pad: 0,
+            counters: [MemberCounters::default(); MAX_MEMBERS_PER_GROUP as usize],
+        }
+    }
+}
+
 /// `Member::state` bit: taken out of service by the control plane (`set_member_active`).
 pub const MEMBER_ADMIN_DOWN: u32 = 1;
 /// `Member::state` bit: removed by an Adaptive Routing Notification (set by the XDP
@@ -185,7 +213,7 @@ impl Member {
     }
 }
 
-/// Index of a member in MEMBERS / MEMBER_STATS.
+/// Index of a member in MEMBERS (and ARN_REMOVED).
 pub const fn member_id(group: u32, index: u32) -> u32 {
     group * MAX_MEMBERS_PER_GROUP + index
 }
@@ -361,6 +389,7 @@ mod pod {
     // that could leak uninitialised memory into the kernel (all fields are written).
     unsafe impl aya::Pod for super::RouteValue {}
     unsafe impl aya::Pod for super::Group {}
+    unsafe impl aya::Pod for super::GroupRow {}
     unsafe impl aya::Pod for super::Member {}
     unsafe impl aya::Pod for super::MemberCounters {}
     unsafe impl aya::Pod for super::FlowRule {}

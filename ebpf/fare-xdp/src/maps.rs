@@ -7,7 +7,7 @@ use aya_ebpf::{
 };
 use fare_common::{
     ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ColorSet, EgressQueue,
-    FlowRule, FlowSteerKey, FlowSteerValue, Group, Member, MemberCounters, RouteValue,
+    FlowRule, FlowSteerKey, FlowSteerValue, GroupRow, Member, RouteValue,
     SteerGroupKey, ARN_STAT_COUNT, MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS, MAX_EGRESS,
     MAX_FLOW_RULES, MAX_FLOW_STEER, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, MAX_STEER_MASKS,
     QUEUE_EVENTS_BYTES, STAT_COUNT,
@@ -19,17 +19,12 @@ pub static ROUTES_V4: LpmTrie<[u8; 4], RouteValue> = LpmTrie::pinned(MAX_ROUTES,
 #[map]
 pub static ROUTES_V6: LpmTrie<[u8; 16], RouteValue> = LpmTrie::pinned(MAX_ROUTES, 0);
 
+/// Per CPU: the group, this CPU's spray cursor and member counters (`GroupRow`).
 #[map]
-pub static GROUPS: Array<Group> = Array::pinned(MAX_GROUPS, 0);
+pub static GROUP_ROWS: PerCpuArray<GroupRow> = PerCpuArray::pinned(MAX_GROUPS, 0);
 
 #[map]
 pub static MEMBERS: Array<Member> = Array::pinned(MAX_MEMBERS, 0);
-
-#[map]
-pub static MEMBER_STATS: PerCpuArray<MemberCounters> = PerCpuArray::pinned(MAX_MEMBERS, 0);
-
-#[map]
-pub static SPRAY_CURSOR: PerCpuArray<u32> = PerCpuArray::pinned(MAX_GROUPS, 0);
 
 #[map]
 pub static STATS: PerCpuArray<u64> = PerCpuArray::pinned(STAT_COUNT, 0);

@@ -14,11 +14,11 @@ use aya_ebpf::{
     maps::lpm_trie::Key,
     programs::TcContext,
 };
-use fare_common::{MODE_SPRAY, SPRAYED_MARK};
+use fare_common::SPRAYED_MARK;
 
 use crate::classify::Fields;
 use crate::consts::{ETH_HLEN, ETH_P_IP, ETH_P_IPV6};
-use crate::maps::{GROUPS, ROUTES_V4, ROUTES_V6};
+use crate::maps::{ROUTES_V4, ROUTES_V6};
 
 #[classifier]
 pub fn fare_tc_spray(ctx: TcContext) -> i32 {
@@ -44,10 +44,8 @@ fn spray(ctx: &TcContext) -> Option<i32> {
     } else {
         return None;
     };
-    if GROUPS.get(group)?.mode != MODE_SPRAY {
-        return None;
-    }
-    // Spray groups only: `select::<false>` never reads the fields.
+    // Spray groups only: `select::<false>` has no member for a flow group and never
+    // reads the fields.
     let none = Fields {
         family: 4,
         dscp: 0,
@@ -60,7 +58,7 @@ fn spray(ctx: &TcContext) -> Option<i32> {
     let next = crate::forward::select::<false>(group, &none)?;
     ctx.store(0, &next.member.dst_mac, 0).ok()?;
     ctx.store(6, &next.member.src_mac, 0).ok()?;
-    crate::stats::count_member(next.member_id, ctx.len() as u64);
+    crate::stats::count_member(next.row, next.index, ctx.len() as u64);
     ctx.set_mark(mark | SPRAYED_MARK);
     // SAFETY: the context's own sk_buff.
     let here = unsafe { (*ctx.skb.skb).ifindex };

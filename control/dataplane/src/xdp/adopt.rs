@@ -30,7 +30,7 @@ impl XdpDataplane {
             }
         }
         for (prefix, gid, flags) in routes {
-            let Ok(row) = self.group_rows.get(&gid, 0) else {
+            let Some(row) = self.group_of(gid) else {
                 continue;
             };
             let members: Vec<fc::Member> = (0..u32::from(row.n_members))
@@ -81,7 +81,7 @@ impl XdpDataplane {
             .iter()
             .filter(|e| e.group < fc::MAX_GROUPS)
             .filter_map(|e| {
-                let row = self.group_rows.get(&e.group, 0).ok()?;
+                let row = self.group_of(e.group)?;
                 let members = (0..u32::from(row.n_members))
                     .filter_map(|i| self.member_rows.get(&member_id(e.group, i), 0).ok())
                     .collect();

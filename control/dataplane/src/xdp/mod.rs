@@ -28,6 +28,7 @@ pub mod pins;
 pub mod queues;
 pub mod steer;
 pub mod testrun;
+pub mod verifier;
 
 use crate::{
     ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits, GroupStatus,
@@ -43,7 +44,7 @@ use aya::programs::xdp::XdpLink;
 use aya::programs::{SchedClassifier, TcAttachType, Xdp, XdpMode};
 use aya::{Ebpf, EbpfLoader};
 use encode::{Egress, Encoded};
-use fare_common::{self as fc, map_names, member_id, MemberCounters, RouteValue, Stat};
+use fare_common::{self as fc, map_names, member_id, RouteValue, Stat};
 use group_ids::GroupIds;
 use ipnet::IpNet;
 use pins::PinDir;
@@ -138,10 +139,9 @@ pub struct XdpDataplane {
     links: Vec<(String, FdLink)>,
     routes_v4: LpmTrie<MapData, [u8; 4], RouteValue>,
     routes_v6: LpmTrie<MapData, [u8; 16], RouteValue>,
-    group_rows: Array<MapData, fc::Group>,
+    /// Per CPU: the group, the spray cursor and the member counters (`fc::GroupRow`).
+    group_rows: PerCpuArray<MapData, fc::GroupRow>,
     member_rows: Array<MapData, fc::Member>,
-    member_stats: PerCpuArray<MapData, MemberCounters>,
-    cursors: PerCpuArray<MapData, u32>,
     stats: PerCpuArray<MapData, u64>,
     egress: DevMapHash<MapData>,
     color_sets: Array<MapData, fc::ColorSet>,
@@ -230,10 +230,8 @@ impl XdpDataplane {
         let mut dp = XdpDataplane {
             routes_v4: take_map(&mut ebpf, map_names::ROUTES_V4)?,
             routes_v6: take_map(&mut ebpf, map_names::ROUTES_V6)?,
-            group_rows: take_map(&mut ebpf, map_names::GROUPS)?,
+            group_rows: take_map(&mut ebpf, map_names::GROUP_ROWS)?,
             member_rows: take_map(&mut ebpf, map_names::MEMBERS)?,
-            member_stats: take_map(&mut ebpf, map_names::MEMBER_STATS)?,
-            cursors: take_map(&mut ebpf, map_names::SPRAY_CURSOR)?,
             stats: take_map(&mut ebpf, map_names::STATS)?,
             egress: take_map(&mut ebpf, map_names::EGRESS)?,
             color_sets: take_map(&mut ebpf, map_names::COLOR_SETS)?,
@@ -362,17 +360,23 @@ impl XdpDataplane {
 
     /// Counters and state of member `i` of group `gid`, summed over CPUs.
     fn member_status(&self, gid: u32, i: usize) -> Result<MemberStatus, DataplaneError> {
-        let id = member_id(gid, i as u32);
-        let counters = self
-            .member_stats
-            .get(&id, 0)
-            .map_err(|e| err(format!("MEMBER_STATS[{id}]: {e}")))?;
+        let rows = self
+            .group_rows
+            .get(&gid, 0)
+            .map_err(|e| err(format!("GROUP_ROWS[{gid}]: {e}")))?;
+        let index = i % fc::MAX_MEMBERS_PER_GROUP as usize;
         let row = self.member_row(gid, i)?;
         Ok(MemberStatus {
-            packets: counters.iter().map(|c| c.packets).sum(),
-            bytes: counters.iter().map(|c| c.bytes).sum(),
+            packets: rows.iter().map(|r| r.counters[index].packets).sum(),
+            bytes: rows.iter().map(|r| r.counters[index].bytes).sum(),
             active: row.active(),
         })
+    }
+
+    /// The group written at `gid` (every CPU holds the same copy; CPU 0's is read).
+    fn group_of(&self, gid: u32) -> Option<fc::Group> {
+        let rows = self.group_rows.get(&gid, 0).ok()?;
+        rows.iter().next().map(|r| r.group)
     }
 
     fn egress(&mut self, name: &str) -> Result<Egress, DataplaneError> {
@@ -393,11 +397,8 @@ impl XdpDataplane {
         Ok(Egress { ifindex, mac })
     }
 
-    fn per_cpu<T: aya::Pod>(&self, value: T) -> Result<PerCpuValues<T>, DataplaneError> {
-        PerCpuValues::try_from(vec![value; self.ncpus]).map_err(|e| err(format!("{e}")))
-    }
-
-    /// Writes members, counters, cursor and finally the group row of `gid`.
+    /// Writes the members, then the group's per-CPU rows of `gid` (the group, cursor 0,
+    /// and each member's counters carried from the same next hop in `old`, CPU by CPU).
     fn write_group(
         &mut self,
         gid: u32,
@@ -406,35 +407,44 @@ impl XdpDataplane {
     ) -> Result<(), DataplaneError> {
         for (i, m) in encoded.members.iter().enumerate() {
             let id = member_id(gid, i as u32);
-            // Carry the counters of the same next hop in the group being replaced.
-            let carried = old.and_then(|(old_gid, old_enc)| {
-                let j = old_enc
-                    .members
-                    .iter()
-                    .position(|o| o.ifindex == m.ifindex && o.dst_mac == m.dst_mac)?;
-                self.member_stats.get(&member_id(old_gid, j as u32), 0).ok()
-            });
-            let counters = match carried {
-                Some(c) => c,
-                None => self.per_cpu(MemberCounters::default())?,
-            };
-            self.member_stats
-                .set(id, counters, 0)
-                .map_err(|e| err(format!("MEMBER_STATS[{id}]: {e}")))?;
             self.member_rows
                 .set(id, m, 0)
                 .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
         }
-        let zero = self.per_cpu(0u32)?;
-        self.cursors
-            .set(gid, zero, 0)
-            .map_err(|e| err(format!("SPRAY_CURSOR[{gid}]: {e}")))?;
         self.store_active(gid, encoded.members.iter().map(|m| m.state))?;
         self.generation = self.generation.wrapping_add(1);
         encoded.group.generation = self.generation;
+        // Carry the counters of the same next hop in the group being replaced.
+        let old_rows = old.and_then(|(old_gid, old_enc)| {
+            let rows = self.group_rows.get(&old_gid, 0).ok()?;
+            Some((rows, old_enc))
+        });
+        let mut rows = vec![
+            fc::GroupRow {
+                group: encoded.group,
+                ..fc::GroupRow::default()
+            };
+            self.ncpus
+        ];
+        if let Some((old_rows, old_enc)) = &old_rows {
+            for (i, m) in encoded.members.iter().enumerate() {
+                let Some(j) = old_enc
+                    .members
+                    .iter()
+                    .position(|o| o.ifindex == m.ifindex && o.dst_mac == m.dst_mac)
+                else {
+                    continue;
+                };
+                let (i, j) = (i % rows[0].counters.len(), j % rows[0].counters.len());
+                for (row, old_row) in rows.iter_mut().zip(old_rows.iter()) {
+                    row.counters[i] = old_row.counters[j];
+                }
+            }
+        }
+        let rows = PerCpuValues::try_from(rows).map_err(|e| err(format!("{e}")))?;
         self.group_rows
-            .set(gid, encoded.group, 0)
-            .map_err(|e| err(format!("GROUPS[{gid}]: {e}")))
+            .set(gid, rows, 0)
+            .map_err(|e| err(format!("GROUP_ROWS[{gid}]: {e}")))
     }
 
     fn set_route(&mut self, prefix: IpNet, gid: u32, flags: u32) -> Result<(), DataplaneError> {
