@@ -12,7 +12,7 @@ use fare_common::{
     MEMBER_REMOVED_BY_ARN,
 };
 
-use crate::classify::Fields;
+use crate::classify::{Classify, Fields};
 use crate::consts::IPPROTO_UDP;
 use crate::maps::{
     ARN_CONFIG, ARN_LOCAL, ARN_NEIGHBORS, ARN_PATHS, ARN_REMOVED, ARN_STATS, GROUP_ACTIVE, MEMBERS,
@@ -36,12 +36,15 @@ static FARE_ARN_RECEIVER: u8 = 0;
 
 /// `Some(action)` when the packet is a datagram to the ARN port (handled here).
 #[inline(always)]
-pub fn receive(ctx: &XdpContext, f: &Fields, ttl: u8) -> Option<u32> {
+pub fn receive<C: Classify>(ctx: &XdpContext, packet: &C, ttl: u8) -> Option<u32> {
     // SAFETY: a plain read of a global the loader may have rewritten (volatile, so that
     // the compiler does not fold the default).
     if unsafe { core::ptr::read_volatile(&FARE_ARN_RECEIVER) } == 0 {
         return None;
     }
+    // Only with the receiver on are the packet's fields read here.
+    let fields = packet.fields();
+    let f = &fields;
     if f.protocol != IPPROTO_UDP || f.l4_offset == 0 {
         return None;
     }

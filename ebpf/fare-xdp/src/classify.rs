@@ -12,7 +12,7 @@ use crate::consts::IPPROTO_UDP;
 use crate::maps::FLOW_RULES;
 use crate::packet::ptr_at;
 
-/// What the rules look at, gathered by the IP parsers.
+/// What the rules, the flow hash, ARN steering and ARN reception look at.
 pub struct Fields {
     /// 4 or 6.
     pub family: u8,
@@ -25,6 +25,27 @@ pub struct Fields {
     pub ports: u32,
     /// Offset of the L4 header; 0 when there is none to read (fragments).
     pub l4_offset: usize,
+}
+
+impl Fields {
+    /// The fields of a packet that has none to read (the TC spray program's spray-only
+    /// choice; a header that cannot be read again).
+    pub const NONE: Fields = Fields {
+        family: 4,
+        dscp: 0,
+        protocol: 0,
+        src: [0; 4],
+        dst: [0; 4],
+        ports: 0,
+        l4_offset: 0,
+    };
+}
+
+/// A packet whose `Fields` are read from it on request (`ipv4::V4`, `ipv6::V6`), so a
+/// packet whose route and group use none of them (spray mode, no colors, no steering,
+/// no ARN reception) does not pay for reading them.
+pub trait Classify {
+    fn fields(&self) -> Fields;
 }
 
 /// Offset of the RoCEv2 destination QP: UDP header (8) + BTH octets 5..8.

@@ -7,9 +7,9 @@ use fare_common::{
     MAX_SLOTS, MEMBER_REMOVED_BY_ARN, MODE_FLOW, MODE_SPRAY, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED,
 };
 
-use crate::classify::{self, Fields};
-use crate::ipv4::{self, Ipv4};
-use crate::ipv6::{self, Ipv6};
+use crate::classify::{self, Classify, Fields};
+use crate::ipv4::{self, Ipv4, V4};
+use crate::ipv6::{self, Ipv6, V6};
 use crate::maps::{COLOR_SETS, EGRESS, GROUP_ROWS, MEMBERS, ROUTES_V4, ROUTES_V6};
 use crate::packet::{self, ptr_at, Malformed};
 use crate::stats;
@@ -27,7 +27,7 @@ pub fn ipv4(ctx: &XdpContext, ip: &Ipv4) -> Result<u32, Malformed> {
         debug!(ctx, "ttl exceeded, to the kernel");
         return Ok(xdp_action::XDP_PASS);
     }
-    let Some(next) = choose(ctx, group, flags, &ip.fields) else {
+    let Some(next) = choose(ctx, group, flags, &V4(ctx)) else {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
@@ -47,7 +47,7 @@ pub fn ipv6(ctx: &XdpContext, ip: &Ipv6) -> Result<u32, Malformed> {
         debug!(ctx, "hop limit exceeded, to the kernel");
         return Ok(xdp_action::XDP_PASS);
     }
-    let Some(next) = choose(ctx, group, flags, &ip.fields) else {
+    let Some(next) = choose(ctx, group, flags, &V6(ctx)) else {
         stats::count(Stat::NoMember);
         return Ok(xdp_action::XDP_PASS);
     };
@@ -68,23 +68,30 @@ pub struct NextHop {
 /// through that color's group; a route with steered copies sends a flow an ARN steered
 /// away from a port through the copy; everything else uses the route's group. The route's
 /// `flags` say whether it has either, so a packet of a route without them pays for
-/// neither lookup. One `select` on one group id keeps the verifier's work the same as
-/// without colors.
+/// neither lookup, nor for reading the packet's classification fields (source, ports,
+/// protocol; a flow-mode group reads them for its hash in `select`). One `select` on one
+/// group id keeps the verifier's work the same as without colors.
 #[inline(always)]
-fn choose(ctx: &XdpContext, group: u32, flags: u32, fields: &Fields) -> Option<NextHop> {
-    let colored = if flags & ROUTE_COLORS != 0 {
-        colored_group(ctx, group, fields)
+fn choose<C: Classify>(ctx: &XdpContext, group: u32, flags: u32, packet: &C) -> Option<NextHop> {
+    let (gid, colored) = if flags & (ROUTE_COLORS | ROUTE_STEERED) != 0 {
+        let fields = packet.fields();
+        let colored = if flags & ROUTE_COLORS != 0 {
+            colored_group(ctx, group, &fields)
+        } else {
+            None
+        };
+        let base = colored.unwrap_or(group);
+        let gid = if flags & ROUTE_STEERED != 0 {
+            crate::steer::steered_group(base, &fields)
+        } else {
+            base
+        };
+        (gid, colored.is_some())
     } else {
-        None
+        (group, false)
     };
-    let base = colored.unwrap_or(group);
-    let gid = if flags & ROUTE_STEERED != 0 {
-        crate::steer::steered_group(base, fields)
-    } else {
-        base
-    };
-    let next = select::<true>(gid, fields);
-    if next.is_some() && colored.is_some() {
+    let next = select::<true, C>(gid, packet);
+    if next.is_some() && colored {
         stats::count(Stat::DpfColored);
     }
     next
@@ -122,9 +129,10 @@ const REHASH_TRIES: u32 = 4;
 /// `select_out_of_service` ends the member's ARN removal when its hold ran out, hashes
 /// again (flow) and walks forward past members that are out of service (spray: skipped
 /// slots take no packet, so the others keep their exact ratio). None when the group is
-/// empty or all are out. `FLOW`: whether flow-mode groups are handled (`flow` is hashed).
+/// empty or all are out. `FLOW`: whether flow-mode groups are handled (`flow`'s fields are
+/// read and hashed; only then).
 #[inline(always)]
-pub fn select<const FLOW: bool>(group: u32, flow: &Fields) -> Option<NextHop> {
+pub fn select<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Option<NextHop> {
     let row = GROUP_ROWS.get_ptr_mut(group)?;
     // SAFETY: this CPU's row; only this CPU's program writes its cursor and counters,
     // user space writes a row only while its group id is not in use.
@@ -144,7 +152,7 @@ pub fn select<const FLOW: bool>(group: u32, flow: &Fields) -> Option<NextHop> {
     let cursor = unsafe { &raw mut (*row).cursor };
     let start = if flow_mode {
         // Multiply-shift maps the hash uniformly onto 0..n without a division.
-        ((crate::flow::hash(flow) as u64 * n as u64) >> 32) as u32
+        ((crate::flow::hash(&flow.fields()) as u64 * n as u64) >> 32) as u32
     } else {
         // SAFETY: per-CPU slot, only this CPU touches it while we run.
         let c = unsafe { *cursor };
@@ -177,14 +185,14 @@ pub fn select<const FLOW: bool>(group: u32, flow: &Fields) -> Option<NextHop> {
 /// pruning only (measured: 0.45M instructions for fare_xdp this way, 0.49M with both
 /// passed; fare_tc_spray 73k against 66k, the lower total).
 #[inline(always)]
-fn select_out_of_service(
+fn select_out_of_service<C: Classify>(
     group: u32,
     row: *mut GroupRow,
     n: u32,
     flow_mode: bool,
     start: u32,
     first: u32,
-    flow: &Fields,
+    flow: &C,
 ) -> Option<NextHop> {
     // SAFETY: this CPU's row (see `select`).
     let (g, cursor) = unsafe { (&(*row).group, &raw mut (*row).cursor) };
@@ -197,7 +205,7 @@ fn select_out_of_service(
         // few tries) instead of taking the next slot: the removed member's flows then
         // spread over the others in proportion to their slots, and every other flow
         // keeps its member. The walk below is the last resort.
-        let mut h = crate::flow::hash(flow);
+        let mut h = crate::flow::hash(&flow.fields());
         for _ in 0..REHASH_TRIES {
             let index =
                 g.slots[start as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);

@@ -2,15 +2,16 @@
 
 use aya_ebpf::programs::XdpContext;
 
-use crate::classify::Fields;
+use crate::classify::{Classify, Fields};
 use crate::consts::*;
 use crate::packet::{ptr_at, Malformed};
 
+/// What every routed packet needs: the destination (the LPM key) and the TTL. The
+/// classification fields (source, ports, protocol, DSCP) are read by `V4` only when the
+/// route or group uses them.
 pub struct Ipv4 {
     pub dst: [u8; 4],
     pub ttl: u8,
-    /// For DPF flow classification.
-    pub fields: Fields,
 }
 
 #[inline(always)]
@@ -20,7 +21,7 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
     let hdr: *const [u16; IPV4_MIN_HLEN / 2] = ptr_at(ctx, offset)?;
     // SAFETY: ptr_at checked the 20 bytes.
     let h = unsafe { &*hdr };
-    let [version_ihl, tos] = h[0].to_ne_bytes();
+    let version_ihl = h[0].to_ne_bytes()[0];
     if version_ihl >> 4 != 4 {
         return Err(Malformed);
     }
@@ -33,23 +34,48 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
     if total_len < ihl || ctx.data() + offset + total_len > ctx.data_end() {
         return Err(Malformed);
     }
-    let frag = u16::from_be(h[3]);
-    let [ttl, protocol] = h[4].to_ne_bytes();
+    let ttl = h[4].to_ne_bytes()[0];
     // Addresses as u32 in packet byte order (the bytes as they are in memory).
-    let src = h[6] as u32 | (h[7] as u32) << 16;
     let dst = h[8] as u32 | (h[9] as u32) << 16;
-    // Ports only from unfragmented datagrams, so all fragments hash alike.
-    let whole = frag & (IPV4_MF | IPV4_OFFSET_MASK) == 0;
-    let l4_offset = if whole { offset + (ihl & 0x3c) } else { 0 };
-    let ports = if whole {
-        crate::flow::ports(ctx, l4_offset, protocol)
-    } else {
-        0
-    };
     Ok(Ipv4 {
         dst: dst.to_ne_bytes(),
         ttl,
-        fields: Fields {
+    })
+}
+
+/// The classification fields of the IPv4 packet in `ctx` (which `parse` accepted), read
+/// from the packet when a route, group or the ARN receiver asks for them: a spray-mode
+/// group of a route without colors or steering never does. The header's offset is read
+/// again from the frame (see `eth::l3_offset`) rather than kept from the parse.
+pub struct V4<'a>(pub &'a XdpContext);
+
+impl Classify for V4<'_> {
+    #[inline(always)]
+    fn fields(&self) -> Fields {
+        let ctx = self.0;
+        let Ok(offset) = crate::eth::l3_offset(ctx) else {
+            return Fields::NONE;
+        };
+        let Ok(hdr) = ptr_at::<[u16; IPV4_MIN_HLEN / 2]>(ctx, offset) else {
+            return Fields::NONE;
+        };
+        // SAFETY: ptr_at checked the 20 bytes.
+        let h = unsafe { &*hdr };
+        let [version_ihl, tos] = h[0].to_ne_bytes();
+        let ihl = ((version_ihl & 0x0f) as usize) * 4;
+        let frag = u16::from_be(h[3]);
+        let protocol = h[4].to_ne_bytes()[1];
+        let src = h[6] as u32 | (h[7] as u32) << 16;
+        let dst = h[8] as u32 | (h[9] as u32) << 16;
+        // Ports only from unfragmented datagrams, so all fragments hash alike.
+        let whole = frag & (IPV4_MF | IPV4_OFFSET_MASK) == 0;
+        let l4_offset = if whole { offset + (ihl & 0x3c) } else { 0 };
+        let ports = if whole {
+            crate::flow::ports(ctx, l4_offset, protocol)
+        } else {
+            0
+        };
+        Fields {
             family: 4,
             dscp: tos >> 2,
             protocol,
@@ -57,8 +83,8 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
             dst: [dst, 0, 0, 0],
             ports,
             l4_offset,
-        },
-    })
+        }
+    }
 }
 
 /// Decrements the TTL and patches the header checksum incrementally (RFC 1624), as the

@@ -2,15 +2,15 @@
 
 use aya_ebpf::programs::XdpContext;
 
-use crate::classify::Fields;
+use crate::classify::{Classify, Fields};
 use crate::consts::*;
 use crate::packet::{ptr_at, Malformed};
 
+/// What every routed packet needs: the destination (the LPM key) and the hop limit; the
+/// classification fields are read by `V6` only when used (see `ipv4::V4`).
 pub struct Ipv6 {
     pub dst: [u8; 16],
     pub hop_limit: u8,
-    /// For DPF flow classification.
-    pub fields: Fields,
 }
 
 #[inline(always)]
@@ -27,31 +27,47 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv6, Malformed> {
     if ctx.data() + offset + IPV6_HLEN + payload_len > ctx.data_end() {
         return Err(Malformed);
     }
-    let [next_header, hop_limit] = h[3].to_ne_bytes();
-    // Addresses as four u32 words each, in packet byte order (the bytes as in memory).
-    let word = |i: usize| h[i] as u32 | (h[i + 1] as u32) << 16;
-    let src = [word(4), word(6), word(8), word(10)];
-    let dst = [word(12), word(14), word(16), word(18)];
-    let mut dst_bytes = [0u8; 16];
-    for (i, w) in dst.iter().enumerate() {
-        dst_bytes[i * 4..i * 4 + 4].copy_from_slice(&w.to_ne_bytes());
-    }
-    // Extension headers are not walked: such packets hash on addresses and protocol.
-    let ports = crate::flow::ports(ctx, offset + IPV6_HLEN, next_header);
-    Ok(Ipv6 {
-        dst: dst_bytes,
-        hop_limit,
-        fields: Fields {
+    let hop_limit = h[3].to_ne_bytes()[1];
+    // The destination's eight 16-bit words are its 16 bytes in packet order.
+    let d = [h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]];
+    // SAFETY: [u16; 8] and [u8; 16] have the same size, and every bit pattern is valid.
+    let dst: [u8; 16] = unsafe { core::mem::transmute(d) };
+    Ok(Ipv6 { dst, hop_limit })
+}
+
+/// The classification fields of the IPv6 packet in `ctx` (which `parse` accepted), read
+/// when used (see `ipv4::V4`).
+pub struct V6<'a>(pub &'a XdpContext);
+
+impl Classify for V6<'_> {
+    #[inline(always)]
+    fn fields(&self) -> Fields {
+        let ctx = self.0;
+        let Ok(offset) = crate::eth::l3_offset(ctx) else {
+            return Fields::NONE;
+        };
+        let Ok(hdr) = ptr_at::<[u16; IPV6_HLEN / 2]>(ctx, offset) else {
+            return Fields::NONE;
+        };
+        // SAFETY: ptr_at checked the 40 bytes.
+        let h = unsafe { &*hdr };
+        let [b0, b1] = h[0].to_ne_bytes();
+        let next_header = h[3].to_ne_bytes()[0];
+        // Addresses as four u32 words each, in packet byte order (the bytes as in memory).
+        let word = |i: usize| h[i] as u32 | (h[i + 1] as u32) << 16;
+        // Extension headers are not walked: such packets hash on addresses and protocol.
+        let l4_offset = offset + IPV6_HLEN;
+        Fields {
             family: 6,
             // Traffic class: low 4 bits of octet 0, high 4 of octet 1; DSCP is its top 6.
             dscp: (((b0 & 0x0f) << 4) | (b1 >> 4)) >> 2,
             protocol: next_header,
-            src,
-            dst,
-            ports,
-            l4_offset: offset + IPV6_HLEN,
-        },
-    })
+            src: [word(4), word(6), word(8), word(10)],
+            dst: [word(12), word(14), word(16), word(18)],
+            ports: crate::flow::ports(ctx, l4_offset, next_header),
+            l4_offset,
+        }
+    }
 }
 
 #[inline(always)]

@@ -53,7 +53,7 @@ fn try_fare_xdp(ctx: &XdpContext) -> Result<u32, Malformed> {
     match frame.l3 {
         L3::Ipv4 => {
             let ip = ipv4::parse(ctx, frame.l3_offset)?;
-            if let Some(action) = arn::receive(ctx, &ip.fields, ip.ttl) {
+            if let Some(action) = arn::receive(ctx, &ipv4::V4(ctx), ip.ttl) {
                 stats::count(Stat::ArnPassed);
                 return Ok(action);
             }
@@ -61,7 +61,7 @@ fn try_fare_xdp(ctx: &XdpContext) -> Result<u32, Malformed> {
         }
         L3::Ipv6 => {
             let ip = ipv6::parse(ctx, frame.l3_offset)?;
-            if let Some(action) = arn::receive(ctx, &ip.fields, ip.hop_limit) {
+            if let Some(action) = arn::receive(ctx, &ipv6::V6(ctx), ip.hop_limit) {
                 stats::count(Stat::ArnPassed);
                 return Ok(action);
             }

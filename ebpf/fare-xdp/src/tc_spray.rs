@@ -16,7 +16,7 @@ use aya_ebpf::{
 };
 use fare_common::SPRAYED_MARK;
 
-use crate::classify::Fields;
+use crate::classify::{Classify, Fields};
 use crate::consts::{ETH_HLEN, ETH_P_IP, ETH_P_IPV6};
 use crate::maps::{ROUTES_V4, ROUTES_V6};
 
@@ -46,16 +46,7 @@ fn spray(ctx: &TcContext) -> Option<i32> {
     };
     // Spray groups only: `select::<false>` has no member for a flow group and never
     // reads the fields.
-    let none = Fields {
-        family: 4,
-        dscp: 0,
-        protocol: 0,
-        src: [0; 4],
-        dst: [0; 4],
-        ports: 0,
-        l4_offset: 0,
-    };
-    let next = crate::forward::select::<false>(group, &none)?;
+    let next = crate::forward::select::<false, NoFields>(group, &NoFields)?;
     ctx.store(0, &next.member.dst_mac, 0).ok()?;
     ctx.store(6, &next.member.src_mac, 0).ok()?;
     crate::stats::count_member(next.row, next.index, ctx.len() as u64);
@@ -72,4 +63,14 @@ fn spray(ctx: &TcContext) -> Option<i32> {
     } else {
         TC_ACT_OK as i32
     })
+}
+
+/// The TC program's packets have no fields to read (`select::<false, _>` never asks).
+struct NoFields;
+
+impl Classify for NoFields {
+    #[inline(always)]
+    fn fields(&self) -> Fields {
+        Fields::NONE
+    }
 }
