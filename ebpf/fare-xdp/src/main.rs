@@ -34,7 +34,11 @@ use fare_common::Stat;
 use crate::eth::L3;
 use crate::packet::Malformed;
 
+// `inline(always)` goes to the body the macro wraps: without it LLVM may keep the whole
+// program as one BPF-to-BPF call from the entry (it did once the body grew), a call per
+// packet and a slower program.
 #[xdp]
+#[inline(always)]
 pub fn fare_xdp(ctx: XdpContext) -> u32 {
     // Each path counts its outcome once; user space sums them into `received`.
     match try_fare_xdp(&ctx) {
