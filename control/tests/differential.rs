@@ -132,23 +132,15 @@ async fn run_async(topo: &Topology, case: &Case) -> Result<Groups, String> {
             listen.push(local);
             link_of[i].insert(remote.to_string(), l.name.clone());
             neighbors.push(NeighborSpec {
-                address: remote,
-                remote_as: asn(topo, other),
-                interface: None,
                 bandwidth_gbps: Some(l.gbps),
                 // One side connects, the other listens: no collisions to resolve here.
                 passive: i > other,
                 local_address: Some(local),
-                protection: Default::default(),
                 role: Some(topo.nodes[other].role),
-                color: None,
-                orf_receive: false,
-                orf_send: vec![],
                 fib_suppress: case.fib_suppress
                     && n.role == Role::Leaf
                     && topo.nodes[other].role == Role::Rnic,
-                upa_hosts: vec![],
-                summary_only: false,
+                ..NeighborSpec::new(remote, asn(topo, other))
             });
         }
         configs.push(SpeakerConfig {

@@ -157,20 +157,8 @@ pub fn config(
         neighbors: neighbors
             .iter()
             .map(|(a, asn, bw)| NeighborSpec {
-                address: a.parse().expect("neighbor address"),
-                remote_as: *asn,
-                interface: None,
                 bandwidth_gbps: Some(*bw),
-                passive: false,
-                local_address: None,
-                protection: Default::default(),
-                role: None,
-                color: None,
-                orf_receive: false,
-                orf_send: vec![],
-                fib_suppress: false,
-                upa_hosts: vec![],
-                summary_only: false,
+                ..NeighborSpec::new(a.parse().expect("neighbor address"), *asn)
             })
             .collect(),
         prefixes: prefixes

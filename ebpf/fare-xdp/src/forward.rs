@@ -4,7 +4,8 @@ use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
 use aya_log_ebpf::{debug, warn};
 use fare_common::{
     member_id, GroupRow, Member, Stat, COLOR_ACTIVE, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP,
-    MAX_SLOTS, MEMBER_REMOVED_BY_ARN, MODE_FLOW, MODE_SPRAY, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED,
+    MAX_SLOTS, MEMBER_REMOVED_BY_ARN, MODE_FLOW, MODE_SPRAY, ROUTE_COLORS, ROUTE_QUEUES,
+    ROUTE_STEERED,
 };
 
 use crate::classify::{self, Classify, Fields};

@@ -7,10 +7,10 @@ use aya_ebpf::{
 };
 use fare_common::{
     ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ColorSet, EgressQueue,
-    FlowRule, FlowSteerKey, FlowSteerValue, GroupRow, Member, RouteValue,
-    SteerGroupKey, ARN_STAT_COUNT, MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS, MAX_EGRESS,
-    MAX_FLOW_RULES, MAX_FLOW_STEER, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, MAX_STEER_MASKS,
-    QUEUE_EVENTS_BYTES, STAT_COUNT,
+    FlowRule, FlowSteerKey, FlowSteerValue, GroupRow, Member, RouteValue, SteerGroupKey,
+    ARN_STAT_COUNT, MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS, MAX_EGRESS, MAX_FLOW_RULES,
+    MAX_FLOW_STEER, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, MAX_STEER_MASKS, QUEUE_EVENTS_BYTES,
+    STAT_COUNT,
 };
 
 #[map]

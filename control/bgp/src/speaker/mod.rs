@@ -62,6 +62,27 @@ pub struct NeighborSpec {
 }
 
 impl NeighborSpec {
+    /// A neighbor with nothing but its address and AS: actively connected, no interface
+    /// or bandwidth, uncolored, no ORF, FIB-Suppress or UPA hosts.
+    pub fn new(address: IpAddr, remote_as: u32) -> NeighborSpec {
+        NeighborSpec {
+            address,
+            remote_as,
+            interface: None,
+            bandwidth_gbps: None,
+            passive: false,
+            local_address: None,
+            protection: Protection::default(),
+            role: None,
+            color: None,
+            orf_receive: false,
+            orf_send: vec![],
+            fib_suppress: false,
+            upa_hosts: vec![],
+            summary_only: false,
+        }
+    }
+
     /// The bandwidth of the link to this neighbor: the configured one, else the speed the
     /// interface's driver reports.
     fn link_gbps(&self) -> Option<f64> {
@@ -675,20 +696,10 @@ mod tests {
     /// session: nothing is exported), and the receiving end of its events.
     fn task() -> (RibTask, mpsc::Receiver<SpeakerEvent>) {
         let spec = |i: u8| NeighborSpec {
-            address: peer_addr(i),
-            remote_as: PEER_AS,
             interface: Some(format!("eth{i}")),
             bandwidth_gbps: Some(100.0),
             passive: true,
-            local_address: None,
-            protection: Protection::default(),
-            role: None,
-            color: None,
-            orf_receive: false,
-            orf_send: vec![],
-            fib_suppress: false,
-            upa_hosts: vec![],
-            summary_only: false,
+            ..NeighborSpec::new(peer_addr(i), PEER_AS)
         };
         let config = SpeakerConfig {
             router_id: Ipv4Addr::new(10, 255, 0, 1),
