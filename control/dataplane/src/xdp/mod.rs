@@ -169,32 +169,46 @@ where
     T::try_from(map).map_err(|e| err(format!("map {name}: {e}")))
 }
 
+/// The XDP object `object`, or the one built into this binary.
+fn object_bytes(object: Option<&[u8]>) -> Result<&[u8], DataplaneError> {
+    match object {
+        Some(bytes) => Ok(bytes),
+        None => object::bytes().ok_or_else(|| err(object::MISSING)),
+    }
+}
+
+/// Mounts bpffs where needed and creates the node's pin directories.
+fn prepare_pins(pins: &PinDir, root: &std::path::Path) -> Result<(), DataplaneError> {
+    pins.prepare(root).map_err(|source| DataplaneError::Io {
+        backend: BACKEND,
+        what: format!("preparing pin directory {}", pins.node.display()),
+        source,
+    })
+}
+
+/// Opens the object against the maps pinned in `pins` (created the first time), with
+/// the kernel log level and the load-time ARN reception flag set; nothing loaded yet.
+fn load_object(bytes: &[u8], pins: &PinDir, arn_receiver: bool) -> Result<Ebpf, DataplaneError> {
+    let level = logs::kernel_level();
+    EbpfLoader::new()
+        .default_map_pin_directory(pins.maps())
+        .override_global("AYA_LOG_LEVEL", &level, false)
+        .override_global(fc::ARN_RECEIVER_GLOBAL, &u8::from(arn_receiver), false)
+        .load(bytes)
+        .map_err(|e| err(format!("loading the XDP object: {e}")))
+}
+
 impl XdpDataplane {
     /// Loads the program against the pinned maps (creating them the first time),
     /// attaches it to every interface (atomically replacing a pinned earlier instance)
     /// and adopts the groups already in the maps.
     pub fn open(opts: &XdpOptions) -> Result<XdpDataplane, DataplaneError> {
-        let bytes = match &opts.object {
-            Some(bytes) => bytes.as_slice(),
-            None => object::bytes().ok_or_else(|| err(object::MISSING))?,
-        };
+        let bytes = object_bytes(opts.object.as_deref())?;
         let pins = PinDir::new(&opts.pin_root, &opts.node);
-        pins.prepare(&opts.pin_root)
-            .map_err(|source| DataplaneError::Io {
-                backend: BACKEND,
-                what: format!("preparing pin directory {}", pins.node.display()),
-                source,
-            })?;
-        let level = logs::kernel_level();
+        prepare_pins(&pins, &opts.pin_root)?;
         // ARN reception is compiled out of the loaded program unless configured (the
         // program's FARE_ARN_RECEIVER, read-only: the verifier drops the dead code).
-        let arn_receiver = u8::from(opts.arn.is_some());
-        let mut ebpf = EbpfLoader::new()
-            .default_map_pin_directory(pins.maps())
-            .override_global("AYA_LOG_LEVEL", &level, false)
-            .override_global(fc::ARN_RECEIVER_GLOBAL, &arn_receiver, false)
-            .load(bytes)
-            .map_err(|e| err(format!("loading the XDP object: {e}")))?;
+        let mut ebpf = load_object(bytes, &pins, opts.arn.is_some())?;
         let log_task = logs::spawn(&mut ebpf);
         let program: &mut Xdp = ebpf
             .program_mut(fc::PROGRAM_NAME)

@@ -5,10 +5,9 @@
 //! how long an agent takes to start (several agents loading at once on a small machine
 //! wait for each other's verifier), so the benchmarks report it beside the cost.
 
-use super::{err, logs, object, pins::PinDir, BACKEND};
+use super::{err, load_object, object_bytes, pins::PinDir, prepare_pins, BACKEND};
 use crate::DataplaneError;
 use aya::programs::{SchedClassifier, Xdp};
-use aya::EbpfLoader;
 use fare_common as fc;
 use std::path::Path;
 
@@ -31,22 +30,14 @@ pub fn counts(
     pin_root: &Path,
     node: &str,
 ) -> Result<VerifierCounts, DataplaneError> {
-    let bytes = match object {
-        Some(b) => b,
-        None => object::bytes().ok_or_else(|| err(object::MISSING))?,
-    };
+    let bytes = object_bytes(object)?;
     let pins = PinDir::new(pin_root, node);
-    pins.prepare(pin_root)
-        .map_err(|source| DataplaneError::Io {
-            backend: BACKEND,
-            what: format!("preparing pin directory {}", pins.node.display()),
-            source,
-        })?;
+    prepare_pins(&pins, pin_root)?;
     let result = (|| -> Result<VerifierCounts, DataplaneError> {
         Ok(VerifierCounts {
-            xdp: load(bytes, &pins, 0, fc::PROGRAM_NAME)?,
-            xdp_arn: load(bytes, &pins, 1, fc::PROGRAM_NAME)?,
-            tc_spray: load(bytes, &pins, 0, fc::TC_SPRAY_NAME)?,
+            xdp: load(bytes, &pins, false, fc::PROGRAM_NAME)?,
+            xdp_arn: load(bytes, &pins, true, fc::PROGRAM_NAME)?,
+            tc_spray: load(bytes, &pins, false, fc::TC_SPRAY_NAME)?,
         })
     })();
     let removed = pins.remove_all().map_err(|source| DataplaneError::Io {
@@ -60,14 +51,8 @@ pub fn counts(
 }
 
 /// Loads program `name` of the object with the ARN flag `arn` and returns its count.
-fn load(bytes: &[u8], pins: &PinDir, arn: u8, name: &str) -> Result<u32, DataplaneError> {
-    let level = logs::kernel_level();
-    let mut ebpf = EbpfLoader::new()
-        .default_map_pin_directory(pins.maps())
-        .override_global("AYA_LOG_LEVEL", &level, false)
-        .override_global(fc::ARN_RECEIVER_GLOBAL, &arn, false)
-        .load(bytes)
-        .map_err(|e| err(format!("loading the XDP object: {e}")))?;
+fn load(bytes: &[u8], pins: &PinDir, arn: bool, name: &str) -> Result<u32, DataplaneError> {
+    let mut ebpf = load_object(bytes, pins, arn)?;
     let program = ebpf
         .program_mut(name)
         .ok_or_else(|| err(format!("program {name} missing from the object")))?;
