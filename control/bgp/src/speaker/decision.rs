@@ -72,7 +72,7 @@ impl RibTask {
     /// the active paths carry two or more colors (with one, every flow already stays on
     /// that color's paths).
     pub(super) fn data_plane_colors(&self, prefix: IpNet, active: &[Path]) -> Vec<ColorGroup> {
-        if colors_of(active).len() < 2 {
+        if !two_colors(active) {
             return vec![];
         }
         self.color_paths(prefix, active)
