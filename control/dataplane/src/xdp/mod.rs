@@ -372,19 +372,23 @@ impl XdpDataplane {
         })
     }
 
-    /// Counters and state of member `i` of group `gid`, summed over CPUs.
-    fn member_status(&self, gid: u32, i: usize) -> Result<MemberStatus, DataplaneError> {
+    /// Counters and state of members `0..n` of group `gid`, summed over CPUs (the
+    /// group's per-CPU rows read once for all of them).
+    fn member_statuses(&self, gid: u32, n: usize) -> Result<Vec<MemberStatus>, DataplaneError> {
         let rows = self
             .group_rows
             .get(&gid, 0)
             .map_err(|e| err(format!("GROUP_ROWS[{gid}]: {e}")))?;
-        let index = i % fc::MAX_MEMBERS_PER_GROUP as usize;
-        let row = self.member_row(gid, i)?;
-        Ok(MemberStatus {
-            packets: rows.iter().map(|r| r.counters[index].packets).sum(),
-            bytes: rows.iter().map(|r| r.counters[index].bytes).sum(),
-            active: row.active(),
-        })
+        (0..n)
+            .map(|i| {
+                let index = i % fc::MAX_MEMBERS_PER_GROUP as usize;
+                Ok(MemberStatus {
+                    packets: rows.iter().map(|r| r.counters[index].packets).sum(),
+                    bytes: rows.iter().map(|r| r.counters[index].bytes).sum(),
+                    active: self.member_row(gid, i)?.active(),
+                })
+            })
+            .collect()
     }
 
     /// The group written at `gid` (every CPU holds the same copy; CPU 0's is read).
@@ -804,9 +808,7 @@ impl Dataplane for XdpDataplane {
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
         let mut out = Vec::with_capacity(self.installed.len());
         for inst in self.installed.values() {
-            let members = (0..inst.group.members.len())
-                .map(|i| self.member_status(inst.gid, i))
-                .collect::<Result<Vec<_>, _>>()?;
+            let members = self.member_statuses(inst.gid, inst.group.members.len())?;
             let mut colors = Vec::with_capacity(inst.colors.len());
             for c in &inst.colors {
                 // The color group as its rows hold it (via = neighbor MAC, weight = slots).
@@ -821,9 +823,7 @@ impl Dataplane for XdpDataplane {
                 ) else {
                     continue;
                 };
-                let status = (0..group.members.len())
-                    .map(|i| self.member_status(c.gid, i))
-                    .collect::<Result<Vec<_>, _>>()?;
+                let status = self.member_statuses(c.gid, group.members.len())?;
                 colors.push(ColorStatus {
                     color: c.color,
                     members: group.members,
