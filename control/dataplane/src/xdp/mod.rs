@@ -205,7 +205,26 @@ impl XdpDataplane {
     pub fn open(opts: &XdpOptions) -> Result<XdpDataplane, DataplaneError> {
         let bytes = object_bytes(opts.object.as_deref())?;
         let pins = PinDir::new(&opts.pin_root, &opts.node);
+        // A node's first open that fails leaves no pins behind (a pinned link would keep
+        // the program attached with no agent); an earlier instance's pins are kept, they
+        // still forward.
+        let first = !pins.node.exists();
         prepare_pins(&pins, &opts.pin_root)?;
+        let opened = Self::open_pinned(opts, bytes, pins);
+        if opened.is_err() && first {
+            let pins = PinDir::new(&opts.pin_root, &opts.node);
+            if let Err(e) = pins.remove_all() {
+                tracing::warn!(node = %opts.node, "xdp: pins of the failed open not removed: {e}");
+            }
+        }
+        opened
+    }
+
+    fn open_pinned(
+        opts: &XdpOptions,
+        bytes: &[u8],
+        pins: PinDir,
+    ) -> Result<XdpDataplane, DataplaneError> {
         // ARN reception is compiled out of the loaded program unless configured (the
         // program's FARE_ARN_RECEIVER, read-only: the verifier drops the dead code).
         let mut ebpf = load_object(bytes, &pins, opts.arn.is_some())?;
