@@ -34,17 +34,17 @@ const UDP_HLEN: usize = 8;
 static FARE_ARN_RECEIVER: u8 = 0;
 // (The loader names it fare_common::ARN_RECEIVER_GLOBAL.)
 
-/// `Some(action)` when the packet is a datagram to the ARN port (handled here).
+/// Whether the loader configured ARN reception (see `FARE_ARN_RECEIVER`).
 #[inline(always)]
-pub fn receive<C: Classify>(ctx: &XdpContext, packet: &C, ttl: u8) -> Option<u32> {
+fn receiver_on() -> bool {
     // SAFETY: a plain read of a global the loader may have rewritten (volatile, so that
     // the compiler does not fold the default).
-    if unsafe { core::ptr::read_volatile(&FARE_ARN_RECEIVER) } == 0 {
-        return None;
-    }
-    // Only with the receiver on are the packet's fields read here.
-    let fields = packet.fields();
-    let f = &fields;
+    unsafe { core::ptr::read_volatile(&FARE_ARN_RECEIVER) != 0 }
+}
+
+/// The ARN settings when `f` is a whole UDP datagram to the ARN port (reception enabled).
+#[inline(always)]
+fn to_arn_port(f: &Fields) -> Option<&'static ArnConfigRow> {
     if f.protocol != IPPROTO_UDP || f.l4_offset == 0 {
         return None;
     }
@@ -52,6 +52,27 @@ pub fn receive<C: Classify>(ctx: &XdpContext, packet: &C, ttl: u8) -> Option<u32
     if cfg.enabled == 0 || f.ports & 0xffff != cfg.udp_port {
         return None;
     }
+    Some(cfg)
+}
+
+/// Whether `receive` might take the packet (the fast path leaves those to the full
+/// program): never without the receiver; with it, a UDP datagram to the ARN port. Only
+/// UDP packets on a node with the receiver read their fields here.
+#[inline(always)]
+pub fn may_receive<C: Classify>(packet: &C, protocol: u8) -> bool {
+    receiver_on() && protocol == IPPROTO_UDP && to_arn_port(&packet.fields()).is_some()
+}
+
+/// `Some(action)` when the packet is a datagram to the ARN port (handled here).
+#[inline(always)]
+pub fn receive<C: Classify>(ctx: &XdpContext, packet: &C, ttl: u8) -> Option<u32> {
+    if !receiver_on() {
+        return None;
+    }
+    // Only with the receiver on are the packet's fields read here.
+    let fields = packet.fields();
+    let f = &fields;
+    let cfg = to_arn_port(f)?;
     // Only ARNs for this node: to one of its addresses, or to a multicast group. An ARN
     // to another node crosses this one like any packet.
     if !is_multicast(f) {

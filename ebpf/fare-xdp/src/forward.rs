@@ -124,29 +124,61 @@ fn colored_group(ctx: &XdpContext, group: u32, fields: &Fields) -> Option<u32> {
 /// Flow mode: how many times a flow whose member is out of service hashes again.
 const REHASH_TRIES: u32 = 4;
 
-/// Picks the slot (spray: the per-CPU cursor; flow: the hash). The start slot's member in
-/// service is the fast path: two lookups, this CPU's GROUP_ROWS row (slots, cursor and
-/// member counters together) and the MEMBERS row. Otherwise
-/// `select_out_of_service` ends the member's ARN removal when its hold ran out, hashes
-/// again (flow) and walks forward past members that are out of service (spray: skipped
-/// slots take no packet, so the others keep their exact ratio). None when the group is
-/// empty or all are out. `FLOW`: whether flow-mode groups are handled (`flow`'s fields are
-/// read and hashed; only then).
+/// Picks the slot (spray: the per-CPU cursor; flow: the hash): `first_choice`, and when
+/// its member is out of service `select_out_of_service`, which ends the member's ARN
+/// removal when its hold ran out, hashes again (flow) and walks forward past members that
+/// are out of service (spray: skipped slots take no packet, so the others keep their
+/// exact ratio). None when the group is empty or all are out. `FLOW`: whether flow-mode
+/// groups are handled (`flow`'s fields are read and hashed; only then).
 #[inline(always)]
 pub fn select<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Option<NextHop> {
-    let row = GROUP_ROWS.get_ptr_mut(group)?;
+    match first_choice::<FLOW, C>(group, flow) {
+        Choice::Member(next) => Some(next),
+        Choice::OutOfService(at) => select_out_of_service(group, at, flow),
+        Choice::Nothing => None,
+    }
+}
+
+/// What `first_choice` found.
+pub enum Choice {
+    /// The start slot's member, in service (the cursor has moved past it).
+    Member(NextHop),
+    /// The start slot's member is out of service (nothing changed yet).
+    OutOfService(Start),
+    /// No member: the group is empty, unknown, or not in a mode this caller handles.
+    Nothing,
+}
+
+/// Where `first_choice` started: this CPU's row, the group's slot count and mode, the
+/// start slot and its member index.
+pub struct Start {
+    row: *mut GroupRow,
+    n: u32,
+    flow_mode: bool,
+    slot: u32,
+    index: u32,
+}
+
+/// The member of the start slot (spray: this CPU's cursor; flow: the hash) when it is in
+/// service: two lookups, this CPU's GROUP_ROWS row (slots, cursor and member counters
+/// together) and the MEMBERS row. The fast path stops here; `select` goes on.
+#[inline(always)]
+pub fn first_choice<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Choice {
+    let Some(row) = GROUP_ROWS.get_ptr_mut(group) else {
+        return Choice::Nothing;
+    };
     // SAFETY: this CPU's row; only this CPU's program writes its cursor and counters,
     // user space writes a row only while its group id is not in use.
     let g = unsafe { &(*row).group };
     let n = g.n_slots as u32;
     if n == 0 || n > MAX_SLOTS as u32 {
-        return None;
+        return Choice::Nothing;
     }
     // `FLOW` false (the TC spray program: spray groups only) compiles the flow path out,
     // so the verifier does not walk it with the constant fields that caller passes; a
     // flow group then has no member for it.
     if !FLOW && g.mode != MODE_SPRAY {
-        return None;
+        return Choice::Nothing;
     }
     let flow_mode = FLOW && g.mode == MODE_FLOW;
     // SAFETY: as `g`.
@@ -164,21 +196,28 @@ pub fn select<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Option<Nex
         }
     };
     let first = g.slots[start as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);
-    let id = member_id(group, first);
-    let m = MEMBERS.get(id)?;
-    if m.active() {
-        if !flow_mode {
-            let next = start + 1;
-            // SAFETY: per-CPU slot.
-            unsafe { *cursor = if next >= n { 0 } else { next } };
-        }
-        return Some(NextHop {
+    let Some(m) = MEMBERS.get(member_id(group, first)) else {
+        return Choice::Nothing;
+    };
+    if !m.active() {
+        return Choice::OutOfService(Start {
             row,
+            n,
+            flow_mode,
+            slot: start,
             index: first,
-            member: m,
         });
     }
-    select_out_of_service(group, row, n, flow_mode, start, first, flow)
+    if !flow_mode {
+        let next = start + 1;
+        // SAFETY: per-CPU slot.
+        unsafe { *cursor = if next >= n { 0 } else { next } };
+    }
+    Choice::Member(NextHop {
+        row,
+        index: first,
+        member: m,
+    })
 }
 
 /// `select` when the start slot's member is out of service. It takes the group and the
@@ -186,15 +225,14 @@ pub fn select<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Option<Nex
 /// pruning only (measured: 0.45M instructions for fare_xdp this way, 0.49M with both
 /// passed; fare_tc_spray 73k against 66k, the lower total).
 #[inline(always)]
-fn select_out_of_service<C: Classify>(
-    group: u32,
-    row: *mut GroupRow,
-    n: u32,
-    flow_mode: bool,
-    start: u32,
-    first: u32,
-    flow: &C,
-) -> Option<NextHop> {
+fn select_out_of_service<C: Classify>(group: u32, at: Start, flow: &C) -> Option<NextHop> {
+    let Start {
+        row,
+        n,
+        flow_mode,
+        slot: start,
+        index: first,
+    } = at;
     // SAFETY: this CPU's row (see `select`).
     let (g, cursor) = unsafe { (&(*row).group, &raw mut (*row).cursor) };
     // ARN removals end lazily: the member at the start slot, when its hold ran out (only
@@ -266,7 +304,7 @@ fn select_out_of_service<C: Classify>(
 /// Rewrites the MACs and redirects to the member; `queued`: the route's groups have a
 /// member behind a virtual queue (only then is a queue looked for).
 #[inline(always)]
-fn send(ctx: &XdpContext, next: &NextHop, queued: bool) -> Result<u32, Malformed> {
+pub fn send(ctx: &XdpContext, next: &NextHop, queued: bool) -> Result<u32, Malformed> {
     let m = next.member;
     // Both MACs as 16-bit words, read in place from the member's row: 6 loads and stores
     // (a [u8; 6] copy out of a map value becomes a call to a byte-wise memcpy). The frame

@@ -12,6 +12,8 @@ use crate::packet::{ptr_at, Malformed};
 pub struct Ipv4 {
     pub dst: [u8; 4],
     pub ttl: u8,
+    /// Shares its 16-bit word with the TTL: free to read (the fast path's ARN check).
+    pub protocol: u8,
 }
 
 #[inline(always)]
@@ -34,12 +36,13 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
     if total_len < ihl || ctx.data() + offset + total_len > ctx.data_end() {
         return Err(Malformed);
     }
-    let ttl = h[4].to_ne_bytes()[0];
+    let [ttl, protocol] = h[4].to_ne_bytes();
     // Addresses as u32 in packet byte order (the bytes as they are in memory).
     let dst = h[8] as u32 | (h[9] as u32) << 16;
     Ok(Ipv4 {
         dst: dst.to_ne_bytes(),
         ttl,
+        protocol,
     })
 }
 
@@ -52,38 +55,56 @@ pub struct V4<'a>(pub &'a XdpContext);
 impl Classify for V4<'_> {
     #[inline(always)]
     fn fields(&self) -> Fields {
-        let ctx = self.0;
-        let Ok(offset) = crate::eth::l3_offset(ctx) else {
-            return Fields::NONE;
-        };
-        let Ok(hdr) = ptr_at::<[u16; IPV4_MIN_HLEN / 2]>(ctx, offset) else {
-            return Fields::NONE;
-        };
-        // SAFETY: ptr_at checked the 20 bytes.
-        let h = unsafe { &*hdr };
-        let [version_ihl, tos] = h[0].to_ne_bytes();
-        let ihl = ((version_ihl & 0x0f) as usize) * 4;
-        let frag = u16::from_be(h[3]);
-        let protocol = h[4].to_ne_bytes()[1];
-        let src = h[6] as u32 | (h[7] as u32) << 16;
-        let dst = h[8] as u32 | (h[9] as u32) << 16;
-        // Ports only from unfragmented datagrams, so all fragments hash alike.
-        let whole = frag & (IPV4_MF | IPV4_OFFSET_MASK) == 0;
-        let l4_offset = if whole { offset + (ihl & 0x3c) } else { 0 };
-        let ports = if whole {
-            crate::flow::ports(ctx, l4_offset, protocol)
-        } else {
-            0
-        };
-        Fields {
-            family: 4,
-            dscp: tos >> 2,
-            protocol,
-            src: [src, 0, 0, 0],
-            dst: [dst, 0, 0, 0],
-            ports,
-            l4_offset,
+        match crate::eth::l3_offset(self.0) {
+            Ok(offset) => fields_at(self.0, offset),
+            Err(_) => Fields::NONE,
         }
+    }
+}
+
+/// `V4` with the header's offset known (the fast path keeps it from the parse).
+pub struct V4At<'a> {
+    pub ctx: &'a XdpContext,
+    pub offset: usize,
+}
+
+impl Classify for V4At<'_> {
+    #[inline(always)]
+    fn fields(&self) -> Fields {
+        fields_at(self.ctx, self.offset)
+    }
+}
+
+/// The classification fields of the IPv4 header at `offset`.
+#[inline(always)]
+fn fields_at(ctx: &XdpContext, offset: usize) -> Fields {
+    let Ok(hdr) = ptr_at::<[u16; IPV4_MIN_HLEN / 2]>(ctx, offset) else {
+        return Fields::NONE;
+    };
+    // SAFETY: ptr_at checked the 20 bytes.
+    let h = unsafe { &*hdr };
+    let [version_ihl, tos] = h[0].to_ne_bytes();
+    let ihl = ((version_ihl & 0x0f) as usize) * 4;
+    let frag = u16::from_be(h[3]);
+    let protocol = h[4].to_ne_bytes()[1];
+    let src = h[6] as u32 | (h[7] as u32) << 16;
+    let dst = h[8] as u32 | (h[9] as u32) << 16;
+    // Ports only from unfragmented datagrams, so all fragments hash alike.
+    let whole = frag & (IPV4_MF | IPV4_OFFSET_MASK) == 0;
+    let l4_offset = if whole { offset + (ihl & 0x3c) } else { 0 };
+    let ports = if whole {
+        crate::flow::ports(ctx, l4_offset, protocol)
+    } else {
+        0
+    };
+    Fields {
+        family: 4,
+        dscp: tos >> 2,
+        protocol,
+        src: [src, 0, 0, 0],
+        dst: [dst, 0, 0, 0],
+        ports,
+        l4_offset,
     }
 }
 

@@ -11,6 +11,8 @@ use crate::packet::{ptr_at, Malformed};
 pub struct Ipv6 {
     pub dst: [u8; 16],
     pub hop_limit: u8,
+    /// The next header (shares its 16-bit word with the hop limit).
+    pub next_header: u8,
 }
 
 #[inline(always)]
@@ -19,7 +21,7 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv6, Malformed> {
     let hdr: *const [u16; IPV6_HLEN / 2] = ptr_at(ctx, offset)?;
     // SAFETY: ptr_at checked the 40 bytes.
     let h = unsafe { &*hdr };
-    let [b0, b1] = h[0].to_ne_bytes();
+    let [b0, _] = h[0].to_ne_bytes();
     if b0 >> 4 != 6 {
         return Err(Malformed);
     }
@@ -27,12 +29,16 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv6, Malformed> {
     if ctx.data() + offset + IPV6_HLEN + payload_len > ctx.data_end() {
         return Err(Malformed);
     }
-    let hop_limit = h[3].to_ne_bytes()[1];
+    let [next_header, hop_limit] = h[3].to_ne_bytes();
     // The destination's eight 16-bit words are its 16 bytes in packet order.
     let d = [h[12], h[13], h[14], h[15], h[16], h[17], h[18], h[19]];
     // SAFETY: [u16; 8] and [u8; 16] have the same size, and every bit pattern is valid.
     let dst: [u8; 16] = unsafe { core::mem::transmute(d) };
-    Ok(Ipv6 { dst, hop_limit })
+    Ok(Ipv6 {
+        dst,
+        hop_limit,
+        next_header,
+    })
 }
 
 /// The classification fields of the IPv6 packet in `ctx` (which `parse` accepted), read
@@ -42,31 +48,49 @@ pub struct V6<'a>(pub &'a XdpContext);
 impl Classify for V6<'_> {
     #[inline(always)]
     fn fields(&self) -> Fields {
-        let ctx = self.0;
-        let Ok(offset) = crate::eth::l3_offset(ctx) else {
-            return Fields::NONE;
-        };
-        let Ok(hdr) = ptr_at::<[u16; IPV6_HLEN / 2]>(ctx, offset) else {
-            return Fields::NONE;
-        };
-        // SAFETY: ptr_at checked the 40 bytes.
-        let h = unsafe { &*hdr };
-        let [b0, b1] = h[0].to_ne_bytes();
-        let next_header = h[3].to_ne_bytes()[0];
-        // Addresses as four u32 words each, in packet byte order (the bytes as in memory).
-        let word = |i: usize| h[i] as u32 | (h[i + 1] as u32) << 16;
-        // Extension headers are not walked: such packets hash on addresses and protocol.
-        let l4_offset = offset + IPV6_HLEN;
-        Fields {
-            family: 6,
-            // Traffic class: low 4 bits of octet 0, high 4 of octet 1; DSCP is its top 6.
-            dscp: (((b0 & 0x0f) << 4) | (b1 >> 4)) >> 2,
-            protocol: next_header,
-            src: [word(4), word(6), word(8), word(10)],
-            dst: [word(12), word(14), word(16), word(18)],
-            ports: crate::flow::ports(ctx, l4_offset, next_header),
-            l4_offset,
+        match crate::eth::l3_offset(self.0) {
+            Ok(offset) => fields_at(self.0, offset),
+            Err(_) => Fields::NONE,
         }
+    }
+}
+
+/// `V6` with the header's offset known (the fast path keeps it from the parse).
+pub struct V6At<'a> {
+    pub ctx: &'a XdpContext,
+    pub offset: usize,
+}
+
+impl Classify for V6At<'_> {
+    #[inline(always)]
+    fn fields(&self) -> Fields {
+        fields_at(self.ctx, self.offset)
+    }
+}
+
+/// The classification fields of the IPv6 header at `offset`.
+#[inline(always)]
+fn fields_at(ctx: &XdpContext, offset: usize) -> Fields {
+    let Ok(hdr) = ptr_at::<[u16; IPV6_HLEN / 2]>(ctx, offset) else {
+        return Fields::NONE;
+    };
+    // SAFETY: ptr_at checked the 40 bytes.
+    let h = unsafe { &*hdr };
+    let [b0, b1] = h[0].to_ne_bytes();
+    let next_header = h[3].to_ne_bytes()[0];
+    // Addresses as four u32 words each, in packet byte order (the bytes as in memory).
+    let word = |i: usize| h[i] as u32 | (h[i + 1] as u32) << 16;
+    // Extension headers are not walked: such packets hash on addresses and protocol.
+    let l4_offset = offset + IPV6_HLEN;
+    Fields {
+        family: 6,
+        // Traffic class: low 4 bits of octet 0, high 4 of octet 1; DSCP is its top 6.
+        dscp: (((b0 & 0x0f) << 4) | (b1 >> 4)) >> 2,
+        protocol: next_header,
+        src: [word(4), word(6), word(8), word(10)],
+        dst: [word(12), word(14), word(16), word(18)],
+        ports: crate::flow::ports(ctx, l4_offset, next_header),
+        l4_offset,
     }
 }
 

@@ -5,6 +5,10 @@
 //! Anything we do not route goes to the kernel (XDP_PASS): non-IP, no route, TTL <= 1.
 //! Malformed or truncated headers are counted and dropped.
 //!
+//! Two paths: `fast` forwards the common packet (route without DPF or steering, member
+//! of its start slot in service) in one short run; everything else runs `full`, the
+//! whole program below, from the frame again.
+//!
 //! Layout: `maps` (all maps), `consts` (protocol numbers), `packet` (bounds-checked
 //! access), one parser per protocol (`eth`, `ipv4`, `ipv6`), `flow` (5-tuple hash),
 //! `classify` (DPF flow -> color), `arn` (ARN reception), `queue` (egress virtual queues), `steer` (ARN per-flow mode), `tc_spray` (TC egress: per-packet spraying of the host's own traffic), `forward` (group -> member -> rewrite -> redirect; a
@@ -16,6 +20,7 @@ mod arn;
 mod classify;
 mod consts;
 mod eth;
+mod fast;
 mod flow;
 mod forward;
 mod ipv4;
@@ -40,12 +45,29 @@ use crate::packet::Malformed;
 #[xdp]
 #[inline(always)]
 pub fn fare_xdp(ctx: XdpContext) -> u32 {
+    // Most packets end in the fast path (`fast`); the rest start again in the full
+    // program, a call of its own so that none of its values live in the fast path.
+    match fast::forward(&ctx) {
+        Some(outcome) => action(&ctx, outcome),
+        None => full(XdpContext::new(ctx.ctx)),
+    }
+}
+
+/// The full program: every feature, every counter of what happened to the packet.
+#[inline(never)]
+fn full(ctx: XdpContext) -> u32 {
+    action(&ctx, try_fare_xdp(&ctx))
+}
+
+/// The XDP action of an outcome; a malformed packet is counted and dropped.
+#[inline(always)]
+fn action(ctx: &XdpContext, outcome: Result<u32, Malformed>) -> u32 {
     // Each path counts its outcome once; user space sums them into `received`.
-    match try_fare_xdp(&ctx) {
+    match outcome {
         Ok(action) => action,
         Err(Malformed) => {
             stats::count(Stat::Malformed);
-            debug!(&ctx, "malformed packet dropped");
+            debug!(ctx, "malformed packet dropped");
             xdp_action::XDP_DROP
         }
     }

@@ -1,0 +1,89 @@
+//! The fast path: most packets are forwarded here, in one short run of code. A packet
+//! qualifies when its route uses no per-flow feature (no per-color groups, no steered
+//! copies), its TTL / hop limit allows forwarding and the member of its start slot is in
+//! service; then it takes exactly the member, rewrite and counters the full program would
+//! give it (the same `first_choice`, `send` and parsers). Everything else (malformed
+//! frames, datagrams for the ARN receiver, TTL expiry, DPF, steering, a member out of
+//! service, an empty group) leaves here before anything is changed, and the full program
+//! (`full` in main.rs) starts again from the frame.
+//!
+//! Why a second path rather than one program: in one body the compiler keeps the values
+//! of every rare branch alive across the common one (stack spills and reloads on every
+//! packet), and the verifier walks the rare branches with them. Here the only value
+//! carried into the full program is the context.
+
+use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
+use fare_common::{Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED};
+
+use crate::eth::{self, L3};
+use crate::forward::{first_choice, send, Choice};
+use crate::ipv4::{self, V4At};
+use crate::ipv6::{self, V6At};
+use crate::maps::{ROUTES_V4, ROUTES_V6};
+use crate::packet::Malformed;
+use crate::{arn, stats};
+
+/// Route flags whose packets take the full program (their lookups need the fields).
+const FULL_PATH_FLAGS: u32 = ROUTE_COLORS | ROUTE_STEERED;
+
+/// `Some(outcome)` when the packet was handled here; `None`: take the full program.
+#[inline(always)]
+pub fn forward(ctx: &XdpContext) -> Option<Result<u32, Malformed>> {
+    let frame = eth::parse(ctx).ok()?;
+    match frame.l3 {
+        L3::Ipv4 => v4(ctx, frame.l3_offset),
+        L3::Ipv6 => v6(ctx, frame.l3_offset),
+        L3::Other => {
+            stats::count(Stat::NotIp);
+            Some(Ok(xdp_action::XDP_PASS))
+        }
+    }
+}
+
+#[inline(always)]
+fn v4(ctx: &XdpContext, offset: usize) -> Option<Result<u32, Malformed>> {
+    let ip = ipv4::parse(ctx, offset).ok()?;
+    let packet = V4At { ctx, offset };
+    if arn::may_receive(&packet, ip.protocol) {
+        return None;
+    }
+    let Some(route) = ROUTES_V4.get(Key::new(32, ip.dst)) else {
+        stats::count(Stat::NoRoute);
+        return Some(Ok(xdp_action::XDP_PASS));
+    };
+    let (group, flags) = (route.group, route.flags);
+    if flags & FULL_PATH_FLAGS != 0 || ip.ttl <= 1 {
+        return None;
+    }
+    let Choice::Member(next) = first_choice::<true, _>(group, &packet) else {
+        return None;
+    };
+    // From here on the packet is ours: the spray cursor has moved past its slot.
+    Some(
+        ipv4::decrement_ttl(ctx, offset).and_then(|()| send(ctx, &next, flags & ROUTE_QUEUES != 0)),
+    )
+}
+
+#[inline(always)]
+fn v6(ctx: &XdpContext, offset: usize) -> Option<Result<u32, Malformed>> {
+    let ip = ipv6::parse(ctx, offset).ok()?;
+    let packet = V6At { ctx, offset };
+    if arn::may_receive(&packet, ip.next_header) {
+        return None;
+    }
+    let Some(route) = ROUTES_V6.get(Key::new(128, ip.dst)) else {
+        stats::count(Stat::NoRoute);
+        return Some(Ok(xdp_action::XDP_PASS));
+    };
+    let (group, flags) = (route.group, route.flags);
+    if flags & FULL_PATH_FLAGS != 0 || ip.hop_limit <= 1 {
+        return None;
+    }
+    let Choice::Member(next) = first_choice::<true, _>(group, &packet) else {
+        return None;
+    };
+    Some(
+        ipv6::decrement_hop_limit(ctx, offset)
+            .and_then(|()| send(ctx, &next, flags & ROUTE_QUEUES != 0)),
+    )
+}
