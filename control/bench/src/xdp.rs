@@ -81,35 +81,26 @@ fn udp_frame(v6: bool, dst_last: u8) -> anyhow::Result<Vec<u8>> {
     Ok(out)
 }
 
-/// Mean ns per run over `runs` kernel-timed runs (the kernel reports whole ns per call).
-fn cost(dp: &XdpDataplane, frame: &[u8], runs: u32, action: u32) -> anyhow::Result<f64> {
-    cost_of(|f, o| Ok(dp.test_run(f, o)?), frame, runs, action)
-}
-
-fn cost_of(
+/// Kernel-timed ns per run of one call of RUNS_PER_CALL runs (the kernel reports whole ns
+/// per call), checking the action.
+fn one_call(
     test_run: impl Fn(&[u8], TestRunOptions) -> anyhow::Result<TestRun>,
     frame: &[u8],
-    runs: u32,
     action: u32,
 ) -> anyhow::Result<f64> {
-    let calls = (runs / RUNS_PER_CALL).max(1);
-    let mut total = 0u64;
-    for _ in 0..calls {
-        let r = test_run(
-            frame,
-            TestRunOptions {
-                repeat: RUNS_PER_CALL,
-                ..Default::default()
-            },
-        )?;
-        ensure!(
-            r.action == action,
-            "the program returned {} (expected {action})",
-            r.action
-        );
-        total += u64::from(r.ns_per_run) * u64::from(RUNS_PER_CALL);
-    }
-    Ok(total as f64 / f64::from(calls * RUNS_PER_CALL))
+    let r = test_run(
+        frame,
+        TestRunOptions {
+            repeat: RUNS_PER_CALL,
+            ..Default::default()
+        },
+    )?;
+    ensure!(
+        r.action == action,
+        "the program returned {} (expected {action})",
+        r.action
+    );
+    Ok(f64::from(r.ns_per_run))
 }
 
 /// Opens a data plane (its own pin directory `node`) with the four benchmark groups.
@@ -302,26 +293,31 @@ fn measure(
             })
         })
         .collect();
+    // Within a round the programs take turns call by call (minimal forwarder, its one-route
+    // variant, non-IP, then every case of every program), so that a slow moment of this
+    // shared machine falls on all of them alike; a round's figure is each one's mean over
+    // its calls.
+    let calls = (per_round / RUNS_PER_CALL).max(1);
     for _ in 0..args.rounds {
-        min_row.ns.push(cost_of(
-            |f, o| min.test_run(f, o),
-            &v4,
-            per_round,
-            XDP_REDIRECT,
-        )?);
-        min_one_row.ns.push(cost_of(
-            |f, o| min_one.test_run(f, o),
-            &v4,
-            per_round,
-            XDP_REDIRECT,
-        )?);
-        non_ip.ns.push(cost(dp, &arp, per_round, XDP_PASS)?);
-        let mut row = rows.iter_mut();
-        for (_, program) in &programs {
-            for (_, frame) in &cases {
-                let r = row.next().context("row")?;
-                r.ns.push(cost(program, frame, per_round, XDP_REDIRECT)?);
+        let mut sums = vec![0.0; 3 + rows.len()];
+        for _ in 0..calls {
+            sums[0] += one_call(|f, o| min.test_run(f, o), &v4, XDP_REDIRECT)?;
+            sums[1] += one_call(|f, o| min_one.test_run(f, o), &v4, XDP_REDIRECT)?;
+            sums[2] += one_call(|f, o| Ok(dp.test_run(f, o)?), &arp, XDP_PASS)?;
+            let mut i = 3;
+            for (_, program) in &programs {
+                for (_, frame) in &cases {
+                    sums[i] += one_call(|f, o| Ok(program.test_run(f, o)?), frame, XDP_REDIRECT)?;
+                    i += 1;
+                }
             }
+        }
+        let mean = |sum: f64| sum / f64::from(calls);
+        min_row.ns.push(mean(sums[0]));
+        min_one_row.ns.push(mean(sums[1]));
+        non_ip.ns.push(mean(sums[2]));
+        for (row, sum) in rows.iter_mut().zip(&sums[3..]) {
+            row.ns.push(mean(*sum));
         }
     }
     let baseline = median(&non_ip.ns);
@@ -338,7 +334,9 @@ fn measure(
     writeln!(
         md,
         "`BPF_PROG_TEST_RUN` of the fare XDP program, {} runs per case in {} rounds (each \
-         round measures every case once, {per_round} runs), 64-86 byte UDP frames, group of \
+         round measures every case once, {per_round} runs, in calls of {RUNS_PER_CALL} \
+         runs that take turns: one call of each program and case, then the next), 64-86 \
+         byte UDP frames, group of \
          4 members with weights 3:3:4:4. Kernel-timed ns per run (the kernel reports whole ns \
          per call of {RUNS_PER_CALL} runs), median over the rounds. Baselines in the same \
          rounds: the minimal forwarder (`bench_min_fwd` of the benchmark object: Ethernet + \
