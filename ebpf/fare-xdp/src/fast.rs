@@ -13,8 +13,9 @@
 //! carried into the full program is the context.
 
 use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
-use fare_common::{Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED};
+use fare_common::{RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED};
 
+use crate::classify::Classify;
 use crate::eth::{self, L3};
 use crate::forward::{first_choice, send, Choice};
 use crate::ipv4::{self, V4At};
@@ -47,21 +48,10 @@ fn v4(ctx: &XdpContext, offset: usize) -> Option<Result<u32, Malformed>> {
     if arn::may_receive(&packet, ip.protocol) {
         return None;
     }
-    let Some(route) = ROUTES_V4.get(Key::new(32, ip.dst)) else {
-        stats::count(Stat::NoRoute);
-        return Some(Ok(xdp_action::XDP_PASS));
-    };
-    let (group, flags) = (route.group, route.flags);
-    if flags & FULL_PATH_FLAGS != 0 || ip.ttl <= 1 {
-        return None;
-    }
-    let Choice::Member(next) = first_choice::<true, _>(group, &packet) else {
-        return None;
-    };
-    // From here on the packet is ours: the spray cursor has moved past its slot.
-    Some(
-        ipv4::decrement_ttl(ctx, offset).and_then(|()| send(ctx, &next, flags & ROUTE_QUEUES != 0)),
-    )
+    let route = ROUTES_V4.get(Key::new(32, ip.dst));
+    routed(ctx, &packet, route, ip.ttl, || {
+        ipv4::decrement_ttl(ctx, offset)
+    })
 }
 
 #[inline(always)]
@@ -71,19 +61,33 @@ fn v6(ctx: &XdpContext, offset: usize) -> Option<Result<u32, Malformed>> {
     if arn::may_receive(&packet, ip.next_header) {
         return None;
     }
-    let Some(route) = ROUTES_V6.get(Key::new(128, ip.dst)) else {
+    let route = ROUTES_V6.get(Key::new(128, ip.dst));
+    routed(ctx, &packet, route, ip.hop_limit, || {
+        ipv6::decrement_hop_limit(ctx, offset)
+    })
+}
+
+/// The rest of the fast path for either family: `route` (None: no route, to the kernel),
+/// the packet's TTL / hop limit and how to decrement it.
+#[inline(always)]
+fn routed<C: Classify>(
+    ctx: &XdpContext,
+    packet: &C,
+    route: Option<&RouteValue>,
+    ttl: u8,
+    decrement: impl FnOnce() -> Result<(), Malformed>,
+) -> Option<Result<u32, Malformed>> {
+    let Some(route) = route else {
         stats::count(Stat::NoRoute);
         return Some(Ok(xdp_action::XDP_PASS));
     };
     let (group, flags) = (route.group, route.flags);
-    if flags & FULL_PATH_FLAGS != 0 || ip.hop_limit <= 1 {
+    if flags & FULL_PATH_FLAGS != 0 || ttl <= 1 {
         return None;
     }
-    let Choice::Member(next) = first_choice::<true, _>(group, &packet) else {
+    let Choice::Member(next) = first_choice::<true, _>(group, packet) else {
         return None;
     };
-    Some(
-        ipv6::decrement_hop_limit(ctx, offset)
-            .and_then(|()| send(ctx, &next, flags & ROUTE_QUEUES != 0)),
-    )
+    // From here on the packet is ours: the spray cursor has moved past its slot.
+    Some(decrement().and_then(|()| send(ctx, &next, flags & ROUTE_QUEUES != 0)))
 }
