@@ -38,6 +38,10 @@ const SENDER: [u8; 6] = [2, 0, 0, 0, 0x10, 1];
 /// A TEST_RUN call reuses the (rewritten) frame: TTL 255 allows 254 forwarded runs.
 const RUNS_PER_CALL: u32 = 250;
 const XDP_PASS: u32 = 2;
+/// Calls made (and not counted) before each measured call of a program, so that the
+/// measured one finds its code, maps and frame in the caches the way back-to-back
+/// packets do, not as the calls of the other programs left them.
+const WARM_UP_CALLS: u32 = 1;
 const XDP_REDIRECT: u32 = 4;
 
 fn group(prefix: &str, mode: GroupMode, egress: &str) -> anyhow::Result<Group> {
@@ -88,13 +92,14 @@ fn one_call(
     frame: &[u8],
     action: u32,
 ) -> anyhow::Result<f64> {
-    let r = test_run(
-        frame,
-        TestRunOptions {
-            repeat: RUNS_PER_CALL,
-            ..Default::default()
-        },
-    )?;
+    let opts = || TestRunOptions {
+        repeat: RUNS_PER_CALL,
+        ..Default::default()
+    };
+    for _ in 0..WARM_UP_CALLS {
+        test_run(frame, opts())?;
+    }
+    let r = test_run(frame, opts())?;
     ensure!(
         r.action == action,
         "the program returned {} (expected {action})",
@@ -154,6 +159,22 @@ fn median(values: &[f64]) -> f64 {
     } else {
         (v[n / 2 - 1] + v[n / 2]) / 2.0
     }
+}
+
+/// Mean of the middle half of `values` (the interquartile mean): a call of a few
+/// microseconds that an interrupt or the hypervisor stretched tenfold moves a plain mean
+/// of the calls more than any change to the program does; the median alone is as robust
+/// but moves in whole nanoseconds (the kernel's resolution per call).
+fn interquartile_mean(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    let (lo, hi) = (n / 4, n - n / 4);
+    let middle = &v[lo..hi.max(lo + 1)];
+    middle.iter().sum::<f64>() / middle.len() as f64
 }
 
 /// One row of the table: ns per run of every round.
@@ -295,29 +316,36 @@ fn measure(
         .collect();
     // Within a round the programs take turns call by call (minimal forwarder, its one-route
     // variant, non-IP, then every case of every program), so that a slow moment of this
-    // shared machine falls on all of them alike; a round's figure is each one's mean over
-    // its calls.
+    // shared machine falls on all of them alike; a round's figure is each one's
+    // interquartile mean over its calls.
     let calls = (per_round / RUNS_PER_CALL).max(1);
+    // Every call on one CPU: the per-CPU rows and counters stay in that core's caches, and
+    // a migration between calls does not put one program on a core another tenant loads.
+    let cpu = std::thread::available_parallelism().map_or(0, |n| n.get() - 1);
+    super::xdp_forward::pin_thread(cpu)?;
     for _ in 0..args.rounds {
-        let mut sums = vec![0.0; 3 + rows.len()];
+        let mut per_call = vec![Vec::with_capacity(calls as usize); 3 + rows.len()];
         for _ in 0..calls {
-            sums[0] += one_call(|f, o| min.test_run(f, o), &v4, XDP_REDIRECT)?;
-            sums[1] += one_call(|f, o| min_one.test_run(f, o), &v4, XDP_REDIRECT)?;
-            sums[2] += one_call(|f, o| Ok(dp.test_run(f, o)?), &arp, XDP_PASS)?;
+            per_call[0].push(one_call(|f, o| min.test_run(f, o), &v4, XDP_REDIRECT)?);
+            per_call[1].push(one_call(|f, o| min_one.test_run(f, o), &v4, XDP_REDIRECT)?);
+            per_call[2].push(one_call(|f, o| Ok(dp.test_run(f, o)?), &arp, XDP_PASS)?);
             let mut i = 3;
             for (_, program) in &programs {
                 for (_, frame) in &cases {
-                    sums[i] += one_call(|f, o| Ok(program.test_run(f, o)?), frame, XDP_REDIRECT)?;
+                    per_call[i].push(one_call(
+                        |f, o| Ok(program.test_run(f, o)?),
+                        frame,
+                        XDP_REDIRECT,
+                    )?);
                     i += 1;
                 }
             }
         }
-        let mean = |sum: f64| sum / f64::from(calls);
-        min_row.ns.push(mean(sums[0]));
-        min_one_row.ns.push(mean(sums[1]));
-        non_ip.ns.push(mean(sums[2]));
-        for (row, sum) in rows.iter_mut().zip(&sums[3..]) {
-            row.ns.push(mean(*sum));
+        min_row.ns.push(interquartile_mean(&per_call[0]));
+        min_one_row.ns.push(interquartile_mean(&per_call[1]));
+        non_ip.ns.push(interquartile_mean(&per_call[2]));
+        for (row, calls) in rows.iter_mut().zip(&per_call[3..]) {
+            row.ns.push(interquartile_mean(calls));
         }
     }
     let baseline = median(&non_ip.ns);
@@ -338,7 +366,10 @@ fn measure(
          runs that take turns: one call of each program and case, then the next), 64-86 \
          byte UDP frames, group of \
          4 members with weights 3:3:4:4. Kernel-timed ns per run (the kernel reports whole ns \
-         per call of {RUNS_PER_CALL} runs), median over the rounds. Baselines in the same \
+         per call of {RUNS_PER_CALL} runs), every call on one CPU and after one uncounted call \
+         of the same program and frame (warm caches, as for back-to-back packets); a \
+         round's figure is the mean of the middle half of its calls (interrupted calls \
+         left out), the table's the median over the rounds. Baselines in the same \
          rounds: the minimal forwarder (`bench_min_fwd` of the benchmark object: Ethernet + \
          IPv4 parse, one LPM lookup, MAC rewrite, redirect; the IPv4 frame) with fare's IPv4 \
          routes (198.18.0.0/16 and 198.19.0.0/16, so that both lookups walk the same \
@@ -405,7 +436,18 @@ fn measure(
 
 #[cfg(test)]
 mod tests {
-    use super::thousands;
+    use super::{interquartile_mean, thousands};
+
+    #[test]
+    fn interquartile_mean_leaves_out_the_outer_quarters() {
+        assert_eq!(interquartile_mean(&[40.0, 41.0, 39.0, 400.0]), 40.5);
+        assert_eq!(
+            interquartile_mean(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 80.0]),
+            4.5
+        );
+        assert_eq!(interquartile_mean(&[7.0]), 7.0);
+        assert!(interquartile_mean(&[]).is_nan());
+    }
 
     #[test]
     fn thousands_groups_digits_by_three() {

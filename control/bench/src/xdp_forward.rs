@@ -93,7 +93,7 @@ pub(super) fn enter(ns: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn pin_thread(cpu: usize) -> anyhow::Result<()> {
+pub(super) fn pin_thread(cpu: usize) -> anyhow::Result<()> {
     // SAFETY: plain data and a syscall on this thread.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
@@ -108,7 +108,7 @@ fn pin_thread(cpu: usize) -> anyhow::Result<()> {
 type SinkQuery = std::sync::mpsc::Sender<anyhow::Result<u64>>;
 
 /// SCHED_FIFO for the calling thread: the machine is shared, the measured cores must not be.
-fn realtime(priority: i32) -> anyhow::Result<()> {
+pub(super) fn realtime(priority: i32) -> anyhow::Result<()> {
     let param = libc::sched_param {
         sched_priority: priority,
     };
