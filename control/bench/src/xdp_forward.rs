@@ -3,12 +3,14 @@
 //! namespaces and the same run (root).
 //!
 //! ```text
-//! gen:g0 ──> router:<rin> ─e1..e4─> sink:s1..s4
+//! gen:g0 ──> router:<rin> ─e1..e4─> sink:<s1>..<s4>
 //! ```
 //! The generator is `fare_gen` run with live-frames `BPF_PROG_TEST_RUN` on CPU 0 (frames
 //! enter the router as `xdp_frame`s, no skb). The router's ingress veth runs threaded
 //! NAPI pinned to CPU 1, so the router gets one core of its own; what the sinks receive
-//! per second is the forwarding rate. Kernel mode: GRO on the ingress veth (veth needs
+//! per second is the forwarding rate. The generator's frames go to four destinations in
+//! turn, and every forwarder spreads them over the same four sinks (fare's spray group;
+//! the minimal forwarder's route per port), whose receiving runs on the router's core. Kernel mode: GRO on the ingress veth (veth needs
 //! NAPI to accept redirected frames), `ip route ... nhid` over a weighted group.
 //! XDP mode: the fare program attached to the same veth with the same group (spray).
 
@@ -140,9 +142,38 @@ impl Drop for Bench {
     }
 }
 
+/// Name of sink veth `i` (1..=4): unique per run, so that its NAPI thread is found by
+/// name.
+fn sink_device(tag: &str, i: usize) -> String {
+    format!("{tag}s{i}")
+}
+
+/// Switches `device` (in `ns`, with NAPI: GRO or XDP on) to threaded NAPI and pins its NAPI threads to `cpu` at SCHED_FIFO `priority`.
+fn threaded_napi(ns: &Ns, device: &str, cpu: usize, priority: u32) -> anyhow::Result<()> {
+    ns.sh(&format!("echo 1 > /sys/class/net/{device}/threaded"))?;
+    let ps = run("ps", &["-eo", "pid,comm"])?;
+    let prefix = format!("napi/{device}-");
+    let mut pinned = 0;
+    for line in ps.lines() {
+        let mut parts = line.split_whitespace();
+        if let (Some(pid), Some(comm)) = (parts.next(), parts.next()) {
+            if comm.starts_with(&prefix) {
+                run("taskset", &["-pc", &cpu.to_string(), pid])?;
+                run("chrt", &["-f", "-p", &priority.to_string(), pid])?;
+                pinned += 1;
+            }
+        }
+    }
+    if pinned == 0 {
+        bail!("no NAPI thread found for {device}");
+    }
+    Ok(())
+}
+
 /// Holds the counting sink on s1..s4 and answers count queries until the channel closes.
 fn spawn_sink(
     ns: String,
+    devices: Vec<String>,
 ) -> anyhow::Result<(
     std::sync::mpsc::Sender<SinkQuery>,
     std::thread::JoinHandle<()>,
@@ -150,7 +181,8 @@ fn spawn_sink(
     let (cmd_tx, cmd_rx) = std::sync::mpsc::channel::<SinkQuery>();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
     let thread = std::thread::spawn(move || {
-        let opened = enter(&ns).and_then(|()| Sink::open(&["s1", "s2", "s3", "s4"]));
+        let names: Vec<&str> = devices.iter().map(String::as_str).collect();
+        let opened = enter(&ns).and_then(|()| Sink::open(&names));
         let sink = match opened {
             Ok(s) => {
                 let _ = ready_tx.send(Ok(()));
@@ -206,7 +238,7 @@ impl Bench {
         ))?;
         let mut group = String::new();
         for i in 1..=4 {
-            let (e, s) = (format!("e{i}"), format!("s{i}"));
+            let (e, s) = (format!("e{i}"), sink_device(tag, i));
             run(
                 "ip",
                 &[
@@ -243,26 +275,16 @@ impl Bench {
         router.sh(&format!(
             "ip nexthop add id 100 group {group} && ip route add 198.18.0.0/16 nhid 100"
         ))?;
-        // Threaded NAPI on the ingress veth, pinned to CPU 1: the router's own core.
-        router.sh(&format!("echo 1 > /sys/class/net/{ingress}/threaded"))?;
-        let ps = run("ps", &["-eo", "pid,comm"])?;
-        let prefix = format!("napi/{ingress}-");
-        let mut pinned = 0;
-        for line in ps.lines() {
-            let mut parts = line.split_whitespace();
-            if let (Some(pid), Some(comm)) = (parts.next(), parts.next()) {
-                if comm.starts_with(&prefix) {
-                    run("taskset", &["-pc", "1", pid])?;
-                    // Real-time priority: the machine is shared, the router core must not be.
-                    run("chrt", &["-f", "-p", "50", pid])?;
-                    pinned += 1;
-                }
-            }
-        }
-        if pinned == 0 {
-            bail!("no NAPI thread found for {ingress}");
-        }
-        let (sink_cmd, sink_thread) = spawn_sink(sink.0.clone())?;
+        // Threaded NAPI on the ingress veth, pinned to CPU 1: the router's own core, at
+        // real-time priority (the machine is shared, the router core must not be).
+        threaded_napi(&router, &ingress, 1, 50)?;
+        let sinks: Vec<String> = (1..=4).map(|i| sink_device(tag, i)).collect();
+        // The sinks receive in the softirq the router's redirects raise, on the router's
+        // core: every forwarder spreads the frames over the same four sinks (see
+        // `DESTINATIONS`), so that this cost is the same for all. (Threaded sink NAPI
+        // on CPU 0 was tried: its wake-ups took the generator's core, and the more
+        // sinks a forwarder fed, the less it was offered.)
+        let (sink_cmd, sink_thread) = spawn_sink(sink.0.clone(), sinks)?;
         Ok(Bench {
             gen,
             router,
@@ -286,13 +308,13 @@ impl Bench {
     fn measure(&self, seconds: u64) -> anyhow::Result<(f64, f64)> {
         let stop = Arc::new(AtomicBool::new(false));
         let sent = Arc::new(AtomicU64::new(0));
-        let frame = frame()?;
+        let frames = frames()?;
         let (gen_ns, stop2, sent2) = (self.gen.0.clone(), stop.clone(), sent.clone());
         let generator = std::thread::spawn(move || -> anyhow::Result<()> {
             enter(&gen_ns)?;
             pin_thread(0)?;
             realtime(40)?;
-            let g = Generator::open("g0", &frame)?;
+            let g = Generator::open("g0", &frames)?;
             let limit = Instant::now() + Duration::from_secs(seconds + 30);
             while !stop2.load(Ordering::Relaxed) && Instant::now() < limit {
                 g.send(100_000)?;
@@ -321,20 +343,41 @@ impl Bench {
     }
 }
 
-/// 64-byte UDP/IPv4 frame to 198.18.0.7 addressed to the router.
-fn frame() -> anyhow::Result<Vec<u8>> {
-    let mut out = Vec::new();
-    PacketBuilder::ethernet2(GEN_MAC, ROUTER_MAC)
-        .ipv4([10, 0, 0, 1], [198, 18, 0, 7], 64)
-        .udp(1000, 4791)
-        .write(&mut out, &[0u8; 22])?;
-    Ok(out)
+/// Destinations of the generator's frames, taken in turn: one in each quarter of
+/// 198.18.0.0/16. Both forwarders route the four /18s: the minimal forwarder each to
+/// its own port, fare each to a spray group over all four.
+const DESTINATIONS: [[u8; 4]; 4] = [
+    [198, 18, 0, 7],
+    [198, 18, 64, 7],
+    [198, 18, 128, 7],
+    [198, 18, 192, 7],
+];
+
+/// The generator's 64-byte UDP/IPv4 frames addressed to the router, one per destination.
+fn frames() -> anyhow::Result<Vec<Vec<u8>>> {
+    DESTINATIONS
+        .iter()
+        .map(|&dst| {
+            let mut out = Vec::new();
+            PacketBuilder::ethernet2(GEN_MAC, ROUTER_MAC)
+                .ipv4([10, 0, 0, 1], dst, 64)
+                .udp(1000, 4791)
+                .write(&mut out, &[0u8; 22])?;
+            Ok(out)
+        })
+        .collect()
 }
 
-/// The benchmark's spray group over the first `weights.len()` egress veths.
-fn group(weights: &[u32]) -> anyhow::Result<Group> {
+/// The /18 of 198.18.0.0/16 that holds destination `i` (both forwarders route those).
+fn quarter(i: usize) -> [u8; 4] {
+    let d = DESTINATIONS[i];
+    [d[0], d[1], d[2], 0]
+}
+
+/// The benchmark's spray group for `prefix` over the first `weights.len()` egress veths.
+fn group(prefix: &str, weights: &[u32]) -> anyhow::Result<Group> {
     Ok(Group {
-        prefix: "198.18.0.0/16".parse()?,
+        prefix: prefix.parse()?,
         mode: GroupMode::Spray,
         members: weights
             .iter()
@@ -389,7 +432,8 @@ fn measure_held<T>(
 
 /// Measures with the fare program (`object`: another build's instead of the built-in
 /// one) attached to the ingress veth (then detached), spraying over a group with
-/// `weights` (e1, e2, ...).
+/// `weights` (e1, e2, ...) for each of the four /18s of the destinations: the route
+/// table the minimal forwarder has, so that both LPM lookups walk the same trie.
 fn measure_xdp(
     bench: &Bench,
     seconds: u64,
@@ -407,7 +451,10 @@ fn measure_xdp(
             let mut opts = XdpOptions::new(format!("bench-{router_ns}"), vec![ingress]);
             opts.object = object;
             let mut dp = XdpDataplane::open(&opts)?;
-            rt.block_on(dp.install(&group(weights)?))?;
+            for i in 0..DESTINATIONS.len() {
+                let [a, b, c, d] = quarter(i);
+                rt.block_on(dp.install(&group(&format!("{a}.{b}.{c}.{d}/18"), weights)?))?;
+            }
             dp
         };
         Ok((rt, dp))
@@ -420,18 +467,33 @@ fn measure_xdp(
     measure_held(bench, seconds, "XDP", open, close)
 }
 
-/// Measures with the minimal forwarder (benchmark object) attached to the ingress veth,
-/// sending everything to the first sink (then detached).
+/// Measures with the minimal forwarder (benchmark object) attached to the ingress veth
+/// (then detached): a /18 per egress port, so that the generator's four destinations
+/// leave through e1..e4 in turn, spread over the sinks as fare's spray spreads them.
 fn measure_min(bench: &Bench, seconds: u64) -> anyhow::Result<(f64, f64)> {
     let ingress = bench.ingress.clone();
-    let e1_mac = bench.router.sh("cat /sys/class/net/e1/address")?;
-    let e1_mac: MacAddr = e1_mac
-        .trim()
-        .parse()
-        .map_err(|e| anyhow::anyhow!("MAC of e1 ({}): {e}", e1_mac.trim()))?;
+    let mut macs = Vec::new();
+    for i in 1..=4 {
+        let mac = bench
+            .router
+            .sh(&format!("cat /sys/class/net/e{i}/address"))?;
+        let mac: MacAddr = mac
+            .trim()
+            .parse()
+            .map_err(|e| anyhow::anyhow!("MAC of e{i} ({}): {e}", mac.trim()))?;
+        macs.push(mac);
+    }
     let open = move || -> anyhow::Result<MinForwarder> {
         let mut fwd = MinForwarder::open()?;
-        fwd.route([198, 18, 0, 0], 16, "e1", e1_mac.0, sink_mac(1))?;
+        for (i, mac) in macs.iter().enumerate() {
+            fwd.route(
+                quarter(i),
+                18,
+                &format!("e{}", i + 1),
+                mac.0,
+                sink_mac(i + 1),
+            )?;
+        }
         fwd.attach(&ingress)?;
         Ok(fwd)
     };
@@ -477,10 +539,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
                 &WEIGHTS,
             )?);
         }
-        // One member on e1: the minimal forwarder's single egress, so that the ratio
-        // shows the program's cost apart from spreading frames over four ports.
-        let single = measure_xdp(&bench, args.seconds, None, &[1])?;
-        rows.push([kernel, min, xdp, single]);
+        rows.push([kernel, min, xdp]);
     }
     let vs_kernel: Vec<f64> = rows.iter().map(|r| r[2].1 / r[0].1.max(1.0)).collect();
     let vs_min: Vec<f64> = rows.iter().map(|r| r[2].1 / r[1].1.max(1.0)).collect();
@@ -492,33 +551,30 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
                 .collect(),
         )
     };
-    let single_vs_min: Vec<f64> = rows.iter().map(|r| r[3].1 / r[1].1.max(1.0)).collect();
-    let single_vs_kernel: Vec<f64> = rows.iter().map(|r| r[3].1 / r[0].1.max(1.0)).collect();
     let (klo, kmed, khi) = spread(&vs_kernel);
     let (mlo, mmed, mhi) = spread(&vs_min);
-    let (slo, smed, shi) = spread(&single_vs_min);
     let mut md = String::new();
     writeln!(md, "## XDP vs kernel forwarding rate (`xdp-forward`)\n")?;
     writeln!(md, "Command: `{}` (as root)\n", command_line())?;
     writeln!(
         md,
         "One router core (threaded NAPI of the ingress veth pinned to CPU 1 at SCHED_FIFO 50), generator on \
-         CPU 0 at SCHED_FIFO 40 (`fare_gen`, live-frames BPF_PROG_TEST_RUN, 64-byte UDP frames of one flow), \
-         group 3:3:4:4 over four egress veths to a sink namespace (`fare_sink`: count and drop); \
+         CPU 0 at SCHED_FIFO 40 (`fare_gen`, live-frames BPF_PROG_TEST_RUN, 64-byte UDP frames to four \
+         destinations in turn, 198.18.{{0,64,128,192}}.7), \
+         four egress veths to a sink namespace (`fare_sink`: count and drop; the sinks' receiving runs in the \
+         softirq the router's redirects raise, on the router's core, the same for every forwarder); \
          rate = frames the sinks received per second over {} s. Kernel: weighted nexthop group (`ip nexthop ... \
          group 1,3/2,3/3,4/4,4`), flow hash; minimal forwarder (`bench_min_fwd` of the benchmark object: \
-         Ethernet + IPv4 parse, one LPM lookup, MAC rewrite, redirect, all to the first egress): the limit of \
-         this data path; XDP: fare spray over the four; fare with one member: a one-member group on e1, the minimal \
-         forwarder's egress. Same namespaces, same run.\n",
+         Ethernet + IPv4 parse, one LPM lookup, MAC rewrite, redirect; a /18 per egress, so each destination \
+         leaves through its own port): the limit of this data path; XDP: fare spray, a group 3:3:4:4 over the four \
+         for each of the same four /18s (both LPM lookups walk the same trie). Same namespaces, same run.\n",
         args.seconds
     )?;
     writeln!(
         md,
-        "{} rounds (kernel, minimal forwarder, fare, fare with one member each round), medians. \
+        "{} rounds (kernel, minimal forwarder, fare each round), medians. \
          fare/kernel per round: min {klo:.2}, median {kmed:.2}, max {khi:.2}; fare/minimal \
-         forwarder per round: min {mlo:.2}, median {mmed:.2}, max {mhi:.2}; fare with one \
-         member (e1, the minimal forwarder's egress)/minimal forwarder per round: min \
-         {slo:.2}, median {smed:.2}, max {shi:.2}.\n",
+         forwarder per round: min {mlo:.2}, median {mmed:.2}, max {mhi:.2}.\n",
         rows.len()
     )?;
     writeln!(
@@ -545,13 +601,6 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         "| fare XDP, spray | {:.3} | {:.3} | {kmed:.2} | {mmed:.2} |",
         col(2, false) / 1e6,
         col(2, true) / 1e6,
-    )?;
-    writeln!(
-        md,
-        "| fare XDP, one member (e1) | {:.3} | {:.3} | {:.2} | {smed:.2} |",
-        col(3, false) / 1e6,
-        col(3, true) / 1e6,
-        median(single_vs_kernel),
     )?;
     if let Some(path) = &args.previous {
         let prev_vs_min: Vec<f64> = rows

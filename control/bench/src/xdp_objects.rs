@@ -134,12 +134,22 @@ pub struct Generator {
 }
 
 impl Generator {
-    /// Loads the generator sending `frame` (exactly `GEN_FRAME_LEN` bytes) out of
-    /// `ifname` (of the calling thread's namespace).
-    pub fn open(ifname: &str, frame: &[u8]) -> anyhow::Result<Generator> {
-        let template: [u8; fb::GEN_FRAME_LEN] = frame
-            .try_into()
-            .map_err(|_| anyhow!("generator frames are {} bytes", fb::GEN_FRAME_LEN))?;
+    /// Loads the generator sending `frames` in turn (1 to `GEN_TEMPLATES`, each exactly
+    /// `GEN_FRAME_LEN` bytes; fewer are repeated) out of `ifname` (of the calling
+    /// thread's namespace).
+    pub fn open(ifname: &str, frames: &[Vec<u8>]) -> anyhow::Result<Generator> {
+        anyhow::ensure!(
+            (1..=fb::GEN_TEMPLATES as usize).contains(&frames.len()),
+            "the generator takes 1 to {} frames",
+            fb::GEN_TEMPLATES
+        );
+        let templates = frames
+            .iter()
+            .map(|f| {
+                <[u8; fb::GEN_FRAME_LEN]>::try_from(f.as_slice())
+                    .map_err(|_| anyhow!("generator frames are {} bytes", fb::GEN_FRAME_LEN))
+            })
+            .collect::<anyhow::Result<Vec<_>>>()?;
         let mut ebpf = load()?;
         let ifindex = ifindex(ifname)?;
         let map = ebpf
@@ -151,12 +161,15 @@ impl Generator {
             .map_mut(fb::GENERATOR_TEMPLATE)
             .ok_or_else(|| anyhow!("GEN_TEMPLATE missing from the object"))?;
         let mut t: Array<_, [u8; fb::GEN_FRAME_LEN]> = Array::try_from(map)?;
-        t.set(0, template, 0).context("GEN_TEMPLATE")?;
+        for i in 0..fb::GEN_TEMPLATES {
+            let template = templates[i as usize % templates.len()];
+            t.set(i, template, 0).context("GEN_TEMPLATE")?;
+        }
         xdp_program(&mut ebpf, fb::GENERATOR_NAME)?;
         Ok(Generator { ebpf })
     }
 
-    /// Sends `count` copies of the frame (one kernel call; returns when all are sent).
+    /// Sends `count` frames (one kernel call; returns when all are sent).
     pub fn send(&self, count: u32) -> anyhow::Result<()> {
         let frame = [0u8; fb::GEN_FRAME_LEN];
         testrun::run(

@@ -6,8 +6,8 @@
 //!   redirect through a devmap. No VLAN, no TTL, no counters, no groups: the floor of
 //!   this data path.
 //! - `fare_gen`: a traffic generator run with `BPF_PROG_TEST_RUN` +
-//!   `BPF_F_TEST_XDP_LIVE_FRAMES`; it writes the template frame from `GEN_TEMPLATE` over
-//!   each frame and redirects it to the interface in `GEN_TX[0]`, so frames enter the
+//!   `BPF_F_TEST_XDP_LIVE_FRAMES`; it writes the next of the four template frames of
+//!   `GEN_TEMPLATE` (in turn) over each frame and redirects it to the interface in `GEN_TX[0]`, so frames enter the
 //!   next hop as `xdp_frame`s (no skb). The template is rewritten every time because the
 //!   kernel recycles the pages with whatever the router left in them.
 //! - `fare_sink`: counts (per CPU, `SINK_RX[0]`) and drops.
@@ -25,7 +25,7 @@ use aya_ebpf::{
     },
     programs::XdpContext,
 };
-use fare_common::bench::{MinNextHop, GEN_FRAME_LEN, MIN_FWD_MAX_ROUTES};
+use fare_common::bench::{MinNextHop, GEN_FRAME_LEN, GEN_TEMPLATES, MIN_FWD_MAX_ROUTES};
 
 const ETH_HLEN: usize = 14;
 const ETH_P_IP: u16 = 0x0800;
@@ -72,12 +72,25 @@ fn min_fwd(ctx: &XdpContext) -> Option<u32> {
 static GEN_TX: DevMap = DevMap::with_max_entries(1, 0);
 
 #[map]
-static GEN_TEMPLATE: Array<[u8; GEN_FRAME_LEN]> = Array::with_max_entries(1, 0);
+static GEN_TEMPLATE: Array<[u8; GEN_FRAME_LEN]> = Array::with_max_entries(GEN_TEMPLATES, 0);
+
+/// Per CPU: frames generated so far (which template is next).
+#[map]
+static GEN_NEXT: PerCpuArray<u32> = PerCpuArray::with_max_entries(1, 0);
 
 #[xdp]
 pub fn fare_gen(ctx: XdpContext) -> u32 {
+    let Some(next) = GEN_NEXT.get_ptr_mut(0) else {
+        return xdp_action::XDP_ABORTED;
+    };
+    // SAFETY: per-CPU slot, only this CPU's program touches it.
+    let i = unsafe {
+        let i = *next;
+        *next = i.wrapping_add(1);
+        i % GEN_TEMPLATES
+    };
     let (Some(template), Some(frame)) =
-        (GEN_TEMPLATE.get(0), ptr_at::<[u8; GEN_FRAME_LEN]>(&ctx, 0))
+        (GEN_TEMPLATE.get(i), ptr_at::<[u8; GEN_FRAME_LEN]>(&ctx, 0))
     else {
         return xdp_action::XDP_ABORTED;
     };

@@ -88,6 +88,10 @@ pub mod bench {
     pub const SINK_MAP: &str = "SINK_RX";
     /// Length of the generator's frames (its template is copied over each one).
     pub const GEN_FRAME_LEN: usize = 64;
+    /// Templates the generator takes in turn (frame `i` of a CPU is template `i % 4`):
+    /// four destinations, so that a forwarder with a route per egress spreads the frames
+    /// over four ports as a spray group does.
+    pub const GEN_TEMPLATES: u32 = 4;
 
     /// MIN_ROUTES value: where the minimal forwarder sends a packet.
     #[repr(C)]
