@@ -9,9 +9,10 @@ use super::command_line;
 use super::xdp_objects::MinForwarder;
 use anyhow::{ensure, Context};
 use etherparse::PacketBuilder;
+use fare_dataplane::dpf::{Protocol, Range};
 use fare_dataplane::xdp::verifier::{self, VerifierCounts};
 use fare_dataplane::xdp::{TestRun, TestRunOptions, XdpDataplane, XdpOptions};
-use fare_dataplane::{Dataplane, Group, GroupMode, MacAddr, Member};
+use fare_dataplane::{ColorGroup, Dataplane, FlowRule, Group, GroupMode, MacAddr, Member};
 use std::fmt::Write;
 
 #[derive(clap::Args, Debug)]
@@ -123,6 +124,25 @@ fn open(
         rt.block_on(dp.install(&group("198.19.0.0/16", GroupMode::Flow, egress)?))?;
         rt.block_on(dp.install(&group("2001:db8:18::/48", GroupMode::Spray, egress)?))?;
         rt.block_on(dp.install(&group("2001:db8:19::/48", GroupMode::Flow, egress)?))?;
+        // DPF: a route with one color (its group the same four members), and a rule that
+        // gives the benchmark's UDP frames (to port 4791) that color.
+        let spray = group("198.20.0.0/16", GroupMode::Spray, egress)?;
+        let colors = [ColorGroup {
+            color: 1,
+            active: true,
+            members: spray.members.clone(),
+        }];
+        rt.block_on(dp.install_colored(&spray, &colors))?;
+        rt.block_on(dp.set_flow_rules(&[FlowRule {
+            color: 1,
+            dscp: vec![],
+            protocol: Some(Protocol(17)),
+            src: None,
+            dst: None,
+            src_port: None,
+            dst_port: Some(Range { lo: 4791, hi: 4791 }),
+            qp: None,
+        }]))?;
         Ok(())
     })();
     match installed {
@@ -260,12 +280,11 @@ fn measure(
     arp.extend_from_slice(&SENDER);
     arp.extend_from_slice(&0x0806u16.to_be_bytes());
     arp.extend_from_slice(&[0u8; 46]);
-    // The minimal forwarder holds the IPv4 routes fare holds (the spray and the flow
-    // group's /16), so both LPM lookups walk the same trie: the /15 branch node, then the
-    // /16. `min_one` holds the first only (a one-node trie), as in runs before this row.
+    // The minimal forwarder holds the IPv4 routes fare holds (the spray, the flow and the
+    // DPF group's /16), so both LPM lookups walk the same trie. `min_one` holds the first only (a one-node trie), as in runs before this row.
     let mut min = MinForwarder::open()?;
     let mut min_one = MinForwarder::open()?;
-    for second in [18, 19] {
+    for second in [18, 19, 20] {
         min.route(
             [198, second, 0, 0],
             16,
@@ -287,6 +306,7 @@ fn measure(
         ("IPv4 flow", udp_frame(false, 19)?),
         ("IPv6 spray", udp_frame(true, 0x18)?),
         ("IPv6 flow", udp_frame(true, 0x19)?),
+        ("IPv4 spray, DPF color", udp_frame(false, 20)?),
     ];
     let per_round = (args.runs / args.rounds).max(RUNS_PER_CALL);
     let mut min_row = Row {
@@ -372,8 +392,11 @@ fn measure(
          left out), the table's the median over the rounds. Baselines in the same \
          rounds: the minimal forwarder (`bench_min_fwd` of the benchmark object: Ethernet + \
          IPv4 parse, one LPM lookup, MAC rewrite, redirect; the IPv4 frame) with fare's IPv4 \
-         routes (198.18.0.0/16 and 198.19.0.0/16, so that both lookups walk the same \
-         two-level trie), and fare's program on a non-IP frame (parse, count, XDP_PASS). \
+         routes (198.18.0.0/16, 198.19.0.0/16 and 198.20.0.0/16, so that both lookups walk \
+         the same trie), and fare's program on a non-IP frame (parse, count, XDP_PASS). \
+         \"DPF color\": a route with one active color (its group the same four members) and \
+         the flow rule `{{color: 1, protocol: udp, dst_port: 4791}}`, which the frame matches: \
+         the packet takes the full program (classification, the color's group). \
          \"x minimal forwarder\" is the median over the rounds of the ratio to the minimal \
          forwarder of the same round (min-max in brackets). The row \"one route\" is the \
          minimal forwarder with the first route only (a one-node trie), the baseline of \
