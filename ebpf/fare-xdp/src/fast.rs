@@ -1,11 +1,12 @@
 //! The fast path: most packets are forwarded here, in one short run of code. A packet
-//! qualifies when its route uses no per-flow feature (no per-color groups, no steered
-//! copies), its TTL / hop limit allows forwarding and the member of its start slot is in
-//! service; then it takes exactly the member, rewrite and counters the full program would
-//! give it (the same `first_choice`, `send` and parsers). Everything else (malformed
-//! frames, datagrams for the ARN receiver, TTL expiry, DPF, steering, a member out of
-//! service, an empty group) leaves here before anything is changed, and the full program
-//! (`full` in main.rs) starts again from the frame.
+//! qualifies when its route has no steered copies, its TTL / hop limit allows forwarding
+//! and the member of its start slot is in service (of the route's group, or of its
+//! color's group when the route has per-color groups: DPF); then it takes exactly the
+//! member, rewrite and counters the full program would give it (the same
+//! `colored_group`, `first_choice`, `send` and parsers). Everything else (malformed
+//! frames, datagrams for the ARN receiver, TTL expiry, steering, a member out of service,
+//! an empty group) leaves here before anything is changed, and the full program (`full`
+//! in main.rs) starts again from the frame.
 //!
 //! Why a second path rather than one program: in one body the compiler keeps the values
 //! of every rare branch alive across the common one (stack spills and reloads on every
@@ -17,15 +18,12 @@ use fare_common::{RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED};
 
 use crate::classify::Classify;
 use crate::eth::{self, L3};
-use crate::forward::{first_choice, send, Choice};
+use crate::forward::{colored_group, first_choice, send, Choice};
 use crate::ipv4::{self, V4At};
 use crate::ipv6::{self, V6At};
 use crate::maps::{ROUTES_V4, ROUTES_V6};
 use crate::packet::Malformed;
 use crate::{arn, stats};
-
-/// Route flags whose packets take the full program (their lookups need the fields).
-const FULL_PATH_FLAGS: u32 = ROUTE_COLORS | ROUTE_STEERED;
 
 /// `Some(outcome)` when the packet was handled here; `None`: take the full program.
 #[inline(always)]
@@ -82,12 +80,24 @@ fn routed<C: Classify>(
         return Some(Ok(xdp_action::XDP_PASS));
     };
     let (group, flags) = (route.group, route.flags);
-    if flags & FULL_PATH_FLAGS != 0 || ttl <= 1 {
+    // Steered copies take the full program (the flow's port to avoid, then maybe a copy).
+    if flags & ROUTE_STEERED != 0 || ttl <= 1 {
         return None;
     }
-    let Choice::Member(next) = first_choice::<true, _>(group, packet) else {
+    // DPF: the packet's color's group, when the route has one for it (as `choose`). Here
+    // rather than in the full program because in a fabric whose routes all have colors
+    // that is every packet (bench/RESULTS.md, `xdp`, the DPF case).
+    let colored = if flags & ROUTE_COLORS != 0 {
+        colored_group(ctx, group, &packet.fields())
+    } else {
+        None
+    };
+    let Choice::Member(next) = first_choice::<true, _>(colored.unwrap_or(group), packet) else {
         return None;
     };
+    if colored.is_some() {
+        stats::count(Stat::DpfColored);
+    }
     // From here on the packet is ours: the spray cursor has moved past its slot.
     Some(decrement().and_then(|()| send(ctx, &next, flags & ROUTE_QUEUES != 0)))
 }

@@ -100,7 +100,7 @@ fn choose<C: Classify>(ctx: &XdpContext, group: u32, flags: u32, packet: &C) -> 
 
 /// The group of the packet's color when the route has one for it (and it is active).
 #[inline(always)]
-fn colored_group(ctx: &XdpContext, group: u32, fields: &Fields) -> Option<u32> {
+pub fn colored_group(ctx: &XdpContext, group: u32, fields: &Fields) -> Option<u32> {
     let set = COLOR_SETS.get(group)?;
     if set.n == 0 {
         return None;
