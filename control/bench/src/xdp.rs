@@ -167,9 +167,15 @@ fn thousands(n: u32) -> String {
     out
 }
 
-fn median(values: &[f64]) -> f64 {
+/// `values` in ascending order.
+fn sorted(values: &[f64]) -> Vec<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
+    v
+}
+
+fn median(values: &[f64]) -> f64 {
+    let v = sorted(values);
     let n = v.len();
     if n == 0 {
         return f64::NAN;
@@ -186,8 +192,7 @@ fn median(values: &[f64]) -> f64 {
 /// of the calls more than any change to the program does; the median alone is as robust
 /// but moves in whole nanoseconds (the kernel's resolution per call).
 fn interquartile_mean(values: &[f64]) -> f64 {
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
+    let v = sorted(values);
     let n = v.len();
     if n == 0 {
         return f64::NAN;
@@ -281,7 +286,8 @@ fn measure(
     arp.extend_from_slice(&0x0806u16.to_be_bytes());
     arp.extend_from_slice(&[0u8; 46]);
     // The minimal forwarder holds the IPv4 routes fare holds (the spray, the flow and the
-    // DPF group's /16), so both LPM lookups walk the same trie. `min_one` holds the first only (a one-node trie), as in runs before this row.
+    // DPF group's /16), so both LPM lookups walk the same trie. `min_one` holds the first
+    // only (a one-node trie), as in runs before this row.
     let mut min = MinForwarder::open()?;
     let mut min_one = MinForwarder::open()?;
     for second in [18, 19, 20] {
@@ -395,8 +401,8 @@ fn measure(
          routes (198.18.0.0/16, 198.19.0.0/16 and 198.20.0.0/16, so that both lookups walk \
          the same trie), and fare's program on a non-IP frame (parse, count, XDP_PASS). \
          \"DPF color\": a route with one active color (its group the same four members) and \
-         the flow rule `{{color: 1, protocol: udp, dst_port: 4791}}`, which the frame matches: \
-         the packet takes the full program (classification, the color's group). \
+         the flow rule `{{color: 1, protocol: udp, dst_port: 4791}}`, which the frame matches \
+         (classification, then the color's group). \
          \"x minimal forwarder\" is the median over the rounds of the ratio to the minimal \
          forwarder of the same round (min-max in brackets). The row \"one route\" is the \
          minimal forwarder with the first route only (a one-node trie), the baseline of \

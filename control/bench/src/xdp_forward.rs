@@ -10,8 +10,9 @@
 //! NAPI pinned to CPU 1, so the router gets one core of its own; what the sinks receive
 //! per second is the forwarding rate. The generator's frames go to four destinations in
 //! turn, and every forwarder spreads them over the same four sinks (fare's spray group;
-//! the minimal forwarder's route per port), whose receiving runs on the router's core. Kernel mode: GRO on the ingress veth (veth needs
-//! NAPI to accept redirected frames), `ip route ... nhid` over a weighted group.
+//! the minimal forwarder's route per port), whose receiving runs on the router's core.
+//! Kernel mode: GRO on the ingress veth (veth needs NAPI to accept redirected frames),
+//! `ip route ... nhid` over a weighted group.
 //! XDP mode: the fare program attached to the same veth with the same group (spray).
 
 use super::command_line;
@@ -110,7 +111,7 @@ pub(super) fn pin_thread(cpu: usize) -> anyhow::Result<()> {
 type SinkQuery = std::sync::mpsc::Sender<anyhow::Result<u64>>;
 
 /// SCHED_FIFO for the calling thread: the machine is shared, the measured cores must not be.
-pub(super) fn realtime(priority: i32) -> anyhow::Result<()> {
+fn realtime(priority: i32) -> anyhow::Result<()> {
     let param = libc::sched_param {
         sched_priority: priority,
     };
@@ -148,7 +149,8 @@ fn sink_device(tag: &str, i: usize) -> String {
     format!("{tag}s{i}")
 }
 
-/// Switches `device` (in `ns`, with NAPI: GRO or XDP on) to threaded NAPI and pins its NAPI threads to `cpu` at SCHED_FIFO `priority`.
+/// Switches `device` (in `ns`, with NAPI: GRO or XDP on) to threaded NAPI and pins its
+/// NAPI threads to `cpu` at SCHED_FIFO `priority`.
 fn threaded_napi(ns: &Ns, device: &str, cpu: usize, priority: u32) -> anyhow::Result<()> {
     ns.sh(&format!("echo 1 > /sys/class/net/{device}/threaded"))?;
     let ps = run("ps", &["-eo", "pid,comm"])?;
@@ -374,12 +376,12 @@ fn quarter(i: usize) -> [u8; 4] {
     [d[0], d[1], d[2], 0]
 }
 
-/// The benchmark's spray group for `prefix` over the first `weights.len()` egress veths.
-fn group(prefix: &str, weights: &[u32]) -> anyhow::Result<Group> {
+/// The benchmark's spray group for `prefix`: `WEIGHTS` over e1..e4.
+fn group(prefix: &str) -> anyhow::Result<Group> {
     Ok(Group {
         prefix: prefix.parse()?,
         mode: GroupMode::Spray,
-        members: weights
+        members: WEIGHTS
             .iter()
             .enumerate()
             .map(|(i, &weight)| Member {
@@ -432,14 +434,9 @@ fn measure_held<T>(
 
 /// Measures with the fare program (`object`: another build's instead of the built-in
 /// one) attached to the ingress veth (then detached), spraying over a group with
-/// `weights` (e1, e2, ...) for each of the four /18s of the destinations: the route
-/// table the minimal forwarder has, so that both LPM lookups walk the same trie.
-fn measure_xdp(
-    bench: &Bench,
-    seconds: u64,
-    object: Option<Vec<u8>>,
-    weights: &'static [u32],
-) -> anyhow::Result<(f64, f64)> {
+/// `WEIGHTS` (e1..e4) for each of the four /18s of the destinations: the route table the
+/// minimal forwarder has, so that both LPM lookups walk the same trie.
+fn measure_xdp(bench: &Bench, seconds: u64, object: Option<Vec<u8>>) -> anyhow::Result<(f64, f64)> {
     let router_ns = bench.router.0.clone();
     let ingress = bench.ingress.clone();
     let open = move || -> anyhow::Result<(tokio::runtime::Runtime, XdpDataplane)> {
@@ -453,7 +450,7 @@ fn measure_xdp(
             let mut dp = XdpDataplane::open(&opts)?;
             for i in 0..DESTINATIONS.len() {
                 let [a, b, c, d] = quarter(i);
-                rt.block_on(dp.install(&group(&format!("{a}.{b}.{c}.{d}/18"), weights)?))?;
+                rt.block_on(dp.install(&group(&format!("{a}.{b}.{c}.{d}/18"))?))?;
             }
             dp
         };
@@ -530,14 +527,9 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
     for _ in 0..args.rounds.max(1) {
         let kernel = bench.measure(args.seconds)?;
         let min = measure_min(&bench, args.seconds)?;
-        let xdp = measure_xdp(&bench, args.seconds, None, &WEIGHTS)?;
+        let xdp = measure_xdp(&bench, args.seconds, None)?;
         if let Some(object) = &previous {
-            prev_rows.push(measure_xdp(
-                &bench,
-                args.seconds,
-                Some(object.clone()),
-                &WEIGHTS,
-            )?);
+            prev_rows.push(measure_xdp(&bench, args.seconds, Some(object.clone()))?);
         }
         rows.push([kernel, min, xdp]);
     }

@@ -7,8 +7,8 @@
 //!   this data path.
 //! - `fare_gen`: a traffic generator run with `BPF_PROG_TEST_RUN` +
 //!   `BPF_F_TEST_XDP_LIVE_FRAMES`; it writes the next of the four template frames of
-//!   `GEN_TEMPLATE` (in turn) over each frame and redirects it to the interface in `GEN_TX[0]`, so frames enter the
-//!   next hop as `xdp_frame`s (no skb). The template is rewritten every time because the
+//!   `GEN_TEMPLATE` (in turn) over each frame and redirects it to the interface in
+//!   `GEN_TX[0]`, so frames enter the next hop as `xdp_frame`s (no skb). The template is rewritten every time because the
 //!   kernel recycles the pages with whatever the router left in them.
 //! - `fare_sink`: counts (per CPU, `SINK_RX[0]`) and drops.
 //!

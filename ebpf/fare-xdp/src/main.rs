@@ -5,9 +5,9 @@
 //! Anything we do not route goes to the kernel (XDP_PASS): non-IP, no route, TTL <= 1.
 //! Malformed or truncated headers are counted and dropped.
 //!
-//! Two paths: `fast` forwards the common packet (route without DPF or steering, member
-//! of its start slot in service) in one short run; everything else runs `full`, the
-//! whole program below, from the frame again.
+//! Two paths: `fast` forwards the common packet (route without steering, member of its
+//! start slot, or of its DPF color's, in service) in one short run; everything else runs
+//! `full`, the whole program below, from the frame again.
 //!
 //! Layout: `maps` (all maps), `consts` (protocol numbers), `packet` (bounds-checked
 //! access), one parser per protocol (`eth`, `ipv4`, `ipv6`), `flow` (5-tuple hash),
