@@ -12,6 +12,8 @@ pub enum L3 {
 }
 
 pub struct Frame {
+    /// The header as `parse` checked it (the MACs are its first six words).
+    pub hdr: *mut [u16; ETH_HLEN / 2],
     pub l3: L3,
     /// Offset of the L3 header (after the optional tag).
     pub l3_offset: usize,
@@ -20,7 +22,7 @@ pub struct Frame {
 #[inline(always)]
 pub fn parse(ctx: &XdpContext) -> Result<Frame, Malformed> {
     // The header as seven 16-bit words: one bounds check for the MACs and the ethertype.
-    let hdr: *const [u16; ETH_HLEN / 2] = ptr_at(ctx, 0)?;
+    let hdr: *mut [u16; ETH_HLEN / 2] = ptr_at(ctx, 0)?;
     // SAFETY: ptr_at checked the 14 bytes.
     let h = unsafe { &*hdr };
     let mut ethertype = u16::from_be(h[6]);
@@ -38,7 +40,7 @@ pub fn parse(ctx: &XdpContext) -> Result<Frame, Malformed> {
         ETH_P_IPV6 => L3::Ipv6,
         _ => L3::Other,
     };
-    Ok(Frame { l3, l3_offset })
+    Ok(Frame { hdr, l3, l3_offset })
 }
 
 /// Offset of the L3 header of a frame `parse` found to be IPv4/IPv6, read again from

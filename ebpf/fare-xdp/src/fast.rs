@@ -3,7 +3,9 @@
 //! and the member of its start slot is in service (of the route's group, or of its
 //! color's group when the route has per-color groups: DPF); then it takes exactly the
 //! member, rewrite and counters the full program would give it (the same
-//! `colored_group`, `first_choice`, `send` and parsers). Everything else (malformed
+//! `colored_group`, `first_choice`, `send_to` and parsers). The fast path writes the
+//! TTL / hop limit and the MACs through the header pointers its parse checked (the full
+//! program checks the bounds again before each write). Everything else (malformed
 //! frames, datagrams for the ARN receiver, TTL expiry, steering, a member out of service,
 //! an empty group) leaves here before anything is changed, and the full program (`full`
 //! in main.rs) starts again from the frame.
@@ -18,7 +20,7 @@ use fare_common::{RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED};
 
 use crate::classify::Classify;
 use crate::eth::{self, L3};
-use crate::forward::{colored_group, first_choice, send, Choice};
+use crate::forward::{colored_group, first_choice, send_to, Choice};
 use crate::ipv4::{self, V4At};
 use crate::ipv6::{self, V6At};
 use crate::maps::{ROUTES_V4, ROUTES_V6};
@@ -29,9 +31,11 @@ use crate::{arn, stats};
 #[inline(always)]
 pub fn forward(ctx: &XdpContext) -> Option<Result<u32, Malformed>> {
     let frame = eth::parse(ctx).ok()?;
+    // The MACs: the first six words of the header the parse checked.
+    let macs = frame.hdr as *mut [u16; 6];
     match frame.l3 {
-        L3::Ipv4 => v4(ctx, frame.l3_offset),
-        L3::Ipv6 => v6(ctx, frame.l3_offset),
+        L3::Ipv4 => v4(ctx, macs, frame.l3_offset),
+        L3::Ipv6 => v6(ctx, macs, frame.l3_offset),
         L3::Other => {
             stats::count(Stat::NotIp);
             Some(Ok(xdp_action::XDP_PASS))
@@ -40,28 +44,28 @@ pub fn forward(ctx: &XdpContext) -> Option<Result<u32, Malformed>> {
 }
 
 #[inline(always)]
-fn v4(ctx: &XdpContext, offset: usize) -> Option<Result<u32, Malformed>> {
+fn v4(ctx: &XdpContext, macs: *mut [u16; 6], offset: usize) -> Option<Result<u32, Malformed>> {
     let ip = ipv4::parse(ctx, offset).ok()?;
     let packet = V4At { ctx, offset };
     if arn::may_receive(&packet, ip.protocol) {
         return None;
     }
     let route = ROUTES_V4.get(Key::new(32, ip.dst));
-    routed(ctx, &packet, route, ip.ttl, || {
-        ipv4::decrement_ttl(ctx, offset)
+    routed(ctx, macs, &packet, route, ip.ttl, || {
+        ipv4::decrement_ttl_at(ip.hdr)
     })
 }
 
 #[inline(always)]
-fn v6(ctx: &XdpContext, offset: usize) -> Option<Result<u32, Malformed>> {
+fn v6(ctx: &XdpContext, macs: *mut [u16; 6], offset: usize) -> Option<Result<u32, Malformed>> {
     let ip = ipv6::parse(ctx, offset).ok()?;
     let packet = V6At { ctx, offset };
     if arn::may_receive(&packet, ip.next_header) {
         return None;
     }
     let route = ROUTES_V6.get(Key::new(128, ip.dst));
-    routed(ctx, &packet, route, ip.hop_limit, || {
-        ipv6::decrement_hop_limit(ctx, offset)
+    routed(ctx, macs, &packet, route, ip.hop_limit, || {
+        ipv6::decrement_hop_limit_at(ip.hdr)
     })
 }
 
@@ -70,10 +74,11 @@ fn v6(ctx: &XdpContext, offset: usize) -> Option<Result<u32, Malformed>> {
 #[inline(always)]
 fn routed<C: Classify>(
     ctx: &XdpContext,
+    macs: *mut [u16; 6],
     packet: &C,
     route: Option<&RouteValue>,
     ttl: u8,
-    decrement: impl FnOnce() -> Result<(), Malformed>,
+    decrement: impl FnOnce(),
 ) -> Option<Result<u32, Malformed>> {
     let Some(route) = route else {
         stats::count(Stat::NoRoute);
@@ -99,5 +104,6 @@ fn routed<C: Classify>(
         stats::count(Stat::DpfColored);
     }
     // From here on the packet is ours: the spray cursor has moved past its slot.
-    Some(decrement().and_then(|()| send(ctx, &next, flags & ROUTE_QUEUES != 0)))
+    decrement();
+    Some(Ok(send_to(ctx, macs, &next, flags & ROUTE_QUEUES != 0)))
 }

@@ -305,38 +305,44 @@ fn select_out_of_service<C: Classify>(group: u32, at: Start, flow: &C) -> Option
 /// member behind a virtual queue (only then is a queue looked for).
 #[inline(always)]
 pub fn send(ctx: &XdpContext, next: &NextHop, queued: bool) -> Result<u32, Malformed> {
+    Ok(send_to(ctx, ptr_at(ctx, 0)?, next, queued))
+}
+
+/// `send` with the frame's MACs at `macs` (bounds-checked by the caller: the fast path
+/// keeps the pointer of its Ethernet parse).
+#[inline(always)]
+pub fn send_to(ctx: &XdpContext, macs: *mut [u16; 6], next: &NextHop, queued: bool) -> u32 {
     let m = next.member;
     // Both MACs as 16-bit words, read in place from the member's row: 6 loads and stores
     // (a [u8; 6] copy out of a map value becomes a call to a byte-wise memcpy). The frame
     // starts 2-byte aligned in every XDP mode, and so do the MAC fields of a `Member`.
-    let eth: *mut [u16; 6] = ptr_at(ctx, 0)?;
     let dst = &m.dst_mac as *const [u8; 6] as *const [u16; 3];
     let src = &m.src_mac as *const [u8; 6] as *const [u16; 3];
-    // SAFETY: ptr_at checked the 12 bytes; dst/src point into the MEMBERS value.
+    // SAFETY: the caller checked the 12 bytes; dst/src point into the MEMBERS value.
     unsafe {
         let (d, s) = (*dst, *src);
-        (*eth)[0] = d[0];
-        (*eth)[1] = d[1];
-        (*eth)[2] = d[2];
-        (*eth)[3] = s[0];
-        (*eth)[4] = s[1];
-        (*eth)[5] = s[2];
+        (*macs)[0] = d[0];
+        (*macs)[1] = d[1];
+        (*macs)[2] = d[2];
+        (*macs)[3] = s[0];
+        (*macs)[4] = s[1];
+        (*macs)[5] = s[2];
     }
     let len = packet::len(ctx);
     if queued && !crate::queue::admit(m.ifindex, len) {
         stats::count(Stat::QueueDropped);
-        return Ok(xdp_action::XDP_DROP);
+        return xdp_action::XDP_DROP;
     }
     match EGRESS.redirect(m.ifindex, 0) {
         Ok(action) => {
             stats::count(Stat::Forwarded);
             stats::count_member(next.row, next.index, len);
-            Ok(action)
+            action
         }
         Err(_) => {
             stats::count(Stat::RedirectFailed);
             warn!(ctx, "redirect to ifindex {} refused", m.ifindex);
-            Ok(xdp_action::XDP_DROP)
+            xdp_action::XDP_DROP
         }
     }
 }

@@ -10,6 +10,8 @@ use crate::packet::{ptr_at, Malformed};
 /// classification fields (source, ports, protocol, DSCP) are read by `V4` only when the
 /// route or group uses them.
 pub struct Ipv4 {
+    /// The header as `parse` checked it (for the TTL decrement).
+    pub hdr: *mut [u16; IPV4_MIN_HLEN / 2],
     pub dst: [u8; 4],
     pub ttl: u8,
     /// Shares its 16-bit word with the TTL: free to read (the fast path's ARN check).
@@ -20,7 +22,7 @@ pub struct Ipv4 {
 pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
     // The header as ten 16-bit words: half the loads of a byte-wise read (the frame
     // starts 2-byte aligned and the header at an even offset, see `packet::read_be16`).
-    let hdr: *const [u16; IPV4_MIN_HLEN / 2] = ptr_at(ctx, offset)?;
+    let hdr: *mut [u16; IPV4_MIN_HLEN / 2] = ptr_at(ctx, offset)?;
     // SAFETY: ptr_at checked the 20 bytes.
     let h = unsafe { &*hdr };
     let version_ihl = h[0].to_ne_bytes()[0];
@@ -40,6 +42,7 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
     // Addresses as u32 in packet byte order (the bytes as they are in memory).
     let dst = h[8] as u32 | (h[9] as u32) << 16;
     Ok(Ipv4 {
+        hdr,
         dst: dst.to_ne_bytes(),
         ttl,
         protocol,
@@ -115,13 +118,19 @@ fn fields_at(ctx: &XdpContext, offset: usize) -> Fields {
 /// addend is 0x0100 byte-swapped, and the TTL (> 1 here) is the word's first byte.
 #[inline(always)]
 pub fn decrement_ttl(ctx: &XdpContext, offset: usize) -> Result<(), Malformed> {
-    let w: *mut [u16; 2] = ptr_at(ctx, offset + 8)?;
-    // SAFETY: ptr_at checked the four bytes (TTL, protocol, checksum).
-    unsafe {
-        let [ttl, protocol] = (*w)[0].to_ne_bytes();
-        (*w)[0] = u16::from_ne_bytes([ttl - 1, protocol]);
-        let sum = (*w)[1] as u32 + u16::from_be(0x0100) as u32;
-        (*w)[1] = (sum + (sum >> 16)) as u16;
-    }
+    decrement_ttl_at(ptr_at(ctx, offset)?);
     Ok(())
+}
+
+/// `decrement_ttl` on a header `parse` checked.
+#[inline(always)]
+pub fn decrement_ttl_at(hdr: *mut [u16; IPV4_MIN_HLEN / 2]) {
+    // SAFETY: the caller's bounds check covered the 20 bytes (TTL, protocol, checksum
+    // are words 4 and 5).
+    unsafe {
+        let [ttl, protocol] = (*hdr)[4].to_ne_bytes();
+        (*hdr)[4] = u16::from_ne_bytes([ttl - 1, protocol]);
+        let sum = (*hdr)[5] as u32 + u16::from_be(0x0100) as u32;
+        (*hdr)[5] = (sum + (sum >> 16)) as u16;
+    }
 }

@@ -9,6 +9,8 @@ use crate::packet::{ptr_at, Malformed};
 /// What every routed packet needs: the destination (the LPM key) and the hop limit; the
 /// classification fields are read by `V6` only when used (see `ipv4::V4`).
 pub struct Ipv6 {
+    /// The header as `parse` checked it (for the hop-limit decrement).
+    pub hdr: *mut [u16; IPV6_HLEN / 2],
     pub dst: [u8; 16],
     pub hop_limit: u8,
     /// The next header (shares its 16-bit word with the hop limit).
@@ -18,7 +20,7 @@ pub struct Ipv6 {
 #[inline(always)]
 pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv6, Malformed> {
     // The header as 16-bit words (aligned: see `packet::read_be16`).
-    let hdr: *const [u16; IPV6_HLEN / 2] = ptr_at(ctx, offset)?;
+    let hdr: *mut [u16; IPV6_HLEN / 2] = ptr_at(ctx, offset)?;
     // SAFETY: ptr_at checked the 40 bytes.
     let h = unsafe { &*hdr };
     let [b0, _] = h[0].to_ne_bytes();
@@ -35,6 +37,7 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv6, Malformed> {
     // SAFETY: [u16; 8] and [u8; 16] have the same size, and every bit pattern is valid.
     let dst: [u8; 16] = unsafe { core::mem::transmute(d) };
     Ok(Ipv6 {
+        hdr,
         dst,
         hop_limit,
         next_header,
@@ -96,8 +99,17 @@ fn fields_at(ctx: &XdpContext, offset: usize) -> Fields {
 
 #[inline(always)]
 pub fn decrement_hop_limit(ctx: &XdpContext, offset: usize) -> Result<(), Malformed> {
-    let hop: *mut u8 = ptr_at(ctx, offset + 7)?;
-    // SAFETY: bounds-checked by ptr_at.
-    unsafe { *hop -= 1 };
+    decrement_hop_limit_at(ptr_at(ctx, offset)?);
     Ok(())
+}
+
+/// `decrement_hop_limit` on a header `parse` checked.
+#[inline(always)]
+pub fn decrement_hop_limit_at(hdr: *mut [u16; IPV6_HLEN / 2]) {
+    // SAFETY: the caller's bounds check covered the 40 bytes; the hop limit is the
+    // second byte of word 3.
+    unsafe {
+        let [next_header, hop_limit] = (*hdr)[3].to_ne_bytes();
+        (*hdr)[3] = u16::from_ne_bytes([next_header, hop_limit - 1]);
+    }
 }
