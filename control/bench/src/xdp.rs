@@ -3,12 +3,15 @@
 //! measured in the same run: the minimal forwarder of the benchmark object (Ethernet +
 //! IPv4 parse, one LPM lookup, MAC rewrite, redirect: the limit of this data path) on the
 //! IPv4 frame, and fare's program on a non-IP frame (parse, count, pass to the kernel).
+//! Two more cases: a DPF route (a flow rule gives the frame a color), and a route with a
+//! steered copy (ARN per-flow mode steers another flow; the frame pays for the lookup).
 //! Needs root; the frames are never transmitted.
 
 use super::command_line;
 use super::xdp_objects::MinForwarder;
 use anyhow::{ensure, Context};
 use etherparse::PacketBuilder;
+use fare_arn::codec::{Family, FlowId};
 use fare_dataplane::dpf::{Protocol, Range};
 use fare_dataplane::xdp::verifier::{self, VerifierCounts};
 use fare_dataplane::xdp::{TestRun, TestRunOptions, XdpDataplane, XdpOptions};
@@ -154,6 +157,75 @@ fn open(
     }
 }
 
+/// The flow `open_steered` steers (ARN per-flow mode): UDP to port 9 of 198.18.0.9, none
+/// of the benchmark's frames.
+fn steered_flow() -> FlowId {
+    FlowId {
+        family: Family::Ipv4,
+        protocol: Some(17),
+        src: None,
+        dst: Some(std::net::Ipv4Addr::new(198, 18, 0, 9).into()),
+        src_port: None,
+        dst_port: Some(9),
+    }
+}
+
+/// A veth pair of the benchmark's (`name` and `name` + "p"), deleted on drop: `name` is
+/// the second port of the steered case (frames redirected there in a test run are never
+/// sent).
+struct SecondPort(String);
+
+impl SecondPort {
+    fn new(name: String) -> anyhow::Result<SecondPort> {
+        let peer = format!("{name}p");
+        super::xdp_forward::run(
+            "ip",
+            &["link", "add", &name, "type", "veth", "peer", "name", &peer],
+        )?;
+        let port = SecondPort(name);
+        super::xdp_forward::run("ip", &["link", "set", &port.0, "up"])?;
+        Ok(port)
+    }
+}
+
+impl Drop for SecondPort {
+    fn drop(&mut self) {
+        let _ = super::xdp_forward::run("ip", &["link", "del", &self.0]);
+    }
+}
+
+/// `open`, then the IPv4 spray route's group again with its last two members on `second`
+/// and one flow steered away from `second` (ARN per-flow mode): the route gets a steered
+/// copy (`ROUTE_STEERED`), so each of its packets looks its flow up in the steering
+/// table, which the benchmark's frames do not match.
+fn open_steered(
+    rt: &tokio::runtime::Runtime,
+    node: String,
+    egress: &str,
+    second: &str,
+) -> anyhow::Result<XdpDataplane> {
+    let mut dp = open(rt, node, None, egress)?;
+    let steered = (|| -> anyhow::Result<()> {
+        let mut spray = group("198.18.0.0/16", GroupMode::Spray, egress)?;
+        for m in &mut spray.members[2..] {
+            m.interface = second.to_string();
+        }
+        rt.block_on(dp.install(&spray))?;
+        ensure!(
+            rt.block_on(dp.steer_flow(&steered_flow(), second, true))?,
+            "the XDP data plane refused to steer a flow"
+        );
+        Ok(())
+    })();
+    match steered {
+        Ok(()) => Ok(dp),
+        Err(e) => {
+            dp.destroy()?;
+            Err(e)
+        }
+    }
+}
+
 /// 485641 -> "485,641".
 fn thousands(n: u32) -> String {
     let digits = n.to_string();
@@ -222,7 +294,22 @@ pub fn run(args: Args) -> anyhow::Result<String> {
     let _enter = rt.enter();
     let pid = std::process::id();
     let counts = verifier_counts(pid, previous.as_deref())?;
+    // The steered case's second port, made before any data plane so that its failure
+    // leaves nothing behind.
+    let second = SecondPort::new(format!("fbst{pid}"))?;
     let dp = open(&rt, format!("bench-xdp-{pid}"), None, &args.egress)?;
+    let steered = match open_steered(
+        &rt,
+        format!("bench-xdp-steer-{pid}"),
+        &args.egress,
+        &second.0,
+    ) {
+        Ok(s) => s,
+        Err(e) => {
+            dp.destroy()?;
+            return Err(e);
+        }
+    };
     // A previous object whose maps differ from this build's (a changed layout) cannot be
     // fed by this build: its verifier counts are still reported, its cost is not.
     let mut unmeasured = None;
@@ -244,8 +331,16 @@ pub fn run(args: Args) -> anyhow::Result<String> {
         },
         None => None,
     };
-    let result = measure(&args, &dp, prev.as_ref(), &counts, unmeasured.as_deref());
+    let result = measure(
+        &args,
+        &dp,
+        &steered,
+        prev.as_ref(),
+        &counts,
+        unmeasured.as_deref(),
+    );
     dp.destroy()?;
+    steered.destroy()?;
     if let Some(p) = prev {
         p.destroy()?;
     }
@@ -276,6 +371,7 @@ fn verifier_counts(
 fn measure(
     args: &Args,
     dp: &XdpDataplane,
+    steered: &XdpDataplane,
     prev: Option<&XdpDataplane>,
     verifier: &[(&str, VerifierCounts)],
     unmeasured: Option<&str>,
@@ -327,6 +423,10 @@ fn measure(
         label: "fare: non-IP -> XDP_PASS".into(),
         ns: Vec::new(),
     };
+    let mut steered_row = Row {
+        label: "fare: IPv4 spray, route with a steered flow (not this one) -> XDP_REDIRECT".into(),
+        ns: Vec::new(),
+    };
     let mut programs = vec![("fare", dp)];
     if let Some(p) = prev {
         programs.push(("previous", p));
@@ -350,12 +450,17 @@ fn measure(
     let cpu = std::thread::available_parallelism().map_or(0, |n| n.get() - 1);
     super::xdp_forward::pin_thread(cpu)?;
     for _ in 0..args.rounds {
-        let mut per_call = vec![Vec::with_capacity(calls as usize); 3 + rows.len()];
+        let mut per_call = vec![Vec::with_capacity(calls as usize); 4 + rows.len()];
         for _ in 0..calls {
             per_call[0].push(one_call(|f, o| min.test_run(f, o), &v4, XDP_REDIRECT)?);
             per_call[1].push(one_call(|f, o| min_one.test_run(f, o), &v4, XDP_REDIRECT)?);
             per_call[2].push(one_call(|f, o| Ok(dp.test_run(f, o)?), &arp, XDP_PASS)?);
-            let mut i = 3;
+            per_call[3].push(one_call(
+                |f, o| Ok(steered.test_run(f, o)?),
+                &v4,
+                XDP_REDIRECT,
+            )?);
+            let mut i = 4;
             for (_, program) in &programs {
                 for (_, frame) in &cases {
                     per_call[i].push(one_call(
@@ -370,7 +475,8 @@ fn measure(
         min_row.ns.push(interquartile_mean(&per_call[0]));
         min_one_row.ns.push(interquartile_mean(&per_call[1]));
         non_ip.ns.push(interquartile_mean(&per_call[2]));
-        for (row, calls) in rows.iter_mut().zip(&per_call[3..]) {
+        steered_row.ns.push(interquartile_mean(&per_call[3]));
+        for (row, calls) in rows.iter_mut().zip(&per_call[4..]) {
             row.ns.push(interquartile_mean(calls));
         }
     }
@@ -403,6 +509,12 @@ fn measure(
          \"DPF color\": a route with one active color (its group the same four members) and \
          the flow rule `{{color: 1, protocol: udp, dst_port: 4791}}`, which the frame matches \
          (classification, then the color's group). \
+         \"route with a steered flow\": the IPv4 spray frame through a data plane whose \
+         spray group has its last two members on a second port (a veth) and which steers \
+         one other flow (UDP to 198.18.0.9 port 9, ARN per-flow mode) away from that \
+         port, so the route has a steered copy: each of its packets leaves the \
+         fast path after the route lookup, and the full program parses it again and looks \
+         its flow up in the steering table (a miss here). \
          \"x minimal forwarder\" is the median over the rounds of the ratio to the minimal \
          forwarder of the same round (min-max in brackets). The row \"one route\" is the \
          minimal forwarder with the first route only (a one-node trie), the baseline of \
@@ -431,7 +543,14 @@ fn measure(
         "| case | ns/packet | x minimal forwarder | x non-IP | Mpps per core (program only) |"
     )?;
     writeln!(md, "|---|---|---|---|---|")?;
-    for r in [&min_row, &min_one_row, &non_ip].into_iter().chain(&rows) {
+    // fare's rows, its steered route after its other cases, then the previous object's.
+    let (fare_rows, prev_rows) = rows.split_at(cases.len().min(rows.len()));
+    for r in [&min_row, &min_one_row, &non_ip]
+        .into_iter()
+        .chain(fare_rows)
+        .chain([&steered_row])
+        .chain(prev_rows)
+    {
         let ns = median(&r.ns);
         let q = ratios(r);
         let lo = q.iter().copied().fold(f64::INFINITY, f64::min);
