@@ -201,10 +201,11 @@ impl Drop for SecondPort {
 fn open_steered(
     rt: &tokio::runtime::Runtime,
     node: String,
+    object: Option<Vec<u8>>,
     egress: &str,
     second: &str,
 ) -> anyhow::Result<XdpDataplane> {
-    let mut dp = open(rt, node, None, egress)?;
+    let mut dp = open(rt, node, object, egress)?;
     let steered = (|| -> anyhow::Result<()> {
         let mut spray = group("198.18.0.0/16", GroupMode::Spray, egress)?;
         for m in &mut spray.members[2..] {
@@ -297,29 +298,34 @@ pub fn run(args: Args) -> anyhow::Result<String> {
     // The steered case's second port, made before any data plane so that its failure
     // leaves nothing behind.
     let second = SecondPort::new(format!("fbst{pid}"))?;
-    let dp = open(&rt, format!("bench-xdp-{pid}"), None, &args.egress)?;
-    let steered = match open_steered(
-        &rt,
-        format!("bench-xdp-steer-{pid}"),
-        &args.egress,
-        &second.0,
-    ) {
-        Ok(s) => s,
-        Err(e) => {
-            dp.destroy()?;
-            return Err(e);
+    // Each program's data plane and its steered one (see `open_steered`).
+    let open_both = |who: &str, object: Option<Vec<u8>>| -> anyhow::Result<Planes> {
+        let plain = open(
+            &rt,
+            format!("bench-xdp-{who}{pid}"),
+            object.clone(),
+            &args.egress,
+        )?;
+        match open_steered(
+            &rt,
+            format!("bench-xdp-{who}steer-{pid}"),
+            object,
+            &args.egress,
+            &second.0,
+        ) {
+            Ok(steered) => Ok(Planes { plain, steered }),
+            Err(e) => {
+                plain.destroy()?;
+                Err(e)
+            }
         }
     };
+    let fare = open_both("", None)?;
     // A previous object whose maps differ from this build's (a changed layout) cannot be
     // fed by this build: its verifier counts are still reported, its cost is not.
     let mut unmeasured = None;
     let prev = match &previous {
-        Some(bytes) => match open(
-            &rt,
-            format!("bench-xdp-prev-{pid}"),
-            Some(bytes.clone()),
-            &args.egress,
-        ) {
+        Some(bytes) => match open_both("prev-", Some(bytes.clone())) {
             Ok(p) => Some(p),
             Err(e) => {
                 let first = format!("{e:#}");
@@ -331,20 +337,27 @@ pub fn run(args: Args) -> anyhow::Result<String> {
         },
         None => None,
     };
-    let result = measure(
-        &args,
-        &dp,
-        &steered,
-        prev.as_ref(),
-        &counts,
-        unmeasured.as_deref(),
-    );
-    dp.destroy()?;
-    steered.destroy()?;
+    let result = measure(&args, &fare, prev.as_ref(), &counts, unmeasured.as_deref());
+    fare.destroy()?;
     if let Some(p) = prev {
         p.destroy()?;
     }
     result
+}
+
+/// A program's two data planes: the benchmark's groups, and the same with a steered flow
+/// (`open_steered`), for the steered case.
+struct Planes {
+    plain: XdpDataplane,
+    steered: XdpDataplane,
+}
+
+impl Planes {
+    fn destroy(self) -> anyhow::Result<()> {
+        let plain = self.plain.destroy();
+        self.steered.destroy()?;
+        Ok(plain?)
+    }
 }
 
 /// The verifier's instruction counts of fare's object and of the previous one (when
@@ -370,9 +383,8 @@ fn verifier_counts(
 
 fn measure(
     args: &Args,
-    dp: &XdpDataplane,
-    steered: &XdpDataplane,
-    prev: Option<&XdpDataplane>,
+    fare: &Planes,
+    prev: Option<&Planes>,
     verifier: &[(&str, VerifierCounts)],
     unmeasured: Option<&str>,
 ) -> anyhow::Result<String> {
@@ -403,12 +415,18 @@ fn measure(
         [2, 0, 0, 0, 0, 1],
     )?;
     let v4 = udp_frame(false, 18)?;
+    // (case, frame, on the steered data plane)
     let cases = [
-        ("IPv4 spray", udp_frame(false, 18)?),
-        ("IPv4 flow", udp_frame(false, 19)?),
-        ("IPv6 spray", udp_frame(true, 0x18)?),
-        ("IPv6 flow", udp_frame(true, 0x19)?),
-        ("IPv4 spray, DPF color", udp_frame(false, 20)?),
+        ("IPv4 spray", udp_frame(false, 18)?, false),
+        ("IPv4 flow", udp_frame(false, 19)?, false),
+        ("IPv6 spray", udp_frame(true, 0x18)?, false),
+        ("IPv6 flow", udp_frame(true, 0x19)?, false),
+        ("IPv4 spray, DPF color", udp_frame(false, 20)?, false),
+        (
+            "IPv4 spray, route with a steered flow (not this one)",
+            udp_frame(false, 18)?,
+            true,
+        ),
     ];
     let per_round = (args.runs / args.rounds).max(RUNS_PER_CALL);
     let mut min_row = Row {
@@ -423,18 +441,15 @@ fn measure(
         label: "fare: non-IP -> XDP_PASS".into(),
         ns: Vec::new(),
     };
-    let mut steered_row = Row {
-        label: "fare: IPv4 spray, route with a steered flow (not this one) -> XDP_REDIRECT".into(),
-        ns: Vec::new(),
-    };
-    let mut programs = vec![("fare", dp)];
+    let dp = &fare.plain;
+    let mut programs = vec![("fare", fare)];
     if let Some(p) = prev {
         programs.push(("previous", p));
     }
     let mut rows: Vec<Row> = programs
         .iter()
         .flat_map(|(who, _)| {
-            cases.iter().map(move |(name, _)| Row {
+            cases.iter().map(move |(name, _, _)| Row {
                 label: format!("{who}: {name} -> XDP_REDIRECT"),
                 ns: Vec::new(),
             })
@@ -450,19 +465,19 @@ fn measure(
     let cpu = std::thread::available_parallelism().map_or(0, |n| n.get() - 1);
     super::xdp_forward::pin_thread(cpu)?;
     for _ in 0..args.rounds {
-        let mut per_call = vec![Vec::with_capacity(calls as usize); 4 + rows.len()];
+        let mut per_call = vec![Vec::with_capacity(calls as usize); 3 + rows.len()];
         for _ in 0..calls {
             per_call[0].push(one_call(|f, o| min.test_run(f, o), &v4, XDP_REDIRECT)?);
             per_call[1].push(one_call(|f, o| min_one.test_run(f, o), &v4, XDP_REDIRECT)?);
             per_call[2].push(one_call(|f, o| Ok(dp.test_run(f, o)?), &arp, XDP_PASS)?);
-            per_call[3].push(one_call(
-                |f, o| Ok(steered.test_run(f, o)?),
-                &v4,
-                XDP_REDIRECT,
-            )?);
-            let mut i = 4;
-            for (_, program) in &programs {
-                for (_, frame) in &cases {
+            let mut i = 3;
+            for (_, planes) in &programs {
+                for (_, frame, steered) in &cases {
+                    let program = if *steered {
+                        &planes.steered
+                    } else {
+                        &planes.plain
+                    };
                     per_call[i].push(one_call(
                         |f, o| Ok(program.test_run(f, o)?),
                         frame,
@@ -475,8 +490,7 @@ fn measure(
         min_row.ns.push(interquartile_mean(&per_call[0]));
         min_one_row.ns.push(interquartile_mean(&per_call[1]));
         non_ip.ns.push(interquartile_mean(&per_call[2]));
-        steered_row.ns.push(interquartile_mean(&per_call[3]));
-        for (row, calls) in rows.iter_mut().zip(&per_call[4..]) {
+        for (row, calls) in rows.iter_mut().zip(&per_call[3..]) {
             row.ns.push(interquartile_mean(calls));
         }
     }
@@ -543,14 +557,7 @@ fn measure(
         "| case | ns/packet | x minimal forwarder | x non-IP | Mpps per core (program only) |"
     )?;
     writeln!(md, "|---|---|---|---|---|")?;
-    // fare's rows, its steered route after its other cases, then the previous object's.
-    let (fare_rows, prev_rows) = rows.split_at(cases.len().min(rows.len()));
-    for r in [&min_row, &min_one_row, &non_ip]
-        .into_iter()
-        .chain(fare_rows)
-        .chain([&steered_row])
-        .chain(prev_rows)
-    {
+    for r in [&min_row, &min_one_row, &non_ip].into_iter().chain(&rows) {
         let ns = median(&r.ns);
         let q = ratios(r);
         let lo = q.iter().copied().fold(f64::INFINITY, f64::min);

@@ -1,14 +1,14 @@
 //! The fast path: most packets are forwarded here, in one short run of code. A packet
-//! qualifies when its route has no steered copies, its TTL / hop limit allows forwarding
-//! and the member of its start slot is in service (of the route's group, or of its
-//! color's group when the route has per-color groups: DPF); then it takes exactly the
-//! member, rewrite and counters the full program would give it (the same
-//! `colored_group`, `first_choice`, `send_to` and parsers). The fast path writes the
-//! TTL / hop limit and the MACs through the header pointers its parse checked (the full
-//! program checks the bounds again before each write). Everything else (malformed
-//! frames, datagrams for the ARN receiver, TTL expiry, steering, a member out of service,
-//! an empty group) leaves here before anything is changed, and the full program (`full`
-//! in main.rs) starts again from the frame.
+//! qualifies when its TTL / hop limit allows forwarding, its flow is not one an ARN
+//! steered (asked only when its route has steered copies) and the member of its start
+//! slot is in service (of the route's group, or of its color's group when the route has
+//! per-color groups: DPF); then it takes exactly the member, rewrite and counters the
+//! full program would give it (the same `route_group`, `first_choice`, `send_to` and
+//! parsers). The fast path writes the TTL / hop limit and the MACs through the header
+//! pointers its parse checked (the full program checks the bounds again before each
+//! write). Everything else (malformed frames, datagrams for the ARN receiver, TTL expiry,
+//! a steered flow, a member out of service, an empty group) leaves here before anything
+//! is changed, and the full program (`full` in main.rs) starts again from the frame.
 //!
 //! Why a second path rather than one program: in one body the compiler keeps the values
 //! of every rare branch alive across the common one (stack spills and reloads on every
@@ -20,12 +20,12 @@ use fare_common::{RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED};
 
 use crate::classify::Classify;
 use crate::eth::{self, L3};
-use crate::forward::{colored_group, first_choice, send_to, Choice};
+use crate::forward::{first_choice, route_group, send_to, Choice};
 use crate::ipv4::{self, V4At};
 use crate::ipv6::{self, V6At};
 use crate::maps::{ROUTES_V4, ROUTES_V6};
 use crate::packet::Malformed;
-use crate::{arn, stats};
+use crate::{arn, stats, steer};
 
 /// `Some(outcome)` when the packet was handled here; `None`: take the full program.
 #[inline(always)]
@@ -51,7 +51,8 @@ fn v4(ctx: &XdpContext, macs: *mut [u16; 6], offset: usize) -> Option<Result<u32
         return None;
     }
     let route = ROUTES_V4.get(Key::new(32, ip.dst));
-    routed(ctx, macs, &packet, route, ip.ttl, || {
+    let steered = || steer::flow_is_steered::<false>(XdpContext::new(ctx.ctx), offset);
+    routed(ctx, macs, &packet, route, ip.ttl, steered, || {
         ipv4::decrement_ttl_at(ip.hdr)
     })
 }
@@ -64,7 +65,8 @@ fn v6(ctx: &XdpContext, macs: *mut [u16; 6], offset: usize) -> Option<Result<u32
         return None;
     }
     let route = ROUTES_V6.get(Key::new(128, ip.dst));
-    routed(ctx, macs, &packet, route, ip.hop_limit, || {
+    let steered = || steer::flow_is_steered::<true>(XdpContext::new(ctx.ctx), offset);
+    routed(ctx, macs, &packet, route, ip.hop_limit, steered, || {
         ipv6::decrement_hop_limit_at(ip.hdr)
     })
 }
@@ -78,6 +80,7 @@ fn routed<C: Classify>(
     packet: &C,
     route: Option<&RouteValue>,
     ttl: u8,
+    steered: impl FnOnce() -> bool,
     decrement: impl FnOnce(),
 ) -> Option<Result<u32, Malformed>> {
     let Some(route) = route else {
@@ -85,22 +88,24 @@ fn routed<C: Classify>(
         return Some(Ok(xdp_action::XDP_PASS));
     };
     let (group, flags) = (route.group, route.flags);
-    // Steered copies take the full program (the flow's port to avoid, then maybe a copy).
-    if flags & ROUTE_STEERED != 0 || ttl <= 1 {
+    if ttl <= 1 {
         return None;
     }
-    // DPF: the packet's color's group, when the route has one for it (as `choose`). Here
-    // rather than in the full program because in a fabric whose routes all have colors
-    // that is every packet (bench/RESULTS.md, `xdp`, the DPF case).
-    let colored = if flags & ROUTE_COLORS != 0 {
-        colored_group(ctx, group, &packet.fields())
-    } else {
-        None
-    };
-    let Choice::Member(next) = first_choice::<true, _>(colored.unwrap_or(group), packet) else {
+    // A route with steered copies: most of its flows are not steered and go on here; a
+    // steered one takes the full program (its copy, found by `route_group` there). The
+    // question is a call of its own (`steer::flow_is_steered`): inlined here, the
+    // verifier's walk of the fast path ran past its 1M instructions.
+    if flags & ROUTE_STEERED != 0 && steered() {
+        return None;
+    }
+    // DPF: the packet's color's group, as in the full program. Here rather than there
+    // because in a fabric whose routes all have colors that is every packet
+    // (bench/RESULTS.md, `xdp`, the DPF case).
+    let (gid, colored) = route_group(ctx, group, flags & ROUTE_COLORS, packet);
+    let Choice::Member(next) = first_choice::<true, _>(gid, packet) else {
         return None;
     };
-    if colored.is_some() {
+    if colored {
         stats::count(Stat::DpfColored);
     }
     // From here on the packet is ours: the spray cursor has moved past its slot.

@@ -64,33 +64,10 @@ pub struct NextHop {
     pub member: &'static Member,
 }
 
-/// The member for a packet of a route whose group is `group`. A route with per-color
-/// groups (DPF) sends a packet whose flow rules give it one of the route's active colors
-/// through that color's group; a route with steered copies sends a flow an ARN steered
-/// away from a port through the copy; everything else uses the route's group. The route's
-/// `flags` say whether it has either, so a packet of a route without them pays for
-/// neither lookup, nor for reading the packet's classification fields (source, ports,
-/// protocol; a flow-mode group reads them for its hash in `select`). One `select` on one
-/// group id keeps the verifier's work the same as without colors.
+/// The member for a packet of a route whose group is `group` (see `route_group`).
 #[inline(always)]
 fn choose<C: Classify>(ctx: &XdpContext, group: u32, flags: u32, packet: &C) -> Option<NextHop> {
-    let (gid, colored) = if flags & (ROUTE_COLORS | ROUTE_STEERED) != 0 {
-        let fields = packet.fields();
-        let colored = if flags & ROUTE_COLORS != 0 {
-            colored_group(ctx, group, &fields)
-        } else {
-            None
-        };
-        let base = colored.unwrap_or(group);
-        let gid = if flags & ROUTE_STEERED != 0 {
-            crate::steer::steered_group(base, &fields)
-        } else {
-            base
-        };
-        (gid, colored.is_some())
-    } else {
-        (group, false)
-    };
+    let (gid, colored) = route_group(ctx, group, flags, packet);
     let next = select::<true, C>(gid, packet);
     if next.is_some() && colored {
         stats::count(Stat::DpfColored);
@@ -98,9 +75,42 @@ fn choose<C: Classify>(ctx: &XdpContext, group: u32, flags: u32, packet: &C) -> 
     next
 }
 
+/// The group a packet of a route whose group is `group` takes, and whether it is a DPF
+/// color's. A route with per-color groups (DPF) sends a packet whose flow rules give it
+/// one of the route's active colors through that color's group; a route with steered
+/// copies sends a flow an ARN steered away from a port through the copy; everything else
+/// uses the route's group. The route's `flags` say whether it has either, so a packet of
+/// a route without them pays for neither lookup, nor for reading the packet's
+/// classification fields (source, ports, protocol; a flow-mode group reads them for its
+/// hash in `select`). Both paths (`fast`, `choose`) take the group from here.
+#[inline(always)]
+pub fn route_group<C: Classify>(
+    ctx: &XdpContext,
+    group: u32,
+    flags: u32,
+    packet: &C,
+) -> (u32, bool) {
+    if flags & (ROUTE_COLORS | ROUTE_STEERED) == 0 {
+        return (group, false);
+    }
+    let fields = packet.fields();
+    let colored = if flags & ROUTE_COLORS != 0 {
+        colored_group(ctx, group, &fields)
+    } else {
+        None
+    };
+    let base = colored.unwrap_or(group);
+    let gid = if flags & ROUTE_STEERED != 0 {
+        crate::steer::steered_group(base, &fields)
+    } else {
+        base
+    };
+    (gid, colored.is_some())
+}
+
 /// The group of the packet's color when the route has one for it (and it is active).
 #[inline(always)]
-pub fn colored_group(ctx: &XdpContext, group: u32, fields: &Fields) -> Option<u32> {
+fn colored_group(ctx: &XdpContext, group: u32, fields: &Fields) -> Option<u32> {
     let set = COLOR_SETS.get(group)?;
     if set.n == 0 {
         return None;

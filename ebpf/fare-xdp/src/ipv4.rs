@@ -80,7 +80,7 @@ impl Classify for V4At<'_> {
 
 /// The classification fields of the IPv4 header at `offset`.
 #[inline(always)]
-fn fields_at(ctx: &XdpContext, offset: usize) -> Fields {
+pub fn fields_at(ctx: &XdpContext, offset: usize) -> Fields {
     let Ok(hdr) = ptr_at::<[u16; IPV4_MIN_HLEN / 2]>(ctx, offset) else {
         return Fields::NONE;
     };

@@ -73,7 +73,7 @@ impl Classify for V6At<'_> {
 
 /// The classification fields of the IPv6 header at `offset`.
 #[inline(always)]
-fn fields_at(ctx: &XdpContext, offset: usize) -> Fields {
+pub fn fields_at(ctx: &XdpContext, offset: usize) -> Fields {
     let Ok(hdr) = ptr_at::<[u16; IPV6_HLEN / 2]>(ctx, offset) else {
         return Fields::NONE;
     };

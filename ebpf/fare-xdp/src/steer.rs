@@ -8,6 +8,8 @@ use fare_common::{
     STEER_SRC_PORT,
 };
 
+use aya_ebpf::programs::XdpContext;
+
 use crate::classify::Fields;
 use crate::maps::{FLOW_STEER, STEER_GROUPS, STEER_MASKS};
 
@@ -32,6 +34,26 @@ pub fn steered_group(group: u32, f: &Fields) -> u32 {
         Some(copy) => *copy,
         None => group,
     }
+}
+
+/// Whether the packet's flow must avoid a port (its route is `ROUTE_STEERED`): the fast
+/// path's question, which sends such a packet to
+/// the full program (`V6`: the header at `offset` is IPv6). A call of its own, so that the fast path's frame and the verifier's
+/// states after it are those of a route without steering (inlined, the kernel's verifier
+/// ran out of its 1M instructions). It takes the context, not the packet's pointers: a
+/// packet pointer passed to a BPF-to-BPF call loses its type.
+#[inline(never)]
+pub fn flow_is_steered<const V6: bool>(ctx: XdpContext, offset: usize) -> bool {
+    // A volatile read of the context: LLVM would otherwise pass the packet's bounds
+    // instead of the context (argument promotion), as plain numbers to the verifier.
+    // SAFETY: the program's context, valid for the whole run.
+    let _ = unsafe { core::ptr::read_volatile(&(*ctx.ctx).data) };
+    let fields = if V6 {
+        crate::ipv6::fields_at(&ctx, offset)
+    } else {
+        crate::ipv4::fields_at(&ctx, offset)
+    };
+    avoided_port(&fields) != 0
 }
 
 /// The ifindex this packet's flow must not leave through; 0 = none.
