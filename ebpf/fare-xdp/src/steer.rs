@@ -36,16 +36,16 @@ pub fn steered_group(group: u32, f: &Fields) -> u32 {
     }
 }
 
-/// Whether the packet's flow must avoid a port (its route is `ROUTE_STEERED`): the fast
-/// path's question, which sends such a packet to
-/// the full program (`V6`: the header at `offset` is IPv6). A call of its own, so that the fast path's frame and the verifier's
+/// Whether the packet's flow must avoid a port (its route is `ROUTE_STEERED`; `V6`: the
+/// header at `offset` is IPv6): the fast path's question, which sends such a packet to the
+/// full program. A call of its own, so that the fast path's frame and the verifier's
 /// states after it are those of a route without steering (inlined, the kernel's verifier
-/// ran out of its 1M instructions). It takes the context, not the packet's pointers: a
-/// packet pointer passed to a BPF-to-BPF call loses its type.
+/// ran out of its 1M instructions).
 #[inline(never)]
 pub fn flow_is_steered<const V6: bool>(ctx: XdpContext, offset: usize) -> bool {
-    // A volatile read of the context: LLVM would otherwise pass the packet's bounds
-    // instead of the context (argument promotion), as plain numbers to the verifier.
+    // A volatile read of the context keeps the context the argument: otherwise LLVM passes
+    // the packet's bounds instead (argument promotion), loaded as 32-bit numbers and
+    // widened by shifts, which the verifier refuses on packet pointers.
     // SAFETY: the program's context, valid for the whole run.
     let _ = unsafe { core::ptr::read_volatile(&(*ctx.ctx).data) };
     let fields = if V6 {
