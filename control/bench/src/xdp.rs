@@ -526,9 +526,9 @@ fn measure(
          \"route with a steered flow\": the IPv4 spray frame through a data plane whose \
          spray group has its last two members on a second port (a veth) and which steers \
          one other flow (UDP to 198.18.0.9 port 9, ARN per-flow mode) away from that \
-         port, so the route has a steered copy: each of its packets leaves the \
-         fast path after the route lookup, and the full program parses it again and looks \
-         its flow up in the steering table (a miss here). \
+         port, so the route has a steered copy: each of its packets looks its flow up in \
+         the steering table (a miss here; a steered flow's packets would take the full \
+         program). \
          \"x minimal forwarder\" is the median over the rounds of the ratio to the minimal \
          forwarder of the same round (min-max in brackets). The row \"one route\" is the \
          minimal forwarder with the first route only (a one-node trie), the baseline of \

@@ -100,7 +100,8 @@ fn routed<C: Classify>(
     }
     // DPF: the packet's color's group, as in the full program. Here rather than there
     // because in a fabric whose routes all have colors that is every packet
-    // (bench/RESULTS.md, `xdp`, the DPF case).
+    // (bench/RESULTS.md, `xdp`, the DPF case). Without `ROUTE_STEERED`: this flow is not
+    // steered (asked above), so its route's group stands.
     let (gid, colored) = route_group(ctx, group, flags & ROUTE_COLORS, packet);
     let Choice::Member(next) = first_choice::<true, _>(gid, packet) else {
         return None;
