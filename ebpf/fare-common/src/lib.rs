@@ -12,6 +12,8 @@
 //! EGRESS                 devmap     ifindex -> ifindex (XDP_REDIRECT targets)
 //! COLOR_SETS             array      route group id -> ColorSet (DPF per-color groups)
 //! FLOW_RULES             array      rule index -> FlowRule (DPF flow -> color)
+//! DIR4_TOP / DIR4_BLOCKS arrays     IPv4 destination bytes 16 + 8 + 8 -> route entry
+//!                                   (the fast path's copy of ROUTES_V4, see [`dir4`])
 //! ```
 #![no_std]
 
@@ -112,6 +114,53 @@ pub struct RouteValue {
     /// `ROUTE_*` bits: the optional features the route's groups use. A packet pays for
     /// a feature's lookups only when its route has the bit (the route is read anyway).
     pub flags: u32,
+}
+
+/// The IPv4 route table of the fast path (`dir4`): the routes of ROUTES_V4 expanded into
+/// arrays indexed by the destination's bytes, 16 + 8 + 8 bits (the DIR-24-8 idea with a
+/// 64 Ki first level). DIR4_TOP[first two bytes] is an entry; a `DIR4_BLOCK` entry names
+/// a block of 256 entries in DIR4_BLOCKS (index `block * 256 + next byte`), at most two
+/// deep. Each entry is one u32, written by user space in one store: a packet reads the
+/// old entry or the new one, never a mix. The trie stays the authority (the full program
+/// reads it); an entry 0 sends the fast path to the trie (no route in the table's range,
+/// blocks exhausted, or a table not yet filled after an upgrade).
+pub mod dir4 {
+    use super::{RouteValue, MAX_GROUPS};
+
+    pub const TOP: &str = "DIR4_TOP";
+    pub const BLOCKS: &str = "DIR4_BLOCKS";
+    /// Entries of DIR4_TOP: one per /16.
+    pub const TOP_ENTRIES: u32 = 1 << 16;
+    /// Entries of one block: one per value of the next byte.
+    pub const BLOCK_ENTRIES: u32 = 256;
+    /// Blocks of DIR4_BLOCKS (each /16 with longer routes takes one, each /24 with
+    /// routes longer than /24 one more).
+    pub const MAX_BLOCKS: u32 = 1024;
+    /// Entry bit: the rest is a route, `group | flags << 16`.
+    pub const ROUTE: u32 = 1 << 31;
+    /// Entry bit: the rest is a block index (the next byte decides).
+    pub const BLOCK: u32 = 1 << 30;
+    const _: () = assert!(MAX_GROUPS <= 1 << 16 && MAX_BLOCKS <= 1 << 16);
+    // Route flags live in bits 16..24 of an entry.
+    const _: () = assert!(
+        super::ROUTE_COLORS < 1 << 8
+            && super::ROUTE_STEERED < 1 << 8
+            && super::ROUTE_QUEUES < 1 << 8
+    );
+
+    /// The entry of a route: its group and its `ROUTE_*` flags (all below bit 8).
+    pub const fn route_entry(route: RouteValue) -> u32 {
+        ROUTE | (route.flags & 0xff) << 16 | (route.group & 0xffff)
+    }
+
+    /// The route of an entry with the `ROUTE` bit.
+    #[inline(always)]
+    pub const fn route_of(entry: u32) -> RouteValue {
+        RouteValue {
+            group: entry & 0xffff,
+            flags: (entry >> 16) & 0xff,
+        }
+    }
 }
 
 /// `RouteValue::flags`: the route has per-color groups (COLOR_SETS row with entries):

@@ -50,7 +50,9 @@ fn v4(ctx: &XdpContext, macs: *mut [u16; 6], offset: usize) -> Option<Result<u32
     if arn::may_receive(&packet, ip.protocol) {
         return None;
     }
-    let route = ROUTES_V4.get(Key::new(32, ip.dst));
+    // The table first (array reads); the trie where it has no entry.
+    let route =
+        crate::dir4::lookup(ip.dst).or_else(|| ROUTES_V4.get(Key::new(32, ip.dst)).copied());
     let steered = || steer::flow_is_steered::<false>(XdpContext::new(ctx.ctx), offset);
     routed(ctx, macs, &packet, route, ip.ttl, steered, || {
         ipv4::decrement_ttl_at(ip.hdr)
@@ -64,7 +66,7 @@ fn v6(ctx: &XdpContext, macs: *mut [u16; 6], offset: usize) -> Option<Result<u32
     if arn::may_receive(&packet, ip.next_header) {
         return None;
     }
-    let route = ROUTES_V6.get(Key::new(128, ip.dst));
+    let route = ROUTES_V6.get(Key::new(128, ip.dst)).copied();
     let steered = || steer::flow_is_steered::<true>(XdpContext::new(ctx.ctx), offset);
     routed(ctx, macs, &packet, route, ip.hop_limit, steered, || {
         ipv6::decrement_hop_limit_at(ip.hdr)
@@ -78,7 +80,7 @@ fn routed<C: Classify>(
     ctx: &XdpContext,
     macs: *mut [u16; 6],
     packet: &C,
-    route: Option<&RouteValue>,
+    route: Option<RouteValue>,
     ttl: u8,
     steered: impl FnOnce() -> bool,
     decrement: impl FnOnce(),

@@ -19,6 +19,7 @@
 mod arn;
 mod classify;
 mod consts;
+mod dir4;
 mod eth;
 mod fast;
 mod flow;

@@ -6,7 +6,7 @@ use aya_ebpf::{
     maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, PerCpuArray, RingBuf},
 };
 use fare_common::{
-    ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ColorSet, EgressQueue,
+    dir4, ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ColorSet, EgressQueue,
     FlowRule, FlowSteerKey, FlowSteerValue, GroupRow, Member, RouteValue, SteerGroupKey,
     ARN_STAT_COUNT, MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS, MAX_EGRESS, MAX_FLOW_RULES,
     MAX_FLOW_STEER, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, MAX_STEER_MASKS, QUEUE_EVENTS_BYTES,
@@ -18,6 +18,13 @@ pub static ROUTES_V4: LpmTrie<[u8; 4], RouteValue> = LpmTrie::pinned(MAX_ROUTES,
 
 #[map]
 pub static ROUTES_V6: LpmTrie<[u8; 16], RouteValue> = LpmTrie::pinned(MAX_ROUTES, 0);
+
+/// The fast path's IPv4 route table (`fare_common::dir4`): first two bytes, then blocks.
+#[map]
+pub static DIR4_TOP: Array<u32> = Array::pinned(dir4::TOP_ENTRIES, 0);
+
+#[map]
+pub static DIR4_BLOCKS: Array<u32> = Array::pinned(dir4::MAX_BLOCKS * dir4::BLOCK_ENTRIES, 0);
 
 /// Per CPU: the group, this CPU's spray cursor and member counters (`GroupRow`).
 #[map]

@@ -44,4 +44,5 @@ mod xdp_fixtures;
 mod xdp_forwarding;
 mod xdp_proptest;
 mod xdp_queue;
+mod xdp_routes;
 mod xdp_steer;

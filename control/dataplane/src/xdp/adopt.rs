@@ -29,6 +29,21 @@ impl XdpDataplane {
                 routes.push((IpNet::V6(net), value.group, value.flags));
             }
         }
+        if let Some(table) = &mut self.dir4 {
+            let v4 = routes
+                .iter()
+                .filter_map(|(prefix, group, flags)| match prefix {
+                    IpNet::V4(n) => Some((
+                        *n,
+                        RouteValue {
+                            group: *group,
+                            flags: *flags,
+                        },
+                    )),
+                    IpNet::V6(_) => None,
+                });
+            table.adopt(v4)?;
+        }
         for (prefix, gid, flags) in routes {
             let Some(row) = self.group_of(gid) else {
                 continue;

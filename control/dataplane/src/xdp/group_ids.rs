@@ -33,6 +33,16 @@ impl GroupIds {
         Some((id, GRACE.saturating_sub(freed.elapsed())))
     }
 
+    /// The id freed longest ago if its grace period is over (no waiting: the caller
+    /// has a fallback).
+    pub fn take_ready(&mut self) -> Option<u32> {
+        let (_, freed) = self.free.front()?;
+        if freed.elapsed() < GRACE {
+            return None;
+        }
+        self.free.pop_front().map(|(id, _)| id)
+    }
+
     pub fn release(&mut self, id: u32) {
         self.free.push_back((id, Instant::now()));
     }

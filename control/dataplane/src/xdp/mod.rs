@@ -18,6 +18,7 @@ mod adopt;
 pub mod arn;
 mod attach;
 mod colors;
+mod dir4;
 mod encode;
 mod group_ids;
 mod logs;
@@ -139,6 +140,8 @@ pub struct XdpDataplane {
     links: Vec<(String, FdLink)>,
     routes_v4: LpmTrie<MapData, [u8; 4], RouteValue>,
     routes_v6: LpmTrie<MapData, [u8; 16], RouteValue>,
+    /// The fast path's copy of `routes_v4` (None: an object without it).
+    dir4: Option<dir4::Dir4Maps>,
     /// Per CPU: the group, the spray cursor and the member counters (`fc::GroupRow`).
     group_rows: PerCpuArray<MapData, fc::GroupRow>,
     member_rows: Array<MapData, fc::Member>,
@@ -157,6 +160,14 @@ pub struct XdpDataplane {
     generation: u32,
     ncpus: usize,
     log_task: Option<tokio::task::JoinHandle<()>>,
+}
+
+fn v4_key(n: ipnet::Ipv4Net) -> Key<[u8; 4]> {
+    Key::new(u32::from(n.prefix_len()), n.network().octets())
+}
+
+fn v6_key(n: ipnet::Ipv6Net) -> Key<[u8; 16]> {
+    Key::new(u32::from(n.prefix_len()), n.network().octets())
 }
 
 fn take_map<T>(ebpf: &mut Ebpf, name: &str) -> Result<T, DataplaneError>
@@ -263,6 +274,7 @@ impl XdpDataplane {
         let mut dp = XdpDataplane {
             routes_v4: take_map(&mut ebpf, map_names::ROUTES_V4)?,
             routes_v6: take_map(&mut ebpf, map_names::ROUTES_V6)?,
+            dir4: dir4::Dir4Maps::take(&mut ebpf)?,
             group_rows: take_map(&mut ebpf, map_names::GROUP_ROWS)?,
             member_rows: take_map(&mut ebpf, map_names::MEMBERS)?,
             stats: take_map(&mut ebpf, map_names::STATS)?,
@@ -486,31 +498,33 @@ impl XdpDataplane {
 
     fn set_route(&mut self, prefix: IpNet, gid: u32, flags: u32) -> Result<(), DataplaneError> {
         let value = RouteValue { group: gid, flags };
-        let r = match prefix.trunc() {
-            IpNet::V4(n) => self.routes_v4.insert(
-                &Key::new(u32::from(n.prefix_len()), n.network().octets()),
-                value,
-                0,
-            ),
-            IpNet::V6(n) => self.routes_v6.insert(
-                &Key::new(u32::from(n.prefix_len()), n.network().octets()),
-                value,
-                0,
-            ),
-        };
-        r.map_err(|e| err(format!("route {prefix}: {e}")))
+        let fail = |e| err(format!("route {prefix}: {e}"));
+        match prefix.trunc() {
+            IpNet::V4(n) => {
+                self.routes_v4.insert(&v4_key(n), value, 0).map_err(fail)?;
+                // The trie first: a packet the table sends to the trie finds it there.
+                match &mut self.dir4 {
+                    Some(table) => table.set(n, value),
+                    None => Ok(()),
+                }
+            }
+            IpNet::V6(n) => self.routes_v6.insert(&v6_key(n), value, 0).map_err(fail),
+        }
     }
 
     fn delete_route(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
-        let r = match prefix.trunc() {
-            IpNet::V4(n) => self
-                .routes_v4
-                .remove(&Key::new(u32::from(n.prefix_len()), n.network().octets())),
-            IpNet::V6(n) => self
-                .routes_v6
-                .remove(&Key::new(u32::from(n.prefix_len()), n.network().octets())),
-        };
-        r.map_err(|e| err(format!("route {prefix}: {e}")))
+        let fail = |e| err(format!("route {prefix}: {e}"));
+        match prefix.trunc() {
+            IpNet::V4(n) => {
+                // The table first: while the trie still has the route, a packet the
+                // table sends there finds the route it had.
+                if let Some(table) = &mut self.dir4 {
+                    table.remove(n)?;
+                }
+                self.routes_v4.remove(&v4_key(n)).map_err(fail)
+            }
+            IpNet::V6(n) => self.routes_v6.remove(&v6_key(n)).map_err(fail),
+        }
     }
 
     /// GROUP_ACTIVE[gid]: how many of `states` are in service (0).

@@ -1,0 +1,242 @@
+//! IPv4 route lookup through the real program (`BPF_PROG_TEST_RUN`): nested prefixes
+//! from /0 to /32, which the fast path finds in its table (DIR4_TOP and blocks, 16 + 8 + 8
+//! bits) and the full program in the trie. Each route's group has one member with a MAC
+//! of its own, so the output frame names the route that forwarded it. Expectations are
+//! written by hand from longest-prefix-match (the first test) or computed by a plain
+//! longest match over the route list (the random one); neither shares code with the
+//! loader's table. Both reopen the pins (an agent restart) and check again.
+
+use anyhow::{ensure, Context, Result};
+use fare::dataplane::xdp::{TestRunOptions, XdpDataplane, XdpOptions};
+use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr, Member};
+use fare_integration::inns;
+use fare_integration::packets::udp4_frame;
+use fare_integration::xdp_lab::{XdpLab, GEN_MAC, ROUTER_MAC};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestCaseError, TestRng, TestRunner};
+use std::net::Ipv4Addr;
+
+const XDP_PASS: u32 = 2;
+const XDP_REDIRECT: u32 = 4;
+
+/// A group for `prefix` with one member whose MAC ends in `tag`.
+fn tagged(prefix: &str, tag: u8) -> Result<Group> {
+    Ok(Group {
+        prefix: prefix.parse()?,
+        mode: GroupMode::Spray,
+        members: vec![Member {
+            via: format!("route-{tag}"),
+            interface: "e1".into(),
+            next_hop: None,
+            neighbor_mac: Some(MacAddr([2, 0, 0, 0x77, 0, tag])),
+            weight: 1,
+            bandwidth_gbps: 0.0,
+        }],
+    })
+}
+
+/// The tag of the route that forwarded a UDP frame to `dst` (None: passed to the kernel,
+/// no route).
+fn route_of(dp: &XdpDataplane, dst: Ipv4Addr) -> Result<Option<u8>> {
+    let frame = udp4_frame(
+        ROUTER_MAC,
+        GEN_MAC,
+        Ipv4Addr::new(10, 9, 9, 9),
+        dst,
+        1000,
+        2000,
+        64,
+    );
+    let run = dp.test_run(&frame, TestRunOptions::default())?;
+    match run.action {
+        XDP_REDIRECT => Ok(Some(run.frame[5])),
+        XDP_PASS => Ok(None),
+        other => anyhow::bail!("{dst}: action {other}"),
+    }
+}
+
+fn with_router(test: &str, tag: &str, f: impl FnOnce(&str) -> Result<()> + Send) -> Result<()> {
+    let Some(lab) = XdpLab::for_test(test, tag)? else {
+        return Ok(());
+    };
+    let node = lab.node.clone();
+    inns::run(&lab.router.name, move || f(&node))
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?)
+}
+
+#[test]
+fn xdp_routes_nested_prefixes_hand_computed() -> Result<()> {
+    with_router("xdp_routes_nested_prefixes_hand_computed", "xr", |node| {
+        let rt = runtime()?;
+        let _enter = rt.enter();
+        let opts = XdpOptions::new(node.to_string(), vec![]);
+        let mut dp = XdpDataplane::open(&opts)?;
+        let routes = [
+            ("0.0.0.0/0", 1),
+            ("10.0.0.0/8", 2),
+            ("10.1.0.0/16", 3),
+            ("10.1.2.0/24", 4),
+            ("10.1.2.128/25", 5),
+            ("10.1.2.3/32", 6),
+            ("10.1.255.255/32", 7),
+            ("172.16.0.0/12", 8),
+        ];
+        for (p, tag) in routes {
+            rt.block_on(dp.install(&tagged(p, tag)?))?;
+        }
+        // Longest match by hand: (destination, route tag).
+        let want: [(&str, Option<u8>); 12] = [
+            ("192.0.2.1", Some(1)),
+            ("10.200.0.1", Some(2)),
+            ("10.1.9.9", Some(3)),
+            ("10.1.2.4", Some(4)),
+            ("10.1.2.127", Some(4)),
+            ("10.1.2.128", Some(5)),
+            ("10.1.2.3", Some(6)),
+            ("10.1.255.255", Some(7)),
+            ("10.1.255.254", Some(3)),
+            ("172.31.255.255", Some(8)),
+            ("172.32.0.0", Some(1)),
+            ("10.2.0.0", Some(2)),
+        ];
+        let check = |dp: &XdpDataplane, want: &[(&str, Option<u8>)], when: &str| -> Result<()> {
+            let mut wrong = Vec::new();
+            for (dst, tag) in want {
+                let got = route_of(dp, dst.parse()?)?;
+                if got != *tag {
+                    wrong.push(format!("{dst}: route {got:?}, want {tag:?}"));
+                }
+            }
+            ensure!(wrong.is_empty(), "{when}:\n{}", wrong.join("\n"));
+            Ok(())
+        };
+        check(&dp, &want, "all routes")?;
+        // An agent restart: the next one adopts the table with the routes.
+        drop(dp);
+        let mut dp = XdpDataplane::open(&opts)?;
+        check(&dp, &want, "after reopening the pins")?;
+        // Removals reach the covering route; the default route's removal leaves no
+        // route (the kernel's).
+        for p in ["10.1.2.0/24", "10.1.2.3/32", "0.0.0.0/0"] {
+            rt.block_on(dp.remove(p.parse()?))?;
+        }
+        check(
+            &dp,
+            &[
+                ("10.1.2.4", Some(3)),
+                ("10.1.2.3", Some(3)),
+                ("10.1.2.200", Some(5)),
+                ("192.0.2.1", None),
+                ("10.1.255.255", Some(7)),
+            ],
+            "after removals",
+        )?;
+        dp.destroy()?;
+        Ok(())
+    })
+}
+
+/// A random route: a prefix from a few nesting /8s and /16s, any length.
+fn arb_route() -> impl Strategy<Value = (u32, u8)> {
+    (
+        prop::sample::select(vec![0x0a00_0000u32, 0x0a01_0000, 0xc612_0000]),
+        any::<u32>(),
+        prop::sample::select(vec![0u8, 8, 12, 16, 17, 20, 24, 25, 28, 30, 32]),
+    )
+        .prop_map(|(hi, lo, len)| {
+            let m = if len == 0 { 0 } else { u32::MAX << (32 - len) };
+            ((hi | (lo & 0x0001_ffff)) & m, len)
+        })
+}
+
+fn covers(net: u32, len: u8, a: u32) -> bool {
+    len == 0 || (a >> (32 - u32::from(len))) == (net >> (32 - u32::from(len)))
+}
+
+#[test]
+fn xdp_routes_random_against_longest_match() -> Result<()> {
+    with_router("xdp_routes_random_against_longest_match", "xq", |node| {
+        let rt = runtime()?;
+        let _enter = rt.enter();
+        let opts = XdpOptions::new(node.to_string(), vec![]);
+        let mut dp = XdpDataplane::open(&opts)?;
+        let cases: u32 = std::env::var("FARE_PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map_or(12, |n: u32| n.clamp(1, 200));
+        let mut runner = TestRunner::new_with_rng(
+            Config {
+                cases,
+                failure_persistence: None,
+                ..Config::default()
+            },
+            TestRng::deterministic_rng(RngAlgorithm::ChaCha),
+        );
+        let strategy = (
+            prop::collection::vec((arb_route(), any::<bool>()), 1..24),
+            prop::collection::vec(any::<u32>(), 8),
+        );
+        let dp_cell = std::cell::RefCell::new(&mut dp);
+        let result = runner.run(&strategy, |(ops, probes)| {
+            let mut dp = dp_cell.borrow_mut();
+            // Each case starts from no route.
+            for g in rt.block_on(dp.groups()).map_err(fail)? {
+                rt.block_on(dp.remove(g.group.prefix)).map_err(fail)?;
+            }
+            let mut list: Vec<(u32, u8, u8)> = Vec::new();
+            for (i, ((net, len), remove)) in ops.into_iter().enumerate() {
+                let prefix = format!("{}/{len}", Ipv4Addr::from(net));
+                list.retain(|(n, l, _)| (*n, *l) != (net, len));
+                if remove {
+                    let _ = rt.block_on(dp.remove(prefix.parse().map_err(fail)?));
+                } else {
+                    let tag = (i + 1) as u8;
+                    rt.block_on(dp.install(&tagged(&prefix, tag).map_err(fail)?))
+                        .map_err(fail)?;
+                    list.push((net, len, tag));
+                }
+            }
+            let mut at = probes.clone();
+            for (n, l, _) in &list {
+                let last = n | if *l == 0 {
+                    u32::MAX
+                } else {
+                    !(u32::MAX << (32 - l))
+                };
+                at.extend([*n, last, n.wrapping_sub(1), last.wrapping_add(1)]);
+            }
+            for a in at {
+                let want = list
+                    .iter()
+                    .filter(|(n, l, _)| covers(*n, *l, a))
+                    .max_by_key(|(_, l, _)| *l)
+                    .map(|(_, _, t)| *t);
+                let got = route_of(&dp, Ipv4Addr::from(a)).map_err(fail)?;
+                prop_assert_eq!(got, want, "to {} with routes {:?}", Ipv4Addr::from(a), list);
+            }
+            Ok(())
+        });
+        result.map_err(|e| anyhow::anyhow!("{e}"))?;
+        // The last case's routes survive a reopening.
+        let before: Vec<_> = (0..=255u32)
+            .map(|i| route_of(&dp, Ipv4Addr::from(0x0a01_0000 | i << 8 | 7)))
+            .collect::<Result<_>>()?;
+        drop(dp);
+        let dp = XdpDataplane::open(&opts)?;
+        let after: Vec<_> = (0..=255u32)
+            .map(|i| route_of(&dp, Ipv4Addr::from(0x0a01_0000 | i << 8 | 7)))
+            .collect::<Result<_>>()?;
+        ensure!(before == after, "routes changed by reopening the pins");
+        dp.destroy().context("destroying the data plane")?;
+        Ok(())
+    })
+}
+
+fn fail(e: impl std::fmt::Display) -> TestCaseError {
+    TestCaseError::fail(e.to_string())
+}
