@@ -81,14 +81,24 @@ impl Dir4 {
             ..Dir4::default()
         };
         d.top.resize(TOP_ENTRIES as usize, 0);
+        // The blocks the top points to, and the blocks those point to (two levels, as
+        // the program reads them: a block entry below that is not looked at).
         let mut used = vec![false; MAX_BLOCKS as usize];
-        let mut pending: Vec<u32> = d.top.iter().filter_map(|&e| block_of(e)).collect();
-        while let Some(b) = pending.pop() {
+        let mut pending: Vec<(u32, bool)> = d
+            .top
+            .iter()
+            .filter_map(|&e| block_of(e))
+            .map(|b| (b, true))
+            .collect();
+        while let Some((b, first_level)) = pending.pop() {
             if std::mem::replace(&mut used[b as usize], true) {
                 continue;
             }
             d.blocks[b as usize] = block(b);
-            pending.extend(d.blocks[b as usize].iter().filter_map(|&e| block_of(e)));
+            if first_level {
+                let below = d.blocks[b as usize].iter().filter_map(|&e| block_of(e));
+                pending.extend(below.map(|c| (c, false)));
+            }
         }
         d.free = GroupIds::new(MAX_BLOCKS, |b| used[b as usize]);
         for (net, route) in routes {
@@ -160,10 +170,11 @@ impl Dir4 {
         writes: &mut Vec<Write>,
         released: &mut Vec<u32>,
     ) -> u32 {
-        let had = block_of(current);
+        // A /32 entry never has a block (nor does the program look for one there).
+        let had = if bits < 32 { block_of(current) } else { None };
         if bits == 32 || !self.has_longer(base, bits) {
             if let Some(b) = had {
-                self.release_tree(b, released);
+                self.release_tree(b, bits == 16, released);
             }
             return self.longest(base, bits);
         }
@@ -216,14 +227,17 @@ impl Dir4 {
             .any(|(&(_, len), _)| len > bits)
     }
 
-    /// Frees block `b` and the blocks below it.
-    fn release_tree(&mut self, b: u32, released: &mut Vec<u32>) {
-        let children: Vec<u32> = self.blocks[b as usize]
-            .iter()
-            .filter_map(|&e| block_of(e))
-            .collect();
-        for c in children {
-            self.release_tree(c, released);
+    /// Frees block `b` and, for a block of a top entry (`first_level`), the blocks its
+    /// entries point to.
+    fn release_tree(&mut self, b: u32, first_level: bool, released: &mut Vec<u32>) {
+        if first_level {
+            let below: Vec<u32> = self.blocks[b as usize]
+                .iter()
+                .filter_map(|&e| block_of(e))
+                .collect();
+            for c in below {
+                self.release_tree(c, false, released);
+            }
         }
         released.push(b);
     }
