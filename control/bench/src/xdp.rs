@@ -127,7 +127,8 @@ fn open(
         rt.block_on(dp.install(&group("198.19.0.0/16", GroupMode::Flow, egress)?))?;
         rt.block_on(dp.install(&group("2001:db8:18::/48", GroupMode::Spray, egress)?))?;
         rt.block_on(dp.install(&group("2001:db8:19::/48", GroupMode::Flow, egress)?))?;
-        // A host route: the longest walk of the fast path's IPv4 table (three reads).
+        // A /24 and a host route: the fast path's IPv4 table takes two and three reads.
+        rt.block_on(dp.install(&group("198.22.0.0/24", GroupMode::Spray, egress)?))?;
         rt.block_on(dp.install(&group("198.21.0.7/32", GroupMode::Spray, egress)?))?;
         // DPF: a route with one color (its group the same four members), and a rule that
         // gives the benchmark's UDP frames (to port 4791) that color.
@@ -396,7 +397,7 @@ fn measure(
     arp.extend_from_slice(&0x0806u16.to_be_bytes());
     arp.extend_from_slice(&[0u8; 46]);
     // The minimal forwarder holds the IPv4 routes fare holds (the spray, the flow and the
-    // DPF group's /16, the /32 host route), so both tries have the same nodes. `min_one`
+    // DPF group's /16, the /24 and the /32 host route), so both tries have the same nodes. `min_one`
     // holds the first only (a one-node trie), as in runs before this row.
     let mut min = MinForwarder::open()?;
     let mut min_one = MinForwarder::open()?;
@@ -405,6 +406,7 @@ fn measure(
         ([198, 19, 0, 0], 16),
         ([198, 20, 0, 0], 16),
         ([198, 21, 0, 7], 32),
+        ([198, 22, 0, 0], 24),
     ] {
         min.route(addr, len, &args.egress, ROUTER, [2, 0, 0, 0, 0, 1])?;
     }
@@ -423,6 +425,7 @@ fn measure(
         ("IPv6 spray", udp_frame(true, 0x18)?, false),
         ("IPv6 flow", udp_frame(true, 0x19)?, false),
         ("IPv4 spray, DPF color", udp_frame(false, 20)?, false),
+        ("IPv4 spray, /24 route", udp_frame(false, 22)?, false),
         ("IPv4 spray, /32 route", udp_frame(false, 21)?, false),
         (
             "IPv4 spray, route with a steered flow (not this one)",
@@ -520,12 +523,12 @@ fn measure(
          left out), the table's the median over the rounds. Baselines in the same \
          rounds: the minimal forwarder (`bench_min_fwd` of the benchmark object: Ethernet + \
          IPv4 parse, one LPM lookup, MAC rewrite, redirect; the IPv4 frame) with fare's IPv4 \
-         routes (198.18.0.0/16, 198.19.0.0/16, 198.20.0.0/16 and 198.21.0.7/32, so that \
-         its trie has the nodes of fare's), and fare's program on a non-IP frame (parse, \
-         count, XDP_PASS). fare's fast path finds an IPv4 route in its table (DIR4_TOP by \
-         the first two bytes, then a block per further byte: one array read for the /16 \
-         routes, three for the /32 of the \"/32 route\" case), the minimal forwarder in \
-         its LPM trie. \
+         routes (198.18.0.0/16, 198.19.0.0/16, 198.20.0.0/16, 198.22.0.0/24 and \
+         198.21.0.7/32, so that its trie has the nodes of fare's), and fare's program on a \
+         non-IP frame (parse, count, XDP_PASS). fare's fast path finds an IPv4 route in its \
+         table (DIR4_TOP by the first two bytes, then a block per further byte: one array \
+         read for the /16 routes, two for the /24 and three for the /32 of the \"/24 route\" \
+         and \"/32 route\" cases), the minimal forwarder in its LPM trie. \
          \"DPF color\": a route with one active color (its group the same four members) and \
          the flow rule `{{color: 1, protocol: udp, dst_port: 4791}}`, which the frame matches \
          (classification, then the color's group). \

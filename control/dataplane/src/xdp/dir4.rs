@@ -242,7 +242,6 @@ impl Dir4 {
         released.push(b);
     }
 
-    #[cfg(test)]
     fn blocks_in_use(&self) -> usize {
         MAX_BLOCKS as usize - self.free.available()
     }
@@ -284,6 +283,7 @@ impl Dir4Maps {
         &mut self,
         routes: impl IntoIterator<Item = (Ipv4Net, RouteValue)>,
     ) -> Result<(), DataplaneError> {
+        let started = std::time::Instant::now();
         let top = (0..TOP_ENTRIES)
             .map(|i| self.top.get(&i, 0))
             .collect::<Result<Vec<u32>, _>>()
@@ -305,7 +305,14 @@ impl Dir4Maps {
             return Err(err(format!("reading {}: {e}", dir4::BLOCKS)));
         }
         self.table = table;
-        self.apply(&writes)
+        self.apply(&writes)?;
+        tracing::debug!(
+            blocks = self.table.blocks_in_use(),
+            writes = writes.len(),
+            ms = started.elapsed().as_millis() as u64,
+            "xdp: IPv4 route table read back and brought to the routes"
+        );
+        Ok(())
     }
 
     pub fn set(&mut self, net: Ipv4Net, route: RouteValue) -> Result<(), DataplaneError> {

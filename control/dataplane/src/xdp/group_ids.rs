@@ -47,7 +47,6 @@ impl GroupIds {
         self.free.push_back((id, Instant::now()));
     }
 
-    #[cfg(test)]
     pub fn available(&self) -> usize {
         self.free.len()
     }
