@@ -118,10 +118,10 @@ pub struct RouteValue {
 
 /// The IPv4 route table of the fast path (`dir4`): the routes of ROUTES_V4 expanded into
 /// arrays indexed by the destination's bytes, 16 + 8 + 8 bits (the DIR-24-8 idea with a
-/// 64 Ki first level). DIR4_TOP[first two bytes] is an entry; a `DIR4_BLOCK` entry names
+/// 64 Ki first level). DIR4_TOP[first two bytes] is an entry; a `BLOCK` entry names
 /// a block of 256 entries in DIR4_BLOCKS (index `block * 256 + next byte`), at most two
-/// deep. Each entry is one u32, written by user space in one store: a packet reads the
-/// old entry or the new one, never a mix. The trie stays the authority (the full program
+/// deep. Each entry is one u32, written by user space in one atomic store through a
+/// mapping of the array (`BPF_F_MMAPABLE`): a packet reads the old entry or the new one. The trie stays the authority (the full program
 /// reads it); an entry 0 sends the fast path to the trie (no route in the table's range,
 /// blocks exhausted, or a table not yet filled after an upgrade).
 pub mod dir4 {

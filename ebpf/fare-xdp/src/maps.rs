@@ -2,6 +2,7 @@
 //! (the loader passes the pin directory). Types and sizes come from `fare_common`.
 
 use aya_ebpf::{
+    bindings::BPF_F_MMAPABLE,
     macros::map,
     maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, PerCpuArray, RingBuf},
 };
@@ -20,11 +21,14 @@ pub static ROUTES_V4: LpmTrie<[u8; 4], RouteValue> = LpmTrie::pinned(MAX_ROUTES,
 pub static ROUTES_V6: LpmTrie<[u8; 16], RouteValue> = LpmTrie::pinned(MAX_ROUTES, 0);
 
 /// The fast path's IPv4 route table (`fare_common::dir4`): first two bytes, then blocks.
+/// Mappable: user space writes each entry with one atomic store (a map update copies
+/// the value with memcpy, which is not promised to be one store).
 #[map]
-pub static DIR4_TOP: Array<u32> = Array::pinned(dir4::TOP_ENTRIES, 0);
+pub static DIR4_TOP: Array<u32> = Array::pinned(dir4::TOP_ENTRIES, BPF_F_MMAPABLE);
 
 #[map]
-pub static DIR4_BLOCKS: Array<u32> = Array::pinned(dir4::MAX_BLOCKS * dir4::BLOCK_ENTRIES, 0);
+pub static DIR4_BLOCKS: Array<u32> =
+    Array::pinned(dir4::MAX_BLOCKS * dir4::BLOCK_ENTRIES, BPF_F_MMAPABLE);
 
 /// Per CPU: the group, this CPU's spray cursor and member counters (`GroupRow`).
 #[map]

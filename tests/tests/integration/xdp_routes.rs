@@ -4,7 +4,10 @@
 //! of its own, so the output frame names the route that forwarded it. Expectations are
 //! written by hand from longest-prefix-match (the first test) or computed by a plain
 //! longest match over the route list (the random one); neither shares code with the
-//! loader's table. Both reopen the pins (an agent restart) and check again.
+//! loader's table; the table itself (read back from the maps) must answer wherever a
+//! route does, so a table left empty (every packet quietly asking the trie) fails too. The first test
+//! checks everything again after reopening the pins (an agent restart), the random one
+//! its last case's routes.
 
 use anyhow::{ensure, Context, Result};
 use fare::dataplane::xdp::{TestRunOptions, XdpDataplane, XdpOptions};
@@ -110,6 +113,10 @@ fn xdp_routes_nested_prefixes_hand_computed() -> Result<()> {
                 let got = route_of(dp, dst.parse()?)?;
                 if got != *tag {
                     wrong.push(format!("{dst}: route {got:?}, want {tag:?}"));
+                }
+                // The fast path found it in its table, not in the trie behind it.
+                if dp.ipv4_table_route(dst.parse()?).is_some() != tag.is_some() {
+                    wrong.push(format!("{dst}: the IPv4 table has no entry for it"));
                 }
             }
             ensure!(wrong.is_empty(), "{when}:\n{}", wrong.join("\n"));
@@ -218,6 +225,13 @@ fn xdp_routes_random_against_longest_match() -> Result<()> {
                     .map(|(_, _, t)| *t);
                 let got = route_of(&dp, Ipv4Addr::from(a)).map_err(fail)?;
                 prop_assert_eq!(got, want, "to {} with routes {:?}", Ipv4Addr::from(a), list);
+                prop_assert_eq!(
+                    dp.ipv4_table_route(Ipv4Addr::from(a)).is_some(),
+                    want.is_some(),
+                    "the IPv4 table's entry for {} with routes {:?}",
+                    Ipv4Addr::from(a),
+                    list
+                );
             }
             Ok(())
         });

@@ -6,18 +6,10 @@ use super::*;
 impl XdpDataplane {
     /// Reads the routes and groups left in the pinned maps by an earlier agent.
     pub(super) fn adopt(&mut self) -> Result<(), DataplaneError> {
-        let mut routes: Vec<(IpNet, u32, u32)> = Vec::new();
-        for key in self.routes_v4.keys() {
-            let key = key.map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
-            let value = self
-                .routes_v4
-                .get(&key, 0)
-                .map_err(|e| err(format!("reading ROUTES_V4: {e}")))?;
-            let addr = std::net::Ipv4Addr::from(key.data());
-            if let Ok(net) = ipnet::Ipv4Net::new(addr, key.prefix_len() as u8) {
-                routes.push((IpNet::V4(net), value.group, value.flags));
-            }
-        }
+        let mut routes: Vec<(IpNet, u32, u32)> = v4_routes(&self.routes_v4)?
+            .into_iter()
+            .map(|(net, value)| (IpNet::V4(net), value.group, value.flags))
+            .collect();
         for key in self.routes_v6.keys() {
             let key = key.map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
             let value = self
@@ -29,23 +21,12 @@ impl XdpDataplane {
                 routes.push((IpNet::V6(net), value.group, value.flags));
             }
         }
-        if let Some(table) = &mut self.dir4 {
-            let v4 = routes
-                .iter()
-                .filter_map(|(prefix, group, flags)| match prefix {
-                    IpNet::V4(n) => Some((
-                        *n,
-                        RouteValue {
-                            group: *group,
-                            flags: *flags,
-                        },
-                    )),
-                    IpNet::V6(_) => None,
-                });
-            table.adopt(v4)?;
-        }
+        // Routes whose group cannot be read are removed: their group id is free for the
+        // next install, and the route would then send packets to that group.
+        let mut unreadable = Vec::new();
         for (prefix, gid, flags) in routes {
             let Some(row) = self.group_of(gid) else {
+                unreadable.push(prefix);
                 continue;
             };
             let members: Vec<fc::Member> = (0..u32::from(row.n_members))
@@ -74,8 +55,12 @@ impl XdpDataplane {
                         },
                     );
                 }
-                None => tracing::warn!(%prefix, gid, "xdp: pinned group unreadable, ignored"),
+                None => unreadable.push(prefix),
             }
+        }
+        for prefix in unreadable {
+            tracing::warn!(%prefix, "xdp: pinned route's group unreadable, route removed");
+            self.delete_route(prefix)?;
         }
         let used: std::collections::BTreeSet<u32> = self
             .installed

@@ -14,13 +14,25 @@ use fare_common::dir4::{self, BLOCK, BLOCK_ENTRIES, MAX_BLOCKS, TOP_ENTRIES};
 use fare_common::RouteValue;
 use ipnet::Ipv4Net;
 
-use aya::maps::{Array, MapData};
+use std::os::fd::{AsFd, AsRawFd};
+use std::ptr::NonNull;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use aya::maps::MapData;
 use aya::Ebpf;
 
 use super::group_ids::GroupIds;
 use crate::DataplaneError;
 
 use super::err;
+
+/// What a route change does to the maps: the entries to store, in this order, and the
+/// blocks to free once they are stored (`Dir4::release`).
+#[derive(Debug, Default)]
+pub struct Change {
+    pub writes: Vec<Write>,
+    pub released: Vec<u32>,
+}
 
 /// One entry to store: DIR4_TOP[index] or DIR4_BLOCKS[index].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,7 +87,7 @@ impl Dir4 {
         top: Vec<u32>,
         mut block: impl FnMut(u32) -> [u32; BLOCK_LEN],
         routes: impl IntoIterator<Item = (Ipv4Net, RouteValue)>,
-    ) -> (Dir4, Vec<Write>) {
+    ) -> (Dir4, Change) {
         let mut d = Dir4 {
             top,
             ..Dir4::default()
@@ -104,22 +116,22 @@ impl Dir4 {
         for (net, route) in routes {
             d.routes.insert(key(net), dir4::route_entry(route));
         }
-        let writes = d.refresh(None);
-        (d, writes)
+        let change = d.refresh(None);
+        (d, change)
     }
 
     /// Adds or replaces a route.
-    pub fn set(&mut self, net: Ipv4Net, route: RouteValue) -> Vec<Write> {
+    pub fn set(&mut self, net: Ipv4Net, route: RouteValue) -> Change {
         let k = key(net);
         self.routes.insert(k, dir4::route_entry(route));
         self.refresh(Some(k))
     }
 
     /// Removes a route (nothing to write when there was none).
-    pub fn remove(&mut self, net: Ipv4Net) -> Vec<Write> {
+    pub fn remove(&mut self, net: Ipv4Net) -> Change {
         let k = key(net);
         if self.routes.remove(&k).is_none() {
-            return vec![];
+            return Change::default();
         }
         self.refresh(Some(k))
     }
@@ -135,8 +147,16 @@ impl Dir4 {
         (entry & dir4::ROUTE != 0).then(|| dir4::route_of(entry))
     }
 
+    /// Frees blocks (the entries that pointed to them are stored): reused only after
+    /// the grace period, when no packet can still be reading them.
+    pub fn release(&mut self, blocks: Vec<u32>) {
+        for b in blocks {
+            self.free.release(b);
+        }
+    }
+
     /// Recomputes the top entries that meet `focus` (all without one).
-    fn refresh(&mut self, focus: Option<(u32, u8)>) -> Vec<Write> {
+    fn refresh(&mut self, focus: Option<(u32, u8)>) -> Change {
         let (lo, hi) = match focus {
             Some((addr, len)) if len <= 16 => (addr >> 16, (addr >> 16) + (1 << (16 - len))),
             Some((addr, _)) => (addr >> 16, (addr >> 16) + 1),
@@ -152,11 +172,8 @@ impl Dir4 {
                 writes.push(Write::Top(i, new));
             }
         }
-        // Released only now: the entries that pointed to them are among the writes.
-        for b in released {
-            self.free.release(b);
-        }
-        writes
+        // Freed by the caller once the writes are stored (`release`).
+        Change { writes, released }
     }
 
     /// The entry for the `bits`-bit range at `base` (its current entry `current`): the
@@ -256,11 +273,104 @@ fn block_of(entry: u32) -> Option<u32> {
     (entry & BLOCK != 0).then_some(entry & (MAX_BLOCKS - 1))
 }
 
+/// One of the table's arrays mapped into this process (`BPF_F_MMAPABLE`): entries are
+/// read and written with atomic 32-bit loads and stores, so a packet reading an entry
+/// while it changes sees the old value or the new one (a map update syscall copies the
+/// value with memcpy, which the kernel does not promise to do in one store), and a write
+/// cannot fail. An array map lays its values out `round_up(value size, 8)` apart.
+struct Mapped {
+    /// Keeps the map (and its fd) alive as long as the mapping.
+    _map: MapData,
+    base: NonNull<u8>,
+    len: usize,
+    entries: u32,
+}
+
+// SAFETY: the mapping is owned by this value and only accessed through atomics.
+unsafe impl Send for Mapped {}
+// SAFETY: as above; concurrent access goes through atomic loads and stores.
+unsafe impl Sync for Mapped {}
+
+const STRIDE: usize = 8;
+/// The map flag of a mappable array (linux/bpf.h).
+const BPF_F_MMAPABLE: u32 = 1 << 10;
+
+impl Mapped {
+    fn new(map: aya::maps::Map, name: &str, entries: u32) -> Result<Mapped, DataplaneError> {
+        let aya::maps::Map::Array(map) = map else {
+            return Err(err(format!("map {name}: not an array")));
+        };
+        let info = map.info().map_err(|e| err(format!("map {name}: {e}")))?;
+        if info.map_flags() & BPF_F_MMAPABLE == 0 {
+            return Err(err(format!(
+                "map {name} is not mappable (pinned by an earlier build): remove the node's \
+                 pin directory and start again"
+            )));
+        }
+        // SAFETY: sysconf has no preconditions.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap_or(4096);
+        let len = (entries as usize * STRIDE).next_multiple_of(page.max(1));
+        // SAFETY: a shared mapping of the map's fd, of the size the kernel gives it; the
+        // result is checked before use.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                map.fd().as_fd().as_raw_fd(),
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            let e = std::io::Error::last_os_error();
+            return Err(err(format!("mapping {name}: {e}")));
+        }
+        let base = NonNull::new(p.cast::<u8>()).ok_or_else(|| err(format!("mapping {name}")))?;
+        Ok(Mapped {
+            _map: map,
+            base,
+            len,
+            entries,
+        })
+    }
+
+    fn entry(&self, i: u32) -> &AtomicU32 {
+        assert!(i < self.entries, "entry {i} beyond {}", self.entries);
+        // SAFETY: inside the mapping (checked above), 8-byte aligned (page-aligned base,
+        // stride 8), and the kernel's array memory lives as long as the mapping.
+        unsafe {
+            &*self
+                .base
+                .as_ptr()
+                .add(i as usize * STRIDE)
+                .cast::<AtomicU32>()
+        }
+    }
+
+    fn get(&self, i: u32) -> u32 {
+        self.entry(i).load(Ordering::Acquire)
+    }
+
+    fn set(&self, i: u32, value: u32) {
+        self.entry(i).store(value, Ordering::Release);
+    }
+}
+
+impl Drop for Mapped {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`, not used after this.
+        unsafe {
+            libc::munmap(self.base.as_ptr().cast(), self.len);
+        }
+    }
+}
+
 /// The table's maps and the copy that mirrors them. Absent when the object has no table
 /// (an older object measured by `fare bench xdp --previous`): the trie alone then.
 pub struct Dir4Maps {
-    top: Array<MapData, u32>,
-    blocks: Array<MapData, u32>,
+    top: Mapped,
+    blocks: Mapped,
     table: Dir4,
 }
 
@@ -270,80 +380,83 @@ impl Dir4Maps {
         else {
             return Ok(None);
         };
-        let map = |m, name| Array::try_from(m).map_err(|e| err(format!("map {name}: {e}")));
         Ok(Some(Dir4Maps {
-            top: map(top, dir4::TOP)?,
-            blocks: map(blocks, dir4::BLOCKS)?,
+            top: Mapped::new(top, dir4::TOP, TOP_ENTRIES)?,
+            blocks: Mapped::new(blocks, dir4::BLOCKS, MAX_BLOCKS * BLOCK_ENTRIES)?,
             table: Dir4::default(),
         }))
     }
 
     /// Takes over the table in the maps (an earlier agent's, or zeros) for `routes`.
-    pub fn adopt(
-        &mut self,
-        routes: impl IntoIterator<Item = (Ipv4Net, RouteValue)>,
-    ) -> Result<(), DataplaneError> {
+    pub fn adopt(&mut self, routes: impl IntoIterator<Item = (Ipv4Net, RouteValue)>) {
         let started = std::time::Instant::now();
-        let top = (0..TOP_ENTRIES)
-            .map(|i| self.top.get(&i, 0))
-            .collect::<Result<Vec<u32>, _>>()
-            .map_err(|e| err(format!("reading {}: {e}", dir4::TOP)))?;
+        let top = (0..TOP_ENTRIES).map(|i| self.top.get(i)).collect();
         let blocks = &self.blocks;
-        let mut unreadable = None;
         let block = |b: u32| {
             let mut out = [0; BLOCK_LEN];
             for (j, e) in out.iter_mut().enumerate() {
-                match blocks.get(&(b * BLOCK_ENTRIES + j as u32), 0) {
-                    Ok(v) => *e = v,
-                    Err(e) => unreadable = Some(e),
-                }
+                *e = blocks.get(b * BLOCK_ENTRIES + j as u32);
             }
             out
         };
-        let (table, writes) = Dir4::adopt(top, block, routes);
-        if let Some(e) = unreadable {
-            return Err(err(format!("reading {}: {e}", dir4::BLOCKS)));
-        }
+        let (table, change) = Dir4::adopt(top, block, routes);
         self.table = table;
-        self.apply(&writes)?;
+        let writes = change.writes.len();
+        self.apply(change);
         tracing::debug!(
             blocks = self.table.blocks_in_use(),
-            writes = writes.len(),
-            ms = started.elapsed().as_millis() as u64,
+            writes,
+            us = started.elapsed().as_micros() as u64,
             "xdp: IPv4 route table read back and brought to the routes"
         );
-        Ok(())
     }
 
-    pub fn set(&mut self, net: Ipv4Net, route: RouteValue) -> Result<(), DataplaneError> {
-        let writes = self.table.set(net, route);
-        self.apply(&writes)
+    pub fn set(&mut self, net: Ipv4Net, route: RouteValue) {
+        let change = self.table.set(net, route);
+        self.apply(change);
     }
 
-    pub fn remove(&mut self, net: Ipv4Net) -> Result<(), DataplaneError> {
-        let writes = self.table.remove(net);
-        self.apply(&writes)
+    pub fn remove(&mut self, net: Ipv4Net) {
+        let change = self.table.remove(net);
+        self.apply(change);
     }
 
-    fn apply(&mut self, writes: &[Write]) -> Result<(), DataplaneError> {
-        let short = self.table.short_of_blocks;
-        for w in writes {
-            let (map, name, i, v) = match *w {
-                Write::Top(i, v) => (&mut self.top, dir4::TOP, i, v),
-                Write::Block(i, v) => (&mut self.blocks, dir4::BLOCKS, i, v),
-            };
-            map.set(i, v, 0)
-                .map_err(|e| err(format!("{name}[{i}]: {e}")))?;
+    /// The route the table holds for exactly `net`.
+    pub fn lookup_exact(&self, net: Ipv4Net) -> Option<RouteValue> {
+        self.table.routes.get(&key(net)).map(|&e| dir4::route_of(e))
+    }
+
+    /// The route of `addr` as the program's fast path reads it from the maps (None: it
+    /// asks the trie).
+    pub fn lookup(&self, addr: std::net::Ipv4Addr) -> Option<RouteValue> {
+        let addr = u32::from(addr);
+        let mut entry = self.top.get(addr >> 16);
+        for shift in [8, 0] {
+            let Some(b) = block_of(entry) else { break };
+            entry = self
+                .blocks
+                .get(b * BLOCK_ENTRIES + ((addr >> shift) & 0xff));
         }
+        (entry & dir4::ROUTE != 0).then(|| dir4::route_of(entry))
+    }
+
+    /// Stores the writes in order, then frees the blocks no entry points to any more.
+    fn apply(&mut self, change: Change) {
+        for w in &change.writes {
+            match *w {
+                Write::Top(i, v) => self.top.set(i, v),
+                Write::Block(i, v) => self.blocks.set(i, v),
+            }
+        }
+        self.table.release(change.released);
+        let short = std::mem::take(&mut self.table.short_of_blocks);
         if short > 0 {
-            self.table.short_of_blocks = 0;
             tracing::warn!(
                 entries = short,
                 max_blocks = MAX_BLOCKS,
                 "xdp: IPv4 route table out of blocks, the fast path asks the trie there"
             );
         }
-        Ok(())
     }
 }
 
@@ -373,7 +486,7 @@ mod tests {
 
     impl Maps {
         fn apply(&mut self, writes: &[Write]) {
-            for w in writes {
+            for w in writes.iter() {
                 match *w {
                     Write::Top(i, v) => self.top.insert(i, v),
                     Write::Block(i, v) => self.blocks.insert(i, v),
@@ -390,6 +503,13 @@ mod tests {
             }
             (e & dir4::ROUTE != 0).then(|| dir4::route_of(e))
         }
+    }
+
+    /// Stores a change's writes in `maps`, then frees its blocks (as `Dir4Maps::apply`).
+    fn run(d: &mut Dir4, maps: &mut Maps, change: impl FnOnce(&mut Dir4) -> Change) {
+        let c = change(d);
+        maps.apply(&c.writes);
+        d.release(c.released);
     }
 
     /// The oracle: longest prefix match over a list, nothing shared with `Dir4`.
@@ -415,7 +535,7 @@ mod tests {
             ("10.1.2.128/25", 5),
             ("10.1.2.3/32", 6),
         ] {
-            maps.apply(&d.set(net(p), route(g)));
+            run(&mut d, &mut maps, |d| d.set(net(p), route(g)));
         }
         for (a, g) in [
             ("192.0.2.1", 1),
@@ -432,14 +552,14 @@ mod tests {
         }
         // 10.1/16 has a block, 10.1.2/24 one more.
         assert_eq!(d.blocks_in_use(), 2);
-        maps.apply(&d.remove(net("10.1.2.0/24")));
+        run(&mut d, &mut maps, |d| d.remove(net("10.1.2.0/24")));
         assert_eq!(maps.lookup(addr("10.1.2.4")), Some(route(3)));
         assert_eq!(maps.lookup(addr("10.1.2.3")), Some(route(6)));
-        maps.apply(&d.remove(net("10.1.2.3/32")));
-        maps.apply(&d.remove(net("10.1.2.128/25")));
+        run(&mut d, &mut maps, |d| d.remove(net("10.1.2.3/32")));
+        run(&mut d, &mut maps, |d| d.remove(net("10.1.2.128/25")));
         assert_eq!(maps.lookup(addr("10.1.2.200")), Some(route(3)));
         assert_eq!(d.blocks_in_use(), 0);
-        maps.apply(&d.remove(net("0.0.0.0/0")));
+        run(&mut d, &mut maps, |d| d.remove(net("0.0.0.0/0")));
         assert_eq!(maps.lookup(addr("192.0.2.1")), None);
     }
 
@@ -458,7 +578,7 @@ mod tests {
     fn a_new_block_is_filled_before_it_is_pointed_to() {
         let mut d = Dir4::default();
         d.set(net("10.0.0.0/8"), route(1));
-        let writes = d.set(net("10.1.2.0/24"), route(2));
+        let writes = d.set(net("10.1.2.0/24"), route(2)).writes;
         let top = writes
             .iter()
             .position(|w| matches!(w, Write::Top(..)))
@@ -480,11 +600,27 @@ mod tests {
     }
 
     #[test]
+    fn a_freed_block_waits_out_its_grace_period() {
+        let mut d = Dir4::default();
+        let mut maps = Maps::default();
+        for _ in 1..MAX_BLOCKS {
+            d.free.take_ready();
+        }
+        run(&mut d, &mut maps, |d| d.set(net("10.1.2.0/24"), route(1)));
+        assert_eq!(d.short_of_blocks, 0);
+        run(&mut d, &mut maps, |d| d.remove(net("10.1.2.0/24")));
+        // The only block was just freed: a packet may still be reading it.
+        run(&mut d, &mut maps, |d| d.set(net("10.1.3.0/24"), route(2)));
+        assert_eq!(maps.lookup(addr("10.1.3.1")), None, "the trie answers");
+        assert!(d.short_of_blocks > 0);
+    }
+
+    #[test]
     fn adopt_keeps_what_is_right_and_mends_the_rest() {
         let mut d = Dir4::default();
         let mut maps = Maps::default();
-        maps.apply(&d.set(net("10.0.0.0/8"), route(1)));
-        maps.apply(&d.set(net("10.1.2.0/24"), route(2)));
+        run(&mut d, &mut maps, |d| d.set(net("10.0.0.0/8"), route(1)));
+        run(&mut d, &mut maps, |d| d.set(net("10.1.2.0/24"), route(2)));
         let top: Vec<u32> = (0..TOP_ENTRIES)
             .map(|i| maps.top.get(&i).copied().unwrap_or(0))
             .collect();
@@ -500,12 +636,12 @@ mod tests {
             (net("10.0.0.0/8"), route(1)),
             (net("10.1.2.0/24"), route(2)),
         ];
-        let (again, writes) = Dir4::adopt(top.clone(), block, routes);
-        assert!(writes.is_empty(), "{writes:?}");
+        let (again, change) = Dir4::adopt(top.clone(), block, routes);
+        assert!(change.writes.is_empty(), "{change:?}");
         assert_eq!(again.blocks_in_use(), 1);
         // The trie lost the /24 while the table kept it (a crash in between).
-        let (_, writes) = Dir4::adopt(top, block, [(net("10.0.0.0/8"), route(1))]);
-        maps.apply(&writes);
+        let (_, change) = Dir4::adopt(top, block, [(net("10.0.0.0/8"), route(1))]);
+        maps.apply(&change.writes);
         assert_eq!(maps.lookup(addr("10.1.2.1")), Some(route(1)));
     }
 
@@ -542,10 +678,10 @@ mod tests {
             for ((a, len, g), remove) in ops {
                 let n = Ipv4Net::new(a.into(), len).unwrap();
                 if remove {
-                    maps.apply(&d.remove(n));
+                    run(&mut d, &mut maps, |d| d.remove(n));
                     list.retain(|(x, l, _)| (*x, *l) != (a, len));
                 } else {
-                    maps.apply(&d.set(n, route(g)));
+                    run(&mut d, &mut maps, |d| d.set(n, route(g)));
                     list.retain(|(x, l, _)| (*x, *l) != (a, len));
                     list.push((a, len, g));
                 }
@@ -561,9 +697,56 @@ mod tests {
             }
             // Everything removed: no block stays taken.
             for (a, len, _) in list.clone() {
-                maps.apply(&d.remove(Ipv4Net::new(a.into(), len).unwrap()));
+                run(&mut d, &mut maps, |d| d.remove(Ipv4Net::new(a.into(), len).unwrap()));
             }
             prop_assert_eq!(d.blocks_in_use(), 0);
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// The order of a change's writes: stored one at a time, every state between
+        /// answers each address with its route before the change, after it, or "ask the
+        /// trie" (which holds one of the two), never with a third route.
+        #[test]
+        fn every_state_between_two_tables_is_old_or_new(
+            before in prop::collection::vec(arb_route(), 0..12),
+            change in (arb_route(), any::<bool>()),
+            probes in prop::collection::vec(any::<u32>(), 16),
+        ) {
+            let mut d = Dir4::default();
+            let mut maps = Maps::default();
+            let mut list: Vec<(u32, u8, u32)> = Vec::new();
+            for (a, len, g) in before {
+                run(&mut d, &mut maps, |d| d.set(Ipv4Net::new(a.into(), len).unwrap(), route(g)));
+                list.retain(|(x, l, _)| (*x, *l) != (a, len));
+                list.push((a, len, g));
+            }
+            let ((a, len, g), remove) = change;
+            let n = Ipv4Net::new(a.into(), len).unwrap();
+            let mut after = list.clone();
+            after.retain(|(x, l, _)| (*x, *l) != (a, len));
+            let c = if remove {
+                d.remove(n)
+            } else {
+                after.push((a, len, g));
+                d.set(n, route(g))
+            };
+            let mut at = probes;
+            for (x, l, _) in list.iter().chain(&after) {
+                at.extend([*x, x | !mask(*l)]);
+            }
+            for w in &c.writes {
+                maps.apply(std::slice::from_ref(w));
+                for &p in &at {
+                    let got = maps.lookup(p).map(|r| r.group);
+                    prop_assert!(
+                        got.is_none() || got == naive(&list, p) || got == naive(&after, p),
+                        "{:#x}: {:?} after {:?}", p, got, w
+                    );
+                }
+            }
         }
     }
 }

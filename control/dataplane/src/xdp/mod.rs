@@ -162,6 +162,23 @@ pub struct XdpDataplane {
     log_task: Option<tokio::task::JoinHandle<()>>,
 }
 
+/// The routes in ROUTES_V4 (an earlier agent's, when the pins were there).
+fn v4_routes(
+    trie: &LpmTrie<MapData, [u8; 4], RouteValue>,
+) -> Result<Vec<(ipnet::Ipv4Net, RouteValue)>, DataplaneError> {
+    let read = |e| err(format!("reading ROUTES_V4: {e}"));
+    let mut out = Vec::new();
+    for key in trie.keys() {
+        let key = key.map_err(read)?;
+        let value = trie.get(&key, 0).map_err(read)?;
+        let addr = std::net::Ipv4Addr::from(key.data());
+        if let Ok(net) = ipnet::Ipv4Net::new(addr, key.prefix_len() as u8) {
+            out.push((net, value));
+        }
+    }
+    Ok(out)
+}
+
 fn v4_key(n: ipnet::Ipv4Net) -> Key<[u8; 4]> {
     Key::new(u32::from(n.prefix_len()), n.network().octets())
 }
@@ -240,6 +257,15 @@ impl XdpDataplane {
         // program's FARE_ARN_RECEIVER, read-only: the verifier drops the dead code).
         let mut ebpf = load_object(bytes, &pins, opts.arn.is_some())?;
         let log_task = logs::spawn(&mut ebpf);
+        // The fast path reads the IPv4 table as soon as the program is attached: bring
+        // it to the trie's routes first (it may be an earlier agent's, or from before
+        // routes changed under an agent of a build without it).
+        let routes_v4: LpmTrie<MapData, [u8; 4], RouteValue> =
+            take_map(&mut ebpf, map_names::ROUTES_V4)?;
+        let mut dir4 = dir4::Dir4Maps::take(&mut ebpf)?;
+        if let Some(table) = &mut dir4 {
+            table.adopt(v4_routes(&routes_v4)?);
+        }
         let program: &mut Xdp = ebpf
             .program_mut(fc::PROGRAM_NAME)
             .ok_or_else(|| err("program fare_xdp missing from the object"))?
@@ -272,9 +298,9 @@ impl XdpDataplane {
         )?;
         let ncpus = aya::util::nr_cpus().map_err(|(what, e)| err(format!("{what}: {e}")))?;
         let mut dp = XdpDataplane {
-            routes_v4: take_map(&mut ebpf, map_names::ROUTES_V4)?,
+            routes_v4,
             routes_v6: take_map(&mut ebpf, map_names::ROUTES_V6)?,
-            dir4: dir4::Dir4Maps::take(&mut ebpf)?,
+            dir4,
             group_rows: take_map(&mut ebpf, map_names::GROUP_ROWS)?,
             member_rows: take_map(&mut ebpf, map_names::MEMBERS)?,
             stats: take_map(&mut ebpf, map_names::STATS)?,
@@ -344,6 +370,12 @@ impl XdpDataplane {
         }
         self.set_route(prefix, gid, flags)?;
         Ok(flags)
+    }
+
+    /// The route the fast path's IPv4 table gives `addr` as the maps hold it (None: the
+    /// fast path asks the trie, or the object has no table). For tests and diagnostics.
+    pub fn ipv4_table_route(&self, addr: std::net::Ipv4Addr) -> Option<RouteValue> {
+        self.dir4.as_ref()?.lookup(addr)
     }
 
     /// Program counters (`received`, `forwarded`, `malformed`, ...) summed over CPUs.
@@ -503,10 +535,10 @@ impl XdpDataplane {
             IpNet::V4(n) => {
                 self.routes_v4.insert(&v4_key(n), value, 0).map_err(fail)?;
                 // The trie first: a packet the table sends to the trie finds it there.
-                match &mut self.dir4 {
-                    Some(table) => table.set(n, value),
-                    None => Ok(()),
+                if let Some(table) = &mut self.dir4 {
+                    table.set(n, value);
                 }
+                Ok(())
             }
             IpNet::V6(n) => self.routes_v6.insert(&v6_key(n), value, 0).map_err(fail),
         }
@@ -518,10 +550,17 @@ impl XdpDataplane {
             IpNet::V4(n) => {
                 // The table first: while the trie still has the route, a packet the
                 // table sends there finds the route it had.
-                if let Some(table) = &mut self.dir4 {
-                    table.remove(n)?;
+                let Some(table) = &mut self.dir4 else {
+                    return self.routes_v4.remove(&v4_key(n)).map_err(fail);
+                };
+                let had = table.lookup_exact(n);
+                table.remove(n);
+                let removed = self.routes_v4.remove(&v4_key(n)).map_err(fail);
+                if let (Err(_), Some(route)) = (&removed, had) {
+                    // The route stays (the caller keeps it installed): so does its entry.
+                    table.set(n, route);
                 }
-                self.routes_v4.remove(&v4_key(n)).map_err(fail)
+                removed
             }
             IpNet::V6(n) => self.routes_v6.remove(&v6_key(n)).map_err(fail),
         }
