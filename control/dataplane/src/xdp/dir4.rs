@@ -139,12 +139,11 @@ impl Dir4 {
     /// The program's walk over this copy: the route of `addr`, or None (ask the trie).
     #[cfg(test)]
     pub fn lookup(&self, addr: u32) -> Option<RouteValue> {
-        let mut entry = self.top[(addr >> 16) as usize];
-        for shift in [8, 0] {
-            let Some(b) = block_of(entry) else { break };
-            entry = self.blocks[b as usize][((addr >> shift) & 0xff) as usize];
-        }
-        (entry & dir4::ROUTE != 0).then(|| dir4::route_of(entry))
+        walk(
+            addr,
+            |i| self.top[i as usize],
+            |i| self.blocks[(i / BLOCK_ENTRIES) as usize][(i % BLOCK_ENTRIES) as usize],
+        )
     }
 
     /// Frees blocks (the entries that pointed to them are stored): reused only after
@@ -267,6 +266,17 @@ impl Dir4 {
 fn key(net: Ipv4Net) -> (u32, u8) {
     let net = net.trunc();
     (u32::from(net.network()), net.prefix_len())
+}
+
+/// The program's walk (`ebpf/fare-xdp/src/dir4.rs`) over entries that `top` and `block`
+/// read by index: the route of `addr`, or None (the program asks the trie).
+fn walk(addr: u32, top: impl Fn(u32) -> u32, block: impl Fn(u32) -> u32) -> Option<RouteValue> {
+    let mut entry = top(addr >> 16);
+    for shift in [8, 0] {
+        let Some(b) = block_of(entry) else { break };
+        entry = block(b * BLOCK_ENTRIES + ((addr >> shift) & 0xff));
+    }
+    (entry & dir4::ROUTE != 0).then(|| dir4::route_of(entry))
 }
 
 fn block_of(entry: u32) -> Option<u32> {
@@ -429,15 +439,7 @@ impl Dir4Maps {
     /// The route of `addr` as the program's fast path reads it from the maps (None: it
     /// asks the trie).
     pub fn lookup(&self, addr: std::net::Ipv4Addr) -> Option<RouteValue> {
-        let addr = u32::from(addr);
-        let mut entry = self.top.get(addr >> 16);
-        for shift in [8, 0] {
-            let Some(b) = block_of(entry) else { break };
-            entry = self
-                .blocks
-                .get(b * BLOCK_ENTRIES + ((addr >> shift) & 0xff));
-        }
-        (entry & dir4::ROUTE != 0).then(|| dir4::route_of(entry))
+        walk(u32::from(addr), |i| self.top.get(i), |i| self.blocks.get(i))
     }
 
     /// Stores the writes in order, then frees the blocks no entry points to any more.
@@ -495,13 +497,8 @@ mod tests {
         }
 
         fn lookup(&self, addr: u32) -> Option<RouteValue> {
-            let mut e = self.top.get(&(addr >> 16)).copied().unwrap_or(0);
-            for shift in [8, 0] {
-                let Some(b) = block_of(e) else { break };
-                let i = b * BLOCK_ENTRIES + ((addr >> shift) & 0xff);
-                e = self.blocks.get(&i).copied().unwrap_or(0);
-            }
-            (e & dir4::ROUTE != 0).then(|| dir4::route_of(e))
+            let read = |m: &BTreeMap<u32, u32>, i| m.get(&i).copied().unwrap_or(0);
+            walk(addr, |i| read(&self.top, i), |i| read(&self.blocks, i))
         }
     }
 
