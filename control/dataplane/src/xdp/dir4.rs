@@ -49,8 +49,10 @@ pub struct Dir4 {
     top: Vec<u32>,
     blocks: Vec<[u32; BLOCK_LEN]>,
     free: GroupIds,
-    /// Entries left to the trie because no block was free.
+    /// Entries left to the trie because no block was free (since the last report).
     pub short_of_blocks: u64,
+    /// Some entry is left to the trie for want of a block (`refill` retries).
+    incomplete: bool,
 }
 
 /// The addresses a prefix of `len` bits at `base` covers, as a mask of the fixed bits.
@@ -76,6 +78,7 @@ impl Default for Dir4 {
             blocks: vec![[0; BLOCK_LEN]; MAX_BLOCKS as usize],
             free: GroupIds::new(MAX_BLOCKS, |_| false),
             short_of_blocks: 0,
+            incomplete: false,
         }
     }
 }
@@ -146,6 +149,16 @@ impl Dir4 {
         )
     }
 
+    /// When entries were left to the trie for want of a block and a block is free now:
+    /// the whole table recomputed (the entries left at 0 take blocks, the others stay).
+    pub fn refill(&mut self) -> Option<Change> {
+        if !self.incomplete || !self.free.has_ready() {
+            return None;
+        }
+        self.incomplete = false;
+        Some(self.refresh(None))
+    }
+
     /// Frees blocks (the entries that pointed to them are stored): reused only after
     /// the grace period, when no packet can still be reading them.
     pub fn release(&mut self, blocks: Vec<u32>) {
@@ -200,6 +213,7 @@ impl Dir4 {
                 Some(b) => (b, true),
                 None => {
                     self.short_of_blocks += 1;
+                    self.incomplete = true;
                     return 0;
                 }
             },
@@ -431,6 +445,19 @@ impl Dir4Maps {
         self.apply(change);
     }
 
+    /// Upkeep: entries left to the trie for want of a block get one once blocks are
+    /// free again (`Dir4::refill`).
+    pub fn maintain(&mut self) {
+        if let Some(change) = self.table.refill() {
+            let writes = change.writes.len();
+            self.apply(change);
+            tracing::info!(
+                writes,
+                "xdp: IPv4 route table refilled where blocks had run out"
+            );
+        }
+    }
+
     /// The route the table holds for exactly `net`.
     pub fn lookup_exact(&self, net: Ipv4Net) -> Option<RouteValue> {
         self.table.routes.get(&key(net)).map(|&e| dir4::route_of(e))
@@ -610,6 +637,28 @@ mod tests {
         run(&mut d, &mut maps, |d| d.set(net("10.1.3.0/24"), route(2)));
         assert_eq!(maps.lookup(addr("10.1.3.1")), None, "the trie answers");
         assert!(d.short_of_blocks > 0);
+    }
+
+    #[test]
+    fn entries_left_to_the_trie_are_refilled_once_blocks_are_free() {
+        let mut d = Dir4::default();
+        let mut maps = Maps::default();
+        let mut taken = Vec::new();
+        while let Some(b) = d.free.take_ready() {
+            taken.push(b);
+        }
+        run(&mut d, &mut maps, |d| d.set(net("10.1.2.0/24"), route(1)));
+        assert_eq!(maps.lookup(addr("10.1.2.1")), None, "the trie answers");
+        assert!(d.refill().is_none(), "no block is free");
+        d.release(taken);
+        assert!(
+            d.refill().is_none(),
+            "freed blocks wait out their grace period"
+        );
+        std::thread::sleep(super::super::group_ids::GRACE);
+        run(&mut d, &mut maps, |d| d.refill().unwrap_or_default());
+        assert_eq!(maps.lookup(addr("10.1.2.1")), Some(route(1)));
+        assert!(d.refill().is_none(), "complete again");
     }
 
     #[test]

@@ -33,11 +33,17 @@ impl GroupIds {
         Some((id, GRACE.saturating_sub(freed.elapsed())))
     }
 
+    /// Whether `take_ready` would give an id now.
+    pub fn has_ready(&self) -> bool {
+        self.free
+            .front()
+            .is_some_and(|(_, freed)| freed.elapsed() >= GRACE)
+    }
+
     /// The id freed longest ago if its grace period is over (no waiting: the caller
     /// has a fallback).
     pub fn take_ready(&mut self) -> Option<u32> {
-        let (_, freed) = self.free.front()?;
-        if freed.elapsed() < GRACE {
+        if !self.has_ready() {
             return None;
         }
         self.free.pop_front().map(|(id, _)| id)

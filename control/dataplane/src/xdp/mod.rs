@@ -848,6 +848,13 @@ impl Dataplane for XdpDataplane {
         self.sync_steered_copies(None).await
     }
 
+    async fn maintain(&mut self) -> Result<(), DataplaneError> {
+        if let Some(table) = &mut self.dir4 {
+            table.maintain();
+        }
+        Ok(())
+    }
+
     async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
         let rows = colors::encode_rules(rules)?;
         for i in 0..fc::MAX_FLOW_RULES {
