@@ -4,23 +4,22 @@
 use super::*;
 
 impl XdpDataplane {
-    /// Reads the routes and groups left in the pinned maps by an earlier agent.
-    pub(super) fn adopt(&mut self) -> Result<(), DataplaneError> {
-        let mut routes: Vec<(IpNet, u32, u32)> = v4_routes(&self.routes_v4)?
+    /// Takes the routes and groups left in the pinned maps by an earlier agent: `v4`
+    /// is ROUTES_V4 as `open` read it (for the IPv4 table, before attaching), ROUTES_V6
+    /// is read here.
+    pub(super) fn adopt(
+        &mut self,
+        v4: Vec<(ipnet::Ipv4Net, RouteValue)>,
+    ) -> Result<(), DataplaneError> {
+        let v6 = trie_routes(&self.routes_v6, map_names::ROUTES_V6, |a: [u8; 16], len| {
+            ipnet::Ipv6Net::new(a.into(), len).ok()
+        })?;
+        let routes: Vec<(IpNet, u32, u32)> = v4
             .into_iter()
-            .map(|(net, value)| (IpNet::V4(net), value.group, value.flags))
+            .map(|(net, value)| (IpNet::V4(net), value))
+            .chain(v6.into_iter().map(|(net, value)| (IpNet::V6(net), value)))
+            .map(|(prefix, value)| (prefix, value.group, value.flags))
             .collect();
-        for key in self.routes_v6.keys() {
-            let key = key.map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
-            let value = self
-                .routes_v6
-                .get(&key, 0)
-                .map_err(|e| err(format!("reading ROUTES_V6: {e}")))?;
-            let addr = std::net::Ipv6Addr::from(key.data());
-            if let Ok(net) = ipnet::Ipv6Net::new(addr, key.prefix_len() as u8) {
-                routes.push((IpNet::V6(net), value.group, value.flags));
-            }
-        }
         // Routes whose group cannot be read are removed: their group id is free for the
         // next install, and the route would then send packets to that group.
         let mut unreadable = Vec::new();

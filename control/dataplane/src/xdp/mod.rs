@@ -162,18 +162,20 @@ pub struct XdpDataplane {
     log_task: Option<tokio::task::JoinHandle<()>>,
 }
 
-/// The routes in ROUTES_V4 (an earlier agent's, when the pins were there).
-fn v4_routes(
-    trie: &LpmTrie<MapData, [u8; 4], RouteValue>,
-) -> Result<Vec<(ipnet::Ipv4Net, RouteValue)>, DataplaneError> {
-    let read = |e| err(format!("reading ROUTES_V4: {e}"));
+/// The routes in an LPM trie named `name` (an earlier agent's, when the pins were
+/// there); `prefix` makes the prefix of a key's address and length.
+fn trie_routes<K: aya::Pod, P>(
+    trie: &LpmTrie<MapData, K, RouteValue>,
+    name: &str,
+    prefix: impl Fn(K, u8) -> Option<P>,
+) -> Result<Vec<(P, RouteValue)>, DataplaneError> {
+    let read = |e| err(format!("reading {name}: {e}"));
     let mut out = Vec::new();
     for key in trie.keys() {
         let key = key.map_err(read)?;
         let value = trie.get(&key, 0).map_err(read)?;
-        let addr = std::net::Ipv4Addr::from(key.data());
-        if let Ok(net) = ipnet::Ipv4Net::new(addr, key.prefix_len() as u8) {
-            out.push((net, value));
+        if let Some(p) = prefix(key.data(), key.prefix_len() as u8) {
+            out.push((p, value));
         }
     }
     Ok(out)
@@ -262,9 +264,12 @@ impl XdpDataplane {
         // routes changed under an agent of a build without it).
         let routes_v4: LpmTrie<MapData, [u8; 4], RouteValue> =
             take_map(&mut ebpf, map_names::ROUTES_V4)?;
+        let v4_routes = trie_routes(&routes_v4, map_names::ROUTES_V4, |a: [u8; 4], len| {
+            ipnet::Ipv4Net::new(a.into(), len).ok()
+        })?;
         let mut dir4 = dir4::Dir4Maps::take(&mut ebpf)?;
         if let Some(table) = &mut dir4 {
-            table.adopt(v4_routes(&routes_v4)?);
+            table.adopt(v4_routes.iter().copied());
         }
         let program: &mut Xdp = ebpf
             .program_mut(fc::PROGRAM_NAME)
@@ -320,7 +325,7 @@ impl XdpDataplane {
             ncpus,
             log_task,
         };
-        dp.adopt()?;
+        dp.adopt(v4_routes)?;
         dp.arn.configure(opts.arn.clone())?;
         dp.sync_arn();
         tracing::info!(
