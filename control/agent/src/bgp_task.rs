@@ -93,15 +93,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                 let mut state = ctx.state.write();
                 for n in &handle.neighbors {
                     let Ok(s) = n.lock() else { continue };
-                    state.set_neighbor_state(s.address, s.state, s.last_error.clone());
-                    if let Some(view) = state.neighbors.get_mut(&s.address) {
-                        view.updates_received = s.updates_received;
-                        view.updates_sent = s.updates_sent;
-                        view.prefixes_received = s.prefixes_received;
-                        view.malformed_updates = s.malformed_updates;
-                        view.notifications_sent = s.notifications_sent;
-                        view.notifications_received = s.notifications_received;
-                    }
+                    state.update_neighbor(&s);
                 }
             }
             _ = ctx.shutdown.cancelled() => {
@@ -131,11 +123,7 @@ async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
                 warn!(%prefix, "data plane: {e}");
             }
         }
-        SpeakerEvent::Neighbor(s) => {
-            ctx.state
-                .write()
-                .set_neighbor_state(s.address, s.state, s.last_error);
-        }
+        SpeakerEvent::Neighbor(s) => ctx.state.write().update_neighbor(&s),
         SpeakerEvent::Route { prefix, route } => {
             let mut state = ctx.state.write();
             match route {

@@ -29,7 +29,14 @@ pub struct NeighborStatus {
     pub since: Instant,
     /// Last error on the session (NOTIFICATION, socket error), kept after recovery.
     pub last_error: Option<String>,
+    /// Prefixes announced in the UPDATEs received (a counter: re-announcements count).
     pub prefixes_received: u64,
+    /// Prefixes from this neighbor in the Adj-RIB-In now (accepted by the import rules).
+    pub prefixes_accepted: u64,
+    /// Prefixes advertised to this neighbor now (its Adj-RIB-Out).
+    pub prefixes_advertised: u64,
+    /// Transitions out of Established.
+    pub flaps: u64,
     pub updates_received: u64,
     pub updates_sent: u64,
     /// UPDATEs with a malformed attribute handled per RFC 7606 (not session resets).
@@ -116,6 +123,9 @@ impl AgentState {
                         since: now,
                         last_error: None,
                         prefixes_received: 0,
+                        prefixes_accepted: 0,
+                        prefixes_advertised: 0,
+                        flaps: 0,
                         updates_received: 0,
                         updates_sent: 0,
                         malformed_updates: 0,
@@ -166,6 +176,22 @@ impl AgentState {
         }
     }
 
+    /// Takes a session's state and counters from the BGP speaker's view of it.
+    pub fn update_neighbor(&mut self, s: &fare_bgp::neighbor::NeighborStatus) {
+        self.set_neighbor_state(s.address, s.state, s.last_error.clone());
+        if let Some(view) = self.neighbors.get_mut(&s.address) {
+            view.updates_received = s.updates_received;
+            view.updates_sent = s.updates_sent;
+            view.prefixes_received = s.prefixes_received;
+            view.prefixes_accepted = s.prefixes_accepted;
+            view.prefixes_advertised = s.prefixes_advertised;
+            view.flaps = s.flaps;
+            view.malformed_updates = s.malformed_updates;
+            view.notifications_sent = s.notifications_sent;
+            view.notifications_received = s.notifications_received;
+        }
+    }
+
     pub fn set_route(&mut self, route: RouteStatus) {
         self.routes.insert((route.prefix, route.source), route);
     }
@@ -192,5 +218,40 @@ impl SharedState {
 
     pub fn write(&self) -> RwLockWriteGuard<'_, AgentState> {
         self.0.write().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The speaker's counters reach the agent's view of the neighbor, state included.
+    #[test]
+    fn update_neighbor_takes_state_and_counters() {
+        let config: AgentConfig = fare_model::yamlfile::parse(
+            std::path::Path::new("a.yaml"),
+            "name: l1\nrouter_id: 10.0.0.1\nasn: 65001\nneighbors:\n  - {address: 10.1.0.2, remote_as: 65100}\n",
+        )
+        .unwrap();
+        let mut state = AgentState::from_config(&config, "none");
+        let address: IpAddr = "10.1.0.2".parse().unwrap();
+        let mut s = fare_bgp::neighbor::NeighborStatus::new(address, 65100);
+        s.state = SessionState::Established;
+        s.prefixes_received = 7;
+        s.prefixes_accepted = 5;
+        s.prefixes_advertised = 3;
+        s.flaps = 2;
+        state.update_neighbor(&s);
+        let n = &state.neighbors[&address];
+        assert_eq!(n.state, SessionState::Established);
+        assert_eq!(
+            (
+                n.prefixes_received,
+                n.prefixes_accepted,
+                n.prefixes_advertised,
+                n.flaps
+            ),
+            (7, 5, 3, 2)
+        );
     }
 }

@@ -393,6 +393,9 @@ pub struct Rib {
     /// Addresses by neighbor index, and back.
     neighbors: Vec<IpAddr>,
     neighbor_index: FxHashMap<IpAddr, Nbr>,
+    /// Paths in the Adj-RIB-In by neighbor index (kept as paths come and go: counting
+    /// them at each read would walk the whole table).
+    adj_in_len: Vec<u64>,
     pub adj_out: FxHashMap<IpAddr, FxHashMap<IpNet, Arc<PathAttributes>>>,
     pub local: FxHashSet<IpNet>,
     /// Host routes this node announces unreachable (its RNIC is disconnected).
@@ -439,6 +442,7 @@ impl Rib {
                 e.paths = Paths::One(Slot { attrs, peer: n });
                 e.selected = 1;
                 e.changed = true;
+                self.adj_in_len[n as usize] += 1;
                 return Some(i as EntryId);
             }
             Paths::One(s) if s.peer == n => {
@@ -451,6 +455,7 @@ impl Rib {
             }
             _ => {}
         }
+        let mut added = false;
         let changed = self.repath(i, |v| match v.iter_mut().find(|s| s.peer == n) {
             Some(s) if same(&s.attrs, &attrs) => false,
             Some(s) => {
@@ -459,10 +464,25 @@ impl Rib {
             }
             None => {
                 v.push(Slot { attrs, peer: n });
+                added = true;
                 true
             }
         });
+        self.adj_in_len[n as usize] += u64::from(added);
         changed.then_some(i as EntryId)
+    }
+
+    /// How many prefixes `peer` has a path for in the Adj-RIB-In (routes it sent that
+    /// the import rules accepted).
+    pub fn adj_in_len(&self, peer: IpAddr) -> u64 {
+        self.neighbor_index
+            .get(&peer)
+            .map_or(0, |&n| self.adj_in_len[n as usize])
+    }
+
+    /// How many prefixes are advertised to `peer` (its Adj-RIB-Out).
+    pub fn adj_out_len(&self, peer: IpAddr) -> u64 {
+        self.adj_out.get(&peer).map_or(0, |t| t.len() as u64)
     }
 
     /// Removes `peer`'s path; returns true when there was one.
@@ -739,6 +759,7 @@ impl Rib {
             None => {
                 let n = self.neighbors.len() as Nbr;
                 self.neighbors.push(peer);
+                self.adj_in_len.push(0);
                 self.neighbor_index.insert(peer, n);
                 n
             }
@@ -788,7 +809,7 @@ impl Rib {
     /// Removes neighbor `n`'s path from entry `i`; returns whether it had one.
     fn remove_path(&mut self, i: usize, n: Nbr) -> bool {
         let e = &mut self.entries[i];
-        match &e.paths {
+        let removed = match &e.paths {
             Paths::None => false,
             Paths::One(s) if s.peer != n => false,
             Paths::One(_) => {
@@ -802,7 +823,11 @@ impl Rib {
                 v.retain(|s| s.peer != n);
                 v.len() != had
             }),
+        };
+        if removed {
+            self.adj_in_len[n as usize] -= 1;
         }
+        removed
     }
 
     /// Applies `change` to the paths of entry `i` (it returns whether it changed them),
@@ -884,6 +909,33 @@ mod tests {
         assert_eq!(paths[0].peer, c);
         rib.forget_peer(c);
         assert_eq!(rib.decide(p), Some(None));
+    }
+
+    /// The per-neighbor Adj-RIB-In count follows learn (new path only), replace,
+    /// forget and forget_peer, with one and with several paths per prefix.
+    #[test]
+    fn adj_in_len_counts_each_neighbors_prefixes() {
+        let mut rib = Rib::default();
+        let p: IpNet = "192.0.2.0/24".parse().unwrap();
+        let q: IpNet = "198.51.100.0/24".parse().unwrap();
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let b: IpAddr = "10.0.0.2".parse().unwrap();
+        let counts = |rib: &Rib| (rib.adj_in_len(a), rib.adj_in_len(b));
+        assert_eq!(counts(&rib), (0, 0));
+        rib.learn(a, p, attrs(&[65100]));
+        rib.learn(a, p, attrs(&[65100, 65200]));
+        assert_eq!(counts(&rib), (1, 0), "a replaced path is not a new one");
+        rib.learn(b, p, attrs(&[65200]));
+        rib.learn(b, q, attrs(&[65200]));
+        rib.learn(b, q, attrs(&[65200, 65300]));
+        assert_eq!(counts(&rib), (1, 2));
+        assert!(!rib.forget(a, q), "a has no path for q");
+        assert!(rib.forget(a, p));
+        assert_eq!(counts(&rib), (0, 2));
+        rib.learn(a, q, attrs(&[65100]));
+        assert_eq!(rib.forget_peer(b).len(), 2);
+        assert_eq!(counts(&rib), (1, 0));
+        assert_eq!(rib.adj_out_len(a), 0);
     }
 
     #[test]

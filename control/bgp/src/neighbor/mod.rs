@@ -118,11 +118,17 @@ pub struct NeighborStatus {
     pub established_at: Option<u64>,
     pub updates_received: u64,
     pub updates_sent: u64,
+    /// Prefixes announced in the UPDATEs received (a counter: re-announcements count).
     pub prefixes_received: u64,
+    /// Prefixes in the Adj-RIB-In from this neighbor now (accepted by the import rules).
+    pub prefixes_accepted: u64,
+    /// Prefixes advertised to this neighbor now (its Adj-RIB-Out).
+    pub prefixes_advertised: u64,
     pub notifications_received: u64,
     pub notifications_sent: u64,
     /// UPDATEs with a malformed attribute handled per RFC 7606 (discard / treat-as-withdraw).
     pub malformed_updates: u64,
+    /// Transitions out of Established.
     pub flaps: u64,
     pub last_error: Option<String>,
     /// Routes refused because their Color mismatched the session color (DPF §2.1.2).
@@ -145,6 +151,8 @@ impl NeighborStatus {
             updates_received: 0,
             updates_sent: 0,
             prefixes_received: 0,
+            prefixes_accepted: 0,
+            prefixes_advertised: 0,
             notifications_received: 0,
             notifications_sent: 0,
             malformed_updates: 0,
@@ -595,10 +603,14 @@ impl Neighbor {
                 }
             }
             Action::SessionDown(reason) => {
-                io.session = None;
+                // A flap is the end of an Established session (not a failed attempt).
+                let was_established = io.session.take().is_some();
                 io.peer_open = None;
                 info!(peer = %cfg.address, %reason, "session down");
-                self.count(|s| s.last_error = Some(reason.clone()));
+                self.count(|s| {
+                    s.last_error = Some(reason.clone());
+                    s.flaps += u64::from(was_established);
+                });
                 let _ = self
                     .events
                     .send(SessionEvent::Down {
@@ -631,7 +643,6 @@ impl Neighbor {
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .ok()
                 .map(|d| d.as_secs());
-            s.flaps += 1;
             s.peer_route_refresh = info.route_refresh;
         });
         let orf = orf_request(&cfg.orf_send, &info.families, &info.capabilities);

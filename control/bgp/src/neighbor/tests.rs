@@ -256,6 +256,9 @@ async fn restart_of_one_side() {
         let down = wait_established(&[&stays, &restarting]).await;
         assert!(down.is_empty(), "round {round}: not Established: {down:?}");
     }
+    // Each round ended one Established session of the side that stayed: one flap each.
+    let flaps = stays.status.lock().map(|s| s.flaps).unwrap_or_default();
+    assert_eq!(flaps, 3);
 }
 
 /// A peer that completes the handshake (hold time 3 s) and then says nothing: the

@@ -24,8 +24,25 @@ use std::sync::Arc;
 use tracing::info;
 
 impl RibTask {
-    /// Decides every dirty prefix, then sends group changes and UPDATEs.
+    /// Decides every dirty prefix, sends group changes and UPDATEs, then refreshes the
+    /// neighbors' prefix counts.
     pub(super) async fn flush(&mut self) {
+        self.decide_and_send().await;
+        self.count_prefixes();
+    }
+
+    /// Copies each neighbor's Adj-RIB-In and Adj-RIB-Out sizes into its status (one lock
+    /// per neighbor per flush: the counts are kept by the RIB as paths come and go).
+    fn count_prefixes(&self) {
+        for (addr, p) in &self.peers {
+            if let Ok(mut s) = p.status.lock() {
+                s.prefixes_accepted = self.rib.adj_in_len(*addr);
+                s.prefixes_advertised = self.rib.adj_out_len(*addr);
+            }
+        }
+    }
+
+    async fn decide_and_send(&mut self) {
         self.update_unreachable();
         if self.dirty.is_empty() {
             return;

@@ -851,4 +851,50 @@ mod tests {
         task.flush().await;
         assert!(rx.try_recv().is_err(), "nothing changed, nothing sent");
     }
+
+    /// After each flush every neighbor's status holds its Adj-RIB-In size (accepted)
+    /// and Adj-RIB-Out size (advertised); a session that goes down advertises nothing.
+    #[tokio::test]
+    async fn flush_counts_accepted_and_advertised_prefixes() {
+        let (mut task, mut rx) = task();
+        let (a, b) = (peer_addr(1), peer_addr(2));
+        // b in another AS, so routes from AS 65002 go to it (RFC 4271 §9.1.2 loop check).
+        if let Some(p) = task.peers.get_mut(&b) {
+            p.spec.remote_as = 65003;
+        }
+        let info = SessionInfo {
+            remote_id: Ipv4Addr::new(10, 255, 0, 2),
+            remote_as: 65003,
+            local_address: peer_addr(9),
+            hold_time: 9,
+            families: vec![Family::Ipv4Unicast],
+            four_octet_as: true,
+            route_refresh: false,
+            capabilities: vec![],
+        };
+        task.on_session(SessionEvent::Up { peer: b, info }).await;
+        task.on_update(
+            a,
+            announce(&["10.1.0.0/24", "10.1.1.0/24", "10.1.2.0/24"], 10.0),
+        );
+        let counts = |task: &RibTask, peer: IpAddr| {
+            let s = task.peers[&peer].status.lock().map(|s| s.clone());
+            s.map(|s| (s.prefixes_accepted, s.prefixes_advertised))
+                .unwrap_or_default()
+        };
+        task.flush().await;
+        assert_eq!((counts(&task, a), counts(&task, b)), ((3, 0), (0, 3)));
+        let mut gone = update::pack_withdraw(&[net("10.1.2.0/24")]);
+        task.on_update(a, gone.remove(0));
+        task.flush().await;
+        assert_eq!((counts(&task, a), counts(&task, b)), ((2, 0), (0, 2)));
+        while rx.try_recv().is_ok() {}
+        task.on_session(SessionEvent::Down {
+            peer: b,
+            reason: "test".into(),
+        })
+        .await;
+        task.flush().await;
+        assert_eq!((counts(&task, a), counts(&task, b)), ((2, 0), (0, 0)));
+    }
 }
