@@ -441,23 +441,62 @@ fn agent_run(fabric: &Fabric, dir: &Path, p4info: &Path, json: &Path) -> Result<
 }
 
 /// The P4Info a PINS switch exposes (SAI-P4 without `-DPLATFORM_BMV2`: translated string
-/// ids and ports), named by `FARE_SAI_PINS_P4INFO` (e.g. the `middleblock.p4info.pb.txt`
-/// of a sonic-pins checkout): every object fare writes resolves, with string encodings
-/// for the ids and ports, and the entries of a group build. No switch needed.
+/// ids and ports), named by `FARE_SAI_PINS_P4INFO`: one P4Info in text format (e.g. the
+/// `middleblock.p4info.pb.txt` of a sonic-pins checkout) or a directory of them
+/// (`*.p4info.pb.txt`, one per instantiation). Every object fare writes resolves, with
+/// string encodings for the ids and ports, and the entries of a group build. An
+/// instantiation without SAI-P4's routing tables (`wbb`: ACLs only) must be refused with
+/// the missing table named. No switch needed.
 #[test]
 fn p4_sai_resolves_the_pins_p4info() -> Result<()> {
     const TEST: &str = "p4_sai_resolves_the_pins_p4info";
-    use fare::dataplane::p4rt::p4info::P4Info;
-    use fare::dataplane::p4rt::sai::{neighbor_id, Encoding, SaiProgram, WcmpAction};
     let Some(path) = std::env::var_os("FARE_SAI_PINS_P4INFO").map(PathBuf::from) else {
         skip(
             TEST,
-            "FARE_SAI_PINS_P4INFO not set (a PINS SAI-P4 P4Info in text format)",
+            "FARE_SAI_PINS_P4INFO not set (a PINS SAI-P4 P4Info in text format, or a directory of them)",
         );
         return Ok(());
     };
-    let text = std::fs::read_to_string(&path).with_context(|| path.display().to_string())?;
-    let info = P4Info::from_text(&text)?;
+    let files = if path.is_dir() {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(&path)
+            .with_context(|| path.display().to_string())?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.to_string_lossy().ends_with(".p4info.pb.txt"))
+            .collect();
+        v.sort();
+        v
+    } else {
+        vec![path.clone()]
+    };
+    ensure!(!files.is_empty(), "no *.p4info.pb.txt in {}", path.display());
+    for file in &files {
+        let text = std::fs::read_to_string(file).with_context(|| file.display().to_string())?;
+        let routes = text.contains("\"ingress.routing_lookup.ipv4_table\"");
+        let got = resolve_pins_p4info(&text);
+        match (routes, got) {
+            (true, r) => r.with_context(|| file.display().to_string())?,
+            (false, Ok(())) => anyhow::bail!(
+                "{}: no routing tables, yet fare resolved it",
+                file.display()
+            ),
+            (false, Err(e)) => {
+                ensure!(
+                    format!("{e:#}").contains("has no table named"),
+                    "{}: refused for another reason: {e:#}",
+                    file.display()
+                );
+                eprintln!("p4_sai: {} refused as expected: {e:#}", file.display());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Resolves every object fare writes in a PINS P4Info and builds a group's entries.
+fn resolve_pins_p4info(text: &str) -> Result<()> {
+    use fare::dataplane::p4rt::p4info::P4Info;
+    use fare::dataplane::p4rt::sai::{neighbor_id, Encoding, SaiProgram, WcmpAction};
+    let info = P4Info::from_text(text)?;
     let p = SaiProgram::resolve(&info)?;
     for (what, f) in [
         ("vrf_id", p.vrf_table_vrf),
