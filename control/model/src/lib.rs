@@ -7,6 +7,8 @@
 //!   paper's averaging, and the wire encoding of the value.
 //! - [`wcmp`]: bandwidths -> integer weights, optimal reduction to a group-size limit,
 //!   replicated members and the spray order.
+//! - [`resilient`]: per-flow bucket tables whose weight changes move only the flows the
+//!   new weights require.
 //! - [`sim`]: every node's group for every prefix once BGP has converged.
 //! - [`forwarding`]: what a data plane is given (groups, members, DPF colors) and the
 //!   rules every data plane keeps (group-size limits, the last active member).
@@ -15,6 +17,7 @@
 pub mod bandwidth;
 pub mod forwarding;
 pub mod mpson;
+pub mod resilient;
 pub mod rng;
 pub mod sim;
 pub mod topology;
