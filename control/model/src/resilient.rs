@@ -169,7 +169,8 @@ mod tests {
     fn issue_table_by_hand() {
         // 3:3:4:4 (sum 14): 54 r12, 73 r2 -> 55 55 73 73; 3:3:4:3 (13): 59 r1, 78 r10
         // -> 59 59 79 59. Member 3 gives 14 (5.5 %, TV 10/182 = 5.49 %).
-        let cases: [(&[u32], &[u32], [usize; 4], [usize; 4], usize); 5] = [
+        type Case<'a> = (&'a [u32], &'a [u32], [usize; 4], [usize; 4], usize);
+        let cases: [Case; 5] = [
             (
                 &[3, 3, 4, 4],
                 &[3, 3, 4, 3],
