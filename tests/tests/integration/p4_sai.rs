@@ -468,7 +468,11 @@ fn p4_sai_resolves_the_pins_p4info() -> Result<()> {
     } else {
         vec![path.clone()]
     };
-    ensure!(!files.is_empty(), "no *.p4info.pb.txt in {}", path.display());
+    ensure!(
+        !files.is_empty(),
+        "no *.p4info.pb.txt in {}",
+        path.display()
+    );
     for file in &files {
         let text = std::fs::read_to_string(file).with_context(|| file.display().to_string())?;
         let routes = text.contains("\"ingress.routing_lookup.ipv4_table\"");
