@@ -441,10 +441,11 @@ impl AgentConfig {
         Ok(config)
     }
 
-    fn validate(&self, path: &Path, text: &str) -> Result<(), FileError> {
+    pub(crate) fn validate(&self, path: &Path, text: &str) -> Result<(), FileError> {
         let at = |needle: &str, problem: String| {
             FileError::new(path, yamlfile::find_line(text, needle, 1), problem)
         };
+        self.check_speaker_rules(path, text)?;
         if let DataplaneConfig::Xdp { queues, .. } = &self.dataplane {
             for q in queues {
                 if !(q.rate_mbps.is_finite() && q.rate_mbps > 0.0) {
@@ -493,16 +494,6 @@ impl AgentConfig {
         if let Some(arn) = &self.arn {
             if let Err((needle, problem)) = arn.check() {
                 return Err(at(&needle, format!("arn: {problem}")));
-            }
-        }
-        for n in &self.neighbors {
-            if let Some(bw) = n.bandwidth_gbps {
-                if !(bw.is_finite() && bw > 0.0) {
-                    return Err(at(
-                        &n.address.to_string(),
-                        format!("neighbor {}: bandwidth_gbps must be positive", n.address),
-                    ));
-                }
             }
         }
         Ok(())

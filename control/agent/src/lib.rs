@@ -34,6 +34,7 @@
 pub mod arn_task;
 pub mod backend;
 pub mod bgp_task;
+mod checks;
 pub mod config;
 pub mod dataplane_task;
 pub mod metrics;
@@ -99,8 +100,9 @@ impl std::fmt::Display for BandwidthTarget {
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum SetBandwidthError {
-    #[error("bandwidth must be a positive number of Gbps, not {0}")]
-    Invalid(f64),
+    /// The bandwidth is outside what the Path Bandwidth community carries (the message).
+    #[error("bandwidth: {0}")]
+    Invalid(String),
     #[error("no configured neighbor matches {0}")]
     NoMatch(BandwidthTarget),
     #[error("this agent runs no BGP speaker (no neighbors configured)")]
@@ -118,9 +120,7 @@ pub async fn set_bandwidth(
     gbps: Option<f64>,
 ) -> Result<Vec<(std::net::IpAddr, Option<f64>)>, SetBandwidthError> {
     if let Some(g) = gbps {
-        if !(g.is_finite() && g > 0.0) {
-            return Err(SetBandwidthError::Invalid(g));
-        }
+        fare_model::bandwidth::check_gbps(g).map_err(SetBandwidthError::Invalid)?;
     }
     let commands = ctx.speaker.get().ok_or(SetBandwidthError::NoSpeaker)?;
     let (reply, answer) = tokio::sync::oneshot::channel();

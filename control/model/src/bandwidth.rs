@@ -110,6 +110,39 @@ impl Encoding {
     }
 }
 
+/// The smallest link bandwidth (Gbps) fare accepts: binary16's smallest normal value,
+/// 2^-14 GB/s (= 2^-11 Gbps, about 0.5 Mbit/s). Below it the community would carry a
+/// subnormal (fewer significant bits) and then 0, "no bandwidth".
+pub const MIN_GBPS: f64 = 8.0 / 16384.0;
+
+/// The largest link bandwidth (Gbps) fare accepts: binary16's largest finite value,
+/// 65504 GB/s (524,032 Gbps). Larger values would saturate or become infinity, the
+/// originator's "maximum bandwidth". The upper half of a binary32 carries a wider range,
+/// so this bound holds for both encodings (every configuration and topology uses it).
+pub const MAX_GBPS: f64 = 65504.0 * 8.0;
+
+/// Why `gbps` cannot be a link bandwidth, if it cannot: it must be a finite number within
+/// what the Path Bandwidth community carries ([`MIN_GBPS`] ..= [`MAX_GBPS`]).
+pub fn check_gbps(gbps: f64) -> Result<(), String> {
+    if (MIN_GBPS..=MAX_GBPS).contains(&gbps) {
+        return Ok(());
+    }
+    Err(format!(
+        "{} Gbps is outside what the Path Bandwidth community carries \
+         ({MIN_GBPS} to {MAX_GBPS} Gbps, binary16 GB/s)",
+        short_number(gbps)
+    ))
+}
+
+/// A number for an error message: exponent notation when plain digits would run long.
+pub fn short_number(x: f64) -> String {
+    if x != 0.0 && x.is_finite() && !(1e-4..1e7).contains(&x.abs()) {
+        format!("{x:e}")
+    } else {
+        format!("{x}")
+    }
+}
+
 /// The sum of bandwidths in a fixed order (ascending), so every node and the model
 /// get the same bits whatever order their routes arrived in.
 pub fn sum(values: impl IntoIterator<Item = f64>) -> f64 {
@@ -283,6 +316,40 @@ pub fn averaged_advertise(path_sum_gbps: f64, outgoing: usize, link_gbps: f64) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The bounds are binary16's smallest normal (bits 0x0400, 2^-14 GB/s) and largest
+    /// finite value (bits 0x7bff, 65504 GB/s), both carried exactly; beyond them nothing is.
+    #[test]
+    fn gbps_bounds_are_what_binary16_carries() {
+        let b16 = Encoding::Binary16;
+        assert_eq!(b16.encode(MIN_GBPS), 0x0400);
+        assert_eq!(b16.decode(0x0400), MIN_GBPS);
+        assert_eq!(b16.encode(MAX_GBPS), 0x7bff);
+        assert_eq!(b16.decode(0x7bff), MAX_GBPS);
+        assert_eq!(MIN_GBPS, 0.00048828125);
+        assert_eq!(MAX_GBPS, 524032.0);
+        for ok in [MIN_GBPS, 1.0, 100.0, 800.0, MAX_GBPS] {
+            assert_eq!(check_gbps(ok), Ok(()), "{ok}");
+            let up = Encoding::Float32Upper16;
+            assert!(up.quantize(ok) > 0.0 && up.quantize(ok).is_finite(), "{ok}");
+        }
+        for bad in [
+            0.0,
+            -1.0,
+            MIN_GBPS / 2.0,
+            MAX_GBPS * 1.001,
+            f64::NAN,
+            f64::INFINITY,
+            1e300,
+        ] {
+            assert!(check_gbps(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            check_gbps(1e300).unwrap_err(),
+            "1e300 Gbps is outside what the Path Bandwidth community carries \
+             (0.00048828125 to 524032 Gbps, binary16 GB/s)"
+        );
+    }
 
     fn r(link: f64, path: Option<f64>) -> Received {
         Received {

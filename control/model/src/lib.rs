@@ -12,9 +12,11 @@
 //! - [`sim`]: every node's group for every prefix once BGP has converged.
 //! - [`forwarding`]: what a data plane is given (groups, members, DPF colors) and the
 //!   rules every data plane keeps (group-size limits, the last active member).
+//! - [`bgp_ids`]: the AS numbers and BGP identifiers a speaker may be configured with.
 //! - [`mpson`]: route-table sizes of multi-plane fabrics under each suppression technique.
 
 pub mod bandwidth;
+pub mod bgp_ids;
 pub mod forwarding;
 pub mod mpson;
 pub mod resilient;
