@@ -1,5 +1,6 @@
 //! `fare topo check FILE` and `fare topo gen ...`.
 
+use super::InputError;
 use fare_model::topology::{self, gen};
 use std::io::Write;
 use std::path::PathBuf;
@@ -89,10 +90,14 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 } => (gen::clos5(pods, leaves, planes, super_spines, gbps), out),
                 Gen::Multiplane { fabric, out } => (gen::multiplane(&fabric), out),
             };
+            // Refused before anything is written: `topo check` would refuse the file.
+            gen::check(&t).map_err(InputError)?;
             let yaml = t.to_yaml();
             match out.output {
                 Some(path) => {
-                    std::fs::write(&path, yaml)?;
+                    std::fs::write(&path, yaml).map_err(|e| {
+                        InputError(format!("{}: cannot write: {e}", path.display()))
+                    })?;
                     eprintln!("{}: {}", path.display(), t.summary());
                 }
                 None => std::io::stdout().lock().write_all(yaml.as_bytes())?,

@@ -73,6 +73,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .into());
         }
     }
+    if let Some(prefix) = args.prefix {
+        if !topo.nodes.iter().any(|n| n.prefixes.contains(&prefix)) {
+            return Err(InputError(format!(
+                "{}: --prefix: no node originates {prefix}",
+                args.topology.display()
+            ))
+            .into());
+        }
+    }
     let options = sim::Options {
         mode: args.mode,
         max_group_size: args.max_group_size,
@@ -121,9 +130,7 @@ fn changes(topo: &Topology, args: &Args) -> Result<Vec<Change>, InputError> {
             .trim()
             .parse()
             .map_err(|_| err(format!("`{gbps}` is not a number of Gbps")))?;
-        if !(gbps.is_finite() && gbps > 0.0) {
-            return Err(err("capacity must be a positive number of Gbps".into()));
-        }
+        fare_model::bandwidth::check_gbps(gbps).map_err(err)?;
         let (a, b) = split_pair(topo, pair).map_err(err)?;
         out.push(Change::Degrade(a, b, gbps));
     }

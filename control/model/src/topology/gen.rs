@@ -32,6 +32,24 @@ fn node(name: String, role: Role, asn: u32, rid: u32) -> Node {
     }
 }
 
+/// Why a generated fabric cannot be written, if it cannot: no node, a link capacity the
+/// Path Bandwidth community cannot carry, or a reserved AS number (too many planes, say).
+/// The loader applies the same rules to files.
+pub fn check(t: &Topology) -> Result<(), String> {
+    if t.nodes.is_empty() {
+        return Err("a fabric needs at least one node".into());
+    }
+    for l in &t.links {
+        crate::bandwidth::check_gbps(l.gbps).map_err(|e| format!("link {}: {e}", l.name))?;
+    }
+    for n in &t.nodes {
+        if let Some(Err(e)) = n.asn.map(crate::bgp_ids::check_asn) {
+            return Err(format!("node `{}`: {e}", n.name));
+        }
+    }
+    Ok(())
+}
+
 /// 3-stage Clos: `leaves` leaves each linked to every one of `spines` spines by
 /// `parallel` links of `gbps`. Leaf i originates `block_prefix(i)`. The spines share AS
 /// 65100; leaf i has the 4-octet private AS 4,200,000,000 + i (RFC 6996), so no leaf

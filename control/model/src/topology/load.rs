@@ -81,6 +81,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Topology, FileError> {
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_default()
     });
+    if file.nodes.is_empty() {
+        let line = yamlfile::find_line(text, "nodes", 1);
+        return Err(FileError::new(
+            path,
+            line,
+            "a fabric needs at least one node",
+        ));
+    }
     let mut topo = Topology::new(name);
     let mut first_line: HashMap<String, usize> = HashMap::new();
     for (i, n) in file.nodes.into_iter().enumerate() {
@@ -97,6 +105,22 @@ pub fn parse(path: &Path, text: &str) -> Result<Topology, FileError> {
                 i,
                 "name",
                 format!("duplicate node name `{}`{first}", n.name),
+            ));
+        }
+        if let Some(Err(e)) = n.asn.map(crate::bgp_ids::check_asn) {
+            return Err(at(
+                &node_lines,
+                i,
+                "asn",
+                format!("node `{}`: asn: {e}", n.name),
+            ));
+        }
+        if let Some(Err(e)) = n.router_id.map(crate::bgp_ids::check_router_id) {
+            return Err(at(
+                &node_lines,
+                i,
+                "router_id",
+                format!("node `{}`: router_id: {e}", n.name),
             ));
         }
         if let Some(line) = node_lines.get(i) {
@@ -162,15 +186,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Topology, FileError> {
                 format!("link joins `{}` to itself", l.a),
             ));
         }
-        if !(l.gbps.is_finite() && l.gbps > 0.0) {
+        if let Err(e) = crate::bandwidth::check_gbps(l.gbps) {
             return Err(at(
                 &link_lines,
                 i,
                 "gbps",
-                format!(
-                    "link {}-{}: capacity must be a positive number of Gbps, not {}",
-                    l.a, l.b, l.gbps
-                ),
+                format!("link {}-{}: gbps: {e}", l.a, l.b),
             ));
         }
         if let Some(name) = &l.name {
@@ -261,10 +282,22 @@ mod tests {
     #[test]
     fn non_positive_capacity_is_rejected() {
         let e = err(&format!("{BASE}links:\n  - {{a: L1, b: S1, gbps: 0}}\n"));
-        assert_eq!(
-            e,
-            "t.yaml:6: link L1-S1: capacity must be a positive number of Gbps, not 0"
-        );
+        let range = "Gbps is outside what the Path Bandwidth community carries \
+                     (0.00048828125 to 524032 Gbps, binary16 GB/s)";
+        assert_eq!(e, format!("t.yaml:6: link L1-S1: gbps: 0 {range}"));
+        let e = err(&format!(
+            "{BASE}links:\n  - {{a: L1, b: S1, gbps: 1e300}}\n"
+        ));
+        assert_eq!(e, format!("t.yaml:6: link L1-S1: gbps: 1e300 {range}"));
+        let e = err(&format!(
+            "{BASE}links:\n  - {{a: L1, b: S1, gbps: 524033}}\n"
+        ));
+        assert_eq!(e, format!("t.yaml:6: link L1-S1: gbps: 524033 {range}"));
+        parse(
+            Path::new("t.yaml"),
+            &format!("{BASE}links:\n  - {{a: L1, b: S1, gbps: 524032}}\n"),
+        )
+        .expect("the largest binary16 value is carried");
         let e = err(&format!("{BASE}links:\n  - {{a: L1, b: S1, gbps: -5}}\n"));
         assert!(e.starts_with("t.yaml:6: "), "{e}");
         let e = err(&format!("{BASE}links:\n  - {{a: L1, b: S1, gbps: .nan}}\n"));
@@ -295,6 +328,27 @@ mod tests {
         assert_eq!(
             e,
             "t.yaml:4: router_id 10.0.1.1 of `S1` lies inside prefix 10.0.1.0/24 of `L1`"
+        );
+    }
+
+    #[test]
+    fn empty_fabric_and_reserved_numbers() {
+        assert_eq!(
+            err("name: t\nnodes: []\n"),
+            "t.yaml:2: a fabric needs at least one node"
+        );
+        assert_eq!(
+            err(&BASE.replace("asn: 65100", "asn: 23456")),
+            "t.yaml:4: node `S1`: asn: AS 23456 is AS_TRANS, reserved for 2-octet fields (RFC 6793)"
+        );
+        assert_eq!(
+            err(&BASE.replace("asn: 65001", "asn: 0")),
+            "t.yaml:3: node `L1`: asn: AS 0 is reserved (RFC 7607)"
+        );
+        assert_eq!(
+            err(&BASE.replace("router_id: 10.0.1.1", "router_id: 0.0.0.0")),
+            "t.yaml:4: node `S1`: router_id: 0.0.0.0 is not a BGP identifier (RFC 6286: it must \
+             be non-zero)"
         );
     }
 

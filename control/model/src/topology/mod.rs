@@ -146,7 +146,12 @@ pub enum ChangeError {
     UnknownNode(String),
     #[error("no link between `{0}` and `{1}`")]
     NoLink(String, String),
-    #[error("capacity of `{0}-{1}` must be a positive number of Gbps, not {2}")]
+    #[error(
+        "capacity of `{0}-{1}` must be a number of Gbps the Path Bandwidth community carries \
+         ({min} to {max}), not {2}",
+        min = crate::bandwidth::MIN_GBPS,
+        max = crate::bandwidth::MAX_GBPS
+    )]
     BadCapacity(String, String, f64),
 }
 
@@ -237,7 +242,7 @@ impl Topology {
     /// Sets the capacity of every link between `a` and `b` to `gbps` (a partial-lane
     /// failure). Returns how many links changed.
     pub fn degrade(&mut self, a: &str, b: &str, gbps: f64) -> Result<usize, ChangeError> {
-        if !(gbps.is_finite() && gbps > 0.0) {
+        if crate::bandwidth::check_gbps(gbps).is_err() {
             return Err(ChangeError::BadCapacity(a.to_string(), b.to_string(), gbps));
         }
         let (x, y) = self.pair(a, b)?;
