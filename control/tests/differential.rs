@@ -390,6 +390,51 @@ fn hand_computed_draft_fig1_lane_failure() {
     assert_eq!(weights(&g, "S1", "10.100.0.0/24"), [3, 4]);
 }
 
+/// L1 and L2 in one AS (RFC 7938 §5.2.4 numbering): the speakers drop each other's
+/// routes as AS-path loops, and the spines leave L2 out of N when advertising L1's prefix.
+/// Averaged, worked by hand: S1 sends L1's 100 to L3 only (N = 1): 100; S2 to L3 and L4
+/// (N = 2): 50; L3 weighs 100 : 50 = 2:1 (without the loop rule N = 2 and 3: 3:2).
+/// Draft: 100 : 100 = 1:1.
+#[test]
+fn hand_computed_same_as_leaves() {
+    let t = topo(
+        "
+nodes:
+  - {name: L1, role: leaf, asn: 65001, prefixes: [10.0.1.0/24]}
+  - {name: L2, role: leaf, asn: 65001, prefixes: [10.0.2.0/24]}
+  - {name: L3, role: leaf, asn: 65003, prefixes: [10.0.3.0/24]}
+  - {name: L4, role: leaf, asn: 65004}
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+links:
+  - {a: L1, b: S1, gbps: 100}
+  - {a: L1, b: S2, gbps: 100}
+  - {a: L2, b: S1, gbps: 100}
+  - {a: L2, b: S2, gbps: 100}
+  - {a: L3, b: S1, gbps: 100}
+  - {a: L3, b: S2, gbps: 100}
+  - {a: L4, b: S2, gbps: 100}
+",
+    );
+    let averaged = live_groups(&t, &Case::new(Mode::Averaged));
+    assert_eq!(weights(&averaged, "L3", "10.0.1.0/24"), [2, 1]);
+    let draft = live_groups(&t, &Case::new(Mode::Draft));
+    assert_eq!(weights(&draft, "L3", "10.0.1.0/24"), [1, 1]);
+    for g in [&averaged, &draft] {
+        for (node, prefix) in [("L2", "10.0.1.0/24"), ("L1", "10.0.2.0/24")] {
+            let p: IpNet = prefix.parse().expect("prefix");
+            assert!(
+                !g.contains_key(&(node.to_string(), p)),
+                "{node} has a route to {prefix}"
+            );
+        }
+    }
+    // L3's own prefix reaches L1 (not a loop): averaged, S1 sends 100 / 2 (L1, L2), S2
+    // 100 / 3 (L1, L2, L4): 3:2; draft, 100 : 100.
+    assert_eq!(weights(&averaged, "L1", "10.0.3.0/24"), [3, 2]);
+    assert_eq!(weights(&draft, "L1", "10.0.3.0/24"), [1, 1]);
+}
+
 /// White paper §2.2.1 (averaged) on Figure 1 with S1-L1 at 75G. L1 advertises its line
 /// rate: 75 to S1, 100 to the others. A spine divides by its N = 3 other leaves: S1 sends
 /// 25 for L1's prefix, the others 33.3: 3:4:4:4 at L3. Multi-homed prefix at S1: (75 +
@@ -604,7 +649,8 @@ fn node(name: String, role: Role, asn: u32, prefixes: Vec<IpNet>) -> Node {
 const SPEEDS: [f64; 6] = [100.0, 100.0, 100.0, 400.0, 50.0, 25.0];
 
 /// A random 3-stage fabric: 2-4 spines, 2-5 leaves, 1-2 links per pair, capacities from
-/// SPEEDS, leaf 0 and 1 multi-homing a shared prefix; then failures and degradations
+/// SPEEDS, leaf 0 and 1 multi-homing a shared prefix and perhaps sharing one AS (then
+/// neither gets the other's routes: AS-path loops); then failures and degradations
 /// that leave the fabric connected.
 fn clos3() -> impl Strategy<Value = Fabric> {
     (
@@ -613,32 +659,41 @@ fn clos3() -> impl Strategy<Value = Fabric> {
         prop::collection::vec((1usize..=2, 0usize..SPEEDS.len()), 20),
         prop::collection::vec((0usize..20, 0u32..4, 1u32..=100), 0..3),
         any::<bool>(),
-        any::<bool>(),
+        (any::<bool>(), any::<bool>()),
     )
-        .prop_map(|(spines, leaves, links, changes, averaged, multihomed)| {
-            let mut t = Topology::new("gen3");
-            let s: Vec<usize> = (0..spines)
-                .map(|i| t.add_node(node(format!("S{}", i + 1), Role::Spine, 65100, vec![])))
-                .collect();
-            for l in 0..leaves {
-                let mut p: Vec<IpNet> = vec![format!("10.0.{}.0/24", l + 1).parse().unwrap()];
-                if multihomed && l < 2 {
-                    p.push("10.100.0.0/24".parse().unwrap());
-                }
-                let id = t.add_node(node(format!("L{}", l + 1), Role::Leaf, 65001 + l as u32, p));
-                for &sp in &s {
-                    let (count, speed) = links[(sp * leaves + l) % links.len()];
-                    for _ in 0..count {
-                        t.add_link(sp, id, SPEEDS[speed], None);
+        .prop_map(
+            |(spines, leaves, links, changes, averaged, (multihomed, same_as))| {
+                let mut t = Topology::new("gen3");
+                let s: Vec<usize> = (0..spines)
+                    .map(|i| t.add_node(node(format!("S{}", i + 1), Role::Spine, 65100, vec![])))
+                    .collect();
+                for l in 0..leaves {
+                    let mut p: Vec<IpNet> = vec![format!("10.0.{}.0/24", l + 1).parse().unwrap()];
+                    if multihomed && l < 2 {
+                        p.push("10.100.0.0/24".parse().unwrap());
+                    }
+                    // Same AS: L1 and L2 (both multi-homing, so every route of the shared
+                    // prefix carries the one AS and the model's choice is the speakers').
+                    let asn = if same_as && l == 1 {
+                        65001
+                    } else {
+                        65001 + l as u32
+                    };
+                    let id = t.add_node(node(format!("L{}", l + 1), Role::Leaf, asn, p));
+                    for &sp in &s {
+                        let (count, speed) = links[(sp * leaves + l) % links.len()];
+                        for _ in 0..count {
+                            t.add_link(sp, id, SPEEDS[speed], None);
+                        }
                     }
                 }
-            }
-            Fabric::new(t, averaged, &changes)
-        })
+                Fabric::new(t, averaged, &changes)
+            },
+        )
 }
 
 /// A random 5-stage fabric: 2 PoDs, 1-2 planes (one spine per PoD and plane), 1-2
-/// super-spines per plane, 1-3 leaves per PoD.
+/// super-spines per plane, 1-3 leaves per PoD, leaf l of both PoDs perhaps in one AS.
 fn clos5() -> impl Strategy<Value = Fabric> {
     (
         1u32..=2,
@@ -647,10 +702,10 @@ fn clos5() -> impl Strategy<Value = Fabric> {
         prop::collection::vec(0usize..SPEEDS.len(), 40),
         prop::collection::vec((0usize..40, 0u32..4, 1u32..=100), 0..3),
         any::<bool>(),
-        (any::<bool>(), any::<bool>()),
+        (any::<bool>(), any::<bool>(), any::<bool>()),
     )
         .prop_map(
-            |(planes, ss, leaves, speeds, changes, averaged, (lc, rsu))| {
+            |(planes, ss, leaves, speeds, changes, averaged, (lc, rsu, same_as))| {
                 let mut t = Topology::new("gen5");
                 let mut speed = speeds.iter().cycle().map(|&i| SPEEDS[i]);
                 let supers: Vec<Vec<usize>> = (1..=planes)
@@ -687,7 +742,8 @@ fn clos5() -> impl Strategy<Value = Fabric> {
                         let id = t.add_node(node(
                             format!("L{l}@PoD{p}"),
                             Role::Leaf,
-                            65000 + p * 10 + l,
+                            // Same AS: leaf l of PoD 2 numbered like leaf l of PoD 1.
+                            65000 + if same_as { 10 } else { p * 10 } + l,
                             vec![prefix],
                         ));
                         for &s in &spines {

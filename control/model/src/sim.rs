@@ -13,12 +13,16 @@
 //! Model: eBGP along the links, each leaf its own AS and the spines of a stage sharing
 //! one, which makes every best path valley-free (up the stages, then down) and the
 //! equal-cost routes of a node those from neighbors one hop closer on such a path.
-//! Stubs (RNICs, hosts) originate and receive but never re-advertise.
+//! Stubs (RNICs, hosts) originate and receive but never re-advertise. A route whose AS
+//! path would hold the receiver's AS is not taken (`aspath`): nodes sharing an AS never
+//! reach each other through the fabric.
 //!
 //! Cost: prefixes with the same set of originating nodes share one propagation (next-hop
 //! group sharing, as switch ASICs do); stubs with identical links share one computation;
 //! identical groups are stored once. Work grows with origin sets x switches and with
 //! distinct groups, not with nodes x prefixes.
+
+mod aspath;
 
 use crate::bandwidth::{self, DraftOptions, Encoding, Mode, Received, Rule, Spread};
 use crate::topology::{LinkId, NodeId, Role, Topology};
@@ -125,8 +129,17 @@ pub struct Solution<'t> {
 pub fn solve<'t>(topo: &'t Topology, options: &Options) -> Solution<'t> {
     let adjacency = topo.adjacency();
     let origin_sets = origin_sets(topo);
-    let (unit_of, units, stub_classes) = units(topo, &adjacency, !options.no_stub_sharing);
-    let ctx = Context::new(topo, &adjacency, options, &unit_of, &stub_classes, units);
+    let shared = aspath::SharedAs::new(topo);
+    let (unit_of, units, stub_classes) = units(topo, &adjacency, &shared, !options.no_stub_sharing);
+    let ctx = Context::new(
+        topo,
+        &adjacency,
+        options,
+        &unit_of,
+        &stub_classes,
+        units,
+        shared,
+    );
 
     let threads = match options.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -348,6 +361,7 @@ fn origin_sets(topo: &Topology) -> Vec<OriginSet> {
 fn units(
     topo: &Topology,
     adj: &[Vec<(NodeId, LinkId)>],
+    shared: &aspath::SharedAs,
     share: bool,
 ) -> (Vec<u32>, usize, Vec<NodeId>) {
     let mut unit_of = vec![0u32; topo.nodes.len()];
@@ -363,6 +377,10 @@ fn units(
             if !share {
                 // A signature no other stub has: its own class.
                 signature.push((id, u64::MAX));
+            }
+            if let Some(a) = shared.of(id) {
+                // Stubs of a shared AS refuse routes through that AS: a class of their own.
+                signature.push((usize::MAX, u64::from(a)));
             }
             unit_of[id] = *classes.entry(signature).or_insert_with(|| {
                 representatives.push(id);
@@ -404,6 +422,8 @@ struct Context<'a> {
     /// unit -> representative stub, or usize::MAX for a switch unit.
     stub_classes: &'a [NodeId],
     units: usize,
+    /// Nodes whose AS another node shares (AS-path loops).
+    shared: aspath::SharedAs,
 }
 
 impl<'a> Context<'a> {
@@ -414,6 +434,7 @@ impl<'a> Context<'a> {
         unit_of: &'a [u32],
         stub_classes: &'a [NodeId],
         units: usize,
+        shared: aspath::SharedAs,
     ) -> Self {
         let stub: Vec<bool> = topo.nodes.iter().map(|n| n.role.is_stub()).collect();
         let core: Vec<Vec<(u32, u32)>> = adj
@@ -459,6 +480,7 @@ impl<'a> Context<'a> {
             unit_of,
             stub_classes,
             units,
+            shared,
         }
     }
 }
@@ -551,6 +573,8 @@ struct Worker<'a> {
     interner: Interner,
     routes: Vec<Received>,
     key: GroupKey,
+    /// Per node, the shared ASes on its best paths.
+    as_bits: aspath::Bits,
 }
 
 impl<'a> Worker<'a> {
@@ -571,14 +595,17 @@ impl<'a> Worker<'a> {
             interner: Interner::default(),
             routes: Vec::new(),
             key: Vec::new(),
+            as_bits: aspath::Bits::new(&ctx.shared, n),
         }
     }
 
     /// Whether `m` advertises its route to a stub: stubs sit below everything, so any
     /// reached switch does, and an originating stub does.
     #[inline]
-    fn advertises_to_stub(&self, m: NodeId) -> bool {
-        self.dist[m] != u32::MAX && (self.flags[m] & ORIGIN != 0 || !self.ctx.stub[m])
+    fn advertises_to_stub(&self, m: NodeId, stub: NodeId) -> bool {
+        self.dist[m] != u32::MAX
+            && (self.flags[m] & ORIGIN != 0 || !self.ctx.stub[m])
+            && !self.as_bits.holds(m, self.ctx.shared.of(stub))
     }
 
     /// One origin set: BFS by levels over the switches, then the stub classes; appends
@@ -595,6 +622,7 @@ impl<'a> Worker<'a> {
             self.path[n] = f64::NAN;
             self.link_value[n] = f64::NAN;
             self.members_of[n].clear();
+            self.as_bits.clear(n);
         }
         self.origin_links.clear();
         let base = table.len();
@@ -606,6 +634,7 @@ impl<'a> Worker<'a> {
             self.dist[o] = 0;
             self.flags[o] = UP | ORIGIN;
             self.path[o] = bandwidth::ORIGIN_MAX_GBPS;
+            self.as_bits.join(o, ctx.shared.of(o), std::iter::empty());
             self.touched.push(o);
         }
         for &o in &frontier {
@@ -647,6 +676,11 @@ impl<'a> Worker<'a> {
             let mut same: FxHashMap<u64, NodeId> = FxHashMap::default();
             for &n in &next {
                 let members = std::mem::take(&mut self.members_of[n]);
+                self.as_bits.join(
+                    n,
+                    ctx.shared.of(n),
+                    members.iter().map(|&(m, _)| m as NodeId),
+                );
                 let signature = self.signature(n, &members);
                 let twin = same
                     .get(&signature)
@@ -685,7 +719,7 @@ impl<'a> Worker<'a> {
             }
             let best = ctx.adj[rep]
                 .iter()
-                .filter(|&&(m, _)| self.advertises_to_stub(m))
+                .filter(|&&(m, _)| self.advertises_to_stub(m, rep))
                 .map(|&(m, _)| self.dist[m])
                 .min();
             if let Some(d) = best {
@@ -694,7 +728,7 @@ impl<'a> Worker<'a> {
                 members.extend(
                     ctx.adj[rep]
                         .iter()
-                        .filter(|&&(m, _)| self.dist[m] == d && self.advertises_to_stub(m))
+                        .filter(|&&(m, _)| self.dist[m] == d && self.advertises_to_stub(m, rep))
                         .map(|&(m, l)| (m as u32, l as u32)),
                 );
                 table[base + unit] = self.group(rep, &members);
@@ -731,6 +765,10 @@ impl<'a> Worker<'a> {
     /// (at distance `d`) unless it is already closer, and `m` becomes one of its members.
     #[inline]
     fn offer(&mut self, m: NodeId, n: NodeId, l: LinkId, d: u32, next: &mut Vec<NodeId>) {
+        if self.ctx.shared.any() && self.as_bits.holds(m, self.ctx.shared.of(n)) {
+            // An AS-path loop: `n` does not take the route (RFC 4271 §9.1.2).
+            return;
+        }
         let dn = self.dist[n];
         if dn == u32::MAX {
             if self.flags[n] & ORIGIN != 0 {
@@ -818,6 +856,26 @@ impl<'a> Worker<'a> {
         id
     }
 
+    /// Links `n` would advertise on but does not: to a neighbor whose AS is on `n`'s path
+    /// (the speaker's sender-side loop check), not counting links already left out
+    /// (incoming ones, those to originators, upward ones once learned from above).
+    fn loop_links(&self, n: NodeId, members: &[M]) -> u32 {
+        let ctx = self.ctx;
+        if !ctx.shared.any() {
+            return 0;
+        }
+        let up = self.flags[n] & UP != 0;
+        ctx.adj[n]
+            .iter()
+            .filter(|&&(w, l)| {
+                (up || ctx.stage[w] < ctx.stage[n])
+                    && self.flags[w] & ORIGIN == 0
+                    && !members.iter().any(|&(_, ml)| ml as LinkId == l)
+                    && self.as_bits.holds(n, ctx.shared.of(w))
+            })
+            .count() as u32
+    }
+
     /// Averaged mode: PathBWsum / N, N = links the node advertises the route on: all but
     /// the incoming ones and those to originators; only the downward ones when it learned
     /// the route from above.
@@ -838,6 +896,7 @@ impl<'a> Worker<'a> {
             // Learned from above: every member is above, so no downward link is incoming.
             ctx.down_links[n] - to_lower_origins
         };
+        let outgoing = outgoing.saturating_sub(self.loop_links(n, members));
         // min with the outgoing link happens per link at the receiver (`group`).
         bandwidth::averaged_advertise(sum, outgoing.max(1) as usize, f64::INFINITY)
     }
@@ -1076,6 +1135,100 @@ links:
             );
             assert_eq!(shared.route_groups(), alone.route_groups());
         }
+    }
+
+    /// L1 and L2 share AS 65001: eBGP drops their routes to each other as AS-path loops
+    /// (RFC 4271 §9.1.2), and the spines do not count the sessions to L2 among those they
+    /// advertise L1's prefix on. Averaged mode, worked by hand: S1 advertises 192.0.2.0/24
+    /// on L3 only (N = 1): 100; S2 on L3 and L4 (N = 2): 50. L3's group is 100 : 50 = 2:1
+    /// (without the loop rule, N = 2 and 3: 50 : 33.3 = 3:2).
+    #[test]
+    fn same_as_leaves_get_no_routes_to_each_other() {
+        let t = topo(
+            "nodes:
+  - {name: L1, role: leaf, asn: 65001, prefixes: [192.0.2.0/24]}
+  - {name: L2, role: leaf, asn: 65001, prefixes: [198.51.100.0/24]}
+  - {name: L3, role: leaf, asn: 65003, prefixes: [203.0.113.0/24]}
+  - {name: L4, role: leaf, asn: 65004}
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+links:
+  - {a: L1, b: S1, gbps: 100}
+  - {a: L1, b: S2, gbps: 100}
+  - {a: L2, b: S1, gbps: 100}
+  - {a: L2, b: S2, gbps: 100}
+  - {a: L3, b: S1, gbps: 100}
+  - {a: L3, b: S2, gbps: 100}
+  - {a: L4, b: S2, gbps: 100}
+",
+        );
+        let p1: IpNet = "192.0.2.0/24".parse().unwrap();
+        let p2: IpNet = "198.51.100.0/24".parse().unwrap();
+        let p3: IpNet = "203.0.113.0/24".parse().unwrap();
+        for mode in [Mode::Draft, Mode::Averaged] {
+            let s = solve(
+                &t,
+                &Options {
+                    mode,
+                    ..Default::default()
+                },
+            );
+            assert!(s.group("L2", p1).is_none(), "{mode:?}");
+            assert!(s.group("L1", p2).is_none(), "{mode:?}");
+            for (node, p) in [("L3", p1), ("L3", p2), ("L1", p3), ("L2", p3), ("L4", p1)] {
+                assert!(s.group(node, p).is_some(), "{mode:?} {node} {p}");
+            }
+            assert_eq!(s.group("S1", p2).map(|g| g.members.len()), Some(1));
+        }
+        let s = solve(
+            &t,
+            &Options {
+                mode: Mode::Averaged,
+                ..Default::default()
+            },
+        );
+        let g = s.group("L3", p1).unwrap();
+        assert_eq!(
+            summary(&g),
+            [
+                ("L3-S1".to_string(), 100.0, 2),
+                ("L3-S2".to_string(), 50.0, 1)
+            ]
+        );
+        let s = solve(&t, &Options::default());
+        let g = s.group("L3", p1).unwrap();
+        assert_eq!(
+            summary(&g),
+            [
+                ("L3-S1".to_string(), 100.0, 1),
+                ("L3-S2".to_string(), 100.0, 1)
+            ]
+        );
+    }
+
+    /// Stubs share a computation only within one AS when their AS is shared: an RNIC in
+    /// the originating leaf's AS refuses the route, its twin in another AS takes it.
+    #[test]
+    fn stubs_in_a_shared_as_refuse_the_loop() {
+        let t = topo(
+            "nodes:
+  - {name: L1, role: leaf, asn: 65001, prefixes: [192.0.2.0/24]}
+  - {name: L2, role: leaf, asn: 65002}
+  - {name: S1, role: spine, asn: 65100}
+  - {name: R1, role: rnic, asn: 65001}
+  - {name: R2, role: rnic, asn: 65009}
+links:
+  - {a: L1, b: S1, gbps: 100}
+  - {a: L2, b: S1, gbps: 100}
+  - {a: R1, b: L2, gbps: 100}
+  - {a: R2, b: L2, gbps: 100}
+",
+        );
+        let p: IpNet = "192.0.2.0/24".parse().unwrap();
+        let s = solve(&t, &Options::default());
+        assert!(s.group("R1", p).is_none());
+        assert!(s.group("R2", p).is_some());
+        assert!(s.group("L2", p).is_some());
     }
 
     #[test]
