@@ -118,6 +118,64 @@ impl MemberControl for DataplaneHandle {
     }
 }
 
+/// The data plane as the ARN receiver drives it, publishing each member change for
+/// `Watch`.
+struct Watched {
+    dataplane: DataplaneHandle,
+    events: crate::mgmt::watch::EventHub,
+}
+
+impl Watched {
+    fn publish(&self, member: &MemberRef<'_>, removed: bool, share: Option<f64>) {
+        use crate::mgmt::pb;
+        self.events
+            .publish(pb::watch_event::Event::Arn(pb::ArnChange {
+                prefix: member.prefix.to_string(),
+                via: member.via.to_string(),
+                removed,
+                share,
+            }));
+    }
+}
+
+#[async_trait]
+impl MemberControl for Watched {
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
+        MemberControl::groups(&mut self.dataplane).await
+    }
+    async fn set_member_active(
+        &mut self,
+        member: MemberRef<'_>,
+        active: bool,
+    ) -> Result<(), ControlError> {
+        let ev = MemberRef { ..member };
+        MemberControl::set_member_active(&mut self.dataplane, member, active).await?;
+        self.publish(&ev, !active, None);
+        Ok(())
+    }
+    async fn steer_flow(
+        &mut self,
+        flow: &fare_arn::codec::FlowId,
+        interface: &str,
+        avoid: bool,
+    ) -> Result<bool, ControlError> {
+        MemberControl::steer_flow(&mut self.dataplane, flow, interface, avoid).await
+    }
+    async fn set_member_share(
+        &mut self,
+        member: MemberRef<'_>,
+        share: f64,
+    ) -> Result<bool, ControlError> {
+        let ev = MemberRef { ..member };
+        let done = MemberControl::set_member_share(&mut self.dataplane, member, share).await?;
+        if done {
+            let full = share >= 1.0;
+            self.publish(&ev, false, (!full).then_some(share));
+        }
+        Ok(done)
+    }
+}
+
 /// The senders this agent accepts besides `arn.neighbors`: BGP neighbors with an interface.
 pub fn bgp_neighbors(ctx: &AgentContext) -> Vec<ArnNeighbor> {
     bgp_neighbors_of(&ctx.config)
@@ -232,7 +290,10 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
     }
     info!(port = config.udp_port, "ARN receiver listening");
 
-    let mut control = ctx.dataplane.clone();
+    let mut control = Watched {
+        dataplane: ctx.dataplane.clone(),
+        events: ctx.events.clone(),
+    };
     let shutdown = ctx.shutdown.clone();
     receiver::run(
         receiver,

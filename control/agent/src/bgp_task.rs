@@ -3,6 +3,7 @@
 //! the shared state behind `fare show` and the metrics.
 
 use crate::config::AgentConfig;
+use crate::mgmt::views;
 use crate::protocols::{ProtocolError, ProtocolResult};
 use crate::state::{RoutePath, RouteSource, RouteStatus};
 use crate::AgentContext;
@@ -95,6 +96,8 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                     let Ok(s) = n.lock() else { continue };
                     state.update_neighbor(&s);
                 }
+                drop(state);
+                views::publish_sessions(&ctx);
             }
             _ = ctx.shutdown.cancelled() => {
                 let _ = handle.commands.send(SpeakerCommand::Shutdown).await;
@@ -108,42 +111,66 @@ async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
     match ev {
         SpeakerEvent::Groups(runs) => {
             for (prefix, group) in runs.iter().flat_map(|r| r.groups()) {
-                let result = match group {
-                    Some(g) => ctx.dataplane.install(g).await,
-                    None => ctx.dataplane.remove(prefix).await,
+                let (result, event) = match group {
+                    Some(g) => {
+                        let event = views::group_event(&g, &[]);
+                        (ctx.dataplane.install(g).await, event)
+                    }
+                    None => (
+                        ctx.dataplane.remove(prefix).await,
+                        views::group_removed(prefix),
+                    ),
                 };
-                if let Err(e) = result {
-                    warn!(%prefix, "data plane: {e}");
+                match result {
+                    Ok(()) => {
+                        ctx.events.publish(event);
+                    }
+                    Err(e) => warn!(%prefix, "data plane: {e}"),
                 }
             }
         }
         SpeakerEvent::ColoredGroup { group, colors } => {
             let prefix = group.prefix;
-            if let Err(e) = ctx.dataplane.install_colored(group, colors).await {
-                warn!(%prefix, "data plane: {e}");
+            let event = views::group_event(&group, &colors);
+            match ctx.dataplane.install_colored(group, colors).await {
+                Ok(()) => {
+                    ctx.events.publish(event);
+                }
+                Err(e) => warn!(%prefix, "data plane: {e}"),
             }
         }
-        SpeakerEvent::Neighbor(s) => ctx.state.write().update_neighbor(&s),
+        SpeakerEvent::Neighbor(s) => {
+            ctx.state.write().update_neighbor(&s);
+            views::publish_sessions(ctx);
+        }
         SpeakerEvent::Route { prefix, route } => {
             let mut state = ctx.state.write();
             match route {
-                Some(r) if !r.local => state.set_route(RouteStatus {
-                    prefix,
-                    source: RouteSource::Bgp,
-                    paths: r
-                        .paths
-                        .into_iter()
-                        .map(|p| RoutePath {
-                            next_hop: p.next_hop,
-                            neighbor: Some(p.neighbor),
-                            as_path: p.as_path,
-                            path_bandwidth_gbps: p.path_bandwidth_gbps,
-                            selected: true,
-                        })
-                        .collect(),
-                }),
+                Some(r) if !r.local => {
+                    let route = RouteStatus {
+                        prefix,
+                        source: RouteSource::Bgp,
+                        paths: r
+                            .paths
+                            .into_iter()
+                            .map(|p| RoutePath {
+                                next_hop: p.next_hop,
+                                neighbor: Some(p.neighbor),
+                                as_path: p.as_path,
+                                path_bandwidth_gbps: p.path_bandwidth_gbps,
+                                selected: true,
+                            })
+                            .collect(),
+                    };
+                    ctx.events.publish(views::route_event(&route));
+                    state.set_route(route);
+                }
                 Some(_) => {}
-                None => state.remove_route(prefix, RouteSource::Bgp),
+                None => {
+                    state.remove_route(prefix, RouteSource::Bgp);
+                    ctx.events
+                        .publish(views::route_withdrawn(prefix, RouteSource::Bgp));
+                }
             }
         }
     }

@@ -83,6 +83,24 @@ pub struct Management {
     /// Opt-in Prometheus metrics listener, e.g. `127.0.0.1:9100`.
     #[serde(default)]
     pub metrics: Option<SocketAddr>,
+    /// Also serve the management API on this TCP address (requires `tls`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<SocketAddr>,
+    /// TLS of the TCP listener: clients must present a certificate signed by `client_ca`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<ManagementTls>,
+}
+
+/// PEM files of the management API's TLS listener.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ManagementTls {
+    /// The server's certificate chain.
+    pub cert: PathBuf,
+    /// The server's private key (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// CA certificates that sign the clients' certificates (a client certificate is required).
+    pub client_ca: PathBuf,
 }
 
 fn default_socket() -> PathBuf {
@@ -94,6 +112,8 @@ impl Default for Management {
         Management {
             socket: default_socket(),
             metrics: None,
+            address: None,
+            tls: None,
         }
     }
 }
@@ -438,7 +458,41 @@ impl AgentConfig {
             config.static_groups.extend(groups);
         }
         config.validate(path, &text)?;
+        config.validate_management(path, &text)?;
         Ok(config)
+    }
+
+    /// TCP only with TLS and client certificates; the PEM files must be readable.
+    fn validate_management(&self, path: &Path, text: &str) -> Result<(), FileError> {
+        let m = &self.management;
+        let at = |needle: &str, problem: String| {
+            FileError::new(path, yamlfile::find_line(text, needle, 1), problem)
+        };
+        match (&m.address, &m.tls) {
+            (Some(_), None) => Err(at(
+                "address",
+                "management.address needs management.tls (the API is served on TCP only with \
+                 TLS and client certificates)"
+                    .into(),
+            )),
+            (None, Some(_)) => Err(at("tls", "management.tls needs management.address".into())),
+            (Some(_), Some(tls)) => {
+                for (key, file) in [
+                    ("cert", &tls.cert),
+                    ("key", &tls.key),
+                    ("client_ca", &tls.client_ca),
+                ] {
+                    if let Err(e) = std::fs::metadata(file) {
+                        return Err(at(
+                            key,
+                            format!("management.tls.{key}: {}: {e}", file.display()),
+                        ));
+                    }
+                }
+                Ok(())
+            }
+            (None, None) => Ok(()),
+        }
     }
 
     pub(crate) fn validate(&self, path: &Path, text: &str) -> Result<(), FileError> {

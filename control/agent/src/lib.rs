@@ -25,12 +25,15 @@
 //!   of the last `install` is the convergence time. `Member::via` is the neighbor
 //!   address for BGP members, the neighbor MAC for static ones.
 //! - `ctx.shutdown`: cancelled on SIGTERM/SIGINT; the task must return soon after.
+//! - `ctx.events`: publish what changed for `Watch` (`mgmt::views` builds the events),
+//!   while holding the state lock so that events follow the state's order.
 //! - `ctx.speaker`: the BGP task puts its speaker's command channel there, for run-time
 //!   changes ([`set_bandwidth`] from the management API and on SIGHUP, see [`reload`]).
 //!
 //! On exit the agent leaves the data plane forwarding: nothing is torn down, and the next
 //! agent re-attaches to what it finds (`backend::open`) and replaces it make-before-break.
 
+pub mod actions;
 pub mod arn_task;
 pub mod backend;
 pub mod bgp_task;
@@ -61,6 +64,8 @@ pub struct AgentContext {
     pub dataplane: DataplaneHandle,
     pub shutdown: CancellationToken,
     pub speaker: SpeakerSlot,
+    /// What `Watch` streams: every change is published here (see [`mgmt::watch`]).
+    pub events: mgmt::watch::EventHub,
 }
 
 /// The command channel of the running BGP speaker, once the BGP task has started it.
@@ -146,6 +151,12 @@ pub async fn set_bandwidth(
         if let Some(n) = state.neighbors.get_mut(addr) {
             n.bandwidth_gbps = *now;
         }
+        ctx.events.publish(mgmt::pb::watch_event::Event::Bandwidth(
+            mgmt::pb::BandwidthChange {
+                neighbor: addr.to_string(),
+                bandwidth_gbps: *now,
+            },
+        ));
     }
     info!(%target, ?gbps, "link bandwidth changed at run time");
     Ok(set)
@@ -211,6 +222,7 @@ pub async fn run(
         dataplane,
         shutdown: shutdown.clone(),
         speaker: SpeakerSlot::default(),
+        events: mgmt::watch::EventHub::default(),
     };
     let signals = signals(shutdown.clone())?;
     let hangup = match config_path {
@@ -232,6 +244,14 @@ pub async fn run(
 
     let mgmt = mgmt::server::serve(&config.management.socket, ctx.clone()).await?;
     info!(socket = %config.management.socket.display(), "management API listening");
+    let mgmt_tcp = match (config.management.address, &config.management.tls) {
+        (Some(addr), Some(tls)) => {
+            let task = mgmt::server::serve_tcp(addr, tls, ctx.clone()).await?;
+            info!(%addr, "management API listening on TCP (TLS, client certificates)");
+            Some(task)
+        }
+        _ => None,
+    };
     let metrics = match config.management.metrics {
         Some(addr) => {
             let task = metrics::serve(addr, ctx.clone())
@@ -272,6 +292,9 @@ pub async fn run(
     let drain = async {
         while tasks.join_next().await.is_some() {}
         let _ = mgmt.await;
+        if let Some(t) = mgmt_tcp {
+            let _ = t.await;
+        }
         if let Some(m) = metrics {
             let _ = m.await;
         }
@@ -305,7 +328,9 @@ async fn install_static_groups(ctx: &AgentContext) -> Result<(), AgentError> {
                 prefix: group.prefix,
                 source,
             })?;
-        ctx.state.write().set_route(RouteStatus {
+        ctx.events.publish(mgmt::views::group_event(&group, &[]));
+        let mut state = ctx.state.write();
+        let route = RouteStatus {
             prefix: group.prefix,
             source: RouteSource::Static,
             paths: group
@@ -317,7 +342,9 @@ async fn install_static_groups(ctx: &AgentContext) -> Result<(), AgentError> {
                     ..Default::default()
                 })
                 .collect(),
-        });
+        };
+        ctx.events.publish(mgmt::views::route_event(&route));
+        state.set_route(route);
     }
     Ok(())
 }

@@ -43,6 +43,10 @@ pub struct NeighborStatus {
     pub malformed_updates: u64,
     pub notifications_sent: u64,
     pub notifications_received: u64,
+    /// Shut down by the operator (`fare neighbor shutdown`), with the message given.
+    pub admin_down: Option<String>,
+    /// Drained by the operator (`fare drain`).
+    pub drained: bool,
 }
 
 /// Where a route came from.
@@ -131,6 +135,8 @@ impl AgentState {
                         malformed_updates: 0,
                         notifications_sent: 0,
                         notifications_received: 0,
+                        admin_down: None,
+                        drained: false,
                     },
                 )
             })

@@ -45,6 +45,9 @@ pub enum Event {
     ManualStart,
     /// (2) Stop for good: Cease / Administrative Shutdown on the connection, if any.
     ManualStop,
+    /// (2) as the operator's shutdown: Cease / Administrative Shutdown carrying this
+    /// data (the RFC 8203 shutdown communication), then Idle until `ManualStart`.
+    AdminShutdown(Vec<u8>),
     /// (3) Same as `ManualStart` (Idle only).
     AutomaticStart,
     /// (8) The link under the session went down: Cease / Administrative Reset, then the

@@ -240,6 +240,7 @@ impl Fsm {
         use State as S;
         match (self.state, event) {
             (_, E::ManualStop) => self.stop(out),
+            (_, E::AdminShutdown(data)) => self.admin_shutdown(data, out),
             (S::Idle, E::ManualStart | E::AutomaticStart) => {
                 if self.cfg.passive {
                     self.state = S::Active;
@@ -634,12 +635,36 @@ impl Fsm {
         }
     }
 
+    /// The operator's shutdown: like ManualStop, with the shutdown communication in the
+    /// Cease, a SessionDown when a connection was up, and the task stays (Idle refuses
+    /// connections until ManualStart).
+    fn admin_shutdown(&mut self, data: Vec<u8>, out: &mut Vec<Action>) {
+        let had_connection = self.conn.is_some();
+        let mut n = Notification::new(code::CEASE, cease::ADMINISTRATIVE_SHUTDOWN);
+        n.data = data;
+        self.send_notification(n, out);
+        self.release(out);
+        if had_connection {
+            out.push(Action::SessionDown("administratively shut down".into()));
+        }
+        self.backoff = self.cfg.connect_retry;
+        self.retry = self.cfg.connect_retry;
+        self.peer = None;
+        self.hold = 0;
+    }
+
     /// ManualStop: Cease / Administrative Shutdown, release everything, Idle.
     fn stop(&mut self, out: &mut Vec<Action>) {
         self.send_notification(
             Notification::new(code::CEASE, cease::ADMINISTRATIVE_SHUTDOWN),
             out,
         );
+        self.release(out);
+        out.push(Action::Stop);
+    }
+
+    /// Closes every connection, aborts the attempt, stops every timer: Idle.
+    fn release(&mut self, out: &mut Vec<Action>) {
         for c in [self.conn.take(), self.other.take(), self.standby.take()]
             .into_iter()
             .flatten()
@@ -658,7 +683,6 @@ impl Fsm {
         ] {
             out.push(Action::StopTimer(t));
         }
-        out.push(Action::Stop);
         self.state = State::Idle;
     }
 }

@@ -21,10 +21,20 @@ pub struct Args {
     /// Only load and check the configuration, then exit.
     #[arg(long)]
     pub check: bool,
+    /// With --check: print `{"file", "ok", "neighbors", "static_groups", "dataplane"}`.
+    #[arg(long, requires = "check")]
+    pub json: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = AgentConfig::load(&args.config)?;
+    if args.check && args.json {
+        let v = serde_json::json!({"file": args.config.display().to_string(), "ok": true,
+            "neighbors": config.neighbors.len(), "static_groups": config.static_groups.len(),
+            "dataplane": config.dataplane.kind()});
+        println!("{v}");
+        return Ok(());
+    }
     if args.check {
         println!(
             "{}: ok ({} neighbors, {} static groups, data plane {})",

@@ -179,6 +179,9 @@ pub struct SendArgs {
     /// Repeat the message this many times.
     #[arg(long, default_value_t = 1)]
     pub count: u32,
+    /// Print JSON: `{"hex"}` with --hex, else `{"to", "count", "octets", "hex"}`.
+    #[arg(long)]
+    pub json: bool,
     /// Print the encoded message as hex instead of sending it.
     #[arg(long)]
     pub hex: bool,
@@ -588,7 +591,11 @@ fn send(args: SendArgs) -> Result<()> {
         ))
     })?;
     if args.hex {
-        println!("{}", to_hex(&bytes));
+        if args.json {
+            println!("{}", serde_json::json!({"hex": to_hex(&bytes)}));
+        } else {
+            println!("{}", to_hex(&bytes));
+        }
         return Ok(());
     }
     let bytes = match &args.raw {
@@ -615,7 +622,11 @@ fn send(args: SendArgs) -> Result<()> {
                 .await
                 .with_context(|| format!("sending ARN to {to}"))?;
         }
-        if args.raw.is_some() {
+        if args.json {
+            let v = serde_json::json!({"to": to.to_string(), "count": args.count,
+                "octets": bytes.len(), "hex": to_hex(&bytes)});
+            println!("{v}");
+        } else if args.raw.is_some() {
             println!("sent {} x {} raw octets to {to}", args.count, bytes.len());
         } else {
             println!("sent {} x {msg} to {to}", args.count);

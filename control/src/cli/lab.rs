@@ -130,10 +130,17 @@ pub struct UpArgs {
 #[derive(clap::Args, Debug)]
 pub struct DownArgs {
     /// Lab name; without it, the only lab that is up.
+    #[arg(long)]
     pub name: Option<String>,
+    /// The lab name as a positional argument (older spelling of --name).
+    #[arg(hide = true, conflicts_with = "name")]
+    pub lab: Option<String>,
     /// Every lab on this machine.
     #[arg(long)]
     pub all: bool,
+    /// Print `{"labs": [...]}`, the labs removed, as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(command: Command) -> anyhow::Result<()> {
@@ -313,7 +320,7 @@ fn run_down(a: DownArgs) -> anyhow::Result<()> {
     let r = if a.all {
         down::down_all(true).map_err(input)?
     } else {
-        let lab = match a.name {
+        let lab = match a.name.or(a.lab) {
             Some(n) => n,
             None => match StateDir::find(None) {
                 Ok(d) => d
@@ -327,6 +334,9 @@ fn run_down(a: DownArgs) -> anyhow::Result<()> {
                     match labs.len() {
                         0 => {
                             eprintln!("lab down: no lab is up");
+                            if a.json {
+                                println!("{}", serde_json::json!({"labs": []}));
+                            }
                             return Ok(());
                         }
                         1 => labs[0].clone(),
@@ -345,6 +355,9 @@ fn run_down(a: DownArgs) -> anyhow::Result<()> {
     };
     if r.labs.is_empty() {
         eprintln!("lab down: nothing to remove");
+    }
+    if a.json {
+        println!("{}", serde_json::json!({"labs": r.labs}));
     }
     Ok(())
 }

@@ -5,10 +5,13 @@
 
 pub mod agent;
 pub mod arn;
+pub mod conn;
 pub mod lab;
+pub mod neighbor;
 pub mod set;
 pub mod show;
 pub mod topo;
+pub mod watch;
 pub mod weights;
 
 use clap::{Parser, Subcommand};
@@ -30,6 +33,8 @@ pub struct Cli {
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, global = true)]
     pub log_json: bool,
+    #[command(flatten)]
+    pub conn: conn::Conn,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -43,11 +48,20 @@ pub enum Command {
     Topo(topo::Command),
     /// Run the per-node agent (BGP speaker + data plane programming).
     Agent(agent::Args),
-    /// Show the state of a running agent through its management socket.
+    /// Show the state of a running agent through its management API.
     Show(show::Args),
-    /// Change a running agent through its management socket (link bandwidth).
+    /// Follow a running agent: a snapshot, then every session, route, group, bandwidth
+    /// and ARN change in order.
+    Watch(watch::Args),
+    /// Change a running agent through its management API (link bandwidth).
     #[command(subcommand)]
     Set(set::Command),
+    /// Shut a BGP neighbor down (RFC 8203 message), enable it again, or soft-reset it.
+    #[command(subcommand)]
+    Neighbor(neighbor::Command),
+    /// Drain a link before maintenance (path bandwidth 0 and GRACEFUL_SHUTDOWN toward
+    /// the peer, weight 0 here), or undrain it with --undo.
+    Drain(neighbor::DrainArgs),
     /// Decode or send Adaptive Routing Notifications.
     #[command(subcommand)]
     Arn(arn::Command),
@@ -84,8 +98,11 @@ pub fn main() -> ExitCode {
         Command::Weights(a) => weights::run(a),
         Command::Topo(c) => topo::run(c),
         Command::Agent(a) => agent::run(a),
-        Command::Show(a) => show::run(a),
-        Command::Set(c) => set::run(c),
+        Command::Show(a) => show::run(a, &cli.conn),
+        Command::Watch(a) => watch::run(a, &cli.conn),
+        Command::Set(c) => set::run(c, &cli.conn),
+        Command::Neighbor(c) => neighbor::run(c, &cli.conn),
+        Command::Drain(a) => neighbor::drain(a, &cli.conn),
         Command::Arn(c) => arn::run(c),
         Command::Lab(c) => lab::run(c),
         Command::Bench(a) => fare_bench::run(a),
@@ -102,6 +119,102 @@ pub fn main() -> ExitCode {
             } else {
                 ExitCode::FAILURE
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every argument and every subcommand of the whole tree says what it is for.
+    #[test]
+    fn every_flag_and_command_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                let id = a.get_id().as_str();
+                if a.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if a.get_help().is_none() && a.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for s in cmd.get_subcommands() {
+                let sub = format!("{path} {}", s.get_name());
+                if !s.is_hide_set() && s.get_about().is_none() && s.get_long_about().is_none() {
+                    missing.push(sub.clone());
+                }
+                if !s.is_hide_set() {
+                    walk(s, &sub, missing);
+                }
+            }
+        }
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mut missing = Vec::new();
+        walk(&cmd, "fare", &mut missing);
+        assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
+
+    /// The connection options are global: accepted before or after any subcommand.
+    #[test]
+    fn socket_and_address_anywhere() {
+        for args in [
+            &["fare", "--socket", "/x.sock", "show", "groups"][..],
+            &["fare", "show", "groups", "--socket", "/x.sock"],
+            &["fare", "show", "--socket", "/x.sock", "groups", "--json"],
+            &[
+                "fare",
+                "set",
+                "bandwidth",
+                "--neighbor",
+                "10.0.0.1",
+                "5",
+                "--socket",
+                "/x.sock",
+            ],
+            &[
+                "fare", "neighbor", "shutdown", "10.0.0.1", "--socket", "/x.sock",
+            ],
+            &["fare", "drain", "eth1", "--undo", "--socket", "/x.sock"],
+            &["fare", "watch", "--socket", "/x.sock", "--count", "1"],
+        ] {
+            let cli = Cli::try_parse_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            assert_eq!(
+                cli.conn.socket,
+                std::path::PathBuf::from("/x.sock"),
+                "{args:?}"
+            );
+        }
+        let cli = Cli::try_parse_from([
+            "fare",
+            "show",
+            "neighbors",
+            "--address",
+            "10.0.0.1:50051",
+            "--tls-ca",
+            "ca.pem",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+        ])
+        .expect("tcp options");
+        assert_eq!(cli.conn.address.as_deref(), Some("10.0.0.1:50051"));
+        assert!(Cli::try_parse_from(["fare", "show", "info", "--tls-cert", "c.pem"]).is_err());
+        // `lab down NAME` (older spelling) and `lab down --name NAME` both name the lab.
+        for args in [
+            &["fare", "lab", "down", "x1"][..],
+            &["fare", "lab", "down", "--name", "x1"],
+        ] {
+            let Command::Lab(lab::Command::Down(d)) =
+                Cli::try_parse_from(args).expect("down").command
+            else {
+                panic!("not lab down")
+            };
+            assert_eq!(d.name.or(d.lab).as_deref(), Some("x1"));
         }
     }
 }

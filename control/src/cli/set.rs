@@ -1,10 +1,9 @@
-//! `fare set bandwidth --socket PATH (--neighbor ADDR | --interface IF) GBPS|auto`: run-time
+//! `fare set bandwidth (--neighbor ADDR | --interface IF) GBPS|auto`: run-time
 //! changes to a running agent through its management API.
 
+use super::conn::{status_error, Conn};
 use super::InputError;
-use anyhow::Context;
-use fare_agent::mgmt::{client, pb, MgmtError};
-use std::path::PathBuf;
+use fare_agent::mgmt::pb;
 
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
@@ -19,9 +18,6 @@ pub enum Command {
 #[derive(clap::Args, Debug)]
 #[command(group(clap::ArgGroup::new("target").required(true).args(["neighbor", "interface"])))]
 pub struct BandwidthArgs {
-    /// Management socket of the agent (`management.socket` in its configuration).
-    #[arg(long, env = "FARE_SOCKET", default_value = "/run/fare/fare.sock")]
-    pub socket: PathBuf,
     /// The neighbor's address (as in `neighbors:`).
     #[arg(long)]
     pub neighbor: Option<String>,
@@ -35,19 +31,14 @@ pub struct BandwidthArgs {
     pub json: bool,
 }
 
-pub fn run(command: Command) -> anyhow::Result<()> {
+pub fn run(command: Command, conn: &Conn) -> anyhow::Result<()> {
     let Command::Bandwidth(a) = command;
     let gbps = parse_gbps(&a.gbps).map_err(InputError)?;
     if let Some(n) = &a.neighbor {
         n.parse::<std::net::IpAddr>()
             .map_err(|_| InputError(format!("--neighbor `{n}`: not an IP address")))?;
     }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let set = runtime.block_on(async {
-        let mut c = client::connect(&a.socket).await?;
+    let set = conn.run(async |mut c| {
         let r = c
             .set_bandwidth(pb::SetBandwidthRequest {
                 neighbor: a.neighbor.clone().unwrap_or_default(),
@@ -58,10 +49,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         match r {
             Ok(r) => Ok(r.into_inner().neighbors),
             // The agent's refusal of the request is the user's input.
-            Err(s) if s.code() == tonic::Code::InvalidArgument => {
-                Err(anyhow::Error::new(InputError(s.message().to_string())))
-            }
-            Err(s) => Err(MgmtError::Status(s).into()),
+            Err(s) => Err(status_error(s)),
         }
     })?;
     if a.json {

@@ -1,5 +1,5 @@
-//! `fare show --socket PATH neighbors|routes|groups [--json]`: the state of a running
-//! agent, read through its management API.
+//! `fare show neighbors|neighbor ADDR|routes|route PREFIX|groups|color N|info|arn|config
+//! [--json]`: the state of a running agent, read through its management API.
 //!
 //! JSON contracts (docs/configuration.md):
 //! - neighbors: `[{"address", "remote_as", "state": "Established", ...}]`
@@ -15,17 +15,15 @@
 //! - routes: `[{"prefix", "source", "paths": [{"next_hop", "neighbor", "as_path",
 //!   "path_bandwidth_gbps", "selected"}]}]`
 
-use anyhow::Context;
-use fare_agent::mgmt::json::{arn_json, group_json, neighbor_json, route_json};
-use fare_agent::mgmt::{client, pb};
+use super::conn::{status_error, Conn};
+use fare_agent::mgmt::json::{
+    arn_json, color_json, group_json, neighbor_json, route_detail_json, route_json,
+};
+use fare_agent::mgmt::{client::Client, pb};
 use serde_json::{json, Value};
-use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Management socket of the agent (`management.socket` in its configuration).
-    #[arg(long, env = "FARE_SOCKET", default_value = "/run/fare/fare.sock")]
-    pub socket: PathBuf,
     /// Print JSON instead of a table.
     #[arg(long, global = true)]
     pub json: bool,
@@ -33,34 +31,53 @@ pub struct Args {
     pub what: What,
 }
 
-#[derive(clap::Subcommand, Debug, Clone, Copy)]
+#[derive(clap::Subcommand, Debug, Clone)]
 pub enum What {
     /// BGP neighbors and their session state.
     Neighbors,
+    /// One neighbor: state, counts received/accepted/advertised, flaps, last error, uptime.
+    Neighbor {
+        /// The neighbor's address (as in `neighbors:`).
+        address: String,
+    },
     /// Routes known to the agent (BGP, static, originated).
     Routes,
+    /// One prefix (or the longest prefix containing an address): its paths with their
+    /// path bandwidth, and its installed group.
+    Route {
+        /// A prefix (10.0.1.0/24) or an address (10.0.1.7).
+        prefix: String,
+    },
     /// Groups installed in the data plane, with per-member packet counters.
     Groups,
+    /// One DPF color: the neighbors of that session color and the per-color groups.
+    Color {
+        /// RFC 9012 Color value.
+        color: u32,
+    },
     /// Agent name, router ID, ASN, data plane backend.
     Info,
     /// Adaptive Routing Notifications: receiver counters, ARNs sent, members held out
     /// (prefix, member, sender, congestion/failure, Path ID, how long, expiry).
     Arn,
+    /// The running configuration (YAML) and the run-time changes not in the file.
+    Config,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("starting the async runtime")?;
-    let text = runtime.block_on(fetch(&args))?;
+pub fn run(args: Args, conn: &Conn) -> anyhow::Result<()> {
+    let text = conn.run(async |c| fetch(&args, c).await)?;
     print!("{text}");
     Ok(())
 }
 
-async fn fetch(args: &Args) -> anyhow::Result<String> {
-    let mut c = client::connect(&args.socket).await?;
-    Ok(match args.what {
+fn pretty(v: &Value) -> String {
+    let mut s = serde_json::to_string_pretty(v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+async fn fetch(args: &Args, mut c: Client) -> anyhow::Result<String> {
+    Ok(match &args.what {
         What::Neighbors => {
             let list = c
                 .list_neighbors(pb::ListNeighborsRequest {})
@@ -68,34 +85,87 @@ async fn fetch(args: &Args) -> anyhow::Result<String> {
                 .into_inner();
             list_text(args.json, &list.neighbors, neighbor_json, neighbors_table)
         }
+        What::Neighbor { address } => {
+            let n = c
+                .get_neighbor(pb::GetNeighborRequest {
+                    address: address.clone(),
+                })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            if args.json {
+                pretty(&neighbor_json(&n))
+            } else {
+                neighbor_text(&n)
+            }
+        }
         What::Routes => {
             let list = c.list_routes(pb::ListRoutesRequest {}).await?.into_inner();
             list_text(args.json, &list.routes, route_json, routes_table)
+        }
+        What::Route { prefix } => {
+            let d = c
+                .get_route(pb::GetRouteRequest {
+                    prefix: prefix.clone(),
+                })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            if args.json {
+                pretty(&route_detail_json(&d))
+            } else {
+                let mut out = routes_table(&d.routes);
+                out.push_str(&match &d.group {
+                    Some(g) => groups_table(std::slice::from_ref(g)),
+                    None => "no group installed\n".to_string(),
+                });
+                out
+            }
         }
         What::Groups => {
             let list = c.list_groups(pb::ListGroupsRequest {}).await?.into_inner();
             list_text(args.json, &list.groups, group_json, groups_table)
         }
+        What::Color { color } => {
+            let v = c
+                .get_color(pb::GetColorRequest { color: *color })
+                .await
+                .map_err(status_error)?
+                .into_inner();
+            if args.json {
+                pretty(&color_json(&v))
+            } else {
+                color_text(&v)
+            }
+        }
         What::Arn => {
             let a = c.get_arn(pb::GetArnRequest {}).await?.into_inner();
             if args.json {
-                let mut s = serde_json::to_string_pretty(&arn_json(&a)).unwrap_or_default();
-                s.push('\n');
-                s
+                pretty(&arn_json(&a))
             } else {
                 arn_text(&a)
+            }
+        }
+        What::Config => {
+            let r = c.get_config(pb::GetConfigRequest {}).await?.into_inner();
+            if args.json {
+                pretty(&json!({"yaml": r.yaml, "changes": r.changes}))
+            } else {
+                let mut out = r.yaml;
+                for change in &r.changes {
+                    out.push_str(&format!("# changed at run time: {change}\n"));
+                }
+                out
             }
         }
         What::Info => {
             let i = c.get_info(pb::GetInfoRequest {}).await?.into_inner();
             if args.json {
-                to_json(vec![json!({
+                pretty(&json!({
                     "name": i.name, "router_id": i.router_id, "asn": i.asn,
                     "dataplane": i.dataplane, "uptime_seconds": i.uptime_seconds,
                     "version": i.version,
-                })])
-                .trim_start_matches('[')
-                .to_string()
+                }))
             } else {
                 format!(
                     "name {}\nrouter id {}\nAS {}\ndata plane {}\nuptime {} s\nversion {}\n",
@@ -104,6 +174,55 @@ async fn fetch(args: &Args) -> anyhow::Result<String> {
             }
         }
     })
+}
+
+/// `key value` lines of one neighbor.
+fn neighbor_text(n: &pb::Neighbor) -> String {
+    let mut rows = vec![
+        ("neighbor", n.address.clone()),
+        ("remote AS", n.remote_as.to_string()),
+        ("state", n.state.clone()),
+        ("for", format!("{} s", n.uptime_seconds)),
+        ("interface", n.interface.clone()),
+        ("bandwidth", format!("{} Gbps", n.bandwidth_gbps)),
+        ("prefixes received", n.prefixes_received.to_string()),
+        ("prefixes accepted", n.prefixes_accepted.to_string()),
+        ("prefixes advertised", n.prefixes_advertised.to_string()),
+        ("flaps", n.flaps.to_string()),
+        (
+            "updates in/out",
+            format!("{}/{}", n.updates_received, n.updates_sent),
+        ),
+        (
+            "notifications in/out",
+            format!("{}/{}", n.notifications_received, n.notifications_sent),
+        ),
+        ("last error", n.last_error.clone()),
+    ];
+    if n.admin_down {
+        rows.push(("shut down", format!("{:?}", n.shutdown_message)));
+    }
+    if n.drained {
+        rows.push(("drained", "yes".into()));
+    }
+    rows.iter().map(|(k, v)| format!("{k:<22}{v}\n")).collect()
+}
+
+fn color_text(v: &pb::ColorView) -> String {
+    let mut out = format!("color {}\n", v.color);
+    out.push_str(&neighbors_table(&v.neighbors));
+    let mut rows = Vec::new();
+    for r in &v.routes {
+        groups_table_rows(
+            &mut rows,
+            Some(&r.prefix),
+            &format!("color {}", v.color),
+            &r.members,
+            r.fit.as_ref(),
+        );
+    }
+    out.push_str(&groups_header_table(&rows));
+    out
 }
 
 /// A list the agent returned, as JSON (one object per item) or as a table.
@@ -288,6 +407,10 @@ fn groups_table(list: &[pb::Group]) -> String {
             groups_table_rows(&mut rows, None, &label, members, fit);
         }
     }
+    groups_header_table(&rows)
+}
+
+fn groups_header_table(rows: &[Vec<String>]) -> String {
     table(
         &[
             "PREFIX",
@@ -304,7 +427,7 @@ fn groups_table(list: &[pb::Group]) -> String {
             "PACKETS",
             "BYTES",
         ],
-        &rows,
+        rows,
     )
 }
 

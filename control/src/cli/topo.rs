@@ -8,7 +8,13 @@ use std::path::PathBuf;
 #[derive(clap::Subcommand, Debug)]
 pub enum Command {
     /// Validate a topology file; on error print FILE:LINE: problem and exit 2.
-    Check { file: PathBuf },
+    Check {
+        /// Topology YAML file.
+        file: PathBuf,
+        /// Print `{"file", "ok", "name", "nodes", "links", "summary"}` as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Generate a fabric as topology YAML (for benchmarks and experiments).
     #[command(subcommand)]
     Gen(Gen),
@@ -18,10 +24,13 @@ pub enum Command {
 pub enum Gen {
     /// 3-stage Clos (draft-xu-idr-fare Figure 1): every leaf linked to every spine.
     Clos3 {
+        /// Leaves.
         #[arg(long, default_value_t = 8)]
         leaves: u32,
+        /// Spines.
         #[arg(long, default_value_t = 4)]
         spines: u32,
+        /// Capacity of every link, Gbps.
         #[arg(long, default_value_t = 100.0)]
         gbps: f64,
         /// Parallel links per leaf-spine pair.
@@ -33,15 +42,19 @@ pub enum Gen {
     /// 5-stage Clos (draft-xu-idr-fare Figure 2): PoDs of leaves and spines, spine k of
     /// every PoD linked to the super-spines of plane k.
     Clos5 {
+        /// PoDs.
         #[arg(long, default_value_t = 8)]
         pods: u32,
+        /// Leaves per PoD.
         #[arg(long, default_value_t = 4)]
         leaves: u32,
         /// Spines per PoD = PoD-interconnect planes.
         #[arg(long, default_value_t = 4)]
         planes: u32,
+        /// Super-spines per plane.
         #[arg(long, default_value_t = 4)]
         super_spines: u32,
+        /// Capacity of every link, Gbps.
         #[arg(long, default_value_t = 400.0)]
         gbps: f64,
         #[command(flatten)]
@@ -66,9 +79,16 @@ pub struct Output {
 
 pub fn run(command: Command) -> anyhow::Result<()> {
     match command {
-        Command::Check { file } => {
+        Command::Check { file, json } => {
             let t = topology::load(&file)?;
-            println!("{}: ok: {}", file.display(), t.summary());
+            if json {
+                let v = serde_json::json!({"file": file.display().to_string(), "ok": true,
+                    "name": t.name, "nodes": t.nodes.len(), "links": t.links.len(),
+                    "summary": t.summary()});
+                println!("{v}");
+            } else {
+                println!("{}: ok: {}", file.display(), t.summary());
+            }
             Ok(())
         }
         Command::Gen(g) => {

@@ -103,13 +103,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.json {
-        serde_json::to_writer(&mut out, &groups)?;
+        serde_json::to_writer(&mut out, &groups_json(&groups)?)?;
         writeln!(out)?;
     } else {
         write_table(&mut out, &groups)?;
     }
     out.flush()?;
     Ok(())
+}
+
+/// The groups as JSON, each with what the table shows besides its members: `size` (the
+/// sum of the weights), `delta` (oversubscription against the bandwidths, 1.0 = exact)
+/// and `ecmp` (plain ECMP: some route lacked the Path Bandwidth community).
+fn groups_json(groups: &[RouteGroup]) -> serde_json::Result<serde_json::Value> {
+    let list = groups
+        .iter()
+        .map(|g| {
+            let mut v = serde_json::to_value(g)?;
+            let size: u64 = g.members.iter().map(|m| u64::from(m.weight)).sum();
+            v["size"] = size.into();
+            v["delta"] = g.delta.into();
+            v["ecmp"] = g.ecmp.into();
+            Ok(v)
+        })
+        .collect::<serde_json::Result<Vec<_>>>()?;
+    Ok(list.into())
 }
 
 /// The --fail and --degrade arguments as changes, with node names checked.

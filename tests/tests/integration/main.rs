@@ -32,6 +32,7 @@ mod lab_demo;
 mod lab_differential;
 mod lab_restart;
 mod lab_updown;
+mod mgmt_api;
 mod mpson_planes;
 mod mpson_upa;
 mod p4_bmv2;

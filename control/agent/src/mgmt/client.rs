@@ -32,3 +32,27 @@ pub async fn connect(path: &Path) -> Result<Client, MgmtError> {
         .await?;
     Ok(ManagementClient::new(channel))
 }
+
+/// PEM contents for a TLS connection to `management.address`.
+#[derive(Clone, Debug, Default)]
+pub struct ClientTls {
+    /// CA that signed the agent's certificate.
+    pub ca: Vec<u8>,
+    /// Our certificate chain and key (the agent refuses clients without one).
+    pub identity: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+/// Connects to an agent serving the API on TCP (`HOST:PORT`) with TLS.
+pub async fn connect_tcp(address: &str, tls: &ClientTls) -> Result<Client, MgmtError> {
+    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
+    let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&tls.ca));
+    if let Some((cert, key)) = &tls.identity {
+        config = config.identity(Identity::from_pem(cert, key));
+    }
+    let channel = Endpoint::from_shared(format!("https://{address}"))?
+        .tls_config(config)?
+        .connect_timeout(std::time::Duration::from_secs(10))
+        .connect()
+        .await?;
+    Ok(ManagementClient::new(channel))
+}

@@ -28,6 +28,12 @@ pub fn neighbor_json(n: &pb::Neighbor) -> Value {
         "notifications_sent": n.notifications_sent,
         "notifications_received": n.notifications_received,
         "last_error": non_empty(&n.last_error),
+        "flaps": n.flaps,
+        "prefixes_accepted": n.prefixes_accepted,
+        "prefixes_advertised": n.prefixes_advertised,
+        "admin_down": n.admin_down,
+        "shutdown_message": non_empty(&n.shutdown_message),
+        "drained": n.drained,
     })
 }
 
@@ -136,4 +142,104 @@ pub fn arn_json(a: &pb::ArnState) -> Value {
             "reason": r.reason,
         })).collect::<Vec<_>>(),
     })
+}
+
+/// `{"prefix", "routes": [route...], "group": group|null}`
+pub fn route_detail_json(d: &pb::RouteDetail) -> Value {
+    json!({
+        "prefix": d.prefix,
+        "routes": d.routes.iter().map(route_json).collect::<Vec<_>>(),
+        "group": d.group.as_ref().map(group_json),
+    })
+}
+
+/// `{"color", "neighbors": [neighbor...], "routes": [{"prefix", "size", "limit",
+/// "reduced_from", "delta", "members": [...]}]}`
+pub fn color_json(c: &pb::ColorView) -> Value {
+    json!({
+        "color": c.color,
+        "neighbors": c.neighbors.iter().map(neighbor_json).collect::<Vec<_>>(),
+        "routes": c.routes.iter().map(|r| {
+            let g = pb::Group {
+                prefix: r.prefix.clone(),
+                members: r.members.clone(),
+                fit: r.fit,
+                ..Default::default()
+            };
+            let mut v = group_json(&g);
+            if let Some(o) = v.as_object_mut() {
+                o.remove("mode");
+            }
+            v
+        }).collect::<Vec<_>>(),
+    })
+}
+
+fn session_change_json(s: &pb::SessionChange) -> Value {
+    json!({
+        "neighbor": s.neighbor,
+        "state": s.state,
+        "last_error": non_empty(&s.last_error),
+        "admin_down": s.admin_down,
+        "drained": s.drained,
+    })
+}
+
+fn route_change_json(r: &pb::RouteChange) -> Value {
+    let route = r.route.clone().unwrap_or_default();
+    let mut v = route_json(&route);
+    v["withdrawn"] = json!(r.withdrawn);
+    v
+}
+
+fn group_change_json(g: &pb::GroupChange) -> Value {
+    let group = g.group.clone().unwrap_or_default();
+    if g.removed {
+        return json!({"prefix": group.prefix, "removed": true});
+    }
+    let mut v = group_json(&group);
+    for k in ["size", "limit", "reduced_from", "delta"] {
+        if let Some(o) = v.as_object_mut() {
+            o.remove(k);
+        }
+    }
+    v["removed"] = json!(false);
+    v
+}
+
+fn bandwidth_change_json(b: &pb::BandwidthChange) -> Value {
+    json!({"neighbor": b.neighbor, "bandwidth_gbps": b.bandwidth_gbps})
+}
+
+fn arn_change_json(a: &pb::ArnChange) -> Value {
+    json!({"prefix": a.prefix, "via": a.via, "removed": a.removed, "share": a.share})
+}
+
+/// One line of `fare watch --json`: `{"seq", "type", ...}` with `type` one of
+/// `snapshot` (`resync`, `sessions`, `routes`, `groups`, `bandwidths`, `arn`), `session`,
+/// `route`, `group`, `bandwidth`, `arn` and the fields of that change.
+pub fn watch_event_json(e: &pb::WatchEvent) -> Value {
+    use pb::watch_event::Event;
+    let (kind, mut v) = match &e.event {
+        Some(Event::Snapshot(s)) => (
+            "snapshot",
+            json!({
+                "resync": s.resync,
+                "sessions": s.sessions.iter().map(session_change_json).collect::<Vec<_>>(),
+                "routes": s.routes.iter().map(route_change_json).collect::<Vec<_>>(),
+                "groups": s.groups.iter().map(group_change_json).collect::<Vec<_>>(),
+                "bandwidths": s.bandwidths.iter().map(bandwidth_change_json).collect::<Vec<_>>(),
+                "arn": s.arn.iter().map(arn_change_json).collect::<Vec<_>>(),
+            }),
+        ),
+        Some(Event::Session(s)) => ("session", session_change_json(s)),
+        Some(Event::Route(r)) => ("route", route_change_json(r)),
+        Some(Event::Group(g)) => ("group", group_change_json(g)),
+        Some(Event::Bandwidth(b)) => ("bandwidth", bandwidth_change_json(b)),
+        Some(Event::Arn(a)) => ("arn", arn_change_json(a)),
+        None => ("unknown", json!({})),
+    };
+    v["seq"] = json!(e.seq);
+    v["type"] = json!(kind);
+    v
 }

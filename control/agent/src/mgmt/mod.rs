@@ -6,7 +6,11 @@
 
 pub mod client;
 pub mod json;
+pub mod queries;
 pub mod server;
+pub mod tls;
+pub mod views;
+pub mod watch;
 
 /// Generated protobuf types and the tonic client/server.
 pub mod pb {
@@ -35,6 +39,8 @@ pub enum MgmtError {
         #[source]
         source: std::io::Error,
     },
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("gRPC transport: {0}")]
     Transport(#[from] tonic::transport::Error),
     #[error("request failed: {0}")]

@@ -1,6 +1,6 @@
 //! The agent side of the management API.
 
-use super::{pb, MgmtError};
+use super::{pb, views, MgmtError};
 use crate::AgentContext;
 use fare_dataplane::{GroupFit, GroupMode, GroupStatus, Member, MemberStatus};
 use pb::management_server::{Management, ManagementServer};
@@ -26,6 +26,29 @@ pub async fn serve(
             .await
         {
             warn!("management API stopped: {e}");
+        }
+    }))
+}
+
+/// Serves the API on `addr` with TLS and client certificates until `ctx.shutdown`.
+pub async fn serve_tcp(
+    addr: std::net::SocketAddr,
+    tls: &crate::config::ManagementTls,
+    ctx: AgentContext,
+) -> Result<tokio::task::JoinHandle<()>, MgmtError> {
+    let shutdown = ctx.shutdown.clone();
+    let incoming = super::tls::incoming(addr, tls, shutdown.clone()).await?;
+    let service = ManagementServer::new(Service { ctx });
+    Ok(tokio::spawn(async move {
+        if let Err(e) = tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming_shutdown(
+                tokio_stream::wrappers::ReceiverStream::new(incoming),
+                shutdown.cancelled(),
+            )
+            .await
+        {
+            warn!("management API on TCP stopped: {e}");
         }
     }))
 }
@@ -59,67 +82,9 @@ struct Service {
     ctx: AgentContext,
 }
 
-#[tonic::async_trait]
-impl Management for Service {
-    async fn list_neighbors(
-        &self,
-        _: Request<pb::ListNeighborsRequest>,
-    ) -> Result<Response<pb::ListNeighborsResponse>, Status> {
-        let state = self.ctx.state.read();
-        let neighbors = state
-            .neighbors
-            .values()
-            .map(|n| pb::Neighbor {
-                address: n.address.to_string(),
-                remote_as: n.remote_as,
-                state: n.state.to_string(),
-                last_error: n.last_error.clone().unwrap_or_default(),
-                interface: n.interface.clone().unwrap_or_default(),
-                bandwidth_gbps: n.bandwidth_gbps.unwrap_or(0.0),
-                uptime_seconds: n.since.elapsed().as_secs(),
-                prefixes_received: n.prefixes_received,
-                updates_received: n.updates_received,
-                updates_sent: n.updates_sent,
-                malformed_updates: n.malformed_updates,
-                notifications_sent: n.notifications_sent,
-                notifications_received: n.notifications_received,
-                color: n.color,
-            })
-            .collect();
-        Ok(Response::new(pb::ListNeighborsResponse { neighbors }))
-    }
-
-    async fn list_routes(
-        &self,
-        _: Request<pb::ListRoutesRequest>,
-    ) -> Result<Response<pb::ListRoutesResponse>, Status> {
-        let state = self.ctx.state.read();
-        let routes = state
-            .routes
-            .values()
-            .map(|r| pb::Route {
-                prefix: r.prefix.to_string(),
-                source: r.source.to_string(),
-                paths: r
-                    .paths
-                    .iter()
-                    .map(|p| pb::RoutePath {
-                        next_hop: p.next_hop.map(|a| a.to_string()).unwrap_or_default(),
-                        neighbor: p.neighbor.map(|a| a.to_string()).unwrap_or_default(),
-                        as_path: p.as_path.clone(),
-                        path_bandwidth_gbps: p.path_bandwidth_gbps,
-                        selected: p.selected,
-                    })
-                    .collect(),
-            })
-            .collect();
-        Ok(Response::new(pb::ListRoutesResponse { routes }))
-    }
-
-    async fn list_groups(
-        &self,
-        _: Request<pb::ListGroupsRequest>,
-    ) -> Result<Response<pb::ListGroupsResponse>, Status> {
+impl Service {
+    /// Every installed group with its counters and why ARN holds members out.
+    async fn groups(&self) -> Result<Vec<pb::Group>, Status> {
         let groups = self
             .ctx
             .dataplane
@@ -145,7 +110,224 @@ impl Management for Service {
                 m.removed_reason = r.reason();
             }
         }
-        Ok(Response::new(pb::ListGroupsResponse { groups }))
+        Ok(groups)
+    }
+
+    fn action_done(&self, address: &str) -> Result<Response<pb::NeighborActionResponse>, Status> {
+        Ok(Response::new(pb::NeighborActionResponse {
+            neighbor: Some(self.neighbor(address)?),
+        }))
+    }
+
+    fn neighbor(&self, address: &str) -> Result<pb::Neighbor, Status> {
+        let addr = parse_addr(address)?;
+        let state = self.ctx.state.read();
+        let n = state
+            .neighbors
+            .get(&addr)
+            .ok_or_else(|| Status::not_found(format!("no configured neighbor {addr}")))?;
+        Ok(views::neighbor(n, &state))
+    }
+}
+
+/// Exactly one of a neighbor address and an interface.
+fn target_of(neighbor: &str, interface: String) -> Result<crate::BandwidthTarget, Status> {
+    match (neighbor.is_empty(), interface.is_empty()) {
+        (false, true) => Ok(crate::BandwidthTarget::Neighbor(parse_addr(neighbor)?)),
+        (true, false) => Ok(crate::BandwidthTarget::Interface(interface)),
+        _ => Err(Status::invalid_argument(
+            "give exactly one of neighbor and interface",
+        )),
+    }
+}
+
+fn parse_addr(text: &str) -> Result<std::net::IpAddr, Status> {
+    text.parse()
+        .map_err(|_| Status::invalid_argument(format!("`{text}`: not an IP address")))
+}
+
+fn action_status(e: crate::actions::ActionError) -> Status {
+    use crate::actions::ActionError as E;
+    match e {
+        E::NoNeighbor(_) | E::NoMatch(_) => Status::not_found(e.to_string()),
+        E::NoSpeaker | E::Stopped => Status::failed_precondition(e.to_string()),
+    }
+}
+
+#[tonic::async_trait]
+impl Management for Service {
+    type WatchStream = tokio_stream::wrappers::ReceiverStream<Result<pb::WatchEvent, Status>>;
+
+    async fn watch(
+        &self,
+        _: Request<pb::WatchRequest>,
+    ) -> Result<Response<Self::WatchStream>, Status> {
+        let (tx, rx) = tokio::sync::mpsc::channel(256);
+        tokio::spawn(super::watch::serve(
+            self.ctx.events.clone(),
+            tx,
+            self.ctx.shutdown.clone(),
+        ));
+        Ok(Response::new(tokio_stream::wrappers::ReceiverStream::new(
+            rx,
+        )))
+    }
+
+    async fn get_neighbor(
+        &self,
+        request: Request<pb::GetNeighborRequest>,
+    ) -> Result<Response<pb::Neighbor>, Status> {
+        Ok(Response::new(self.neighbor(&request.into_inner().address)?))
+    }
+
+    async fn get_route(
+        &self,
+        request: Request<pb::GetRouteRequest>,
+    ) -> Result<Response<pb::RouteDetail>, Status> {
+        let text = request.into_inner().prefix;
+        let prefix = super::queries::route_prefix(&self.ctx.state.read(), &text)?;
+        let routes = super::queries::routes_of(&self.ctx.state.read(), prefix);
+        let group = self
+            .groups()
+            .await?
+            .into_iter()
+            .find(|g| g.prefix == prefix.to_string());
+        if routes.is_empty() && group.is_none() {
+            return Err(Status::not_found(format!("no route for {prefix}")));
+        }
+        Ok(Response::new(pb::RouteDetail {
+            prefix: prefix.to_string(),
+            routes,
+            group,
+        }))
+    }
+
+    async fn get_color(
+        &self,
+        request: Request<pb::GetColorRequest>,
+    ) -> Result<Response<pb::ColorView>, Status> {
+        let color = request.into_inner().color;
+        let neighbors = {
+            let state = self.ctx.state.read();
+            state
+                .neighbors
+                .values()
+                .filter(|n| n.color == Some(color))
+                .map(|n| views::neighbor(n, &state))
+                .collect()
+        };
+        let routes = self
+            .groups()
+            .await?
+            .into_iter()
+            .flat_map(|g| {
+                let prefix = g.prefix;
+                g.colors
+                    .into_iter()
+                    .filter(|c| c.color == color)
+                    .map(move |c| pb::ColorRoute {
+                        prefix: prefix.clone(),
+                        members: c.members,
+                        fit: c.fit,
+                    })
+            })
+            .collect();
+        Ok(Response::new(pb::ColorView {
+            color,
+            neighbors,
+            routes,
+        }))
+    }
+
+    async fn get_config(
+        &self,
+        _: Request<pb::GetConfigRequest>,
+    ) -> Result<Response<pb::RunningConfig>, Status> {
+        let yaml = serde_norway::to_string(&*self.ctx.config)
+            .map_err(|e| Status::internal(format!("configuration as YAML: {e}")))?;
+        let changes = super::queries::run_time_changes(&self.ctx);
+        Ok(Response::new(pb::RunningConfig { yaml, changes }))
+    }
+
+    async fn shutdown_neighbor(
+        &self,
+        request: Request<pb::ShutdownNeighborRequest>,
+    ) -> Result<Response<pb::NeighborActionResponse>, Status> {
+        let r = request.into_inner();
+        let addr = parse_addr(&r.address)?;
+        crate::actions::set_admin_state(&self.ctx, addr, Some(r.message))
+            .await
+            .map_err(action_status)?;
+        self.action_done(&r.address)
+    }
+
+    async fn enable_neighbor(
+        &self,
+        request: Request<pb::NeighborRequest>,
+    ) -> Result<Response<pb::NeighborActionResponse>, Status> {
+        let r = request.into_inner();
+        let addr = parse_addr(&r.address)?;
+        crate::actions::set_admin_state(&self.ctx, addr, None)
+            .await
+            .map_err(action_status)?;
+        self.action_done(&r.address)
+    }
+
+    async fn reset_neighbor(
+        &self,
+        request: Request<pb::NeighborRequest>,
+    ) -> Result<Response<pb::NeighborActionResponse>, Status> {
+        let r = request.into_inner();
+        let addr = parse_addr(&r.address)?;
+        crate::actions::soft_reset(&self.ctx, addr)
+            .await
+            .map_err(action_status)?;
+        self.action_done(&r.address)
+    }
+
+    async fn drain(
+        &self,
+        request: Request<pb::DrainRequest>,
+    ) -> Result<Response<pb::DrainResponse>, Status> {
+        let r = request.into_inner();
+        let target = target_of(&r.neighbor, r.interface)?;
+        let matched = crate::actions::drain(&self.ctx, &target, !r.undo)
+            .await
+            .map_err(action_status)?;
+        Ok(Response::new(pb::DrainResponse {
+            neighbors: matched.iter().map(|a| a.to_string()).collect(),
+        }))
+    }
+
+    async fn list_neighbors(
+        &self,
+        _: Request<pb::ListNeighborsRequest>,
+    ) -> Result<Response<pb::ListNeighborsResponse>, Status> {
+        let state = self.ctx.state.read();
+        let neighbors = state
+            .neighbors
+            .values()
+            .map(|n| views::neighbor(n, &state))
+            .collect();
+        Ok(Response::new(pb::ListNeighborsResponse { neighbors }))
+    }
+
+    async fn list_routes(
+        &self,
+        _: Request<pb::ListRoutesRequest>,
+    ) -> Result<Response<pb::ListRoutesResponse>, Status> {
+        let state = self.ctx.state.read();
+        let routes = state.routes.values().map(views::route).collect();
+        Ok(Response::new(pb::ListRoutesResponse { routes }))
+    }
+
+    async fn list_groups(
+        &self,
+        _: Request<pb::ListGroupsRequest>,
+    ) -> Result<Response<pb::ListGroupsResponse>, Status> {
+        Ok(Response::new(pb::ListGroupsResponse {
+            groups: self.groups().await?,
+        }))
     }
 
     async fn get_arn(
@@ -163,19 +345,7 @@ impl Management for Service {
         request: Request<pb::SetBandwidthRequest>,
     ) -> Result<Response<pb::SetBandwidthResponse>, Status> {
         let r = request.into_inner();
-        let target = match (r.neighbor.is_empty(), r.interface.is_empty()) {
-            (false, true) => {
-                crate::BandwidthTarget::Neighbor(r.neighbor.parse().map_err(|_| {
-                    Status::invalid_argument(format!("`{}`: not an IP address", r.neighbor))
-                })?)
-            }
-            (true, false) => crate::BandwidthTarget::Interface(r.interface),
-            _ => {
-                return Err(Status::invalid_argument(
-                    "give exactly one of neighbor and interface",
-                ))
-            }
-        };
+        let target = target_of(&r.neighbor, r.interface)?;
         let set = crate::set_bandwidth(&self.ctx, &target, r.gbps)
             .await
             .map_err(|e| match e {

@@ -995,3 +995,34 @@ fn open_checks() {
     let e = check_open(&same, 65001, ME, &color).unwrap_err();
     assert_eq!((e.notification.code, e.notification.subcode), (2, 3));
 }
+
+/// The operator's shutdown from Established: one Cease / Administrative Shutdown with the
+/// shutdown communication (RFC 8203: length octet, UTF-8), everything released, the
+/// session reported down, no Stop (the task stays) and no reconnect timer; Idle refuses
+/// the peer's connection; ManualStart (enable) connects again.
+#[test]
+fn admin_shutdown_keeps_the_task_idle_until_enabled() {
+    let mut fsm = established();
+    let data = vec![4, b'm', b'a', b'i', b'n'];
+    let out = fsm.handle(LATER, E::AdminShutdown(data.clone()));
+    let mut cease = Notification::new(6, 2);
+    cease.data = data;
+    let mut want = vec![A::SendNotification(1, cease), A::Close(1)];
+    want.extend(STOP_TIMERS);
+    want.push(A::SessionDown("administratively shut down".into()));
+    assert_eq!(out, want);
+    assert_eq!(fsm.state(), State::Idle);
+    assert_eq!(
+        fsm.handle(LATER, E::TcpConnectionConfirmed(2)),
+        vec![A::Close(2)]
+    );
+    assert_eq!(fsm.handle(LATER, E::ConnectRetryTimerExpires), vec![]);
+    assert_eq!(fsm.state(), State::Idle);
+    fsm.handle(LATER, E::ManualStart);
+    assert_eq!(fsm.state(), State::Connect);
+    // Without a session there is nothing to send or report.
+    let mut fsm = active();
+    let out = fsm.handle(LATER, E::AdminShutdown(vec![]));
+    assert!(out.iter().all(|a| matches!(a, A::StopTimer(_))), "{out:?}");
+    assert_eq!(fsm.state(), State::Idle);
+}

@@ -105,6 +105,11 @@ pub enum Command {
     Refresh(Vec<Family>),
     /// Close the session with Cease / administrative shutdown and stop.
     Shutdown,
+    /// The operator's shutdown: Cease / Administrative Shutdown with this shutdown
+    /// communication (RFC 8203), then Idle (no connection either way) until `AdminUp`.
+    AdminDown(String),
+    /// Start again after `AdminDown`.
+    AdminUp,
 }
 
 /// Counters and state shown by `fare show neighbors`.
@@ -511,6 +516,12 @@ impl Neighbor {
             Some(Command::Reset) => io.queue.push_back(Event::AutomaticStop),
             Some(Command::Kick) => io.queue.push_back(Event::LinkUp),
             Some(Command::Shutdown) | None => io.queue.push_back(Event::ManualStop),
+            Some(Command::AdminDown(message)) => {
+                info!(peer = %self.config.address, %message, "administrative shutdown");
+                let data = super::packet::Notification::admin_shutdown(&message).data;
+                io.queue.push_back(Event::AdminShutdown(data));
+            }
+            Some(Command::AdminUp) => io.queue.push_back(Event::ManualStart),
         }
     }
 

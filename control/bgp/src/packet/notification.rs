@@ -17,6 +17,36 @@ impl Notification {
         }
     }
 
+    /// Cease / Administrative Shutdown carrying `message` as the shutdown communication
+    /// (RFC 8203, lengths per RFC 9003): one length octet, then UTF-8, cut at a character
+    /// boundary to at most 255 octets.
+    pub fn admin_shutdown(message: &str) -> Notification {
+        let mut end = message.len().min(255);
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        let mut data = vec![end as u8];
+        data.extend_from_slice(&message.as_bytes()[..end]);
+        Notification {
+            code: super::error::code::CEASE,
+            subcode: super::error::cease::ADMINISTRATIVE_SHUTDOWN,
+            data,
+        }
+    }
+
+    /// The shutdown communication of a Cease / Administrative Shutdown or Reset (RFC
+    /// 8203): None when absent, empty or malformed (RFC 8203 §3: then it is ignored).
+    pub fn shutdown_message(&self) -> Option<String> {
+        use super::error::{cease, code};
+        let admin = [cease::ADMINISTRATIVE_SHUTDOWN, cease::ADMINISTRATIVE_RESET];
+        if self.code != code::CEASE || !admin.contains(&self.subcode) {
+            return None;
+        }
+        let (&len, rest) = self.data.split_first()?;
+        let text = rest.get(..usize::from(len)).filter(|_| len > 0)?;
+        std::str::from_utf8(text).ok().map(str::to_string)
+    }
+
     /// `body` is at least 2 octets (checked by `frame_len`).
     pub(super) fn decode(body: &[u8]) -> Notification {
         Notification {
@@ -46,6 +76,47 @@ impl std::fmt::Display for Notification {
             code::ROUTE_REFRESH => "ROUTE-REFRESH message error",
             _ => "unknown error code",
         };
-        write!(f, "{name} ({}/{})", self.code, self.subcode)
+        write!(f, "{name} ({}/{})", self.code, self.subcode)?;
+        match self.shutdown_message() {
+            Some(m) => write!(f, ": \"{}\"", m.escape_default()),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RFC 8203 §2 layout: code 6, subcode 2, then a length octet and the UTF-8 text;
+    /// RFC 9003 allows 255 octets, cut at a character boundary.
+    #[test]
+    fn shutdown_communication() {
+        let n = Notification::admin_shutdown("maint ä");
+        let mut body = Vec::new();
+        n.encode(&mut body);
+        assert_eq!(body, [&[6u8, 2, 8][..], b"maint ", &[0xc3, 0xa4]].concat());
+        assert_eq!(
+            Notification::decode(&body).shutdown_message().as_deref(),
+            Some("maint ä")
+        );
+        assert_eq!(n.to_string(), "cease (6/2): \"maint \\u{e4}\"");
+        let long = "é".repeat(200);
+        let n = Notification::admin_shutdown(&long);
+        assert_eq!(n.data[0], 254, "127 two-octet characters");
+        // Malformed: length past the end, invalid UTF-8 -> ignored.
+        let bad = Notification {
+            code: 6,
+            subcode: 2,
+            data: vec![9, b'a'],
+        };
+        assert_eq!(bad.shutdown_message(), None);
+        let bad = Notification {
+            code: 6,
+            subcode: 4,
+            data: vec![1, 0xff],
+        };
+        assert_eq!(bad.shutdown_message(), None);
+        assert_eq!(Notification::new(6, 2).shutdown_message(), None);
     }
 }

@@ -215,6 +215,59 @@ impl RibTask {
         }
     }
 
+    /// [`super::SpeakerCommand::AdminState`]: the neighbor task sends the Cease and
+    /// reports the session down (its routes go then), or starts again.
+    pub(super) fn admin_state(&mut self, neighbor: IpAddr, down: Option<String>) -> bool {
+        let Some(p) = self.peers.get(&neighbor) else {
+            return false;
+        };
+        info!(peer = %neighbor, down = down.is_some(), "administrative state set");
+        let cmd = match down {
+            Some(message) => Command::AdminDown(message),
+            None => Command::AdminUp,
+        };
+        p.commands.send(cmd).is_ok()
+    }
+
+    /// [`super::SpeakerCommand::SoftReset`]: ROUTE-REFRESH to the neighbor, and what it
+    /// was sent is forgotten so that the next flush sends every route again.
+    pub(super) fn soft_reset(&mut self, neighbor: IpAddr) -> bool {
+        if !self.peers.contains_key(&neighbor) {
+            return false;
+        }
+        let asked = self.request_refresh(Some(neighbor));
+        info!(peer = %neighbor, refresh = !asked.is_empty(), "soft reset");
+        self.rib.adj_out.remove(&neighbor);
+        self.dirty.extend(self.rib.prefixes());
+        true
+    }
+
+    /// [`super::SpeakerCommand::Drain`]: every weight and advertised value may use the
+    /// links whose state changed, so every prefix is decided again.
+    pub(super) fn drain(
+        &mut self,
+        neighbor: Option<IpAddr>,
+        interface: Option<&str>,
+        drained: bool,
+    ) -> Vec<IpAddr> {
+        let mut matched = Vec::new();
+        for (addr, p) in self.peers.iter_mut() {
+            let hit = neighbor == Some(*addr)
+                || (interface.is_some() && p.spec.interface.as_deref() == interface);
+            if !hit {
+                continue;
+            }
+            if p.drained != drained {
+                info!(peer = %addr, drained, "link drain changed");
+                p.drained = drained;
+                self.dirty.extend(self.rib.prefixes());
+            }
+            matched.push(*addr);
+        }
+        matched.sort();
+        matched
+    }
+
     /// [`SpeakerCommand::SetBandwidth`]: the new value becomes the neighbor's configured
     /// one (link events no longer change it); `None` goes back to the interface speed.
     pub(super) fn set_bandwidth(

@@ -228,14 +228,14 @@ impl RibTask {
                 }
                 a.origin = Some(Origin::Igp);
                 a.as_path = Some(AsPath::sequence(vec![self.config.asn]));
-                let value = policy.originate(p.link_gbps);
+                let value = policy.originate(p.effective_gbps());
                 a.ext_communities.push(
                     PathBandwidth::new(true, self.config.router_id, value)
                         .to_community(subtype, encoding),
                 );
                 // A super-spine attaches its link value to what it originates too.
                 if policy.role == Role::SuperSpine && policy.draft.link_community {
-                    if let Some(l) = p.link_gbps {
+                    if let Some(l) = p.effective_gbps() {
                         a.ext_communities.push(
                             PathBandwidth::new(false, self.config.router_id, l)
                                 .to_community(subtype, encoding),
@@ -269,7 +269,7 @@ impl RibTask {
                         .prepend(self.config.asn),
                 );
                 let keep = policy.passes_transitive(d);
-                let adv = policy.readvertise(inputs, d, p.link_gbps, outgoing_neighbors);
+                let adv = policy.readvertise(inputs, d, p.effective_gbps(), outgoing_neighbors);
                 for c in &best.ext_communities {
                     // Non-transitive communities stop at the AS boundary (RFC 4360 §6).
                     if !c.is_transitive() {
@@ -314,6 +314,9 @@ impl RibTask {
                 }
             }
         }
+        if p.drained {
+            drained(&mut a, self.config.router_id, subtype, encoding);
+        }
         a.ext_communities.sort();
         a.ext_communities.dedup();
         // NEXT_HOP = our address on this session (eBGP next-hop-self).
@@ -337,6 +340,36 @@ impl RibTask {
             .families
             .contains(&nlri::family_of(&prefix))
             .then_some(a)
+    }
+}
+
+/// RFC 8326's GRACEFUL_SHUTDOWN well-known community, 65535:0.
+pub const GRACEFUL_SHUTDOWN: [u8; 4] = [0xff, 0xff, 0x00, 0x00];
+
+/// What a drained link carries: one Path Bandwidth of 0 instead of every Path Bandwidth
+/// (FARE peers weigh the link 0) and GRACEFUL_SHUTDOWN among the communities (other
+/// speakers prefer another path, RFC 8326).
+fn drained(
+    a: &mut PathAttributes,
+    router_id: std::net::Ipv4Addr,
+    subtype: u8,
+    encoding: fare_model::bandwidth::Encoding,
+) {
+    a.ext_communities.retain(|c| !c.is_path_bandwidth(subtype));
+    a.ext_communities
+        .push(PathBandwidth::new(true, router_id, 0.0).to_community(subtype, encoding));
+    let communities = crate::packet::attribute::attr_type::COMMUNITIES;
+    match a.other.iter_mut().find(|r| r.type_code == communities) {
+        Some(r) => {
+            if !r.value.chunks(4).any(|c| c == GRACEFUL_SHUTDOWN) {
+                r.value.extend_from_slice(&GRACEFUL_SHUTDOWN);
+            }
+        }
+        None => a.other.push(crate::packet::RawAttribute {
+            flags: flag::OPTIONAL | flag::TRANSITIVE,
+            type_code: communities,
+            value: GRACEFUL_SHUTDOWN.to_vec(),
+        }),
     }
 }
 

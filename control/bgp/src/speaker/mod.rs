@@ -258,6 +258,29 @@ pub enum SpeakerCommand {
         neighbor: Option<IpAddr>,
         reply: tokio::sync::oneshot::Sender<Vec<IpAddr>>,
     },
+    /// The operator shuts one neighbor down (`down`: the RFC 8203 shutdown communication)
+    /// or enables it again (`None`). Replies false when it is not configured.
+    AdminState {
+        neighbor: IpAddr,
+        down: Option<String>,
+        reply: tokio::sync::oneshot::Sender<bool>,
+    },
+    /// Soft reset of one neighbor: ROUTE-REFRESH in (when the peer can) and every route
+    /// advertised out again. Replies false when it is not configured.
+    SoftReset {
+        neighbor: IpAddr,
+        reply: tokio::sync::oneshot::Sender<bool>,
+    },
+    /// Drain (`drained`) or undrain the links to one neighbor or of every neighbor over
+    /// one interface: while drained, this node weighs the link 0 and what it advertises
+    /// over it carries path bandwidth 0 and GRACEFUL_SHUTDOWN (RFC 8326). Replies with
+    /// the neighbors matched.
+    Drain {
+        neighbor: Option<IpAddr>,
+        interface: Option<String>,
+        drained: bool,
+        reply: tokio::sync::oneshot::Sender<Vec<IpAddr>>,
+    },
     Shutdown,
 }
 
@@ -284,6 +307,19 @@ struct Peer {
     /// The neighbor's address as group members name it (`Member::via`), formatted once
     /// instead of for every group.
     via: String,
+    /// Drained by the operator ([`SpeakerCommand::Drain`]).
+    drained: bool,
+}
+
+impl Peer {
+    /// The link bandwidth the policy uses: 0 while drained.
+    fn effective_gbps(&self) -> Option<f64> {
+        if self.drained {
+            Some(0.0)
+        } else {
+            self.link_gbps
+        }
+    }
 }
 
 /// Starts listeners, neighbor tasks and the RIB task. Fails when a listener cannot bind.
@@ -345,6 +381,7 @@ pub async fn start(
                 orf: HashMap::new(),
                 orf_wait_until: None,
                 via: spec.address.to_string(),
+                drained: false,
             },
         );
     }
@@ -663,6 +700,15 @@ impl RibTask {
                     Some(SpeakerCommand::Refresh { neighbor, reply }) => {
                         let _ = reply.send(self.request_refresh(neighbor));
                     }
+                    Some(SpeakerCommand::AdminState { neighbor, down, reply }) => {
+                        let _ = reply.send(self.admin_state(neighbor, down));
+                    }
+                    Some(SpeakerCommand::SoftReset { neighbor, reply }) => {
+                        let _ = reply.send(self.soft_reset(neighbor));
+                    }
+                    Some(SpeakerCommand::Drain { neighbor, interface, drained, reply }) => {
+                        let _ = reply.send(self.drain(neighbor, interface.as_deref(), drained));
+                    }
                     Some(SpeakerCommand::Shutdown) | None => {
                         for p in self.peers.values() {
                             let _ = p.commands.send(Command::Shutdown);
@@ -735,6 +781,7 @@ mod tests {
                     orf: HashMap::new(),
                     orf_wait_until: None,
                     via: spec.address.to_string(),
+                    drained: false,
                     spec: spec.clone(),
                 },
             );

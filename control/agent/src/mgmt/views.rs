@@ -1,0 +1,150 @@
+//! The agent's state as the management API's messages: neighbors, routes, plain groups
+//! (without counters) and the watch events made of them.
+
+use super::pb;
+use super::pb::watch_event::Event;
+use crate::state::{AgentState, NeighborStatus, RouteStatus};
+use fare_dataplane::{ColorGroup, Group, GroupMode, Member};
+
+pub fn neighbor(n: &NeighborStatus, state: &AgentState) -> pb::Neighbor {
+    // Accepted = the paths from it in the agent's routes now (after the import rules).
+    let accepted = state
+        .routes
+        .values()
+        .filter(|r| r.paths.iter().any(|p| p.neighbor == Some(n.address)))
+        .count() as u64;
+    pb::Neighbor {
+        address: n.address.to_string(),
+        remote_as: n.remote_as,
+        state: n.state.to_string(),
+        last_error: n.last_error.clone().unwrap_or_default(),
+        interface: n.interface.clone().unwrap_or_default(),
+        bandwidth_gbps: n.bandwidth_gbps.unwrap_or(0.0),
+        uptime_seconds: n.since.elapsed().as_secs(),
+        prefixes_received: n.prefixes_received,
+        updates_received: n.updates_received,
+        updates_sent: n.updates_sent,
+        malformed_updates: n.malformed_updates,
+        notifications_sent: n.notifications_sent,
+        notifications_received: n.notifications_received,
+        color: n.color,
+        flaps: 0,
+        prefixes_accepted: accepted,
+        prefixes_advertised: 0,
+        admin_down: n.admin_down.is_some(),
+        shutdown_message: n.admin_down.clone().unwrap_or_default(),
+        drained: n.drained,
+    }
+}
+
+pub fn route(r: &RouteStatus) -> pb::Route {
+    pb::Route {
+        prefix: r.prefix.to_string(),
+        source: r.source.to_string(),
+        paths: r
+            .paths
+            .iter()
+            .map(|p| pb::RoutePath {
+                next_hop: p.next_hop.map(|a| a.to_string()).unwrap_or_default(),
+                neighbor: p.neighbor.map(|a| a.to_string()).unwrap_or_default(),
+                as_path: p.as_path.clone(),
+                path_bandwidth_gbps: p.path_bandwidth_gbps,
+                selected: p.selected,
+            })
+            .collect(),
+    }
+}
+
+fn member(m: &Member) -> pb::Member {
+    pb::Member {
+        via: m.via.clone(),
+        interface: m.interface.clone(),
+        weight: m.weight,
+        bandwidth_gbps: m.bandwidth_gbps,
+        active: true,
+        next_hop: m.next_hop.map(|a| a.to_string()).unwrap_or_default(),
+        neighbor_mac: m.neighbor_mac.map(|a| a.to_string()).unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+fn mode(m: GroupMode) -> String {
+    match m {
+        GroupMode::Spray => "spray",
+        GroupMode::Flow => "flow",
+    }
+    .to_string()
+}
+
+/// A group as installed, without counters (what a watch event carries).
+pub fn plain_group(g: &Group, colors: &[ColorGroup]) -> pb::Group {
+    pb::Group {
+        prefix: g.prefix.to_string(),
+        mode: mode(g.mode),
+        members: g.members.iter().map(member).collect(),
+        colors: colors
+            .iter()
+            .map(|c| pb::ColorGroup {
+                color: c.color,
+                members: c.members.iter().map(member).collect(),
+                fit: None,
+            })
+            .collect(),
+        fit: None,
+    }
+}
+
+pub fn session_event(n: &NeighborStatus) -> Event {
+    Event::Session(pb::SessionChange {
+        neighbor: n.address.to_string(),
+        state: n.state.to_string(),
+        last_error: n.last_error.clone().unwrap_or_default(),
+        admin_down: n.admin_down.is_some(),
+        drained: n.drained,
+    })
+}
+
+pub fn route_event(r: &RouteStatus) -> Event {
+    Event::Route(pb::RouteChange {
+        route: Some(route(r)),
+        withdrawn: false,
+    })
+}
+
+pub fn route_withdrawn(prefix: ipnet::IpNet, source: crate::state::RouteSource) -> Event {
+    Event::Route(pb::RouteChange {
+        route: Some(pb::Route {
+            prefix: prefix.to_string(),
+            source: source.to_string(),
+            paths: vec![],
+        }),
+        withdrawn: true,
+    })
+}
+
+pub fn group_event(g: &Group, colors: &[ColorGroup]) -> Event {
+    Event::Group(pb::GroupChange {
+        group: Some(plain_group(g, colors)),
+        removed: false,
+    })
+}
+
+pub fn group_removed(prefix: ipnet::IpNet) -> Event {
+    Event::Group(pb::GroupChange {
+        group: Some(pb::Group {
+            prefix: prefix.to_string(),
+            ..Default::default()
+        }),
+        removed: true,
+    })
+}
+
+/// Publishes the session of every neighbor (the hub drops those that did not change).
+/// Under the state lock, as every publisher of state: two publishers cannot then send
+/// what they read in the opposite order.
+pub fn publish_sessions(ctx: &crate::AgentContext) {
+    let state = ctx.state.read();
+    for n in state.neighbors.values() {
+        ctx.events.publish(session_event(n));
+    }
+}
