@@ -20,6 +20,7 @@ pub struct Args {
     /// neighbors): what it requests with Prefix-ORF.
     #[arg(long, default_value_t = 64)]
     group: u32,
+    /// Seed of the random scenario.
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }

@@ -47,6 +47,7 @@ pub struct Args {
     /// The link that flaps (`A-B` or a link name).
     #[arg(long, default_value = "S1-L3")]
     link: String,
+    /// Topology the soak runs on.
     #[arg(long, default_value = "topologies/draft-fig1.yaml")]
     topology: PathBuf,
     /// The agents' data plane.

@@ -13,6 +13,7 @@ pub struct Args {
     /// Random small cases compared with exhaustive search.
     #[arg(long, default_value_t = 2_000)]
     exhaustive: usize,
+    /// Seed of the random bandwidths.
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }

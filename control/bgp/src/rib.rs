@@ -34,8 +34,15 @@ pub struct Path {
 type Rank = (std::cmp::Reverse<u32>, u128, usize, u8);
 
 fn rank(a: &PathAttributes) -> Rank {
+    // RFC 8326 §4.1: a path carrying GRACEFUL_SHUTDOWN ranks as LOCAL_PREF 0, so it is
+    // used only while no other path is left.
+    let pref = if a.has_graceful_shutdown() {
+        0
+    } else {
+        a.local_pref.unwrap_or(100)
+    };
     (
-        std::cmp::Reverse(a.local_pref.unwrap_or(100)),
+        std::cmp::Reverse(pref),
         a.aigp.as_ref().map_or(u128::MAX, |x| x.metric as u128),
         a.as_path.as_ref().map_or(0, |p| p.path_len()),
         a.origin.map_or(2, |o| o as u8),

@@ -30,6 +30,7 @@ use std::time::{Duration, Instant};
 /// against the model.
 #[derive(clap::Args, Debug)]
 pub struct ConvergeArgs {
+    /// Lab name; without it, the only lab that is up.
     #[arg(long)]
     pub name: Option<String>,
     /// Seconds to wait for convergence.
@@ -38,6 +39,7 @@ pub struct ConvergeArgs {
     /// Report, but exit 0 even when the fabric has not converged to the model in time.
     #[arg(long)]
     pub no_check: bool,
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }
@@ -62,6 +64,7 @@ pub struct DegradeArgs {
 pub struct CongestArgs {
     /// `A-B`: the direction from A to B is congested (A's queue toward B fills).
     pub link: String,
+    /// Lab name; without it, the only lab that is up.
     #[arg(long)]
     pub name: Option<String>,
     /// The shaper drops to this percentage of the link's capacity.
@@ -70,6 +73,7 @@ pub struct CongestArgs {
     /// Restore after this many seconds (0 = stay congested until `fare lab restore`).
     #[arg(long, default_value_t = 0.0)]
     pub duration: f64,
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
     /// Exit 0 even when the agents (with ARN on) logged no ARN.

@@ -267,11 +267,13 @@ pub fn svg(plan: &Plan, c: &Comparison) -> String {
 
 #[derive(clap::Args, Debug)]
 pub struct ShowArgs {
+    /// Lab name; without it, the only lab that is up.
     #[arg(long)]
     pub name: Option<String>,
     /// Seconds between the two counter samples utilization is computed from.
     #[arg(long, default_value_t = 1.0)]
     pub interval: f64,
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 pub struct RestartArgs {
     /// The node whose agent restarts.
     pub node: String,
+    /// Lab name; without it, the only lab that is up.
     #[arg(long)]
     pub name: Option<String>,
     /// SIGKILL instead of SIGTERM: the agent dies without any cleanup, as in a crash.
@@ -24,6 +25,7 @@ pub struct RestartArgs {
     /// Seconds to wait for the new agent's management socket.
     #[arg(long, default_value_t = 30.0)]
     pub timeout: f64,
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
 }

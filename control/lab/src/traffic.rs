@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 #[derive(clap::Args, Debug, Clone)]
 pub struct Args {
+    /// Lab name; without it, the only lab that is up.
     #[arg(long)]
     pub name: Option<String>,
     /// Source nodes (repeatable); default every node with hosts.
@@ -43,6 +44,7 @@ pub struct Args {
     #[arg(long, default_value_t = 5.0)]
     pub duration: f64,
     /// Print the report as JSON on stdout.
+    /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
     /// Write the fabric drawing here (it is always written to the state dir too).

@@ -61,6 +61,7 @@ pub struct MonitorArgs {
     /// Upstream neighbor to notify (repeat for several).
     #[arg(long)]
     pub notify: Vec<IpAddr>,
+    /// ARN UDP port.
     #[arg(long, default_value_t = transport::DEFAULT_PORT)]
     pub port: u16,
     /// Repeat Types 1/3 this often while the condition lasts.
@@ -69,6 +70,7 @@ pub struct MonitorArgs {
     /// Stop after this long (default: run until interrupted).
     #[arg(long)]
     pub duration_ms: Option<u64>,
+    /// Print one JSON object per line.
     #[arg(long)]
     pub json: bool,
 }
@@ -89,6 +91,7 @@ pub struct ListenArgs {
     /// Address to listen on (0.0.0.0 or ::).
     #[arg(long, default_value = "0.0.0.0")]
     pub address: IpAddr,
+    /// ARN UDP port.
     #[arg(long, default_value_t = transport::DEFAULT_PORT)]
     pub port: u16,
     /// Stop after this many datagrams.
@@ -97,6 +100,7 @@ pub struct ListenArgs {
     /// Stop after this long.
     #[arg(long)]
     pub duration_ms: Option<u64>,
+    /// Print one JSON object per line.
     #[arg(long)]
     pub json: bool,
     /// Also receive ARNs sent to this multicast group (joined on the neighbors'

@@ -218,3 +218,192 @@ mod tests {
         }
     }
 }
+
+/// docs/configuration.md's JSON examples (`<!-- contract: NAME -->` blocks) against what
+/// the code emits for fully populated values: the same keys at every level.
+#[cfg(test)]
+mod contracts {
+    use fare_agent::mgmt::json::{
+        arn_json, color_json, group_json, neighbor_json, route_detail_json, route_json,
+        watch_event_json,
+    };
+    use fare_agent::mgmt::pb;
+    use serde_json::Value;
+    use std::collections::BTreeSet;
+
+    /// Every key path of `v` (`a.b[].c`), array elements merged.
+    fn keys(v: &Value, path: &str, out: &mut BTreeSet<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    let p = format!("{path}.{k}");
+                    out.insert(p.clone());
+                    keys(x, &p, out);
+                }
+            }
+            Value::Array(a) => {
+                for x in a {
+                    keys(x, &format!("{path}[]"), out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn key_set(v: &Value) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        keys(v, "", &mut out);
+        out
+    }
+
+    /// The JSON block after `<!-- contract: name -->`.
+    fn documented(doc: &str, name: &str) -> Value {
+        let marker = format!("<!-- contract: {name} -->");
+        let at = doc
+            .find(&marker)
+            .unwrap_or_else(|| panic!("no contract `{name}`"));
+        let rest = &doc[at..];
+        let start = rest.find("```json\n").expect("json block") + 8;
+        let end = rest[start..].find("```").expect("block end") + start;
+        serde_json::from_str(&rest[start..end]).unwrap_or_else(|e| panic!("contract `{name}`: {e}"))
+    }
+
+    fn member(packets: u64, active: bool) -> pb::Member {
+        pb::Member {
+            via: "10.1.0.2".into(),
+            interface: "eth1".into(),
+            weight: 3,
+            bandwidth_gbps: 100.0,
+            packets,
+            active,
+            ..Default::default()
+        }
+    }
+
+    fn neighbor() -> pb::Neighbor {
+        pb::Neighbor {
+            address: "10.1.0.2".into(),
+            color: Some(100),
+            ..Default::default()
+        }
+    }
+
+    fn route() -> pb::Route {
+        pb::Route {
+            prefix: "198.51.100.0/24".into(),
+            source: "bgp".into(),
+            paths: vec![pb::RoutePath {
+                as_path: vec![65100],
+                ..Default::default()
+            }],
+        }
+    }
+
+    fn group(colors: bool) -> pb::Group {
+        pb::Group {
+            prefix: "198.51.100.0/24".into(),
+            mode: "spray".into(),
+            members: vec![member(7, !colors)],
+            colors: if colors {
+                vec![pb::ColorGroup {
+                    color: 100,
+                    members: vec![member(5, true)],
+                    fit: None,
+                }]
+            } else {
+                vec![]
+            },
+            fit: None,
+        }
+    }
+
+    fn code(name: &str) -> Value {
+        use pb::watch_event::Event;
+        match name {
+            "weights" => super::weights::groups_json(&[fare_model::sim::RouteGroup {
+                node: "L2".into(),
+                prefix: "192.0.2.0/24".parse().expect("prefix"),
+                members: vec![fare_model::sim::Member {
+                    via: "S1".into(),
+                    link: "S1-L2".into(),
+                    bandwidth_gbps: 75.0,
+                    weight: 3,
+                }],
+                delta: 1.0,
+                ecmp: false,
+            }])
+            .expect("json"),
+            "show neighbor" => neighbor_json(&neighbor()),
+            "show routes" => Value::Array(vec![route_json(&route())]),
+            "show groups" => Value::Array(vec![group_json(&group(true))]),
+            "show route" => route_detail_json(&pb::RouteDetail {
+                prefix: "198.51.100.0/24".into(),
+                routes: vec![route()],
+                group: Some(group(false)),
+            }),
+            "show color" => color_json(&pb::ColorView {
+                color: 100,
+                neighbors: vec![neighbor()],
+                routes: vec![pb::ColorRoute {
+                    prefix: "198.51.100.0/24".into(),
+                    members: vec![member(0, true)],
+                    fit: None,
+                }],
+            }),
+            "show arn" => arn_json(&pb::ArnState {
+                enabled: true,
+                udp_port: 9961,
+                counters: [("received".to_string(), 1)].into(),
+                sent: [(1, 0)].into(),
+                removed: vec![pb::ArnRemoval::default()],
+                monitored: vec!["eth1".into()],
+            }),
+            "watch snapshot" => watch_event_json(&pb::WatchEvent {
+                seq: 7,
+                event: Some(Event::Snapshot(pb::Snapshot {
+                    resync: false,
+                    sessions: vec![pb::SessionChange::default()],
+                    routes: vec![pb::RouteChange {
+                        route: Some(route()),
+                        withdrawn: false,
+                    }],
+                    groups: vec![pb::GroupChange {
+                        group: Some(group(false)),
+                        removed: false,
+                    }],
+                    bandwidths: vec![pb::BandwidthChange::default()],
+                    arn: vec![pb::ArnChange::default()],
+                })),
+            }),
+            "watch session" => watch_event_json(&pb::WatchEvent {
+                seq: 8,
+                event: Some(Event::Session(pb::SessionChange::default())),
+            }),
+            other => panic!("no code for contract `{other}`"),
+        }
+    }
+
+    #[test]
+    fn documented_json_matches_the_code() {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../docs/configuration.md"
+        ))
+        .expect("docs/configuration.md");
+        let names: Vec<&str> = doc
+            .match_indices("<!-- contract: ")
+            .filter_map(|(i, _)| doc[i + 15..].split(" -->").next())
+            .collect();
+        assert!(names.len() >= 9, "contracts found: {names:?}");
+        for name in names {
+            let (doc_keys, code_keys) = (key_set(&documented(&doc, name)), key_set(&code(name)));
+            assert_eq!(
+                doc_keys,
+                code_keys,
+                "contract `{name}`: documented only {:?}, emitted only {:?}",
+                doc_keys.difference(&code_keys).collect::<Vec<_>>(),
+                code_keys.difference(&doc_keys).collect::<Vec<_>>()
+            );
+        }
+    }
+}

@@ -115,7 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// The groups as JSON, each with what the table shows besides its members: `size` (the
 /// sum of the weights), `delta` (oversubscription against the bandwidths, 1.0 = exact)
 /// and `ecmp` (plain ECMP: some route lacked the Path Bandwidth community).
-fn groups_json(groups: &[RouteGroup]) -> serde_json::Result<serde_json::Value> {
+pub fn groups_json(groups: &[RouteGroup]) -> serde_json::Result<serde_json::Value> {
     let list = groups
         .iter()
         .map(|g| {

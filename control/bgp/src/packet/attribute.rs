@@ -206,6 +206,42 @@ pub struct PathAttributes {
     pub other: Vec<RawAttribute>,
 }
 
+/// RFC 8326's GRACEFUL_SHUTDOWN well-known community, 65535:0.
+pub const GRACEFUL_SHUTDOWN: [u8; 4] = [0xff, 0xff, 0x00, 0x00];
+
+impl PathAttributes {
+    fn communities(&self) -> Option<&RawAttribute> {
+        self.other
+            .iter()
+            .find(|r| r.type_code == attr_type::COMMUNITIES)
+    }
+
+    /// The COMMUNITIES attribute holds GRACEFUL_SHUTDOWN (RFC 8326).
+    pub fn has_graceful_shutdown(&self) -> bool {
+        self.communities()
+            .is_some_and(|r| r.value.chunks(4).any(|c| c == GRACEFUL_SHUTDOWN))
+    }
+
+    /// Adds GRACEFUL_SHUTDOWN to the COMMUNITIES attribute (created when absent).
+    pub fn add_graceful_shutdown(&mut self) {
+        if self.has_graceful_shutdown() {
+            return;
+        }
+        match self
+            .other
+            .iter_mut()
+            .find(|r| r.type_code == attr_type::COMMUNITIES)
+        {
+            Some(r) => r.value.extend_from_slice(&GRACEFUL_SHUTDOWN),
+            None => self.other.push(RawAttribute {
+                flags: flag::OPTIONAL | flag::TRANSITIVE,
+                type_code: attr_type::COMMUNITIES,
+                value: GRACEFUL_SHUTDOWN.to_vec(),
+            }),
+        }
+    }
+}
+
 /// Which O/T flag bits a known attribute must have (RFC 4271 §5, RFC 7606 §3(c)).
 fn expected_flags(type_code: u8) -> Option<u8> {
     let ot = flag::OPTIONAL | flag::TRANSITIVE;
@@ -578,4 +614,38 @@ fn write_attr(out: &mut Vec<u8>, mut flags: u8, type_code: u8, value: &[u8]) {
         out.push(value.len() as u8);
     }
     out.extend_from_slice(value);
+}
+
+#[cfg(test)]
+mod graceful_shutdown_tests {
+    use super::*;
+
+    /// RFC 8326 §3: 65535:0 joins the COMMUNITIES attribute (optional transitive, type
+    /// 8), once; communities already there stay.
+    #[test]
+    fn graceful_shutdown_joins_the_communities() {
+        let mut a = PathAttributes::default();
+        assert!(!a.has_graceful_shutdown());
+        a.add_graceful_shutdown();
+        a.add_graceful_shutdown();
+        assert_eq!(
+            a.other,
+            vec![RawAttribute {
+                flags: 0xc0,
+                type_code: 8,
+                value: vec![0xff, 0xff, 0, 0]
+            }]
+        );
+        let mut b = PathAttributes {
+            other: vec![RawAttribute {
+                flags: 0xc0,
+                type_code: 8,
+                value: vec![0xfd, 0xe8, 0, 1],
+            }],
+            ..Default::default()
+        };
+        b.add_graceful_shutdown();
+        assert_eq!(b.other[0].value, [0xfd, 0xe8, 0, 1, 0xff, 0xff, 0, 0]);
+        assert!(b.has_graceful_shutdown());
+    }
 }

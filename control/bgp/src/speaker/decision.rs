@@ -33,7 +33,7 @@ impl RibTask {
     }
 
     pub(super) fn link_gbps(&self, peer: &IpAddr) -> Option<f64> {
-        self.peers.get(peer).and_then(|x| x.effective_gbps())
+        self.peers.get(peer).and_then(|x| x.link_gbps)
     }
 
     /// Colors of every path of `prefix` outside its multipath set.

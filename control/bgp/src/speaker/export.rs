@@ -76,6 +76,12 @@ impl RibTask {
         let mut withdraw: FxHashMap<IpAddr, Vec<IpNet>> = FxHashMap::default();
         let mut interned: FxHashSet<Arc<PathAttributes>> = FxHashSet::default();
         let mut last = LastDecision::default();
+        let drained: Vec<IpAddr> = self
+            .peers
+            .iter()
+            .filter(|(_, p)| p.drained)
+            .map(|(a, _)| *a)
+            .collect();
         for (prefix, entry) in dirty {
             // The new route when it changed (the common case while routes come in): the
             // RIB keeps one copy and this is the other; else a copy of the unchanged one.
@@ -84,7 +90,9 @@ impl RibTask {
                 None => self.rib.route(&prefix),
             };
             let decision = match &route {
-                Some(LocRoute::Learned(paths)) => {
+                Some(LocRoute::Learned(all)) => {
+                    let kept = in_service(all, &drained);
+                    let paths = &kept;
                     let decided = last.get(paths, |paths| self.decide(paths));
                     let d = &decided.1;
                     if self.all_unreachable(paths) {
@@ -228,14 +236,14 @@ impl RibTask {
                 }
                 a.origin = Some(Origin::Igp);
                 a.as_path = Some(AsPath::sequence(vec![self.config.asn]));
-                let value = policy.originate(p.effective_gbps());
+                let value = policy.originate(p.link_gbps);
                 a.ext_communities.push(
                     PathBandwidth::new(true, self.config.router_id, value)
                         .to_community(subtype, encoding),
                 );
                 // A super-spine attaches its link value to what it originates too.
                 if policy.role == Role::SuperSpine && policy.draft.link_community {
-                    if let Some(l) = p.effective_gbps() {
+                    if let Some(l) = p.link_gbps {
                         a.ext_communities.push(
                             PathBandwidth::new(false, self.config.router_id, l)
                                 .to_community(subtype, encoding),
@@ -269,7 +277,7 @@ impl RibTask {
                         .prepend(self.config.asn),
                 );
                 let keep = policy.passes_transitive(d);
-                let adv = policy.readvertise(inputs, d, p.effective_gbps(), outgoing_neighbors);
+                let adv = policy.readvertise(inputs, d, p.link_gbps, outgoing_neighbors);
                 for c in &best.ext_communities {
                     // Non-transitive communities stop at the AS boundary (RFC 4360 §6).
                     if !c.is_transitive() {
@@ -315,7 +323,7 @@ impl RibTask {
             }
         }
         if p.drained {
-            drained(&mut a, self.config.router_id, subtype, encoding);
+            a.add_graceful_shutdown();
         }
         a.ext_communities.sort();
         a.ext_communities.dedup();
@@ -343,34 +351,17 @@ impl RibTask {
     }
 }
 
-/// RFC 8326's GRACEFUL_SHUTDOWN well-known community, 65535:0.
-pub const GRACEFUL_SHUTDOWN: [u8; 4] = [0xff, 0xff, 0x00, 0x00];
-
-/// What a drained link carries: one Path Bandwidth of 0 instead of every Path Bandwidth
-/// (FARE peers weigh the link 0) and GRACEFUL_SHUTDOWN among the communities (other
-/// speakers prefer another path, RFC 8326).
-fn drained(
-    a: &mut PathAttributes,
-    router_id: std::net::Ipv4Addr,
-    subtype: u8,
-    encoding: fare_model::bandwidth::Encoding,
-) {
-    a.ext_communities.retain(|c| !c.is_path_bandwidth(subtype));
-    a.ext_communities
-        .push(PathBandwidth::new(true, router_id, 0.0).to_community(subtype, encoding));
-    let communities = crate::packet::attribute::attr_type::COMMUNITIES;
-    match a.other.iter_mut().find(|r| r.type_code == communities) {
-        Some(r) => {
-            if !r.value.chunks(4).any(|c| c == GRACEFUL_SHUTDOWN) {
-                r.value.extend_from_slice(&GRACEFUL_SHUTDOWN);
-            }
-        }
-        None => a.other.push(crate::packet::RawAttribute {
-            flags: flag::OPTIONAL | flag::TRANSITIVE,
-            type_code: communities,
-            value: GRACEFUL_SHUTDOWN.to_vec(),
-        }),
+/// The paths not over a drained link, unless that leaves none (then all: a drained link
+/// still carries what has no other way, as RFC 8326 keeps the only path).
+fn in_service(paths: &Arc<[Path]>, drained: &[IpAddr]) -> Arc<[Path]> {
+    if drained.is_empty() || paths.iter().all(|p| drained.contains(&p.peer)) {
+        return paths.clone();
     }
+    paths
+        .iter()
+        .filter(|p| !drained.contains(&p.peer))
+        .cloned()
+        .collect()
 }
 
 fn is_known(type_code: u8) -> bool {

@@ -272,9 +272,9 @@ pub enum SpeakerCommand {
         reply: tokio::sync::oneshot::Sender<bool>,
     },
     /// Drain (`drained`) or undrain the links to one neighbor or of every neighbor over
-    /// one interface: while drained, this node weighs the link 0 and what it advertises
-    /// over it carries path bandwidth 0 and GRACEFUL_SHUTDOWN (RFC 8326). Replies with
-    /// the neighbors matched.
+    /// one interface: while drained, what this node advertises over them carries
+    /// GRACEFUL_SHUTDOWN (RFC 8326) and its paths through them are used only when no
+    /// other is left. Replies with the neighbors matched.
     Drain {
         neighbor: Option<IpAddr>,
         interface: Option<String>,
@@ -309,17 +309,6 @@ struct Peer {
     via: String,
     /// Drained by the operator ([`SpeakerCommand::Drain`]).
     drained: bool,
-}
-
-impl Peer {
-    /// The link bandwidth the policy uses: 0 while drained.
-    fn effective_gbps(&self) -> Option<f64> {
-        if self.drained {
-            Some(0.0)
-        } else {
-            self.link_gbps
-        }
-    }
 }
 
 /// Starts listeners, neighbor tasks and the RIB task. Fails when a listener cannot bind.
