@@ -59,8 +59,8 @@ pub enum Command {
     /// Shut a BGP neighbor down (RFC 8203 message), enable it again, or soft-reset it.
     #[command(subcommand)]
     Neighbor(neighbor::Command),
-    /// Drain a link before maintenance (path bandwidth 0 and GRACEFUL_SHUTDOWN toward
-    /// the peer, weight 0 here), or undrain it with --undo.
+    /// Drain a link before maintenance (RFC 8326 GRACEFUL_SHUTDOWN toward the peer, its
+    /// paths used only as the last ones here), or undrain it with --undo.
     Drain(neighbor::DrainArgs),
     /// Decode or send Adaptive Routing Notifications.
     #[command(subcommand)]

@@ -78,7 +78,7 @@ pub fn run(command: Command, conn: &Conn) -> anyhow::Result<()> {
 pub struct DrainArgs {
     /// A neighbor address, or an interface (every neighbor over it).
     pub link: String,
-    /// Undrain: back to the link's bandwidth, no GRACEFUL_SHUTDOWN.
+    /// Undrain: no GRACEFUL_SHUTDOWN, the link's paths used again.
     #[arg(long)]
     pub undo: bool,
     /// Print the neighbors drained as JSON.
@@ -86,9 +86,9 @@ pub struct DrainArgs {
     pub json: bool,
 }
 
-/// Drains a link before maintenance: this node weighs it 0 and what it advertises over
-/// it carries path bandwidth 0 and GRACEFUL_SHUTDOWN (RFC 8326), so the peers move their
-/// traffic to the other links (docs/agent.md).
+/// Drains a link before maintenance: what this node advertises over it carries
+/// GRACEFUL_SHUTDOWN (RFC 8326) and its paths through it are used only as the last ones,
+/// so traffic moves to the other links both ways (docs/agent.md).
 pub fn drain(a: DrainArgs, conn: &Conn) -> anyhow::Result<()> {
     let is_addr = a.link.parse::<std::net::IpAddr>().is_ok();
     let req = pb::DrainRequest {
