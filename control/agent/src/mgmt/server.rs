@@ -126,7 +126,7 @@ impl Service {
             .neighbors
             .get(&addr)
             .ok_or_else(|| Status::not_found(format!("no configured neighbor {addr}")))?;
-        Ok(views::neighbor(n, &state))
+        Ok(views::neighbor(n))
     }
 }
 
@@ -213,7 +213,7 @@ impl Management for Service {
                 .neighbors
                 .values()
                 .filter(|n| n.color == Some(color))
-                .map(|n| views::neighbor(n, &state))
+                .map(views::neighbor)
                 .collect()
         };
         let routes = self
@@ -304,11 +304,7 @@ impl Management for Service {
         _: Request<pb::ListNeighborsRequest>,
     ) -> Result<Response<pb::ListNeighborsResponse>, Status> {
         let state = self.ctx.state.read();
-        let neighbors = state
-            .neighbors
-            .values()
-            .map(|n| views::neighbor(n, &state))
-            .collect();
+        let neighbors = state.neighbors.values().map(views::neighbor).collect();
         Ok(Response::new(pb::ListNeighborsResponse { neighbors }))
     }
 

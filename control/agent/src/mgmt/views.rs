@@ -3,16 +3,10 @@
 
 use super::pb;
 use super::pb::watch_event::Event;
-use crate::state::{AgentState, NeighborStatus, RouteStatus};
+use crate::state::{NeighborStatus, RouteStatus};
 use fare_dataplane::{ColorGroup, Group, GroupMode, Member};
 
-pub fn neighbor(n: &NeighborStatus, state: &AgentState) -> pb::Neighbor {
-    // Accepted = the paths from it in the agent's routes now (after the import rules).
-    let accepted = state
-        .routes
-        .values()
-        .filter(|r| r.paths.iter().any(|p| p.neighbor == Some(n.address)))
-        .count() as u64;
+pub fn neighbor(n: &NeighborStatus) -> pb::Neighbor {
     pb::Neighbor {
         address: n.address.to_string(),
         remote_as: n.remote_as,
@@ -28,9 +22,9 @@ pub fn neighbor(n: &NeighborStatus, state: &AgentState) -> pb::Neighbor {
         notifications_sent: n.notifications_sent,
         notifications_received: n.notifications_received,
         color: n.color,
-        flaps: 0,
-        prefixes_accepted: accepted,
-        prefixes_advertised: 0,
+        flaps: n.flaps,
+        prefixes_accepted: n.prefixes_accepted,
+        prefixes_advertised: n.prefixes_advertised,
         admin_down: n.admin_down.is_some(),
         shutdown_message: n.admin_down.clone().unwrap_or_default(),
         drained: n.drained,
