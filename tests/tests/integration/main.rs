@@ -4,6 +4,7 @@
 //! one at a time.
 
 mod agent_cli;
+mod agent_config_proptest;
 mod agent_kernel;
 mod agent_xdp;
 mod agent_xdp_limits;
