@@ -98,7 +98,14 @@ pub enum DataplaneCommand {
     Groups {
         reply: oneshot::Sender<Result<Vec<GroupStatus>, DataplaneError>>,
     },
+    /// Read the backend's packet counters by outcome.
+    PacketCounters {
+        reply: oneshot::Sender<Result<PacketCounters, DataplaneError>>,
+    },
 }
+
+/// Packets by outcome, as a backend counts them (empty when it does not).
+pub type PacketCounters = std::collections::BTreeMap<&'static str, u64>;
 
 /// Counters of what the task did (exported as metrics).
 #[derive(Debug, Default)]
@@ -264,6 +271,11 @@ impl DataplaneHandle {
 
     pub async fn groups(&self) -> Result<Vec<GroupStatus>, HandleError> {
         self.call(|reply| DataplaneCommand::Groups { reply }).await
+    }
+
+    pub async fn packet_counters(&self) -> Result<PacketCounters, HandleError> {
+        self.call(|reply| DataplaneCommand::PacketCounters { reply })
+            .await
     }
 }
 
@@ -667,6 +679,9 @@ async fn run(
                     Err(e) => debug!(backend = name, "reading groups failed: {e}"),
                 }
                 let _ = reply.send(result);
+            }
+            DataplaneCommand::PacketCounters { reply } => {
+                let _ = reply.send(backend.packet_counters().await);
             }
         }
     }

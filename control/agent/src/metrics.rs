@@ -1,22 +1,42 @@
-//! Prometheus metrics on an opt-in HTTP listener (`management.metrics: ADDR`).
+//! Prometheus metrics on an opt-in HTTP listener (`management.metrics: ADDR`), `/metrics`
+//! only (404 elsewhere).
 //!
-//! The text exposition format is written by hand: a handful of gauges and counters
-//! read from the shared state and the data plane at scrape time, so nothing has to be
-//! kept in sync. Every path answers with the metrics (`/metrics` by convention).
+//! Every scrape builds a `prometheus-client` registry from what the agent knows at that
+//! moment (shared state, data plane groups, ARN counters, the speaker's Adj-RIBs-Out,
+//! /proc/self), so nothing has to be kept in sync with the protocols. The body is
+//! OpenMetrics when the scraper asks for it (Prometheus does), else the Prometheus text
+//! format 0.0.4 (what `curl` and `promtool check metrics` read). Families and labels are
+//! listed in docs/agent.md.
 
-use super::state::{AgentState, RouteSource, SessionState};
+mod process;
+
+use super::state::{AgentState, SessionState};
 use super::AgentContext;
+use fare_bgp::speaker::{Advertised, SpeakerCommand};
 use fare_dataplane::GroupStatus;
 use hyper::body::Bytes;
-use hyper::{Request, Response};
+use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
+use prometheus_client::encoding::{prometheus_text, text};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::fmt::Write;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 use tokio::net::TcpListener;
 use tracing::debug;
+
+pub use process::ProcessStats;
+
+/// At most this many (prefix, neighbor) series of advertised path bandwidth per scrape:
+/// the family grows with prefixes x neighbors, and the rest of the scrape must stay cheap.
+pub const MAX_ADVERTISED_SERIES: usize = 10_000;
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// Binds `addr` and serves until `ctx.shutdown` is cancelled.
 pub async fn serve(
@@ -36,20 +56,9 @@ pub async fn serve(
             let ctx = ctx.clone();
             tokio::spawn(async move {
                 let service =
-                    hyper::service::service_fn(move |_req: Request<hyper::body::Incoming>| {
+                    hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
                         let ctx = ctx.clone();
-                        async move {
-                            let body = scrape(&ctx).await;
-                            Ok::<_, Infallible>(
-                                Response::builder()
-                                    .header(
-                                        "content-type",
-                                        "text/plain; version=0.0.4; charset=utf-8",
-                                    )
-                                    .body(http_body_util::Full::new(Bytes::from(body)))
-                                    .unwrap_or_default(),
-                            )
-                        }
+                        async move { Ok::<_, Infallible>(respond(&ctx, &req).await) }
                     });
                 if let Err(e) = hyper::server::conn::http1::Builder::new()
                     .serve_connection(TokioIo::new(stream), service)
@@ -62,9 +71,73 @@ pub async fn serve(
     }))
 }
 
-/// One scrape: state snapshot + data plane groups.
-pub async fn scrape(ctx: &AgentContext) -> String {
+type Body = http_body_util::Full<Bytes>;
+
+/// GET /metrics: the exposition in the format the `Accept` header prefers.
+async fn respond<B>(ctx: &AgentContext, req: &Request<B>) -> Response<Body> {
+    if req.uri().path() != "/metrics" {
+        let mut r = Response::new(Body::from("not found: metrics are on /metrics\n"));
+        *r.status_mut() = StatusCode::NOT_FOUND;
+        return r;
+    }
+    let openmetrics = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("application/openmetrics-text"));
+    let registry = scrape(ctx).await;
+    let (body, content_type) = encode(&registry, openmetrics);
+    let mut r = Response::new(Body::from(body));
+    if let Ok(v) = hyper::header::HeaderValue::from_str(content_type) {
+        r.headers_mut().insert(hyper::header::CONTENT_TYPE, v);
+    }
+    r
+}
+
+/// The registry as OpenMetrics or as the Prometheus text format, with its content type.
+pub fn encode(registry: &Registry, openmetrics: bool) -> (String, &'static str) {
+    let mut out = String::new();
+    // Writing to a String cannot fail; an encoder error would be a bug in a family.
+    let result = if openmetrics {
+        text::encode(&mut out, registry)
+    } else {
+        prometheus_text::encode(&mut out, registry)
+    };
+    if let Err(e) = result {
+        debug!("metrics encoding: {e}");
+    }
+    let content_type = if openmetrics {
+        OPENMETRICS
+    } else {
+        prometheus_text::CONTENT_TYPE
+    };
+    (out, content_type)
+}
+
+/// Everything one scrape reads, gathered before the registry is built.
+#[derive(Default)]
+pub struct Snapshot<'a> {
+    pub groups: &'a [GroupStatus],
+    /// Data plane operations by kind.
+    pub ops: &'a [(&'static str, u64)],
+    pub advertised: &'a [Advertised],
+    /// The XDP program's counters (empty for other backends).
+    pub packets: &'a [(&'static str, u64)],
+    pub process: Option<ProcessStats>,
+}
+
+/// One scrape: state, data plane groups, the speaker's advertised values, /proc/self.
+pub async fn scrape(ctx: &AgentContext) -> Registry {
     let groups = ctx.dataplane.groups().await.unwrap_or_default();
+    let packets: Vec<(&'static str, u64)> = ctx
+        .dataplane
+        .packet_counters()
+        .await
+        .map_err(|e| debug!("data plane packet counters: {e}"))
+        .unwrap_or_default()
+        .into_iter()
+        .collect();
+    let advertised = advertised(ctx).await;
     let stats = ctx.dataplane.stats();
     let ops = [
         ("install", stats.installs.load(Ordering::Relaxed)),
@@ -72,234 +145,384 @@ pub async fn scrape(ctx: &AgentContext) -> String {
         ("member_state", stats.member_changes.load(Ordering::Relaxed)),
         ("error", stats.errors.load(Ordering::Relaxed)),
     ];
-    let state = ctx.state.read();
-    render(&state, &groups, &ops)
-}
-
-/// The exposition text (separate from I/O so it is unit-tested).
-pub fn render(state: &AgentState, groups: &[GroupStatus], ops: &[(&str, u64)]) -> String {
-    let mut out = String::new();
-    let family = |out: &mut String, name: &str, kind: &str, help: &str| {
-        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    let snapshot = Snapshot {
+        groups: &groups,
+        ops: &ops,
+        advertised: &advertised,
+        packets: &packets,
+        process: process::read().map_err(|e| debug!("/proc/self: {e}")).ok(),
     };
-
-    family(&mut out, "fare_info", "gauge", "Agent identity (value 1).");
-    let _ = writeln!(
-        out,
-        "fare_info{{name=\"{}\",router_id=\"{}\",asn=\"{}\",dataplane=\"{}\"}} 1",
-        esc(&state.name),
-        state.router_id,
-        state.asn,
-        state.dataplane
-    );
-    family(
-        &mut out,
-        "fare_uptime_seconds",
-        "gauge",
-        "Seconds since the agent started.",
-    );
-    let _ = writeln!(
-        out,
-        "fare_uptime_seconds {}",
-        state.started.elapsed().as_secs()
-    );
-
-    family(
-        &mut out,
-        "fare_bgp_sessions",
-        "gauge",
-        "BGP sessions per state.",
-    );
-    for s in SessionState::ALL {
-        let count = state.neighbors.values().filter(|n| n.state == s).count();
-        let _ = writeln!(out, "fare_bgp_sessions{{state=\"{s}\"}} {count}");
-    }
-    type NeighborValue = fn(&super::state::NeighborStatus) -> u64;
-    let neighbor_families: [(&str, &str, &str, NeighborValue); 4] = [
-        (
-            "fare_bgp_neighbor_up",
-            "gauge",
-            "1 when the session is Established.",
-            |nb| u64::from(nb.state == SessionState::Established),
-        ),
-        (
-            "fare_bgp_updates_received_total",
-            "counter",
-            "UPDATE messages received.",
-            |nb| nb.updates_received,
-        ),
-        (
-            "fare_bgp_updates_sent_total",
-            "counter",
-            "UPDATE messages sent.",
-            |nb| nb.updates_sent,
-        ),
-        (
-            "fare_bgp_malformed_updates_total",
-            "counter",
-            "UPDATEs with a malformed attribute handled per RFC 7606 (discard, treat-as-withdraw).",
-            |nb| nb.malformed_updates,
-        ),
-    ];
-    for (name, kind, help, value) in neighbor_families {
-        family(&mut out, name, kind, help);
-        for nb in state.neighbors.values() {
-            let _ = writeln!(out, "{name}{{neighbor=\"{}\"}} {}", nb.address, value(nb));
-        }
-    }
-
-    family(
-        &mut out,
-        "fare_routes",
-        "gauge",
-        "Routes known, per source.",
-    );
-    let mut per_source: BTreeMap<RouteSource, usize> = BTreeMap::new();
-    for (_, source) in state.routes.keys() {
-        *per_source.entry(*source).or_default() += 1;
-    }
-    for source in [RouteSource::Bgp, RouteSource::Static, RouteSource::Local] {
-        let count = per_source.get(&source).copied().unwrap_or(0);
-        let _ = writeln!(out, "fare_routes{{source=\"{source}\"}} {count}");
-    }
-
-    family(
-        &mut out,
-        "fare_groups",
-        "gauge",
-        "Groups installed in the data plane.",
-    );
-    let _ = writeln!(out, "fare_groups {}", groups.len());
-    family(
-        &mut out,
-        "fare_group_members",
-        "gauge",
-        "Members per group.",
-    );
-    for g in groups {
-        let _ = writeln!(
-            out,
-            "fare_group_members{{prefix=\"{}\"}} {}",
-            g.group.prefix,
-            g.group.members.len()
-        );
-    }
-    let member_families = [
-        (
-            "fare_member_packets_total",
-            "counter",
-            "Packets sent through the member.",
-        ),
-        (
-            "fare_member_bytes_total",
-            "counter",
-            "Bytes sent through the member.",
-        ),
-        (
-            "fare_member_weight",
-            "gauge",
-            "Weight of the member in its group.",
-        ),
-        (
-            "fare_member_active",
-            "gauge",
-            "1 unless the member is removed (ARN, port down).",
-        ),
-    ];
-    for (i, (name, kind, help)) in member_families.iter().enumerate() {
-        family(&mut out, name, kind, help);
-        for g in groups {
-            for (m, s) in g.group.members.iter().zip(&g.members) {
-                let value = match i {
-                    0 => s.packets,
-                    1 => s.bytes,
-                    2 => u64::from(m.weight),
-                    _ => u64::from(s.active),
-                };
-                let _ = writeln!(
-                    out,
-                    "{name}{{prefix=\"{}\",via=\"{}\",interface=\"{}\"}} {value}",
-                    g.group.prefix,
-                    esc(&m.via),
-                    esc(&m.interface)
-                );
-            }
-        }
-    }
-    family(
-        &mut out,
-        "fare_dataplane_operations_total",
-        "counter",
-        "Data plane operations by kind (error = failed operations).",
-    );
-    for (op, count) in ops {
-        let _ = writeln!(
-            out,
-            "fare_dataplane_operations_total{{op=\"{op}\"}} {count}"
-        );
-    }
-    out
+    let state = ctx.state.read();
+    registry(&state, &snapshot)
 }
 
-/// Label values escape backslash, quote and newline.
-fn esc(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+/// What the speaker advertises (empty without a speaker, or if it does not answer soon).
+async fn advertised(ctx: &AgentContext) -> Vec<Advertised> {
+    let Some(commands) = ctx.speaker.get() else {
+        return Vec::new();
+    };
+    let (reply, rx) = tokio::sync::oneshot::channel();
+    let cmd = SpeakerCommand::Advertised {
+        limit: MAX_ADVERTISED_SERIES,
+        reply,
+    };
+    if commands.send(cmd).await.is_err() {
+        return Vec::new();
+    }
+    tokio::time::timeout(Duration::from_secs(2), rx)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default()
+}
+
+type Labels = Vec<(&'static str, String)>;
+type GaugeF = Gauge<f64, AtomicU64>;
+
+/// Registers families filled from values read at scrape time, and keeps their names
+/// as queries see them (`_total` on counters) whether or not they have samples.
+#[derive(Default)]
+struct Builder {
+    registry: Registry,
+    names: Vec<String>,
+}
+
+impl Builder {
+    fn gauge(&mut self, name: &str, help: &str, samples: impl IntoIterator<Item = (Labels, f64)>) {
+        let family = Family::<Labels, GaugeF>::default();
+        for (labels, v) in samples {
+            family.get_or_create(&labels).set(v);
+        }
+        self.registry.register(name, help, family);
+        self.names.push(name.to_string());
+    }
+
+    /// One unlabelled counter with a fractional value (CPU seconds).
+    fn counter_f64(&mut self, name: &str, help: &str, value: f64) {
+        let counter = Counter::<f64, AtomicU64>::default();
+        counter.inc_by(value);
+        self.registry.register(name, help, counter);
+        self.names.push(format!("{name}_total"));
+    }
+
+    /// `name` without `_total` (the encoders add it).
+    fn counter(
+        &mut self,
+        name: &str,
+        help: &str,
+        samples: impl IntoIterator<Item = (Labels, u64)>,
+    ) {
+        let family = Family::<Labels, Counter>::default();
+        for (labels, v) in samples {
+            family.get_or_create(&labels).inc_by(v);
+        }
+        self.registry.register(name, help, family);
+        self.names.push(format!("{name}_total"));
+    }
+}
+
+fn bps(gbps: f64) -> f64 {
+    gbps * 1e9
+}
+
+/// The registry of one scrape (apart from I/O, so it is unit-tested).
+pub fn registry(state: &AgentState, s: &Snapshot) -> Registry {
+    build(state, s).registry
+}
+
+fn build(state: &AgentState, s: &Snapshot) -> Builder {
+    let mut b = Builder::default();
+    identity(&mut b, state);
+    if let Some(p) = &s.process {
+        process::register(&mut b, p);
+    }
+    neighbors(&mut b, state);
+    routes(&mut b, state, s.advertised);
+    groups(&mut b, s.groups);
+    b.counter(
+        "fare_dataplane_operations",
+        "Data plane operations by kind (error = failed operations)",
+        s.ops
+            .iter()
+            .map(|(op, n)| (vec![("op", op.to_string())], *n)),
+    );
+    b.counter(
+        "fare_xdp_packets",
+        "Packets the XDP program handled, by counter (docs/xdp.md: received is the sum of \
+         the outcomes; malformed, redirect_failed and queue_dropped are drops)",
+        s.packets
+            .iter()
+            .map(|(c, n)| (vec![("counter", c.to_string())], *n)),
+    );
+    arn(&mut b, state);
+    b
+}
+
+fn identity(b: &mut Builder, state: &AgentState) {
+    b.gauge(
+        "fare_build_info",
+        "Version and commit of the running build (value 1)",
+        [(
+            vec![
+                ("version", env!("CARGO_PKG_VERSION").to_string()),
+                ("commit", env!("FARE_COMMIT").to_string()),
+            ],
+            1.0,
+        )],
+    );
+    b.gauge(
+        "fare_agent_info",
+        "Identity of this agent (value 1)",
+        [(
+            vec![
+                ("name", state.name.clone()),
+                ("router_id", state.router_id.to_string()),
+                ("asn", state.asn.to_string()),
+                ("dataplane", state.dataplane.to_string()),
+            ],
+            1.0,
+        )],
+    );
+}
+
+fn neighbors(b: &mut Builder, state: &AgentState) {
+    let nbs = || state.neighbors.values();
+    let by = |n: &super::state::NeighborStatus| vec![("neighbor", n.address.to_string())];
+    b.gauge(
+        "fare_bgp_neighbor_state",
+        "BGP session state (RFC 4271 8.2.2): 1 for the current state, 0 for the others",
+        nbs().flat_map(|n| {
+            SessionState::ALL.into_iter().map(move |st| {
+                let mut l = by(n);
+                l.push(("state", st.to_string()));
+                (l, f64::from(u8::from(n.state == st)))
+            })
+        }),
+    );
+    type Count = fn(&super::state::NeighborStatus) -> u64;
+    let counters: [(&str, &str, Count); 7] = [
+        (
+            "fare_bgp_neighbor_flaps",
+            "Transitions out of Established",
+            |n| n.flaps,
+        ),
+        (
+            "fare_bgp_neighbor_prefixes_received",
+            "Prefixes announced in the UPDATEs received (re-announcements count again)",
+            |n| n.prefixes_received,
+        ),
+        (
+            "fare_bgp_neighbor_updates_received",
+            "UPDATE messages received",
+            |n| n.updates_received,
+        ),
+        (
+            "fare_bgp_neighbor_updates_sent",
+            "UPDATE messages sent",
+            |n| n.updates_sent,
+        ),
+        (
+            "fare_bgp_neighbor_notifications_received",
+            "NOTIFICATION messages received",
+            |n| n.notifications_received,
+        ),
+        (
+            "fare_bgp_neighbor_notifications_sent",
+            "NOTIFICATION messages sent",
+            |n| n.notifications_sent,
+        ),
+        (
+            "fare_bgp_neighbor_malformed_updates",
+            "UPDATEs with a malformed attribute handled per RFC 7606 (discard, treat-as-withdraw)",
+            |n| n.malformed_updates,
+        ),
+    ];
+    for (name, help, value) in counters {
+        b.counter(name, help, nbs().map(|n| (by(n), value(n))));
+    }
+    b.gauge(
+        "fare_bgp_neighbor_prefixes_accepted",
+        "Prefixes from the neighbor in the Adj-RIB-In now (accepted by the import rules)",
+        nbs().map(|n| (by(n), n.prefixes_accepted as f64)),
+    );
+    b.gauge(
+        "fare_bgp_neighbor_prefixes_advertised",
+        "Prefixes advertised to the neighbor now (its Adj-RIB-Out)",
+        nbs().map(|n| (by(n), n.prefixes_advertised as f64)),
+    );
+}
+
+fn routes(b: &mut Builder, state: &AgentState, advertised: &[Advertised]) {
+    let mut per_source: BTreeMap<String, f64> = ["bgp", "static", "local"]
+        .into_iter()
+        .map(|s| (s.to_string(), 0.0))
+        .collect();
+    for (_, source) in state.routes.keys() {
+        *per_source.entry(source.to_string()).or_default() += 1.0;
+    }
+    b.gauge(
+        "fare_routes",
+        "Routes known, per source",
+        per_source
+            .into_iter()
+            .map(|(s, n)| (vec![("source", s)], n)),
+    );
+    b.gauge(
+        "fare_bgp_path_bandwidth_received_bits_per_second",
+        "Path Bandwidth of each BGP path of a prefix, as received (bits/s)",
+        state.routes.values().flat_map(|r| {
+            r.paths.iter().filter_map(move |p| {
+                let labels = vec![
+                    ("prefix", r.prefix.to_string()),
+                    ("neighbor", p.neighbor?.to_string()),
+                ];
+                Some((labels, bps(p.path_bandwidth_gbps?)))
+            })
+        }),
+    );
+    b.gauge(
+        "fare_bgp_path_bandwidth_advertised_bits_per_second",
+        "Path Bandwidth advertised for a prefix to a neighbor (bits/s)",
+        advertised.iter().filter_map(|a| {
+            let labels = vec![
+                ("prefix", a.prefix.to_string()),
+                ("neighbor", a.neighbor.to_string()),
+            ];
+            Some((labels, bps(a.path_bandwidth_gbps?)))
+        }),
+    );
+}
+
+fn groups(b: &mut Builder, groups: &[GroupStatus]) {
+    b.gauge(
+        "fare_groups",
+        "WCMP groups installed in the data plane",
+        [(Labels::new(), groups.len() as f64)],
+    );
+    let members = || {
+        groups.iter().flat_map(|g| {
+            g.group.members.iter().zip(&g.members).map(move |(m, s)| {
+                let labels = vec![
+                    ("prefix", g.group.prefix.to_string()),
+                    ("via", m.via.clone()),
+                    ("interface", m.interface.clone()),
+                ];
+                (labels, m, s)
+            })
+        })
+    };
+    b.gauge(
+        "fare_group_member_weight",
+        "Weight of the member in its group (as installed)",
+        members().map(|(l, m, _)| (l, f64::from(m.weight))),
+    );
+    b.gauge(
+        "fare_group_member_path_bandwidth_bits_per_second",
+        "Path bandwidth the member's weight came from (bits/s)",
+        members().map(|(l, m, _)| (l, bps(m.bandwidth_gbps))),
+    );
+    b.gauge(
+        "fare_group_member_active",
+        "1 unless the member is taken out (ARN, port down)",
+        members().map(|(l, _, s)| (l, f64::from(u8::from(s.active)))),
+    );
+    b.counter(
+        "fare_group_member_packets",
+        "Packets forwarded through the member (backends that count them: XDP, P4)",
+        members().map(|(l, _, s)| (l, s.packets)),
+    );
+    b.counter(
+        "fare_group_member_bytes",
+        "Bytes forwarded through the member (backends that count them: XDP, P4)",
+        members().map(|(l, _, s)| (l, s.bytes)),
+    );
+}
+
+/// ARN counters (without `arn:` the families are there, empty).
+fn arn(b: &mut Builder, state: &AgentState) {
+    let arn = state.arn.as_ref();
+    let c = arn.map(|a| a.counters.snapshot()).unwrap_or_default();
+    let by_type = |name: &str, help: &str, v: [u64; 4], b: &mut Builder| {
+        b.counter(
+            name,
+            help,
+            (1..=4).map(|t| (vec![("type", t.to_string())], v[t - 1])),
+        );
+    };
+    let sent = arn.map_or([0; 4], |a| [1, 2, 3, 4].map(|t| a.sent.get(t)));
+    by_type("fare_arn_sent", "ARNs sent, by Type", sent, b);
+    let received = [c.type1, c.type2, c.type3, c.type4];
+    by_type("fare_arn_received", "ARNs accepted, by Type", received, b);
+    let labelled = |key: &'static str, v: &[(&str, u64)]| {
+        v.iter()
+            .map(move |(k, n)| (vec![(key, k.to_string())], *n))
+            .collect::<Vec<_>>()
+    };
+    b.counter(
+        "fare_arn_applied",
+        "Changes made because of ARNs, by action",
+        labelled(
+            "action",
+            &[
+                ("member_removed", c.members_removed),
+                ("member_restored", c.members_restored),
+                ("member_expired", c.expired),
+                ("flow_steered", c.flows_steered),
+                ("flow_released", c.flows_released),
+                ("share_cut", c.shares_cut),
+                ("share_restored", c.shares_restored),
+                ("propagated", c.propagated),
+            ],
+        ),
+    );
+    b.counter(
+        "fare_arn_dropped",
+        "ARN datagrams rejected, or ARNs not applied, by reason",
+        labelled(
+            "reason",
+            &[
+                ("not_neighbor", c.dropped_not_neighbor),
+                ("wrong_interface", c.dropped_wrong_interface),
+                ("ttl", c.dropped_ttl),
+                ("rate_limit", c.dropped_rate),
+                ("malformed", c.malformed),
+                ("other_group", c.dropped_other_group),
+                ("unmatched", c.unmatched),
+                ("last_member", c.refused_last_member),
+                ("backend_error", c.backend_errors),
+                ("stale", c.stale_dropped),
+            ],
+        ),
+    );
+    b.gauge(
+        "fare_arn_members_removed",
+        "Members held out by ARN now",
+        [(Labels::new(), arn.map_or(0, |a| a.removed().len()) as f64)],
+    );
+}
+
+/// Every family name a query can use (`_total` on counters), as the code registers
+/// them: the dashboard test checks its queries against this list.
+pub fn family_names() -> Vec<String> {
+    let state = AgentState {
+        name: String::new(),
+        router_id: std::net::Ipv4Addr::UNSPECIFIED,
+        asn: 0,
+        dataplane: "none",
+        started: std::time::Instant::now(),
+        neighbors: BTreeMap::new(),
+        routes: BTreeMap::new(),
+        arn: None,
+    };
+    let snapshot = Snapshot {
+        process: Some(ProcessStats {
+            max_fds: Some(0),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    build(&state, &snapshot).names
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::config::AgentConfig;
-    use fare_dataplane::{Group, GroupMode, Member, MemberStatus};
-
-    #[test]
-    fn renders_sessions_routes_and_members() {
-        let config: AgentConfig = fare_model::yamlfile::parse(
-            std::path::Path::new("a.yaml"),
-            "name: l1\nrouter_id: 10.0.0.1\nasn: 65001\nprefixes: [192.0.2.0/24]\nneighbors:\n  - {address: 10.1.0.2, remote_as: 65100}\n",
-        )
-        .unwrap();
-        let mut state = AgentState::from_config(&config, "none");
-        state.set_neighbor_state("10.1.0.2".parse().unwrap(), SessionState::Established, None);
-        let groups = vec![GroupStatus {
-            group: Group {
-                prefix: "198.18.0.0/16".parse().unwrap(),
-                mode: GroupMode::Spray,
-                members: vec![Member {
-                    via: "02:00:00:00:00:01".into(),
-                    interface: "eth1".into(),
-                    next_hop: None,
-                    neighbor_mac: None,
-                    weight: 3,
-                    bandwidth_gbps: 100.0,
-                }],
-            },
-            members: vec![MemberStatus {
-                packets: 42,
-                bytes: 4200,
-                active: true,
-            }],
-            colors: Vec::new(),
-            fit: None,
-        }];
-        let text = render(&state, &groups, &[("install", 1)]);
-        for line in [
-            "fare_bgp_sessions{state=\"Established\"} 1",
-            "fare_bgp_neighbor_up{neighbor=\"10.1.0.2\"} 1",
-            "fare_routes{source=\"local\"} 1",
-            "fare_groups 1",
-            "fare_member_packets_total{prefix=\"198.18.0.0/16\",via=\"02:00:00:00:00:01\",interface=\"eth1\"} 42",
-            "fare_member_weight{prefix=\"198.18.0.0/16\",via=\"02:00:00:00:00:01\",interface=\"eth1\"} 3",
-            "fare_dataplane_operations_total{op=\"install\"} 1",
-        ] {
-            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
-        }
-        // Every sample line belongs to a declared family.
-        for l in text.lines().filter(|l| !l.starts_with('#')) {
-            let name = l.split(['{', ' ']).next().unwrap();
-            assert!(text.contains(&format!("# TYPE {name} ")), "{l}");
-        }
-    }
-}
+mod tests;

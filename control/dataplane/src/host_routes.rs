@@ -62,6 +62,12 @@ impl Dataplane for WithHostRoutes {
         self.primary.groups().await
     }
 
+    async fn packet_counters(
+        &mut self,
+    ) -> Result<std::collections::BTreeMap<&'static str, u64>, DataplaneError> {
+        self.primary.packet_counters().await
+    }
+
     async fn set_member_active(
         &mut self,
         prefix: IpNet,

@@ -126,6 +126,14 @@ pub trait Dataplane: Send {
     /// Every installed group with its per-member counters and state.
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError>;
 
+    /// Packets the forwarding program handled, by outcome (`forwarded`, `no_route`, ...),
+    /// for backends that count them (XDP). Default: none.
+    async fn packet_counters(
+        &mut self,
+    ) -> Result<std::collections::BTreeMap<&'static str, u64>, DataplaneError> {
+        Ok(std::collections::BTreeMap::new())
+    }
+
     /// Marks member `index` of the group for `prefix` removed (`active = false`) or active,
     /// without rewriting the group. A backend refuses to deactivate the last active member.
     async fn set_member_active(

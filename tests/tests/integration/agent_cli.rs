@@ -39,15 +39,21 @@ fn metrics_port() -> u16 {
     20_000 + (std::process::id() % 20_000) as u16
 }
 
-/// GET /metrics over plain HTTP/1.0 on loopback.
-fn scrape() -> Result<String> {
+/// GET `path` over plain HTTP/1.0 on loopback: (status code, body).
+fn get(path: &str) -> Result<(u16, String)> {
     use std::io::{Read, Write};
     let mut s = std::net::TcpStream::connect(("127.0.0.1", metrics_port()))?;
     s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes())?;
     let mut out = String::new();
     s.read_to_string(&mut out)?;
-    Ok(out)
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let code = head
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((code, body.to_string()))
 }
 
 #[test]
@@ -76,21 +82,25 @@ fn agent_show_json_contracts() -> Result<()> {
         routes[0]["prefix"] == "198.18.0.0/16" && routes[0]["source"] == "static",
         "{routes}"
     );
-    let metrics = scrape()?;
+    let (code, metrics) = get("/metrics")?;
+    ensure!(code == 200, "{code}: {metrics}");
     for line in [
-        "fare_groups 1",
-        "fare_routes{source=\"static\"} 1",
-        "fare_member_weight{prefix=\"198.18.0.0/16\",via=\"02:00:00:00:00:02\",interface=\"eth2\"} 4",
+        "fare_groups 1.0",
+        "fare_routes{source=\"static\"} 1.0",
+        "fare_group_member_weight{prefix=\"198.18.0.0/16\",via=\"02:00:00:00:00:02\",interface=\"eth2\"} 4.0",
     ] {
         ensure!(metrics.lines().any(|l| l == line), "missing {line} in {metrics}");
     }
-    // One session, in whichever state the FSM is in right now.
-    let sessions: u64 = metrics
+    // One session, in exactly one state, whichever the FSM is in right now.
+    let states: Vec<&str> = metrics
         .lines()
-        .filter(|l| l.starts_with("fare_bgp_sessions{"))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum();
-    ensure!(sessions == 1, "{sessions} sessions in {metrics}");
+        .filter(|l| l.starts_with("fare_bgp_neighbor_state{neighbor=\"10.1.0.2\","))
+        .filter(|l| l.ends_with(" 1.0"))
+        .collect();
+    ensure!(states.len() == 1, "{states:?} in {metrics}");
+    // Metrics are on /metrics only.
+    let (code, _) = get("/")?;
+    ensure!(code == 404, "GET / answered {code}");
     ensure!(agent.stop()? == Some(0), "{}", agent.log_text());
     Ok(())
 }

@@ -34,6 +34,7 @@ mod lab_differential;
 mod lab_restart;
 mod lab_updown;
 mod mgmt_api;
+mod metrics_prometheus;
 mod mpson_planes;
 mod mpson_upa;
 mod p4_bmv2;

@@ -42,6 +42,30 @@ impl RibTask {
         }
     }
 
+    /// [`SpeakerCommand::Advertised`](super::SpeakerCommand::Advertised).
+    pub(super) fn advertised(&self, limit: usize) -> Vec<super::Advertised> {
+        let policy = &self.config.policy;
+        let mut all: Vec<super::Advertised> = self
+            .rib
+            .adj_out
+            .iter()
+            .flat_map(|(neighbor, table)| {
+                table.iter().map(|(prefix, attrs)| super::Advertised {
+                    prefix: *prefix,
+                    neighbor: *neighbor,
+                    path_bandwidth_gbps: attrs
+                        .ext_communities
+                        .iter()
+                        .find_map(|c| c.path_bandwidth(policy.subtype, policy.encoding))
+                        .map(|b| b.gbps),
+                })
+            })
+            .take(limit)
+            .collect();
+        all.sort_by_key(|a| (a.prefix, a.neighbor));
+        all
+    }
+
     async fn decide_and_send(&mut self) {
         self.update_unreachable();
         if self.dirty.is_empty() {

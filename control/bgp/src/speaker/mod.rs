@@ -281,7 +281,22 @@ pub enum SpeakerCommand {
         drained: bool,
         reply: tokio::sync::oneshot::Sender<Vec<IpAddr>>,
     },
+    /// The Path Bandwidth advertised to each neighbor, per prefix (from the
+    /// Adj-RIBs-Out), at most `limit` entries, sorted by prefix then neighbor.
+    Advertised {
+        limit: usize,
+        reply: tokio::sync::oneshot::Sender<Vec<Advertised>>,
+    },
     Shutdown,
+}
+
+/// One prefix as advertised to one neighbor, with the Path Bandwidth it carries.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Advertised {
+    pub prefix: IpNet,
+    pub neighbor: IpAddr,
+    /// None: advertised without a Path Bandwidth community.
+    pub path_bandwidth_gbps: Option<f64>,
 }
 
 /// A running speaker.
@@ -698,6 +713,9 @@ impl RibTask {
                     Some(SpeakerCommand::Drain { neighbor, interface, drained, reply }) => {
                         let _ = reply.send(self.drain(neighbor, interface.as_deref(), drained));
                     }
+                    Some(SpeakerCommand::Advertised { limit, reply }) => {
+                        let _ = reply.send(self.advertised(limit));
+                    }
                     Some(SpeakerCommand::Shutdown) | None => {
                         for p in self.peers.values() {
                             let _ = p.commands.send(Command::Shutdown);
@@ -920,6 +938,19 @@ mod tests {
         };
         task.flush().await;
         assert_eq!((counts(&task, a), counts(&task, b)), ((3, 0), (0, 3)));
+        // b is sent each prefix with a Path Bandwidth: a's 10 Gbps, capped by nothing
+        // else here (one path, the link to a is 100 Gbps).
+        let adv = task.advertised(usize::MAX);
+        let seen: Vec<(IpNet, IpAddr)> = adv.iter().map(|x| (x.prefix, x.neighbor)).collect();
+        assert_eq!(
+            seen,
+            [net("10.1.0.0/24"), net("10.1.1.0/24"), net("10.1.2.0/24")].map(|p| (p, b))
+        );
+        assert!(
+            adv.iter().all(|x| x.path_bandwidth_gbps == Some(10.0)),
+            "{adv:?}"
+        );
+        assert_eq!(task.advertised(1).len(), 1);
         let mut gone = update::pack_withdraw(&[net("10.1.2.0/24")]);
         task.on_update(a, gone.remove(0));
         task.flush().await;

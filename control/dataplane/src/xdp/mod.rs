@@ -889,6 +889,10 @@ impl Dataplane for XdpDataplane {
         self.sync_steered_copies(None).await
     }
 
+    async fn packet_counters(&mut self) -> Result<BTreeMap<&'static str, u64>, DataplaneError> {
+        self.stats()
+    }
+
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
         let mut out = Vec::with_capacity(self.installed.len());
         for inst in self.installed.values() {
