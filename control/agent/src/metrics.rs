@@ -161,18 +161,20 @@ async fn advertised(ctx: &AgentContext) -> Vec<Advertised> {
     let Some(commands) = ctx.speaker.get() else {
         return Vec::new();
     };
-    let (reply, rx) = tokio::sync::oneshot::channel();
-    let cmd = SpeakerCommand::Advertised {
-        limit: MAX_ADVERTISED_SERIES,
-        reply,
+    let ask = async {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let cmd = SpeakerCommand::Advertised {
+            limit: MAX_ADVERTISED_SERIES,
+            reply,
+        };
+        commands.send(cmd).await.ok()?;
+        rx.await.ok()
     };
-    if commands.send(cmd).await.is_err() {
-        return Vec::new();
-    }
-    tokio::time::timeout(Duration::from_secs(2), rx)
+    // A busy speaker (a full table arriving) must not hold the scrape up.
+    tokio::time::timeout(Duration::from_secs(2), ask)
         .await
         .ok()
-        .and_then(Result::ok)
+        .flatten()
         .unwrap_or_default()
 }
 
@@ -221,8 +223,10 @@ impl Builder {
     }
 }
 
-fn bps(gbps: f64) -> f64 {
-    gbps * 1e9
+/// Gbps in bytes per second: Prometheus' base unit for data is the byte (promtool
+/// rejects `_bits`); a dashboard multiplies by 8 to show bits.
+fn bytes_per_second(gbps: f64) -> f64 {
+    gbps * 1e9 / 8.0
 }
 
 /// The registry of one scrape (apart from I/O, so it is unit-tested).
@@ -368,27 +372,27 @@ fn routes(b: &mut Builder, state: &AgentState, advertised: &[Advertised]) {
             .map(|(s, n)| (vec![("source", s)], n)),
     );
     b.gauge(
-        "fare_bgp_path_bandwidth_received_bits_per_second",
-        "Path Bandwidth of each BGP path of a prefix, as received (bits/s)",
+        "fare_bgp_path_bandwidth_received_bytes_per_second",
+        "Path Bandwidth of each BGP path of a prefix, as received (bytes/s)",
         state.routes.values().flat_map(|r| {
             r.paths.iter().filter_map(move |p| {
                 let labels = vec![
                     ("prefix", r.prefix.to_string()),
                     ("neighbor", p.neighbor?.to_string()),
                 ];
-                Some((labels, bps(p.path_bandwidth_gbps?)))
+                Some((labels, bytes_per_second(p.path_bandwidth_gbps?)))
             })
         }),
     );
     b.gauge(
-        "fare_bgp_path_bandwidth_advertised_bits_per_second",
-        "Path Bandwidth advertised for a prefix to a neighbor (bits/s)",
+        "fare_bgp_path_bandwidth_advertised_bytes_per_second",
+        "Path Bandwidth advertised for a prefix to a neighbor (bytes/s)",
         advertised.iter().filter_map(|a| {
             let labels = vec![
                 ("prefix", a.prefix.to_string()),
                 ("neighbor", a.neighbor.to_string()),
             ];
-            Some((labels, bps(a.path_bandwidth_gbps?)))
+            Some((labels, bytes_per_second(a.path_bandwidth_gbps?)))
         }),
     );
 }
@@ -417,9 +421,9 @@ fn groups(b: &mut Builder, groups: &[GroupStatus]) {
         members().map(|(l, m, _)| (l, f64::from(m.weight))),
     );
     b.gauge(
-        "fare_group_member_path_bandwidth_bits_per_second",
-        "Path bandwidth the member's weight came from (bits/s)",
-        members().map(|(l, m, _)| (l, bps(m.bandwidth_gbps))),
+        "fare_group_member_path_bandwidth_bytes_per_second",
+        "Path bandwidth the member's weight came from (bytes/s)",
+        members().map(|(l, m, _)| (l, bytes_per_second(m.bandwidth_gbps))),
     );
     b.gauge(
         "fare_group_member_active",

@@ -97,7 +97,7 @@ fn every_metric_the_dashboard_queries_is_exported() {
         "fare_bgp_neighbor_state",
         "fare_bgp_neighbor_flaps_total",
         "fare_group_member_weight",
-        "fare_group_member_path_bandwidth_bits_per_second",
+        "fare_group_member_path_bandwidth_bytes_per_second",
         "fare_arn_sent_total",
         "fare_xdp_packets_total",
     ] {

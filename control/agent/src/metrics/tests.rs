@@ -78,7 +78,8 @@ fn text(openmetrics: bool) -> String {
     encode(&registry(&state(), &snapshot), openmetrics).0
 }
 
-/// Values by hand from the state above, in base units (2.5 Gbps = 2.5e9 bits/s).
+/// Values by hand from the state above, in base units (2.5 Gbps = 2.5e9 bits/s =
+/// 312,500,000 bytes/s; 100 Gbps = 12,500,000,000 bytes/s).
 #[test]
 fn families_carry_state_groups_and_advertised_values() {
     let text = text(false);
@@ -93,11 +94,11 @@ fn families_carry_state_groups_and_advertised_values() {
         "fare_routes{source=\"local\"} 1.0".to_string(),
         "fare_routes{source=\"bgp\"} 1.0".to_string(),
         "fare_routes{source=\"static\"} 0.0".to_string(),
-        "fare_bgp_path_bandwidth_received_bits_per_second{prefix=\"198.18.0.0/16\",neighbor=\"10.1.0.2\"} 2500000000.0".to_string(),
-        "fare_bgp_path_bandwidth_advertised_bits_per_second{prefix=\"192.0.2.0/24\",neighbor=\"10.1.0.2\"} 100000000000.0".to_string(),
+        "fare_bgp_path_bandwidth_received_bytes_per_second{prefix=\"198.18.0.0/16\",neighbor=\"10.1.0.2\"} 312500000.0".to_string(),
+        "fare_bgp_path_bandwidth_advertised_bytes_per_second{prefix=\"192.0.2.0/24\",neighbor=\"10.1.0.2\"} 12500000000.0".to_string(),
         "fare_groups 1.0".to_string(),
         format!("fare_group_member_weight{{{member}}} 3.0"),
-        format!("fare_group_member_path_bandwidth_bits_per_second{{{member}}} 2500000000.0"),
+        format!("fare_group_member_path_bandwidth_bytes_per_second{{{member}}} 312500000.0"),
         format!("fare_group_member_packets_total{{{member}}} 42"),
         format!("fare_group_member_bytes_total{{{member}}} 4200"),
         "fare_dataplane_operations_total{op=\"install\"} 1".to_string(),
