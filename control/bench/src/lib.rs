@@ -10,6 +10,7 @@ pub mod elephant;
 pub mod lab_bench;
 pub mod lab_scale;
 pub mod mpson;
+pub mod resilient;
 pub mod results;
 pub mod sim;
 pub mod soak;
@@ -44,6 +45,9 @@ pub enum Suite {
     /// WCMP group reduction: groups/s and oversubscription against proportional rounding
     /// and against the exhaustive-search optimum.
     Wcmp(wcmp::Args),
+    /// Per-flow WCMP: flows moved per weight change for the replicated-member layout and
+    /// resilient bucket tables, against the least possible (issue's table, random groups).
+    Resilient(resilient::Args),
     /// XDP program cost per packet with BPF_PROG_TEST_RUN (IPv4/IPv6, spray/flow); root.
     Xdp(xdp::Args),
     /// Forwarding rate of the XDP spray path vs the kernel's weighted nexthop group, one
@@ -73,6 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Sim(a) => ("sim", sim::run(a)?),
         Suite::Mpson(a) => ("mpson", mpson::run(a)?),
         Suite::Wcmp(a) => ("wcmp", wcmp::run(a)?),
+        Suite::Resilient(a) => ("resilient", resilient::run(a)?),
         Suite::Xdp(a) => ("xdp", xdp::run(a)?),
         Suite::XdpForward(a) => ("xdp-forward", xdp_forward::run_bench(a)?),
         Suite::Elephant(a) => ("elephant", elephant::run_bench(a)?),

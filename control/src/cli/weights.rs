@@ -55,6 +55,11 @@ pub struct Args {
     /// binary32, for older speakers).
     #[arg(long, value_enum, default_value_t = Encoding::Binary16)]
     pub encoding: Encoding,
+    /// Show each group as a resilient table of N buckets (flow mode; the XDP data plane
+    /// uses 256): buckets per member, and with --fail/--degrade how many buckets move from
+    /// the unchanged fabric's table against the least possible.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=65536))]
+    pub buckets: Option<u32>,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -93,23 +98,45 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         threads: 0,
         no_stub_sharing: false,
     };
-    let solution = sim::solve(&topo, &options);
-    let groups: Vec<RouteGroup> = solution
+    let groups = selected(&sim::solve(&topo, &options), &args);
+    let tables = match args.buckets {
+        Some(b) => {
+            // The unchanged fabric's groups are the tables the changes start from.
+            let before = if args.fail.is_empty() && args.degrade.is_empty() {
+                Vec::new()
+            } else {
+                selected(
+                    &sim::solve(&topology::load(&args.topology)?, &options),
+                    &args,
+                )
+            };
+            Some(buckets::tables(&before, &groups, b as usize))
+        }
+        None => None,
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.json {
+        match &tables {
+            Some(t) => serde_json::to_writer(&mut out, &buckets::json(&groups, t)?)?,
+            None => serde_json::to_writer(&mut out, &groups_json(&groups)?)?,
+        }
+        writeln!(out)?;
+    } else {
+        write_table(&mut out, &groups, tables.as_deref())?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// The groups of the nodes and prefixes asked for.
+fn selected(solution: &sim::Solution, args: &Args) -> Vec<RouteGroup> {
+    solution
         .route_groups()
         .into_iter()
         .filter(|g| args.node.as_ref().is_none_or(|n| &g.node == n))
         .filter(|g| args.prefix.is_none_or(|p| g.prefix == p))
-        .collect();
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    if args.json {
-        serde_json::to_writer(&mut out, &groups_json(&groups)?)?;
-        writeln!(out)?;
-    } else {
-        write_table(&mut out, &groups)?;
-    }
-    out.flush()?;
-    Ok(())
+        .collect()
 }
 
 /// The groups as JSON, each with what the table shows besides its members: `size` (the
@@ -173,7 +200,11 @@ fn split_pair(topo: &Topology, s: &str) -> Result<(String, String), String> {
     }
 }
 
-fn write_table(out: &mut impl Write, groups: &[RouteGroup]) -> std::io::Result<()> {
+fn write_table(
+    out: &mut impl Write,
+    groups: &[RouteGroup],
+    tables: Option<&[buckets::Table]>,
+) -> std::io::Result<()> {
     if groups.is_empty() {
         return writeln!(out, "(no groups)");
     }
@@ -186,7 +217,8 @@ fn write_table(out: &mut impl Write, groups: &[RouteGroup]) -> std::io::Result<(
     };
     let w_via = width(|m| m.via.len(), 3);
     let w_link = width(|m| m.link.len(), 4);
-    for g in groups {
+    for (k, g) in groups.iter().enumerate() {
+        let table = tables.and_then(|t| t.get(k));
         let total: u64 = g.members.iter().map(|m| u64::from(m.weight)).sum();
         let kind = if g.ecmp { "ECMP" } else { "WCMP" };
         writeln!(
@@ -198,13 +230,16 @@ fn write_table(out: &mut impl Write, groups: &[RouteGroup]) -> std::io::Result<(
             if g.members.len() == 1 { "" } else { "s" },
             g.delta
         )?;
-        for m in &g.members {
+        if let Some(t) = table {
+            writeln!(out, "    {}", t.summary())?;
+        }
+        for (i, m) in g.members.iter().enumerate() {
             let share = if total > 0 {
                 100.0 * m.weight as f64 / total as f64
             } else {
                 0.0
             };
-            writeln!(
+            write!(
                 out,
                 "    via {:w_via$}  link {:w_link$}  {:>9} Gbps  weight {:>4}  {:>5.1}%",
                 m.via,
@@ -213,6 +248,10 @@ fn write_table(out: &mut impl Write, groups: &[RouteGroup]) -> std::io::Result<(
                 m.weight,
                 share
             )?;
+            match table {
+                Some(t) => writeln!(out, "  buckets {:>5}", t.counts[i])?,
+                None => writeln!(out)?,
+            }
         }
     }
     Ok(())
@@ -223,6 +262,116 @@ fn trim_float(x: f64) -> String {
         format!("{x:.0}")
     } else {
         format!("{x:.3}")
+    }
+}
+
+/// `--buckets`: each group as a resilient bucket table (`fare_model::resilient`).
+mod buckets {
+    use fare_model::resilient;
+    use fare_model::sim::RouteGroup;
+
+    /// One group's table: buckets per member, and the change from the unchanged fabric.
+    pub struct Table {
+        pub buckets: usize,
+        pub counts: Vec<usize>,
+        /// (buckets moved, least possible fraction) when there is an unchanged group.
+        pub change: Option<(usize, f64)>,
+    }
+
+    impl Table {
+        pub fn summary(&self) -> String {
+            let b = self.buckets;
+            match self.change {
+                None => format!("resilient table of {b} buckets"),
+                Some((moved, least)) => format!(
+                    "resilient table of {b} buckets: {moved} moved ({:.1}%) by the changes, \
+                     least possible {:.1}%",
+                    100.0 * moved as f64 / b as f64,
+                    100.0 * least
+                ),
+            }
+        }
+    }
+
+    /// The tables of `groups`, each reassigned from the table of the same (node, prefix)
+    /// in `before` when there is one (members matched by neighbor and link).
+    pub fn tables(before: &[RouteGroup], groups: &[RouteGroup], buckets: usize) -> Vec<Table> {
+        groups
+            .iter()
+            .map(|g| {
+                let weights: Vec<u32> = g.members.iter().map(|m| m.weight).collect();
+                let old = before
+                    .iter()
+                    .find(|o| o.node == g.node && o.prefix == g.prefix);
+                let Some(old) = old else {
+                    let table = resilient::fresh(&weights, buckets);
+                    let counts = resilient::counts(&table, weights.len());
+                    return Table {
+                        buckets,
+                        counts,
+                        change: None,
+                    };
+                };
+                // The old group's members renumbered as the new group's; gone: usize::MAX.
+                let index: Vec<usize> = old
+                    .members
+                    .iter()
+                    .map(|m| {
+                        g.members
+                            .iter()
+                            .position(|n| n.via == m.via && n.link == m.link)
+                            .unwrap_or(usize::MAX)
+                    })
+                    .collect();
+                let mut old_weights = vec![0u32; weights.len()];
+                let old_w: Vec<u32> = old.members.iter().map(|m| m.weight).collect();
+                for (&i, &w) in index.iter().zip(&old_w) {
+                    if let Some(x) = old_weights.get_mut(i) {
+                        *x = w;
+                    }
+                }
+                // Weight of members that left, so the least possible counts them too.
+                let gone: u32 = index
+                    .iter()
+                    .zip(&old_w)
+                    .filter(|(&i, _)| i == usize::MAX)
+                    .map(|(_, &w)| w)
+                    .sum();
+                old_weights.push(gone);
+                let mut new_weights = weights.clone();
+                new_weights.push(0);
+                let previous: Vec<usize> = resilient::fresh(&old_w, buckets)
+                    .into_iter()
+                    .map(|m| index[m])
+                    .collect();
+                let a = resilient::reassign(Some(&previous), &weights, buckets);
+                Table {
+                    buckets,
+                    counts: resilient::counts(&a.table, weights.len()),
+                    change: Some((a.moved, resilient::tv_distance(&old_weights, &new_weights))),
+                }
+            })
+            .collect()
+    }
+
+    /// The JSON output with `buckets` per member and, after changes, `buckets_moved` and
+    /// `least_moved_fraction` per group.
+    pub fn json(groups: &[RouteGroup], tables: &[Table]) -> serde_json::Result<serde_json::Value> {
+        let mut v = super::groups_json(groups)?;
+        if let Some(list) = v.as_array_mut() {
+            for (g, t) in list.iter_mut().zip(tables) {
+                if let Some(members) = g.get_mut("members").and_then(|m| m.as_array_mut()) {
+                    for (m, c) in members.iter_mut().zip(&t.counts) {
+                        m["buckets"] = (*c).into();
+                    }
+                }
+                if let Some((moved, least)) = t.change {
+                    g["buckets_moved"] = moved.into();
+                    g["least_moved_fraction"] = least.into();
+                }
+            }
+        }
+        Ok(v)
     }
 }
 

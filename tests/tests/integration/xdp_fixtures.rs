@@ -597,3 +597,103 @@ fn xdp_next_hop_mac_from_the_neighbor_table() -> Result<()> {
         },
     )
 }
+
+/// The program's IPv4 flow hash (ebpf/fare-xdp/src/flow.rs `hash_v4`), recomputed here so
+/// the test can say which bucket each flow takes.
+fn flow_hash_v4(src: Ipv4Addr, dst: Ipv4Addr, protocol: u8, sport: u16, dport: u16) -> u32 {
+    const SEED: u64 = 0x9747_b28c_a5a5_f00d;
+    const K1: u64 = 0x9e37_79b9_7f4a_7c15;
+    const K2: u64 = 0xbf58_476d_1ce4_e5b9;
+    const K3: u64 = 0x94d0_49bb_1331_11eb;
+    let (s, d) = (
+        u32::from_ne_bytes(src.octets()),
+        u32::from_ne_bytes(dst.octets()),
+    );
+    let a = (u64::from(s) << 32 | u64::from(d)) ^ SEED;
+    let ports = u32::from(sport) << 16 | u32::from(dport);
+    let b = u64::from(ports) << 8 | u64::from(protocol);
+    let h = (a.wrapping_mul(K1) ^ b).wrapping_mul(K2);
+    ((h ^ (h >> 32)).wrapping_mul(K3) >> 32) as u32
+}
+
+/// Flow mode is a resilient table of 256 buckets: every flow takes the member of its
+/// bucket (hash * 256 >> 32) in the table `fare_model::resilient` computes, before and
+/// after a weight change, so a change moves exactly the flows of the buckets the
+/// assignment moved (3:3:4:4 -> 3:3:4:3: 14 of member 3's 73 buckets), and a member that
+/// leaves the group moves only its own flows.
+#[test]
+fn xdp_flow_weight_change_moves_only_the_assigned_buckets() -> Result<()> {
+    use fare::resilient;
+    with_dataplane(
+        "xdp_flow_weight_change_moves_only_the_assigned_buckets",
+        "xr",
+        |rt, dp| {
+            let prefix = "198.18.0.0/16";
+            let src = Ipv4Addr::new(10, 0, 0, 1);
+            let flows: Vec<(Ipv4Addr, u16)> = (0..3000u32)
+                .map(|f| {
+                    (
+                        Ipv4Addr::new(198, 18, (f >> 8) as u8, f as u8),
+                        1024 + f as u16,
+                    )
+                })
+                .collect();
+            let bucket = |(dst, sport): (Ipv4Addr, u16)| {
+                ((u64::from(flow_hash_v4(src, dst, 17, sport, 4791)) * 256) >> 32) as usize
+            };
+            let members_now = |dp: &mut XdpDataplane| -> Result<Vec<usize>> {
+                flows
+                    .iter()
+                    .map(|&(dst, sport)| {
+                        let frame = udp4_frame(ROUTER_MAC, GEN_MAC, src, dst, sport, 4791, 64);
+                        // Members are e1.. (sink MAC i + 1): index = byte - 1.
+                        Ok(member_of(&dp.test_run(&frame, TestRunOptions::default())?.frame) - 1)
+                    })
+                    .collect()
+            };
+            let t1 = resilient::fresh(&[3, 3, 4, 4], 256);
+            let t2 = resilient::reassign(Some(&t1), &[3, 3, 4, 3], 256);
+            ensure!(t2.moved == 14, "assignment moved {}", t2.moved);
+            rt.block_on(dp.install(&group(prefix, &[3, 3, 4, 4], GroupMode::Flow)?))?;
+            let before = members_now(dp)?;
+            rt.block_on(dp.install(&group(prefix, &[3, 3, 4, 3], GroupMode::Flow)?))?;
+            let after = members_now(dp)?;
+            let mut moved = 0;
+            for (i, &f) in flows.iter().enumerate() {
+                let b = bucket(f);
+                ensure!(
+                    before[i] == t1[b] && after[i] == t2.table[b],
+                    "flow {i} bucket {b}: members {} -> {}, table says {} -> {}",
+                    before[i],
+                    after[i],
+                    t1[b],
+                    t2.table[b]
+                );
+                moved += usize::from(before[i] != after[i]);
+            }
+            // 14 of 256 buckets: about 5.5 % of the flows (the replicated layout moved 63 %).
+            let share = moved as f64 / flows.len() as f64;
+            ensure!(
+                (0.03..0.08).contains(&share),
+                "{moved} of {} flows moved",
+                flows.len()
+            );
+            eprintln!("3:3:4:4 -> 3:3:4:3: {moved} of {} flows moved", flows.len());
+            // Member e2 (index 1) leaves the group: only its flows move.
+            let mut without = group(prefix, &[3, 3, 4, 3], GroupMode::Flow)?;
+            without.members.remove(1);
+            rt.block_on(dp.install(&without))?;
+            let last = members_now(dp)?;
+            // Members keep their sink MAC (e1, e3, e4), so a flow's index here is still its
+            // original member's.
+            for (i, (&was, &now)) in after.iter().zip(&last).enumerate() {
+                if was == 1 {
+                    ensure!(now != 1, "flow {i} still on the removed member");
+                } else {
+                    ensure!(now == was, "flow {i} moved from {was} to {now}");
+                }
+            }
+            Ok(())
+        },
+    )
+}

@@ -1,9 +1,15 @@
-//! `Group` <-> map rows: replicated-member slots in spray order (from `wcmp`) and one
-//! `Member` row per next hop. Pure functions: interface lookups are passed in.
+//! `Group` <-> map rows: slots and one `Member` row per next hop. Pure functions:
+//! interface lookups are passed in.
+//!
+//! Spray mode: replicated members in spray order (from `wcmp`), one slot per unit of
+//! weight (the cursor walks them). Flow mode: a resilient table of all `MAX_SLOTS` slots
+//! (`fare_model::resilient`; the program picks `slots[hash * 256 >> 32]` as before), and
+//! a replacement reassigns only the buckets the new weights require, starting from the
+//! group's installed table.
 
 use crate::{validate, DataplaneError, Group, GroupMode, MacAddr, Member};
 use fare_common as fc;
-use fare_model::wcmp;
+use fare_model::{resilient, wcmp};
 use ipnet::IpNet;
 
 /// What the data plane needs to know about an egress interface.
@@ -43,9 +49,15 @@ pub fn mode_code(mode: GroupMode) -> u8 {
     }
 }
 
-/// Encodes `group`; `egress` resolves an interface name.
+/// Buckets of a flow-mode group's table: every slot of the row.
+pub const FLOW_BUCKETS: usize = fc::MAX_SLOTS;
+
+/// Encodes `group`; `previous` is the group installed for the same prefix and its row
+/// (a flow-mode table moves only what it must from there); `egress` resolves an
+/// interface name.
 pub fn encode(
     group: &Group,
+    previous: Option<(&Group, &fc::Group)>,
     egress: &mut dyn FnMut(&str) -> Result<Egress, DataplaneError>,
 ) -> Result<Encoded, DataplaneError> {
     validate(group)?;
@@ -62,7 +74,7 @@ pub fn encode(
     }
     let weights: Vec<u32> = group.members.iter().map(|m| m.weight).collect();
     let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
-    if total > fc::MAX_SLOTS as u64 {
+    if total > fc::MAX_SLOTS as u64 && group.mode == GroupMode::Spray {
         return Err(invalid(format!(
             "sum of weights {total} exceeds the xdp group size limit {} (reduce the group, \
              e.g. `fare weights --max-group-size {}`)",
@@ -70,19 +82,23 @@ pub fn encode(
             fc::MAX_SLOTS
         )));
     }
+    let order = match group.mode {
+        GroupMode::Spray => wcmp::spray_order(&weights),
+        GroupMode::Flow => flow_table(group, &weights, previous),
+    };
+    // All weights 0: no slot, as before (the program finds no member).
+    if order.len() > fc::MAX_SLOTS {
+        return Err(invalid(format!(
+            "{} slots for weights summing to {total}",
+            order.len()
+        )));
+    }
     let mut row = fc::Group {
-        n_slots: total as u16,
+        n_slots: order.len() as u16,
         mode: mode_code(group.mode),
         n_members: group.members.len() as u8,
         ..Default::default()
     };
-    let order = wcmp::spray_order(&weights);
-    if order.len() != total as usize {
-        return Err(invalid(format!(
-            "spray order has {} slots for weights summing to {total}",
-            order.len()
-        )));
-    }
     for (slot, member) in row.slots.iter_mut().zip(&order) {
         *slot = *member as u8;
     }
@@ -106,6 +122,41 @@ pub fn encode(
         group: row,
         members,
     })
+}
+
+/// A flow-mode group's bucket table, reassigned from `previous` when that is a flow
+/// table of the same size: its members are matched to `group`'s by interface and next
+/// hop (or neighbor MAC: an adopted group knows only that); the others are gone.
+fn flow_table(
+    group: &Group,
+    weights: &[u32],
+    previous: Option<(&Group, &fc::Group)>,
+) -> Vec<usize> {
+    let before = previous
+        .filter(|(_, row)| row.mode == fc::MODE_FLOW && usize::from(row.n_slots) == FLOW_BUCKETS)
+        .map(|(old, row)| {
+            let index: Vec<usize> = old
+                .members
+                .iter()
+                .map(|m| {
+                    group
+                        .members
+                        .iter()
+                        .position(|n| {
+                            n.interface == m.interface
+                                && (n.via == m.via
+                                    || (n.neighbor_mac.is_some()
+                                        && n.neighbor_mac == m.neighbor_mac))
+                        })
+                        .unwrap_or(usize::MAX)
+                })
+                .collect();
+            row.slots[..FLOW_BUCKETS]
+                .iter()
+                .map(|&s| index.get(usize::from(s)).copied().unwrap_or(usize::MAX))
+                .collect::<Vec<usize>>()
+        });
+    resilient::reassign(before.as_deref(), weights, FLOW_BUCKETS).table
 }
 
 /// Rebuilds a `Group` from its rows (after a restart): weights are slot counts; `via`
@@ -181,10 +232,10 @@ mod tests {
 
     #[test]
     fn slots_follow_weights_and_round_trip() {
-        let g = group(&[3, 3, 4, 4], GroupMode::Flow);
-        let e = encode(&g, &mut egress).unwrap();
+        let g = group(&[3, 3, 4, 4], GroupMode::Spray);
+        let e = encode(&g, None, &mut egress).unwrap();
         assert_eq!(e.group.n_slots, 14);
-        assert_eq!(e.group.mode, fc::MODE_FLOW);
+        assert_eq!(e.group.mode, fc::MODE_SPRAY);
         for (i, w) in [3, 3, 4, 4].into_iter().enumerate() {
             let n = e.group.slots[..14]
                 .iter()
@@ -198,35 +249,90 @@ mod tests {
             format!("e{}", i - 10)
         })
         .unwrap();
-        assert_eq!(back.mode, GroupMode::Flow);
+        assert_eq!(back.mode, GroupMode::Spray);
         let w: Vec<u32> = back.members.iter().map(|m| m.weight).collect();
         assert_eq!(w, [3, 3, 4, 4]);
         assert_eq!(back.members[0].interface, "e1");
+    }
+
+    fn slot_counts(row: &fc::Group, members: usize) -> Vec<usize> {
+        let mut c = vec![0; members];
+        for &s in &row.slots[..usize::from(row.n_slots)] {
+            c[usize::from(s)] += 1;
+        }
+        c
+    }
+
+    /// Flow mode: 256 buckets (3:3:4:4 -> 55 55 73 73, by hand in fare_model::resilient);
+    /// 3:3:4:3 moves 14, all of member 3's; a member gone from the list gives up exactly
+    /// its buckets and the others keep theirs whatever their new index.
+    #[test]
+    fn flow_tables_move_only_what_they_must() {
+        let g = group(&[3, 3, 4, 4], GroupMode::Flow);
+        let e = encode(&g, None, &mut egress).unwrap();
+        assert_eq!(usize::from(e.group.n_slots), FLOW_BUCKETS);
+        assert_eq!(slot_counts(&e.group, 4), [55, 55, 73, 73]);
+        let g2 = group(&[3, 3, 4, 3], GroupMode::Flow);
+        let e2 = encode(&g2, Some((&g, &e.group)), &mut egress).unwrap();
+        assert_eq!(slot_counts(&e2.group, 4), [59, 59, 79, 59]);
+        let moved: Vec<(u8, u8)> = e
+            .group
+            .slots
+            .iter()
+            .zip(&e2.group.slots)
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| (*a, *b))
+            .collect();
+        assert_eq!(moved.len(), 14);
+        assert!(moved.iter().all(|&(from, _)| from == 3));
+        // Member 1 (e2) leaves: the others are renumbered 0, 1, 2.
+        let mut g3 = group(&[3, 3, 4, 3], GroupMode::Flow);
+        g3.members.remove(1);
+        let e3 = encode(&g3, Some((&g2, &e2.group)), &mut egress).unwrap();
+        let renumber = [Some(0u8), None, Some(1), Some(2)];
+        for (old, new) in e2.group.slots.iter().zip(&e3.group.slots) {
+            if let Some(kept) = renumber[usize::from(*old)] {
+                assert_eq!(*new, kept);
+            }
+        }
+        // Too many weights for spray slots are fine as a table; decode reads buckets.
+        let big = group(&[200, 100], GroupMode::Flow);
+        let eb = encode(&big, None, &mut egress).unwrap();
+        assert_eq!(slot_counts(&eb.group, 2), [171, 85]);
+        let back = decode(big.prefix, &eb.group, &eb.members, &mut |i| {
+            format!("e{}", i - 10)
+        })
+        .unwrap();
+        assert_eq!(back.mode, GroupMode::Flow);
+        assert_eq!(
+            back.members.iter().map(|m| m.weight).collect::<Vec<_>>(),
+            [171, 85]
+        );
     }
 
     #[test]
     fn limits_are_errors() {
         let too_big = group(&[200, 57], GroupMode::Spray);
         assert!(matches!(
-            encode(&too_big, &mut egress),
+            encode(&too_big, None, &mut egress),
             Err(DataplaneError::InvalidGroup { .. })
         ));
         let mut no_mac = group(&[1], GroupMode::Spray);
         no_mac.members[0].neighbor_mac = None;
-        assert!(encode(&no_mac, &mut egress).is_err());
+        assert!(encode(&no_mac, None, &mut egress).is_err());
         let many = group(&[1; 65], GroupMode::Spray);
-        assert!(encode(&many, &mut egress).is_err());
+        assert!(encode(&many, None, &mut egress).is_err());
     }
 
     #[test]
     fn same_forwarding_ignores_state() {
         let g = group(&[1, 2], GroupMode::Spray);
-        let a = encode(&g, &mut egress).unwrap();
+        let a = encode(&g, None, &mut egress).unwrap();
         let mut b = a.clone();
         b.members[0].state = fc::MEMBER_ADMIN_DOWN;
         b.group.generation = 7;
         assert!(a.same_forwarding(&b));
-        let c = encode(&group(&[2, 1], GroupMode::Spray), &mut egress).unwrap();
+        let c = encode(&group(&[2, 1], GroupMode::Spray), None, &mut egress).unwrap();
         assert!(!a.same_forwarding(&c));
     }
 }

@@ -755,7 +755,13 @@ impl Dataplane for XdpDataplane {
     ) -> Result<(), DataplaneError> {
         let resolved = neighbor::fill_macs(group, BACKEND).await?;
         let group = resolved.as_ref().unwrap_or(group);
-        let mut encoded = encode::encode(group, &mut |name| self.egress(name))?;
+        // A flow-mode table changes from the installed one as little as the weights allow.
+        let previous = self
+            .installed
+            .get(&group.prefix)
+            .map(|i| (i.group.clone(), i.encoded.group));
+        let previous = previous.as_ref().map(|(g, row)| (g, row));
+        let mut encoded = encode::encode(group, previous, &mut |name| self.egress(name))?;
         // Only active colors forward (see dataplane::dpf); each is a group of its own.
         let mut color_rows: Vec<(u32, Encoded)> = Vec::new();
         for c in colors.iter().filter(|c| c.active) {
@@ -770,7 +776,10 @@ impl Dataplane for XdpDataplane {
             };
             let resolved = neighbor::fill_macs(&as_group, BACKEND).await?;
             let g = resolved.as_ref().unwrap_or(&as_group);
-            color_rows.push((c.color, encode::encode(g, &mut |name| self.egress(name))?));
+            color_rows.push((
+                c.color,
+                encode::encode(g, None, &mut |name| self.egress(name))?,
+            ));
         }
         if let Some(cur) = self.installed.get_mut(&group.prefix) {
             if cur.same_forwarding(&encoded, &color_rows) {
