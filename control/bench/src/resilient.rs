@@ -108,7 +108,11 @@ pub fn run(args: Args) -> anyhow::Result<String> {
         md,
         "## Per-flow WCMP: flows moved per weight change (`resilient`)\n"
     )?;
-    writeln!(md, "Command: `{}` (counts, not timings: any build)\n", command_line())?;
+    writeln!(
+        md,
+        "Command: `{}` (counts, not timings: any build)\n",
+        command_line()
+    )?;
     writeln!(
         md,
         "Fraction of uniformly hashed flows whose member changes, computed exactly. \
