@@ -1,6 +1,6 @@
 #![no_main]
 
-use fare::arn::ArnMessage;
+use fare_arn::ArnMessage;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

@@ -5,7 +5,7 @@
 //! attributes RFC 7606 had discarded). Covers AIGP (RFC 7311) and DPF's Color community
 //! and SESSION-COLOR capability, and the UPA community.
 
-use fare::bgp::packet::{Context, Message, HEADER_LEN, MARKER};
+use fare_bgp::packet::{Context, Message, HEADER_LEN, MARKER};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
@@ -20,24 +20,24 @@ fuzz_target!(|data: &[u8]| {
     msg.extend_from_slice(&((HEADER_LEN + body.len()).min(u16::MAX as usize) as u16).to_be_bytes());
     msg.push(knobs & 0x07);
     msg.extend_from_slice(body);
-    let _ = fare::bgp::packet::frame_len(&msg);
+    let _ = fare_bgp::packet::frame_len(&msg);
     let Ok(first) = Message::decode(&msg, ctx) else {
         return;
     };
     // DPF views of what decoded: the SESSION-COLOR capability and route colors.
     match &first {
         Message::Open(o) => {
-            let _ = fare::bgp::packet::color::peer_session_color(&o.capabilities, knobs);
+            let _ = fare_bgp::packet::color::peer_session_color(&o.capabilities, knobs);
         }
         Message::Update(u) => {
-            let _ = fare::bgp::packet::color::route_colors(&u.attributes.ext_communities);
+            let _ = fare_bgp::packet::color::route_colors(&u.attributes.ext_communities);
             // UPA (draft-krierhorn-idr-upa): any subtype, as configured.
-            let _ = fare::bgp::packet::upa::unreachable(&u.attributes.ext_communities, knobs);
+            let _ = fare_bgp::packet::upa::unreachable(&u.attributes.ext_communities, knobs);
         }
         _ => {}
     }
     let bytes = first.encode(ctx);
-    if bytes.len() > fare::bgp::packet::MAX_MESSAGE_LEN {
+    if bytes.len() > fare_bgp::packet::MAX_MESSAGE_LEN {
         return;
     }
     let again = Message::decode(&bytes, ctx).expect("a re-encoded message decodes");

@@ -11,6 +11,7 @@ pub mod dpf_lab;
 pub mod inns;
 pub mod lab;
 pub mod packets;
+pub mod rawbgp;
 pub mod xdp_lab;
 
 use anyhow::{bail, Context, Result};

@@ -451,14 +451,29 @@ impl NeighborConfig {
 impl AgentConfig {
     /// Loads and validates a configuration file; every error names file, line and field.
     pub fn load(path: &Path) -> Result<AgentConfig, FileError> {
-        let (mut config, text): (AgentConfig, String) = yamlfile::load(path)?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| FileError::new(path, None, format!("cannot read: {e}")))?;
+        AgentConfig::parse(path, &text, |from| {
+            super::statics::from_weights(from, path, &text)
+        })
+    }
+
+    /// Parses and validates configuration `text` that came from `path`; `static_from`
+    /// gives the groups of a `static_from:` block (the file it names is read by [`load`];
+    /// the fuzz target hands its own input instead).
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        static_from: impl FnOnce(&StaticFrom) -> Result<Vec<StaticGroup>, FileError>,
+    ) -> Result<AgentConfig, FileError> {
+        let mut config: AgentConfig = yamlfile::parse(path, text)?;
         // `static_from` groups join the `static:` ones, then both are validated together.
         if let Some(from) = &config.static_from {
-            let groups = super::statics::from_weights(from, path, &text)?;
+            let groups = static_from(from)?;
             config.static_groups.extend(groups);
         }
-        config.validate(path, &text)?;
-        config.validate_management(path, &text)?;
+        config.validate(path, text)?;
+        config.validate_management(path, text)?;
         Ok(config)
     }
 

@@ -583,10 +583,18 @@ mod tests {
 
     #[test]
     fn vectors_encode_and_decode() {
-        for (bytes, msg) in vectors() {
+        // FARE_FUZZ_SEEDS=DIR (the repository's fuzz/seeds): the vectors become seeds of
+        // the arn_decode fuzz target.
+        let seeds = std::env::var_os("FARE_FUZZ_SEEDS")
+            .map(|d| std::path::PathBuf::from(d).join("arn_decode"));
+        for (i, (bytes, msg)) in vectors().into_iter().enumerate() {
             assert_eq!(msg.encode().unwrap(), bytes, "encode {msg}");
             assert_eq!(ArnMessage::decode(&bytes).unwrap(), msg);
             assert_eq!(msg.wire_len(), bytes.len());
+            if let Some(dir) = &seeds {
+                std::fs::create_dir_all(dir).unwrap();
+                std::fs::write(dir.join(format!("vector-{i}")), &bytes).unwrap();
+            }
         }
     }
 

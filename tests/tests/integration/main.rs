@@ -26,6 +26,7 @@ mod bgp_frr_transit;
 mod bgp_gobgp;
 mod bgp_orf;
 mod bgp_rfc7606;
+mod bgp_session_fuzz;
 mod dpf_red_blue;
 mod lab_bandwidth;
 mod lab_bmv2;

@@ -260,13 +260,7 @@ impl Io {
     }
 
     fn ctx(&self) -> Context {
-        Context {
-            four_octet_as: self.peer_open.as_ref().is_some_and(|o| {
-                o.capabilities
-                    .iter()
-                    .any(|c| matches!(c, Capability::FourOctetAs(_)))
-            }),
-        }
+        Context::negotiated(self.peer_open.as_ref())
     }
 
     /// Writes on connection `id`; a failure on the session's connection `primary` is a

@@ -91,6 +91,23 @@ pub struct Context {
     pub four_octet_as: bool,
 }
 
+impl Context {
+    /// The context of a session whose peer sent `peer_open` (None before its OPEN):
+    /// 4-octet AS numbers once the peer announced the capability (we always do). fare
+    /// announces neither ADD-PATH (RFC 7911) nor Extended Messages (RFC 8654), so a peer's
+    /// offer of them changes nothing: NLRI carry no path identifier and messages stay
+    /// within [`MAX_MESSAGE_LEN`].
+    pub fn negotiated(peer_open: Option<&Open>) -> Context {
+        Context {
+            four_octet_as: peer_open.is_some_and(|o| {
+                o.capabilities
+                    .iter()
+                    .any(|c| matches!(c, Capability::FourOctetAs(_)))
+            }),
+        }
+    }
+}
+
 impl Default for Context {
     fn default() -> Self {
         Context {

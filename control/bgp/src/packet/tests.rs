@@ -17,7 +17,48 @@ fn msg(kind: u8, body: &[u8]) -> Vec<u8> {
     v.extend_from_slice(&((HEADER_LEN + body.len()) as u16).to_be_bytes());
     v.push(kind);
     v.extend_from_slice(body);
+    fuzz_seed(kind, body, &v);
     v
+}
+
+/// With `FARE_FUZZ_SEEDS=DIR` (the repository's fuzz/seeds), every vector message built
+/// here is also written as a seed of the `bgp_decode` (knobs byte, body) and `bgp_session`
+/// (the peer's OPEN, then the message) fuzz targets, named by a hash of its bytes.
+fn fuzz_seed(kind: u8, body: &[u8], whole: &[u8]) {
+    use std::hash::{Hash, Hasher};
+    let Some(dir) = std::env::var_os("FARE_FUZZ_SEEDS") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    let open = Message::Open(Open::new(
+        65001,
+        90,
+        Ipv4Addr::new(10, 0, 0, 1),
+        vec![
+            Capability::Multiprotocol { afi: 1, safi: 1 },
+            Capability::Multiprotocol { afi: 2, safi: 1 },
+            Capability::RouteRefresh,
+            Capability::FourOctetAs(65001),
+        ],
+    ));
+    let mut session = open.encode(CTX);
+    session.extend_from_slice(whole);
+    let mut decode = vec![0x80 | (kind & 0x07)];
+    decode.extend_from_slice(body);
+    let mut seeds = vec![("bgp_decode", decode), ("bgp_session", session)];
+    if kind == msg_type::ROUTE_REFRESH && body.len() > 4 {
+        // orf_upa: knobs (bit 0: IPv6) and the ORF block after AFI/reserved/SAFI.
+        let mut orf = vec![u8::from(body[1] == 2)];
+        orf.extend_from_slice(&body[4..]);
+        seeds.push(("orf_upa", orf));
+    }
+    for (target, bytes) in seeds {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        bytes.hash(&mut h);
+        let path = dir.join(target).join(format!("vector-{:016x}", h.finish()));
+        std::fs::create_dir_all(dir.join(target)).unwrap();
+        std::fs::write(path, bytes).unwrap();
+    }
 }
 
 fn net(s: &str) -> IpNet {

@@ -452,7 +452,6 @@ async fn read_stream(
     arbitration: watch::Sender<Arbitration>,
     packets: mpsc::Sender<PacketIn>,
 ) {
-    use p4::stream_message_response::Update;
     while let Some(message) = inbound.next().await {
         let message = match message {
             Ok(m) => m,
@@ -463,38 +462,59 @@ async fn read_stream(
                 return;
             }
         };
-        match message.update {
-            Some(Update::Arbitration(a)) => {
-                let state = match a.status {
-                    Some(s) if s.code != 0 => Arbitration::Backup(format!(
-                        "{:?}: {}",
-                        tonic::Code::from_i32(s.code),
-                        s.message
-                    )),
-                    _ => Arbitration::Primary,
-                };
+        match incoming(message) {
+            Incoming::Arbitration(state) => {
                 let _ = arbitration.send(state);
             }
-            Some(Update::Packet(p)) => {
-                let packet = PacketIn {
-                    payload: p.payload,
-                    metadata: p
-                        .metadata
-                        .into_iter()
-                        .map(|m| (m.metadata_id, m.value))
-                        .collect(),
-                };
+            Incoming::Packet(packet) => {
                 if packets.try_send(packet).is_err() {
                     tracing::debug!("packet-in queue full or closed; dropping one");
                 }
             }
-            Some(Update::Error(e)) => {
-                tracing::warn!(code = e.canonical_code, message = %e.message, "P4Runtime stream error");
+            Incoming::Error { code, message } => {
+                tracing::warn!(code, message = %message, "P4Runtime stream error");
             }
-            None => {}
+            Incoming::Nothing => {}
         }
     }
     let _ = arbitration.send(Arbitration::Closed("stream closed".into()));
+}
+
+/// One stream message from the switch, as the client acts on it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Incoming {
+    Arbitration(Arbitration),
+    Packet(PacketIn),
+    Error { code: i32, message: String },
+    Nothing,
+}
+
+/// What a StreamMessageResponse means to the client (the stream reader's one decision).
+pub fn incoming(message: p4::StreamMessageResponse) -> Incoming {
+    use p4::stream_message_response::Update;
+    match message.update {
+        Some(Update::Arbitration(a)) => Incoming::Arbitration(match a.status {
+            Some(s) if s.code != 0 => Arbitration::Backup(format!(
+                "{:?}: {}",
+                tonic::Code::from_i32(s.code),
+                s.message
+            )),
+            _ => Arbitration::Primary,
+        }),
+        Some(Update::Packet(p)) => Incoming::Packet(PacketIn {
+            payload: p.payload,
+            metadata: p
+                .metadata
+                .into_iter()
+                .map(|m| (m.metadata_id, m.value))
+                .collect(),
+        }),
+        Some(Update::Error(e)) => Incoming::Error {
+            code: e.canonical_code,
+            message: e.message,
+        },
+        None => Incoming::Nothing,
+    }
 }
 
 /// The WriteRequest for `updates` (exposed for tests and benchmarks).

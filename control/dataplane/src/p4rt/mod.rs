@@ -9,6 +9,7 @@
 //! - `program`: fare.p4's objects resolved by name, and builders of every entity written.
 //! - `dpf`: the DPF part of them (flow rules, per-color groups, fallback).
 //! - `backend`: the `Dataplane` implementation (make-before-break groups, reconcile).
+//! - `responses`: the client's parsers of a switch's answers, from wire bytes (fuzzing).
 //! - `sai`: the SAI-P4 (PINS) profile: WCMP groups in SAI-P4's tables.
 //! - `arn_setup`: the agent's `arn:` block written into the pipeline's ARN tables.
 
@@ -22,6 +23,7 @@ pub(crate) mod fake;
 pub mod p4info;
 pub mod program;
 pub mod proto;
+pub mod responses;
 pub mod sai;
 pub(crate) mod session;
 

@@ -204,6 +204,17 @@ struct SwitchState {
     arn_paths: BTreeMap<(u32, Ipv4Addr), u16>,
 }
 
+/// How many routes, group entries, profile groups, members and ARN paths adoption would
+/// take from `entities` (the `responses` entry point for read answers).
+pub(crate) fn adoptable(prog: &FareProgram, entities: Vec<p4::Entity>) -> usize {
+    let s = SwitchState::parse(prog, entities);
+    s.routes.len()
+        + s.group_entries.len()
+        + s.profile_groups.len()
+        + s.members.len()
+        + s.arn_paths.len()
+}
+
 pub(super) fn param_value(action: &p4::Action, id: u32) -> u128 {
     action
         .params

@@ -16,6 +16,7 @@
 //! port per group (the anchor) never get a watch port.
 
 mod adoption;
+pub(crate) use adoption::adoptable;
 mod arn;
 mod colors;
 mod groups;
