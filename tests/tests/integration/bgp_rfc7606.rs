@@ -13,7 +13,7 @@
 
 use anyhow::{bail, ensure, Context, Result};
 use fare_integration::bgp::{wait_for, Daemon, TempFile};
-use fare_integration::rawbgp::{as_path, attr, keepalive, origin, update, RawPeer};
+use fare_integration::rawbgp::{attr, keepalive, origin, update, RawPeer};
 use fare_integration::{fare_bin, have_root, veth, Netns};
 use std::process::Stdio;
 use std::time::Duration;

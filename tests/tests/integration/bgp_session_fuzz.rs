@@ -536,7 +536,7 @@ fn random_attr(rng: &mut Rng) -> Vec<u8> {
         _ => rng.next() as u8,
     };
     let len = match rng.below(4) {
-        0 => 0,
+        0 => 0usize,
         1 => rng.below(8) as usize,
         2 => rng.below(64) as usize,
         _ => rng.below(1500) as usize,
@@ -578,7 +578,10 @@ fn random_message(rng: &mut Rng, peer: &RawPeer) -> Vec<u8> {
             body.extend(rng.bytes(extra));
             message(ROUTE_REFRESH, &body)
         }
-        7 => message(UPDATE, &rng.bytes(rng.below(40) as usize)),
+        7 => {
+            let n = rng.below(40) as usize;
+            message(UPDATE, &rng.bytes(n))
+        }
         8 => open(HOSTILE_AS, HOSTILE_ID),
         _ => keepalive(),
     }
