@@ -773,6 +773,31 @@ fn pack_splits_large_announcements() {
     assert_eq!(w.iter().map(|u| u.withdrawn.len()).sum::<usize>(), 5000);
 }
 
+/// Session fuzzing crasher: a peer's route with a 4000-octet unknown optional transitive
+/// attribute (its UPDATE exactly 4096 octets) left no room for a prefix once re-advertised,
+/// and the budget computation underflowed (a panic in the agent). Such attributes are not
+/// sent at all (RFC 8654 §4); smaller ones still are, within 4096 octets.
+#[test]
+fn pack_refuses_attributes_too_large_to_send() {
+    let with_unknown = |len: usize| PathAttributes {
+        origin: Some(Origin::Igp),
+        as_path: Some(AsPath::sequence(vec![65001, 65100])),
+        next_hop: Some(Ipv4Addr::new(10, 0, 0, 1)),
+        other: vec![RawAttribute {
+            flags: flag::OPTIONAL | flag::TRANSITIVE | flag::EXTENDED_LENGTH,
+            type_code: 250,
+            value: vec![0x5a; len],
+        }],
+        ..Default::default()
+    };
+    let nets = [net("198.51.100.0/24")];
+    assert!(update::pack(&with_unknown(4040), &nets, CTX).is_empty());
+    assert!(update::pack(&with_unknown(4096), &nets, CTX).is_empty());
+    let fits = update::pack(&with_unknown(3900), &nets, CTX);
+    assert_eq!(fits.len(), 1);
+    assert!(Message::Update(fits[0].clone()).encode(CTX).len() <= MAX_MESSAGE_LEN);
+}
+
 /// Fuzz crasher (bgp_decode): unknown attributes out of type order on the wire came back
 /// reordered by `encode`, so the re-encoded UPDATE decoded to different attributes.
 #[test]

@@ -129,7 +129,14 @@ impl Update {
 pub fn pack(attributes: &PathAttributes, prefixes: &[IpNet], ctx: Context) -> Vec<Update> {
     let mut base = Vec::new();
     attributes.encode(ctx, &mut base);
-    let budget = MAX_MESSAGE_LEN - HEADER_LEN - 4 - base.len() - 8;
+    // Attributes too large to leave room for one prefix (an IPv6 /128 takes 17 octets)
+    // cannot be sent without Extended Messages (RFC 8654 §4): no UPDATE at all.
+    let Some(budget) = (MAX_MESSAGE_LEN - HEADER_LEN - 4 - 8)
+        .checked_sub(base.len())
+        .filter(|b| *b >= 17)
+    else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     let mut chunk: Vec<IpNet> = Vec::new();
     let mut used = 0;

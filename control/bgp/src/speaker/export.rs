@@ -215,7 +215,19 @@ impl RibTask {
             if let Some(groups) = announce.remove(&peer) {
                 for (attrs, mut prefixes) in groups {
                     prefixes.sort();
-                    updates.extend(update::pack(&attrs, &prefixes, ctx));
+                    let packed = update::pack(&attrs, &prefixes, ctx);
+                    if packed.is_empty() {
+                        // Attributes too large for 4096 octets (a peer's huge unknown
+                        // transitive attribute): not sent, and any earlier version of
+                        // these routes is withdrawn (RFC 8654 §4).
+                        if let Some(t) = self.rib.adj_out.get_mut(&peer) {
+                            for p in &prefixes {
+                                t.remove(p);
+                            }
+                        }
+                        updates.extend(update::pack_withdraw(&prefixes));
+                    }
+                    updates.extend(packed);
                 }
             }
             if !updates.is_empty() {
