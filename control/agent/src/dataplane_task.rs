@@ -561,7 +561,7 @@ async fn run(
                 count(&stats, &stats.removes, &result);
                 match &result {
                     Ok(()) => {
-                        info!(backend = name, %prefix, "group removed");
+                        info!(event = "group_removed", backend = name, %prefix, "group removed");
                         st.forget(prefix);
                         requested.remove(&prefix);
                         shares.remove(&prefix);
@@ -762,6 +762,7 @@ async fn finish(
     match result {
         Ok(()) => {
             info!(
+                event = "group_installed",
                 backend = name,
                 prefix = %group.prefix,
                 mode = ?group.mode,

@@ -753,7 +753,18 @@ pub async fn report_sent(
         if event.refresh {
             debug!(interface = %event.interface, message = %event.message, "ARN refreshed");
         } else {
-            info!(interface = %event.interface, message = %event.message, backlog = event.backlog_bytes, queued_us = event.queued_us, "ARN sent");
+            // Typed fields (`event`, `arn_type`, `metric`, `path_id`) for readers of JSON logs.
+            info!(
+                event = "arn_sent",
+                interface = %event.interface,
+                arn_type = event.kind,
+                metric = event.metric,
+                path_id = %std::net::Ipv4Addr::from(event.path_id),
+                message = %event.message,
+                backlog = event.backlog_bytes,
+                queued_us = event.queued_us,
+                "ARN sent"
+            );
         }
         if let Some(tx) = &sent {
             let _ = tx.send(event);

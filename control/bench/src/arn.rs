@@ -24,6 +24,7 @@ use super::lab_bench::{load_average, quantile, BenchLab, XdpMaps};
 use anyhow::{bail, Context};
 use fare_dataplane::xdp::queues::{monotonic_ns, Queues};
 use fare_lab::arn::LabArn;
+use fare_lab::events::{self, Event};
 use fare_lab::plan::{self, DataplaneKind, Routing, SplitMode};
 use fare_lab::state::{self, StateDir};
 use fare_lab::{agents, faults, sys, up};
@@ -179,29 +180,32 @@ impl Drop for Bench {
     }
 }
 
+/// A group for `prefix` installed without a member whose `interface:weight` starts with
+/// `member` (`eth1:`).
+fn installed_without(e: &Event, prefix: &str, member: &str) -> bool {
+    matches!(e, Event::GroupInstalled { prefix: p, members }
+        if p.to_string() == prefix && !members.split(' ').any(|m| m.starts_with(member)))
+}
+
 impl Bench {
-    /// Unix time of the first line of `node`'s log at or after `since` containing every
-    /// one of `words` (and, if given, none of `without`).
-    fn logged(&self, node: &str, since: f64, words: &[&str], without: Option<&str>) -> Option<f64> {
-        let text = std::fs::read_to_string(self.dir.log(node)).ok()?;
-        text.lines()
-            .filter(|l| words.iter().all(|w| l.contains(w)))
-            .filter(|l| without.is_none_or(|x| !l.contains(x)))
-            .filter_map(|l| l.split_whitespace().next().and_then(faults::parse_rfc3339))
-            .find(|t| *t >= since)
+    /// Unix time of `node`'s first typed event at or after `since` that `want` takes.
+    fn logged(&self, node: &str, since: f64, want: impl Fn(&Event) -> bool) -> Option<f64> {
+        events::of_node(&self.dir, node, since)
+            .into_iter()
+            .find(|e| want(&e.event))
+            .map(|e| e.at)
     }
 
     fn wait_logged(
         &self,
         node: &str,
         since: f64,
-        words: &[&str],
-        without: Option<&str>,
+        want: impl Fn(&Event) -> bool,
         timeout: Duration,
     ) -> Option<f64> {
         let start = Instant::now();
         while start.elapsed() < timeout {
-            if let Some(t) = self.logged(node, since, words, without) {
+            if let Some(t) = self.logged(node, since, &want) {
                 return Some(t);
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -332,7 +336,10 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
     let xdp = args.dataplane == DataplaneKind::Xdp;
     // XDP-redirected frames skip the tbf: its virtual queue in spine1's program changes too.
     let shape = |kbit: u64| -> anyhow::Result<()> {
-        sys::tc_batch(&congested.ns, &up::tbf("change", &port.interface, kbit))?;
+        sys::tc_batch(
+            &congested.ns,
+            &fare_lab::shaping::tbf("change", &port.interface, kbit),
+        )?;
         if xdp {
             faults::set_virtual_queue_rate(&congested.ns, &port.interface, kbit)
                 .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -387,11 +394,12 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         let removed = b.wait_logged(
             INGRESS,
             t0,
-            &["ARN applied", "type 1"],
-            None,
+            |e| matches!(e, Event::ArnApplied { arn_type: 1, .. }),
             Duration::from_secs(5),
         );
-        let cross = b.logged(CONGESTED, t0, &["ARN sent", "type 1"], None);
+        let cross = b.logged(CONGESTED, t0, |e| {
+            matches!(e, Event::ArnSent { arn_type: 1, .. })
+        });
         let t1 = state::now();
         shape(full)?;
         match (cross, removed) {
@@ -412,8 +420,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         b.wait_logged(
             INGRESS,
             t1,
-            &["ARN applied", "type 2"],
-            None,
+            |e| matches!(e, Event::ArnApplied { arn_type: 2, .. }),
             Duration::from_secs(5),
         );
         std::thread::sleep(Duration::from_millis(300));
@@ -459,22 +466,22 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         let arn = b.wait_logged(
             INGRESS,
             t0,
-            &["ARN applied", "type 3"],
-            None,
+            |e| matches!(e, Event::ArnApplied { arn_type: 3, .. }),
             Duration::from_secs(5),
         );
         let bgp = b.wait_logged(
             INGRESS,
             t0,
-            &["group installed", &format!("prefix={prefix}")],
-            Some(&member),
+            |e| installed_without(e, &prefix, &member),
             Duration::from_secs(60),
         );
         sys::run(
             "ip",
             &["-n", &congested.ns, "link", "set", &port.interface, "up"],
         )?;
-        let sent = b.logged(CONGESTED, t0, &["ARN sent", "type 3"], None);
+        let sent = b.logged(CONGESTED, t0, |e| {
+            matches!(e, Event::ArnSent { arn_type: 3, .. })
+        });
         eprintln!(
             "bench arn: failure trial {}: after {:?} s Type 3 sent, {:?} s member out, {:?} s BGP group",
             i + 1,
@@ -506,7 +513,6 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
     let mut degrade = vec![];
     let spec = format!("{CONGESTED}-{FAR}");
     let gbps = port.gbps * PERCENT / 100.0;
-    let installed = format!("prefix={prefix}");
     for i in 0..args.bgp_trials {
         let t0 = state::now();
         let r = faults::degrade(Some(&lab), &format!("{spec}={gbps}"), 120.0)
@@ -514,7 +520,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
         // From the change to leaf1's re-weighted group, in its log (the lab's own
         // convergence time adds its polling of every agent).
         if r.convergence_s.is_some() {
-            if let Some(t) = b.logged(INGRESS, t0, &["group installed", &installed], None) {
+            if let Some(t) = b.logged(INGRESS, t0, |e| installed_without(e, &prefix, "\u{0}")) {
                 degrade.push(t - t0);
             }
         }

@@ -18,6 +18,7 @@
 use super::command_line;
 use super::lab_bench::{load_average, quantile};
 use anyhow::{bail, Context};
+use fare_lab::events::{self, Event};
 use fare_lab::plan::{self, DataplaneKind, Routing};
 use fare_lab::state::{self, StateDir};
 use fare_lab::{agents, down, faults, up};
@@ -170,13 +171,18 @@ fn not_established(dir: &StateDir, st: &state::LabState) -> Vec<String> {
     out.into_iter().collect()
 }
 
-/// Timestamps (unix s) of an agent's log lines in [from, to] containing every word.
-fn logged(dir: &StateDir, node: &str, from: f64, to: f64, words: &[&str]) -> Vec<f64> {
-    let text = std::fs::read_to_string(dir.log(node)).unwrap_or_default();
-    text.lines()
-        .filter(|l| words.iter().all(|w| l.contains(w)))
-        .filter_map(|l| l.split_whitespace().next().and_then(faults::parse_rfc3339))
-        .filter(|t| *t >= from && *t <= to)
+/// Times (unix s) of an agent's typed events in [from, to] that `want` takes.
+fn logged(
+    dir: &StateDir,
+    node: &str,
+    from: f64,
+    to: f64,
+    want: impl Fn(&Event) -> bool,
+) -> Vec<f64> {
+    events::of_node(dir, node, from)
+        .into_iter()
+        .filter(|e| e.at <= to && want(&e.event))
+        .map(|e| e.at)
         .collect()
 }
 
@@ -201,7 +207,7 @@ fn flap(name: &str, link: &str) -> anyhow::Result<Flap> {
         n.ports
             .iter()
             .find(|p| p.link == link_plan.name)
-            .map(|p| p.addr.to_string())
+            .map(|p| std::net::IpAddr::from(p.addr))
     };
     // Each end logs the session with the other end's address as `peer`.
     let ends = [
@@ -223,7 +229,7 @@ fn flap(name: &str, link: &str) -> anyhow::Result<Flap> {
                 node,
                 t_up,
                 t_end,
-                &["session established", &format!("peer={peer} ")],
+                |e| matches!(e, Event::SessionUp { peer: p } if p == peer),
             )
             .first()
             .map(|t| t - t_up)
@@ -236,7 +242,11 @@ fn flap(name: &str, link: &str) -> anyhow::Result<Flap> {
                 .plan
                 .nodes
                 .iter()
-                .flat_map(|n| logged(&dir, &n.name, t_up, t_end, &["group installed"]))
+                .flat_map(|n| {
+                    logged(&dir, &n.name, t_up, t_end, |e| {
+                        matches!(e, Event::GroupInstalled { .. })
+                    })
+                })
                 .map(|t| t - t_up)
                 .reduce(f64::max)
                 .unwrap_or(0.0);

@@ -89,7 +89,41 @@ pub fn agent_config(
     config.management.socket = socket.to_path_buf();
     config.fare.mode = mode;
     config.fare.role = role(&node.role);
-    config.dataplane = match o.dataplane {
+    config.dataplane = dataplane(plan, node, interfaces);
+    let node_of: HashMap<&str, &NodePlan> =
+        plan.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    if o.routing == Routing::Bgp {
+        for p in &node.ports {
+            let peer = node_of.get(p.peer.as_str());
+            let mut n = NeighborConfig::new(p.peer_addr.into(), peer.map_or(0, |n| n.asn));
+            n.interface = Some(p.interface.clone());
+            n.bandwidth_gbps = Some(p.gbps);
+            // The neighbor's place in the Clos: a spine whose routes come from
+            // super-spines applies draft §4.2's remote-spine rule.
+            n.role = Some(peer.map_or(Role::Leaf, |n| role(&n.role)));
+            config.neighbors.push(n);
+        }
+    }
+    config.prefixes = node.prefixes.clone();
+    if o.routing == Routing::Static {
+        config.static_groups = static_groups(node, groups, group_mode)?;
+    }
+    if let Some(arn) = &o.arn {
+        config.arn = Some(super::arn::block(
+            plan,
+            node,
+            arn,
+            &super::arn::paths(plan, groups),
+        ));
+    }
+    Ok(config)
+}
+
+/// The node's data plane: BMv2 over P4Runtime, XDP with a virtual queue per fabric
+/// port, the kernel's nexthop groups, or none.
+fn dataplane(plan: &Plan, node: &NodePlan, interfaces: Vec<String>) -> DataplaneConfig {
+    let o = &plan.options;
+    match o.dataplane {
         _ if node.bmv2 => super::bmv2::dataplane_config(
             node,
             o.p4_build.as_deref().unwrap_or(Path::new("p4/build")),
@@ -109,7 +143,7 @@ pub fn agent_config(
                     QueueSpec {
                         interface: p.interface.clone(),
                         rate_mbps: kbit as f64 / 1000.0,
-                        limit_bytes: u32::try_from(super::up::tbf_limit_bytes(kbit))
+                        limit_bytes: u32::try_from(super::shaping::tbf_limit_bytes(kbit))
                             .unwrap_or(u32::MAX),
                     }
                 })
@@ -123,62 +157,46 @@ pub fn agent_config(
         },
         DataplaneKind::Kernel => DataplaneConfig::Kernel { interfaces },
         DataplaneKind::None => DataplaneConfig::None,
-    };
-    let node_of: HashMap<&str, &NodePlan> =
-        plan.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    if o.routing == Routing::Bgp {
-        for p in &node.ports {
-            let peer = node_of.get(p.peer.as_str());
-            let mut n = NeighborConfig::new(p.peer_addr.into(), peer.map_or(0, |n| n.asn));
-            n.interface = Some(p.interface.clone());
-            n.bandwidth_gbps = Some(p.gbps);
-            // The neighbor's place in the Clos: a spine whose routes come from
-            // super-spines applies draft §4.2's remote-spine rule.
-            n.role = Some(peer.map_or(Role::Leaf, |n| role(&n.role)));
-            config.neighbors.push(n);
-        }
     }
-    config.prefixes = node.prefixes.clone();
-    if o.routing == Routing::Static {
-        for g in groups.iter().filter(|g| g.node == node.name) {
-            let mut members = Vec::with_capacity(g.members.len());
-            for m in &g.members {
-                let port = node
-                    .ports
-                    .iter()
-                    .find(|p| p.link == m.link)
-                    .ok_or_else(|| AgentsError::UnknownLink {
-                        node: node.name.clone(),
-                        prefix: g.prefix.to_string(),
-                        link: m.link.clone(),
-                    })?;
-                members.push(StaticMember {
-                    interface: port.interface.clone(),
-                    neighbor_mac: port.peer_mac.parse().map_err(|_| AgentsError::Serialize {
-                        node: node.name.clone(),
-                        problem: format!("the plan's MAC `{}` does not parse", port.peer_mac),
-                    })?,
-                    next_hop: Some(port.peer_addr.into()),
-                    weight: m.weight,
-                    bandwidth_gbps: Some(m.bandwidth_gbps),
-                });
-            }
-            config.static_groups.push(StaticGroup {
-                prefix: g.prefix,
-                mode: group_mode,
-                members,
+}
+
+/// Static routing: the model's groups of the node, members as its ports of the links.
+fn static_groups(
+    node: &NodePlan,
+    groups: &[RouteGroup],
+    group_mode: GroupMode,
+) -> Result<Vec<StaticGroup>, AgentsError> {
+    let mut out = Vec::new();
+    for g in groups.iter().filter(|g| g.node == node.name) {
+        let mut members = Vec::with_capacity(g.members.len());
+        for m in &g.members {
+            let port = node
+                .ports
+                .iter()
+                .find(|p| p.link == m.link)
+                .ok_or_else(|| AgentsError::UnknownLink {
+                    node: node.name.clone(),
+                    prefix: g.prefix.to_string(),
+                    link: m.link.clone(),
+                })?;
+            members.push(StaticMember {
+                interface: port.interface.clone(),
+                neighbor_mac: port.peer_mac.parse().map_err(|_| AgentsError::Serialize {
+                    node: node.name.clone(),
+                    problem: format!("the plan's MAC `{}` does not parse", port.peer_mac),
+                })?,
+                next_hop: Some(port.peer_addr.into()),
+                weight: m.weight,
+                bandwidth_gbps: Some(m.bandwidth_gbps),
             });
         }
+        out.push(StaticGroup {
+            prefix: g.prefix,
+            mode: group_mode,
+            members,
+        });
     }
-    if let Some(arn) = &o.arn {
-        config.arn = Some(super::arn::block(
-            plan,
-            node,
-            arn,
-            &super::arn::paths(plan, groups),
-        ));
-    }
-    Ok(config)
+    Ok(out)
 }
 
 /// The topology role a plan node carries (the plan keeps its name).
@@ -222,6 +240,8 @@ pub fn spawn(fare: &Path, node: &NodePlan, dir: &StateDir) -> Result<u32, Agents
         .arg("nsenter")
         .arg(format!("--net=/run/netns/{}", node.ns))
         .arg(fare)
+        // JSON lines: the lab reads the agents' typed events (`events`), not their words.
+        .arg("--log-json")
         .arg("agent")
         .arg("--config")
         .arg(&config)
@@ -258,12 +278,21 @@ pub enum Show {
     Arn,
 }
 
-/// `fare show WHAT --json` of every node in `nodes`, read in process from their
-/// management sockets all at once (a 200-node lab polled through 200 `fare show`
-/// processes spent seconds per poll on process start-up); None for a node that does not
-/// answer within 5 s.
-pub fn show_all(dir: &StateDir, nodes: &[&str], what: Show) -> Vec<Option<Value>> {
-    use fare_agent::mgmt::{client, json, pb};
+/// What an agent answered on its management socket, as the API's own types.
+#[derive(Clone, Debug)]
+pub enum Answer {
+    Groups(Vec<pb::Group>),
+    Neighbors(Vec<pb::Neighbor>),
+    Arn(pb::ArnState),
+}
+
+use fare_agent::mgmt::pb;
+
+/// Asks every node in `nodes` for `what` on its management socket, all at once and in
+/// process (a 200-node lab polled through 200 `fare show` processes spent seconds per
+/// poll on process start-up); None for a node that does not answer within 5 s.
+pub fn ask_all(dir: &StateDir, nodes: &[&str], what: Show) -> Vec<Option<Answer>> {
+    use fare_agent::mgmt::client;
     let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -278,22 +307,14 @@ pub fn show_all(dir: &StateDir, nodes: &[&str], what: Show) -> Vec<Option<Value>
                 Some(match what {
                     Show::Groups => {
                         let list = c.list_groups(pb::ListGroupsRequest {}).await.ok()?;
-                        Value::Array(
-                            list.into_inner()
-                                .groups
-                                .iter()
-                                .map(json::group_json)
-                                .collect(),
-                        )
+                        Answer::Groups(list.into_inner().groups)
                     }
                     Show::Arn => {
-                        let a = c.get_arn(pb::GetArnRequest {}).await.ok()?;
-                        json::arn_json(&a.into_inner())
+                        Answer::Arn(c.get_arn(pb::GetArnRequest {}).await.ok()?.into_inner())
                     }
                     Show::Neighbors => {
                         let list = c.list_neighbors(pb::ListNeighborsRequest {}).await.ok()?;
-                        let list = list.into_inner().neighbors;
-                        Value::Array(list.iter().map(json::neighbor_json).collect())
+                        Answer::Neighbors(list.into_inner().neighbors)
                     }
                 })
             };
@@ -304,6 +325,43 @@ pub fn show_all(dir: &StateDir, nodes: &[&str], what: Show) -> Vec<Option<Value>
         }
     };
     runtime.block_on(futures::future::join_all(nodes.iter().map(|n| one(n))))
+}
+
+/// The groups of every node in `nodes` ([`ask_all`]).
+pub fn groups_all(dir: &StateDir, nodes: &[&str]) -> Vec<Option<Vec<pb::Group>>> {
+    ask_all(dir, nodes, Show::Groups)
+        .into_iter()
+        .map(|a| match a {
+            Some(Answer::Groups(g)) => Some(g),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The BGP neighbors of every node in `nodes` ([`ask_all`]).
+pub fn neighbors_all(dir: &StateDir, nodes: &[&str]) -> Vec<Option<Vec<pb::Neighbor>>> {
+    ask_all(dir, nodes, Show::Neighbors)
+        .into_iter()
+        .map(|a| match a {
+            Some(Answer::Neighbors(n)) => Some(n),
+            _ => None,
+        })
+        .collect()
+}
+
+/// `fare show WHAT --json` of every node in `nodes` ([`ask_all`], as the CLI prints it).
+pub fn show_all(dir: &StateDir, nodes: &[&str], what: Show) -> Vec<Option<Value>> {
+    use fare_agent::mgmt::json;
+    ask_all(dir, nodes, what)
+        .into_iter()
+        .map(|a| {
+            a.map(|a| match a {
+                Answer::Groups(g) => Value::Array(g.iter().map(json::group_json).collect()),
+                Answer::Neighbors(n) => Value::Array(n.iter().map(json::neighbor_json).collect()),
+                Answer::Arn(a) => json::arn_json(&a),
+            })
+        })
+        .collect()
 }
 
 /// [`show_all`] of one node.

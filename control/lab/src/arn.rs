@@ -4,7 +4,7 @@
 //! neighbors, which move traffic off their members toward A (and back on Type 2).
 //!
 //! - Monitor: one entry per fabric port, Path ID = router ID of the node at the far end;
-//!   thresholds in bytes below the smallest tbf limit (`up::TBF_MIN_LIMIT_BYTES`), so they
+//!   thresholds in bytes below the smallest tbf limit (`shaping::TBF_MIN_LIMIT_BYTES`), so they
 //!   are crossed at any rate, also after `congest` shrinks the shaper. Type 2 waits until
 //!   the queue stayed drained for `clear_ms`: traffic that left a congested link on Type 1
 //!   drains its queue at once, and without the wait would come straight back.
@@ -15,37 +15,12 @@
 //!   groups for destinations behind the congested link.
 
 use super::plan::{NodePlan, Plan};
-use super::up::TBF_MIN_LIMIT_BYTES;
+use super::shaping::TBF_MIN_LIMIT_BYTES;
 use fare_arn::config::{ArnConfig, ArnNeighbor, MonitorConfig, MonitoredInterface, PathPrefixes};
 use fare_model::sim::RouteGroup;
-use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
-/// ARN settings of a lab (kept in its state so restarted agents get the same block).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LabArn {
-    /// Queue sampling period of the monitors (µs, >= 100).
-    pub interval_us: u64,
-    /// A removal ends by itself after this long unless refreshed.
-    pub hold_ms: u64,
-    /// Type 2 only after the queue stayed drained this long (see `MonitoredInterface`).
-    #[serde(default)]
-    pub clear_ms: u64,
-    /// What a Type 1 does at the receivers (`arn.congestion.mode`).
-    #[serde(default)]
-    pub congestion: fare_arn::shift::CongestionMode,
-}
-
-impl Default for LabArn {
-    fn default() -> Self {
-        LabArn {
-            interval_us: 1000,
-            hold_ms: 1000,
-            clear_ms: 200,
-            congestion: fare_arn::shift::CongestionMode::Shift,
-        }
-    }
-}
+pub use super::plan::LabArn;
 
 /// Backlog at or above which a port is congested: half the smallest tbf queue.
 pub const HIGH_BYTES: u64 = TBF_MIN_LIMIT_BYTES / 2;
@@ -145,7 +120,8 @@ mod tests {
         .unwrap();
         let topo = fare_model::topology::parse(Path::new("arn-spine-leaf.yaml"), &text).unwrap();
         let p = plan(&topo, "t", &Options::default()).unwrap();
-        let groups = crate::up::ideal_groups(&topo, fare_model::bandwidth::Mode::Draft, None, &[]);
+        let groups =
+            crate::model_check::ideal_groups(&topo, fare_model::bandwidth::Mode::Draft, None, &[]);
         let paths = paths(&p, &groups);
         // leaf1 and the spines reach leaf2's prefix over links into leaf2 (10.0.0.2) ...
         assert!(paths["10.0.0.2"].contains("198.51.100.0/24"));

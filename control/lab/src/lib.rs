@@ -10,24 +10,33 @@
 //!  plan (pure: names, addresses, MACs, rates) -> up (ip/tc batches, agent configs, agents)
 //!  state dir (/run/fare/lab/<lab>/) <- every command reads it; down needs only names
 //!  traffic (UDP generator in host namespaces) -> stats (interface counters) -> report
-//!                                                ideal (sim groups x traffic matrix) ┘
+//!                                  traffic_load (sim groups x traffic matrix) ┘
+//!  model_check (live groups and sessions vs the model) <- up, fail/degrade/restore
+//!  events (agents' JSON logs, typed) -> congest, report_data -> report_html (one page)
 //! ```
 
 pub mod agents;
 pub mod arn;
 pub mod bmv2;
 pub mod down;
+pub mod events;
+pub mod fabric_svg;
 pub mod faults;
 pub mod gen;
-pub mod ideal;
+pub mod history_svg;
 pub mod mininet;
+pub mod model_check;
 pub mod plan;
 pub mod report;
+pub mod report_data;
+pub mod report_html;
 pub mod restart;
+pub mod shaping;
 pub mod state;
 pub mod stats;
 pub mod sys;
 pub mod traffic;
+pub mod traffic_load;
 pub mod up;
 
 #[derive(Debug, thiserror::Error)]

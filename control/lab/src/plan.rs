@@ -58,6 +58,32 @@ pub enum SplitMode {
     Flow,
 }
 
+/// ARN settings of a lab (kept in its state so restarted agents get the same block).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LabArn {
+    /// Queue sampling period of the monitors (µs, >= 100).
+    pub interval_us: u64,
+    /// A removal ends by itself after this long unless refreshed.
+    pub hold_ms: u64,
+    /// Type 2 only after the queue stayed drained this long (see `MonitoredInterface`).
+    #[serde(default)]
+    pub clear_ms: u64,
+    /// What a Type 1 does at the receivers (`arn.congestion.mode`).
+    #[serde(default)]
+    pub congestion: fare_arn::shift::CongestionMode,
+}
+
+impl Default for LabArn {
+    fn default() -> Self {
+        LabArn {
+            interval_us: 1000,
+            hold_ms: 1000,
+            clear_ms: 200,
+            congestion: fare_arn::shift::CongestionMode::Shift,
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Options {
     /// Mbit/s of tc rate per Gbps of topology capacity.
@@ -71,7 +97,7 @@ pub struct Options {
     pub backend: Backend,
     /// The agents' `arn:` block (None: ARN off).
     #[serde(default)]
-    pub arn: Option<super::arn::LabArn>,
+    pub arn: Option<LabArn>,
     /// fare.p4's compiled outputs for `target: bmv2` nodes (None: found by `lab up`).
     #[serde(default)]
     pub p4_build: Option<std::path::PathBuf>,
@@ -88,7 +114,7 @@ impl Default for Options {
             routing: Routing::Bgp,
             split: SplitMode::Spray,
             backend: Backend::Netns,
-            arn: Some(super::arn::LabArn::default()),
+            arn: Some(LabArn::default()),
             p4_build: None,
         }
     }
@@ -366,40 +392,7 @@ pub fn plan(topo: &Topology, lab: &str, options: &Options) -> Result<Plan, PlanE
         });
     }
     for (i, n) in topo.nodes.iter().enumerate() {
-        if nodes[i].bmv2 && !n.prefixes.is_empty() {
-            return Err(PlanError::Bmv2WithPrefixes(n.name.clone()));
-        }
-        for (k, p) in n.prefixes.iter().enumerate() {
-            let bad = || PlanError::PrefixTooSmall {
-                node: n.name.clone(),
-                prefix: *p,
-            };
-            if n.role.is_stub() || n.role == Role::Host {
-                // A host route (an RNIC's /32) is its own end point.
-                let single = p.prefix_len() == p.max_prefix_len();
-                let endpoint = if single {
-                    Some(p.addr())
-                } else {
-                    nth_addr(p, 1)
-                };
-                nodes[i].local_endpoints.push(endpoint.ok_or_else(bad)?);
-                continue;
-            }
-            let gateway = nth_addr(p, 1).ok_or_else(bad)?;
-            let addr = nth_addr(p, 2).ok_or_else(bad)?;
-            let node_interface = if k == 0 {
-                HOST_IF.to_string()
-            } else {
-                format!("h{k}")
-            };
-            nodes[i].hosts.push(Host {
-                ns: format!("{prefix}{}-h{k}", ns_names[i]),
-                prefix: *p,
-                addr,
-                gateway,
-                node_interface,
-            });
-        }
+        add_hosts(&mut nodes[i], n, &format!("{prefix}{}", ns_names[i]))?;
     }
     Ok(Plan {
         lab: lab.to_string(),
@@ -407,6 +400,51 @@ pub fn plan(topo: &Topology, lab: &str, options: &Options) -> Result<Plan, PlanE
         nodes,
         links,
     })
+}
+
+/// The host namespaces (or, for stubs and hosts, the local end points) of one node's
+/// prefixes; `ns` is the node's namespace.
+fn add_hosts(
+    node: &mut NodePlan,
+    n: &fare_model::topology::Node,
+    ns: &str,
+) -> Result<(), PlanError> {
+    if node.bmv2 && !n.prefixes.is_empty() {
+        return Err(PlanError::Bmv2WithPrefixes(n.name.clone()));
+    }
+    for (k, p) in n.prefixes.iter().enumerate() {
+        let bad = || PlanError::PrefixTooSmall {
+            node: n.name.clone(),
+            prefix: *p,
+        };
+        if n.role.is_stub() || n.role == Role::Host {
+            // A host route (an RNIC's /32) is its own end point.
+            let single = p.prefix_len() == p.max_prefix_len();
+            let endpoint = if single {
+                Some(p.addr())
+            } else {
+                nth_addr(p, 1)
+            };
+            node.local_endpoints.push(endpoint.ok_or_else(bad)?);
+            continue;
+        }
+        let gateway = nth_addr(p, 1).ok_or_else(bad)?;
+        let addr = nth_addr(p, 2).ok_or_else(bad)?;
+        let node_interface = if k == 0 {
+            HOST_IF.to_string()
+        } else {
+            format!("h{k}")
+        };
+        node.hosts.push(Host {
+            ns: format!("{ns}-h{k}"),
+            prefix: *p,
+            addr,
+            gateway,
+            node_interface,
+        });
+    }
+
+    Ok(())
 }
 
 impl Options {

@@ -1,18 +1,20 @@
-//! What the lab shows: per-link load against the ideal weighted split (table, JSON and an
-//! SVG drawing of the fabric), and `fare lab show` (utilization, groups, events).
+//! What the terminal shows: per-link load against the ideal weighted split (table, JSON),
+//! and `fare lab show` (utilization, groups, events). The drawing is `fare lab report`'s
+//! (`report_html`).
 
 use super::agents;
 use super::faults;
-use super::ideal::LinkLoads;
+use super::model_check;
 use super::plan::Plan;
 use super::state::{LinkChange, StateDir};
 use super::stats::{self, DirectionLoad};
+use super::traffic_load::LinkLoads;
 use super::LabError;
 use serde::Serialize;
 use std::fmt::Write;
 use std::time::Duration;
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Totals {
     pub sent_packets: u64,
     pub received_packets: u64,
@@ -24,7 +26,7 @@ pub struct Totals {
     pub changes: Vec<LinkChange>,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct LinkRow {
     pub link: String,
     pub from: String,
@@ -35,7 +37,7 @@ pub struct LinkRow {
     pub utilization: f64,
 }
 
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
 pub struct Comparison {
     pub lab: String,
     pub links: Vec<LinkRow>,
@@ -140,131 +142,6 @@ pub fn table(c: &Comparison) -> String {
     s
 }
 
-fn stage(role: &str) -> usize {
-    match role {
-        "super-spine" => 3,
-        "spine" => 2,
-        "leaf" => 1,
-        _ => 0,
-    }
-}
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// An SVG drawing of the fabric: nodes in rows by Clos stage, every link (parallel ones
-/// side by side) drawn with a width and color by utilization and labelled with its load
-/// in both directions (measured / ideal, Mbit/s). Failed links are dashed.
-pub fn svg(plan: &Plan, c: &Comparison) -> String {
-    let stages: Vec<usize> = plan.nodes.iter().map(|n| stage(&n.role)).collect();
-    let top = stages.iter().copied().max().unwrap_or(0);
-    let mut rows: Vec<Vec<usize>> = vec![Vec::new(); top + 1];
-    for (i, &st) in stages.iter().enumerate() {
-        rows[st].push(i);
-    }
-    let widest = rows.iter().map(Vec::len).max().unwrap_or(1).max(1);
-    let width = (widest as f64 * 110.0).max(400.0) + 80.0;
-    let used: Vec<usize> = (0..=top).rev().filter(|&r| !rows[r].is_empty()).collect();
-    let height = used.len() as f64 * 170.0 + 80.0;
-    let mut pos = vec![(0.0, 0.0); plan.nodes.len()];
-    for (row_idx, &r) in used.iter().enumerate() {
-        let n = rows[r].len() as f64;
-        for (k, &i) in rows[r].iter().enumerate() {
-            let x = 40.0 + (width - 80.0) * (k as f64 + 0.5) / n;
-            pos[i] = (x, 60.0 + row_idx as f64 * 170.0);
-        }
-    }
-    let index = |name: &str| plan.nodes.iter().position(|n| n.name == name);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{:.0}" font-family="sans-serif" font-size="10">"#,
-        height + 30.0
-    );
-    let _ = writeln!(s, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        s,
-        r#"<text x="10" y="16" font-size="13">lab {}: link load measured/ideal (Mbit/s), split distance {:.3}</text>"#,
-        esc(&plan.lab),
-        c.split_error
-    );
-    let mut pair_seen: std::collections::HashMap<(usize, usize), usize> = Default::default();
-    for l in &plan.links {
-        let (Some(a), Some(b)) = (index(&l.a), index(&l.b)) else {
-            continue;
-        };
-        let key = (a.min(b), a.max(b));
-        let nth = *pair_seen.entry(key).and_modify(|k| *k += 1).or_insert(0);
-        let dirs: Vec<&LinkRow> = c.links.iter().filter(|r| r.link == l.name).collect();
-        let util = dirs.iter().map(|r| r.utilization).fold(0.0, f64::max);
-        let failed = dirs.iter().all(|r| r.capacity_mbit <= 0.0) && !dirs.is_empty();
-        let color = if failed {
-            "#999999"
-        } else if util > 0.8 {
-            "#d62728"
-        } else if util > 0.5 {
-            "#ff7f0e"
-        } else {
-            "#2ca02c"
-        };
-        let (ax, ay) = pos[a];
-        let (bx, by) = pos[b];
-        let off = nth as f64 * 6.0;
-        let w = 1.0 + 8.0 * util.min(1.0);
-        let dash = if failed {
-            r#" stroke-dasharray="4 3""#
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            s,
-            r#"<line x1="{:.1}" y1="{ay:.1}" x2="{:.1}" y2="{by:.1}" stroke="{color}" stroke-width="{w:.1}"{dash}><title>{}</title></line>"#,
-            ax + off,
-            bx + off,
-            esc(&l.name)
-        );
-        let label: Vec<String> = dirs
-            .iter()
-            .map(|r| {
-                format!(
-                    "{}→{} {:.1}/{:.1}",
-                    r.from, r.to, r.measured_mbit, r.ideal_mbit
-                )
-            })
-            .collect();
-        let t = 0.3 + 0.4 * ((nth % 3) as f64 / 2.0);
-        let _ = writeln!(
-            s,
-            r##"<text x="{:.1}" y="{:.1}" font-size="8" fill="#333">{}</text>"##,
-            ax + (bx - ax) * t + off + 3.0,
-            ay + (by - ay) * t,
-            esc(&label.join("  "))
-        );
-    }
-    for (i, n) in plan.nodes.iter().enumerate() {
-        let (x, y) = pos[i];
-        let _ = writeln!(
-            s,
-            r##"<rect x="{:.1}" y="{:.1}" width="60" height="24" rx="4" fill="#e8eef7" stroke="#336"/><text x="{x:.1}" y="{:.1}" text-anchor="middle" font-size="11">{}</text>"##,
-            x - 30.0,
-            y - 12.0,
-            y + 4.0,
-            esc(&n.name)
-        );
-    }
-    let _ = writeln!(
-        s,
-        r#"<text x="10" y="{:.0}">green &lt; 50% utilization, orange &lt; 80%, red above; dashed = failed</text>"#,
-        height + 20.0
-    );
-    s.push_str("</svg>\n");
-    s
-}
-
 #[derive(clap::Args, Debug)]
 pub struct ShowArgs {
     /// Lab name; without it, the only lab that is up.
@@ -285,7 +162,7 @@ pub fn run_show(a: ShowArgs) -> Result<(), LabError> {
     let first = stats::snapshot(plan);
     std::thread::sleep(Duration::from_secs_f64(a.interval.clamp(0.1, 60.0)));
     let second = stats::snapshot(plan);
-    let gbps = faults::current_gbps(&state);
+    let gbps = model_check::current_gbps(&state);
     let scale = plan.options.scale_mbit_per_gbps;
     let loads = stats::loads(plan, &first, &second, |l| {
         gbps.get(l).copied().unwrap_or(0.0) * scale
@@ -306,7 +183,7 @@ pub fn run_show(a: ShowArgs) -> Result<(), LabError> {
         }
     }
     let events = dir.events_list();
-    let arn = faults::arn_lines(&dir, &state, state.up_at);
+    let arn = faults::arn_seen(&dir, &state, state.up_at);
     if a.json {
         let v = serde_json::json!({
             "lab": plan.lab,
@@ -374,8 +251,8 @@ pub fn run_show(a: ShowArgs) -> Result<(), LabError> {
     for c in &state.changes {
         println!("change {}", serde_json::to_string(c).unwrap_or_default());
     }
-    for (node, dt, line) in arn.iter().take(20) {
-        println!("arn   {node:<6} +{dt:.3}s {line}");
+    for a in arn.iter().take(20) {
+        println!("arn   {}", a.summary());
     }
     Ok(())
 }

@@ -1,19 +1,20 @@
 //! `fare lab traffic`: UDP flows between the lab's hosts (generator and sink from
 //! `gen`, one process per host, inside the host namespaces only), per-second progress,
-//! then the measured per-link load against the ideal weighted split.
+//! then the measured per-link load against the ideal weighted split. Every second's load
+//! of every link goes into the lab's series (`fare lab report` draws it).
 
-use super::faults;
-use super::ideal::{self, Demand};
+use super::model_check;
 use super::plan::Plan;
 use super::report::{self, Comparison};
+use super::report_data;
 use super::state::{self, StateDir};
 use super::stats;
+use super::traffic_load::{self, Demand};
 use super::up;
 use super::LabError;
 use ipnet::IpNet;
 use std::collections::HashMap;
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -47,9 +48,6 @@ pub struct Args {
     /// Print the result as JSON.
     #[arg(long)]
     pub json: bool,
-    /// Write the fabric drawing here (it is always written to the state dir too).
-    #[arg(long)]
-    pub svg: Option<PathBuf>,
     /// No per-second progress lines.
     #[arg(long)]
     pub quiet: bool,
@@ -130,19 +128,11 @@ fn wait_json(children: Vec<(String, Child)>) -> Vec<(String, serde_json::Value)>
         .collect()
 }
 
-pub fn traffic(a: &Args) -> Result<Comparison, LabError> {
-    if !(a.duration.is_finite() && a.duration >= 1.0 && a.duration <= 3600.0) {
-        return Err(LabError::Input(
-            "--duration must be between 1 and 3600 seconds".into(),
-        ));
-    }
-    let dir = StateDir::find(a.name.as_deref())?;
-    let state = dir.load()?;
-    let plan = &state.plan;
+/// Each source sends to every sink behind another node, skipping prefixes its own node
+/// also originates (anycast: those stay local).
+fn pairs(plan: &Plan, a: &Args) -> Result<Vec<(Endpoint, Vec<Endpoint>)>, LabError> {
     let sources = endpoints(plan, &a.from)?;
     let sinks = endpoints(plan, &a.to)?;
-    // Each source sends to every sink behind another node, skipping prefixes its own node
-    // also originates (anycast: those stay local).
     let mut pairs: Vec<(Endpoint, Vec<Endpoint>)> = Vec::new();
     for s in &sources {
         let own = &plan
@@ -164,107 +154,167 @@ pub fn traffic(a: &Args) -> Result<Comparison, LabError> {
             "no source/destination pair: need hosts behind two different nodes".into(),
         ));
     }
-    let flows = if a.elephants {
-        2
-    } else {
-        a.flows.clamp(1, 4096)
-    };
-    let rate = a.rate_mbit.unwrap_or(80.0 / pairs.len() as f64);
-    if !(rate.is_finite() && rate > 0.0) {
-        return Err(LabError::Input("--rate-mbit must be positive".into()));
-    }
-    let size = a.size.clamp(18, 8972);
-    let duration = a.duration;
+    Ok(pairs)
+}
 
-    // Sinks first (they outlive the generators by a margin), then the generators.
-    let mut sink_children = Vec::new();
+/// Generators or sinks, each with the node or namespace it runs for.
+type Processes = Vec<(String, Child)>;
+
+/// What every generator sends: flows, rate per source (Mbit/s), payload bytes, seconds.
+struct Load {
+    flows: usize,
+    rate: f64,
+    size: usize,
+    duration: f64,
+}
+
+/// Starts one sink per destination namespace (they outlive the generators by a margin).
+fn start_sinks(pairs: &[(Endpoint, Vec<Endpoint>)], load: &Load) -> Result<Processes, LabError> {
     let mut sink_ns: Vec<&Endpoint> = Vec::new();
-    for (_, dsts) in &pairs {
-        for d in dsts {
-            if !sink_ns.iter().any(|x| x.ns == d.ns) {
-                sink_ns.push(d);
-            }
+    for d in pairs.iter().flat_map(|(_, dsts)| dsts) {
+        if !sink_ns.iter().any(|x| x.ns == d.ns) {
+            sink_ns.push(d);
         }
     }
+    let mut children = Vec::new();
     for d in &sink_ns {
         let args = vec![
             "--sink".into(),
             "--port".into(),
             PORT.to_string(),
             "--duration".into(),
-            format!("{}", duration + 2.0),
+            format!("{}", load.duration + 2.0),
         ];
-        sink_children.push((d.ns.clone(), gen_cmd(&d.ns, &args).spawn()?));
+        children.push((d.ns.clone(), gen_cmd(&d.ns, &args).spawn()?));
     }
-    std::thread::sleep(Duration::from_millis(300));
-    let before = stats::snapshot(plan);
-    let mut gen_children = Vec::new();
-    let mut demands = Vec::new();
-    for (s, dsts) in &pairs {
+    Ok(children)
+}
+
+/// Starts one generator per source; returns them with the demands they make (Mbit/s on
+/// the wire, per destination prefix).
+fn start_generators(
+    pairs: &[(Endpoint, Vec<Endpoint>)],
+    load: &Load,
+) -> Result<(Processes, Vec<Demand>), LabError> {
+    let (mut children, mut demands) = (Vec::new(), Vec::new());
+    for (s, dsts) in pairs {
         let mut args = vec![
             "--port".to_string(),
             PORT.to_string(),
             "--flows".into(),
-            flows.to_string(),
+            load.flows.to_string(),
             "--rate-kbit".into(),
-            format!("{}", (rate * 1000.0).round() as u64),
+            format!("{}", (load.rate * 1000.0).round() as u64),
             "--size".into(),
-            size.to_string(),
+            load.size.to_string(),
             "--duration".into(),
-            format!("{duration}"),
+            format!("{}", load.duration),
         ];
         for d in dsts {
             args.push("--to".into());
             args.push(d.addr.to_string());
         }
-        gen_children.push((s.node.clone(), gen_cmd(&s.ns, &args).spawn()?));
+        children.push((s.node.clone(), gen_cmd(&s.ns, &args).spawn()?));
         // Flow i goes to destination i % n: the share of each destination.
         for (k, d) in dsts.iter().enumerate() {
-            let n_flows = (flows + dsts.len() - 1 - k) / dsts.len();
-            let wire = rate * (size as f64 + WIRE_OVERHEAD) / size as f64;
+            let n_flows = (load.flows + dsts.len() - 1 - k) / dsts.len();
+            let wire = load.rate * (load.size as f64 + WIRE_OVERHEAD) / load.size as f64;
             demands.push(Demand {
                 from: s.node.clone(),
                 prefix: d.prefix,
-                mbit: wire * n_flows as f64 / flows as f64,
+                mbit: wire * n_flows as f64 / load.flows as f64,
             });
         }
     }
+    Ok((children, demands))
+}
+
+/// Samples every link's load each second while the generators run, into the lab's
+/// series (`report_data`); prints a progress line per second unless `quiet`.
+fn sample_while_running(dir: &StateDir, plan: &Plan, duration: f64, quiet: bool) {
     let start = Instant::now();
-    let mut last = before.clone();
-    if !a.quiet {
-        eprintln!(
-            "traffic: {} sources -> {} sinks, {flows} flows each, {rate:.1} Mbit/s each, {duration} s",
-            pairs.len(),
-            sink_ns.len()
-        );
-    }
+    let mut last = stats::snapshot(plan);
     while start.elapsed().as_secs_f64() < duration {
         std::thread::sleep(Duration::from_secs(1).min(Duration::from_secs_f64(
             (duration - start.elapsed().as_secs_f64()).max(0.05),
         )));
-        if !a.quiet {
-            let now = stats::snapshot(plan);
-            let total: f64 = stats::loads(plan, &last, &now, |_| 0.0)
-                .iter()
-                .map(|l| l.mbit)
-                .sum();
+        let now = stats::snapshot(plan);
+        let loads = stats::loads(plan, &last, &now, |_| 0.0);
+        let total: f64 = loads.iter().map(|l| l.mbit).sum();
+        report_data::append_sample(
+            dir,
+            &report_data::Sample {
+                at: state::now(),
+                loads: loads
+                    .into_iter()
+                    .filter(|l| l.mbit > 0.0)
+                    .map(|l| (l.link, l.from, l.mbit))
+                    .collect(),
+            },
+        );
+        if !quiet {
             eprintln!(
                 "traffic: {:>4.0} s  fabric links carry {total:.1} Mbit/s",
                 start.elapsed().as_secs_f64()
             );
-            last = now;
         }
+        last = now;
     }
-    let sent = wait_json(gen_children);
-    let after = stats::snapshot(plan);
-    let received = wait_json(sink_children);
+}
 
-    let gbps = faults::current_gbps(&state);
+fn load_of(a: &Args, sources: usize) -> Result<Load, LabError> {
+    if !(a.duration.is_finite() && a.duration >= 1.0 && a.duration <= 3600.0) {
+        return Err(LabError::Input(
+            "--duration must be between 1 and 3600 seconds".into(),
+        ));
+    }
+    let rate = a.rate_mbit.unwrap_or(80.0 / sources as f64);
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(LabError::Input("--rate-mbit must be positive".into()));
+    }
+    Ok(Load {
+        flows: if a.elephants {
+            2
+        } else {
+            a.flows.clamp(1, 4096)
+        },
+        rate,
+        size: a.size.clamp(18, 8972),
+        duration: a.duration,
+    })
+}
+
+pub fn traffic(a: &Args) -> Result<Comparison, LabError> {
+    let dir = StateDir::find(a.name.as_deref())?;
+    let state = dir.load()?;
+    let plan = &state.plan;
+    let pairs = pairs(plan, a)?;
+    let load = load_of(a, pairs.len())?;
+    let sinks = start_sinks(&pairs, &load)?;
+    std::thread::sleep(Duration::from_millis(300));
+    let before = stats::snapshot(plan);
+    let (generators, demands) = start_generators(&pairs, &load)?;
+    if !a.quiet {
+        eprintln!(
+            "traffic: {} sources -> {} sinks, {} flows each, {:.1} Mbit/s each, {} s",
+            pairs.len(),
+            sinks.len(),
+            load.flows,
+            load.rate,
+            load.duration
+        );
+    }
+    sample_while_running(&dir, plan, load.duration, a.quiet);
+    let sent = wait_json(generators);
+    let after = stats::snapshot(plan);
+    let received = wait_json(sinks);
+
+    let gbps = model_check::current_gbps(&state);
     let scale = plan.options.scale_mbit_per_gbps;
     let measured = stats::loads(plan, &before, &after, |link| {
         gbps.get(link).copied().unwrap_or(0.0) * scale
     });
-    let groups = faults::expected_groups(&state)?;
+    let groups = model_check::expected_groups(&state)?;
     let mut origins: HashMap<IpNet, Vec<String>> = HashMap::new();
     for n in &plan.nodes {
         for p in &n.prefixes {
@@ -272,37 +322,28 @@ pub fn traffic(a: &Args) -> Result<Comparison, LabError> {
         }
     }
     // Demands in Mbit/s over the measured interval (generators ran `duration`).
-    let (ideal, unroutable) = ideal::split(&groups, &origins, &demands);
+    let (ideal, unroutable) = traffic_load::split(&groups, &origins, &demands);
     let sum = |v: &[(String, serde_json::Value)], k: &str| -> u64 {
         v.iter().map(|(_, j)| j[k].as_u64().unwrap_or(0)).sum()
     };
-    let cmp = report::compare(
-        plan,
-        &measured,
-        &ideal,
-        report::Totals {
-            sent_packets: sum(&sent, "packets"),
-            received_packets: sum(&received, "packets"),
-            unroutable_mbit: unroutable,
-            duration_s: duration,
-            flows_per_source: flows,
-            rate_mbit_per_source: rate,
-            split: format!("{:?}", plan.options.split).to_lowercase(),
-            changes: state.changes.clone(),
-        },
-    );
-    let svg = report::svg(plan, &cmp);
-    let svg_path = dir.path.join("fabric.svg");
-    std::fs::write(&svg_path, &svg)?;
-    if let Some(p) = &a.svg {
-        std::fs::write(p, &svg)?;
-    }
+    let totals = report::Totals {
+        sent_packets: sum(&sent, "packets"),
+        received_packets: sum(&received, "packets"),
+        unroutable_mbit: unroutable,
+        duration_s: load.duration,
+        flows_per_source: load.flows,
+        rate_mbit_per_source: load.rate,
+        split: format!("{:?}", plan.options.split).to_lowercase(),
+        changes: state.changes.clone(),
+    };
+    let cmp = report::compare(plan, &measured, &ideal, totals);
     if let Ok(text) = serde_json::to_string_pretty(&cmp) {
         std::fs::write(dir.path.join("last-traffic.json"), text)?;
     }
     dir.event(
         &serde_json::json!({"at": state::now(), "event": "traffic", "split_error": cmp.split_error,
-        "delivered": cmp.totals.received_packets, "sent": cmp.totals.sent_packets}),
+        "delivered": cmp.totals.received_packets, "sent": cmp.totals.sent_packets,
+        "duration_s": load.duration}),
     );
     Ok(cmp)
 }

@@ -8,7 +8,6 @@ use super::plan::{self, Plan, HOST_IF};
 use super::state::{self, LabState, StateDir};
 use super::sys::{self, SysError};
 use super::LabError;
-use fare_model::sim;
 use fare_model::topology::Topology;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -49,7 +48,7 @@ pub struct UpReport {
     pub converged_s: Option<f64>,
     /// BGP routing: what still differed from the model when the wait ended (sessions
     /// down, groups), empty when converged or not waited for.
-    pub mismatches: Vec<super::faults::Mismatch>,
+    pub mismatches: Vec<super::model_check::Mismatch>,
     pub total_s: f64,
 }
 
@@ -133,6 +132,59 @@ fn build(
         },
         ..Default::default()
     };
+    create_nodes(req, plan, dir, state, &mut report)?;
+    let t = Instant::now();
+    progress(req, "addresses, routes to hosts, shaping");
+    setup_nodes(plan)?;
+    start_switches(req, plan, dir, state)?;
+    report.addresses_s = t.elapsed().as_secs_f64();
+
+    let t = Instant::now();
+    start_agents(req, plan, dir, state)?;
+    report.agents_s = t.elapsed().as_secs_f64();
+    state.up_at = state::now();
+    dir.save(state)?;
+    if req.agents && plan.options.routing == plan::Routing::Bgp && !req.converge_timeout.is_zero() {
+        progress(
+            req,
+            &format!(
+                "waiting for BGP to converge on {} sessions",
+                report.sessions
+            ),
+        );
+        match super::model_check::wait_converged(dir, state, t, req.converge_timeout)? {
+            Ok(s) => {
+                report.converged_s = Some(s);
+                progress(req, &format!("converged {s:.2} s after the agents started"));
+            }
+            Err(left) => report.mismatches = left,
+        }
+    }
+    report.total_s = t0.elapsed().as_secs_f64();
+    progress(
+        req,
+        &format!(
+            "lab {} is up: {} nodes, {} hosts, {} links in {:.1} s (state in {})",
+            plan.lab,
+            report.nodes,
+            report.hosts,
+            report.links,
+            report.total_s,
+            dir.path.display()
+        ),
+    );
+    Ok(report)
+}
+
+/// The namespaces and links, by `ip` batches or by Mininet.
+fn create_nodes(
+    req: &UpRequest,
+    plan: &Plan,
+    dir: &StateDir,
+    state: &mut LabState,
+    report: &mut UpReport,
+) -> Result<(), LabError> {
+    let t0 = Instant::now();
     let namespaces = plan.namespaces();
     match plan.options.backend {
         plan::Backend::Netns => {
@@ -163,11 +215,13 @@ fn build(
             report.namespaces_s = t0.elapsed().as_secs_f64();
         }
     }
+    Ok(())
+}
 
-    let t = Instant::now();
-    progress(req, "addresses, routes to hosts, shaping");
-    // Nodes are independent: their `ip`/`tc`/`sysctl` processes run a few at a time
-    // (process start-up, not the kernel, is most of this phase).
+/// Addresses, sysctls, shapers and hosts of every node. Nodes are independent: their
+/// `ip`/`tc`/`sysctl` processes run a few at a time (process start-up, not the kernel,
+/// is most of this phase).
+fn setup_nodes(plan: &Plan) -> Result<(), SysError> {
     let setup = |node: &plan::NodePlan| -> Result<(), SysError> {
         sys::ip_batch(Some(&node.ns), &node_batch(node))?;
         // A BMv2 node's kernel must not forward: transit packets are the switch's.
@@ -199,24 +253,39 @@ fn build(
             })
             .collect::<Result<Vec<()>, SysError>>()
     })?;
+    Ok(())
+}
+
+/// Links ready for frames passed on as they are, and the BMv2 switches of `target: bmv2`.
+fn start_switches(
+    req: &UpRequest,
+    plan: &Plan,
+    dir: &StateDir,
+    state: &mut LabState,
+) -> Result<(), LabError> {
     let any_bmv2 = plan.nodes.iter().any(|n| n.bmv2);
     if any_bmv2 || plan.options.dataplane == plan::DataplaneKind::Xdp {
         // XDP redirects and BMv2 pass frames on as they are: a checksum left to the
         // sender's NIC (veth offload) would arrive unfinished and be dropped.
         bmv2::prepare_links(plan)?;
     }
-    if any_bmv2 {
-        for node in plan.nodes.iter().filter(|n| n.bmv2) {
-            progress(req, &format!("starting {} for {}", bmv2::SWITCH, node.name));
-            let pid = bmv2::start(node, dir)?;
-            state.switches.push((node.name.clone(), pid));
-            dir.save(state)?;
-        }
+    for node in plan.nodes.iter().filter(|n| n.bmv2) {
+        progress(req, &format!("starting {} for {}", bmv2::SWITCH, node.name));
+        let pid = bmv2::start(node, dir)?;
+        state.switches.push((node.name.clone(), pid));
+        dir.save(state)?;
     }
-    report.addresses_s = t.elapsed().as_secs_f64();
+    Ok(())
+}
 
-    let t = Instant::now();
-    let groups = ideal_groups(&req.topology, req.mode, req.max_group_size, &[]);
+/// Every node's configuration, and (unless `--no-agents`) its agent, waited for.
+fn start_agents(
+    req: &UpRequest,
+    plan: &Plan,
+    dir: &StateDir,
+    state: &mut LabState,
+) -> Result<(), LabError> {
+    let groups = super::model_check::ideal_groups(&req.topology, req.mode, req.max_group_size, &[]);
     agents::write_configs(plan, dir, &groups, req.mode)?;
     if req.agents {
         progress(req, &format!("starting {} agents", plan.nodes.len()));
@@ -227,39 +296,7 @@ fn build(
         dir.save(state)?;
         wait_for_agents(req, plan, dir, state)?;
     }
-    report.agents_s = t.elapsed().as_secs_f64();
-    state.up_at = state::now();
-    dir.save(state)?;
-    if req.agents && plan.options.routing == plan::Routing::Bgp && !req.converge_timeout.is_zero() {
-        progress(
-            req,
-            &format!(
-                "waiting for BGP to converge on {} sessions",
-                report.sessions
-            ),
-        );
-        match super::faults::wait_converged(dir, state, t, req.converge_timeout)? {
-            Ok(s) => {
-                report.converged_s = Some(s);
-                progress(req, &format!("converged {s:.2} s after the agents started"));
-            }
-            Err(left) => report.mismatches = left,
-        }
-    }
-    report.total_s = t0.elapsed().as_secs_f64();
-    progress(
-        req,
-        &format!(
-            "lab {} is up: {} nodes, {} hosts, {} links in {:.1} s (state in {})",
-            plan.lab,
-            report.nodes,
-            report.hosts,
-            report.links,
-            report.total_s,
-            dir.path.display()
-        ),
-    );
-    Ok(report)
+    Ok(())
 }
 
 fn wait_for_agents(
@@ -298,28 +335,6 @@ fn wait_for_agents(
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-}
-
-/// The groups of every node once routing has converged (the `fare weights` computation),
-/// after the given link changes.
-pub fn ideal_groups(
-    topo: &Topology,
-    mode: fare_model::bandwidth::Mode,
-    max_group_size: Option<u32>,
-    changes: &[sim::Change],
-) -> Vec<sim::RouteGroup> {
-    let mut topo = topo.clone();
-    for c in changes {
-        // A change that no longer applies (link already gone) leaves the topology as is.
-        let _ = c.apply(&mut topo);
-    }
-    let options = sim::Options {
-        mode,
-        max_group_size,
-        threads: 1,
-        ..Default::default()
-    };
-    sim::solve(&topo, &options).route_groups()
 }
 
 /// veth pairs created straight into their namespaces: nothing lives in the root namespace.
@@ -409,28 +424,10 @@ fn tc_batch(plan: &Plan, node: &plan::NodePlan) -> String {
         let _ = writeln!(
             b,
             "{}",
-            tbf("add", &p.interface, plan.options.rate_kbit(p.gbps))
+            super::shaping::tbf("add", &p.interface, plan.options.rate_kbit(p.gbps))
         );
     }
     b
-}
-
-/// A `tc qdisc add|change` line: token bucket at `kbit`, a burst of 10 ms (at least a
-/// few frames) and a queue of 50 ms (what ARN's monitor watches fill up).
-/// The smallest queue limit `tbf` gets, whatever the rate (the lab's ARN thresholds sit
-/// below it, so a congested link crosses them even when `congest` shrinks the queue).
-pub const TBF_MIN_LIMIT_BYTES: u64 = 16 * 1514;
-
-pub fn tbf(verb: &str, dev: &str, kbit: u64) -> String {
-    let bytes_per_s = kbit * 1000 / 8;
-    let burst = (bytes_per_s / 100).max(4 * 1514);
-    let limit = tbf_limit_bytes(kbit);
-    format!("qdisc {verb} dev {dev} root tbf rate {kbit}kbit burst {burst} limit {limit}")
-}
-
-/// The queue limit of a link's shaper (also the XDP virtual queue's): 50 ms at the rate.
-pub fn tbf_limit_bytes(kbit: u64) -> u64 {
-    (kbit * 1000 / 8 / 20).max(TBF_MIN_LIMIT_BYTES)
 }
 
 fn sysctls(ns: &str, router: bool) -> Result<(), SysError> {

@@ -42,6 +42,10 @@ Example: fare lab up topologies/draft-fig1.yaml --routing bgp --dataplane kernel
     /// Per-link utilization (interface counters), groups (agents' management sockets),
     /// link changes and ARN events.
     Show(report::ShowArgs),
+    /// Write one self-contained HTML page of a lab (or of a topology's plan): the fabric
+    /// with every link's load against the ideal, the worst links, load over time, link
+    /// changes with convergence times, sessions, groups and ARN events.
+    Report(fare_lab::report_html::ReportArgs),
     /// Traffic generator and sink run inside host namespaces by `fare lab traffic`.
     #[command(hide = true)]
     Gen(gen::Args),
@@ -158,14 +162,14 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             } else {
                 println!("{} ({})", r.change, r.links.join(", "));
                 if r.arn.is_empty() {
-                    println!("no ARN logged by the agents so far");
+                    println!("no ARN sent or applied by the agents");
                 }
-                for (node, dt, line) in &r.arn {
-                    println!("arn {node} +{dt:.3}s {line}");
+                for s in &r.arn {
+                    println!("arn {}", s.summary());
                 }
             }
             if r.arn_enabled && r.arn.is_empty() && !a.no_check {
-                anyhow::bail!("{}: the agents run ARN but logged none", r.change);
+                anyhow::bail!("{}: the agents run ARN but sent or applied none", r.change);
             }
             Ok(())
         }
@@ -183,6 +187,11 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Show(a) => report::run_show(a).map_err(input),
+        Command::Report(a) => {
+            let path = fare_lab::report_html::run(&a).map_err(input)?;
+            println!("{}", path.display());
+            Ok(())
+        }
         Command::Gen(a) => gen::run(a).map_err(input),
     }
 }
@@ -239,7 +248,7 @@ const DIFF_LINES: usize = 40;
 /// Prints what differs from the model (stderr) and fails unless `no_check`.
 fn enforce(
     what: &str,
-    mismatches: &[faults::Mismatch],
+    mismatches: &[fare_lab::model_check::Mismatch],
     timeout: f64,
     no_check: bool,
 ) -> anyhow::Result<()> {

@@ -132,15 +132,16 @@ fn arn_end_to_end(test: &str, dataplane: &str) -> Result<()> {
         lab.name(),
         "--json",
     ])?)?;
-    let lines = report["arn"].as_array().cloned().unwrap_or_default();
-    let logged = |node: &str, what: &str| {
-        lines
-            .iter()
-            .any(|l| l[0] == node && l[2].as_str().is_some_and(|s| s.contains(what)))
+    // The agents' typed events: spine1 sent a Type 1, leaf1 applied spine1's Type 1.
+    let seen = report["arn"].as_array().cloned().unwrap_or_default();
+    let has = |node: &str, event: &str| {
+        seen.iter().any(|a| {
+            a["node"] == node && a["event"] == event && a["arn_type"] == 1 && a["from"] == "spine1"
+        })
     };
     ensure!(
-        logged("spine1", "ARN sent") && logged("leaf1", "ARN applied"),
-        "congest reported no ARN from spine1 to leaf1: {lines:#?}"
+        has("spine1", "arn_sent") && has("leaf1", "arn_applied"),
+        "congest reported no ARN from spine1 to leaf1: {seen:#?}"
     );
     lab.wait_removed(Duration::from_secs(10), "congestion")?;
     let congested = lab.spine1_share(Duration::from_secs(2))?;

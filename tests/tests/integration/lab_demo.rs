@@ -17,8 +17,10 @@ fn lab_demo_runs_and_leaves_nothing_behind() -> Result<()> {
     let before = farelab_namespaces();
     let out_path = std::env::temp_dir().join(format!("fare-demo-{}.log", std::process::id()));
     let log = std::fs::File::create(&out_path)?;
+    let report = std::env::temp_dir().join(format!("fare-demo-{}.html", std::process::id()));
     let mut child = Command::new(repo_root().join("scripts/demo"))
         .env("FARE_BIN", fare_bin()?)
+        .env("FARE_DEMO_REPORT", &report)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)
         .stderr(log)
@@ -48,14 +50,36 @@ fn lab_demo_runs_and_leaves_nothing_behind() -> Result<()> {
     );
     let status = status.ok_or_else(|| anyhow::anyhow!("demo did not finish in 5 minutes"))?;
     ensure!(status.success(), "demo failed: {status}");
+    // One line per step with its verdict, and the report's path at the end.
+    for step in [
+        "✓ lab up",
+        "✓ traffic, every leaf",
+        "✓ S1-L5 fails",
+        "✓ S2->L6 congested",
+    ] {
+        ensure!(output.contains(step), "no `{step}` line in the demo output");
+    }
+    let lab_lines = output
+        .lines()
+        .skip_while(|l| !l.contains("draft Figure 1 as a lab"))
+        .count();
     ensure!(
-        output.contains("split vs ideal"),
-        "no traffic report in the demo output"
+        lab_lines <= 20,
+        "the lab part of the demo takes {lab_lines} lines"
     );
+    let report = output
+        .lines()
+        .last()
+        .and_then(|l| l.rsplit(' ').next())
+        .map(std::path::PathBuf::from)
+        .filter(|p| p.extension().is_some_and(|e| e == "html"))
+        .ok_or_else(|| anyhow::anyhow!("the demo does not end with the report's path"))?;
+    let page = std::fs::read_to_string(&report)?;
     ensure!(
-        output.contains("fail S1-L5"),
-        "no failure step in the demo output"
+        page.contains("data-link=\"S1-L5\"") && page.contains("Link changes and convergence"),
+        "the report lacks the fabric or the changes"
     );
+    let _ = std::fs::remove_file(&report);
     Ok(())
 }
 

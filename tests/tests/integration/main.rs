@@ -32,6 +32,8 @@ mod lab_bandwidth;
 mod lab_bmv2;
 mod lab_demo;
 mod lab_differential;
+mod lab_events;
+mod lab_report;
 mod lab_restart;
 mod lab_updown;
 mod metrics_prometheus;

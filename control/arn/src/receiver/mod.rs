@@ -970,7 +970,15 @@ pub async fn run<C: MemberControl + ?Sized>(
                         debug!(%sender, %msg, "ARN accepted");
                         let changes = receiver.apply(control, sender, &msg, now).await;
                         if !changes.is_empty() {
-                            info!(%sender, %msg, changes = changes.len(), "ARN applied");
+                            // Typed fields for readers of JSON logs (`fare lab`).
+                            info!(
+                                event = "arn_applied",
+                                %sender,
+                                arn_type = msg.kind.code(),
+                                metric = msg.metric,
+                                changes = changes.len(),
+                                "ARN applied: {msg}"
+                            );
                         }
                         (Some((&msg).into()), None, changes)
                     }

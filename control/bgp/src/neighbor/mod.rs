@@ -611,7 +611,7 @@ impl Neighbor {
                 // A flap is the end of an Established session (not a failed attempt).
                 let was_established = io.session.take().is_some();
                 io.peer_open = None;
-                info!(peer = %cfg.address, %reason, "session down");
+                info!(event = "session_down", peer = %cfg.address, %reason, "session down");
                 self.count(|s| {
                     s.last_error = Some(reason.clone());
                     s.flaps += u64::from(was_established);
@@ -641,7 +641,7 @@ impl Neighbor {
             .and_then(|l| l.local)
             .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
         let info = session_info(cfg, &open, local, fsm.hold_time());
-        info!(peer = %cfg.address, remote_id = %info.remote_id, families = ?info.families, "session established");
+        info!(event = "session_up", peer = %cfg.address, remote_id = %info.remote_id, families = ?info.families, "session established");
         self.count(|s| {
             s.remote_id = Some(info.remote_id);
             s.established_at = SystemTime::now()

@@ -1,4 +1,5 @@
-//! The ideal weighted split: traffic demands pushed through the converged groups (the
+//! The load every link direction should carry — the ideal weighted split: traffic
+//! demands pushed through the converged groups (the
 //! `fare weights` computation), each member taking weight / sum of the traffic, hop by
 //! hop until the prefix's origin. The result is the load each link direction should
 //! carry, to compare with what the interface counters measured.
