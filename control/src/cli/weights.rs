@@ -380,6 +380,45 @@ mod tests {
     use super::*;
     use fare_model::topology::gen;
 
+    fn route_group(weights: &[(&str, u32)]) -> RouteGroup {
+        RouteGroup {
+            node: "L8".into(),
+            prefix: "10.0.1.0/24".parse().unwrap(),
+            members: weights
+                .iter()
+                .map(|&(via, weight)| sim::Member {
+                    via: via.into(),
+                    link: format!("{via}-L8"),
+                    bandwidth_gbps: 100.0,
+                    weight,
+                })
+                .collect(),
+            delta: 1.0,
+            ecmp: false,
+        }
+    }
+
+    /// 1:1:1:1 -> 4:4:4:3 over 256 buckets: 64 each, then 68 r4 (x3) and 51 r3, the extra
+    /// bucket to S1: 69/68/68/51, S4 gives 13; least = 1/4 - 3/15 = 5 %. A member that
+    /// leaves counts as weight 0 in the least possible share.
+    #[test]
+    fn bucket_tables_from_the_unchanged_groups() {
+        let before = [route_group(&[("S1", 1), ("S2", 1), ("S3", 1), ("S4", 1)])];
+        let after = [route_group(&[("S1", 4), ("S2", 4), ("S3", 4), ("S4", 3)])];
+        let t = &buckets::tables(&before, &after, 256)[0];
+        assert_eq!(t.counts, [69, 68, 68, 51]);
+        let (moved, least) = t.change.unwrap();
+        assert_eq!(moved, 13);
+        assert!((least - 0.05).abs() < 1e-12);
+        let gone = [route_group(&[("S1", 1), ("S2", 1), ("S3", 1)])];
+        let t = &buckets::tables(&before, &gone, 256)[0];
+        assert_eq!(t.counts, [86, 85, 85]);
+        let (moved, least) = t.change.unwrap();
+        assert_eq!(moved, 64);
+        assert!((least - 0.25).abs() < 1e-12);
+        assert!(buckets::tables(&[], &after, 256)[0].change.is_none());
+    }
+
     #[test]
     fn pairs_split_at_the_right_dash() {
         let mut t = gen::clos3(2, 1, 100.0, 1);
