@@ -224,6 +224,15 @@ pub async fn run(
         speaker: SpeakerSlot::default(),
         events: mgmt::watch::EventHub::default(),
     };
+    // What the state holds from the start (sessions Idle, originated prefixes) is in
+    // every watch snapshot.
+    {
+        let state = ctx.state.read();
+        for r in state.routes.values() {
+            ctx.events.publish(mgmt::views::route_event(r));
+        }
+    }
+    mgmt::views::publish_sessions(&ctx);
     let signals = signals(shutdown.clone())?;
     let hangup = match config_path {
         Some(path) => Some(reload::on_sighup(ctx.clone(), path).map_err(AgentError::Signal)?),
