@@ -12,7 +12,8 @@ pub enum Command {
     /// connection either way) until `enable`. Its routes are withdrawn at once.
     Shutdown {
         /// The neighbor's address.
-        address: String,
+        #[arg(value_name = "ADDR")]
+        peer: String,
         /// Shutdown communication shown to the peer's operator (at most 255 octets).
         #[arg(long, default_value = "")]
         message: String,
@@ -23,7 +24,8 @@ pub enum Command {
     /// Start a neighbor shut down with `shutdown` again.
     Enable {
         /// The neighbor's address.
-        address: String,
+        #[arg(value_name = "ADDR")]
+        peer: String,
         /// Print the neighbor afterwards as JSON.
         #[arg(long)]
         json: bool,
@@ -32,7 +34,8 @@ pub enum Command {
     /// send it every route again; the session stays up.
     Reset {
         /// The neighbor's address.
-        address: String,
+        #[arg(value_name = "ADDR")]
+        peer: String,
         /// Print the neighbor afterwards as JSON.
         #[arg(long)]
         json: bool,
@@ -43,19 +46,24 @@ pub fn run(command: Command, conn: &Conn) -> anyhow::Result<()> {
     let (n, json) = conn.run(async |mut c| {
         let (r, json) = match command {
             Command::Shutdown {
-                address,
+                peer,
                 message,
                 json,
             } => {
-                let req = pb::ShutdownNeighborRequest { address, message };
+                let req = pb::ShutdownNeighborRequest {
+                    address: peer,
+                    message,
+                };
                 (c.shutdown_neighbor(req).await, json)
             }
-            Command::Enable { address, json } => (
-                c.enable_neighbor(pb::NeighborRequest { address }).await,
+            Command::Enable { peer, json } => (
+                c.enable_neighbor(pb::NeighborRequest { address: peer })
+                    .await,
                 json,
             ),
-            Command::Reset { address, json } => (
-                c.reset_neighbor(pb::NeighborRequest { address }).await,
+            Command::Reset { peer, json } => (
+                c.reset_neighbor(pb::NeighborRequest { address: peer })
+                    .await,
                 json,
             ),
         };

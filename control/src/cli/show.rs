@@ -38,7 +38,8 @@ pub enum What {
     /// One neighbor: state, counts received/accepted/advertised, flaps, last error, uptime.
     Neighbor {
         /// The neighbor's address (as in `neighbors:`).
-        address: String,
+        #[arg(value_name = "ADDR")]
+        peer: String,
     },
     /// Routes known to the agent (BGP, static, originated).
     Routes,
@@ -85,10 +86,10 @@ async fn fetch(args: &Args, mut c: Client) -> anyhow::Result<String> {
                 .into_inner();
             list_text(args.json, &list.neighbors, neighbor_json, neighbors_table)
         }
-        What::Neighbor { address } => {
+        What::Neighbor { peer } => {
             let n = c
                 .get_neighbor(pb::GetNeighborRequest {
-                    address: address.clone(),
+                    address: peer.clone(),
                 })
                 .await
                 .map_err(status_error)?
