@@ -220,10 +220,7 @@ impl Drop for Watch {
     }
 }
 
-// Ignored until one full run passes: its first run found the agent panicking on a peer's
-// 4096-octet UPDATE (fixed: `update::pack`), and the phases after it have not run yet.
 #[test]
-#[ignore = "run with --ignored; phases after the 4096-octet case not yet run to completion"]
 fn bgp_session_fuzz_hostile_peer_beside_frr() -> Result<()> {
     let test = "bgp_session_fuzz_hostile_peer_beside_frr";
     if !have_frr(test) {
