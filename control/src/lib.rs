@@ -18,6 +18,7 @@
 pub use fare_agent as agent;
 pub use fare_agent::mgmt;
 pub use fare_arn as arn;
+#[cfg(feature = "bench")]
 pub use fare_bench as bench;
 pub use fare_bgp as bgp;
 pub use fare_dataplane as dataplane;

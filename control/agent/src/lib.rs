@@ -46,6 +46,7 @@ pub mod protocols;
 pub mod reload;
 pub mod state;
 pub mod statics;
+pub mod systemd;
 
 use config::AgentConfig;
 use dataplane_task::DataplaneHandle;
@@ -70,19 +71,34 @@ pub struct AgentContext {
 
 /// The command channel of the running BGP speaker, once the BGP task has started it.
 #[derive(Clone, Debug, Default)]
-pub struct SpeakerSlot(Arc<std::sync::Mutex<Option<SpeakerSender>>>);
+pub struct SpeakerSlot(Arc<(std::sync::Mutex<Option<SpeakerSender>>, tokio::sync::Notify)>);
 
 type SpeakerSender = tokio::sync::mpsc::Sender<fare_bgp::speaker::SpeakerCommand>;
 
 impl SpeakerSlot {
     pub fn set(&self, commands: SpeakerSender) {
-        if let Ok(mut s) = self.0.lock() {
+        if let Ok(mut s) = self.0 .0.lock() {
             *s = Some(commands);
         }
+        self.0 .1.notify_waiters();
     }
 
     pub fn get(&self) -> Option<SpeakerSender> {
-        self.0.lock().ok().and_then(|s| s.clone())
+        self.0 .0.lock().ok().and_then(|s| s.clone())
+    }
+
+    /// Waits until the speaker has started (its listener bound, its sessions configured).
+    pub async fn started(&self) {
+        loop {
+            let notified = self.0 .1.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a `set` in between is not missed.
+            notified.as_mut().enable();
+            if self.get().is_some() {
+                return;
+            }
+            notified.await;
+        }
     }
 }
 
@@ -273,11 +289,25 @@ pub async fn run(
     };
 
     let mut tasks = JoinSet::new();
-    protocols::spawn(&ctx, &mut tasks);
+    let runs_bgp = protocols::spawn(&ctx, &mut tasks);
+    // READY once the sessions are configured (the speaker started); the data plane was
+    // programmed above.
+    let speaker = ctx.speaker.clone();
+    let sessions = async move {
+        if runs_bgp {
+            speaker.started().await;
+        }
+    };
+    tokio::pin!(sessions);
+    let mut ready = false;
 
     let mut failure = None;
     loop {
         tokio::select! {
+            _ = &mut sessions, if !ready => {
+                ready = true;
+                systemd::ready(&ready_status(&config));
+            }
             _ = shutdown.cancelled() => break,
             Some(done) = tasks.join_next() => match done {
                 Ok((name, Ok(()))) => info!(task = name, "task finished"),
@@ -297,6 +327,7 @@ pub async fn run(
         }
     }
 
+    systemd::stopping();
     info!("agent stopping; data plane state is left in place");
     let drain = async {
         while tasks.join_next().await.is_some() {}
@@ -323,6 +354,17 @@ pub async fn run(
     }
     info!("agent stopped");
     failure.map_or(Ok(()), Err)
+}
+
+/// The status line sent with READY=1.
+fn ready_status(config: &AgentConfig) -> String {
+    format!(
+        "{}: {} neighbors configured, {} static groups, data plane {}",
+        config.name,
+        config.neighbors.len(),
+        config.static_groups.len(),
+        config.dataplane.kind()
+    )
 }
 
 /// Installs every `static:` group (including those from `static_from`) and records

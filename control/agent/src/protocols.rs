@@ -31,8 +31,10 @@ pub enum ProtocolError {
     ArnMonitor(#[source] std::io::Error),
 }
 
-pub fn spawn(ctx: &AgentContext, tasks: &mut JoinSet<(&'static str, ProtocolResult)>) {
-    if !ctx.config.neighbors.is_empty() || !ctx.config.prefixes.is_empty() {
+/// Starts the protocol tasks; true when one of them is the BGP speaker.
+pub fn spawn(ctx: &AgentContext, tasks: &mut JoinSet<(&'static str, ProtocolResult)>) -> bool {
+    let bgp = !ctx.config.neighbors.is_empty() || !ctx.config.prefixes.is_empty();
+    if bgp {
         let c = ctx.clone();
         tasks.spawn(async move { ("bgp", crate::bgp_task::run(c).await) });
     }
@@ -40,4 +42,5 @@ pub fn spawn(ctx: &AgentContext, tasks: &mut JoinSet<(&'static str, ProtocolResu
         let c = ctx.clone();
         tasks.spawn(async move { ("arn", crate::arn_task::run(c).await) });
     }
+    bgp
 }

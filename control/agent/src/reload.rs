@@ -82,10 +82,12 @@ pub fn on_sighup(ctx: AgentContext, path: PathBuf) -> std::io::Result<tokio::tas
                 r = hup.recv() => if r.is_none() { return },
             }
             info!(config = %path.display(), "SIGHUP: reloading the configuration");
+            crate::systemd::reloading();
             let new = match AgentConfig::load(&path) {
                 Ok(c) => c,
                 Err(e) => {
                     warn!("SIGHUP: {e}; nothing changed");
+                    crate::systemd::reloaded();
                     continue;
                 }
             };
@@ -109,6 +111,7 @@ pub fn on_sighup(ctx: AgentContext, path: PathBuf) -> std::io::Result<tokio::tas
             if d.bandwidths.is_empty() && d.restart_needed.is_empty() {
                 info!("SIGHUP: the configuration is unchanged");
             }
+            crate::systemd::reloaded();
         }
     }))
 }

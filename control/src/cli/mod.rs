@@ -6,6 +6,7 @@
 pub mod agent;
 pub mod arn;
 pub mod conn;
+pub mod generate;
 pub mod lab;
 pub mod neighbor;
 pub mod set;
@@ -20,7 +21,7 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(
     name = "fare",
-    version,
+    version = VERSION,
     about = "Fully Adaptive Routing Ethernet: path bandwidth -> WCMP groups -> XDP/P4 data planes",
     long_about = "fare learns end-to-end path bandwidth (BGP Path Bandwidth extended community), \
 turns it into weighted ECMP groups and programs an XDP or P4Runtime data plane. \
@@ -69,8 +70,22 @@ pub enum Command {
     #[command(subcommand)]
     Lab(lab::Command),
     /// Run benchmarks and write bench/RESULTS.md.
+    #[cfg(feature = "bench")]
     Bench(fare_bench::Args),
+    /// Write the manual pages or the shell completions (for packaging).
+    #[command(hide = true)]
+    Generate(generate::Args),
 }
+
+/// `fare --version`: the version, the git commit built and the cargo features enabled.
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("FARE_GIT_COMMIT"),
+    ", features: ",
+    env!("FARE_FEATURES"),
+    ")"
+);
 
 /// An error caused by the user's input: exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -105,7 +120,9 @@ pub fn main() -> ExitCode {
         Command::Drain(a) => neighbor::drain(a, &cli.conn),
         Command::Arn(c) => arn::run(c),
         Command::Lab(c) => lab::run(c),
+        #[cfg(feature = "bench")]
         Command::Bench(a) => fare_bench::run(a),
+        Command::Generate(a) => generate::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

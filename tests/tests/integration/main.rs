@@ -45,6 +45,7 @@ mod p4_dpf;
 mod p4_reconcile;
 mod p4_sai;
 mod p4_session;
+mod package;
 mod xdp_agent;
 mod xdp_fixtures;
 mod xdp_forwarding;

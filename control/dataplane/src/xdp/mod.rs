@@ -28,7 +28,11 @@ mod object;
 pub mod pins;
 pub mod queues;
 pub mod steer;
+// BPF_PROG_TEST_RUN and verifier counts serve the benchmarks and tests only: the
+// packaged binary is built without them.
+#[cfg(feature = "bench")]
 pub mod testrun;
+#[cfg(feature = "bench")]
 pub mod verifier;
 
 use crate::{
@@ -54,6 +58,7 @@ use std::fmt::Display;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::PathBuf;
 
+#[cfg(feature = "bench")]
 pub use testrun::{TestRun, TestRunOptions};
 
 /// True when this binary embeds the XDP program (bpf-linker was there at build time).
@@ -416,6 +421,7 @@ impl XdpDataplane {
     }
 
     /// Runs the program on `frame` with `BPF_PROG_TEST_RUN` (see [`testrun`]).
+    #[cfg(feature = "bench")]
     pub fn test_run(&self, frame: &[u8], opts: TestRunOptions) -> Result<TestRun, DataplaneError> {
         testrun::run(self.program_fd()?, frame, opts).map_err(|source| DataplaneError::Io {
             backend: BACKEND,
