@@ -5,8 +5,8 @@
 //! READY=1 once its data plane is programmed and its session configured, then forwarding;
 //! RELOADING=1/READY=1 around SIGHUP; STOPPING=1 on SIGTERM.
 //!
-//! The package is built once per run (scripts/test builds it before the tests, so here it
-//! is an up-to-date check). Run: `cargo test -p fare-integration --test integration
+//! The package is FARE_DEB (scripts/test builds it before the tests), else built once
+//! per run by scripts/package. Run: `cargo test -p fare-integration --test integration
 //! package:: -- --test-threads=1` (root for the agent test).
 
 use anyhow::{bail, ensure, Context, Result};
@@ -22,10 +22,14 @@ use std::time::{Duration, Instant};
 
 const UNIT: &str = "lib/systemd/system/fare-agent@.service";
 
-/// The .deb built by scripts/package (the path it prints last).
+/// The .deb: FARE_DEB (scripts/test builds it before the tests), else built here by
+/// scripts/package (the path it prints last).
 fn package() -> Result<PathBuf> {
     static DEB: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     DEB.get_or_init(|| {
+        if let Some(deb) = std::env::var_os("FARE_DEB") {
+            return Ok(PathBuf::from(deb));
+        }
         let script = repo_root().join("scripts/package");
         let out = run(script.to_str().unwrap_or_default(), &[]).map_err(|e| format!("{e:#}"))?;
         let text = String::from_utf8_lossy(&out.stdout);
