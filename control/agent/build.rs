@@ -21,10 +21,11 @@ fn main() {
     commit();
 }
 
-/// FARE_COMMIT: the environment's (a build outside git), else `git rev-parse`, else
-/// "unknown". Rebuilt when HEAD or the branch it names moves.
+/// FARE_GIT_COMMIT: the environment's (a build outside git, e.g. from a source tarball),
+/// else `git rev-parse`, else "unknown". Rebuilt when HEAD or the branch it names moves.
+/// The one source of the commit: `fare --version` and `fare_build_info` both read it.
 fn commit() {
-    println!("cargo:rerun-if-env-changed=FARE_COMMIT");
+    println!("cargo:rerun-if-env-changed=FARE_GIT_COMMIT");
     let git = |args: &[&str]| {
         Command::new("git")
             .args(args)
@@ -34,11 +35,12 @@ fn commit() {
             .and_then(|o| String::from_utf8(o.stdout).ok())
             .map(|s| s.trim().to_string())
     };
-    let commit = std::env::var("FARE_COMMIT")
+    let commit = std::env::var("FARE_GIT_COMMIT")
         .ok()
+        .filter(|c| !c.is_empty())
         .or_else(|| git(&["rev-parse", "--short=12", "HEAD"]))
         .unwrap_or_else(|| "unknown".into());
-    println!("cargo:rustc-env=FARE_COMMIT={commit}");
+    println!("cargo:rustc-env=FARE_GIT_COMMIT={commit}");
     let watch = |path: String| {
         if std::path::Path::new(&path).exists() {
             println!("cargo:rerun-if-changed={path}");

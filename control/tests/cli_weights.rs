@@ -69,9 +69,19 @@ fn whitepaper_asymmetric_json_contract() {
             ("Spine2".into(), "L8".into(), 100.0, 4),
         ]
     );
-    // Exactly the contract's keys.
-    let keys: Vec<&String> = leaf2.as_object().unwrap().keys().collect();
-    assert_eq!(keys.len(), 3);
+    // Exactly the contract's keys, with what the text shows: group size 3+3+4+4 = 14,
+    // and 3:3:4:4 is the exact 75:75:100:100 ratio, so no member is oversubscribed.
+    let mut keys: Vec<&str> = leaf2
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(keys, ["delta", "ecmp", "members", "node", "prefix", "size"]);
+    assert_eq!(leaf2["size"].as_u64(), Some(14));
+    assert_eq!(leaf2["delta"].as_f64(), Some(1.0));
+    assert_eq!(leaf2["ecmp"].as_bool(), Some(false));
 }
 
 #[test]

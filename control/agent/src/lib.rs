@@ -33,6 +33,10 @@
 //! On exit the agent leaves the data plane forwarding: nothing is torn down, and the next
 //! agent re-attaches to what it finds (`backend::open`) and replaces it make-before-break.
 
+/// The git commit this agent was built from (`FARE_GIT_COMMIT` at build time, else `git
+/// rev-parse`, else "unknown"): `fare --version` and `fare_build_info` show it.
+pub const BUILD_COMMIT: &str = env!("FARE_GIT_COMMIT");
+
 pub mod actions;
 pub mod arn_task;
 pub mod backend;

@@ -269,7 +269,7 @@ fn identity(b: &mut Builder, state: &AgentState) {
         [(
             vec![
                 ("version", env!("CARGO_PKG_VERSION").to_string()),
-                ("commit", env!("FARE_COMMIT").to_string()),
+                ("commit", crate::BUILD_COMMIT.to_string()),
             ],
             1.0,
         )],

@@ -14,6 +14,7 @@ pub struct Args {
     /// Random weight changes per group size.
     #[arg(long, default_value_t = 2_000)]
     changes: usize,
+    /// Seed of the random weight changes (the same seed gives the same cases).
     #[arg(long, default_value_t = 1)]
     seed: u64,
 }

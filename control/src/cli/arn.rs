@@ -88,9 +88,10 @@ pub struct ListenArgs {
     /// Accepted sender, `ADDRESS@INTERFACE` (repeat for several).
     #[arg(long = "neighbor", value_parser = parse_neighbor)]
     pub neighbors: Vec<fare_arn::config::ArnNeighbor>,
-    /// Address to listen on (0.0.0.0 or ::).
-    #[arg(long, default_value = "0.0.0.0")]
-    pub address: IpAddr,
+    /// Address to listen on (0.0.0.0 or ::). Not `--address`: that global option names
+    /// an agent's management API.
+    #[arg(long = "bind", id = "bind", default_value = "0.0.0.0")]
+    pub bind: IpAddr,
     /// ARN UDP port.
     #[arg(long, default_value_t = transport::DEFAULT_PORT)]
     pub port: u16,
@@ -332,7 +333,7 @@ fn listen(args: ListenArgs) -> Result<()> {
         ..Default::default()
     };
     runtime()?.block_on(async {
-        let socket = ArnSocket::bind(SocketAddr::new(args.address, args.port), None)?;
+        let socket = ArnSocket::bind(SocketAddr::new(args.bind, args.port), None)?;
         if let Some(m) = &config.multicast {
             let interfaces = m.resolved_interfaces(&config.neighbors);
             ArnSocket::join_group(std::slice::from_ref(&socket), m.group, &interfaces)

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 #[derive(Parser, Debug)]
 #[command(
     name = "fare",
-    version = VERSION,
+    version = VERSION.as_str(),
     about = "Fully Adaptive Routing Ethernet: path bandwidth -> WCMP groups -> XDP/P4 data planes",
     long_about = "fare learns end-to-end path bandwidth (BGP Path Bandwidth extended community), \
 turns it into weighted ECMP groups and programs an XDP or P4Runtime data plane. \
@@ -78,14 +78,14 @@ pub enum Command {
 }
 
 /// `fare --version`: the version, the git commit built and the cargo features enabled.
-pub const VERSION: &str = concat!(
-    env!("CARGO_PKG_VERSION"),
-    " (commit ",
-    env!("FARE_GIT_COMMIT"),
-    ", features: ",
-    env!("FARE_FEATURES"),
-    ")"
-);
+pub static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    format!(
+        "{} (commit {}, features: {})",
+        env!("CARGO_PKG_VERSION"),
+        fare_agent::BUILD_COMMIT,
+        env!("FARE_FEATURES")
+    )
+});
 
 /// An error caused by the user's input: exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -173,6 +173,55 @@ mod tests {
         let mut missing = Vec::new();
         walk(&cmd, "fare", &mut missing);
         assert!(missing.is_empty(), "no help text: {missing:#?}");
+    }
+
+    /// No subcommand has its own argument with the id or long name of a global one: clap
+    /// would hand the global's value to it and panic at parse (`arn listen --address` did).
+    #[test]
+    fn no_subcommand_shadows_a_global_option() {
+        fn walk(
+            cmd: &clap::Command,
+            path: &str,
+            globals: &[(String, String)],
+            bad: &mut Vec<String>,
+        ) {
+            for a in cmd.get_arguments().filter(|a| !a.is_global_set()) {
+                let (id, long) = (a.get_id().as_str(), a.get_long().unwrap_or(""));
+                if globals
+                    .iter()
+                    .any(|(gid, glong)| gid == id || (!long.is_empty() && glong == long))
+                {
+                    bad.push(format!("{path}: {id} (--{long})"));
+                }
+            }
+            for s in cmd.get_subcommands() {
+                walk(s, &format!("{path} {}", s.get_name()), globals, bad);
+            }
+        }
+        let mut cmd = Cli::command();
+        cmd.build();
+        let globals: Vec<(String, String)> = cmd
+            .get_arguments()
+            .filter(|a| a.is_global_set())
+            .map(|a| {
+                (
+                    a.get_id().to_string(),
+                    a.get_long().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        assert!(globals.iter().any(|(id, _)| id == "address"), "{globals:?}");
+        let mut bad = Vec::new();
+        for s in cmd.get_subcommands() {
+            walk(s, &format!("fare {}", s.get_name()), &globals, &mut bad);
+        }
+        assert!(
+            bad.is_empty(),
+            "subcommand options shadowing global ones: {bad:#?}"
+        );
+        // And the case that shipped broken parses.
+        let cli = Cli::try_parse_from(["fare", "arn", "listen", "--bind", "::", "--json"]);
+        assert!(cli.is_ok(), "{cli:?}");
     }
 
     /// The connection options are global: accepted before or after any subcommand.

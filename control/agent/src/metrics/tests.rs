@@ -109,7 +109,7 @@ fn families_carry_state_groups_and_advertised_values() {
         format!(
             "fare_build_info{{version=\"{}\",commit=\"{}\"}} 1.0",
             env!("CARGO_PKG_VERSION"),
-            env!("FARE_COMMIT")
+            crate::BUILD_COMMIT
         ),
         "fare_agent_info{name=\"l1\",router_id=\"10.0.0.1\",asn=\"65001\",dataplane=\"none\"} 1.0"
             .to_string(),
