@@ -135,9 +135,13 @@ pub struct FareConfig {
     /// UPA extended community subtype (draft-krierhorn-idr-upa, docs/CODEPOINTS.md).
     #[serde(default = "default_upa_subtype")]
     pub upa_subtype: u8,
-    /// How BGP-computed groups spread traffic.
+    /// How BGP-computed groups spread traffic: `spray` (default), `flow` or `flowlet`.
     #[serde(default)]
     pub group_mode: GroupMode,
+    /// Flowlet mode (BGP and static groups): the idle time after which a flow's next
+    /// packet picks a member again, in microseconds (default 500, 1..=1000000).
+    #[serde(default = "default_flowlet_gap_us")]
+    pub flowlet_gap_us: u32,
     /// Largest sum of weights a group may have (data plane limit).
     #[serde(default)]
     pub max_group_size: Option<u32>,
@@ -162,6 +166,18 @@ fn default_true() -> bool {
     true
 }
 
+/// CONGA's flowlet gap (Alizadeh et al., SIGCOMM 2014): longer than the delay skew of
+/// a fabric's paths (a few tens of us unloaded, more under queueing), so that a flowlet
+/// moved to another path does not overtake its predecessor, yet short enough that a
+/// TCP or RoCE flow pauses that long often (ACK clocking, window and rate limits).
+pub const DEFAULT_FLOWLET_GAP_US: u32 = 500;
+/// Largest flowlet gap: beyond a second flowlets are flows.
+pub const MAX_FLOWLET_GAP_US: u32 = 1_000_000;
+
+fn default_flowlet_gap_us() -> u32 {
+    DEFAULT_FLOWLET_GAP_US
+}
+
 impl FareConfig {
     /// The draft's optional 5-stage behaviours as the policy takes them.
     pub fn draft_options(&self) -> fare_model::bandwidth::DraftOptions {
@@ -181,6 +197,7 @@ impl Default for FareConfig {
             fib_suppress_subtype: default_fib_suppress_subtype(),
             upa_subtype: default_upa_subtype(),
             group_mode: GroupMode::default(),
+            flowlet_gap_us: DEFAULT_FLOWLET_GAP_US,
             max_group_size: None,
             bandwidth_encoding: Default::default(),
             link_community: true,
@@ -560,6 +577,7 @@ impl AgentConfig {
         }
         self.validate_dpf(path, text)?;
         self.validate_sai(path, text)?;
+        self.validate_flowlets(path, text)?;
         if let Some(arn) = &self.arn {
             if let Err((needle, problem)) = arn.check() {
                 return Err(at(&needle, format!("arn: {problem}")));
@@ -569,7 +587,55 @@ impl AgentConfig {
     }
 }
 
+/// Why a data plane cannot run flowlet groups (None: it can).
+fn no_flowlets(dataplane: &DataplaneConfig) -> Option<&'static str> {
+    match dataplane {
+        DataplaneConfig::None | DataplaneConfig::Xdp { .. } => None,
+        DataplaneConfig::Kernel { .. } => {
+            Some("dataplane.kind kernel: Linux nexthop groups keep no per-flow state")
+        }
+        DataplaneConfig::P4runtime(_) => {
+            Some("dataplane.kind p4runtime: fare's P4 programs keep no flowlet state yet")
+        }
+    }
+}
+
 impl AgentConfig {
+    /// Flowlet mode: the gap in range, and a data plane that keeps per-flow state.
+    fn validate_flowlets(&self, path: &Path, text: &str) -> Result<(), FileError> {
+        let at = |needle: &str, problem: String| {
+            FileError::new(path, yamlfile::find_line(text, needle, 1), problem)
+        };
+        let gap = self.fare.flowlet_gap_us;
+        if !(1..=MAX_FLOWLET_GAP_US).contains(&gap) {
+            return Err(at(
+                "flowlet_gap_us",
+                format!("fare.flowlet_gap_us {gap}: must be 1..={MAX_FLOWLET_GAP_US} microseconds"),
+            ));
+        }
+        let Some(why) = no_flowlets(&self.dataplane) else {
+            return Ok(());
+        };
+        if !self.neighbors.is_empty() && self.fare.group_mode == GroupMode::Flowlet {
+            return Err(at(
+                "group_mode",
+                format!("fare.group_mode flowlet is not available ({why}); use flow"),
+            ));
+        }
+        if let Some(g) = self
+            .static_groups
+            .iter()
+            .find(|g| g.mode == GroupMode::Flowlet)
+        {
+            let p = g.prefix.to_string();
+            return Err(at(
+                &p,
+                format!("static group {p}: mode flowlet is not available ({why}); use flow"),
+            ));
+        }
+        Ok(())
+    }
+
     /// `dataplane.profile: sai` (SAI-P4 switches hash flows and have no per-color groups):
     /// spray mode and DPF are refused here rather than at every install.
     fn validate_sai(&self, path: &Path, text: &str) -> Result<(), FileError> {
@@ -895,6 +961,69 @@ dataplane:
         let e = yamlfile::parse::<AgentConfig>(Path::new("s.yaml"), &bad).unwrap_err();
         // The `dataplane` block is tagged by `kind`, so the error points at the document.
         assert!(e.to_string().contains("unknown variant `copies`"), "{e}");
+    }
+
+    #[test]
+    fn flowlet_mode_and_gap_are_checked() {
+        let text = r#"
+name: l1
+router_id: 10.0.0.1
+asn: 65001
+fare:
+  group_mode: flowlet
+dataplane: {kind: xdp, interfaces: [e1]}
+neighbors:
+  - {address: 10.1.0.2, remote_as: 65100}
+static:
+  - prefix: 198.18.0.0/16
+    mode: flowlet
+    members:
+      - {interface: e1, neighbor_mac: "02:00:00:00:00:01", weight: 3}
+"#;
+        let c = load_text(text).unwrap();
+        assert_eq!(c.fare.group_mode, GroupMode::Flowlet);
+        assert_eq!(c.fare.flowlet_gap_us, 500);
+        assert_eq!(c.static_groups[0].mode, GroupMode::Flowlet);
+        let gap = text.replace(
+            "group_mode: flowlet\n",
+            "group_mode: flowlet\n  flowlet_gap_us: 150\n",
+        );
+        assert_eq!(load_text(&gap).unwrap().fare.flowlet_gap_us, 150);
+        // Out of range: the gap's own line (line 1 is the empty one after r#").
+        for bad in ["0", "1000001"] {
+            let t = gap.replace("flowlet_gap_us: 150", &format!("flowlet_gap_us: {bad}"));
+            let e = load_text(&t).unwrap_err();
+            assert_eq!(e.line, Some(7), "{e}");
+            assert!(
+                e.problem.contains("must be 1..=1000000 microseconds"),
+                "{e}"
+            );
+        }
+        // The kernel keeps no per-flow state: the BGP groups' mode is refused at its
+        // line, then (BGP groups in flow mode) the static group at its prefix.
+        let kernel = text.replace("kind: xdp, interfaces: [e1]", "kind: kernel");
+        let e = load_text(&kernel).unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(
+            e.problem
+                .contains("fare.group_mode flowlet is not available"),
+            "{e}"
+        );
+        let e = load_text(&kernel.replace("group_mode: flowlet", "group_mode: flow")).unwrap_err();
+        assert_eq!(e.line, Some(11), "{e}");
+        assert!(e.problem.contains("mode flowlet is not available"), "{e}");
+        let p4 = text.replace(
+            "kind: xdp, interfaces: [e1]",
+            "kind: p4runtime, address: '127.0.0.1:9559', ports: {e1: 1}",
+        );
+        let e = load_text(&p4).unwrap_err();
+        assert!(e.problem.contains("dataplane.kind p4runtime"), "{e}");
+        let e = yamlfile::parse::<AgentConfig>(
+            Path::new("d.yaml"),
+            &text.replace("group_mode: flowlet", "group_mode: flowlets"),
+        )
+        .unwrap_err();
+        assert!(e.to_string().contains("unknown variant `flowlets`"), "{e}");
     }
 
     #[test]

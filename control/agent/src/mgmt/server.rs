@@ -459,6 +459,7 @@ pub fn group_to_pb(g: &GroupStatus) -> pb::Group {
         mode: match g.group.mode {
             GroupMode::Spray => "spray",
             GroupMode::Flow => "flow",
+            GroupMode::Flowlet => "flowlet",
         }
         .to_string(),
         members: g

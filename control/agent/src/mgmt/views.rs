@@ -66,6 +66,7 @@ fn mode(m: GroupMode) -> String {
     match m {
         GroupMode::Spray => "spray",
         GroupMode::Flow => "flow",
+        GroupMode::Flowlet => "flowlet",
     }
     .to_string()
 }

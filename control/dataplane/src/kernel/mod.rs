@@ -45,6 +45,9 @@ pub const RTPROT_FARE: u8 = 250;
 /// the small ids people type by hand).
 const FIRST_ID: u32 = 0x0fa0_0000;
 const NAME: &str = "kernel";
+/// Why a flowlet group is refused (the agent's configuration check says it first).
+pub const NO_FLOWLETS: &str = "flowlet mode is not available in the kernel data plane \
+     (Linux nexthop groups keep no per-flow state); use flow";
 
 struct Installed {
     group: Group,
@@ -490,6 +493,12 @@ impl Dataplane for KernelDataplane {
             if inst.group == *group && inst.active.iter().all(|a| *a) {
                 return Ok(());
             }
+        }
+        if group.mode == GroupMode::Flowlet {
+            return Err(DataplaneError::InvalidGroup {
+                prefix: group.prefix,
+                why: NO_FLOWLETS.into(),
+            });
         }
         let was_spray = self
             .installed

@@ -42,10 +42,12 @@ impl Encoded {
     }
 }
 
-pub fn mode_code(mode: GroupMode) -> u8 {
+/// The row's mode code; None for a mode this program does not forward yet.
+pub fn mode_code(mode: GroupMode) -> Option<u8> {
     match mode {
-        GroupMode::Spray => fc::MODE_SPRAY,
-        GroupMode::Flow => fc::MODE_FLOW,
+        GroupMode::Spray => Some(fc::MODE_SPRAY),
+        GroupMode::Flow => Some(fc::MODE_FLOW),
+        GroupMode::Flowlet => None,
     }
 }
 
@@ -72,6 +74,8 @@ pub fn encode(
             fc::MAX_MEMBERS_PER_GROUP
         )));
     }
+    let mode = mode_code(group.mode)
+        .ok_or_else(|| invalid("flowlet mode is not in this xdp program yet".into()))?;
     let weights: Vec<u32> = group.members.iter().map(|m| m.weight).collect();
     let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
     if total > fc::MAX_SLOTS as u64 && group.mode == GroupMode::Spray {
@@ -84,7 +88,7 @@ pub fn encode(
     }
     let order = match group.mode {
         GroupMode::Spray => wcmp::spray_order(&weights),
-        GroupMode::Flow => flow_table(group, &weights, previous),
+        GroupMode::Flow | GroupMode::Flowlet => flow_table(group, &weights, previous),
     };
     // All weights 0: no slot, as before (the program finds no member).
     if order.len() > fc::MAX_SLOTS {
@@ -95,7 +99,7 @@ pub fn encode(
     }
     let mut row = fc::Group {
         n_slots: order.len() as u16,
-        mode: mode_code(group.mode),
+        mode,
         n_members: group.members.len() as u8,
         ..Default::default()
     };

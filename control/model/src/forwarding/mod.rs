@@ -26,6 +26,11 @@ pub enum GroupMode {
     Spray,
     /// Per flow: 5-tuple hash onto the replicated members; a flow stays on one member.
     Flow,
+    /// Per flowlet: a flow keeps its member while its packets come closer together than
+    /// the flowlet gap; the first packet after a longer pause picks a member by weight
+    /// again, so weight changes apply to new flowlets only (data planes with per-flow
+    /// state: XDP, BMv2).
+    Flowlet,
 }
 
 /// One member of a WCMP group: an egress interface toward one neighbor.

@@ -703,6 +703,13 @@ impl SaiDataplane {
         if group.mode == GroupMode::Spray {
             return Err(invalid(NO_SPRAY.into()));
         }
+        if group.mode == GroupMode::Flowlet {
+            return Err(invalid(
+                "flowlet mode is not available with the SAI profile (SAI-P4 keeps no \
+                 per-flow state)"
+                    .into(),
+            ));
+        }
         let sum: u64 = group.members.iter().map(|m| u64::from(m.weight)).sum();
         if let Some(max) = self.limits.max_size {
             if sum > u64::from(max) {
