@@ -19,9 +19,9 @@ pub mod xdp;
 
 // The data the backends are given, and the rules they share, come from the model.
 pub use fare_model::forwarding::{
-    dpf, keep_last_active, limits, mac, member_now, ColorGroup, ColorStatus, FlowRule, Group,
-    GroupFit, GroupLimits, GroupMode, GroupStatus, GroupTable, MacAddr, Member, MemberError,
-    MemberStatus, TableError,
+    dpf, keep_last_active, limits, mac, member_now, BucketStatus, ColorGroup, ColorStatus,
+    FlowRule, Group, GroupFit, GroupLimits, GroupMode, GroupStatus, GroupTable, MacAddr, Member,
+    MemberError, MemberStatus, TableError,
 };
 
 use async_trait::async_trait;

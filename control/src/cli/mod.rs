@@ -380,6 +380,23 @@ mod contracts {
                 vec![]
             },
             fit: None,
+            buckets: None,
+        }
+    }
+
+    /// A flow-mode group with a resilient bucket table.
+    fn flow_group() -> pb::Group {
+        pb::Group {
+            prefix: "198.51.100.0/24".into(),
+            mode: "flow".into(),
+            members: vec![member(7, true)],
+            buckets: Some(pb::BucketTable {
+                size: 256,
+                per_member: vec![256],
+                moved: Some(0),
+                assigned_by: "fare".into(),
+            }),
+            ..Default::default()
         }
     }
 
@@ -401,7 +418,9 @@ mod contracts {
             .expect("json"),
             "show neighbor" => neighbor_json(&neighbor()),
             "show routes" => Value::Array(vec![route_json(&route())]),
-            "show groups" => Value::Array(vec![group_json(&group(true))]),
+            "show groups" => {
+                Value::Array(vec![group_json(&group(true)), group_json(&flow_group())])
+            }
             "show route" => route_detail_json(&pb::RouteDetail {
                 prefix: "198.51.100.0/24".into(),
                 routes: vec![route()],

@@ -397,6 +397,7 @@ fn groups_table(list: &[pb::Group]) -> String {
             .colors
             .iter()
             .map(|c| (format!("color {}", c.color), &c.members, c.fit.as_ref()));
+        let first = rows.len();
         groups_table_rows(
             &mut rows,
             Some(&g.prefix),
@@ -404,8 +405,11 @@ fn groups_table(list: &[pb::Group]) -> String {
             &g.members,
             g.fit.as_ref(),
         );
+        bucket_cells(&mut rows[first..], g.buckets.as_ref());
         for (label, members, fit) in colors {
+            let first = rows.len();
             groups_table_rows(&mut rows, None, &label, members, fit);
+            bucket_cells(&mut rows[first..], None);
         }
     }
     groups_header_table(&rows)
@@ -427,9 +431,33 @@ fn groups_header_table(rows: &[Vec<String>]) -> String {
             "STATE",
             "PACKETS",
             "BYTES",
+            "BUCKETS",
+            "MOVED",
         ],
         rows,
     )
+}
+
+/// The BUCKETS and MOVED cells of one group's rows: each member's buckets, and on the
+/// first row the buckets moved at the last change out of the table (`17/256`, `?/256`
+/// when not known). Empty for a group without a bucket table.
+fn bucket_cells(rows: &mut [Vec<String>], buckets: Option<&pb::BucketTable>) {
+    for (i, row) in rows.iter_mut().enumerate() {
+        let (count, moved) = match buckets {
+            Some(b) => (
+                b.per_member.get(i).map_or(String::new(), |c| c.to_string()),
+                if i == 0 {
+                    let m = b.moved.map_or("?".to_string(), |m| m.to_string());
+                    format!("{m}/{}", b.size)
+                } else {
+                    String::new()
+                },
+            ),
+            None => (String::new(), String::new()),
+        };
+        row.push(count);
+        row.push(moved);
+    }
 }
 
 /// Rows of one group: `prefix` on its first row only when given, `label` (the mode, or
@@ -507,6 +535,7 @@ mod tests {
                 reduced_from: None,
                 delta: None,
             }),
+            buckets: None,
         };
         assert_eq!(
             group_json(&g),
@@ -574,6 +603,7 @@ mod tests {
                 reduced_from: Some(858),
                 delta: Some(286.0 / 285.0),
             }),
+            buckets: None,
         };
         let v = group_json(&g);
         assert_eq!(v["size"], 15);
@@ -582,5 +612,47 @@ mod tests {
         assert!((v["delta"].as_f64().unwrap() - 1.003_508_771_9).abs() < 1e-9);
         let t = groups_table(&[g]);
         assert!(t.contains("15    16     1.0035 (from 858)"), "{t}");
+    }
+
+    /// A flow group's bucket table: buckets per member, moved at the last change.
+    #[test]
+    fn bucket_table_shows_per_member_and_moved() {
+        let member = |via: &str| pb::Member {
+            via: via.into(),
+            interface: "eth1".into(),
+            weight: 1,
+            active: true,
+            ..Default::default()
+        };
+        let g = pb::Group {
+            prefix: "10.0.1.0/24".into(),
+            mode: "flow".into(),
+            members: vec![member("10.0.0.1"), member("10.0.0.2")],
+            buckets: Some(pb::BucketTable {
+                size: 256,
+                per_member: vec![171, 85],
+                moved: Some(43),
+                assigned_by: "kernel".into(),
+            }),
+            ..Default::default()
+        };
+        let v = group_json(&g);
+        assert_eq!(
+            v["buckets"],
+            json!({"size": 256, "per_member": [171, 85], "moved": 43, "assigned_by": "kernel"})
+        );
+        let t = groups_table(std::slice::from_ref(&g));
+        let rows: Vec<Vec<&str>> = t.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(rows[0][rows[0].len() - 2..], ["BUCKETS", "MOVED"]);
+        assert_eq!(rows[1][rows[1].len() - 2..], ["171", "43/256"]);
+        assert_eq!(rows[2].last(), Some(&"85"));
+        let unknown = pb::Group {
+            buckets: Some(pb::BucketTable {
+                moved: None,
+                ..g.buckets.clone().unwrap()
+            }),
+            ..g
+        };
+        assert!(groups_table(&[unknown]).contains("?/256"));
     }
 }

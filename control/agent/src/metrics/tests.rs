@@ -54,6 +54,7 @@ fn group() -> GroupStatus {
         }],
         colors: Vec::new(),
         fit: None,
+        buckets: None,
     }
 }
 

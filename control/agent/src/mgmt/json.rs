@@ -94,6 +94,14 @@ pub fn group_json(g: &pb::Group) -> Value {
     for (k, x) in fit_json(g.fit.as_ref(), &g.members) {
         v[k] = x;
     }
+    if let Some(b) = &g.buckets {
+        v["buckets"] = json!({
+            "size": b.size,
+            "per_member": b.per_member,
+            "moved": b.moved,
+            "assigned_by": b.assigned_by,
+        });
+    }
     if !g.colors.is_empty() {
         v["colors"] = g
             .colors

@@ -484,5 +484,11 @@ pub fn group_to_pb(g: &GroupStatus) -> pb::Group {
             })
             .collect(),
         fit: fit_to_pb(&g.fit),
+        buckets: g.buckets.as_ref().map(|b| pb::BucketTable {
+            size: b.size,
+            per_member: b.per_member.clone(),
+            moved: b.moved,
+            assigned_by: b.assigned_by.clone(),
+        }),
     }
 }

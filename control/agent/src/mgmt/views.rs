@@ -86,6 +86,7 @@ pub fn plain_group(g: &Group, colors: &[ColorGroup]) -> pb::Group {
             })
             .collect(),
         fit: None,
+        buckets: None,
     }
 }
 

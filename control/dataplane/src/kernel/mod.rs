@@ -559,6 +559,7 @@ impl Dataplane for KernelDataplane {
                 members,
                 colors: Vec::new(),
                 fit: None,
+                buckets: None,
             });
         }
         Ok(out)

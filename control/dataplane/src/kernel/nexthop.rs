@@ -2,8 +2,9 @@
 //!
 //! `netlink-packet-route` (0.34) has no nexthop-object messages, so this module encodes
 //! and decodes the few we need: a nexthop (id, gateway, device), a weighted group
-//! (ids with u16 weights), and the per-entry packet counters of a group
-//! (`NHA_OP_FLAGS = DUMP_STATS`, Linux 6.7+). The `netlink-packet-core` traits let the
+//! (ids with u16 weights), hash-threshold or resilient (`NHA_RES_GROUP`: buckets and
+//! timers, Linux 5.13+), a resilient group's buckets (`RTM_GETNEXTHOPBUCKET`), and the
+//! per-entry packet counters of a group (`NHA_OP_FLAGS = DUMP_STATS`, Linux 6.7+). The `netlink-packet-core` traits let the
 //! messages travel over an ordinary `netlink-proto` connection.
 
 use netlink_packet_core::{NetlinkDeserializable, NetlinkHeader, NetlinkSerializable};
@@ -12,6 +13,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 pub const RTM_NEWNEXTHOP: u16 = 104;
 pub const RTM_DELNEXTHOP: u16 = 105;
 pub const RTM_GETNEXTHOP: u16 = 106;
+pub const RTM_NEWNEXTHOPBUCKET: u16 = 116;
+pub const RTM_GETNEXTHOPBUCKET: u16 = 118;
 
 const NHA_ID: u16 = 1;
 const NHA_GROUP: u16 = 2;
@@ -20,7 +23,17 @@ const NHA_BLACKHOLE: u16 = 4;
 const NHA_OIF: u16 = 5;
 const NHA_GATEWAY: u16 = 6;
 const NHA_GROUPS: u16 = 9;
+const NHA_RES_GROUP: u16 = 12;
+const NHA_RES_BUCKET: u16 = 13;
 const NHA_OP_FLAGS: u16 = 14;
+const NHA_RES_GROUP_BUCKETS: u16 = 1;
+const NHA_RES_GROUP_IDLE_TIMER: u16 = 2;
+const NHA_RES_GROUP_UNBALANCED_TIMER: u16 = 3;
+const NHA_RES_BUCKET_INDEX: u16 = 1;
+const NHA_RES_BUCKET_NH_ID: u16 = 3;
+/// `NHA_GROUP_TYPE` of a resilient group (`NEXTHOP_GRP_TYPE_RES`).
+pub const GROUP_TYPE_RESILIENT: u16 = 1;
+const NLA_F_NESTED: u16 = 0x8000;
 const NHA_GROUP_STATS: u16 = 15;
 const NHA_GROUP_STATS_ENTRY: u16 = 1;
 const NHA_GROUP_STATS_ENTRY_ID: u16 = 1;
@@ -58,7 +71,24 @@ pub enum Attr {
     OpFlags(u32),
     /// (entry nexthop id, packets) per group entry.
     GroupStats(Vec<(u32, u64)>),
+    /// A resilient group's table and timers.
+    ResGroup(ResGroup),
+    /// One bucket of a resilient group (bucket dumps).
+    ResBucket {
+        index: u16,
+        nexthop: u32,
+    },
     Other(u16, Vec<u8>),
+}
+
+/// `NHA_RES_GROUP`: the bucket count and the timers (seconds / USER_HZ, i.e. 1/100 s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResGroup {
+    pub buckets: u16,
+    /// A bucket idle this long may move to an underweight member; 0: at once.
+    pub idle_timer: u32,
+    /// After this long unbalanced, busy buckets move too; 0: never forced.
+    pub unbalanced_timer: u32,
 }
 
 /// `struct nhmsg` + attributes.
@@ -110,6 +140,27 @@ impl NexthopMessage {
         )
     }
 
+    /// A resilient group: `ip nexthop add id ID group a,wa/b,wb type resilient buckets N
+    /// idle_timer I unbalanced_timer U proto P`.
+    pub fn resilient_group(id: u32, entries: Vec<GroupEntry>, res: ResGroup, protocol: u8) -> Self {
+        Self::new(
+            RTM_NEWNEXTHOP,
+            0,
+            protocol,
+            vec![
+                Attr::Id(id),
+                Attr::Group(entries),
+                Attr::GroupType(GROUP_TYPE_RESILIENT),
+                Attr::ResGroup(res),
+            ],
+        )
+    }
+
+    /// A dump of the buckets of resilient group `id` (`ip nexthop bucket show id ID`).
+    pub fn bucket_dump(id: u32) -> Self {
+        Self::new(RTM_GETNEXTHOPBUCKET, 0, 0, vec![Attr::Id(id)])
+    }
+
     pub fn delete(id: u32) -> Self {
         Self::new(RTM_DELNEXTHOP, 0, 0, vec![Attr::Id(id)])
     }
@@ -148,6 +199,21 @@ impl NexthopMessage {
     pub fn oif(&self) -> Option<u32> {
         self.attrs.iter().find_map(|a| match a {
             Attr::Oif(i) => Some(*i),
+            _ => None,
+        })
+    }
+
+    pub fn res_group(&self) -> Option<ResGroup> {
+        self.attrs.iter().find_map(|a| match a {
+            Attr::ResGroup(r) => Some(*r),
+            _ => None,
+        })
+    }
+
+    /// (bucket index, nexthop id) of a bucket message.
+    pub fn bucket(&self) -> Option<(u16, u32)> {
+        self.attrs.iter().find_map(|a| match a {
+            Attr::ResBucket { index, nexthop } => Some((*index, *nexthop)),
             _ => None,
         })
     }
@@ -194,6 +260,27 @@ impl Attr {
             }
             // Only ever received; emitted empty for completeness.
             Attr::GroupStats(_) => nla(out, NHA_GROUP_STATS, &[]),
+            Attr::ResGroup(r) => {
+                let mut p = Vec::new();
+                nla(&mut p, NHA_RES_GROUP_BUCKETS, &r.buckets.to_ne_bytes());
+                nla(
+                    &mut p,
+                    NHA_RES_GROUP_IDLE_TIMER,
+                    &r.idle_timer.to_ne_bytes(),
+                );
+                nla(
+                    &mut p,
+                    NHA_RES_GROUP_UNBALANCED_TIMER,
+                    &r.unbalanced_timer.to_ne_bytes(),
+                );
+                nla(out, NHA_RES_GROUP | NLA_F_NESTED, &p)
+            }
+            Attr::ResBucket { index, nexthop } => {
+                let mut p = Vec::new();
+                nla(&mut p, NHA_RES_BUCKET_INDEX, &index.to_ne_bytes());
+                nla(&mut p, NHA_RES_BUCKET_NH_ID, &nexthop.to_ne_bytes());
+                nla(out, NHA_RES_BUCKET | NLA_F_NESTED, &p)
+            }
             Attr::Other(kind, payload) => nla(out, *kind, payload),
         }
     }
@@ -226,6 +313,13 @@ fn u32_of(p: &[u8]) -> Result<u32, DecodeError> {
         .and_then(|b| b.try_into().ok())
         .map(u32::from_ne_bytes)
         .ok_or_else(|| DecodeError("short u32 attribute".into()))
+}
+
+fn u16_of(p: &[u8]) -> Result<u16, DecodeError> {
+    p.get(..2)
+        .and_then(|b| b.try_into().ok())
+        .map(u16::from_ne_bytes)
+        .ok_or_else(|| DecodeError("short u16 attribute".into()))
 }
 
 /// Netlink `uint`: 4 or 8 bytes.
@@ -263,6 +357,36 @@ fn parse_attr(kind: u16, p: &[u8]) -> Result<Attr, DecodeError> {
                 })
                 .collect(),
         ),
+        NHA_RES_GROUP => {
+            let mut r = ResGroup {
+                buckets: 0,
+                idle_timer: 0,
+                unbalanced_timer: 0,
+            };
+            for a in attrs(p) {
+                match a? {
+                    (NHA_RES_GROUP_BUCKETS, v) => r.buckets = u16_of(v)?,
+                    (NHA_RES_GROUP_IDLE_TIMER, v) => r.idle_timer = u32_of(v)?,
+                    (NHA_RES_GROUP_UNBALANCED_TIMER, v) => r.unbalanced_timer = u32_of(v)?,
+                    _ => {}
+                }
+            }
+            Attr::ResGroup(r)
+        }
+        NHA_RES_BUCKET => {
+            let (mut index, mut nexthop) = (None, None);
+            for a in attrs(p) {
+                match a? {
+                    (NHA_RES_BUCKET_INDEX, v) => index = Some(u16_of(v)?),
+                    (NHA_RES_BUCKET_NH_ID, v) => nexthop = Some(u32_of(v)?),
+                    _ => {}
+                }
+            }
+            match (index, nexthop) {
+                (Some(index), Some(nexthop)) => Attr::ResBucket { index, nexthop },
+                _ => return Err(DecodeError("bucket without index or nexthop".into())),
+            }
+        }
         NHA_GROUP_STATS => {
             let mut stats = Vec::new();
             for entry in attrs(p) {
@@ -371,6 +495,46 @@ mod tests {
             &[2, 0, 0, 0, 0x2b, 0x01, 0, 0]
         );
         assert_eq!(NexthopMessage::decode(RTM_NEWNEXTHOP, &bytes).unwrap(), m);
+    }
+
+    #[test]
+    fn resilient_group_and_bucket_round_trip() {
+        let res = ResGroup {
+            buckets: 512,
+            idle_timer: 0,
+            unbalanced_timer: 0,
+        };
+        let m =
+            NexthopMessage::resilient_group(7, vec![GroupEntry { id: 1, weight: 3 }], res, 0xfa);
+        let bytes = m.encode();
+        // NHA_ID (8) + NHA_GROUP (4 + 8) + NHA_GROUP_TYPE (4 + 2, padded to 8), then
+        // NHA_RES_GROUP, nested: 4 + BUCKETS (4 + 2 -> 8) + IDLE (8) + UNBALANCED (8).
+        let at = 8 + 8 + 12 + 8;
+        assert_eq!(&bytes[at..at + 4], &[28, 0, 12, 0x80]);
+        assert_eq!(&bytes[at + 4..at + 10], &[6, 0, 1, 0, 0, 2]);
+        let back = NexthopMessage::decode(RTM_NEWNEXTHOP, &bytes).unwrap();
+        assert_eq!(back, m);
+        assert_eq!(back.res_group(), Some(res));
+        let b = NexthopMessage::new(
+            RTM_NEWNEXTHOPBUCKET,
+            0,
+            0,
+            vec![
+                Attr::Id(7),
+                Attr::ResBucket {
+                    index: 300,
+                    nexthop: 9,
+                },
+            ],
+        );
+        let back = NexthopMessage::decode(RTM_NEWNEXTHOPBUCKET, &b.encode()).unwrap();
+        assert_eq!(back.bucket(), Some((300, 9)));
+        // A bucket without its nexthop is an error, not a panic.
+        let mut msg = vec![0u8; 8];
+        let mut inner = Vec::new();
+        nla(&mut inner, NHA_RES_BUCKET_INDEX, &3u16.to_ne_bytes());
+        nla(&mut msg, NHA_RES_BUCKET | NLA_F_NESTED, &inner);
+        assert!(NexthopMessage::decode(RTM_NEWNEXTHOPBUCKET, &msg).is_err());
     }
 
     #[test]

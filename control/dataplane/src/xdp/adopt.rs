@@ -40,6 +40,8 @@ impl XdpDataplane {
                 Some(group) => {
                     self.generation = self.generation.max(row.generation);
                     let colors = self.adopt_colors(gid);
+                    // What the adopted table's last change moved is not known.
+                    let buckets = encode::bucket_status(&group, &row, None);
                     self.installed.insert(
                         prefix,
                         Installed {
@@ -51,6 +53,7 @@ impl XdpDataplane {
                             },
                             colors,
                             flags,
+                            buckets,
                         },
                     );
                 }

@@ -7,7 +7,7 @@
 //! a replacement reassigns only the buckets the new weights require, starting from the
 //! group's installed table.
 
-use crate::{validate, DataplaneError, Group, GroupMode, MacAddr, Member};
+use crate::{validate, BucketStatus, DataplaneError, Group, GroupMode, MacAddr, Member};
 use fare_common as fc;
 use fare_model::{resilient, wcmp};
 use ipnet::IpNet;
@@ -129,38 +129,72 @@ pub fn encode(
 }
 
 /// A flow-mode group's bucket table, reassigned from `previous` when that is a flow
-/// table of the same size: its members are matched to `group`'s by interface and next
-/// hop (or neighbor MAC: an adopted group knows only that); the others are gone.
+/// table of the same size (see [`previous_table`]).
 fn flow_table(
     group: &Group,
     weights: &[u32],
     previous: Option<(&Group, &fc::Group)>,
 ) -> Vec<usize> {
-    let before = previous
-        .filter(|(_, row)| row.mode == fc::MODE_FLOW && usize::from(row.n_slots) == FLOW_BUCKETS)
-        .map(|(old, row)| {
-            let index: Vec<usize> = old
+    let before = previous.and_then(|(old, row)| previous_table(old, row, group));
+    resilient::reassign(before.as_deref(), weights, FLOW_BUCKETS).table
+}
+
+/// The flow table of `row` (installed for `old`) in the member numbering of `group`:
+/// members are matched by interface and next hop (or neighbor MAC: an adopted group
+/// knows only that); the others are gone (`usize::MAX`). None unless `row` is a flow
+/// table of `FLOW_BUCKETS`.
+fn previous_table(old: &Group, row: &fc::Group, group: &Group) -> Option<Vec<usize>> {
+    if row.mode != fc::MODE_FLOW || usize::from(row.n_slots) != FLOW_BUCKETS {
+        return None;
+    }
+    let index: Vec<usize> = old
+        .members
+        .iter()
+        .map(|m| {
+            group
                 .members
                 .iter()
-                .map(|m| {
-                    group
-                        .members
-                        .iter()
-                        .position(|n| {
-                            n.interface == m.interface
-                                && (n.via == m.via
-                                    || (n.neighbor_mac.is_some()
-                                        && n.neighbor_mac == m.neighbor_mac))
-                        })
-                        .unwrap_or(usize::MAX)
+                .position(|n| {
+                    n.interface == m.interface
+                        && (n.via == m.via
+                            || (n.neighbor_mac.is_some() && n.neighbor_mac == m.neighbor_mac))
                 })
-                .collect();
-            row.slots[..FLOW_BUCKETS]
-                .iter()
-                .map(|&s| index.get(usize::from(s)).copied().unwrap_or(usize::MAX))
-                .collect::<Vec<usize>>()
-        });
-    resilient::reassign(before.as_deref(), weights, FLOW_BUCKETS).table
+                .unwrap_or(usize::MAX)
+        })
+        .collect();
+    Some(
+        row.slots[..FLOW_BUCKETS]
+            .iter()
+            .map(|&s| index.get(usize::from(s)).copied().unwrap_or(usize::MAX))
+            .collect(),
+    )
+}
+
+/// A flow-mode group's bucket table as `fare show groups` reports it: buckets per member
+/// and, when the group replaced `previous` (a flow table too), how many changed member.
+/// None for a spray group.
+pub fn bucket_status(
+    group: &Group,
+    row: &fc::Group,
+    previous: Option<(&Group, &fc::Group)>,
+) -> Option<BucketStatus> {
+    if row.mode != fc::MODE_FLOW {
+        return None;
+    }
+    let table: Vec<usize> = row.slots[..usize::from(row.n_slots).min(fc::MAX_SLOTS)]
+        .iter()
+        .map(|&s| usize::from(s))
+        .collect();
+    let moved = previous
+        .and_then(|(old, old_row)| previous_table(old, old_row, group))
+        .filter(|before| before.len() == table.len())
+        .map(|before| before.iter().zip(&table).filter(|(a, b)| a != b).count() as u32);
+    Some(BucketStatus {
+        size: table.len() as u32,
+        per_member: BucketStatus::count(&table, group.members.len()),
+        moved,
+        assigned_by: "fare".into(),
+    })
 }
 
 /// Rebuilds a `Group` from its rows (after a restart): weights are slot counts; `via`
@@ -289,6 +323,14 @@ mod tests {
             .collect();
         assert_eq!(moved.len(), 14);
         assert!(moved.iter().all(|&(from, _)| from == 3));
+        // What `fare show groups` reports: counts, and the 14 moved (73 - 59).
+        let s = bucket_status(&g2, &e2.group, Some((&g, &e.group))).unwrap();
+        assert_eq!(s.per_member, [59, 59, 79, 59]);
+        assert_eq!((s.size, s.moved), (256, Some(14)));
+        assert_eq!(bucket_status(&g, &e.group, None).unwrap().moved, None);
+        let spray = group(&[1, 1], GroupMode::Spray);
+        let es = encode(&spray, None, &mut egress).unwrap();
+        assert_eq!(bucket_status(&spray, &es.group, None), None);
         // Member 1 (e2) leaves: the others are renumbered 0, 1, 2.
         let mut g3 = group(&[3, 3, 4, 3], GroupMode::Flow);
         g3.members.remove(1);

@@ -36,8 +36,8 @@ pub mod testrun;
 pub mod verifier;
 
 use crate::{
-    ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits, GroupStatus,
-    MemberStatus,
+    BucketStatus, ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits,
+    GroupStatus, MemberStatus,
 };
 use async_trait::async_trait;
 use attach::{attach_program, attach_tc_egress, configure_queues};
@@ -117,6 +117,8 @@ struct Installed {
     colors: Vec<InstalledColor>,
     /// The route entry's `ROUTE_*` flags as written.
     flags: u32,
+    /// Flow mode: the bucket table and what its last change moved.
+    buckets: Option<BucketStatus>,
 }
 
 /// One per-color group of a route as written to the maps.
@@ -821,6 +823,11 @@ impl Dataplane for XdpDataplane {
             .map(|((c, e), g)| (c, *g, e))
             .collect();
         let old = self.installed.remove(&group.prefix);
+        let buckets = encode::bucket_status(
+            group,
+            &encoded.group,
+            old.as_ref().map(|o| (&o.group, &o.encoded.group)),
+        );
         let flags = match self.write_route(
             group.prefix,
             gid,
@@ -862,6 +869,7 @@ impl Dataplane for XdpDataplane {
                 encoded,
                 colors,
                 flags,
+                buckets,
             },
         );
         self.sync_arn();
@@ -939,6 +947,7 @@ impl Dataplane for XdpDataplane {
                 members,
                 colors,
                 fit: None,
+                buckets: inst.buckets.clone(),
             });
         }
         Ok(out)

@@ -81,6 +81,37 @@ pub struct GroupStatus {
     /// None from a backend).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fit: Option<GroupFit>,
+    /// Flow mode's resilient bucket table, when the data plane keeps one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<BucketStatus>,
+}
+
+/// A resilient group's bucket table as the data plane holds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BucketStatus {
+    /// Buckets in the table.
+    pub size: u32,
+    /// Buckets per member (same order as the group's members).
+    pub per_member: Vec<u32>,
+    /// Buckets whose member changed at the group's last change (None: not known, e.g. a
+    /// group adopted from a previous agent).
+    pub moved: Option<u32>,
+    /// Who picks the buckets: `fare` (`fare_model::resilient`) or `kernel` (Linux's own
+    /// resilient-group algorithm).
+    pub assigned_by: String,
+}
+
+impl BucketStatus {
+    /// Counts per member of a bucket -> member table (indices past `members` count nowhere).
+    pub fn count(table: &[usize], members: usize) -> Vec<u32> {
+        let mut counts = vec![0u32; members];
+        for &m in table {
+            if let Some(c) = counts.get_mut(m) {
+                *c += 1;
+            }
+        }
+        counts
+    }
 }
 
 /// One per-color group of a route as installed: its members and their counters (same

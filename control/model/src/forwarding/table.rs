@@ -38,6 +38,7 @@ impl GroupTable {
             members,
             colors: Vec::new(),
             fit: None,
+            buckets: None,
         };
         self.groups.insert(group.prefix, status);
     }

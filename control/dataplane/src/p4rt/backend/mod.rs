@@ -486,6 +486,7 @@ impl Dataplane for P4RuntimeDataplane {
                     })
                     .unwrap_or_default(),
                 fit: None,
+                buckets: None,
             })
             .collect())
     }

@@ -1318,6 +1318,7 @@ impl Dataplane for SaiDataplane {
                     .collect(),
                 colors: Vec::new(),
                 fit: None,
+                buckets: None,
             })
             .collect())
     }
