@@ -35,6 +35,10 @@ pub enum AgentsError {
     },
     #[error("serializing the configuration of {node}: {problem}")]
     Serialize { node: String, problem: String },
+    /// The agent's own validation refuses the generated file (e.g. a group mode the
+    /// node's data plane cannot do).
+    #[error("node {node}: {problem}")]
+    Refused { node: String, problem: String },
     #[error("starting the agent of {node}: {source}")]
     Spawn {
         node: String,
@@ -88,6 +92,8 @@ pub fn agent_config(
     let mut config = AgentConfig::new(node.name.clone(), node.router_id, node.asn);
     config.management.socket = socket.to_path_buf();
     config.fare.mode = mode;
+    // The BGP-computed groups take the lab's split too (the static ones carry it each).
+    config.fare.group_mode = group_mode;
     config.fare.role = role(&node.role);
     config.dataplane = dataplane(plan, node, interfaces);
     let node_of: HashMap<&str, &NodePlan> =
@@ -204,17 +210,35 @@ fn role(name: &str) -> Role {
     serde_json::from_value(serde_json::Value::String(name.to_string())).unwrap_or(Role::Leaf)
 }
 
-/// Writes every node's configuration into the state directory.
-pub fn write_configs(
+/// Every node's configuration file, as (path, text), each checked by the agent's own
+/// parser: a lab option a node cannot run (a split its data plane lacks) is refused here,
+/// before anything is built, instead of by an agent that exits after start.
+pub fn render_configs(
     plan: &Plan,
     dir: &StateDir,
     groups: &[RouteGroup],
     mode: fare_model::bandwidth::Mode,
-) -> Result<(), AgentsError> {
+) -> Result<Vec<(PathBuf, String)>, AgentsError> {
+    let mut out = Vec::with_capacity(plan.nodes.len());
     for node in &plan.nodes {
         let text = config_yaml(plan, node, &dir.socket(&node.name), groups, mode)?;
         let path = dir.config(&node.name);
-        std::fs::write(&path, text).map_err(|source| AgentsError::Write { path, source })?;
+        AgentConfig::parse(&path, &text, |_| Ok(Vec::new())).map_err(|e| AgentsError::Refused {
+            node: node.name.clone(),
+            problem: e.problem,
+        })?;
+        out.push((path, text));
+    }
+    Ok(out)
+}
+
+/// Writes the configurations [`render_configs`] made into the state directory.
+pub fn write_configs(configs: &[(PathBuf, String)]) -> Result<(), AgentsError> {
+    for (path, text) in configs {
+        std::fs::write(path, text).map_err(|source| AgentsError::Write {
+            path: path.clone(),
+            source,
+        })?;
     }
     Ok(())
 }

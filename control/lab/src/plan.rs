@@ -58,6 +58,16 @@ pub enum SplitMode {
     Flow,
 }
 
+impl SplitMode {
+    /// The name `--split` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            SplitMode::Spray => "spray",
+            SplitMode::Flow => "flow",
+        }
+    }
+}
+
 /// ARN settings of a lab (kept in its state so restarted agents get the same block).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LabArn {

@@ -66,6 +66,13 @@ pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
     if dir.state_file().exists() || !existing.is_empty() {
         return Err(LabError::AlreadyUp(req.lab.clone()));
     }
+    let groups = super::model_check::ideal_groups(&req.topology, req.mode, req.max_group_size, &[]);
+    let configs = agents::render_configs(&plan, &dir, &groups, req.mode).map_err(|e| match e {
+        agents::AgentsError::Refused { .. } => {
+            LabError::Input(format!("--split {}: {e}", plan.options.split.name()))
+        }
+        other => other.into(),
+    })?;
     dir.create()?;
     let mut state = LabState {
         plan: plan.clone(),
@@ -79,7 +86,7 @@ pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
         switches: Vec::new(),
     };
     dir.save(&state)?;
-    match build(req, &plan, &dir, &mut state) {
+    match build(req, &plan, &dir, &configs, &mut state) {
         Ok(report) => Ok(report),
         Err(e) => {
             // Keep the logs of a failed start for the error message, then clean up.
@@ -118,6 +125,7 @@ fn build(
     req: &UpRequest,
     plan: &Plan,
     dir: &StateDir,
+    configs: &[(PathBuf, String)],
     state: &mut LabState,
 ) -> Result<UpReport, LabError> {
     let t0 = Instant::now();
@@ -140,7 +148,7 @@ fn build(
     report.addresses_s = t.elapsed().as_secs_f64();
 
     let t = Instant::now();
-    start_agents(req, plan, dir, state)?;
+    start_agents(req, plan, dir, configs, state)?;
     report.agents_s = t.elapsed().as_secs_f64();
     state.up_at = state::now();
     dir.save(state)?;
@@ -283,10 +291,10 @@ fn start_agents(
     req: &UpRequest,
     plan: &Plan,
     dir: &StateDir,
+    configs: &[(PathBuf, String)],
     state: &mut LabState,
 ) -> Result<(), LabError> {
-    let groups = super::model_check::ideal_groups(&req.topology, req.mode, req.max_group_size, &[]);
-    agents::write_configs(plan, dir, &groups, req.mode)?;
+    agents::write_configs(configs)?;
     if req.agents {
         progress(req, &format!("starting {} agents", plan.nodes.len()));
         for node in &plan.nodes {

@@ -69,7 +69,8 @@ pub struct UpArgs {
     /// Mininet hosts and links; the same agents, shaping and commands afterwards).
     #[arg(long, value_enum, default_value_t = Backend::Netns)]
     pub backend: Backend,
-    /// Per-packet spray or per-flow hashing over the weighted members (static groups).
+    /// How every group (BGP-computed and static) splits over its weighted members:
+    /// per packet (spray) or per flow; refused where a node's data plane cannot do it.
     #[arg(long, value_enum, default_value_t = SplitMode::Spray)]
     pub split: SplitMode,
     /// Path bandwidth rule: draft (min/sum) or averaged (white paper).

@@ -35,6 +35,7 @@ mod lab_differential;
 mod lab_events;
 mod lab_report;
 mod lab_restart;
+mod lab_split;
 mod lab_updown;
 mod metrics_prometheus;
 mod mgmt_api;
