@@ -9,6 +9,7 @@ pub mod arn_xdp;
 pub mod elephant;
 pub mod lab_bench;
 pub mod lab_scale;
+pub mod modes;
 pub mod mpson;
 pub mod resilient;
 pub mod results;
@@ -65,6 +66,9 @@ pub enum Suite {
     /// ARN congestion shift against whole-member removal and no ARN: four paths, one
     /// congested, delivered throughput, loss and queueing delay; root.
     ArnShift(arn_shift::Args),
+    /// Group modes (`lab up --split`) under long TCP flows on Figure 1 with XDP, a degraded
+    /// link and an ARN congestion event: goodput and reordering at the ends; root, iperf3.
+    Modes(modes::Args),
     /// Every session, every time: repeated `lab up` and link flaps under CPU load (root).
     Soak(soak::Args),
     /// How large a BGP-routed lab fabric comes up and converges here, and where the time
@@ -84,6 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Arn(a) => (a.section(), arn::run_bench(a)?),
         Suite::ArnXdp(a) => ("arn-xdp", arn_xdp::run_bench(a)?),
         Suite::ArnShift(a) => ("arn-shift", arn_shift::run_bench(a)?),
+        Suite::Modes(a) => ("modes", modes::run_bench(a)?),
         Suite::Soak(a) => ("soak", soak::run_bench(a)?),
         Suite::LabScale(a) => ("lab-scale", lab_scale::run_bench(a)?),
     };
