@@ -6,6 +6,7 @@
 pub mod arn;
 pub mod arn_shift;
 pub mod arn_xdp;
+pub mod chaos;
 pub mod elephant;
 pub mod lab_bench;
 pub mod lab_scale;
@@ -74,9 +75,14 @@ pub enum Suite {
     /// How large a BGP-routed lab fabric comes up and converges here, and where the time
     /// goes: generated Clos fabrics of growing size in one run (root).
     LabScale(lab_scale::Args),
+    /// Chaos soak: a lab fabric under steady traffic and random faults (flaps,
+    /// degradations, agent kill -9, BMv2 restarts) for minutes; every session up, every
+    /// group the model's, loss only inside fault windows, bounded memory (root).
+    Chaos(chaos::Args),
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let mut failed = Vec::new();
     let (name, body) = match args.suite {
         Suite::Sim(a) => ("sim", sim::run(a)?),
         Suite::Mpson(a) => ("mpson", mpson::run(a)?),
@@ -91,11 +97,19 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Modes(a) => ("modes", modes::run_bench(a)?),
         Suite::Soak(a) => ("soak", soak::run_bench(a)?),
         Suite::LabScale(a) => ("lab-scale", lab_scale::run_bench(a)?),
+        Suite::Chaos(a) => {
+            let out = chaos::run_bench(a)?;
+            failed = out.failed;
+            ("chaos", out.body)
+        }
     };
     println!("{body}");
     if !args.no_write {
         results::write_section(&args.results, name, &body)?;
         eprintln!("wrote section `{name}` of {}", args.results.display());
+    }
+    if !failed.is_empty() {
+        anyhow::bail!("{name}: checks failed:\n  {}", failed.join("\n  "));
     }
     Ok(())
 }

@@ -147,7 +147,7 @@ fn lab_up(args: &Args, name: &str) -> anyhow::Result<(Lab, UpRun)> {
 }
 
 /// Sessions (`A-B`, names sorted) that either end does not show Established.
-fn not_established(dir: &StateDir, st: &state::LabState) -> Vec<String> {
+pub(crate) fn not_established(dir: &StateDir, st: &state::LabState) -> Vec<String> {
     let mut out = BTreeSet::new();
     for node in &st.plan.nodes {
         let neighbors = agents::show_json(dir, &node.name, agents::Show::Neighbors);

@@ -2,8 +2,14 @@
 //! inside host namespaces). A flow is one UDP socket (its own source port), so flow
 //! hashing sees `--flows` distinct 5-tuples; packets are paced to the total rate and
 //! shared round-robin between the flows. Each run prints one JSON line of counters.
+//!
+//! With `--buckets-ms N` every packet carries its send time (unix ms, after a magic
+//! word) and both ends also count packets per N ms slice of that send time, so that a
+//! soak can place lost packets in time (sent - received per slice; the two ends share the
+//! machine's clock).
 
 use super::LabError;
+use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -29,6 +35,9 @@ pub struct Args {
     /// Seconds to run.
     #[arg(long, default_value_t = 5.0)]
     pub duration: f64,
+    /// Stamp packets with their send time and count them per slice of this many ms.
+    #[arg(long)]
+    pub buckets_ms: Option<u64>,
 }
 
 #[derive(Debug, Default, serde::Serialize)]
@@ -36,6 +45,28 @@ pub struct Counters {
     pub packets: u64,
     pub bytes: u64,
     pub errors: u64,
+    /// Slice (send time in unix ms / `--buckets-ms`) -> packets, with `--buckets-ms`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub buckets: BTreeMap<u64, u64>,
+}
+
+/// First bytes of a stamped payload; the send time (unix ms, big endian) follows.
+const MAGIC: [u8; 4] = *b"FRSQ";
+/// Magic + send time.
+const STAMP_LEN: usize = 12;
+
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+/// The send time a stamped payload carries (None: not stamped).
+fn stamp_of(payload: &[u8]) -> Option<u64> {
+    let (magic, rest) = payload.split_first_chunk::<4>()?;
+    let (ms, _) = rest.split_first_chunk::<8>()?;
+    (*magic == MAGIC).then(|| u64::from_be_bytes(*ms))
 }
 
 pub fn run(a: Args) -> Result<(), LabError> {
@@ -45,19 +76,17 @@ pub fn run(a: Args) -> Result<(), LabError> {
         ));
     }
     let duration = Duration::from_secs_f64(a.duration);
+    let buckets = a.buckets_ms.filter(|b| *b > 0);
     let c = if a.sink {
-        sink(a.port, duration)?
+        sink(a.port, duration, buckets)?
     } else {
-        send(&a, duration)?
+        send(&a, duration, buckets)?
     };
-    println!(
-        "{{\"packets\":{},\"bytes\":{},\"errors\":{}}}",
-        c.packets, c.bytes, c.errors
-    );
+    println!("{}", serde_json::to_string(&c).unwrap_or_default());
     Ok(())
 }
 
-fn sink(port: u16, duration: Duration) -> std::io::Result<Counters> {
+fn sink(port: u16, duration: Duration, buckets: Option<u64>) -> std::io::Result<Counters> {
     let mut sockets = Vec::new();
     for addr in [
         SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), port),
@@ -89,6 +118,9 @@ fn sink(port: u16, duration: Duration) -> std::io::Result<Counters> {
                 c.packets += 1;
                 c.bytes += n as u64;
                 got = true;
+                if let (Some(b), Some(ms)) = (buckets, stamp_of(&buf[..n])) {
+                    *c.buckets.entry(ms / b).or_insert(0) += 1;
+                }
             }
         }
         if !got {
@@ -98,7 +130,7 @@ fn sink(port: u16, duration: Duration) -> std::io::Result<Counters> {
     Ok(c)
 }
 
-fn send(a: &Args, duration: Duration) -> Result<Counters, LabError> {
+fn send(a: &Args, duration: Duration, buckets: Option<u64>) -> Result<Counters, LabError> {
     if a.to.is_empty() {
         return Err(LabError::Input("--to: at least one destination".into()));
     }
@@ -117,7 +149,10 @@ fn send(a: &Args, duration: Duration) -> Result<Counters, LabError> {
         s.set_nonblocking(true)?;
         sockets.push(s);
     }
-    let payload = vec![0x5au8; size];
+    let mut payload = vec![0x5au8; size.max(STAMP_LEN)];
+    if buckets.is_some() {
+        payload[..4].copy_from_slice(&MAGIC);
+    }
     let pps = (a.rate_kbit as f64 * 1000.0 / 8.0) / size as f64;
     let mut c = Counters::default();
     let start = Instant::now();
@@ -127,10 +162,17 @@ fn send(a: &Args, duration: Duration) -> Result<Counters, LabError> {
         // Catch up at most 1000 packets at once after a stall, then pace again.
         let mut burst = 0;
         while c.packets + c.errors < due && burst < 1000 {
+            let ms = unix_ms();
+            if buckets.is_some() {
+                payload[4..STAMP_LEN].copy_from_slice(&ms.to_be_bytes());
+            }
             match sockets[next].send(&payload) {
                 Ok(n) => {
                     c.packets += 1;
                     c.bytes += n as u64;
+                    if let Some(b) = buckets {
+                        *c.buckets.entry(ms / b).or_insert(0) += 1;
+                    }
                 }
                 Err(_) => c.errors += 1,
             }
@@ -140,4 +182,19 @@ fn send(a: &Args, duration: Duration) -> Result<Counters, LabError> {
         std::thread::sleep(Duration::from_micros(500));
     }
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stamps_round_trip_and_unstamped_payloads_have_none() {
+        let mut p = vec![0x5au8; 18];
+        p[..4].copy_from_slice(&MAGIC);
+        p[4..STAMP_LEN].copy_from_slice(&1_700_000_000_123u64.to_be_bytes());
+        assert_eq!(stamp_of(&p), Some(1_700_000_000_123));
+        assert_eq!(stamp_of(&[0x5a; 18]), None);
+        assert_eq!(stamp_of(&p[..8]), None);
+    }
 }

@@ -166,6 +166,16 @@ struct Load {
     rate: f64,
     size: usize,
     duration: f64,
+    /// Stamped packets counted per slice of this many ms (`fare lab gen --buckets-ms`).
+    buckets_ms: Option<u64>,
+}
+
+impl Load {
+    fn bucket_args(&self) -> Vec<String> {
+        self.buckets_ms
+            .map(|b| vec!["--buckets-ms".to_string(), b.to_string()])
+            .unwrap_or_default()
+    }
 }
 
 /// Starts one sink per destination namespace (they outlive the generators by a margin).
@@ -185,6 +195,7 @@ fn start_sinks(pairs: &[(Endpoint, Vec<Endpoint>)], load: &Load) -> Result<Proce
             "--duration".into(),
             format!("{}", load.duration + 2.0),
         ];
+        let args = [args, load.bucket_args()].concat();
         children.push((d.ns.clone(), gen_cmd(&d.ns, &args).spawn()?));
     }
     Ok(children)
@@ -210,6 +221,7 @@ fn start_generators(
             "--duration".into(),
             format!("{}", load.duration),
         ];
+        args.extend(load.bucket_args());
         for d in dsts {
             args.push("--to".into());
             args.push(d.addr.to_string());
@@ -281,7 +293,96 @@ fn load_of(a: &Args, sources: usize) -> Result<Load, LabError> {
         rate,
         size: a.size.clamp(18, 8972),
         duration: a.duration,
+        buckets_ms: None,
     })
+}
+
+/// Steady stamped traffic between every pair of the lab's hosts behind different nodes
+/// (as `fare lab traffic` with defaults), for a soak: each generator and sink counts
+/// packets per `buckets_ms` slice of their send time. Killed when dropped unfinished.
+pub struct Steady {
+    sinks: Processes,
+    generators: Processes,
+}
+
+/// What a steady run sent and received: per slice (unix ms / `buckets_ms`), summed over
+/// the sources and the sinks.
+#[derive(Debug, Default, Clone)]
+pub struct SteadyCounts {
+    pub sources: usize,
+    pub sinks: usize,
+    pub sent: std::collections::BTreeMap<u64, u64>,
+    pub received: std::collections::BTreeMap<u64, u64>,
+}
+
+impl Steady {
+    /// Starts sinks then generators: `flows` per source host at `rate_mbit` each.
+    pub fn start(
+        plan: &Plan,
+        flows: usize,
+        rate_mbit: f64,
+        duration: f64,
+        buckets_ms: u64,
+    ) -> Result<Steady, LabError> {
+        let a = Args {
+            name: None,
+            from: Vec::new(),
+            to: Vec::new(),
+            flows,
+            elephants: false,
+            rate_mbit: Some(rate_mbit),
+            size: 200,
+            duration,
+            json: false,
+            quiet: true,
+            max_split_error: None,
+        };
+        let pairs = pairs(plan, &a)?;
+        let load = Load {
+            buckets_ms: Some(buckets_ms.max(1)),
+            ..load_of(&a, pairs.len())?
+        };
+        let sinks = start_sinks(&pairs, &load)?;
+        std::thread::sleep(Duration::from_millis(300));
+        let mut s = Steady {
+            sinks,
+            generators: Vec::new(),
+        };
+        s.generators = start_generators(&pairs, &load)?.0;
+        Ok(s)
+    }
+
+    /// Waits for the generators, then the sinks, and sums their slices.
+    pub fn finish(mut self) -> SteadyCounts {
+        let sum = |v: Vec<(String, serde_json::Value)>| {
+            let mut m = std::collections::BTreeMap::new();
+            for (_, j) in &v {
+                for (k, n) in j["buckets"].as_object().into_iter().flatten() {
+                    if let (Ok(k), Some(n)) = (k.parse::<u64>(), n.as_u64()) {
+                        *m.entry(k).or_insert(0) += n;
+                    }
+                }
+            }
+            (v.len(), m)
+        };
+        let (sources, sent) = sum(wait_json(std::mem::take(&mut self.generators)));
+        let (sinks, received) = sum(wait_json(std::mem::take(&mut self.sinks)));
+        SteadyCounts {
+            sources,
+            sinks,
+            sent,
+            received,
+        }
+    }
+}
+
+impl Drop for Steady {
+    fn drop(&mut self) {
+        for (_, c) in self.generators.iter_mut().chain(self.sinks.iter_mut()) {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
 }
 
 pub fn traffic(a: &Args) -> Result<Comparison, LabError> {

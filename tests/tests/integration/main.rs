@@ -27,6 +27,7 @@ mod bgp_gobgp;
 mod bgp_orf;
 mod bgp_rfc7606;
 mod bgp_session_fuzz;
+mod chaos_soak;
 mod dpf_red_blue;
 mod lab_bandwidth;
 mod lab_bmv2;
