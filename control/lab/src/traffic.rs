@@ -342,7 +342,12 @@ impl Steady {
             buckets_ms: Some(buckets_ms.max(1)),
             ..load_of(&a, pairs.len())?
         };
-        let sinks = start_sinks(&pairs, &load)?;
+        // Generators may start seconds late on a loaded machine: the sinks outlast them.
+        let sink_load = Load {
+            duration: duration + 10.0,
+            ..load_of(&a, pairs.len())?
+        };
+        let sinks = start_sinks(&pairs, &sink_load)?;
         std::thread::sleep(Duration::from_millis(300));
         let mut s = Steady {
             sinks,

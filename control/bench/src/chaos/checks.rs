@@ -82,14 +82,19 @@ pub fn rss_limit(first_max_kb: u64) -> u64 {
 /// Open fds may end at most this many above their early peak.
 pub const FD_MARGIN: u64 = 8;
 
-/// Bounded growth: the last third's maximum is at most `limit(first third's maximum)`.
-/// Fewer than 6 samples say nothing (None); else Some(verdict, first max, last max).
+/// Bounded growth: the last third's maximum is at most `limit(the first two thirds'
+/// maximum)` (two thirds, so that an agent's start-up ramp is behind it). Fewer than 6
+/// samples say nothing (None); else Some(verdict, earlier max, last third's max).
 pub fn bounded(samples: &[u64], limit: impl Fn(u64) -> u64) -> Option<(bool, u64, u64)> {
     if samples.len() < 6 {
         return None;
     }
     let third = samples.len() / 3;
-    let first = samples[..third].iter().copied().max().unwrap_or(0);
+    let first = samples[..samples.len() - third]
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(0);
     let last = samples[samples.len() - third..]
         .iter()
         .copied()
@@ -128,11 +133,12 @@ mod tests {
     }
 
     #[test]
-    fn growth_is_judged_on_the_first_and_last_thirds() {
-        let flat = [100, 120, 110, 115, 118, 119];
-        assert_eq!(bounded(&flat, |m| m + 2), Some((true, 120, 119)));
+    fn growth_is_judged_on_the_last_third_against_the_rest() {
+        // A start-up ramp, then flat.
+        let flat = [11, 35, 58, 58, 59, 58];
+        assert_eq!(bounded(&flat, |m| m + 2), Some((true, 58, 59)));
         let leak = [100, 110, 120, 130, 140, 150];
-        assert_eq!(bounded(&leak, |m| m + 2), Some((false, 110, 150)));
+        assert_eq!(bounded(&leak, |m| m + 2), Some((false, 130, 150)));
         assert_eq!(bounded(&leak[..5], |m| m), None);
         assert_eq!(rss_limit(10_240), 10_240 + 1_024 + 4_096);
     }
