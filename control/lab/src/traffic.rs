@@ -345,6 +345,7 @@ impl Steady {
         // Generators may start seconds late on a loaded machine: the sinks outlast them.
         let sink_load = Load {
             duration: duration + 10.0,
+            buckets_ms: load.buckets_ms,
             ..load_of(&a, pairs.len())?
         };
         let sinks = start_sinks(&pairs, &sink_load)?;
