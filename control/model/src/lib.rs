@@ -3,6 +3,7 @@
 //! compiler enforces the one-way flow).
 //!
 //! - [`topology`]: fabrics (nodes, roles, links, prefixes) and their YAML format.
+//! - [`analyze`]: every single failure (and sampled pairs) and what it does to the groups.
 //! - [`bandwidth`]: the path-bandwidth algebra of draft-xu-idr-fare and the white
 //!   paper's averaging, and the wire encoding of the value.
 //! - [`wcmp`]: bandwidths -> integer weights, optimal reduction to a group-size limit,
@@ -15,6 +16,7 @@
 //! - [`bgp_ids`]: the AS numbers and BGP identifiers a speaker may be configured with.
 //! - [`mpson`]: route-table sizes of multi-plane fabrics under each suppression technique.
 
+pub mod analyze;
 pub mod bandwidth;
 pub mod bgp_ids;
 pub mod forwarding;

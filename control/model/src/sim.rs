@@ -127,6 +127,17 @@ pub struct Solution<'t> {
 
 /// Computes every node's group for every prefix of `topo`.
 pub fn solve<'t>(topo: &'t Topology, options: &Options) -> Solution<'t> {
+    solve_only(topo, options, &|_| true)
+}
+
+/// Like [`solve`], but propagates only the origin sets `wanted` accepts (by index in
+/// `Solution::origin_sets`); the others have no groups. `fare analyze` recomputes only
+/// the destinations a failure touches.
+pub fn solve_only<'t>(
+    topo: &'t Topology,
+    options: &Options,
+    wanted: &(dyn Fn(usize) -> bool + Sync),
+) -> Solution<'t> {
     let adjacency = topo.adjacency();
     let origin_sets = origin_sets(topo);
     let shared = aspath::SharedAs::new(topo);
@@ -150,13 +161,18 @@ pub fn solve<'t>(topo: &'t Topology, options: &Options) -> Solution<'t> {
     let parts: Vec<(Vec<u32>, Interner)> = std::thread::scope(|s| {
         let handles: Vec<_> = origin_sets
             .chunks(chunk)
-            .map(|sets| {
+            .enumerate()
+            .map(|(c, sets)| {
                 let ctx = &ctx;
                 s.spawn(move || {
                     let mut worker = Worker::new(ctx);
                     let mut table = Vec::with_capacity(sets.len() * units);
-                    for set in sets {
-                        worker.propagate(&set.origins, &mut table);
+                    for (i, set) in sets.iter().enumerate() {
+                        if wanted(c * chunk + i) {
+                            worker.propagate(&set.origins, &mut table);
+                        } else {
+                            table.resize(table.len() + units, NONE);
+                        }
                     }
                     (table, worker.interner)
                 })
@@ -238,6 +254,22 @@ impl<'t> Solution<'t> {
         n
     }
 
+    /// The topology this solution was computed for.
+    pub fn topology(&self) -> &'t Topology {
+        self.topo
+    }
+
+    /// The computation unit of `node`: nodes of one unit have the same links and groups.
+    pub fn unit(&self, node: NodeId) -> u32 {
+        self.unit_of[node]
+    }
+
+    /// The id (index in `groups`) of `node`'s group for origin set `set`, if it has one.
+    pub fn group_id(&self, set: usize, node: NodeId) -> Option<u32> {
+        let g = self.table[set * self.units + self.unit_of[node] as usize];
+        (g != NONE).then_some(g)
+    }
+
     fn shared(&self, set: usize, node: NodeId) -> Option<&SharedGroup> {
         let g = self.table[set * self.units + self.unit_of[node] as usize];
         (g != NONE).then(|| &self.groups[g as usize])
@@ -268,7 +300,7 @@ impl<'t> Solution<'t> {
     }
 
     /// The `nth` link (0-based) from `node` to `via`.
-    fn link_to(&self, node: NodeId, via: NodeId, nth: u32) -> Option<LinkId> {
+    pub fn link_to(&self, node: NodeId, via: NodeId, nth: u32) -> Option<LinkId> {
         let adj = &self.adjacency[node];
         let start = adj.partition_point(|&(n, _)| n < via);
         adj.get(start + nth as usize)

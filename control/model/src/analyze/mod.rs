@@ -1,0 +1,218 @@
+//! What if this fails: every single link, node and plane failure (and sampled pairs) with
+//! what it does to the fabric's groups, ranked worst first (`fare analyze`).
+//!
+//! Incremental: the unfailed fabric is solved once; a failure re-propagates only the
+//! destinations (origin sets) whose propagation it touches and reuses the others. In
+//! draft mode a destination is touched when a failed link carries one of its routes (is
+//! a member of some node's group for it): no other link enters a group or an
+//! advertisement. In averaged mode the divisor N of both ends changes too, so a
+//! destination is touched when either end of a failed link has its route. Failures run
+//! in parallel (rayon), each propagation on one thread.
+//!
+//! Demand: a node's traffic toward a destination is what its group carried before the
+//! failure, the sum of its members' path bandwidths. At the ideal split (weights exactly
+//! proportional to the path bandwidths) every member then runs at demand / capacity of
+//! its bandwidth, capacity being the group's sum after the failure: that ratio is the
+//! oversubscription, 1.0 = as before.
+
+mod compare;
+pub mod failures;
+
+pub use failures::{Failure, Kind};
+
+use crate::sim::{self, Solution};
+use crate::topology::Topology;
+use compare::Side;
+use ipnet::IpNet;
+use rayon::prelude::*;
+use serde::Serialize;
+
+/// One destination hurt by a failure.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Destination {
+    /// The prefixes originated by the same nodes (they share every path).
+    pub prefixes: Vec<IpNet>,
+    /// Worst demand / capacity over the nodes whose group changed, and the node.
+    pub worst_oversubscription: f64,
+    pub node: String,
+    /// Nodes that had a route to it and have none.
+    pub unreachable_nodes: u64,
+}
+
+/// What one failure does. Counts are (node, prefix) pairs, as `fare weights` lists
+/// groups; the failed nodes' own groups are not counted.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Report {
+    pub failure: String,
+    pub kind: Kind,
+    /// The `fare weights --fail` arguments giving the same fabric.
+    #[serde(skip)]
+    pub fail_args: Vec<String>,
+    pub changed_groups: u64,
+    /// Groups that disappear: no route left.
+    pub unreachable: u64,
+    /// Worst over all destinations (1.0 when nothing is oversubscribed).
+    pub worst_oversubscription: f64,
+    /// Change of the capacity the groups' members leave unused (Gbps, summed over
+    /// destinations and nodes).
+    pub stranded_gbps: f64,
+    /// Groups reduced by the data plane limit after the failure, and the change.
+    pub reduced_groups: u64,
+    pub reduced_change: i64,
+    /// Groups left with one member (more than one before).
+    pub single_path: u64,
+    /// Destinations with an oversubscribed or lost group, worst first.
+    pub destinations: Vec<Destination>,
+    /// Origin sets propagated again for this failure.
+    #[serde(skip)]
+    pub recomputed: usize,
+}
+
+/// The unfailed fabric, solved once.
+pub struct Base<'t> {
+    pub topo: &'t Topology,
+    pub options: sim::Options,
+    pub solution: Solution<'t>,
+    reduced: Vec<bool>,
+    /// Groups reduced by the limit before any failure ((node, prefix) pairs).
+    pub reduced_groups: u64,
+}
+
+impl<'t> Base<'t> {
+    pub fn new(topo: &'t Topology, options: &sim::Options) -> Base<'t> {
+        let solution = sim::solve(topo, options);
+        let reduced = compare::reduced_flags(&solution, options);
+        let mut base = Base {
+            topo,
+            options: sim::Options {
+                threads: 1,
+                ..options.clone()
+            },
+            solution,
+            reduced,
+            reduced_groups: 0,
+        };
+        if options.max_group_size.is_none() {
+            return base;
+        }
+        let none = vec![false; topo.nodes.len()];
+        let side = base.side();
+        let mut count = 0;
+        for (s, set) in base.solution.origin_sets.iter().enumerate() {
+            let t = compare::compare_set(&side, &side, s, &none);
+            count += t.reduced_before * set.prefixes.len() as u64;
+        }
+        base.reduced_groups = count;
+        base
+    }
+
+    fn side(&self) -> Side<'_, 't> {
+        Side {
+            sol: &self.solution,
+            reduced: &self.reduced,
+        }
+    }
+
+    /// Whether `f` touches the propagation of origin set `s` (see the module doc).
+    fn touches(&self, s: usize, f: &Failure) -> bool {
+        let sol = &self.solution;
+        let reached = |n| sol.origin_sets[s].origins.contains(&n) || sol.group_id(s, n).is_some();
+        let via = |n, v| {
+            sol.group_id(s, n)
+                .is_some_and(|g| sol.groups[g as usize].members.iter().any(|m| m.0 == v))
+        };
+        f.pairs.iter().any(|&(a, b)| match self.options.mode {
+            crate::bandwidth::Mode::Averaged => reached(a) || reached(b),
+            crate::bandwidth::Mode::Draft => via(a, b) || via(b, a),
+        })
+    }
+
+    /// What `f` does. `full`: propagate every destination again (the naive baseline the
+    /// incremental result must equal).
+    pub fn one(&self, f: &Failure, full: bool) -> Report {
+        let sets = self.solution.origin_sets.len();
+        let wanted: Vec<bool> = (0..sets).map(|s| full || self.touches(s, f)).collect();
+        let topo = f.apply(self.topo);
+        let after = sim::solve_only(&topo, &self.options, &|s| wanted[s]);
+        let reduced = compare::reduced_flags(&after, &self.options);
+        let after = Side {
+            sol: &after,
+            reduced: &reduced,
+        };
+        let mut failed = vec![false; self.topo.nodes.len()];
+        for &n in &f.nodes {
+            failed[n] = true;
+        }
+        let mut r = Report {
+            failure: f.name.clone(),
+            kind: f.kind,
+            fail_args: f.fail_args(self.topo),
+            changed_groups: 0,
+            unreachable: 0,
+            worst_oversubscription: 1.0,
+            stranded_gbps: 0.0,
+            reduced_groups: 0,
+            reduced_change: 0,
+            single_path: 0,
+            destinations: Vec::new(),
+            recomputed: wanted.iter().filter(|&&w| w).count(),
+        };
+        let before = self.side();
+        for s in (0..sets).filter(|&s| wanted[s]) {
+            let t = compare::compare_set(&before, &after, s, &failed);
+            let prefixes = &self.solution.origin_sets[s].prefixes;
+            let k = prefixes.len() as u64;
+            r.changed_groups += t.changed * k;
+            r.unreachable += t.lost * k;
+            r.single_path += t.single * k;
+            r.reduced_change += (t.reduced_after as i64 - t.reduced_before as i64) * k as i64;
+            r.stranded_gbps += (t.stranded_after - t.stranded_before) * k as f64;
+            let worst = t.worst.unwrap_or((1.0, usize::MAX));
+            if worst.0 > 1.0 + 1e-9 || t.lost > 0 {
+                r.worst_oversubscription = r.worst_oversubscription.max(worst.0);
+                r.destinations.push(Destination {
+                    prefixes: prefixes.clone(),
+                    worst_oversubscription: worst.0,
+                    node: self
+                        .topo
+                        .nodes
+                        .get(worst.1)
+                        .map_or_else(String::new, |n| n.name.clone()),
+                    unreachable_nodes: t.lost,
+                });
+            }
+        }
+        r.reduced_groups = (self.reduced_groups as i64 + r.reduced_change).max(0) as u64;
+        r.destinations.sort_by(|a, b| {
+            (b.unreachable_nodes, b.worst_oversubscription)
+                .partial_cmp(&(a.unreachable_nodes, a.worst_oversubscription))
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
+        r
+    }
+}
+
+/// Every failure of `failures`, in parallel, ranked worst first: most groups left
+/// without a route, then worst oversubscription, then most changed groups.
+pub fn analyze(base: &Base, failures: &[Failure], full: bool) -> Vec<Report> {
+    let mut reports: Vec<Report> = failures.par_iter().map(|f| base.one(f, full)).collect();
+    rank(&mut reports);
+    reports
+}
+
+/// Worst first (stable: equal failures keep their order).
+pub fn rank(reports: &mut [Report]) {
+    reports.sort_by(|a, b| {
+        b.unreachable
+            .cmp(&a.unreachable)
+            .then(
+                b.worst_oversubscription
+                    .total_cmp(&a.worst_oversubscription),
+            )
+            .then(b.changed_groups.cmp(&a.changed_groups))
+            .then(b.stranded_gbps.total_cmp(&a.stranded_gbps))
+    });
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,239 @@
+use super::*;
+use crate::bandwidth::Mode;
+use crate::sim::Change;
+use crate::topology::{gen, parse, NodeId};
+
+fn options(mode: Mode, max_group_size: Option<u32>) -> sim::Options {
+    sim::Options {
+        mode,
+        max_group_size,
+        ..Default::default()
+    }
+}
+
+/// S1 has 100G to L1 and 400G to L2, S2 100G to both. Draft, worked by hand: L2 reaches
+/// L1's prefix via S1 at min(400, 100) = 100 (300 stranded) and via S2 at 100. With
+/// S1-L1 down, S1 has no route to L1 (valley-free: not back up through L2), L2 keeps
+/// S2 alone: demand 200 over capacity 100 = 2.0, and the 300 stranded on L2-S1 for that
+/// destination are gone. L1 toward L2's prefix keeps S2 alone too: 200 / 100.
+#[test]
+fn worked_example() {
+    let t = parse(
+        "t.yaml".as_ref(),
+        "nodes:
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+  - {name: L1, role: leaf, asn: 65001, prefixes: [10.0.0.0/24]}
+  - {name: L2, role: leaf, asn: 65002, prefixes: [10.0.1.0/24]}
+links:
+  - {a: S1, b: L1, gbps: 100}
+  - {a: S2, b: L1, gbps: 100}
+  - {a: S1, b: L2, gbps: 400}
+  - {a: S2, b: L2, gbps: 100}
+",
+    )
+    .unwrap();
+    let base = Base::new(&t, &options(Mode::Draft, None));
+    let f = failures::singles(&t)
+        .into_iter()
+        .find(|f| f.name == "S1-L1")
+        .unwrap();
+    let r = base.one(&f, false);
+    assert_eq!(r.changed_groups, 3);
+    assert_eq!(r.unreachable, 1);
+    assert_eq!(r.single_path, 2);
+    assert_eq!(r.worst_oversubscription, 2.0);
+    assert_eq!(r.stranded_gbps, -300.0);
+    assert_eq!(r.recomputed, 2);
+    let first = &r.destinations[0];
+    assert_eq!(first.prefixes, ["10.0.0.0/24".parse::<IpNet>().unwrap()]);
+    assert_eq!((first.unreachable_nodes, first.node.as_str()), (1, "L2"));
+    assert_eq!(r.destinations[1].node, "L1");
+    assert_eq!(r, base.one(&f, true));
+}
+
+/// clos3 4 leaves x 2 spines: a leaf down leaves its prefix unreachable for the other 5
+/// nodes and ranks first; a spine down halves every leaf's group (12 groups, ratio 2).
+#[test]
+fn ranking_puts_lost_destinations_first() {
+    let t = gen::clos3(4, 2, 100.0, 1);
+    let base = Base::new(&t, &options(Mode::Draft, None));
+    let reports = analyze(&base, &failures::singles(&t), false);
+    assert_eq!(reports[0].failure, "L1");
+    assert_eq!(reports[0].unreachable, 5);
+    let s1 = reports.iter().find(|r| r.failure == "S1").unwrap();
+    assert_eq!(
+        (s1.changed_groups, s1.single_path, s1.unreachable),
+        (12, 12, 0)
+    );
+    assert_eq!(s1.worst_oversubscription, 2.0);
+    // A link: the spine loses the leaf (1), 3 leaves lose the spine toward it, the leaf
+    // loses it toward the 3 others.
+    let l = reports.iter().find(|r| r.failure == "S1-L1").unwrap();
+    assert_eq!((l.changed_groups, l.unreachable, l.single_path), (7, 1, 6));
+}
+
+/// A limit of 3 entries: L2 reaches L1 via S1 at min(400, 300) = 300 and via S2 at 100,
+/// 3:1, which fits 3 entries only as 2:1 (reduced). Failing S2-L2 leaves S1 alone: no
+/// longer reduced, and demand 400 over 300.
+#[test]
+fn limit_reductions_are_counted() {
+    let t = parse(
+        "t.yaml".as_ref(),
+        "nodes:
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+  - {name: L1, role: leaf, asn: 65001, prefixes: [10.0.0.0/24]}
+  - {name: L2, role: leaf, asn: 65002}
+links:
+  - {a: S1, b: L1, gbps: 300}
+  - {a: S2, b: L1, gbps: 100}
+  - {a: S1, b: L2, gbps: 400}
+  - {a: S2, b: L2, gbps: 100}
+",
+    )
+    .unwrap();
+    let base = Base::new(&t, &options(Mode::Draft, Some(3)));
+    assert_eq!(base.reduced_groups, 1);
+    let f = failures::singles(&t)
+        .into_iter()
+        .find(|f| f.name == "S2-L2")
+        .unwrap();
+    let r = base.one(&f, false);
+    assert_eq!((r.reduced_groups, r.reduced_change), (0, -1));
+    // Demand 400 (300 + 100) over 300.
+    assert!((r.worst_oversubscription - 4.0 / 3.0).abs() < 1e-12);
+}
+
+/// A random 3-stage fabric with asymmetric capacities: every leaf-spine pair has 0-2
+/// links of random capacity.
+fn random_clos3() -> impl proptest::strategy::Strategy<Value = Topology> {
+    use proptest::prelude::*;
+    (2usize..6, 1usize..5)
+        .prop_flat_map(|(leaves, spines)| {
+            (
+                Just((leaves, spines)),
+                prop::collection::vec(
+                    prop::collection::vec(
+                        prop_oneof![Just(25.0), Just(50.0), Just(100.0), Just(400.0)],
+                        0..3,
+                    ),
+                    leaves * spines,
+                ),
+            )
+        })
+        .prop_map(|((leaves, spines), caps)| {
+            let mut t = gen::clos3(leaves as u32, spines as u32, 100.0, 1);
+            t.links.clear();
+            for l in 0..leaves {
+                for s in 0..spines {
+                    for &c in &caps[l * spines + s] {
+                        t.add_link(s, spines + l, c, None);
+                    }
+                }
+            }
+            t
+        })
+}
+
+/// A small multi-plane or 5-stage fabric with a few links degraded at random.
+fn random_planes() -> impl proptest::strategy::Strategy<Value = Topology> {
+    use proptest::prelude::*;
+    (
+        any::<bool>(),
+        prop::collection::vec((any::<u16>(), prop_oneof![Just(25.0), Just(50.0)]), 0..4),
+    )
+        .prop_map(|(five, degrades)| {
+            let mut t = if five {
+                gen::clos5(2, 2, 2, 2, 100.0)
+            } else {
+                gen::multiplane(&gen::MultiPlane {
+                    gpus: 12,
+                    planes: 2,
+                    rnics_per_leaf: 4,
+                    spines_per_plane: 2,
+                    ..Default::default()
+                })
+            };
+            let n = t.links.len();
+            for (i, g) in degrades {
+                t.links[i as usize % n].gbps = g;
+            }
+            t
+        })
+}
+
+/// The incremental report equals the full recomputation's, and the groups behind it
+/// are those of `fare weights --fail`: the destinations the failure does not touch keep
+/// exactly their unfailed groups, the touched ones get the failed fabric's.
+fn check_all(t: &Topology, mode: Mode, limit: Option<u32>) -> Result<(), String> {
+    let base = Base::new(t, &options(mode, limit));
+    let mut all = failures::singles(t);
+    all.extend(failures::sample_pairs(&all.clone(), 4, 1));
+    for f in &all {
+        let inc = base.one(f, false);
+        let full = Report {
+            recomputed: inc.recomputed,
+            ..base.one(f, true)
+        };
+        if inc != full {
+            return Err(format!("{}: {inc:?}\n!= {full:?}", f.name));
+        }
+        let mut failed = t.clone();
+        for arg in f.fail_args(t) {
+            let (a, b) = arg.split_once('-').ok_or("pair")?;
+            Change::Fail(a.into(), b.into())
+                .apply(&mut failed)
+                .map_err(|e| e.to_string())?;
+        }
+        let after = sim::solve(&failed, &base.options);
+        check_reuse(&base, f, &after)?;
+    }
+    Ok(())
+}
+
+/// A group as comparable data: members (neighbor, parallel index, bandwidth bits), weights.
+type Content = (Vec<(NodeId, u32, u64)>, Vec<u32>);
+
+fn content(sol: &Solution, s: usize, n: NodeId) -> Option<Content> {
+    sol.group_id(s, n).map(|g| {
+        let g = &sol.groups[g as usize];
+        let members = g
+            .members
+            .iter()
+            .map(|m| (m.0, m.1, m.2.to_bits()))
+            .collect();
+        (members, g.weights.weights.clone())
+    })
+}
+
+fn check_reuse(base: &Base, f: &Failure, after: &Solution) -> Result<(), String> {
+    for s in 0..base.solution.origin_sets.len() {
+        if base.touches(s, f) {
+            continue;
+        }
+        for n in 0..base.topo.nodes.len() {
+            if content(&base.solution, s, n) != content(after, s, n) {
+                let node = &base.topo.nodes[n].name;
+                return Err(format!("{}: set {s} node {node} changed untouched", f.name));
+            }
+        }
+    }
+    Ok(())
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::test_runner::Config::with_cases(48))]
+
+    #[test]
+    fn incremental_equals_full_clos3(t in random_clos3(), averaged: bool, limit in proptest::option::of(2u32..8)) {
+        let mode = if averaged { Mode::Averaged } else { Mode::Draft };
+        check_all(&t, mode, limit).map_err(proptest::test_runner::TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn incremental_equals_full_planes(t in random_planes(), averaged: bool) {
+        let mode = if averaged { Mode::Averaged } else { Mode::Draft };
+        check_all(&t, mode, None).map_err(proptest::test_runner::TestCaseError::fail)?;
+    }
+}
