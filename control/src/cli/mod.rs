@@ -4,6 +4,8 @@
 //! one line of stderr).
 
 pub mod agent;
+pub mod analyze;
+mod analyze_html;
 pub mod arn;
 pub mod conn;
 pub mod generate;
@@ -44,6 +46,8 @@ pub struct Cli {
 pub enum Command {
     /// Compute the WCMP group of every (node, prefix) of a topology offline.
     Weights(weights::Args),
+    /// What if this fails: every link, node and plane failure and what it does to the groups.
+    Analyze(analyze::Args),
     /// Check or generate topology files.
     #[command(subcommand)]
     Topo(topo::Command),
@@ -111,6 +115,7 @@ pub fn main() -> ExitCode {
     init_logging(&cli.log, cli.log_json);
     let result = match cli.command {
         Command::Weights(a) => weights::run(a),
+        Command::Analyze(a) => analyze::run(a),
         Command::Topo(c) => topo::run(c),
         Command::Agent(a) => agent::run(a),
         Command::Show(a) => show::run(a, &cli.conn),

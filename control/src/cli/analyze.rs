@@ -1,0 +1,214 @@
+//! `fare analyze`: what if this fails, for every link, node and plane of a topology
+//! (`fare_model::analyze` computes; this prints).
+
+use super::InputError;
+use fare_model::analyze::{self, failures, Base, Kind, Report};
+use fare_model::bandwidth::{DraftOptions, Encoding, Mode};
+use fare_model::sim;
+use fare_model::topology;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+#[derive(clap::Args, Debug)]
+#[command(
+    long_about = "Takes every link (all parallel links between two nodes), every node and, on \
+multi-plane fabrics, every plane down in turn (and with --n2, pairs of link and node failures \
+drawn with a seed), and reports for each what `fare weights --fail` would show: the groups that \
+change, the groups left without a route, the worst oversubscription per destination (demand at \
+the ideal split over capacity), the change of stranded capacity, the groups a data plane limit \
+reduces and the groups left with one path. Ranked worst first; see docs/analyze.md.\n\n\
+Example: fare analyze topologies/whitepaper-asymmetric.yaml --mode averaged --top 5"
+)]
+pub struct Args {
+    /// Topology YAML file (see topologies/).
+    pub topology: PathBuf,
+    /// Propagation rule, as for `fare weights`.
+    #[arg(long, value_enum, default_value_t = Mode::Draft)]
+    pub mode: Mode,
+    /// Largest group (sum of weights) the data plane accepts, as for `fare weights`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_group_size: Option<u32>,
+    /// Wire encoding of the Path Bandwidth value, as for `fare weights`.
+    #[arg(long, value_enum, default_value_t = Encoding::Binary16)]
+    pub encoding: Encoding,
+    /// Draft, 5-stage: super-spines do not attach the non-transitive link bandwidth.
+    #[arg(long)]
+    pub no_link_community: bool,
+    /// Draft, 5-stage: spines of other PoDs lower the transitive value.
+    #[arg(long)]
+    pub remote_spine_update: bool,
+    /// Also this many double failures (pairs of link and node failures), sampled.
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub n2: usize,
+    /// Seed of the --n2 sample.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub seed: u64,
+    /// Print JSON: {"summary": {...}, "failures": [...]} (ranked, --top of them).
+    #[arg(long)]
+    pub json: bool,
+    /// Also write the ranked table as one self-contained HTML page.
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Show the N worst failures (0: all).
+    #[arg(long, value_name = "N", default_value_t = 20)]
+    pub top: usize,
+    /// Propagate every destination again for every failure (slow; the incremental
+    /// result is the same).
+    #[arg(long)]
+    pub full: bool,
+}
+
+/// What the run covered, printed above the table.
+#[derive(serde::Serialize)]
+pub struct Summary {
+    pub topology: String,
+    pub fabric: String,
+    pub mode: Mode,
+    pub failures: usize,
+    pub links: usize,
+    pub nodes: usize,
+    pub planes: usize,
+    pub pairs: usize,
+    /// Destination propagations done again, and the total a full rerun would do.
+    pub recomputed: usize,
+    pub destinations_total: usize,
+    pub reduced_groups_before: u64,
+    pub seconds: f64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let topo = topology::load(&args.topology)?;
+    let options = sim::Options {
+        mode: args.mode,
+        max_group_size: args.max_group_size,
+        draft: DraftOptions {
+            link_community: !args.no_link_community,
+            remote_spine_update: args.remote_spine_update,
+        },
+        encoding: args.encoding,
+        threads: 0,
+        no_stub_sharing: false,
+    };
+    if topo.links.is_empty() {
+        return Err(InputError(format!("{}: no links to fail", args.topology.display())).into());
+    }
+    let start = Instant::now();
+    let mut all = failures::singles(&topo);
+    let pairs = failures::sample_pairs(&all, args.n2, args.seed);
+    all.extend(pairs);
+    let base = Base::new(&topo, &options);
+    let reports = analyze::analyze(&base, &all, args.full);
+    let count = |k: Kind| all.iter().filter(|f| f.kind == k).count();
+    let summary = Summary {
+        topology: args.topology.display().to_string(),
+        fabric: topo.summary(),
+        mode: args.mode,
+        failures: all.len(),
+        links: count(Kind::Link),
+        nodes: count(Kind::Node),
+        planes: count(Kind::Plane),
+        pairs: count(Kind::Pair),
+        recomputed: reports.iter().map(|r| r.recomputed).sum(),
+        destinations_total: all.len() * base.solution.origin_sets.len(),
+        reduced_groups_before: base.reduced_groups,
+        seconds: start.elapsed().as_secs_f64(),
+    };
+    let shown = match args.top {
+        0 => &reports[..],
+        n => &reports[..n.min(reports.len())],
+    };
+    if let Some(path) = &args.html {
+        std::fs::write(path, super::analyze_html::page(&summary, shown))
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    }
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.json {
+        let v = serde_json::json!({"summary": summary, "failures": shown});
+        serde_json::to_writer(&mut out, &v)?;
+        writeln!(out)?;
+    } else {
+        write_text(&mut out, &summary, shown)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// "3 links, 2 nodes", the kinds present.
+pub fn covered(s: &Summary) -> String {
+    let parts: Vec<String> = [
+        (s.links, "link"),
+        (s.nodes, "node"),
+        (s.planes, "plane"),
+        (s.pairs, "pair"),
+    ]
+    .iter()
+    .filter(|(n, _)| *n > 0)
+    .map(|(n, w)| format!("{n} {w}{}", if *n == 1 { "" } else { "s" }))
+    .collect();
+    parts.join(", ")
+}
+
+fn write_text(out: &mut impl Write, s: &Summary, reports: &[Report]) -> std::io::Result<()> {
+    writeln!(out, "{}: {}", s.topology, s.fabric)?;
+    writeln!(
+        out,
+        "{:?} mode: {} failures ({}) in {:.2} s; {} of {} destination propagations redone",
+        s.mode,
+        s.failures,
+        covered(s),
+        s.seconds,
+        s.recomputed,
+        s.destinations_total
+    )?;
+    let w = reports
+        .iter()
+        .map(|r| r.failure.len())
+        .fold("failure".len(), usize::max);
+    writeln!(
+        out,
+        "{:>4}  {:w$}  {:5}  {:>7}  {:>11}  {:>6}  {:>14}  {:>7}  {:>11}  worst destination",
+        "rank",
+        "failure",
+        "kind",
+        "changed",
+        "unreachable",
+        "oversub",
+        "stranded Gbps",
+        "reduced",
+        "single-path"
+    )?;
+    for (i, r) in reports.iter().enumerate() {
+        let worst = r.destinations.first().map_or_else(String::new, |d| {
+            let p = d
+                .prefixes
+                .first()
+                .map_or_else(String::new, |p| p.to_string());
+            format!("{p} at {}", if d.node.is_empty() { "-" } else { &d.node })
+        });
+        writeln!(
+            out,
+            "{:>4}  {:w$}  {:5}  {:>7}  {:>11}  {:>6.3}  {:>+14.1}  {:>7}  {:>11}  {worst}",
+            i + 1,
+            r.failure,
+            kind(r.kind),
+            r.changed_groups,
+            r.unreachable,
+            r.worst_oversubscription,
+            r.stranded_gbps,
+            r.reduced_groups,
+            r.single_path
+        )?;
+    }
+    Ok(())
+}
+
+pub fn kind(k: Kind) -> &'static str {
+    match k {
+        Kind::Link => "link",
+        Kind::Node => "node",
+        Kind::Plane => "plane",
+        Kind::Pair => "pair",
+    }
+}
