@@ -3,6 +3,7 @@
 //! module here with `Args` and `run(args) -> anyhow::Result<String>` (the Markdown
 //! section) and a variant to `Suite`.
 
+pub mod analyze;
 pub mod arn;
 pub mod arn_shift;
 pub mod arn_xdp;
@@ -40,6 +41,9 @@ pub enum Suite {
     /// Fabric-wide propagation on a generated multi-plane fabric (default 100,000 GPUs):
     /// wall time and peak memory, and the speedup of group sharing over per-node work.
     Sim(sim::Args),
+    /// `fare analyze`'s failure sweep on the 100k-GPU fabric: incremental vs rerunning
+    /// every destination.
+    Analyze(analyze::Args),
     /// Routes stored per RNIC, leaf and spine of a generated multi-plane fabric (default
     /// 100,000 GPUs, 4 planes) with no suppression, aggregation + unreachable host routes,
     /// Prefix-ORF and FIB-Suppress (draft-xu-idr-fare-in-mpson §4), vs the 400,000 baseline.
@@ -85,6 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut failed = Vec::new();
     let (name, body) = match args.suite {
         Suite::Sim(a) => ("sim", sim::run(a)?),
+        Suite::Analyze(a) => ("analyze", analyze::run(a)?),
         Suite::Mpson(a) => ("mpson", mpson::run(a)?),
         Suite::Wcmp(a) => ("wcmp", wcmp::run(a)?),
         Suite::Resilient(a) => ("resilient", resilient::run(a)?),

@@ -8,6 +8,7 @@ mod agent_config_proptest;
 mod agent_kernel;
 mod agent_xdp;
 mod agent_xdp_limits;
+mod analyze_cli;
 mod arn_lab;
 mod arn_multicast;
 mod arn_propagation;

@@ -68,6 +68,15 @@ pub struct Report {
     pub recomputed: usize,
 }
 
+/// Where one failure's time goes (seconds): choosing the destinations it touches and
+/// building the failed fabric, propagating them, comparing the groups.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Phases {
+    pub select: f64,
+    pub solve: f64,
+    pub compare: f64,
+}
+
 /// The unfailed fabric, solved once.
 pub struct Base<'t> {
     pub topo: &'t Topology,
@@ -130,10 +139,24 @@ impl<'t> Base<'t> {
     /// What `f` does. `full`: propagate every destination again (the naive baseline the
     /// incremental result must equal).
     pub fn one(&self, f: &Failure, full: bool) -> Report {
+        self.one_profiled(f, full).0
+    }
+
+    /// [`Base::one`] with the time spent in each phase.
+    pub fn one_profiled(&self, f: &Failure, full: bool) -> (Report, Phases) {
+        let mut clock = std::time::Instant::now();
+        let mut lap = || {
+            let now = std::time::Instant::now();
+            let d = now - clock;
+            clock = now;
+            d.as_secs_f64()
+        };
         let sets = self.solution.origin_sets.len();
         let wanted: Vec<bool> = (0..sets).map(|s| full || self.touches(s, f)).collect();
         let topo = f.apply(self.topo);
+        let select = lap();
         let after = sim::solve_only(&topo, &self.options, &|s| wanted[s]);
+        let solve = lap();
         let reduced = compare::reduced_flags(&after, &self.options);
         let after = Side {
             sol: &after,
@@ -188,7 +211,15 @@ impl<'t> Base<'t> {
                 .partial_cmp(&(a.unreachable_nodes, a.worst_oversubscription))
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
-        r
+        let compare = lap();
+        (
+            r,
+            Phases {
+                select,
+                solve,
+                compare,
+            },
+        )
     }
 }
 

@@ -1,0 +1,220 @@
+//! `fare bench analyze`: the failure sweep of `fare analyze` on a generated multi-plane
+//! fabric. Per class of failure (kind and roles) a seeded sample is analysed both ways,
+//! incrementally and by rerunning every destination (the naive baseline); the sweep's
+//! time is extrapolated from the class sizes. A smaller fabric is swept whole, measured.
+
+use super::command_line;
+use fare_model::analyze::{self, failures, Base, Failure, Kind, Phases};
+use fare_model::bandwidth::Mode;
+use fare_model::rng::Rng;
+use fare_model::sim;
+use fare_model::topology::gen::{self, MultiPlane};
+use fare_model::topology::Topology;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::time::Instant;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The generated multi-plane fabric; the defaults are the 100,000-GPU, 4-plane one.
+    #[command(flatten)]
+    fabric: MultiPlane,
+    #[arg(long, value_enum, default_value_t = Mode::Draft)]
+    mode: Mode,
+    /// Failures sampled per class (kind and roles), each analysed both ways.
+    #[arg(long, default_value_t = 3)]
+    sample: usize,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// GPUs of the smaller fabric swept whole (every failure, measured).
+    #[arg(long, default_value_t = 512)]
+    sweep_gpus: u32,
+}
+
+/// Peak resident set of this process so far (getrusage ru_maxrss), bytes.
+fn max_rss() -> u64 {
+    let mut u = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes the struct it is given; zeroed is a valid rusage.
+    let u = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, u.as_mut_ptr());
+        u.assume_init()
+    };
+    u.ru_maxrss.max(0) as u64 * 1024
+}
+
+fn gib(b: u64) -> f64 {
+    b as f64 / (1u64 << 30) as f64
+}
+
+/// "link leaf-spine", "node rnic", "plane": what a failure's cost depends on.
+fn class(topo: &Topology, f: &Failure) -> String {
+    let role = |n: usize| topo.nodes[n].role.as_str();
+    match f.kind {
+        Kind::Link => {
+            let (a, b) = f.pairs[0];
+            let (mut x, mut y) = (role(a), role(b));
+            if topo.nodes[a].role.stage() > topo.nodes[b].role.stage() {
+                std::mem::swap(&mut x, &mut y);
+            }
+            format!("link {x}-{y}")
+        }
+        Kind::Node => format!("node {}", role(f.nodes[0])),
+        Kind::Plane => "plane".into(),
+        Kind::Pair => "pair".into(),
+    }
+}
+
+/// Mean seconds per failure of one class, both ways, and the incremental phases.
+struct ClassTime {
+    count: usize,
+    sampled: usize,
+    incremental: f64,
+    naive: f64,
+    phases: Phases,
+    recomputed: f64,
+}
+
+fn sample_class(base: &Base, all: &[&Failure], k: usize, rng: &mut Rng) -> ClassTime {
+    let mut t = ClassTime {
+        count: all.len(),
+        sampled: 0,
+        incremental: 0.0,
+        naive: 0.0,
+        phases: Phases::default(),
+        recomputed: 0.0,
+    };
+    for _ in 0..k.min(all.len()) {
+        let f = all[rng.below(all.len() as u64) as usize];
+        let s = Instant::now();
+        let (r, p) = base.one_profiled(f, false);
+        t.incremental += s.elapsed().as_secs_f64();
+        let s = Instant::now();
+        let full = base.one(f, true);
+        t.naive += s.elapsed().as_secs_f64();
+        debug_assert_eq!(r.changed_groups, full.changed_groups);
+        t.phases.select += p.select;
+        t.phases.solve += p.solve;
+        t.phases.compare += p.compare;
+        t.recomputed += r.recomputed as f64;
+        t.sampled += 1;
+    }
+    let n = t.sampled.max(1) as f64;
+    t.incremental /= n;
+    t.naive /= n;
+    t.phases.select /= n;
+    t.phases.solve /= n;
+    t.phases.compare /= n;
+    t.recomputed /= n;
+    t
+}
+
+pub fn run(args: Args) -> anyhow::Result<String> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut md = String::new();
+    writeln!(md, "## What if this fails: the failure sweep (`analyze`)\n")?;
+    writeln!(md, "Command: `{}` (release build)\n", command_line())?;
+    let t = Instant::now();
+    let topo = gen::multiplane(&args.fabric);
+    writeln!(
+        md,
+        "Fabric: {} GPUs on {} planes: {}; built in {:.2} s.",
+        args.fabric.gpus,
+        args.fabric.planes,
+        topo.summary(),
+        t.elapsed().as_secs_f64()
+    )?;
+    let options = sim::Options {
+        mode: args.mode,
+        ..Default::default()
+    };
+    let t = Instant::now();
+    let base = Base::new(&topo, &options);
+    let all = failures::singles(&topo);
+    writeln!(
+        md,
+        "{:?} mode. Unfailed fabric solved in {:.2} s; {} single failures; {} destinations.\n",
+        args.mode,
+        t.elapsed().as_secs_f64(),
+        all.len(),
+        base.solution.origin_sets.len()
+    )?;
+    let mut classes: BTreeMap<String, Vec<&Failure>> = BTreeMap::new();
+    for f in &all {
+        classes.entry(class(&topo, f)).or_default().push(f);
+    }
+    writeln!(md, "| class | failures | sampled | incremental per failure | destinations redone | naive per failure | ratio | phases: select / propagate / compare |")?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|")?;
+    let mut rng = Rng::new(args.seed);
+    let (mut inc_total, mut naive_total) = (0.0, 0.0);
+    for (name, list) in &classes {
+        let c = sample_class(&base, list, args.sample, &mut rng);
+        inc_total += c.incremental * c.count as f64;
+        naive_total += c.naive * c.count as f64;
+        writeln!(
+            md,
+            "| {name} | {} | {} | {:.4} s | {:.1} of {} | {:.4} s | {:.1}x | {:.4} / {:.4} / {:.4} s |",
+            c.count,
+            c.sampled,
+            c.incremental,
+            c.recomputed,
+            base.solution.origin_sets.len(),
+            c.naive,
+            c.naive / c.incremental.max(1e-9),
+            c.phases.select,
+            c.phases.solve,
+            c.phases.compare
+        )?;
+    }
+    let per = threads as f64;
+    writeln!(
+        md,
+        "\nExtrapolated sweep on {threads} threads: incremental {:.0} s, naive {:.0} s \
+         ({:.1}x). Target < 60 s. Peak RSS (getrusage) so far: {:.2} GiB (target < 4 GiB).",
+        inc_total / per,
+        naive_total / per,
+        naive_total / inc_total.max(1e-9),
+        gib(max_rss())
+    )?;
+    sweep(&mut md, &args)?;
+    Ok(md)
+}
+
+/// The smaller fabric swept whole, both ways, measured.
+fn sweep(md: &mut String, args: &Args) -> anyhow::Result<()> {
+    let small = gen::multiplane(&MultiPlane {
+        gpus: args.sweep_gpus,
+        ..args.fabric.clone()
+    });
+    let options = sim::Options {
+        mode: args.mode,
+        ..Default::default()
+    };
+    let base = Base::new(&small, &options);
+    let all = failures::singles(&small);
+    let mut times = Vec::new();
+    let mut worst = String::new();
+    for full in [false, true] {
+        let t = Instant::now();
+        let reports = analyze::analyze(&base, &all, full);
+        times.push(t.elapsed().as_secs_f64());
+        if let Some(r) = reports.first() {
+            worst = format!(
+                "{} ({} groups unreachable, worst oversubscription {:.3})",
+                r.failure, r.unreachable, r.worst_oversubscription
+            );
+        }
+    }
+    writeln!(
+        md,
+        "\nWhole sweep, measured ({} GPUs: {}): {} failures in {:.2} s incremental vs {:.2} s \
+         naive ({:.1}x); worst: {worst}. Peak RSS (getrusage) at the end: {:.2} GiB.",
+        args.sweep_gpus,
+        small.summary(),
+        all.len(),
+        times[0],
+        times[1],
+        times[1] / times[0].max(1e-9),
+        gib(max_rss())
+    )?;
+    Ok(())
+}
