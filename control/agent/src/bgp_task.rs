@@ -58,6 +58,8 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
                 fib_suppress: n.fib_suppress,
                 upa_hosts: n.upa_hosts.clone(),
                 summary_only: n.summary_only,
+                link_bandwidth: n.link_bandwidth,
+                link_bandwidth_transitive: n.link_bandwidth_transitive,
             })
             .collect(),
         prefixes: c.prefixes.clone(),

@@ -395,6 +395,15 @@ pub struct NeighborConfig {
     /// The neighbor's place in the Clos (for the 5-stage rules), when known.
     #[serde(default)]
     pub role: Option<fare_model::topology::Role>,
+    /// The RFC 10005 Link Bandwidth community toward a neighbor that does not speak FARE:
+    /// `off` (default), `accept` (its lowest value is the path's bandwidth where no Path
+    /// Bandwidth community is present), `send` (attach the value fare computed), `both`.
+    #[serde(default)]
+    pub link_bandwidth: fare_bgp::speaker::LinkBandwidthMode,
+    /// Send the Link Bandwidth community transitive (type 0x00, default: what FRR 8
+    /// reads for UCMP) or non-transitive (0x40).
+    #[serde(default = "yes")]
+    pub link_bandwidth_transitive: bool,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -461,6 +470,8 @@ impl NeighborConfig {
             md5_password: None,
             local_address: None,
             role: None,
+            link_bandwidth: fare_bgp::speaker::LinkBandwidthMode::Off,
+            link_bandwidth_transitive: true,
         }
     }
 }

@@ -304,7 +304,7 @@ fn neighbors(b: &mut Builder, state: &AgentState) {
         }),
     );
     type Count = fn(&super::state::NeighborStatus) -> u64;
-    let counters: [(&str, &str, Count); 7] = [
+    let counters: [(&str, &str, Count); 8] = [
         (
             "fare_bgp_neighbor_flaps",
             "Transitions out of Established",
@@ -339,6 +339,11 @@ fn neighbors(b: &mut Builder, state: &AgentState) {
             "fare_bgp_neighbor_malformed_updates",
             "UPDATEs with a malformed attribute handled per RFC 7606 (discard, treat-as-withdraw)",
             |n| n.malformed_updates,
+        ),
+        (
+            "fare_bgp_neighbor_link_bandwidth_ignored",
+            "Link Bandwidth communities (RFC 10005) ignored for a NaN, infinite or negative value",
+            |n| n.link_bandwidth_ignored,
         ),
     ];
     for (name, help, value) in counters {

@@ -41,6 +41,8 @@ pub struct NeighborStatus {
     pub updates_sent: u64,
     /// UPDATEs with a malformed attribute handled per RFC 7606 (not session resets).
     pub malformed_updates: u64,
+    /// Link Bandwidth communities ignored for an unusable value (RFC 10005).
+    pub link_bandwidth_ignored: u64,
     pub notifications_sent: u64,
     pub notifications_received: u64,
     /// Shut down by the operator (`fare neighbor shutdown`), with the message given.
@@ -133,6 +135,7 @@ impl AgentState {
                         updates_received: 0,
                         updates_sent: 0,
                         malformed_updates: 0,
+                        link_bandwidth_ignored: 0,
                         notifications_sent: 0,
                         notifications_received: 0,
                         admin_down: None,
@@ -193,6 +196,7 @@ impl AgentState {
             view.prefixes_advertised = s.prefixes_advertised;
             view.flaps = s.flaps;
             view.malformed_updates = s.malformed_updates;
+            view.link_bandwidth_ignored = s.link_bandwidth_ignored;
             view.notifications_sent = s.notifications_sent;
             view.notifications_received = s.notifications_received;
         }

@@ -25,6 +25,7 @@ pub fn neighbor_json(n: &pb::Neighbor) -> Value {
         "updates_received": n.updates_received,
         "updates_sent": n.updates_sent,
         "malformed_updates": n.malformed_updates,
+        "link_bandwidth_ignored": n.link_bandwidth_ignored,
         "notifications_sent": n.notifications_sent,
         "notifications_received": n.notifications_received,
         "last_error": non_empty(&n.last_error),

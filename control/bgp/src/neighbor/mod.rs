@@ -138,6 +138,9 @@ pub struct NeighborStatus {
     pub last_error: Option<String>,
     /// Routes refused because their Color mismatched the session color (DPF §2.1.2).
     pub color_mismatched_routes: u64,
+    /// Link Bandwidth communities (RFC 10005) from this neighbor ignored for an unusable
+    /// value (NaN, infinite, negative); counted where the session accepts them.
+    pub link_bandwidth_ignored: u64,
     /// ROUTE-REFRESH messages (RFC 2918) sent to and received from the peer.
     pub route_refresh_sent: u64,
     pub route_refresh_received: u64,
@@ -164,6 +167,7 @@ impl NeighborStatus {
             flaps: 0,
             last_error: None,
             color_mismatched_routes: 0,
+            link_bandwidth_ignored: 0,
             route_refresh_sent: 0,
             route_refresh_received: 0,
             peer_route_refresh: false,

@@ -23,6 +23,7 @@ pub mod attribute;
 pub mod color;
 pub mod community;
 pub mod error;
+pub mod link_bandwidth;
 pub mod nlri;
 pub mod notification;
 pub mod open;
@@ -35,6 +36,7 @@ pub use attribute::{AsPath, AsSegment, MpReach, MpUnreach, Origin, PathAttribute
 pub use color::{ColorCommunity, PeerColor};
 pub use community::{ExtCommunity, PathBandwidth};
 pub use error::{AttrAction, AttrError, MessageError};
+pub use link_bandwidth::LinkBandwidth;
 pub use notification::Notification;
 pub use open::{Capability, Open};
 pub use update::Update;

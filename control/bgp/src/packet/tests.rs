@@ -427,7 +427,7 @@ fn outcome(u: &Update) -> Vec<Outcome> {
 #[test]
 fn rfc7606_attribute_errors() {
     use AttrAction::{Discard, TreatAsWithdraw};
-    let table: [(&str, &[&[u8]], Outcome); 7] = [
+    let table: [(&str, &[&[u8]], Outcome); 8] = [
         (
             "ORIGIN 7",
             &[&[0x40, 0x01, 0x01, 0x07], &AS_PATH_65001, &NEXT_HOP],
@@ -468,6 +468,19 @@ fn rfc7606_attribute_errors() {
             (16, TreatAsWithdraw, sub::OPTIONAL_ATTRIBUTE),
         ),
         (
+            "EXTENDED_COMMUNITIES of 12 octets: a Link Bandwidth and a partial one",
+            &[
+                &ORIGIN_IGP,
+                &AS_PATH_65001,
+                &NEXT_HOP,
+                &[
+                    0xc0, 0x10, 0x0c, 0x00, 0x04, 0xfe, 0x4c, 0x4e, 0x95, 0x02, 0xf9, 0x40, 0x04,
+                    0xfe, 0x4c,
+                ],
+            ],
+            (16, TreatAsWithdraw, sub::OPTIONAL_ATTRIBUTE),
+        ),
+        (
             "ATOMIC_AGGREGATE of 1 octet",
             &[
                 &ORIGIN_IGP,
@@ -484,6 +497,33 @@ fn rfc7606_attribute_errors() {
         assert_eq!(u.treat_as_withdraw(), want.1 == TreatAsWithdraw, "{case}");
         assert_eq!(u.nlri, [net("192.0.2.0/24")], "{case}");
     }
+}
+
+/// RFC 10005: a transitive (0x00 0x04) Link Bandwidth of 10 Gbps (1.25e9 bytes/s) and a
+/// non-transitive (0x40 0x04) one of 20 Gbps, AS 65100, and one with a NaN value: decoded
+/// as extended communities, the lowest valid value wins, the NaN one is counted.
+#[test]
+fn update_with_link_bandwidth() {
+    use super::link_bandwidth;
+    let u = update_of(&body_with(
+        &[
+            &ORIGIN_IGP,
+            &AS_PATH_65001,
+            &NEXT_HOP,
+            &[
+                0xc0, 0x10, 0x18, // EXTENDED_COMMUNITIES, 24 octets
+                0x40, 0x04, 0xfe, 0x4c, 0x4f, 0x15, 0x02, 0xf9, // 2.5e9 bytes/s
+                0x00, 0x04, 0xfe, 0x4c, 0x4e, 0x95, 0x02, 0xf9, // 1.25e9 bytes/s
+                0x00, 0x04, 0xfe, 0x4c, 0x7f, 0xc0, 0x00, 0x00, // NaN
+            ],
+        ],
+        &NLRI_24,
+    ));
+    assert!(u.errors.is_empty(), "{:?}", u.errors);
+    let ecs = &u.attributes.ext_communities;
+    assert_eq!(ecs.len(), 3);
+    assert_eq!(link_bandwidth::lowest_gbps(ecs), Some(10.0));
+    assert_eq!(link_bandwidth::invalid_count(ecs), 1);
 }
 
 #[test]

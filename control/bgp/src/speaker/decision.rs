@@ -6,7 +6,7 @@ use super::{
     ColorGroupView, GroupRun, PathView, RibTask, RouteView, SpeakerEvent, MAX_GROUP_BATCH,
 };
 use crate::fare::Decision;
-use crate::packet::{color, ColorCommunity};
+use crate::packet::{color, link_bandwidth, ColorCommunity};
 use crate::rib::{LocRoute, Path};
 use fare_model::bandwidth::{Encoding, Received};
 use fare_model::forwarding::{ColorGroup, Group, Member};
@@ -21,6 +21,7 @@ impl RibTask {
         let inputs = received(
             paths,
             |peer| self.link_gbps(peer),
+            |peer| self.accepts_link_bandwidth(peer),
             policy.subtype,
             policy.encoding,
         );
@@ -34,6 +35,14 @@ impl RibTask {
 
     pub(super) fn link_gbps(&self, peer: &IpAddr) -> Option<f64> {
         self.peers.get(peer).and_then(|x| x.link_gbps)
+    }
+
+    /// True when paths from `peer` may take their bandwidth from the Link Bandwidth
+    /// community (a neighbor that does not speak FARE).
+    fn accepts_link_bandwidth(&self, peer: &IpAddr) -> bool {
+        self.peers
+            .get(peer)
+            .is_some_and(|x| x.spec.link_bandwidth.accepts())
     }
 
     /// Colors of every path of `prefix` outside its multipath set.
@@ -348,10 +357,12 @@ pub(super) type ColorSet = (u32, bool, Vec<Path>, Decision);
 
 /// The inputs of the FARE decision for `paths`: the bandwidth of the link each came over
 /// (unknown: +inf, the community alone decides) and its first transitive and first
-/// non-transitive Path Bandwidth value.
+/// non-transitive Path Bandwidth value; where the path has no transitive one and its
+/// neighbor is `accepted`, the lowest Link Bandwidth (RFC 10005) it carries instead.
 pub(super) fn received(
     paths: &[Path],
     link_gbps: impl Fn(&IpAddr) -> Option<f64>,
+    accepted: impl Fn(&IpAddr) -> bool,
     subtype: u8,
     encoding: Encoding,
 ) -> Vec<Received> {
@@ -371,6 +382,9 @@ pub(super) fn received(
                         input.link_value_gbps.get_or_insert(pb.gbps());
                     }
                 }
+            }
+            if input.path_gbps.is_none() && accepted(&p.peer) {
+                input.path_gbps = link_bandwidth::lowest_gbps(&p.attrs.ext_communities);
             }
             input
         })
@@ -474,7 +488,7 @@ mod tests {
             path(3, vec![pb(false, 40.0)]),
         ];
         let links = |a: &IpAddr| (*a == addr(1)).then_some(100.0);
-        let got = received(&paths, links, p.subtype, p.encoding);
+        let got = received(&paths, links, |_| false, p.subtype, p.encoding);
         let want = vec![
             Received {
                 link_gbps: 100.0,
@@ -495,7 +509,13 @@ mod tests {
         ];
         assert_eq!(got, want);
         // Another subtype is not a Path Bandwidth community.
-        let other = received(&paths[..1], links, p.subtype.wrapping_add(1), p.encoding);
+        let other = received(
+            &paths[..1],
+            links,
+            |_| false,
+            p.subtype.wrapping_add(1),
+            p.encoding,
+        );
         assert_eq!((other[0].path_gbps, other[0].link_value_gbps), (None, None));
     }
 
@@ -522,16 +542,44 @@ mod tests {
     fn decision_weights_from_path_bandwidth() {
         let p = Policy::default();
         let paths = [path(1, vec![pb(true, 10.0)]), path(2, vec![pb(true, 30.0)])];
-        let inputs = received(&paths, |_| Some(100.0), p.subtype, p.encoding);
+        let inputs = received(&paths, |_| Some(100.0), |_| false, p.subtype, p.encoding);
         let d = p.decide(&inputs, from_above(&[None, None], &inputs));
         assert!(d.weighted());
         assert_eq!(d.weights, vec![1, 3]);
         // One path without the community: ECMP.
         let paths = [path(1, vec![pb(true, 10.0)]), path(2, vec![])];
-        let inputs = received(&paths, |_| Some(100.0), p.subtype, p.encoding);
+        let inputs = received(&paths, |_| Some(100.0), |_| false, p.subtype, p.encoding);
         let d = p.decide(&inputs, false);
         assert!(!d.weighted());
         assert_eq!(d.weights, vec![1, 1]);
+    }
+
+    /// A neighbor accepted for Link Bandwidth: its lowest value (bytes/s -> Gbps) is the
+    /// path's bandwidth unless a Path Bandwidth community is present; from any other
+    /// neighbor it is ignored. 2.5e9 and 1.25e9 bytes/s over 100 Gbps links: 20:10, 2:1.
+    #[test]
+    fn link_bandwidth_stands_in_for_path_bandwidth_where_accepted() {
+        use crate::packet::LinkBandwidth;
+        let p = Policy::default();
+        let lb = |g: f64| LinkBandwidth::from_gbps(true, 65100, g).to_community();
+        let paths = [
+            path(1, vec![lb(40.0), lb(20.0)]),
+            path(2, vec![lb(10.0)]),
+            path(3, vec![lb(10.0), pb(true, 30.0)]),
+        ];
+        let accepted = |a: &IpAddr| *a != addr(4);
+        let inputs = received(&paths, |_| Some(100.0), accepted, p.subtype, p.encoding);
+        let got: Vec<Option<f64>> = inputs.iter().map(|r| r.path_gbps).collect();
+        assert_eq!(got, [Some(20.0), Some(10.0), Some(30.0)]);
+        assert_eq!(p.decide(&inputs[..2], false).weights, [2, 1]);
+        let refused = received(
+            &paths[..2],
+            |_| Some(100.0),
+            |_| false,
+            p.subtype,
+            p.encoding,
+        );
+        assert!(refused.iter().all(|r| r.path_gbps.is_none()));
     }
 
     #[test]

@@ -6,7 +6,7 @@ use super::{RibTask, SpeakerEvent};
 use crate::community::FibSuppress;
 use crate::dpf;
 use crate::neighbor::{Command, SessionEvent};
-use crate::packet::{color, nlri, orf, AsPath, PathAttributes, Update};
+use crate::packet::{color, link_bandwidth, nlri, orf, AsPath, PathAttributes, Update};
 use crate::rib::EntryId;
 use ipnet::IpNet;
 use std::net::{IpAddr, Ipv4Addr};
@@ -129,6 +129,7 @@ impl RibTask {
         let remote_as = p.spec.remote_as;
         let session_color = p.spec.color;
         let tag_fib_suppress = p.spec.fib_suppress;
+        let accept_link_bandwidth = p.spec.link_bandwidth.accepts();
         for prefix in u.withdrawn_all().collect::<Vec<_>>() {
             if let Some(entry) = self.rib.forget_at(peer, prefix) {
                 self.queue(prefix, entry);
@@ -171,10 +172,32 @@ impl RibTask {
                 return;
             }
         };
+        let mut attrs = attrs;
+        if accept_link_bandwidth {
+            self.drop_unusable_link_bandwidth(peer, &mut attrs);
+        }
         let attrs = Arc::new(attrs);
         for prefix in announced {
             if let Some(entry) = self.rib.learn_at(peer, prefix, attrs.clone()) {
                 self.queue(prefix, entry);
+            }
+        }
+    }
+
+    /// RFC 10005 values that are NaN, infinite or negative: the community is ignored
+    /// (dropped, so it reaches neither the decision nor other neighbors) and counted.
+    fn drop_unusable_link_bandwidth(&self, peer: IpAddr, attrs: &mut PathAttributes) {
+        let bad = link_bandwidth::invalid_count(&attrs.ext_communities);
+        if bad == 0 {
+            return;
+        }
+        attrs
+            .ext_communities
+            .retain(|c| link_bandwidth::read(c) != link_bandwidth::Read::Invalid);
+        debug!(%peer, bad, "Link Bandwidth community with an unusable value ignored");
+        if let Some(p) = self.peers.get(&peer) {
+            if let Ok(mut st) = p.status.lock() {
+                st.link_bandwidth_ignored += bad as u64;
             }
         }
     }

@@ -9,6 +9,7 @@ use crate::dpf::Transit;
 use crate::fare::Decision;
 use crate::neighbor::Command;
 use crate::packet::attribute::flag;
+use crate::packet::link_bandwidth::{self, LinkBandwidth};
 use crate::packet::upa::Upa;
 use crate::packet::{
     color, nlri, update, Aigp, AsPath, ColorCommunity, Context, Family, MpReach, Origin,
@@ -322,6 +323,11 @@ impl RibTask {
                     if c.is_path_bandwidth(subtype) && !keep {
                         continue;
                     }
+                    // A received Link Bandwidth describes the link to the old next hop
+                    // (RFC 10005): not passed on; fare attaches its own where configured.
+                    if link_bandwidth::is_link_bandwidth(c) {
+                        continue;
+                    }
                     a.ext_communities.push(*c);
                 }
                 if let Some(c) = recolor {
@@ -358,6 +364,9 @@ impl RibTask {
                 }
             }
         }
+        if p.spec.link_bandwidth.sends() {
+            self.attach_link_bandwidth(&mut a, p.link_gbps, p.spec.link_bandwidth_transitive);
+        }
         if p.drained {
             a.add_graceful_shutdown();
         }
@@ -384,6 +393,36 @@ impl RibTask {
             .families
             .contains(&nlri::family_of(&prefix))
             .then_some(a)
+    }
+}
+
+impl RibTask {
+    /// Toward a neighbor that does not speak FARE: the Link Bandwidth community (RFC
+    /// 10005) with the bandwidth a FARE neighbor would give this path, the transitive Path
+    /// Bandwidth value being sent (as the wire rounds it) capped by the link to that
+    /// neighbor. None when no value is sent (an ECMP set) or it is unbounded (an
+    /// origin's "maximum" over a link of unknown speed).
+    fn attach_link_bandwidth(
+        &self,
+        a: &mut PathAttributes,
+        link_gbps: Option<f64>,
+        transitive: bool,
+    ) {
+        let policy = &self.config.policy;
+        let path = a
+            .ext_communities
+            .iter()
+            .filter_map(|c| c.path_bandwidth(policy.subtype, policy.encoding))
+            .find(|pb| pb.transitive)
+            .map(|pb| pb.gbps());
+        let Some(path) = path else {
+            return;
+        };
+        let value = path.min(link_gbps.unwrap_or(f64::INFINITY));
+        if value.is_finite() {
+            let lb = LinkBandwidth::from_gbps(transitive, self.config.asn, value);
+            a.ext_communities.push(lb.to_community());
+        }
     }
 }
 

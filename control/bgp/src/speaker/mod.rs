@@ -10,6 +10,7 @@ use super::fare::Policy;
 use super::neighbor::{
     Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
 };
+pub use super::packet::link_bandwidth::Mode as LinkBandwidthMode;
 use super::packet::{orf, Family};
 use super::rib::{EntryId, Rib};
 use super::socket::{self, Protection};
@@ -59,6 +60,12 @@ pub struct NeighborSpec {
     /// Send this neighbor no route covered by one of this node's `prefixes` (aggregates
     /// only; UPAs still go).
     pub summary_only: bool,
+    /// The RFC 10005 Link Bandwidth community on this session (a neighbor that does not
+    /// speak FARE).
+    pub link_bandwidth: LinkBandwidthMode,
+    /// Type of the Link Bandwidth community sent: transitive (0x00, what FRR 8 reads
+    /// for UCMP) or non-transitive (0x40).
+    pub link_bandwidth_transitive: bool,
 }
 
 impl NeighborSpec {
@@ -80,6 +87,8 @@ impl NeighborSpec {
             fib_suppress: false,
             upa_hosts: vec![],
             summary_only: false,
+            link_bandwidth: LinkBandwidthMode::Off,
+            link_bandwidth_transitive: true,
         }
     }
 
