@@ -27,36 +27,66 @@ impl Drop for FrrDir {
     }
 }
 
-/// FRR bgpd running standalone (no zebra) inside `ns`; killed on drop.
+/// FRR bgpd running inside `ns`, standalone (no zebra) or with zebra installing its
+/// routes in the namespace's kernel table; killed on drop.
 pub struct Frr {
     pub dir: FrrDir,
     child: Option<Child>,
+    zebra: Option<Child>,
 }
 
 impl Frr {
     pub fn start(ns: &Netns, config: &str) -> Result<Frr> {
+        Frr::start_daemons(ns, config, false)
+    }
+
+    /// bgpd and zebra: the routes bgpd selects (with their UCMP weights) reach the
+    /// namespace's kernel table and `show ip route`.
+    pub fn start_with_zebra(ns: &Netns, config: &str) -> Result<Frr> {
+        Frr::start_daemons(ns, config, true)
+    }
+
+    fn start_daemons(ns: &Netns, config: &str, with_zebra: bool) -> Result<Frr> {
         let dir = std::env::temp_dir().join(format!("fare-frr-{}", ns.name));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir)?;
         let dir = FrrDir(dir);
         let conf = dir.0.join("bgpd.conf");
         std::fs::write(&conf, config)?;
+        std::fs::write(dir.0.join("zebra.conf"), "hostname zebra\n")?;
         run("chown", &["-R", "frr:frr", &dir.0.to_string_lossy()])?;
-        let child = ns
-            .command("/usr/lib/frr/bgpd")
-            .args(["-f", &conf.to_string_lossy(), "-Z", "-i"])
-            .arg(dir.0.join("bgpd.pid"))
-            .arg("--vty_socket")
-            .arg(&dir.0)
-            .args(["-A", "127.0.0.1", "-P", "0"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting bgpd")?;
-        Ok(Frr {
+        let path = dir.0.clone();
+        let zserv = path.join("zserv.api");
+        let daemon = |name: &str, extra: &[&std::ffi::OsStr]| {
+            ns.command(&format!("/usr/lib/frr/{name}"))
+                .arg("-f")
+                .arg(path.join(format!("{name}.conf")))
+                .args(extra)
+                .arg("-i")
+                .arg(path.join(format!("{name}.pid")))
+                .arg("--vty_socket")
+                .arg(&path)
+                .args(["-A", "127.0.0.1", "-P", "0"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .with_context(|| format!("starting {name}"))
+        };
+        let mut frr = Frr {
             dir,
-            child: Some(child),
-        })
+            child: None,
+            zebra: None,
+        };
+        if with_zebra {
+            frr.zebra = Some(daemon("zebra", &["-z".as_ref(), zserv.as_os_str()])?);
+            if wait_for(Duration::from_secs(10), || zserv.exists().then_some(())).is_none() {
+                anyhow::bail!("zebra did not open {}", zserv.display());
+            }
+            frr.child = Some(daemon("bgpd", &["-z".as_ref(), zserv.as_os_str()])?);
+        } else {
+            frr.child = Some(daemon("bgpd", &["-Z".as_ref()])?);
+        }
+        Ok(frr)
     }
 
     /// Runs a vtysh command against this bgpd (its output, or the error as text).
@@ -80,7 +110,7 @@ impl Frr {
 
 impl Drop for Frr {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
+        for mut c in [self.child.take(), self.zebra.take()].into_iter().flatten() {
             let _ = c.kill();
             let _ = c.wait();
         }

@@ -22,6 +22,7 @@ mod bgp_bird;
 mod bgp_fabric;
 mod bgp_fib_suppress;
 mod bgp_frr;
+mod bgp_frr_link_bandwidth;
 mod bgp_frr_security;
 mod bgp_frr_transit;
 mod bgp_gobgp;

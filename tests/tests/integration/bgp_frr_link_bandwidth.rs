@@ -1,0 +1,246 @@
+//! RFC 10005 Link Bandwidth between fare agents and FRR, both ways, in namespaces:
+//! - an FRR spine sets `extcommunity bandwidth` per session -> the fare leaf (accept)
+//!   weighs each path by min(its link, the value received), as a FARE leaf does with
+//!   the Path Bandwidth community;
+//! - a fare spine sends the value it computed (send) -> FRR's UCMP installs kernel
+//!   nexthop weights in that ratio.
+//!
+//! Expected values are computed by hand below from RFC 10005 (bytes/s) and the draft's
+//! rules; FRR maps bandwidths to weights as floor(100 x bw / total) (its documented
+//! 1..100 range), which the kernel's nexthop group shows.
+
+use fare_integration::bgp::{have_frr, wait_for, Daemon, Frr, TempFile};
+use fare_integration::{fare_bin, link, Netns};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+/// One `fare agent` (no data plane) in `ns`, its management socket, killed on drop.
+struct Agent {
+    _daemon: Daemon,
+    _config: TempFile,
+    socket: PathBuf,
+    ns_name: String,
+}
+
+impl Agent {
+    fn start(ns: &Netns, tag: &str, body: &str) -> Agent {
+        let socket = std::env::temp_dir().join(format!("fare-{tag}-{}.sock", std::process::id()));
+        let config = TempFile::new(
+            &format!("{tag}.yaml"),
+            &format!(
+                "management: {{socket: {}}}\ndataplane: {{kind: none}}\nbgp: {{hold_time: 9}}\n{body}",
+                socket.display()
+            ),
+        )
+        .unwrap();
+        let bin = fare_bin().unwrap();
+        let daemon = Daemon(
+            ns.command(bin.to_str().unwrap())
+                .args(["agent", "--config", config.path()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        Agent {
+            _daemon: daemon,
+            _config: config,
+            socket,
+            ns_name: ns.name.clone(),
+        }
+    }
+
+    fn show(&self, what: &str) -> Value {
+        let bin = fare_bin().unwrap();
+        let out = std::process::Command::new("ip")
+            .args(["netns", "exec", &self.ns_name])
+            .arg(bin)
+            .args(["show", "--socket"])
+            .arg(Path::new(&self.socket))
+            .args([what, "--json"])
+            .output();
+        out.ok()
+            .and_then(|o| serde_json::from_slice(&o.stdout).ok())
+            .unwrap_or(Value::Null)
+    }
+
+    /// The members' (neighbor, weight) of `prefix`'s group once it has `n` members.
+    fn group(&self, prefix: &str, n: usize) -> Option<Vec<(String, u64)>> {
+        let v = self.show("groups");
+        let g = v
+            .as_array()?
+            .iter()
+            .find(|x| x["prefix"] == prefix)?
+            .clone();
+        let members: Vec<(String, u64)> = g["members"]
+            .as_array()?
+            .iter()
+            .map(|m| {
+                (
+                    m["via"].as_str().unwrap_or_default().to_string(),
+                    m["weight"].as_u64().unwrap_or(0),
+                )
+            })
+            .collect();
+        (members.len() == n).then_some(members)
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+const FRR_SPINE: &str = "frr defaults datacenter
+hostname s1
+router bgp 65100
+ bgp router-id 10.255.0.100
+ no bgp ebgp-requires-policy
+ timers bgp 3 9
+ neighbor 10.0.1.1 remote-as 65001
+ neighbor 10.0.2.1 remote-as 65001
+ address-family ipv4 unicast
+  network 198.51.100.0/24
+  neighbor 10.0.1.1 route-map LB2000 out
+  neighbor 10.0.2.1 route-map LB1000 out
+ exit-address-family
+route-map LB2000 permit 10
+ set extcommunity bandwidth 2000
+route-map LB1000 permit 10
+ set extcommunity bandwidth 1000
+";
+
+/// FRR spine -> fare leaf. FRR sends 2000 Mbps (2.5e8 bytes/s = 2 Gbps) over a 1.5 Gbps
+/// link and 1000 Mbps (1 Gbps) over a 100 Gbps link. The leaf's path bandwidths are
+/// min(1.5, 2) = 1.5 and min(100, 1) = 1: weights 3:2 (without `accept`: ECMP 1:1).
+#[test]
+fn bgp_frr_link_bandwidth_frr_spine_to_fare_leaf() {
+    let test = "bgp_frr_link_bandwidth_frr_spine_to_fare_leaf";
+    if !have_frr(test) {
+        return;
+    }
+    let leaf = Netns::new("lbwa").unwrap();
+    let spine = Netns::new("lbwb").unwrap();
+    link(&leaf, "e1", "10.0.1.1/30", &spine, "s1", "10.0.1.2/30").unwrap();
+    link(&leaf, "e2", "10.0.2.1/30", &spine, "s2", "10.0.2.2/30").unwrap();
+    spine.sh("ip route add blackhole 198.51.100.0/24").unwrap();
+    let _frr = Frr::start(&spine, FRR_SPINE).unwrap();
+    let agent = Agent::start(
+        &leaf,
+        &format!("lbwa-{}", std::process::id()),
+        "name: leaf1
+router_id: 10.255.0.1
+asn: 65001
+fare: {mode: draft}
+neighbors:
+  - {address: 10.0.1.2, remote_as: 65100, interface: e1, bandwidth_gbps: 1.5, link_bandwidth: accept}
+  - {address: 10.0.2.2, remote_as: 65100, interface: e2, bandwidth_gbps: 100, link_bandwidth: accept}
+",
+    );
+    let want = vec![("10.0.1.2".to_string(), 3), ("10.0.2.2".to_string(), 2)];
+    let got = wait_for(Duration::from_secs(40), || {
+        agent
+            .group("198.51.100.0/24", 2)
+            .filter(|m| m.iter().all(|x| x.1 > 1))
+    });
+    let mut got = got.unwrap_or_else(|| panic!("groups: {}", agent.show("groups")));
+    got.sort();
+    assert_eq!(got, want, "groups: {}", agent.show("groups"));
+    let neighbors = agent.show("neighbors");
+    for n in neighbors.as_array().unwrap() {
+        assert_eq!(n["link_bandwidth_ignored"], 0, "{neighbors}");
+    }
+}
+
+/// FRR leaf with zebra: two sessions to the fare spine.
+const FRR_LEAF: &str = "frr defaults datacenter
+hostname l1
+router bgp 65201
+ bgp router-id 10.255.0.201
+ no bgp ebgp-requires-policy
+ timers bgp 3 9
+ neighbor 10.1.1.1 remote-as 65100
+ neighbor 10.1.2.1 remote-as 65100
+";
+
+/// fare leaf (AS 65001, originates 203.0.113.0/24) -15 Gbps- fare spine =20 and 10 Gbps=
+/// FRR leaf. Draft mode: the spine's path is min(15, max) = 15 Gbps, advertised as the
+/// sum 15; toward each FRR session the Link Bandwidth is min(15, link): 15 and 10 Gbps.
+/// FRR's weights: floor(100 x 15 / 25) = 60 and floor(100 x 10 / 25) = 40, in the
+/// kernel's nexthop group of the route.
+#[test]
+fn bgp_frr_link_bandwidth_fare_spine_to_frr_leaf() {
+    let test = "bgp_frr_link_bandwidth_fare_spine_to_frr_leaf";
+    if !have_frr(test) {
+        return;
+    }
+    let d = Netns::new("lbwd").unwrap();
+    let s = Netns::new("lbws").unwrap();
+    let l = Netns::new("lbwl").unwrap();
+    link(&d, "u1", "10.1.0.1/30", &s, "d1", "10.1.0.2/30").unwrap();
+    link(&s, "l1", "10.1.1.1/30", &l, "s1", "10.1.1.2/30").unwrap();
+    link(&s, "l2", "10.1.2.1/30", &l, "s2", "10.1.2.2/30").unwrap();
+    let pid = std::process::id();
+    let _leaf = Agent::start(
+        &d,
+        &format!("lbwd-{pid}"),
+        "name: d1
+router_id: 10.255.0.1
+asn: 65001
+fare: {mode: draft}
+neighbors:
+  - {address: 10.1.0.2, remote_as: 65100, interface: u1, bandwidth_gbps: 15}
+prefixes: [203.0.113.0/24]
+",
+    );
+    let spine = Agent::start(
+        &s,
+        &format!("lbws-{pid}"),
+        "name: s1
+router_id: 10.255.0.100
+asn: 65100
+fare: {mode: draft, role: spine}
+neighbors:
+  - {address: 10.1.0.1, remote_as: 65001, interface: d1, bandwidth_gbps: 15}
+  - {address: 10.1.1.2, remote_as: 65201, interface: l1, bandwidth_gbps: 20, link_bandwidth: send}
+  - {address: 10.1.2.2, remote_as: 65201, interface: l2, bandwidth_gbps: 10, link_bandwidth: send}
+",
+    );
+    let frr = Frr::start_with_zebra(&l, FRR_LEAF).unwrap();
+    let kernel = || -> Option<Vec<(String, u64)>> {
+        let out = l
+            .exec("ip", &["-j", "route", "show", "203.0.113.0/24"])
+            .ok()?;
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        let hops = v.as_array()?.first()?["nexthops"].as_array()?.clone();
+        let mut got: Vec<(String, u64)> = hops
+            .iter()
+            .map(|h| {
+                (
+                    h["gateway"].as_str().unwrap_or_default().to_string(),
+                    h["weight"].as_u64().unwrap_or(1),
+                )
+            })
+            .collect();
+        got.sort();
+        (got.len() == 2 && got[0].1 != got[1].1).then_some(got)
+    };
+    let got = wait_for(Duration::from_secs(60), kernel).unwrap_or_else(|| {
+        panic!(
+            "kernel route: {:?}\nFRR: {}\nspine: {}",
+            l.exec("ip", &["route"]).map(|o| o.stdout),
+            frr.vtysh("show bgp ipv4 unicast 203.0.113.0/24"),
+            spine.show("neighbors")
+        )
+    });
+    let want = vec![("10.1.1.1".to_string(), 60), ("10.1.2.1".to_string(), 40)];
+    assert_eq!(
+        got,
+        want,
+        "{}",
+        frr.vtysh("show bgp ipv4 unicast 203.0.113.0/24")
+    );
+}
