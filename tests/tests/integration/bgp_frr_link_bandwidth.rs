@@ -169,7 +169,7 @@ router bgp 65201
 /// fare leaf (AS 65001, originates 203.0.113.0/24) -15 Gbps- fare spine =20 and 10 Gbps=
 /// FRR leaf. Draft mode: the spine's path is min(15, max) = 15 Gbps, advertised as the
 /// sum 15; toward each FRR session the Link Bandwidth is min(15, link): 15 and 10 Gbps.
-/// FRR's weights: floor(100 x 15 / 25) = 60 and floor(100 x 10 / 25) = 40, in the
+/// FRR's weights: floor(100 x bw / total) of the binary32 values, 60 and 39, in the
 /// kernel's nexthop group of the route.
 #[test]
 fn bgp_frr_link_bandwidth_fare_spine_to_frr_leaf() {
@@ -236,7 +236,17 @@ neighbors:
             spine.show("neighbors")
         )
     });
-    let want = vec![("10.1.1.1".to_string(), 60), ("10.1.2.1".to_string(), 40)];
+    // On the wire 15 Gbps is the binary32 nearest 1.875e9 bytes/s, 1875000064; 10 Gbps
+    // is 1.25e9 exactly. FRR: floor(100 x 1875000064 / 3125000064) = 60 and
+    // floor(100 x 1.25e9 / 3125000064) = 39 (the 3:2 of the model within FRR's 1/100).
+    let bytes = |gbps: f64| (gbps * 1e9 / 8.0) as f32 as u64;
+    let total = bytes(15.0) + bytes(10.0);
+    let frr_weight = |gbps: f64| 100 * bytes(gbps) / total;
+    assert_eq!((frr_weight(15.0), frr_weight(10.0)), (60, 39));
+    let want = vec![
+        ("10.1.1.1".to_string(), frr_weight(15.0)),
+        ("10.1.2.1".to_string(), frr_weight(10.0)),
+    ];
     assert_eq!(
         got,
         want,
