@@ -19,6 +19,14 @@
 #define SELECTOR_SIZE     16384
 #define MEMBER_COUNTERS   16384
 #define ARN_SLOTS         4096
+/* Flow mode: buckets per group (the flow hash h picks bucket (h * FLOW_BUCKETS) >> 32),
+ * the same as the XDP data plane's table, and the (group, bucket) entries of all groups. */
+#define FLOW_BUCKETS      256
+#define BUCKET_TABLE_SIZE 262144
+/* Flowlet mode: per flow-hash slot the last-seen time, member and group (registers). */
+#ifndef FLOWLET_SLOTS
+#define FLOWLET_SLOTS     65536
+#endif
 /* The switch's own addresses an ARN may be sent to (link addresses, the ARN multicast
  * group), per IP version. */
 #define LOCAL_ADDRESSES   256

@@ -139,6 +139,18 @@ struct metadata_t {
     bit<16> group_id;
     bit<1>  spray;
     bit<1>  routed;
+    /* Flowlet mode (set_group): the idle gap in microseconds after which a flow may change
+     * member; 0 = per-flow (bucket table) or spray. */
+    bit<32> flowlet_gap;
+    /* Flow and flowlet mode: the flow's bucket, the member its bucket (or flowlet) chose,
+     * and whether one was found (else the action selector decides, as in spray mode). */
+    bit<16> bucket;
+    bit<1>  have_member;
+    bit<1>  flowlet_pinned;
+    bit<1>  member_gone;
+    /* Set on the pass resubmitted because a flowlet's member is gone: pick anew. */
+    @field_list(FL_RESUBMIT)
+    bit<1>  flowlet_reset;
     /* Selector input: a per-packet counter (spray) or a 5-tuple hash (flow). */
     bit<32> selector_input;
     bit<32> flow_hash;

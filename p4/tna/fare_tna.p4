@@ -27,7 +27,11 @@
  * queue at the high mark with the default limit), not fare.p4's level of the depth at the
  * time; reception, the
  * addressed-to-switch check, the Version / Type / Para-Type checks, Type 2 with Metric 0
- * and the queue probes are as in fare.p4.
+ * and the queue probes are as in fare.p4. Flow mode's bucket table (wcmp_bucket,
+ * wcmp_member) is fare.p4's; flowlet mode keeps its state in two RegisterActions (time;
+ * group and member) with a 1.024 us clock, and a flowlet whose member left the group
+ * re-picks on the one resubmission (fare.p4: a separate resubmission). Neither has been
+ * through a Tofino compiler: none is available here.
  */
 #include <core.p4>
 #include <tna.p4>
@@ -79,6 +83,10 @@ struct tna_ingress_metadata_t {
      * container-aligned slice), read once; and the hold of the ARN path in those units. */
     bit<32>      now;
     bit<32>      hold;
+    /* Flowlet clock: the ingress timestamp in 1.024 us units (ns >> 10), compared with
+     * set_group's flowlet_gap_us as if those were microseconds (2.4 % longer). */
+    bit<32>      flowlet_now;
+    bit<1>       new_flowlet;
 }
 
 struct tna_egress_metadata_t {
@@ -185,6 +193,32 @@ control Wcmp(inout headers_t hdr,
         wcmp_select;
     Counter<bit<64>, bit<16>>(MEMBER_COUNTERS, CounterType_t.PACKETS_AND_BYTES) member_packets;
     Hash<bit<32>>(HashAlgorithm_t.CRC32) rehash;
+    Hash<bit<16>>(HashAlgorithm_t.CRC16) flowlet_hash;
+
+    /* Flowlet mode (include/wcmp.p4's registers as RegisterActions, one access each per
+     * pass): flowlet_seen says whether the gap passed and stores the time;
+     * flowlet_member keeps (group << 16 | member index) and replaces it on a new
+     * flowlet or another group in the slot. */
+    Register<bit<32>, bit<16>>(FLOWLET_SLOTS) flowlet_seen;
+    RegisterAction<bit<32>, bit<16>, bit<1>>(flowlet_seen) flowlet_touch = {
+        void apply(inout bit<32> seen, out bit<1> is_new) {
+            if (meta.flowlet_now - seen > meta.fare.flowlet_gap) {
+                is_new = 1;
+            } else {
+                is_new = 0;
+            }
+            seen = meta.flowlet_now;
+        }
+    };
+    Register<bit<32>, bit<16>>(FLOWLET_SLOTS) flowlet_member;
+    RegisterAction<bit<32>, bit<16>, bit<16>>(flowlet_member) flowlet_keep = {
+        void apply(inout bit<32> value, out bit<16> member) {
+            if (meta.new_flowlet == 1 || value[31:16] != meta.fare.group_id) {
+                value = meta.fare.group_id ++ meta.fare.member_index;
+            }
+            member = value[15:0];
+        }
+    };
 
     action set_nexthop(PortId_t port, mac_addr_t dst_mac, mac_addr_t src_mac,
                        bit<16> arn_slot, bit<16> member_index) {
@@ -197,6 +231,33 @@ control Wcmp(inout headers_t hdr,
 
     action drop() {
         ig_dprsr_md.drop_ctl = 1;
+    }
+
+    /* Flow mode's resilient bucket table and member table, as in include/wcmp.p4. */
+    action set_bucket_member(bit<16> member_index) {
+        meta.fare.member_index = member_index;
+        meta.fare.have_member = 1;
+    }
+
+    table wcmp_bucket {
+        key = {
+            meta.fare.group_id: exact @name("group_id");
+            meta.fare.bucket:   exact @name("bucket");
+        }
+        actions = { set_bucket_member; @defaultonly NoAction; }
+        const default_action = NoAction();
+        size = BUCKET_TABLE_SIZE;
+    }
+
+    action member_gone() {
+        meta.fare.member_gone = 1;
+    }
+
+    table wcmp_member {
+        key = { meta.fare.member_index: exact @name("member_index"); }
+        actions = { set_nexthop; @defaultonly member_gone; }
+        const default_action = member_gone();
+        size = MEMBER_COUNTERS;
     }
 
     table wcmp_group {
@@ -220,7 +281,39 @@ control Wcmp(inout headers_t hdr,
             meta.fare.selector_input = rehash.get({ meta.fare.selector_input,
                                                     meta.fare.reselect });
         }
-        wcmp_group.apply();
+        meta.fare.have_member = 0;
+        meta.fare.member_gone = 0;
+        if (meta.fare.spray == 0) {
+            /* FLOW_BUCKETS = 256: bucket (h * 256) >> 32 is h's top byte. */
+            meta.fare.bucket = (bit<16>)meta.fare.selector_input[31:24];
+            wcmp_bucket.apply();
+            if (meta.fare.flowlet_gap != 0 && meta.fare.have_member == 1) {
+                bit<16> slot = flowlet_hash.get({ meta.fare.flow_hash, meta.fare.group_id });
+                meta.new_flowlet = flowlet_touch.execute(slot);
+                if (meta.fare.reselect != 0) {
+                    meta.new_flowlet = 1;   // steering around a removed member
+                }
+                meta.fare.member_index = flowlet_keep.execute(slot);
+            }
+        }
+        if (meta.fare.have_member == 1) {
+            wcmp_member.apply();
+        } else {
+            wcmp_group.apply();
+        }
+        if (meta.fare.member_gone == 1) {
+            /* A flowlet's member left the group: the resubmitted pass (reselect = 1)
+             * starts a new flowlet on a re-hashed bucket. */
+            if (meta.fare.reselect == 0) {
+                meta.resubmit.setValid();
+                meta.resubmit.reselect = 1;
+                meta.resubmit.pad = 0;
+                ig_dprsr_md.resubmit_type = RESUBMIT_RESELECT;
+            } else {
+                ig_dprsr_md.drop_ctl = 1;
+            }
+            return;
+        }
 
         meta.removed = 0;
         if (meta.fare.arn_slot != 0) {
@@ -351,6 +444,7 @@ control FareIngress(inout headers_t hdr,
 
     apply {
         meta.now = ig_prsr_md.global_tstamp[47:16];
+        meta.flowlet_now = ig_prsr_md.global_tstamp[41:10];
         if (hdr.packet_out.isValid()) {
             ig_tm_md.ucast_egress_port = (PortId_t)hdr.packet_out.egress_port;
             if (hdr.packet_out.flags == PACKET_OUT_PROBE) {

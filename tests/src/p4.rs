@@ -321,6 +321,54 @@ impl Fabric {
         python(&self.src, &script).map(|_| ())
     }
 
+    /// Sends one UDP packet per flow (source ports `10000..10000 + flows`) from the source
+    /// namespace to `dst`, 2 ms apart, while the sinks capture: per flow,
+    /// the sink port (1..N) it arrived on and the CRC32 of its 5-tuple as fare.p4 hashes it
+    /// (src, dst, protocol, ports, concatenated; zlib's CRC32). A flow not seen maps to 0.
+    pub fn flow_ports(&self, dst: &str, flows: usize) -> Result<Vec<(u32, u32)>> {
+        let sender = format!(
+            "from scapy.all import Ether, IP, UDP, Raw, sendp\n\
+             pkts = [Ether(dst='02:fa:00:00:00:fe', src='02:00:00:00:00:aa')/IP(src='10.0.0.1', dst='{dst}', ttl=64)/\
+             UDP(sport=10000 + i, dport=5000)/Raw(b'x'*32) for i in range({flows})]\n\
+             sendp(pkts, iface='s0', verbose=False, inter=0.002)\n"
+        );
+        let ifaces: Vec<String> = (1..=self.n).map(|i| format!("'d{i}'")).collect();
+        let script = format!(
+            "import subprocess, time, socket, struct, zlib\n\
+             from scapy.all import AsyncSniffer, UDP\n\
+             sn = [AsyncSniffer(iface=i, filter='udp and dst port 5000', store=True) for i in [{ifaces}]]\n\
+             [s.start() for s in sn]\n\
+             time.sleep(1.5)\n\
+             subprocess.run(['ip', 'netns', 'exec', '{src}', '/usr/bin/python3', '-c', {sender:?}], check=True)\n\
+             time.sleep(2.0)\n\
+             seen = {{}}\n\
+             for port, s in enumerate(sn, 1):\n\
+             \x20   for p in s.stop():\n\
+             \x20       if UDP in p: seen[p[UDP].sport] = port\n\
+             src = socket.inet_aton('10.0.0.1'); dst = socket.inet_aton('{dst}')\n\
+             for i in range({flows}):\n\
+             \x20   sp = 10000 + i\n\
+             \x20   h = zlib.crc32(src + dst + bytes([17]) + struct.pack('!HH', sp, 5000))\n\
+             \x20   print(sp, h, seen.get(sp, 0))\n",
+            ifaces = ifaces.join(", "),
+            src = self.src.name,
+        );
+        let out = python(&self.dst, &script)?;
+        let mut result = Vec::with_capacity(flows);
+        for line in out.lines() {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            if f.len() == 3 {
+                result.push((f[1].parse()?, f[2].parse()?));
+            }
+        }
+        anyhow::ensure!(
+            result.len() == flows,
+            "flow capture printed {} of {flows} flows",
+            result.len()
+        );
+        Ok(result)
+    }
+
     /// An ARN of `arn_type` (draft format, Path ID parameter) sent with `ttl` by the
     /// neighbor behind sink interface `iface` (10.1.1.2) to the switch's address there
     /// (10.1.1.1).

@@ -47,6 +47,7 @@ mod mpson_upa;
 mod p4_bmv2;
 mod p4_dpf;
 mod p4_reconcile;
+mod p4_resilient;
 mod p4_sai;
 mod p4_session;
 mod package;

@@ -29,6 +29,24 @@ pub struct SetGroup {
     pub action: u32,
     pub group_id: Field,
     pub spray: Field,
+    /// Flowlet mode's idle gap (absent in programs without flowlet mode).
+    pub flowlet_gap: Option<Field>,
+}
+
+/// Flow mode's resilient bucket table (wcmp_bucket: (group, bucket) -> member index) and
+/// the member table it points into (wcmp_member: member index -> next hop).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BucketTables {
+    pub bucket_table: u32,
+    pub group_id: Field,
+    pub bucket: Field,
+    pub set_bucket_member: u32,
+    pub bucket_member: Field,
+    pub member_table: u32,
+    pub member_index: Field,
+    /// Buckets per group: the P4Info's bucket key is 16 bits, the program's table size
+    /// is compiled in (`FLOW_BUCKETS` in p4/include/constants.p4).
+    pub buckets: usize,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,6 +71,8 @@ pub struct FareProgram {
     /// The selector's `max_group_size` from the P4Info (0: unstated).
     pub selector_max_group_size: i32,
     pub set_nexthop: SetNexthop,
+    /// Flow mode as a bucket table; None for a program with only the selector.
+    pub buckets: Option<BucketTables>,
     pub arn_rx: u32,
     pub arn_rx_port: Field,
     pub arn_rx_path: Field,
@@ -180,6 +200,7 @@ impl FareProgram {
                 action: id_of(set_group),
                 group_id: param_of(set_group, "group_id")?,
                 spray: param_of(set_group, "spray")?,
+                flowlet_gap: param_of(set_group, "flowlet_gap_us").ok(),
             },
             wcmp_group: id_of(wcmp_group),
             wcmp_group_id: field_of(p4info::match_field(wcmp_group, "group_id")?),
@@ -193,6 +214,7 @@ impl FareProgram {
                 arn_slot: param_of(set_nexthop, "arn_slot")?,
                 member_index: param_of(set_nexthop, "member_index")?,
             },
+            buckets: BucketTables::resolve(info).ok(),
             arn_rx: id_of(arn_rx),
             arn_rx_port: field_of(p4info::match_field(arn_rx, "ingress_port")?),
             arn_rx_path: field_of(p4info::match_field(arn_rx, "path_id")?),
@@ -233,6 +255,74 @@ impl FareProgram {
             packet_out_port: meta(packet_out, "egress_port")?,
             packet_out_flags: meta(packet_out, "flags")?,
             dpf: super::dpf::DpfProgram::resolve(info)?,
+        })
+    }
+}
+
+/// fare.p4's `FLOW_BUCKETS` (p4/include/constants.p4), the same as the XDP data plane's.
+pub const FLOW_BUCKETS: usize = fare_model::resilient::DEFAULT_BUCKETS;
+
+impl BucketTables {
+    fn resolve(info: &P4Info) -> Result<BucketTables, P4rtError> {
+        let bucket = info.table("wcmp.wcmp_bucket")?;
+        let member = info.table("wcmp.wcmp_member")?;
+        let set = info.action("wcmp.set_bucket_member")?;
+        Ok(BucketTables {
+            bucket_table: id_of(bucket),
+            group_id: key_of(bucket, "group_id")?,
+            bucket: key_of(bucket, "bucket")?,
+            set_bucket_member: id_of(set),
+            bucket_member: param_of(set, "member_index")?,
+            member_table: id_of(member),
+            member_index: key_of(member, "member_index")?,
+            buckets: FLOW_BUCKETS,
+        })
+    }
+
+    /// Bucket entry (group, bucket) -> member index; without the action, a key.
+    pub fn bucket_entry(
+        &self,
+        group_id: u16,
+        bucket: usize,
+        member: Option<u16>,
+    ) -> Result<p4::TableEntry, P4rtError> {
+        let action = match member {
+            Some(m) => Some(p4::TableAction {
+                r#type: Some(p4::table_action::Type::Action(p4::Action {
+                    action_id: self.set_bucket_member,
+                    params: vec![param(self.bucket_member, u128::from(m), "member_index")?],
+                })),
+            }),
+            None => None,
+        };
+        Ok(p4::TableEntry {
+            table_id: self.bucket_table,
+            r#match: vec![
+                exact(self.group_id, u128::from(group_id), "group_id")?,
+                exact(self.bucket, bucket as u128, "bucket")?,
+            ],
+            action,
+            ..Default::default()
+        })
+    }
+
+    /// Member entry: member index -> `set_nexthop` (`action`); without it, a key.
+    pub fn member_entry(
+        &self,
+        member_index: u16,
+        action: Option<p4::Action>,
+    ) -> Result<p4::TableEntry, P4rtError> {
+        Ok(p4::TableEntry {
+            table_id: self.member_table,
+            r#match: vec![exact(
+                self.member_index,
+                u128::from(member_index),
+                "member_index",
+            )?],
+            action: action.map(|a| p4::TableAction {
+                r#type: Some(p4::table_action::Type::Action(a)),
+            }),
+            ..Default::default()
         })
     }
 }
@@ -330,6 +420,7 @@ impl FareProgram {
         prefix: IpNet,
         group_id: u16,
         spray: bool,
+        flowlet_gap_us: u32,
     ) -> Result<p4::TableEntry, P4rtError> {
         let prefix = prefix.trunc();
         let (table, value) = match prefix.addr() {
@@ -355,14 +446,34 @@ impl FareProgram {
             action: Some(p4::TableAction {
                 r#type: Some(p4::table_action::Type::Action(p4::Action {
                     action_id: self.set_group.action,
-                    params: vec![
-                        param(self.set_group.group_id, u128::from(group_id), "group_id")?,
-                        param(self.set_group.spray, u128::from(spray), "spray")?,
-                    ],
+                    params: self.set_group_params(group_id, spray, flowlet_gap_us)?,
                 })),
             }),
             ..Default::default()
         })
+    }
+
+    fn set_group_params(
+        &self,
+        group_id: u16,
+        spray: bool,
+        flowlet_gap_us: u32,
+    ) -> Result<Vec<p4::action::Param>, P4rtError> {
+        let g = &self.set_group;
+        let mut params = vec![
+            param(g.group_id, u128::from(group_id), "group_id")?,
+            param(g.spray, u128::from(spray), "spray")?,
+        ];
+        match g.flowlet_gap {
+            Some(f) => params.push(param(f, u128::from(flowlet_gap_us), "flowlet_gap_us")?),
+            None if flowlet_gap_us > 0 => {
+                return Err(P4rtError::Invalid(
+                    "flowlet mode: the P4 program's set_group has no flowlet_gap_us".into(),
+                ))
+            }
+            None => {}
+        }
+        Ok(params)
     }
 
     /// Group table entry: WCMP group `group_id` -> action-profile group `profile_group`.
@@ -409,6 +520,28 @@ impl FareProgram {
         })
     }
 
+    /// `set_nexthop` of one next hop (an action-profile member's or a wcmp_member entry's).
+    pub fn nexthop(
+        &self,
+        port: u32,
+        dst_mac: MacAddr,
+        src_mac: MacAddr,
+        arn_slot: u16,
+        member_index: u16,
+    ) -> Result<p4::Action, P4rtError> {
+        let a = &self.set_nexthop;
+        Ok(p4::Action {
+            action_id: a.action,
+            params: vec![
+                param(a.port, u128::from(port), "port")?,
+                param(a.dst_mac, mac_value(dst_mac), "dst_mac")?,
+                param(a.src_mac, mac_value(src_mac), "src_mac")?,
+                param(a.arn_slot, u128::from(arn_slot), "arn_slot")?,
+                param(a.member_index, u128::from(member_index), "member_index")?,
+            ],
+        })
+    }
+
     /// Action-profile member: one next hop.
     pub fn member(
         &self,
@@ -419,20 +552,10 @@ impl FareProgram {
         arn_slot: u16,
         member_index: u16,
     ) -> Result<p4::ActionProfileMember, P4rtError> {
-        let a = &self.set_nexthop;
         Ok(p4::ActionProfileMember {
             action_profile_id: self.selector,
             member_id,
-            action: Some(p4::Action {
-                action_id: a.action,
-                params: vec![
-                    param(a.port, u128::from(port), "port")?,
-                    param(a.dst_mac, mac_value(dst_mac), "dst_mac")?,
-                    param(a.src_mac, mac_value(src_mac), "src_mac")?,
-                    param(a.arn_slot, u128::from(arn_slot), "arn_slot")?,
-                    param(a.member_index, u128::from(member_index), "member_index")?,
-                ],
-            }),
+            action: Some(self.nexthop(port, dst_mac, src_mac, arn_slot, member_index)?),
         })
     }
 
@@ -798,6 +921,7 @@ actions {
   preamble { id: 50001 name: "FareIngress.routing.set_group" alias: "set_group" }
   params { id: 1 name: "group_id" bitwidth: 16 }
   params { id: 2 name: "spray" bitwidth: 1 }
+  params { id: 3 name: "flowlet_gap_us" bitwidth: 32 }
 }
 actions {
   preamble { id: 50002 name: "FareIngress.wcmp.set_nexthop" alias: "set_nexthop" }
@@ -1003,7 +1127,7 @@ registers {
     #[test]
     fn route_v4_entry() {
         let e = prog()
-            .route("198.18.7.9/16".parse().unwrap(), 7, true)
+            .route("198.18.7.9/16".parse().unwrap(), 7, true, 0)
             .unwrap();
         assert_eq!(e.table_id, 40001);
         assert_eq!(e.r#match.len(), 1);
@@ -1018,7 +1142,7 @@ registers {
         }
         let a = action(&e);
         assert_eq!(a.action_id, 50001);
-        assert_eq!(params(a), vec![(1, vec![7]), (2, vec![1])]);
+        assert_eq!(params(a), vec![(1, vec![7]), (2, vec![1]), (3, vec![0])]);
         assert_eq!(e.priority, 0);
         assert!(!e.is_default_action);
     }
@@ -1027,7 +1151,7 @@ registers {
     fn route_v6_and_default_route() {
         let p = prog();
         let e = p
-            .route("2001:db8::/32".parse().unwrap(), 300, false)
+            .route("2001:db8::/32".parse().unwrap(), 300, false, 250)
             .unwrap();
         assert_eq!(e.table_id, 40002);
         match &e.r#match[0].field_match_type {
@@ -1039,9 +1163,13 @@ registers {
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(params(action(&e)), vec![(1, vec![1, 44]), (2, vec![0])]);
+        // Flowlet mode: the gap in microseconds, canonical bytes.
+        assert_eq!(
+            params(action(&e)),
+            vec![(1, vec![1, 44]), (2, vec![0]), (3, vec![250])]
+        );
         // /0: the LPM field is omitted (P4Runtime's wildcard).
-        let d = p.route("0.0.0.0/0".parse().unwrap(), 1, true).unwrap();
+        let d = p.route("0.0.0.0/0".parse().unwrap(), 1, true, 0).unwrap();
         assert!(d.r#match.is_empty());
     }
 

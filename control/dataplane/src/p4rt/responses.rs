@@ -98,11 +98,11 @@ mod tests {
         });
         let entities = vec![
             entity_table(
-                prog.route("10.1.0.0/24".parse().unwrap(), 7, false)
+                prog.route("10.1.0.0/24".parse().unwrap(), 7, false, 0)
                     .unwrap(),
             ),
             entity_table(
-                prog.route("2001:db8:1::/48".parse().unwrap(), 7, true)
+                prog.route("2001:db8:1::/48".parse().unwrap(), 7, true, 0)
                     .unwrap(),
             ),
             entity_table(prog.group_entry(7, 70).unwrap()),

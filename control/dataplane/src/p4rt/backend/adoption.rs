@@ -84,6 +84,8 @@ impl P4RuntimeDataplane {
                         active: true,
                     })
                     .collect(),
+                buckets: None,
+                member_entries: Vec::new(),
             };
             self.group_ids.mark(u32::from(route.group_id));
             self.profile_groups.mark(*pg);
@@ -112,6 +114,7 @@ impl P4RuntimeDataplane {
         for id in state.profile_groups.keys() {
             self.profile_groups.mark(*id);
         }
+        self.adopt_buckets().await?;
         self.clear_dpf(&state).await?;
         tracing::info!(groups = self.groups.len(), "adopted the switch's groups");
         Ok(())

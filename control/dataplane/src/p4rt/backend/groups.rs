@@ -6,11 +6,13 @@
 //! (split at [`MAX_BATCH`] updates), sent only after the previous one was answered, and a
 //! group whose update failed in one phase takes no part in the later ones:
 //!
-//! 1. action-profile members; 2. action-profile groups (they name members);
-//! 3. member counters zeroed; 4. group table entries (they name profile groups);
-//! 5. route entries (they carry group ids); then what was replaced, in reverse:
-//! 6. old profile groups; 7. old members. A failed group's own writes are undone in
-//!    reverse order too (entry, profile group, members).
+//! 1. action-profile members and flow mode's member entries; 2. action-profile groups
+//! (they name members); 3. flow mode's changed buckets (they name member entries, see
+//! `buckets.rs`); 4. member counters zeroed; 5. group table entries (they name profile
+//! groups); 6. route entries (they carry group ids); then what was replaced, in reverse:
+//! 7. buckets of a group that left flow mode, member entries no bucket names any more;
+//! 8. old profile groups; 9. old members. A failed group's own writes are undone in
+//!    reverse order too (buckets put back, entry, profile group, members).
 //!
 //! Independent groups share every phase: installing 1,000 routes is a handful of Writes.
 
@@ -60,6 +62,9 @@ struct Plan {
     zero: Vec<p4::Update>,
     entry: Option<p4::Update>,
     route: Option<p4::Update>,
+    bucket: buckets::BucketPlan,
+    /// The Buckets phase ran for this plan (a failure then puts the buckets back).
+    buckets_tried: bool,
     new_counters: Vec<u16>,
     new_group_id: bool,
     /// The group table entry was written (a new one is deleted again on failure).
@@ -72,6 +77,7 @@ struct Plan {
 enum Phase {
     Members,
     Profiles,
+    Buckets,
     Entries,
     Routes,
 }
@@ -81,6 +87,7 @@ impl Phase {
         match self {
             Phase::Members => "action-profile members",
             Phase::Profiles => "action-profile groups",
+            Phase::Buckets => "bucket entries",
             Phase::Entries => "group table entries",
             Phase::Routes => "route entries",
         }
@@ -340,6 +347,7 @@ impl P4RuntimeDataplane {
         for phase in [
             Phase::Members,
             Phase::Profiles,
+            Phase::Buckets,
             Phase::Entries,
             Phase::Routes,
         ] {
@@ -362,12 +370,24 @@ impl P4RuntimeDataplane {
         }
         // Failed groups: undo their own writes in reverse order.
         let mut entries = Vec::new();
+        let mut member_entries = Vec::new();
         let mut undo_groups = Vec::new();
         let mut undo_members = Vec::new();
         for plan in plans.iter_mut().filter_map(|p| p.as_mut().ok()) {
             if plan.failure.is_none() {
                 continue;
             }
+            if plan.buckets_tried {
+                entries.append(&mut plan.bucket.undo);
+            }
+            let had = plan.job.old.as_ref().map_or(&[][..], |o| &o.member_entries);
+            member_entries.extend(
+                plan.bucket
+                    .member_entries
+                    .iter()
+                    .filter(|c| !had.contains(c))
+                    .copied(),
+            );
             if plan.entry_written && plan.new_group_id {
                 if let Ok(key) = self.program.group_key(plan.inst.group_id) {
                     entries.push(update(p4::update::Type::Delete, program::entity_table(key)));
@@ -381,6 +401,7 @@ impl P4RuntimeDataplane {
                 tracing::debug!(error = %e, "group entries of failed groups not deleted");
             }
         }
+        self.drop_buckets(0, None, &member_entries).await;
         self.undo_many(&undo_groups, &undo_members).await;
         // Replaced state of the groups that made it: old profile groups, then old members.
         let mut old_groups = Vec::new();
@@ -405,6 +426,17 @@ impl P4RuntimeDataplane {
                 continue;
             }
             if let Some(o) = &plan.job.old {
+                // Buckets of a group that left flow mode; entries of members that left.
+                let table = o.buckets.as_deref().filter(|_| plan.inst.buckets.is_none());
+                let gone: Vec<u16> = o
+                    .member_entries
+                    .iter()
+                    .filter(|c| !plan.inst.member_entries.contains(c))
+                    .copied()
+                    .collect();
+                if table.is_some() || !gone.is_empty() {
+                    self.drop_buckets(o.group_id, table, &gone).await;
+                }
                 old_groups.push(o.profile_group);
                 old_members.extend(o.members.iter().flat_map(|m| m.member_ids.clone()));
                 let keep: Vec<u16> = plan.inst.members.iter().map(|m| m.counter).collect();
@@ -433,8 +465,17 @@ impl P4RuntimeDataplane {
                 Phase::Members => tagged.extend(
                     std::mem::take(&mut plan.members)
                         .into_iter()
+                        .chain(std::mem::take(&mut plan.bucket.members))
                         .map(|u| (i, u)),
                 ),
+                Phase::Buckets => {
+                    plan.buckets_tried = true;
+                    tagged.extend(
+                        std::mem::take(&mut plan.bucket.buckets)
+                            .into_iter()
+                            .map(|u| (i, u)),
+                    )
+                }
                 Phase::Profiles => tagged.extend(plan.profile.take().map(|u| (i, u))),
                 Phase::Entries => tagged.extend(plan.entry.take().map(|u| (i, u))),
                 Phase::Routes => tagged.extend(plan.route.take().map(|u| (i, u))),
@@ -669,17 +710,32 @@ impl P4RuntimeDataplane {
                 p4::update::Type::Insert
             };
             let spray = group.mode == GroupMode::Spray;
-            let entry = prog.route(group.prefix, group_id, spray).map_err(err)?;
+            let entry = prog
+                .route(
+                    group.prefix,
+                    group_id,
+                    spray,
+                    buckets::flowlet_gap_us(group),
+                )
+                .map_err(err)?;
             Some(update(kind, program::entity_table(entry)))
         } else {
             None
         };
+        let nexthops: Vec<(u32, MacAddr, u16, u16)> = installed_members
+            .iter()
+            .zip(macs)
+            .map(|(m, mac)| (m.port, *mac, m.arn_slot, m.counter))
+            .collect();
+        let bucket = self.bucket_plan(job, &nexthops, group_id)?;
         Ok(Plan {
             inst: Installed {
                 group: group.clone(),
                 group_id,
                 profile_group: pg,
                 members: installed_members,
+                buckets: bucket.table.clone(),
+                member_entries: bucket.member_entries.clone(),
             },
             members: member_updates,
             profile: Some(update_of(
@@ -689,6 +745,8 @@ impl P4RuntimeDataplane {
             zero,
             entry: Some(entry),
             route,
+            bucket,
+            buckets_tried: false,
             new_counters: taken.counters.clone(),
             new_group_id: old.is_none(),
             entry_written: false,
@@ -715,6 +773,8 @@ impl P4RuntimeDataplane {
 
     /// Deletes a group table entry with its profile group and members, and frees its ids.
     pub(super) async fn drop_profile(&mut self, inst: &Installed) {
+        self.drop_buckets(inst.group_id, inst.buckets.as_deref(), &inst.member_entries)
+            .await;
         if let Ok(key) = self.program.group_key(inst.group_id) {
             if let Err(e) = self
                 .write(vec![update(

@@ -18,6 +18,7 @@
 mod adoption;
 pub(crate) use adoption::adoptable;
 mod arn;
+mod buckets;
 mod colors;
 mod groups;
 mod replay;
@@ -134,6 +135,10 @@ struct Installed {
     group_id: u16,
     profile_group: u32,
     members: Vec<InstalledMember>,
+    /// Flow mode's bucket table as written (bucket -> member index); None without one.
+    buckets: Option<Vec<u16>>,
+    /// Member indices with a wcmp_member entry (flow mode).
+    member_entries: Vec<u16>,
 }
 
 /// DPF: one per-color group of a route (its own group id). Active colors are reachable
@@ -648,7 +653,7 @@ impl P4RuntimeDataplane {
             .cloned()
             .ok_or(DataplaneError::NoSuchGroup(prefix))?;
         let prog = self.program.clone();
-        let route = prog.route(prefix, inst.group_id, false).map_err(err)?;
+        let route = prog.route(prefix, inst.group_id, false, 0).map_err(err)?;
         let route_key = p4::TableEntry {
             action: None,
             ..route

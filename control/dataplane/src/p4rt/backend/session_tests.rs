@@ -498,3 +498,121 @@ async fn arn_monitor_takes_one_target_a_port() {
         "clone session written"
     );
 }
+
+/// (group, bucket) -> member index in the fake target's wcmp_bucket, and the member
+/// indices in its wcmp_member.
+fn buckets_on_target(fake: &FakeTarget, prog: &FareProgram) -> (Vec<u16>, Vec<u16>) {
+    let bt = prog.buckets.as_ref().expect("bucket tables");
+    let s = fake.lock();
+    let exact = |t: &p4::TableEntry, id: u32| {
+        t.r#match
+            .iter()
+            .find(|m| m.field_id == id)
+            .map(|m| match &m.field_match_type {
+                Some(p4::field_match::FieldMatchType::Exact(e)) => program::value_of(&e.value),
+                _ => u128::MAX,
+            })
+    };
+    let mut table: Vec<(u128, u16)> = Vec::new();
+    let mut members = Vec::new();
+    for ((id, _), t) in &s.tables {
+        if *id == bt.bucket_table {
+            let Some(p4::table_action::Type::Action(a)) =
+                t.action.as_ref().and_then(|a| a.r#type.clone())
+            else {
+                panic!("bucket entry without an action");
+            };
+            let b = exact(t, bt.bucket.id).expect("bucket key");
+            table.push((b, param_value(&a, bt.bucket_member.id) as u16));
+        } else if *id == bt.member_table {
+            members.push(exact(t, bt.member_index.id).expect("member key") as u16);
+        }
+    }
+    table.sort_unstable();
+    members.sort_unstable();
+    (table.into_iter().map(|(_, m)| m).collect(), members)
+}
+
+#[tokio::test]
+async fn flow_mode_writes_the_resilient_table_and_only_changed_buckets() {
+    use fare_model::resilient;
+    let (fake, mut dp, prog) = connected().await;
+    let flow = |w: &[u32]| Group {
+        mode: GroupMode::Flow,
+        ..group("10.7.0.0/16", w)
+    };
+    dp.install(&flow(&[3, 3, 4, 4])).await.expect("install");
+    let (table, members) = buckets_on_target(&fake, &prog);
+    // Member index of each member (port order), from the table itself.
+    let fresh = resilient::fresh(&[3, 3, 4, 4], 256);
+    assert_eq!(table.len(), 256);
+    let index: Vec<u16> = (0..4)
+        .map(|m| table[fresh.iter().position(|&x| x == m).expect("member in table")])
+        .collect();
+    let expect: Vec<u16> = fresh.iter().map(|&m| index[m]).collect();
+    assert_eq!(table, expect, "the fresh table");
+    assert_eq!(members.len(), 4);
+
+    // 3:3:4:4 -> 3:3:4:3: the model's reassignment, and only its moved buckets written.
+    let writes = fake.lock().batches.iter().sum::<usize>();
+    dp.install(&flow(&[3, 3, 4, 3])).await.expect("change");
+    let a = resilient::reassign(Some(&fresh), &[3, 3, 4, 3], 256);
+    let (table, _) = buckets_on_target(&fake, &prog);
+    let expect: Vec<u16> = a.table.iter().map(|&m| index[m]).collect();
+    assert_eq!(table, expect, "the reassigned table");
+    let written = fake.lock().batches.iter().sum::<usize>() - writes;
+    // Moved buckets + profile member, profile group, group entry; old group and member.
+    assert!(a.moved > 0 && a.moved <= 20, "moved {}", a.moved);
+    assert!(
+        written <= a.moved + 4 + 2 + 4,
+        "{written} updates for {} moved buckets",
+        a.moved
+    );
+
+    // Member 4 leaves: its buckets go to the others, its member entry is deleted after.
+    dp.install(&flow(&[3, 3, 4])).await.expect("shrink");
+    let prev: Vec<usize> = a
+        .table
+        .iter()
+        .map(|&m| if m < 3 { m } else { usize::MAX })
+        .collect();
+    let b = resilient::reassign(Some(&prev), &[3, 3, 4], 256);
+    let (table, members) = buckets_on_target(&fake, &prog);
+    assert_eq!(table, b.table.iter().map(|&m| index[m]).collect::<Vec<_>>());
+    assert_eq!(members.len(), 3);
+    assert!(!members.contains(&index[3]));
+
+    // Spray mode: the buckets and member entries go (after the route changed).
+    dp.install(&group("10.7.0.0/16", &[3, 3, 4]))
+        .await
+        .expect("spray");
+    assert_eq!(buckets_on_target(&fake, &prog), (vec![], vec![]));
+    dp.install(&flow(&[1, 1])).await.expect("flow again");
+    dp.remove("10.7.0.0/16".parse().expect("prefix"))
+        .await
+        .expect("remove");
+    assert_eq!(buckets_on_target(&fake, &prog), (vec![], vec![]));
+}
+
+#[tokio::test]
+async fn an_adopted_flow_group_keeps_its_buckets() {
+    use fare_model::resilient;
+    let (fake, mut dp, prog) = connected().await;
+    let flow = |w: &[u32]| Group {
+        mode: GroupMode::Flow,
+        ..group("10.8.0.0/16", w)
+    };
+    dp.install(&flow(&[1, 1, 1, 1])).await.expect("install");
+    drop(dp);
+    // A new agent adopts the group: its change moves only the model's buckets.
+    let mut dp = P4RuntimeDataplane::connect(options(&fake.address, 8))
+        .await
+        .expect("reconnect");
+    until_primary(&mut dp).await;
+    let (before, _) = buckets_on_target(&fake, &prog);
+    dp.install(&flow(&[1, 1, 1, 2])).await.expect("change");
+    let (after, _) = buckets_on_target(&fake, &prog);
+    let moved = before.iter().zip(&after).filter(|(a, b)| a != b).count();
+    let a = resilient::reassign(Some(&resilient::fresh(&[1; 4], 256)), &[1, 1, 1, 2], 256);
+    assert_eq!(moved, a.moved, "after adoption");
+}
