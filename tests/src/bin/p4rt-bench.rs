@@ -68,6 +68,7 @@ async fn rust_round(
             ipnet::IpNet::new(Ipv4Addr::from((11u32 << 24) | i).into(), 32)?,
             (1 + i % 1000) as u16,
             true,
+            0,
         )?;
         if kind == p4::update::Type::Delete {
             e.action = None;
