@@ -66,6 +66,9 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
         }
         DataplaneConfig::P4runtime(p4) => {
             let mut dp = fare_dataplane::p4rt::P4RuntimeDataplane::open(p4).await?;
+            dp.set_flowlet_gap(std::time::Duration::from_micros(u64::from(
+                config.fare.flowlet_gap_us,
+            )));
             if let Some(arn) = &config.arn {
                 use fare_dataplane::p4rt::arn_setup;
                 let bgp = crate::arn_task::bgp_neighbors_of(config);

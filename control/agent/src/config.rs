@@ -605,9 +605,15 @@ fn no_flowlets(dataplane: &DataplaneConfig) -> Option<&'static str> {
         DataplaneConfig::Kernel { .. } => {
             Some("dataplane.kind kernel: Linux nexthop groups keep no per-flow state")
         }
-        DataplaneConfig::P4runtime(_) => {
-            Some("dataplane.kind p4runtime: fare's P4 programs keep no flowlet state yet")
+        DataplaneConfig::P4runtime(p)
+            if p.profile == fare_dataplane::p4rt::config::P4Profile::Sai =>
+        {
+            Some(
+                "dataplane.profile sai: SAI-P4 keeps no per-flow state (its WCMP selector is \
+             the switch's hash)",
+            )
         }
+        DataplaneConfig::P4runtime(_) => None,
     }
 }
 
@@ -1027,8 +1033,12 @@ static:
             "kind: xdp, interfaces: [e1]",
             "kind: p4runtime, address: '127.0.0.1:9559', ports: {e1: 1}",
         );
-        let e = load_text(&p4).unwrap_err();
-        assert!(e.problem.contains("dataplane.kind p4runtime"), "{e}");
+        // fare.p4 keeps flowlets in registers; SAI-P4 has no per-flow state.
+        assert_eq!(load_text(&p4).unwrap().fare.group_mode, GroupMode::Flowlet);
+        let sai = p4.replace("ports: {e1: 1}", "ports: {e1: 1}, profile: sai");
+        let e = load_text(&sai).unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.problem.contains("dataplane.profile sai"), "{e}");
         let e = yamlfile::parse::<AgentConfig>(
             Path::new("d.yaml"),
             &text.replace("group_mode: flowlet", "group_mode: flowlets"),

@@ -126,3 +126,177 @@ fn p4_bmv2_resilient_flow_buckets() -> Result<()> {
     }
     Ok(())
 }
+
+/// Flowlet mode: a flow keeps its member while its packets come closer than the gap,
+/// through a weight change and even when its bucket moved; a flowlet whose member left
+/// the group re-picks at once (no loss); after a pause longer than the gap every flow
+/// takes its bucket's member in the table in force.
+#[test]
+fn p4_bmv2_flowlet_keeps_members_within_the_gap() -> Result<()> {
+    let Some(fabric) = Fabric::for_test("p4_bmv2_flowlet_keeps_members_within_the_gap", "p4f", 4)?
+    else {
+        return Ok(());
+    };
+    // Longer than one capture round (python and scapy start in namespaces on a loaded
+    // machine take seconds), so consecutive rounds are one flowlet.
+    let gap = Duration::from_secs(25);
+    let sw = fabric.bmv2.sw.name.clone();
+    let opts = fabric.options(10);
+    let (to_client, from_test) = std::sync::mpsc::channel::<Vec<u32>>();
+    let (to_test, from_client) = std::sync::mpsc::channel::<Result<()>>();
+    let client = std::thread::spawn(move || {
+        in_netns(&sw, move || async move {
+            let mut dp = P4RuntimeDataplane::connect(opts).await?;
+            dp.set_flowlet_gap(gap);
+            while let Ok(weights) = from_test.recv() {
+                let g = Group {
+                    mode: GroupMode::Flowlet,
+                    ..group(&weights)
+                };
+                let r = dp.install(&g).await.map_err(Into::into);
+                if to_test.send(r).is_err() {
+                    break;
+                }
+            }
+            Ok(())
+        })
+    });
+    let install = |weights: &[u32]| -> Result<()> {
+        to_client
+            .send(weights.to_vec())
+            .context("client thread gone")?;
+        from_client
+            .recv_timeout(Duration::from_secs(60))
+            .context("install: no answer")?
+    };
+    let flows = 200;
+
+    install(&[1, 1, 1, 1])?;
+    let t0 = resilient::fresh(&[1, 1, 1, 1], BUCKETS);
+    let first = fabric.flow_ports(DST, flows)?;
+    // Flows that share a flowlet slot (CRC32 of flow hash and group id 1, the first
+    // group's) share a flowlet: they are left out of the comparisons.
+    let slots: Vec<u32> = first.iter().map(|f| flowlet_slot(f.0, 1)).collect();
+    let alone: Vec<bool> = slots
+        .iter()
+        .map(|s| slots.iter().filter(|x| *x == s).count() == 1)
+        .collect();
+    let ports = |flows: &[(u32, u32)]| {
+        flows
+            .iter()
+            .zip(&alone)
+            .map(|(f, a)| if *a { f.1 } else { u32::MAX })
+            .collect::<Vec<u32>>()
+    };
+    let expected = |flows: &[(u32, u32)], table: &[usize]| {
+        expected(flows, table)
+            .into_iter()
+            .zip(&alone)
+            .map(|(p, a)| if *a { p } else { u32::MAX })
+            .collect::<Vec<u32>>()
+    };
+    let p0 = ports(&first);
+    ensure!(
+        p0 == expected(&first, &t0),
+        "new flowlets not on their bucket's member"
+    );
+
+    // Within the gap: 1:1:1:1 -> 1:1:1:4 moves buckets, no flow moves.
+    let started = std::time::Instant::now();
+    install(&[1, 1, 1, 4])?;
+    let t1 = resilient::reassign(Some(&t0), &[1, 1, 1, 4], BUCKETS).table;
+    let second = fabric.flow_ports(DST, flows)?;
+    ensure!(
+        started.elapsed() < gap,
+        "the round took longer than the gap"
+    );
+    let bucket_moved = expected(&second, &t1)
+        .iter()
+        .zip(&p0)
+        .filter(|(a, b)| a != b)
+        .count();
+    ensure!(
+        bucket_moved > 0,
+        "the change moved no flow's bucket: nothing tested"
+    );
+    let kept = ports(&second);
+    ensure!(
+        kept == p0,
+        "{} flows left their member within the gap ({bucket_moved} buckets moved)",
+        kept.iter().zip(&p0).filter(|(a, b)| a != b).count()
+    );
+
+    // Port 4 leaves within the gap: its flowlets re-pick (the new table's member), the
+    // others stay; none is lost.
+    let started = std::time::Instant::now();
+    install(&[1, 1, 1])?;
+    let prev: Vec<usize> = t1
+        .iter()
+        .map(|&m| if m < 3 { m } else { usize::MAX })
+        .collect();
+    let t2 = resilient::reassign(Some(&prev), &[1, 1, 1], BUCKETS).table;
+    let third = fabric.flow_ports(DST, flows)?;
+    ensure!(
+        started.elapsed() < gap,
+        "the round took longer than the gap"
+    );
+    let want: Vec<u32> = expected(&third, &t2)
+        .iter()
+        .zip(&p0)
+        .map(|(new, old)| if *old == 4 { *new } else { *old })
+        .collect();
+    ensure!(
+        !third.iter().any(|f| f.1 == 0),
+        "flows lost when their member left"
+    );
+    let got = ports(&third);
+    ensure!(got == want, "after port 4 left: {:?}", diff(&got, &want));
+
+    // A pause longer than the gap: every flow takes its bucket's member.
+    std::thread::sleep(gap + Duration::from_secs(1));
+    let fourth = fabric.flow_ports(DST, flows)?;
+    let got = ports(&fourth);
+    let want = expected(&fourth, &t2);
+    ensure!(got == want, "after the gap: {:?}", diff(&got, &want));
+    eprintln!(
+        "flowlet: {flows} flows kept their member through a change that moved \
+         {bucket_moved} of their buckets; after the gap {} moved",
+        got.iter().zip(&p0).filter(|(a, b)| a != b).count()
+    );
+    drop(to_client);
+    match client.join() {
+        Ok(r) => r?,
+        Err(_) => bail!("client thread panicked"),
+    }
+    Ok(())
+}
+
+/// (flow, got, wanted) of the flows that differ, for the failure message.
+fn diff(got: &[u32], want: &[u32]) -> Vec<(usize, u32, u32)> {
+    got.iter()
+        .zip(want)
+        .enumerate()
+        .filter(|(_, (g, w))| g != w)
+        .map(|(i, (g, w))| (i, *g, *w))
+        .take(10)
+        .collect()
+}
+
+/// fare.p4's flowlet slot: CRC32 (zlib's) of the flow hash and the group id, mod the
+/// slots (FLOWLET_SLOTS).
+fn flowlet_slot(hash: u32, group_id: u16) -> u32 {
+    let mut bytes = hash.to_be_bytes().to_vec();
+    bytes.extend(group_id.to_be_bytes());
+    let mut crc = u32::MAX;
+    for b in bytes {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xedb8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc % 65_536
+}

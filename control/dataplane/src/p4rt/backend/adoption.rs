@@ -55,6 +55,8 @@ impl P4RuntimeDataplane {
                 prefix: *prefix,
                 mode: if route.spray {
                     GroupMode::Spray
+                } else if route.flowlet {
+                    GroupMode::Flowlet
                 } else {
                     GroupMode::Flow
                 },
@@ -196,6 +198,8 @@ struct MemberAction {
 struct RouteAction {
     group_id: u16,
     spray: bool,
+    /// A flowlet gap in the route: flowlet mode.
+    flowlet: bool,
 }
 
 #[derive(Debug, Default)]
@@ -269,6 +273,10 @@ impl SwitchState {
                         RouteAction {
                             group_id,
                             spray: param_value(&a, prog.set_group.spray.id) == 1,
+                            flowlet: prog
+                                .set_group
+                                .flowlet_gap
+                                .is_some_and(|f| param_value(&a, f.id) > 0),
                         },
                     );
                 }

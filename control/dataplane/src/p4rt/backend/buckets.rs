@@ -28,17 +28,30 @@ pub(super) struct BucketPlan {
     pub moved: usize,
 }
 
-/// The route's flowlet gap for `group` (0: not flowlet mode).
-pub(super) fn flowlet_gap_us(_group: &Group) -> u32 {
-    0
-}
+/// The flowlet gap until `set_flowlet_gap` (the agent's `fare.flowlet_gap_us` default).
+pub(super) const DEFAULT_FLOWLET_GAP_US: u32 = 500;
 
-/// Whether `mode` uses the bucket table.
+/// Whether `mode` uses the bucket table (flowlet mode: for a new flowlet's member).
 pub(super) fn uses_buckets(mode: GroupMode) -> bool {
-    mode == GroupMode::Flow
+    matches!(mode, GroupMode::Flow | GroupMode::Flowlet)
 }
 
 impl P4RuntimeDataplane {
+    /// Flowlet mode's idle gap for the groups installed from now on (the agent's
+    /// `fare.flowlet_gap_us`; at least 1 us, at most u32::MAX us).
+    pub fn set_flowlet_gap(&mut self, gap: Duration) {
+        self.flowlet_gap_us = u32::try_from(gap.as_micros()).unwrap_or(u32::MAX).max(1);
+    }
+
+    /// The route's flowlet gap for `group` (0: not flowlet mode).
+    pub(super) fn flowlet_gap_us(&self, group: &Group) -> u32 {
+        if group.mode == GroupMode::Flowlet {
+            self.flowlet_gap_us
+        } else {
+            0
+        }
+    }
+
     /// The bucket-table writes of `job` (member `i` on `ports[i]`, `macs[i]`, counter
     /// `counters[i]`, ARN slot `slots[i]`) in group `group_id`; nothing when the program
     /// has no bucket table or the group is not in flow mode.
@@ -253,9 +266,7 @@ impl P4RuntimeDataplane {
             }
         }
         for (group, table) in tables {
-            let t: Vec<u16> = (0..=table.keys().max().copied().unwrap_or(0))
-                .map(|_| 0)
-                .collect();
+            let t = vec![0u16; table.keys().max().map_or(0, |b| b + 1)];
             self.drop_buckets(group, Some(&t), &[]).await;
         }
         let stale: Vec<u16> = entries.difference(&kept_entries).copied().collect();

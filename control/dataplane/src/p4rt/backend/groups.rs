@@ -711,12 +711,7 @@ impl P4RuntimeDataplane {
             };
             let spray = group.mode == GroupMode::Spray;
             let entry = prog
-                .route(
-                    group.prefix,
-                    group_id,
-                    spray,
-                    buckets::flowlet_gap_us(group),
-                )
+                .route(group.prefix, group_id, spray, self.flowlet_gap_us(group))
                 .map_err(err)?;
             Some(update(kind, program::entity_table(entry)))
         } else {

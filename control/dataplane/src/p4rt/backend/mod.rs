@@ -228,6 +228,8 @@ pub struct P4RuntimeDataplane {
     local_written: BTreeSet<IpAddr>,
     /// Sends the queue probes of the monitored ports (stopped when the backend drops).
     probes: Option<arn::ProbeTask>,
+    /// Flowlet mode's idle gap (microseconds) written into flowlet groups' routes.
+    flowlet_gap_us: u32,
 }
 
 /// What one group may hold in action profile `profile` (P4Runtime spec, ActionProfile):
@@ -304,6 +306,7 @@ impl P4RuntimeDataplane {
             desired: Desired::default(),
             local_written: BTreeSet::new(),
             probes: None,
+            flowlet_gap_us: buckets::DEFAULT_FLOWLET_GAP_US,
         };
         if !fresh {
             dp.reconcile().await.map_err(err)?;
