@@ -6,10 +6,11 @@
 //! (split at [`MAX_BATCH`] updates), sent only after the previous one was answered, and a
 //! group whose update failed in one phase takes no part in the later ones:
 //!
-//! 1. action-profile members and flow mode's member entries; 2. action-profile groups
-//! (they name members); 3. flow mode's changed buckets (they name member entries, see
-//! `buckets.rs`); 4. member counters zeroed; 5. group table entries (they name profile
-//! groups); 6. route entries (they carry group ids); then what was replaced, in reverse:
+//! 1. action-profile members and flow mode's member entries;
+//! 2. action-profile groups (they name members);
+//! 3. flow mode's changed buckets (they name member entries, see `buckets.rs`);
+//! 4. member counters zeroed; 5. group table entries (they name profile groups);
+//! 6. route entries (they carry group ids); then what was replaced, in reverse:
 //! 7. buckets of a group that left flow mode, member entries no bucket names any more;
 //! 8. old profile groups; 9. old members. A failed group's own writes are undone in
 //!    reverse order too (buckets put back, entry, profile group, members).
