@@ -37,6 +37,7 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
             let mut options = XdpOptions::new(pins, interfaces.clone());
             options.queues = queues.clone();
             options.egress_spray = egress_spray.clone();
+            options.flowlet_gap_us = config.fare.flowlet_gap_us;
             options.arn = config.arn.as_ref().map(|arn| {
                 let bgp = crate::arn_task::bgp_neighbors_of(config);
                 fare_dataplane::xdp::arn::ArnFastPath::from_config(arn, &bgp)

@@ -166,11 +166,7 @@ fn default_true() -> bool {
     true
 }
 
-/// CONGA's flowlet gap (Alizadeh et al., SIGCOMM 2014): longer than the delay skew of
-/// a fabric's paths (a few tens of us unloaded, more under queueing), so that a flowlet
-/// moved to another path does not overtake its predecessor, yet short enough that a
-/// TCP or RoCE flow pauses that long often (ACK clocking, window and rate limits).
-pub const DEFAULT_FLOWLET_GAP_US: u32 = 500;
+pub use fare_dataplane::DEFAULT_FLOWLET_GAP_US;
 /// Largest flowlet gap: beyond a second flowlets are flows.
 pub const MAX_FLOWLET_GAP_US: u32 = 1_000_000;
 

@@ -1,5 +1,5 @@
 //! `fare bench xdp`: per-packet cost of the XDP program with `BPF_PROG_TEST_RUN`
-//! (kernel-timed, no interface involved): IPv4/IPv6 x spray/flow, against two baselines
+//! (kernel-timed, no interface involved): IPv4/IPv6 x spray/flow/flowlet, against two baselines
 //! measured in the same run: the minimal forwarder of the benchmark object (Ethernet +
 //! IPv4 parse, one LPM lookup, MAC rewrite, redirect: the limit of this data path) on the
 //! IPv4 frame, and fare's program on a non-IP frame (parse, count, pass to the kernel).
@@ -127,6 +127,13 @@ fn open(
         rt.block_on(dp.install(&group("198.19.0.0/16", GroupMode::Flow, egress)?))?;
         rt.block_on(dp.install(&group("2001:db8:18::/48", GroupMode::Spray, egress)?))?;
         rt.block_on(dp.install(&group("2001:db8:19::/48", GroupMode::Flow, egress)?))?;
+        // Flowlet groups with the default gap (the benchmark's packets come within it:
+        // each keeps its flowlet), and one with gap 0 (every packet starts a flowlet).
+        rt.block_on(dp.install(&group("198.23.0.0/16", GroupMode::Flowlet, egress)?))?;
+        rt.block_on(dp.install(&group("2001:db8:23::/48", GroupMode::Flowlet, egress)?))?;
+        dp.set_flowlet_gap_us(0);
+        rt.block_on(dp.install(&group("198.24.0.0/16", GroupMode::Flowlet, egress)?))?;
+        dp.set_flowlet_gap_us(fare_dataplane::DEFAULT_FLOWLET_GAP_US);
         // A /24 and a host route: the fast path's IPv4 table takes two and three reads.
         rt.block_on(dp.install(&group("198.22.0.0/24", GroupMode::Spray, egress)?))?;
         rt.block_on(dp.install(&group("198.21.0.7/32", GroupMode::Spray, egress)?))?;
@@ -396,7 +403,7 @@ fn measure(
     arp.extend_from_slice(&SENDER);
     arp.extend_from_slice(&0x0806u16.to_be_bytes());
     arp.extend_from_slice(&[0u8; 46]);
-    // The minimal forwarder holds the IPv4 routes fare holds (the spray, the flow and the
+    // The minimal forwarder holds the IPv4 routes fare holds (the spray, the flow, the two flowlet and the
     // DPF group's /16, the /24 and the /32 host route), so both tries have the same nodes. `min_one`
     // holds the first only (a one-node trie), as in runs before this row.
     let mut min = MinForwarder::open()?;
@@ -407,6 +414,8 @@ fn measure(
         ([198, 20, 0, 0], 16),
         ([198, 21, 0, 7], 32),
         ([198, 22, 0, 0], 24),
+        ([198, 23, 0, 0], 16),
+        ([198, 24, 0, 0], 16),
     ] {
         min.route(addr, len, &args.egress, ROUTER, [2, 0, 0, 0, 0, 1])?;
     }
@@ -424,6 +433,17 @@ fn measure(
         ("IPv4 flow", udp_frame(false, 19)?, false),
         ("IPv6 spray", udp_frame(true, 0x18)?, false),
         ("IPv6 flow", udp_frame(true, 0x19)?, false),
+        ("IPv4 flowlet, inside the gap", udp_frame(false, 23)?, false),
+        (
+            "IPv6 flowlet, inside the gap",
+            udp_frame(true, 0x23)?,
+            false,
+        ),
+        (
+            "IPv4 flowlet, gap 0 (a new flowlet every packet)",
+            udp_frame(false, 24)?,
+            false,
+        ),
         ("IPv4 spray, DPF color", udp_frame(false, 20)?, false),
         ("IPv4 spray, /24 route", udp_frame(false, 22)?, false),
         ("IPv4 spray, /32 route", udp_frame(false, 21)?, false),

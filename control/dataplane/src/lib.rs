@@ -21,7 +21,7 @@ pub mod xdp;
 pub use fare_model::forwarding::{
     dpf, keep_last_active, limits, mac, member_now, BucketStatus, ColorGroup, ColorStatus,
     FlowRule, Group, GroupFit, GroupLimits, GroupMode, GroupStatus, GroupTable, MacAddr, Member,
-    MemberError, MemberStatus, TableError,
+    MemberError, MemberStatus, TableError, DEFAULT_FLOWLET_GAP_US,
 };
 
 use async_trait::async_trait;

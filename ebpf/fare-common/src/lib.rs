@@ -12,6 +12,7 @@
 //! EGRESS                 devmap     ifindex -> ifindex (XDP_REDIRECT targets)
 //! COLOR_SETS             array      route group id -> ColorSet (DPF per-color groups)
 //! FLOW_RULES             array      rule index -> FlowRule (DPF flow -> color)
+//! FLOWLETS               LRU hash   flow hash -> Flowlet { member, last packet's time }
 //! DIR4_TOP / DIR4_BLOCKS arrays     IPv4 destination bytes 16 + 8 + 8 -> route entry
 //!                                   (the fast path's copy of ROUTES_V4, see [`dir4`])
 //! ```
@@ -59,6 +60,7 @@ pub mod map_names {
     pub const EGRESS: &str = "EGRESS";
     pub const COLOR_SETS: &str = "COLOR_SETS";
     pub const FLOW_RULES: &str = "FLOW_RULES";
+    pub const FLOWLETS: &str = "FLOWLETS";
 }
 
 /// Name of the XDP program in the object.
@@ -181,6 +183,32 @@ pub const ARN_RECEIVER_GLOBAL: &str = "FARE_ARN_RECEIVER";
 pub const MODE_SPRAY: u8 = 0;
 /// `Group::mode`: per flow, a 5-tuple hash picks the slot.
 pub const MODE_FLOW: u8 = 1;
+/// `Group::mode`: per flowlet: a flow keeps its member (FLOWLETS) while its packets are
+/// less than `GroupRow::flowlet_gap_us` apart; after a longer pause a random slot of the
+/// bucket table (a pick by weight) starts a new flowlet.
+pub const MODE_FLOWLET: u8 = 2;
+
+/// Entries of FLOWLETS (LRU hash, flow hash -> `Flowlet`): the flows whose flowlet state
+/// is kept, 64 Ki; the least recently seen is evicted when it is full. Memory: 64 Ki x
+/// (4-byte key + 24-byte value + the kernel's ~56-byte element header, rounded up) =
+/// about 6 MiB, preallocated at load.
+pub const MAX_FLOWLETS: u32 = 65536;
+
+/// Value of FLOWLETS: the member of a flow's current flowlet and when the flow's last
+/// packet was seen. The member is named by its index and its next hop (egress ifindex,
+/// neighbor MAC): a group replaced make-before-break (new id, new weights) keeps the
+/// flowlet when the same next hop has the same index, anything else ends it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Flowlet {
+    /// bpf_ktime_get_ns of the flow's last packet.
+    pub last_ns: u64,
+    pub ifindex: u32,
+    /// Member index within the group.
+    pub index: u32,
+    pub dst_mac: [u8; 6],
+    pub _pad: [u8; 2],
+}
 
 /// A WCMP group: replicated members in spray order. Slot `i` holds the index (within the
 /// group, < `n_members`) of the member that slot `i` sends to; a member of weight `w`
@@ -221,7 +249,10 @@ pub struct GroupRow {
     pub group: Group,
     /// Spray mode: the slot the next packet of this group on this CPU takes.
     pub cursor: u32,
-    pub _pad: u32,
+    /// Flowlet mode: the idle gap after which a flow's next packet starts a new
+    /// flowlet, in microseconds (0 in other modes; in flowlet mode every packet then
+    /// starts one).
+    pub flowlet_gap_us: u32,
     /// Per member index (< `group.n_members`): packets and bytes forwarded on this CPU.
     pub counters: [MemberCounters; MAX_MEMBERS_PER_GROUP as usize],
 }
@@ -234,7 +265,7 @@ impl Default for GroupRow {
         GroupRow {
             group: Group::default(),
             cursor: 0,
-            _pad: 0,
+            flowlet_gap_us: 0,
             counters: [MemberCounters::default(); MAX_MEMBERS_PER_GROUP as usize],
         }
     }
@@ -444,6 +475,7 @@ mod pod {
     unsafe impl aya::Pod for super::Group {}
     unsafe impl aya::Pod for super::GroupRow {}
     unsafe impl aya::Pod for super::Member {}
+    unsafe impl aya::Pod for super::Flowlet {}
     unsafe impl aya::Pod for super::MemberCounters {}
     unsafe impl aya::Pod for super::FlowRule {}
     unsafe impl aya::Pod for super::ColorEntry {}

@@ -4,7 +4,7 @@ use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
 use aya_log_ebpf::{debug, warn};
 use fare_common::{
     member_id, GroupRow, Member, Stat, COLOR_ACTIVE, MAX_COLORS_PER_ROUTE, MAX_MEMBERS_PER_GROUP,
-    MAX_SLOTS, MEMBER_REMOVED_BY_ARN, MODE_FLOW, MODE_SPRAY, ROUTE_COLORS, ROUTE_QUEUES,
+    MAX_SLOTS, MEMBER_REMOVED_BY_ARN, MODE_FLOWLET, MODE_SPRAY, ROUTE_COLORS, ROUTE_QUEUES,
     ROUTE_STEERED,
 };
 
@@ -169,6 +169,20 @@ pub struct Start {
     index: u32,
 }
 
+impl Start {
+    /// A flow-mode (or flowlet-mode) start at `slot`, whose member `index` is out.
+    #[inline(always)]
+    pub fn flow(row: *mut GroupRow, n: u32, slot: u32, index: u32) -> Start {
+        Start {
+            row,
+            n,
+            flow_mode: true,
+            slot,
+            index,
+        }
+    }
+}
+
 /// The member of the start slot (spray: this CPU's cursor; flow: the hash) when it is in
 /// service: two lookups, this CPU's GROUP_ROWS row (slots, cursor and member counters
 /// together) and the MEMBERS row. The fast path stops here; `select` goes on.
@@ -190,10 +204,15 @@ pub fn first_choice<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Choi
     if !FLOW && g.mode != MODE_SPRAY {
         return Choice::Nothing;
     }
-    let flow_mode = FLOW && g.mode == MODE_FLOW;
+    // Flowlet groups take the flow path past their first choice (a flowlet whose
+    // member is out of service hashes again, as a flow does).
+    let flow_mode = FLOW && g.mode != MODE_SPRAY;
     // SAFETY: as `g`.
     let cursor = unsafe { &raw mut (*row).cursor };
     let start = if flow_mode {
+        if g.mode == MODE_FLOWLET {
+            return crate::flowlet::choose(row, group, n, flow);
+        }
         // Multiply-shift maps the hash uniformly onto 0..n without a division.
         ((crate::flow::hash(&flow.fields()) as u64 * n as u64) >> 32) as u32
     } else {

@@ -23,6 +23,7 @@ mod dir4;
 mod eth;
 mod fast;
 mod flow;
+mod flowlet;
 mod forward;
 mod ipv4;
 mod ipv6;

@@ -4,13 +4,13 @@
 use aya_ebpf::{
     bindings::BPF_F_MMAPABLE,
     macros::map,
-    maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, PerCpuArray, RingBuf},
+    maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, LruHashMap, PerCpuArray, RingBuf},
 };
 use fare_common::{
     dir4, ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ColorSet, EgressQueue,
-    FlowRule, FlowSteerKey, FlowSteerValue, GroupRow, Member, RouteValue, SteerGroupKey,
+    FlowRule, Flowlet, FlowSteerKey, FlowSteerValue, GroupRow, Member, RouteValue, SteerGroupKey,
     ARN_STAT_COUNT, MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS, MAX_EGRESS, MAX_FLOW_RULES,
-    MAX_FLOW_STEER, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, MAX_STEER_MASKS, QUEUE_EVENTS_BYTES,
+    MAX_FLOWLETS, MAX_FLOW_STEER, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, MAX_STEER_MASKS, QUEUE_EVENTS_BYTES,
     STAT_COUNT,
 };
 
@@ -91,3 +91,7 @@ pub static STEER_GROUPS: HashMap<SteerGroupKey, u32> = HashMap::pinned(MAX_FLOW_
 
 #[map]
 pub static GROUP_ACTIVE: Array<u32> = Array::pinned(MAX_GROUPS, 0);
+
+/// Flowlet mode (see `flowlet`): flow hash -> the flow's member and last packet's time.
+#[map]
+pub static FLOWLETS: LruHashMap<u32, Flowlet> = LruHashMap::pinned(MAX_FLOWLETS, 0);

@@ -53,6 +53,7 @@ mod p4_session;
 mod package;
 mod xdp_agent;
 mod xdp_fixtures;
+mod xdp_flowlet;
 mod xdp_forwarding;
 mod xdp_proptest;
 mod xdp_queue;

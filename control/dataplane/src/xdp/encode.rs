@@ -5,7 +5,8 @@
 //! weight (the cursor walks them). Flow mode: a resilient table of all `MAX_SLOTS` slots
 //! (`fare_model::resilient`; the program picks `slots[hash * 256 >> 32]` as before), and
 //! a replacement reassigns only the buckets the new weights require, starting from the
-//! group's installed table.
+//! group's installed table. Flowlet mode: the same table; a new flowlet picks a random
+//! slot of it (the program keeps each flow's member in FLOWLETS).
 
 use crate::{validate, BucketStatus, DataplaneError, Group, GroupMode, MacAddr, Member};
 use fare_common as fc;
@@ -42,12 +43,11 @@ impl Encoded {
     }
 }
 
-/// The row's mode code; None for a mode this program does not forward yet.
-pub fn mode_code(mode: GroupMode) -> Option<u8> {
+pub fn mode_code(mode: GroupMode) -> u8 {
     match mode {
-        GroupMode::Spray => Some(fc::MODE_SPRAY),
-        GroupMode::Flow => Some(fc::MODE_FLOW),
-        GroupMode::Flowlet => None,
+        GroupMode::Spray => fc::MODE_SPRAY,
+        GroupMode::Flow => fc::MODE_FLOW,
+        GroupMode::Flowlet => fc::MODE_FLOWLET,
     }
 }
 
@@ -74,8 +74,6 @@ pub fn encode(
             fc::MAX_MEMBERS_PER_GROUP
         )));
     }
-    let mode = mode_code(group.mode)
-        .ok_or_else(|| invalid("flowlet mode is not in this xdp program yet".into()))?;
     let weights: Vec<u32> = group.members.iter().map(|m| m.weight).collect();
     let total: u64 = weights.iter().map(|&w| u64::from(w)).sum();
     if total > fc::MAX_SLOTS as u64 && group.mode == GroupMode::Spray {
@@ -99,7 +97,7 @@ pub fn encode(
     }
     let mut row = fc::Group {
         n_slots: order.len() as u16,
-        mode,
+        mode: mode_code(group.mode),
         n_members: group.members.len() as u8,
         ..Default::default()
     };
@@ -144,7 +142,7 @@ fn flow_table(
 /// knows only that); the others are gone (`usize::MAX`). None unless `row` is a flow
 /// table of `FLOW_BUCKETS`.
 fn previous_table(old: &Group, row: &fc::Group, group: &Group) -> Option<Vec<usize>> {
-    if row.mode != fc::MODE_FLOW || usize::from(row.n_slots) != FLOW_BUCKETS {
+    if row.mode == fc::MODE_SPRAY || usize::from(row.n_slots) != FLOW_BUCKETS {
         return None;
     }
     let index: Vec<usize> = old
@@ -178,7 +176,7 @@ pub fn bucket_status(
     row: &fc::Group,
     previous: Option<(&Group, &fc::Group)>,
 ) -> Option<BucketStatus> {
-    if row.mode != fc::MODE_FLOW {
+    if row.mode == fc::MODE_SPRAY {
         return None;
     }
     let table: Vec<usize> = row.slots[..usize::from(row.n_slots).min(fc::MAX_SLOTS)]
@@ -213,10 +211,10 @@ pub fn decode(
     for &slot in &row.slots[..n_slots] {
         *weights.get_mut(usize::from(slot))? += 1;
     }
-    let mode = if row.mode == fc::MODE_FLOW {
-        GroupMode::Flow
-    } else {
-        GroupMode::Spray
+    let mode = match row.mode {
+        fc::MODE_FLOW => GroupMode::Flow,
+        fc::MODE_FLOWLET => GroupMode::Flowlet,
+        _ => GroupMode::Spray,
     };
     let members = members
         .iter()

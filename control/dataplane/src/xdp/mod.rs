@@ -37,7 +37,7 @@ pub mod verifier;
 
 use crate::{
     BucketStatus, ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits,
-    GroupStatus, MemberStatus,
+    GroupStatus, MemberStatus, DEFAULT_FLOWLET_GAP_US,
 };
 use async_trait::async_trait;
 use attach::{attach_program, attach_tc_egress, configure_queues};
@@ -92,6 +92,9 @@ pub struct XdpOptions {
     /// benchmarks measure an earlier build's program with it. Its maps must have this
     /// build's layout. None = the built-in object.
     pub object: Option<Vec<u8>>,
+    /// Flowlet-mode groups: the idle gap that starts a new flowlet, in microseconds
+    /// (the agent's `fare.flowlet_gap_us`).
+    pub flowlet_gap_us: u32,
 }
 
 impl XdpOptions {
@@ -104,6 +107,7 @@ impl XdpOptions {
             queues: Vec::new(),
             egress_spray: Vec::new(),
             object: None,
+            flowlet_gap_us: DEFAULT_FLOWLET_GAP_US,
         }
     }
 }
@@ -166,6 +170,8 @@ pub struct XdpDataplane {
     ids: GroupIds,
     generation: u32,
     ncpus: usize,
+    /// Written into the rows of flowlet-mode groups (`XdpOptions::flowlet_gap_us`).
+    flowlet_gap_us: u32,
     log_task: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -330,6 +336,7 @@ impl XdpDataplane {
             ids: GroupIds::new(0, |_| false),
             generation: 0,
             ncpus,
+            flowlet_gap_us: opts.flowlet_gap_us,
             log_task,
         };
         dp.adopt(v4_routes)?;
@@ -408,6 +415,13 @@ impl XdpDataplane {
         let received = Stat::OUTCOMES.iter().map(|s| out[s.name()]).sum();
         out.insert(Stat::Received.name(), received);
         Ok(out)
+    }
+
+    /// The flowlet gap of flowlet-mode groups written from now on, in microseconds (0:
+    /// every packet starts a flowlet). Groups already written keep theirs until their
+    /// next change.
+    pub fn set_flowlet_gap_us(&mut self, gap_us: u32) {
+        self.flowlet_gap_us = gap_us;
     }
 
     /// File descriptor of the loaded program (for `BPF_PROG_TEST_RUN`).
@@ -516,6 +530,11 @@ impl XdpDataplane {
         let mut rows = vec![
             fc::GroupRow {
                 group: encoded.group,
+                flowlet_gap_us: if encoded.group.mode == fc::MODE_FLOWLET {
+                    self.flowlet_gap_us
+                } else {
+                    0
+                },
                 ..fc::GroupRow::default()
             };
             self.ncpus

@@ -33,6 +33,13 @@ pub enum GroupMode {
     Flowlet,
 }
 
+/// Flowlet mode's default idle gap, in microseconds: CONGA's (Alizadeh et al., SIGCOMM
+/// 2014). Longer than the delay skew of a fabric's paths (a few tens of us unloaded,
+/// more under queueing), so that a flowlet moved to another path does not overtake its
+/// predecessor, yet short enough that a TCP or RoCE flow pauses that long often (ACK
+/// clocking, window and rate limits).
+pub const DEFAULT_FLOWLET_GAP_US: u32 = 500;
+
 /// One member of a WCMP group: an egress interface toward one neighbor.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Member {

@@ -1,0 +1,81 @@
+//! Flowlet mode: a flow keeps its member while its packets come closer together than
+//! the group's gap; the first packet after a longer pause starts a new flowlet, which
+//! picks a member by weight. FLOWLETS (LRU) remembers, per flow hash, the member and
+//! the time of the flow's last packet.
+
+use aya_ebpf::helpers::{bpf_get_prandom_u32, bpf_ktime_get_ns};
+use fare_common::{member_id, Flowlet, GroupRow, MAX_MEMBERS_PER_GROUP, MAX_SLOTS};
+
+use crate::classify::Classify;
+use crate::forward::{Choice, NextHop, Start};
+use crate::maps::{FLOWLETS, MEMBERS};
+
+/// New flowlet: how many random slots it tries for a member in service before it
+/// leaves the choice to `select_out_of_service` (which does not remember it).
+const TRIES: u32 = 4;
+
+/// The member of a packet of a flowlet-mode group: the flow's member while its flowlet
+/// lasts, else a random slot's (a uniform slot of the bucket table is a pick by weight).
+/// Random rather than the flow hash: with the hash a flow would pick the same bucket at
+/// every gap and flowlets would move only when the weights change; a random pick lets
+/// consecutive flowlets of one flow take different paths, in proportion to the weights
+/// (LetFlow's argument: flowlet sizes then adapt to the paths' congestion).
+#[inline(always)]
+pub fn choose<C: Classify>(row: *mut GroupRow, group: u32, n: u32, flow: &C) -> Choice {
+    let hash = crate::flow::hash(&flow.fields());
+    // SAFETY: the helpers take no arguments and touch no memory of ours.
+    let now = unsafe { bpf_ktime_get_ns() };
+    // SAFETY: this CPU's row (see `forward::first_choice`).
+    let gap_ns = unsafe { (*row).flowlet_gap_us } as u64 * 1000;
+    if let Some(f) = FLOWLETS.get_ptr_mut(hash) {
+        // SAFETY: a value of the map; another CPU may write it at the same time (the
+        // same flow on two queues): either write is a valid flowlet.
+        let f = unsafe { &mut *f };
+        if now.wrapping_sub(f.last_ns) < gap_ns {
+            let index = f.index & (MAX_MEMBERS_PER_GROUP - 1);
+            // The same next hop at the same index: a replaced group (new id, new
+            // weights) keeps the flowlet's member; a member gone or moved ends it.
+            if let Some(m) = MEMBERS.get(member_id(group, index)) {
+                if m.active() && m.ifindex == f.ifindex && m.dst_mac == f.dst_mac {
+                    f.last_ns = now;
+                    return Choice::Member(NextHop {
+                        row,
+                        index,
+                        member: m,
+                    });
+                }
+            }
+        }
+    }
+    // SAFETY: as `row` above.
+    let g = unsafe { &(*row).group };
+    let mut slot = 0;
+    let mut index = 0;
+    for _ in 0..TRIES {
+        // SAFETY: as above.
+        let r = unsafe { bpf_get_prandom_u32() };
+        slot = ((r as u64 * n as u64) >> 32) as u32;
+        index = g.slots[slot as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);
+        let Some(m) = MEMBERS.get(member_id(group, index)) else {
+            return Choice::Nothing;
+        };
+        if m.active() {
+            let f = Flowlet {
+                last_ns: now,
+                ifindex: m.ifindex,
+                index,
+                dst_mac: m.dst_mac,
+                _pad: [0; 2],
+            };
+            // A full map evicts its least recently used flow (LRU): at worst that
+            // flow's next packet starts a new flowlet early.
+            let _ = FLOWLETS.insert(hash, f, 0);
+            return Choice::Member(NextHop {
+                row,
+                index,
+                member: m,
+            });
+        }
+    }
+    Choice::OutOfService(Start::flow(row, n, slot, index))
+}
