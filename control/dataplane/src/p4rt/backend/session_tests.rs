@@ -561,10 +561,11 @@ async fn flow_mode_writes_the_resilient_table_and_only_changed_buckets() {
     let expect: Vec<u16> = a.table.iter().map(|&m| index[m]).collect();
     assert_eq!(table, expect, "the reassigned table");
     let written = fake.lock().batches.iter().sum::<usize>() - writes;
-    // Moved buckets + profile member, profile group, group entry; old group and member.
+    // Moved buckets + the selector's 4 members, profile group and group entry, then the
+    // old profile group and its 4 members deleted.
     assert!(a.moved > 0 && a.moved <= 20, "moved {}", a.moved);
     assert!(
-        written <= a.moved + 4 + 2 + 4,
+        written == a.moved + 4 + 1 + 1 + 1 + 4,
         "{written} updates for {} moved buckets",
         a.moved
     );
