@@ -156,6 +156,14 @@ fn agent_kernel_static_groups_forward_and_survive_restart() -> Result<()> {
     );
     ensure!(g["members"][0]["via"] == "02:00:00:00:00:01" && g["members"][0]["weight"] == 3);
     ensure!(g["members"][1]["interface"] == "r2" && g["members"][1]["bandwidth_gbps"] == 100.0);
+    // A flow group is a resilient group: 3:1 of 512 buckets is 384/128 (the kernel's
+    // rounding of 512 * 3/4), a fresh group so nothing moved.
+    ensure!(
+        g["buckets"]
+            == serde_json::json!({"size": 512, "per_member": [384, 128], "moved": null,
+                                  "assigned_by": "kernel"}),
+        "{groups}"
+    );
 
     // Per-member packet counters from the kernel: 2000 flow packets, weights 3:1.
     let packets = member_packets(&groups[0]);
@@ -190,7 +198,10 @@ fn agent_kernel_static_groups_forward_and_survive_restart() -> Result<()> {
     ensure!(ping(&lab.src));
     let nh = String::from_utf8(lab.rt.exec("ip", &["nexthop", "show"])?.stdout)?;
     ensure!(nh.lines().count() == 6, "stale nexthop objects: {nh}");
-    let after = member_packets(&agent.show("groups")?[0]);
+    let shown = agent.show("groups")?;
+    // Adopted and replaced in place with the same weights: no bucket moved.
+    ensure!(shown[0]["buckets"]["moved"] == 0, "{shown}");
+    let after = member_packets(&shown[0]);
     ensure!(
         after.iter().sum::<u64>() >= total,
         "counters went back: {after:?} < {packets:?}"

@@ -1,12 +1,21 @@
 //! `kernel` data plane backend: the same groups as Linux weighted nexthop groups, the
 //! baseline users would otherwise pick and a fallback where XDP is unavailable.
 //!
-//! Per group: one nexthop object per member (`via NEXT_HOP dev INTERFACE`), one
-//! multipath group object with the members' weights (u16 weights, Linux 6.12+), and the
-//! route `PREFIX nhid GROUP proto fare(250)`. A replacement is make-before-break: new
-//! member nexthops and a new group id, the route repointed with `NLM_F_REPLACE`, then
-//! the old objects deleted. Every object carries protocol 250, so a restarted agent
-//! finds (adopts) what the previous one installed and the routes keep forwarding.
+//! Per group: one nexthop object per member (`via NEXT_HOP dev INTERFACE`), one group
+//! object with the members' weights (u16 weights, Linux 6.12+), and the route
+//! `PREFIX nhid GROUP proto fare(250)`. A `spray` group is a hash-threshold group; a
+//! `flow` group a resilient one (Linux 5.13+: [`KERNEL_BUCKETS`] buckets, idle timer 0,
+//! no unbalanced timer). A replacement is make-before-break: new member nexthops and a
+//! new group id, the route repointed with `NLM_F_REPLACE`, then the old objects deleted.
+//! A resilient group is instead replaced in place (same id, `NLM_F_REPLACE`, the members
+//! that stay keep their nexthop ids), because the kernel keeps a group's buckets only
+//! across an in-place replacement: new members' nexthops first, the group swapped in one
+//! request, the leaving members' nexthops deleted last, so no packet meets a missing
+//! object. The kernel, not fare, picks which buckets move (fare cannot write buckets):
+//! with idle timer 0 it moves at once as many buckets as the new weights require, from
+//! the members above their new share to those below. Every object carries protocol 250,
+//! so a restarted agent finds (adopts) what the previous one installed and the routes
+//! keep forwarding.
 //!
 //! Limits (documented in README):
 //! - The kernel hashes flows onto members: `spray` groups are installed, but traffic is
@@ -21,18 +30,18 @@
 pub mod nexthop;
 
 use super::{
-    validate, Dataplane, DataplaneError, Group, GroupLimits, GroupMode, GroupStatus, Member,
-    MemberStatus,
+    validate, BucketStatus, Dataplane, DataplaneError, Group, GroupLimits, GroupMode, GroupStatus,
+    Member, MemberStatus,
 };
 use async_trait::async_trait;
 use futures::StreamExt;
 use ipnet::IpNet;
 use netlink_packet_core::{
     NetlinkHeader, NetlinkMessage, NetlinkPayload, NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL,
-    NLM_F_REQUEST,
+    NLM_F_REPLACE, NLM_F_REQUEST,
 };
 use netlink_packet_route::route::{RouteAttribute, RouteMessage, RouteProtocol};
-use nexthop::{GroupEntry, NexthopMessage, MAX_WEIGHT};
+use nexthop::{GroupEntry, NexthopMessage, ResGroup, MAX_WEIGHT};
 use rtnetlink::RouteMessageBuilder;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -48,6 +57,19 @@ const NAME: &str = "kernel";
 /// Why a flowlet group is refused (the agent's configuration check says it first).
 pub const NO_FLOWLETS: &str = "flowlet mode is not available in the kernel data plane \
      (Linux nexthop groups keep no per-flow state); use flow";
+/// Buckets of a `flow` group's resilient nexthop group: one bucket is 0.2 % of the
+/// group's flows (the kernel allows up to 65535; more buckets, finer shares, a longer
+/// bucket dump).
+pub const KERNEL_BUCKETS: u16 = 512;
+
+/// The resilient table of a `flow` group: idle timer 0, so the kernel migrates the
+/// buckets a weight change requires at once (as fare's own tables do); no unbalanced
+/// timer (nothing is left unbalanced with idle timer 0).
+pub const RESILIENT: ResGroup = ResGroup {
+    buckets: KERNEL_BUCKETS,
+    idle_timer: 0,
+    unbalanced_timer: 0,
+};
 
 struct Installed {
     group: Group,
@@ -58,6 +80,8 @@ struct Installed {
     /// Packets counted by earlier incarnations of this group (a replacement with the
     /// same members, e.g. an ARN on/off, must not reset the counters).
     carried: Vec<u64>,
+    /// A resilient group (flow mode): its buckets as last dumped, moved at the last change.
+    buckets: Option<BucketStatus>,
 }
 
 pub struct KernelDataplane {
@@ -277,6 +301,7 @@ impl KernelDataplane {
             let Some(entries) = by_id.get(&group_id).and_then(|g| g.group_entries()) else {
                 continue;
             };
+            let resilient = by_id.get(&group_id).and_then(|g| g.res_group());
             let mut members = Vec::new();
             let mut member_ids = Vec::new();
             for e in entries {
@@ -301,6 +326,11 @@ impl KernelDataplane {
             }
             info!(%prefix, group_id, members = members.len(), "adopted kernel group left by a previous agent");
             let n = members.len();
+            // What the adopted table's last change moved is not known.
+            let buckets = match resilient {
+                Some(_) => self.bucket_status(group_id, &member_ids, None).await,
+                None => None,
+            };
             self.installed.insert(
                 prefix,
                 Installed {
@@ -313,6 +343,7 @@ impl KernelDataplane {
                     member_ids,
                     active: vec![true; n],
                     carried: vec![0; n],
+                    buckets,
                 },
             );
         }
@@ -320,40 +351,174 @@ impl KernelDataplane {
     }
 
     /// Creates member nexthops and the group for the active members of `group`;
-    /// returns (group id, member ids with 0 for inactive members).
+    /// returns (group id, member ids).
     async fn create(
         &mut self,
         group: &Group,
         active: &[bool],
     ) -> Result<(u32, Vec<u32>), DataplaneError> {
-        let mut member_ids = Vec::with_capacity(group.members.len());
-        let mut entries = Vec::new();
-        for (i, m) in group.members.iter().enumerate() {
-            let oif = self.ifindex(&m.interface).await?;
-            let gateway = m.next_hop.ok_or_else(|| DataplaneError::InvalidGroup {
-                prefix: group.prefix,
-                why: format!(
-                    "member via {} on {} has no next_hop (the kernel backend needs one)",
-                    m.via, m.interface
-                ),
-            })?;
-            let id = self.alloc_id();
-            let nexthop = NexthopMessage::nexthop(id, gateway, oif, RTPROT_FARE);
-            let what = format!("nexthop {id} via {gateway} dev {}", m.interface);
-            self.create_or_undo(nexthop, what, &member_ids).await?;
-            member_ids.push(id);
-            if active.get(i).copied().unwrap_or(true) {
-                entries.push(GroupEntry {
-                    id,
-                    weight: m.weight.min(MAX_WEIGHT),
-                });
-            }
-        }
+        let (member_ids, _) = self.member_nexthops(group, &[]).await?;
+        let entries = group_entries(group, active, &member_ids);
         let group_id = self.alloc_id();
-        let nexthop = NexthopMessage::group(group_id, entries, RTPROT_FARE);
+        let nexthop = match group.mode {
+            GroupMode::Flow => {
+                NexthopMessage::resilient_group(group_id, entries, RESILIENT, RTPROT_FARE)
+            }
+            // Flowlet groups are refused before they get here.
+            GroupMode::Spray | GroupMode::Flowlet => {
+                NexthopMessage::group(group_id, entries, RTPROT_FARE)
+            }
+        };
         let what = format!("nexthop group {group_id} for {}", group.prefix);
         self.create_or_undo(nexthop, what, &member_ids).await?;
         Ok((group_id, member_ids))
+    }
+
+    /// One nexthop id per member of `group`: the id of `keep` (interface, next hop, id)
+    /// when the member is there, else a new nexthop object. Returns (ids, the new ones);
+    /// on an error the new ones are deleted again.
+    async fn member_nexthops(
+        &mut self,
+        group: &Group,
+        keep: &[(String, Option<IpAddr>, u32)],
+    ) -> Result<(Vec<u32>, Vec<u32>), DataplaneError> {
+        let mut member_ids = Vec::with_capacity(group.members.len());
+        let mut created = Vec::new();
+        for m in &group.members {
+            let kept = keep.iter().find(|(i, nh, id)| {
+                *i == m.interface && *nh == m.next_hop && !member_ids.contains(id)
+            });
+            if let Some((_, _, id)) = kept {
+                member_ids.push(*id);
+                continue;
+            }
+            let oif = match self.ifindex(&m.interface).await {
+                Ok(oif) => oif,
+                Err(e) => {
+                    self.delete_ids(&created).await;
+                    return Err(e);
+                }
+            };
+            let Some(gateway) = m.next_hop else {
+                self.delete_ids(&created).await;
+                return Err(DataplaneError::InvalidGroup {
+                    prefix: group.prefix,
+                    why: format!(
+                        "member via {} on {} has no next_hop (the kernel backend needs one)",
+                        m.via, m.interface
+                    ),
+                });
+            };
+            let id = self.alloc_id();
+            let nexthop = NexthopMessage::nexthop(id, gateway, oif, RTPROT_FARE);
+            let what = format!("nexthop {id} via {gateway} dev {}", m.interface);
+            self.create_or_undo(nexthop, what, &created).await?;
+            member_ids.push(id);
+            created.push(id);
+        }
+        Ok((member_ids, created))
+    }
+
+    /// Bucket index -> nexthop id of resilient group `group_id`, from the kernel's dump.
+    async fn bucket_table(&self, group_id: u32) -> Result<Vec<u32>, DataplaneError> {
+        let answers = self
+            .nh_request(
+                NexthopMessage::bucket_dump(group_id),
+                NLM_F_DUMP,
+                format!("dumping the buckets of nexthop group {group_id}"),
+            )
+            .await?;
+        let mut table = Vec::with_capacity(usize::from(KERNEL_BUCKETS));
+        for (index, nexthop) in answers.iter().filter_map(|m| m.bucket()) {
+            let i = usize::from(index);
+            if table.len() <= i {
+                table.resize(i + 1, 0);
+            }
+            table[i] = nexthop;
+        }
+        Ok(table)
+    }
+
+    /// Buckets per member of resilient group `group_id` as the kernel holds them now, and
+    /// how many changed nexthop against `before` (a dump taken before the change).
+    async fn bucket_status(
+        &self,
+        group_id: u32,
+        member_ids: &[u32],
+        before: Option<&[u32]>,
+    ) -> Option<BucketStatus> {
+        let table = match self.bucket_table(group_id).await {
+            Ok(t) => t,
+            Err(e) => {
+                warn!("{e}");
+                return None;
+            }
+        };
+        let per_member = member_ids
+            .iter()
+            .map(|id| table.iter().filter(|b| *b == id).count() as u32)
+            .collect();
+        let moved = before
+            .filter(|b| b.len() == table.len())
+            .map(|b| b.iter().zip(&table).filter(|(x, y)| x != y).count() as u32);
+        Some(BucketStatus {
+            size: table.len() as u32,
+            per_member,
+            moved,
+            assigned_by: "kernel".into(),
+        })
+    }
+
+    /// A resilient group replaced in place: same group id, the members that stay keep
+    /// their nexthops (and so their buckets), new members' nexthops exist before the
+    /// group names them, leaving members' nexthops go after it no longer does.
+    async fn replace_in_place(
+        &mut self,
+        group: Group,
+        active: Vec<bool>,
+        carried: Vec<u64>,
+    ) -> Result<(), DataplaneError> {
+        let Some(old) = self.installed.get(&group.prefix) else {
+            return Err(DataplaneError::NoSuchGroup(group.prefix));
+        };
+        let group_id = old.group_id;
+        let keep: Vec<(String, Option<IpAddr>, u32)> = old
+            .group
+            .members
+            .iter()
+            .zip(&old.member_ids)
+            .map(|(m, id)| (m.interface.clone(), m.next_hop, *id))
+            .collect();
+        let before = self.bucket_table(group_id).await.ok();
+        let (member_ids, created) = self.member_nexthops(&group, &keep).await?;
+        let entries = group_entries(&group, &active, &member_ids);
+        let msg = NexthopMessage::resilient_group(group_id, entries, RESILIENT, RTPROT_FARE);
+        let what = format!("replacing nexthop group {group_id} for {}", group.prefix);
+        if let Err(e) = self.nh_request(msg, NLM_F_ACK | NLM_F_REPLACE, what).await {
+            self.delete_ids(&created).await;
+            return Err(e);
+        }
+        let buckets = self
+            .bucket_status(group_id, &member_ids, before.as_deref())
+            .await;
+        let gone: Vec<u32> = keep
+            .iter()
+            .map(|k| k.2)
+            .filter(|id| !member_ids.contains(id))
+            .collect();
+        self.delete_ids(&gone).await;
+        self.installed.insert(
+            group.prefix,
+            Installed {
+                group,
+                group_id,
+                member_ids,
+                active,
+                carried,
+                buckets,
+            },
+        );
+        Ok(())
     }
 
     /// Points the route of `prefix` at `group_id` (create or replace).
@@ -410,7 +575,22 @@ impl KernelDataplane {
                 }
             }
         }
+        // The kernel keeps buckets only across an in-place replacement of a resilient
+        // group (it refuses a change of type or of bucket count in place).
+        let in_place = group.mode == GroupMode::Flow
+            && self
+                .installed
+                .get(&group.prefix)
+                .and_then(|i| i.buckets.as_ref())
+                .is_some_and(|b| b.size == u32::from(KERNEL_BUCKETS));
+        if in_place {
+            return self.replace_in_place(group, active, carried).await;
+        }
         let (group_id, member_ids) = self.create(&group, &active).await?;
+        let buckets = match group.mode {
+            GroupMode::Flow => self.bucket_status(group_id, &member_ids, None).await,
+            GroupMode::Spray | GroupMode::Flowlet => None,
+        };
         if let Err(e) = self.point_route(group.prefix, group_id).await {
             let mut ids = vec![group_id];
             ids.extend(&member_ids);
@@ -425,6 +605,7 @@ impl KernelDataplane {
                 member_ids,
                 active,
                 carried,
+                buckets,
             },
         ) {
             let mut ids = vec![old.group_id];
@@ -455,6 +636,21 @@ impl KernelDataplane {
             }
         }
     }
+}
+
+/// The group entries of the active members (ids in member order).
+fn group_entries(group: &Group, active: &[bool], member_ids: &[u32]) -> Vec<GroupEntry> {
+    group
+        .members
+        .iter()
+        .zip(member_ids)
+        .enumerate()
+        .filter(|(i, _)| active.get(*i).copied().unwrap_or(true))
+        .map(|(_, (m, id))| GroupEntry {
+            id: *id,
+            weight: m.weight.min(MAX_WEIGHT),
+        })
+        .collect()
 }
 
 fn route_prefix(r: &RouteMessage) -> Option<IpNet> {
@@ -559,7 +755,7 @@ impl Dataplane for KernelDataplane {
                 members,
                 colors: Vec::new(),
                 fit: None,
-                buckets: None,
+                buckets: inst.buckets.clone(),
             });
         }
         Ok(out)
