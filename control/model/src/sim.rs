@@ -23,6 +23,7 @@
 //! distinct groups, not with nodes x prefixes.
 
 mod aspath;
+pub mod explain;
 
 use crate::bandwidth::{self, DraftOptions, Encoding, Mode, Received, Rule, Spread};
 use crate::topology::{LinkId, NodeId, Role, Topology};
@@ -211,11 +212,7 @@ pub fn solve_only<'t>(
                 members.iter().map(|m| f64::from_bits(m.2)).collect()
             };
             SharedGroup {
-                weights: wcmp::weights_within(
-                    &bandwidths,
-                    options.max_group_size,
-                    options.encoding.ratio_tolerance(),
-                ),
+                weights: group_weights(&bandwidths, options, options.max_group_size),
                 members: members
                     .into_iter()
                     .map(|(n, k, b)| (n as NodeId, k, f64::from_bits(b)))
@@ -355,6 +352,12 @@ impl<'t> Solution<'t> {
             .unwrap_or(0);
         (first, pos)
     }
+}
+
+/// A group's integer weights from its members' bandwidths (1 each under ECMP), reduced
+/// within the encoding's tolerance and to `limit` (the data plane's group size).
+fn group_weights(bandwidths: &[f64], options: &Options, limit: Option<u32>) -> wcmp::Weights {
+    wcmp::weights_within(bandwidths, limit, options.encoding.ratio_tolerance())
 }
 
 /// Prefixes grouped by the set of nodes that originate them, in order of appearance.
@@ -607,6 +610,9 @@ struct Worker<'a> {
     key: GroupKey,
     /// Per node, the shared ASes on its best paths.
     as_bits: aspath::Bits,
+    /// Per node, how its group and advertisement came about (`explain` only; twins are
+    /// then computed on their own so every node has its record).
+    trace: Option<Vec<Option<explain::NodeTrace>>>,
 }
 
 impl<'a> Worker<'a> {
@@ -628,6 +634,7 @@ impl<'a> Worker<'a> {
             routes: Vec::new(),
             key: Vec::new(),
             as_bits: aspath::Bits::new(&ctx.shared, n),
+            trace: None,
         }
     }
 
@@ -717,7 +724,7 @@ impl<'a> Worker<'a> {
                 let twin = same
                     .get(&signature)
                     .copied()
-                    .filter(|&t| self.same_inputs(t, n, &members));
+                    .filter(|&t| self.trace.is_none() && self.same_inputs(t, n, &members));
                 let group = match twin {
                     Some(t) => {
                         self.flags[n] |= self.flags[t] & UP;
@@ -736,6 +743,7 @@ impl<'a> Worker<'a> {
                 self.group_of[n] = group;
                 if mode == Mode::Averaged {
                     self.path[n] = self.averaged_value(n, &members);
+                    self.trace_averaged(n, &members);
                 }
                 self.members_of[n] = members;
                 table[base + ctx.unit_of[n] as usize] = group;
@@ -843,6 +851,9 @@ impl<'a> Worker<'a> {
                 Mode::Averaged => opt(self.path[m]).map(|v| wire.quantize(v.min(link)).min(link)),
                 Mode::Draft => opt(self.path[m]),
             };
+            if let Some(trace) = &mut self.trace {
+                explain::record_route(trace, n, (m, l), opt(self.path[m]), mode, link);
+            }
             self.routes.push(Received {
                 link_gbps: link,
                 path_gbps: path,
@@ -856,6 +867,7 @@ impl<'a> Worker<'a> {
         }
         let rule = Rule::for_node(ctx.roles[n], from_above && !from_below);
         let spread = bandwidth::route_bandwidths(mode, rule, &self.routes);
+        let mut advertised = bandwidth::Advertised::default();
         for (i, k) in key.iter_mut().enumerate() {
             k.2 = spread.bandwidth(i, &self.routes).to_bits();
         }
@@ -870,6 +882,7 @@ impl<'a> Worker<'a> {
                     let sent = |v: Option<f64>| v.map_or(f64::NAN, |v| wire.quantize(v));
                     self.path[n] = sent(adv.path_gbps);
                     self.link_value[n] = sent(adv.link_value_gbps);
+                    advertised = adv;
                 }
                 // PathBWsum for now; averaged_value divides by N once all of this level
                 // know their `up` flag.
@@ -880,6 +893,9 @@ impl<'a> Worker<'a> {
                     };
                 }
             }
+        }
+        if let Some(trace) = &mut self.trace {
+            explain::record_group(trace, n, rule, &self.routes, &spread, advertised);
         }
         let ecmp = spread == Spread::Equal;
         key.push((ECMP_SENTINEL, u32::from(ecmp), 0));
@@ -912,11 +928,17 @@ impl<'a> Worker<'a> {
     /// the incoming ones and those to originators; only the downward ones when it learned
     /// the route from above.
     fn averaged_value(&self, n: NodeId, members: &[M]) -> f64 {
-        let ctx = self.ctx;
         let sum = self.path[n];
         if sum.is_nan() {
             return sum;
         }
+        // min with the outgoing link happens per link at the receiver (`group`).
+        bandwidth::averaged_advertise(sum, self.outgoing(n, members), f64::INFINITY)
+    }
+
+    /// Averaged mode's N for node `n` (at least 1).
+    fn outgoing(&self, n: NodeId, members: &[M]) -> usize {
+        let ctx = self.ctx;
         let (to_origins, to_lower_origins) = self.origin_links.get(&n).copied().unwrap_or((0, 0));
         let outgoing = if self.flags[n] & UP != 0 {
             let origin_members = members
@@ -929,8 +951,19 @@ impl<'a> Worker<'a> {
             ctx.down_links[n] - to_lower_origins
         };
         let outgoing = outgoing.saturating_sub(self.loop_links(n, members));
-        // min with the outgoing link happens per link at the receiver (`group`).
-        bandwidth::averaged_advertise(sum, outgoing.max(1) as usize, f64::INFINITY)
+        outgoing.max(1) as usize
+    }
+
+    /// Averaged mode, `explain` only: records N and the value before the wire.
+    fn trace_averaged(&mut self, n: NodeId, members: &[M]) {
+        if self.trace.is_none() || self.path_sum[n].is_nan() || self.ctx.stub[n] {
+            return;
+        }
+        let outgoing = self.outgoing(n, members);
+        let (sum, value) = (self.path_sum[n], self.path[n]);
+        if let Some(Some(t)) = self.trace.as_mut().map(|t| &mut t[n]) {
+            t.averaged = Some((sum, outgoing, value));
+        }
     }
 }
 
