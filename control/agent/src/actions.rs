@@ -101,3 +101,12 @@ pub async fn drain(
     views::publish_sessions(ctx);
     Ok(matched)
 }
+
+/// Why `prefix` has its group: the speaker's decision with its inputs (None: no learned
+/// route).
+pub async fn explain(
+    ctx: &AgentContext,
+    prefix: ipnet::IpNet,
+) -> Result<Option<fare_bgp::speaker::RouteExplain>, ActionError> {
+    ask(ctx, |reply| SpeakerCommand::Explain { prefix, reply }).await
+}

@@ -8,11 +8,13 @@ pub mod analyze;
 mod analyze_html;
 pub mod arn;
 pub mod conn;
+pub mod explain;
 pub mod generate;
 pub mod lab;
 pub mod neighbor;
 pub mod set;
 pub mod show;
+pub mod show_explain;
 pub mod topo;
 pub mod watch;
 pub mod weights;
@@ -48,6 +50,8 @@ pub enum Command {
     Weights(weights::Args),
     /// What if this fails: every link, node and plane failure and what it does to the groups.
     Analyze(analyze::Args),
+    /// Explain one group of the model: paths, per-hop rules, wire values, reductions.
+    Explain(explain::Args),
     /// Check or generate topology files.
     #[command(subcommand)]
     Topo(topo::Command),
@@ -116,6 +120,7 @@ pub fn main() -> ExitCode {
     let result = match cli.command {
         Command::Weights(a) => weights::run(a),
         Command::Analyze(a) => analyze::run(a),
+        Command::Explain(a) => explain::run(a),
         Command::Topo(c) => topo::run(c),
         Command::Agent(a) => agent::run(a),
         Command::Show(a) => show::run(a, &cli.conn),

@@ -63,6 +63,11 @@ pub enum What {
     Arn,
     /// The running configuration (YAML) and the run-time changes not in the file.
     Config,
+    /// Why a prefix has its group: the paths with their Path Bandwidth as received (wire
+    /// bits and value), the link bandwidths, the rule, the ratio reduction and the fit;
+    /// with --topology/--lab and --node, beside the model's explanation (`fare explain`),
+    /// naming the first hop where they differ.
+    Explain(super::show_explain::Args),
 }
 
 pub fn run(args: Args, conn: &Conn) -> anyhow::Result<()> {
@@ -159,6 +164,7 @@ async fn fetch(args: &Args, mut c: Client) -> anyhow::Result<String> {
                 out
             }
         }
+        What::Explain(a) => super::show_explain::fetch(a, args.json, c).await?,
         What::Info => {
             let i = c.get_info(pb::GetInfoRequest {}).await?.into_inner();
             if args.json {

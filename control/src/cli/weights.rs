@@ -64,7 +64,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut topo = topology::load(&args.topology)?;
-    for change in changes(&topo, &args)? {
+    for change in changes(&topo, &args.topology, &args.fail, &args.degrade)? {
         change
             .apply(&mut topo)
             .map_err(|e| InputError(format!("{}: {e}", args.topology.display())))?;
@@ -158,15 +158,20 @@ pub fn groups_json(groups: &[RouteGroup]) -> serde_json::Result<serde_json::Valu
 }
 
 /// The --fail and --degrade arguments as changes, with node names checked.
-fn changes(topo: &Topology, args: &Args) -> Result<Vec<Change>, InputError> {
-    let file = args.topology.display();
+pub(super) fn changes(
+    topo: &Topology,
+    file: &std::path::Path,
+    fail: &[String],
+    degrade: &[String],
+) -> Result<Vec<Change>, InputError> {
+    let file = file.display();
     let mut out = Vec::new();
-    for f in &args.fail {
+    for f in fail {
         let (a, b) =
             split_pair(topo, f).map_err(|e| InputError(format!("{file}: --fail {f}: {e}")))?;
         out.push(Change::Fail(a, b));
     }
-    for d in &args.degrade {
+    for d in degrade {
         let err = |e: String| InputError(format!("{file}: --degrade {d}: {e}"));
         let (pair, gbps) = d
             .rsplit_once('=')

@@ -32,6 +32,7 @@ mod bgp_session_fuzz;
 mod chaos_soak;
 mod dpf_red_blue;
 mod kernel_resilient;
+mod explain_lab;
 mod lab_bandwidth;
 mod lab_bmv2;
 mod lab_demo;

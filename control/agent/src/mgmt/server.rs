@@ -202,6 +202,30 @@ impl Management for Service {
         }))
     }
 
+    async fn explain_route(
+        &self,
+        request: Request<pb::ExplainRouteRequest>,
+    ) -> Result<Response<pb::RouteExplanation>, Status> {
+        let text = request.into_inner().prefix;
+        let prefix = super::queries::route_prefix(&self.ctx.state.read(), &text)?;
+        let e = crate::actions::explain(&self.ctx, prefix)
+            .await
+            .map_err(action_status)?
+            .ok_or_else(|| Status::not_found(format!("no learned route for {prefix}")))?;
+        let group = self
+            .groups()
+            .await?
+            .into_iter()
+            .find(|g| g.prefix == prefix.to_string());
+        let state = self.ctx.state.read();
+        Ok(Response::new(super::views::explanation(
+            &e,
+            &state.name,
+            |a| state.neighbors.get(a).and_then(|n| n.interface.clone()),
+            group,
+        )))
+    }
+
     async fn get_color(
         &self,
         request: Request<pb::GetColorRequest>,

@@ -145,3 +145,50 @@ pub fn publish_sessions(ctx: &crate::AgentContext) {
         ctx.events.publish(session_event(n));
     }
 }
+
+/// The speaker's explanation of a prefix as the API's message.
+pub fn explanation(
+    e: &fare_bgp::speaker::RouteExplain,
+    node: &str,
+    interface: impl Fn(&std::net::IpAddr) -> Option<String>,
+    group: Option<pb::Group>,
+) -> pb::RouteExplanation {
+    pb::RouteExplanation {
+        prefix: e.prefix.to_string(),
+        node: node.to_string(),
+        mode: serde_name(&e.mode),
+        encoding: serde_name(&e.encoding),
+        rule: e.rule.to_string(),
+        weighted: e.weighted,
+        paths: e
+            .paths
+            .iter()
+            .map(|p| pb::ExplainedPath {
+                neighbor: p.neighbor.to_string(),
+                interface: interface(&p.neighbor).unwrap_or_default(),
+                as_path: p.as_path.clone(),
+                wire_bits: p.wire_bits.map(u32::from),
+                path_bandwidth_gbps: p.path_gbps,
+                link_value_bits: p.link_value_bits.map(u32::from),
+                link_value_gbps: p.link_value_gbps,
+                link_bandwidth_gbps: Some(p.link_gbps).filter(|g| g.is_finite()),
+                bandwidth_gbps: p.bandwidth_gbps,
+                weight: p.weight,
+            })
+            .collect(),
+        tolerance: e.tolerance,
+        ratio: e.ratio.clone(),
+        ratio_delta: e.ratio_delta,
+        max_group_size: e.max_group_size,
+        advertised_gbps: e.advertised_gbps,
+        group,
+    }
+}
+
+/// A value's serde name (`draft`, `binary16`): what the configuration file says.
+fn serde_name<T: serde::Serialize>(v: &T) -> String {
+    match serde_json::to_value(v) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}

@@ -33,6 +33,70 @@ impl RibTask {
         (inputs, d)
     }
 
+    /// [`SpeakerCommand::Explain`](super::SpeakerCommand::Explain): the multipath set
+    /// of `prefix` through [`Self::decide`], the decision the data plane got.
+    pub(super) fn explain(&self, prefix: IpNet) -> Option<super::RouteExplain> {
+        let LocRoute::Learned(paths) = self.rib.route(&prefix)? else {
+            return None;
+        };
+        let policy = &self.config.policy;
+        let (inputs, d) = self.decide(&paths);
+        let tolerance = policy.encoding.ratio_tolerance();
+        let ratio = fare_model::wcmp::weights_within(&d.bandwidths_gbps, None, tolerance);
+        let bits = |p: &Path, transitive: bool| {
+            p.attrs
+                .ext_communities
+                .iter()
+                .find(|c| c.is_path_bandwidth(policy.subtype) && c.is_transitive() == transitive)
+                .map(|c| u16::from_be_bytes([c.0[6], c.0[7]]))
+        };
+        let paths = paths
+            .iter()
+            .zip(&inputs)
+            .enumerate()
+            .map(|(i, (p, input))| super::PathExplain {
+                neighbor: p.peer,
+                as_path: p
+                    .attrs
+                    .as_path
+                    .iter()
+                    .flat_map(|a| a.segments.iter().flat_map(|s| s.asns.clone()))
+                    .collect(),
+                wire_bits: bits(p, true),
+                link_value_bits: bits(p, false),
+                link_gbps: input.link_gbps,
+                path_gbps: input.path_gbps,
+                link_value_gbps: input.link_value_gbps,
+                bandwidth_gbps: d.bandwidths_gbps[i],
+                weight: d.weights[i],
+            })
+            .collect();
+        // Draft: the value re-advertised (averaged mode's depends on each outgoing link).
+        let advertised = match policy.mode {
+            fare_model::bandwidth::Mode::Draft => {
+                policy.readvertise(&inputs, &d, None, 1).path_gbps
+            }
+            fare_model::bandwidth::Mode::Averaged => None,
+        };
+        Some(super::RouteExplain {
+            prefix,
+            mode: policy.mode,
+            encoding: policy.encoding,
+            rule: rule_name(policy.mode, d.rule),
+            weighted: d.weighted(),
+            paths,
+            tolerance,
+            ratio: if d.weighted() {
+                ratio.weights
+            } else {
+                d.weights.clone()
+            },
+            ratio_delta: if d.weighted() { ratio.delta } else { 1.0 },
+            max_group_size: policy.max_group_size,
+            advertised_gbps: advertised,
+        })
+    }
+
     pub(super) fn link_gbps(&self, peer: &IpAddr) -> Option<f64> {
         self.peers.get(peer).and_then(|x| x.link_gbps)
     }
@@ -389,6 +453,17 @@ pub(super) fn received(
             input
         })
         .collect()
+}
+
+/// The rule's name as `fare explain` shows it (`sim::explain::HopRule`).
+fn rule_name(mode: fare_model::bandwidth::Mode, rule: fare_model::bandwidth::Rule) -> &'static str {
+    use fare_model::bandwidth::{Mode, Rule};
+    match (mode, rule) {
+        (Mode::Averaged, _) => "sum-over-n",
+        (Mode::Draft, Rule::SuperSpine) => "super-spine-pass-through",
+        (Mode::Draft, Rule::RemoteSpine) => "remote-spine",
+        (Mode::Draft, Rule::Normal) => "min-sum",
+    }
 }
 
 /// Whether a set was learned from super-spines (draft §4.2): by the neighbors'

@@ -296,7 +296,53 @@ pub enum SpeakerCommand {
         limit: usize,
         reply: tokio::sync::oneshot::Sender<Vec<Advertised>>,
     },
+    /// Why one prefix has its group (`fare show explain`): its multipath set's inputs
+    /// as received and the decision taken on them. None: no learned route.
+    Explain {
+        prefix: IpNet,
+        reply: tokio::sync::oneshot::Sender<Option<RouteExplain>>,
+    },
     Shutdown,
+}
+
+/// One path of a multipath set as the FARE decision took it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PathExplain {
+    pub neighbor: IpAddr,
+    pub as_path: Vec<u32>,
+    /// The 16 bits of the first transitive Path Bandwidth community, as received.
+    pub wire_bits: Option<u16>,
+    /// The same for the non-transitive one (attached by super-spines).
+    pub link_value_bits: Option<u16>,
+    /// Link bandwidth toward the neighbor and the decoded values.
+    pub link_gbps: f64,
+    pub path_gbps: Option<f64>,
+    pub link_value_gbps: Option<f64>,
+    /// The bandwidth the decision gave the path, and its weight.
+    pub bandwidth_gbps: f64,
+    pub weight: u32,
+}
+
+/// The decision of one prefix, with everything it was computed from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RouteExplain {
+    pub prefix: IpNet,
+    pub mode: fare_model::bandwidth::Mode,
+    pub encoding: fare_model::bandwidth::Encoding,
+    /// `min-sum`, `super-spine-pass-through`, `remote-spine` or `sum-over-n`.
+    pub rule: &'static str,
+    pub weighted: bool,
+    pub paths: Vec<PathExplain>,
+    /// Ratios within 1 + this count as exact.
+    pub tolerance: f64,
+    /// The weights without a group-size limit, and their oversubscription.
+    pub ratio: Vec<u32>,
+    pub ratio_delta: f64,
+    /// The policy's limit (`fare.max_group_size`), if any.
+    pub max_group_size: Option<u32>,
+    /// Draft: the transitive value advertised, before the wire (None: none, or averaged
+    /// mode, where it depends on each outgoing link).
+    pub advertised_gbps: Option<f64>,
 }
 
 /// One prefix as advertised to one neighbor, with the Path Bandwidth it carries.
@@ -724,6 +770,9 @@ impl RibTask {
                     }
                     Some(SpeakerCommand::Advertised { limit, reply }) => {
                         let _ = reply.send(self.advertised(limit));
+                    }
+                    Some(SpeakerCommand::Explain { prefix, reply }) => {
+                        let _ = reply.send(self.explain(prefix));
                     }
                     Some(SpeakerCommand::Shutdown) | None => {
                         for p in self.peers.values() {
