@@ -71,7 +71,10 @@ pub enum What {
 }
 
 pub fn run(args: Args, conn: &Conn) -> anyhow::Result<()> {
-    let text = conn.run(async |c| fetch(&args, c).await)?;
+    let text = match &args.what {
+        What::Explain(a) if a.lab.is_some() => super::show_explain::run_in_lab(a, args.json)?,
+        _ => conn.run(async |c| fetch(&args, c).await)?,
+    };
     print!("{text}");
     Ok(())
 }
@@ -164,7 +167,7 @@ async fn fetch(args: &Args, mut c: Client) -> anyhow::Result<String> {
                 out
             }
         }
-        What::Explain(a) => super::show_explain::fetch(a, args.json, c).await?,
+        What::Explain(a) => super::show_explain::fetch(a, args.json, Some(c)).await?,
         What::Info => {
             let i = c.get_info(pb::GetInfoRequest {}).await?.into_inner();
             if args.json {

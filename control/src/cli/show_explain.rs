@@ -58,7 +58,19 @@ impl Lab {
     }
 }
 
-pub async fn fetch(args: &Args, json_out: bool, c: client::Client) -> anyhow::Result<String> {
+/// With --lab: the lab gives the socket, so no connection through the global options.
+pub fn run_in_lab(args: &Args, json_out: bool) -> anyhow::Result<String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(fetch(args, json_out, None))
+}
+
+pub async fn fetch(
+    args: &Args,
+    json_out: bool,
+    c: Option<client::Client>,
+) -> anyhow::Result<String> {
     let lab = match &args.lab {
         Some(name) => {
             let dir = fare_lab::state::StateDir::find(Some(name))
@@ -71,9 +83,10 @@ pub async fn fetch(args: &Args, json_out: bool, c: client::Client) -> anyhow::Re
         None => None,
     };
     let node = args.node.clone().unwrap_or_default();
-    let mut c = match &lab {
-        Some(l) => client::connect(&l.dir.socket(&node)).await?,
-        None => c,
+    let mut c = match (&lab, c) {
+        (Some(l), _) => client::connect(&l.dir.socket(&node)).await?,
+        (None, Some(c)) => c,
+        (None, None) => anyhow::bail!("no connection to an agent"),
     };
     let live = ask(&mut c, &args.prefix).await?;
     let topology = match (&args.topology, &lab) {
@@ -302,10 +315,6 @@ fn differences(hop: &Hop, live: &pb::RouteExplanation, peers: &Peers) -> Vec<Dif
         }
     }
     out
-}
-
-fn bits_text(b: Option<u32>) -> String {
-    b.map_or("none".into(), |b| format!("0x{b:04x}"))
 }
 
 /// Without a lab: only this node is seen; a received value that differs points upstream.
