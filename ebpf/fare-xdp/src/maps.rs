@@ -8,10 +8,10 @@ use aya_ebpf::{
 };
 use fare_common::{
     dir4, ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ColorSet, EgressQueue,
-    FlowRule, Flowlet, FlowSteerKey, FlowSteerValue, GroupRow, Member, RouteValue, SteerGroupKey,
-    ARN_STAT_COUNT, MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS, MAX_EGRESS, MAX_FLOW_RULES,
-    MAX_FLOWLETS, MAX_FLOW_STEER, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, MAX_STEER_MASKS, QUEUE_EVENTS_BYTES,
-    STAT_COUNT,
+    FlowRule, FlowSteerKey, FlowSteerValue, Flowlet, GroupRow, Member, RouteValue, SteerGroupKey,
+    ARN_STAT_COUNT, MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS, MAX_EGRESS, MAX_FLOWLETS,
+    MAX_FLOW_RULES, MAX_FLOW_STEER, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, MAX_STEER_MASKS,
+    QUEUE_EVENTS_BYTES, STAT_COUNT,
 };
 
 #[map]
