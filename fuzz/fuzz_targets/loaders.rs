@@ -22,11 +22,11 @@ fn check(result: Result<impl Sized, FileError>, path: &Path, text: &str) {
     assert!(line.starts_with(&path.display().to_string()), "{line}");
     assert!(!e.problem.trim().is_empty(), "no problem given: {line}");
     if let Some(n) = e.line {
-        // Lines as YAML counts them (a bare CR breaks a line too); serde may point one
-        // line past the last (end of input).
+        // Lines as YAML 1.1 counts them (libyaml's breaks: a bare CR, NEL, U+2028 and
+        // U+2029 too); serde may point one line past the last (end of input).
         let lines = text
             .replace("\r\n", "\n")
-            .replace('\r', "\n")
+            .replace(['\r', '\u{85}', '\u{2028}', '\u{2029}'], "\n")
             .lines()
             .count();
         assert!(

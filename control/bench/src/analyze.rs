@@ -19,11 +19,14 @@ pub struct Args {
     /// The generated multi-plane fabric; the defaults are the 100,000-GPU, 4-plane one.
     #[command(flatten)]
     fabric: MultiPlane,
+    /// Path bandwidth propagation: the drafts' min-sum (draft) or the sum/N variant
+    /// (averaged), as `fare weights --mode`.
     #[arg(long, value_enum, default_value_t = Mode::Draft)]
     mode: Mode,
     /// Failures sampled per class (kind and roles), each analysed both ways.
     #[arg(long, default_value_t = 3)]
     sample: usize,
+    /// Seed of the failure sample (the same seed, the same failures).
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// GPUs of the smaller fabric swept whole (every failure, measured).

@@ -88,6 +88,7 @@ pub fn agent_config(
     let group_mode = match o.split {
         SplitMode::Spray => GroupMode::Spray,
         SplitMode::Flow => GroupMode::Flow,
+        SplitMode::Flowlet => GroupMode::Flowlet,
     };
     let mut config = AgentConfig::new(node.name.clone(), node.router_id, node.asn);
     config.management.socket = socket.to_path_buf();

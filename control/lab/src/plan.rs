@@ -56,6 +56,9 @@ pub enum SplitMode {
     Spray,
     /// Per-flow hashing over the weighted members.
     Flow,
+    /// Per flowlet: a flow changes member only after an idle gap (the agents'
+    /// `fare.flowlet_gap_us`, 500 µs by default), then picks by weight.
+    Flowlet,
 }
 
 impl SplitMode {
@@ -64,6 +67,7 @@ impl SplitMode {
         match self {
             SplitMode::Spray => "spray",
             SplitMode::Flow => "flow",
+            SplitMode::Flowlet => "flowlet",
         }
     }
 }

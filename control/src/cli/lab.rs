@@ -70,7 +70,8 @@ pub struct UpArgs {
     #[arg(long, value_enum, default_value_t = Backend::Netns)]
     pub backend: Backend,
     /// How every group (BGP-computed and static) splits over its weighted members:
-    /// per packet (spray) or per flow; refused where a node's data plane cannot do it.
+    /// per packet (spray), per flow, or per flowlet (a flow moves only after an idle gap);
+    /// refused where a node's data plane cannot do it (the kernel has no flowlets).
     #[arg(long, value_enum, default_value_t = SplitMode::Spray)]
     pub split: SplitMode,
     /// Path bandwidth rule: draft (min/sum) or averaged (white paper).

@@ -86,3 +86,49 @@ fn lab_split_flow_reaches_the_bgp_groups() -> Result<()> {
     );
     lab.down()
 }
+
+/// `--split flowlet` on a data plane without per-flow state (the kernel's) is refused
+/// before anything is built: exit 2, one line naming the node, no namespace of the lab.
+#[test]
+fn lab_split_flowlet_refused_on_the_kernel_data_plane() -> Result<()> {
+    let test = "lab_split_flowlet_refused_on_the_kernel_data_plane";
+    if !have_root(test) {
+        return Ok(());
+    }
+    let name = format!("fk{}", std::process::id());
+    let topo = repo_root().join(TOPOLOGY);
+    let out = fare(&[
+        "lab",
+        "up",
+        &topo.to_string_lossy(),
+        "--name",
+        &name,
+        "--dataplane",
+        "kernel",
+        "--split",
+        "flowlet",
+    ])?;
+    // Whatever happens, nothing of this lab may stay.
+    let _ = fare(&["lab", "down", "--name", &name]);
+    ensure!(
+        out.status.code() == Some(2),
+        "lab up --split flowlet on the kernel: exit {:?}",
+        out.status.code()
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    ensure!(lines.len() == 1, "not one line: {err}");
+    ensure!(
+        ["leaf1", "spine1"].iter().any(|n| lines[0].contains(n)),
+        "the refusal names no node: {}",
+        lines[0]
+    );
+    let netns = std::process::Command::new("ip")
+        .args(["netns", "list"])
+        .output()?;
+    ensure!(
+        !String::from_utf8_lossy(&netns.stdout).contains(&name),
+        "a namespace of the refused lab exists"
+    );
+    Ok(())
+}

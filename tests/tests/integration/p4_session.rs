@@ -279,9 +279,10 @@ fn p4_group_above_the_switch_limit_is_reduced() -> Result<()> {
             .context("no cookie after the push")?;
         let (p4info, json) = pipeline();
         let text = std::fs::read_to_string(&p4info)?;
+        // The selector's block, not the first table of the same size (wcmp_bucket).
         let limited = text.replacen(
-            "  size: 16384\n}",
-            "  size: 16384\n  max_group_size: 8\n}",
+            "  with_selector: true\n  size: 16384\n}",
+            "  with_selector: true\n  size: 16384\n  max_group_size: 8\n}",
             1,
         );
         ensure!(
