@@ -328,7 +328,10 @@ fn per_mille(part: u64, whole: u64) -> f64 {
 /// The RESULTS.md section.
 fn report(args: &Args, runs: &[ModeRun], load_start: &str, total_s: f64) -> String {
     let mut s = String::new();
-    let _ = writeln!(s, "## Group modes under TCP: spray, flow, flowlet (`modes`)\n");
+    let _ = writeln!(
+        s,
+        "## Group modes under TCP: spray, flow, flowlet (`modes`)\n"
+    );
     let _ = writeln!(
         s,
         "`{}` (root; load average {load_start} at start, {} at end; {total_s:.0} s in all). \

@@ -3,7 +3,7 @@
 
 use super::InputError;
 use fare_model::analyze::{self, failures, Base, Kind, Report};
-use fare_model::bandwidth::{DraftOptions, Encoding, Mode};
+use fare_model::bandwidth::Mode;
 use fare_model::sim;
 use fare_model::topology;
 use std::io::Write;
@@ -23,21 +23,10 @@ Example: fare analyze topologies/whitepaper-asymmetric.yaml --mode averaged --to
 pub struct Args {
     /// Topology YAML file (see topologies/).
     pub topology: PathBuf,
-    /// Propagation rule, as for `fare weights`.
-    #[arg(long, value_enum, default_value_t = Mode::Draft)]
-    pub mode: Mode,
-    /// Largest group (sum of weights) the data plane accepts, as for `fare weights`.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_group_size: Option<u32>,
-    /// Wire encoding of the Path Bandwidth value, as for `fare weights`.
-    #[arg(long, value_enum, default_value_t = Encoding::Binary16)]
-    pub encoding: Encoding,
-    /// Draft, 5-stage: super-spines do not attach the non-transitive link bandwidth.
-    #[arg(long)]
-    pub no_link_community: bool,
-    /// Draft, 5-stage: spines of other PoDs lower the transitive value.
-    #[arg(long)]
-    pub remote_spine_update: bool,
+    /// How the model computes, as for `fare weights` (--fail/--degrade refused: the
+    /// sweep fails every element itself).
+    #[command(flatten)]
+    pub model: super::explain::ModelArgs,
     /// Also this many double failures (pairs of link and node failures), sampled.
     #[arg(long, value_name = "K", default_value_t = 0)]
     pub n2: usize,
@@ -79,16 +68,16 @@ pub struct Summary {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let topo = topology::load(&args.topology)?;
+    if !args.model.fail.is_empty() || !args.model.degrade.is_empty() {
+        return Err(InputError(
+            "--fail/--degrade: analyze fails every link, node and plane itself".into(),
+        )
+        .into());
+    }
+    // Every core for the unfailed fabric (the failures run in parallel anyway).
     let options = sim::Options {
-        mode: args.mode,
-        max_group_size: args.max_group_size,
-        draft: DraftOptions {
-            link_community: !args.no_link_community,
-            remote_spine_update: args.remote_spine_update,
-        },
-        encoding: args.encoding,
         threads: 0,
-        no_stub_sharing: false,
+        ..args.model.options()
     };
     if topo.links.is_empty() {
         return Err(InputError(format!("{}: no links to fail", args.topology.display())).into());
@@ -103,7 +92,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let summary = Summary {
         topology: args.topology.display().to_string(),
         fabric: topo.summary(),
-        mode: args.mode,
+        mode: options.mode,
         failures: all.len(),
         links: count(Kind::Link),
         nodes: count(Kind::Node),

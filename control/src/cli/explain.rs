@@ -33,28 +33,35 @@ pub struct Args {
     pub json: bool,
 }
 
-/// How the model computes: the options of `fare weights`.
+/// How the model computes: the flags `fare weights`, `fare explain` and `fare analyze`
+/// share (analyze sweeps failures itself: it refuses --fail/--degrade).
 #[derive(clap::Args, Debug, Clone, Default)]
 pub struct ModelArgs {
-    /// Propagation rule: `draft` (min/sum) or `averaged` (sum / outgoing interfaces).
+    /// Propagation rule: `draft` (min/sum, draft-xu-idr-fare; the default) or `averaged`
+    /// (white paper: sum / outgoing interfaces).
     #[arg(long, value_enum)]
     pub mode: Option<Mode>,
-    /// Largest group (sum of weights) the data plane accepts.
+    /// Largest group (sum of weights) the data plane accepts; weights are reduced with the
+    /// smallest oversubscription possible.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_group_size: Option<u32>,
     /// Take every link between nodes A and B down (repeatable).
     #[arg(long, value_name = "A-B")]
     pub fail: Vec<String>,
-    /// Set every link between A and B to GBPS (repeatable).
+    /// Set every link between A and B to GBPS, e.g. a partial-lane failure (repeatable).
     #[arg(long, value_name = "A-B=GBPS")]
     pub degrade: Vec<String>,
-    /// Draft, 5-stage: super-spines attach no non-transitive link bandwidth.
+    /// Draft, 5-stage: super-spines do not attach the optional non-transitive link
+    /// bandwidth (spines of other PoDs then use plain ECMP).
     #[arg(long)]
     pub no_link_community: bool,
-    /// Draft, 5-stage: spines of other PoDs lower the transitive value when smaller.
+    /// Draft, 5-stage: spines of other PoDs lower the transitive value to their total
+    /// bandwidth toward the next-next hop when smaller (optional in the draft).
     #[arg(long)]
     pub remote_spine_update: bool,
-    /// Wire encoding of the Path Bandwidth value (default binary16).
+    /// Wire encoding of the Path Bandwidth value, applied at every hop as the agents do
+    /// (`binary16`, the default: IEEE 754 half precision; `float32-upper16`: the upper half
+    /// of a binary32, for older speakers).
     #[arg(long, value_enum)]
     pub encoding: Option<Encoding>,
 }

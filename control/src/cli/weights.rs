@@ -2,7 +2,7 @@
 //! as BGP with the Path Bandwidth community would leave it after convergence.
 
 use super::InputError;
-use fare_model::bandwidth::{DraftOptions, Encoding, Mode};
+
 use fare_model::sim::{self, Change, RouteGroup};
 use fare_model::topology::{self, Topology};
 use ipnet::IpNet;
@@ -22,39 +22,15 @@ pub struct Args {
     /// Print a JSON array: [{"node","prefix","members":[{"via","link","bandwidth_gbps","weight"}]}].
     #[arg(long)]
     pub json: bool,
-    /// Propagation rule: `draft` (min/sum, draft-xu-idr-fare) or `averaged` (white paper:
-    /// sum / outgoing interfaces).
-    #[arg(long, value_enum, default_value_t = Mode::Draft)]
-    pub mode: Mode,
-    /// Largest group (sum of weights) the data plane accepts; weights are reduced with the
-    /// smallest oversubscription possible.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_group_size: Option<u32>,
-    /// Take every link between nodes A and B down (repeatable).
-    #[arg(long, value_name = "A-B")]
-    pub fail: Vec<String>,
-    /// Set every link between A and B to GBPS, e.g. a partial-lane failure (repeatable).
-    #[arg(long, value_name = "A-B=GBPS")]
-    pub degrade: Vec<String>,
+    /// How the model computes (and what fails or degrades).
+    #[command(flatten)]
+    pub model: super::explain::ModelArgs,
     /// Only this node's groups.
     #[arg(long)]
     pub node: Option<String>,
     /// Only this prefix's groups.
     #[arg(long)]
     pub prefix: Option<IpNet>,
-    /// Draft, 5-stage: super-spines do not attach the optional non-transitive link
-    /// bandwidth (spines of other PoDs then use plain ECMP).
-    #[arg(long)]
-    pub no_link_community: bool,
-    /// Draft, 5-stage: spines of other PoDs lower the transitive value to their total
-    /// bandwidth toward the next-next hop when smaller (optional in the draft).
-    #[arg(long)]
-    pub remote_spine_update: bool,
-    /// Wire encoding of the Path Bandwidth value, applied at every hop as the agents do
-    /// (`binary16`: IEEE 754 half precision; `float32-upper16`: the upper half of a
-    /// binary32, for older speakers).
-    #[arg(long, value_enum, default_value_t = Encoding::Binary16)]
-    pub encoding: Encoding,
     /// Show each group as a resilient table of N buckets (flow mode; the XDP data plane
     /// uses 256): buckets per member, and with --fail/--degrade how many buckets move from
     /// the unchanged fabric's table against the least possible.
@@ -64,7 +40,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut topo = topology::load(&args.topology)?;
-    for change in changes(&topo, &args.topology, &args.fail, &args.degrade)? {
+    for change in changes(&topo, &args.topology, &args.model.fail, &args.model.degrade)? {
         change
             .apply(&mut topo)
             .map_err(|e| InputError(format!("{}: {e}", args.topology.display())))?;
@@ -87,22 +63,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             .into());
         }
     }
+    // Every core for the whole fabric (explain traces on one).
     let options = sim::Options {
-        mode: args.mode,
-        max_group_size: args.max_group_size,
-        draft: DraftOptions {
-            link_community: !args.no_link_community,
-            remote_spine_update: args.remote_spine_update,
-        },
-        encoding: args.encoding,
         threads: 0,
-        no_stub_sharing: false,
+        ..args.model.options()
     };
     let groups = selected(&sim::solve(&topo, &options), &args);
     let tables = match args.buckets {
         Some(b) => {
             // The unchanged fabric's groups are the tables the changes start from.
-            let before = if args.fail.is_empty() && args.degrade.is_empty() {
+            let before = if args.model.fail.is_empty() && args.model.degrade.is_empty() {
                 Vec::new()
             } else {
                 selected(
