@@ -17,13 +17,13 @@ mod sampler;
 mod schedule;
 
 use super::command_line;
-use super::lab_bench::quantile;
+use super::lab_bench::{quantile, BenchLab};
 use anyhow::{bail, Context};
 use checks::{Placement, Series};
 use fare_lab::plan::{self, DataplaneKind, Routing};
 use fare_lab::state::{self, StateDir};
 use fare_lab::traffic::{Steady, SteadyCounts};
-use fare_lab::{down, model_check, up};
+use fare_lab::{model_check, up};
 use inflict::Done;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -77,15 +77,6 @@ const SLICE_MS: u64 = 100;
 const TAIL_S: f64 = 75.0;
 /// The least traffic after the last window that shows no flow is black-holed.
 const MIN_QUIET_S: f64 = 5.0;
-
-/// A lab taken down when dropped.
-struct Lab(String);
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = down::down_lab(&self.0, false);
-    }
-}
 
 /// One check: its name, verdict and what it saw.
 #[derive(Debug, serde::Serialize)]
@@ -185,7 +176,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<Outcome> {
 }
 
 /// `lab up` of the topology with `--bmv2` nodes made `target: bmv2`.
-fn lab_up(args: &Args, name: &str) -> anyhow::Result<Lab> {
+fn lab_up(args: &Args, name: &str) -> anyhow::Result<BenchLab> {
     let mut topology = fare_model::topology::load(&args.topology)
         .map_err(|e| anyhow::anyhow!("{e} (run from the repository root)"))?;
     for n in &args.bmv2 {
@@ -213,9 +204,8 @@ fn lab_up(args: &Args, name: &str) -> anyhow::Result<Lab> {
         fare: up::fare_binary(),
         progress: false,
     };
-    // Taken down also when `up` failed half-way.
-    let lab = Lab(name.to_string());
-    let report = up::up(&req).map_err(|e| anyhow::anyhow!("lab up: {e}"))?;
+    // (`up` takes down what it built when it fails half-way.)
+    let (lab, report) = BenchLab::start(&req)?;
     if report.converged_s.is_none() {
         bail!("lab up: the fabric did not converge to the model in 120 s");
     }

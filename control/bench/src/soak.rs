@@ -16,12 +16,12 @@
 //!   sockets, at most 30 s). A flap not converged in that time counts as not recovered.
 
 use super::command_line;
-use super::lab_bench::{load_average, quantile};
+use super::lab_bench::{load_average, quantile, BenchLab};
 use anyhow::{bail, Context};
 use fare_lab::events::{self, Event};
 use fare_lab::plan::{self, DataplaneKind, Routing};
 use fare_lab::state::{self, StateDir};
-use fare_lab::{agents, down, faults, up};
+use fare_lab::{agents, faults, up};
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::path::PathBuf;
@@ -86,15 +86,6 @@ impl Drop for Hogs {
     }
 }
 
-/// A lab taken down when dropped.
-struct Lab(String);
-
-impl Drop for Lab {
-    fn drop(&mut self) {
-        let _ = down::down_lab(&self.0, false);
-    }
-}
-
 /// One `lab up`: seconds from the agents' start to the ideal groups (None: not within
 /// the bound) and the sessions (`A-B`) not Established at the end.
 struct UpRun {
@@ -103,7 +94,7 @@ struct UpRun {
     stuck: Vec<String>,
 }
 
-fn lab_up(args: &Args, name: &str) -> anyhow::Result<(Lab, UpRun)> {
+fn lab_up(args: &Args, name: &str) -> anyhow::Result<(BenchLab, UpRun)> {
     let topology = fare_model::topology::load(&args.topology)
         .map_err(|e| anyhow::anyhow!("{e} (run from the repository root)"))?;
     let req = up::UpRequest {
@@ -123,14 +114,13 @@ fn lab_up(args: &Args, name: &str) -> anyhow::Result<(Lab, UpRun)> {
         fare: up::fare_binary(),
         progress: false,
     };
-    let report = up::up(&req).map_err(|e| anyhow::anyhow!("lab up: {e}"))?;
-    let lab = Lab(name.to_string());
-    let dir = StateDir::new(name);
+    let (lab, report) = BenchLab::start(&req)?;
+    let dir = &lab.dir;
     let st = dir.load()?;
     // The agents publish session states every 0.5 s: give a converged lab that long.
     let deadline = Instant::now() + Duration::from_secs(2);
     let stuck = loop {
-        let stuck = not_established(&dir, &st);
+        let stuck = not_established(dir, &st);
         if stuck.is_empty() || report.converged_s.is_none() || Instant::now() > deadline {
             break stuck;
         }
