@@ -42,35 +42,73 @@ fn expected(flows: &[(u32, u32)], table: &[usize]) -> Vec<u32> {
         .collect()
 }
 
+/// fare's P4Runtime backend on its own thread in the switch's namespace: it installs
+/// the group of each weight list it is sent, in `mode` (flowlets with `gap`).
+struct Client {
+    to_client: std::sync::mpsc::Sender<Vec<u32>>,
+    from_client: std::sync::mpsc::Receiver<Result<()>>,
+    thread: std::thread::JoinHandle<Result<()>>,
+}
+
+impl Client {
+    fn start(fabric: &Fabric, mode: GroupMode, gap: Option<Duration>) -> Client {
+        let sw = fabric.bmv2.sw.name.clone();
+        let opts = fabric.options(10);
+        let (to_client, from_test) = std::sync::mpsc::channel::<Vec<u32>>();
+        let (to_test, from_client) = std::sync::mpsc::channel::<Result<()>>();
+        let thread = std::thread::spawn(move || {
+            in_netns(&sw, move || async move {
+                let mut dp = P4RuntimeDataplane::connect(opts).await?;
+                if let Some(gap) = gap {
+                    dp.set_flowlet_gap(gap);
+                }
+                while let Ok(weights) = from_test.recv() {
+                    let g = Group {
+                        mode,
+                        ..group(&weights)
+                    };
+                    let r = dp.install(&g).await.map_err(Into::into);
+                    if to_test.send(r).is_err() {
+                        break;
+                    }
+                }
+                Ok(())
+            })
+        });
+        Client {
+            to_client,
+            from_client,
+            thread,
+        }
+    }
+
+    /// Installs the group of `weights` and waits for the backend's answer.
+    fn install(&self, weights: &[u32]) -> Result<()> {
+        self.to_client
+            .send(weights.to_vec())
+            .context("client thread gone")?;
+        self.from_client
+            .recv_timeout(Duration::from_secs(60))
+            .context("install: no answer")?
+    }
+
+    /// Ends the client; its error, if it had one.
+    fn stop(self) -> Result<()> {
+        drop(self.to_client);
+        match self.thread.join() {
+            Ok(r) => r,
+            Err(_) => bail!("client thread panicked"),
+        }
+    }
+}
+
 #[test]
 fn p4_bmv2_resilient_flow_buckets() -> Result<()> {
     let Some(fabric) = Fabric::for_test("p4_bmv2_resilient_flow_buckets", "p4c", 4)? else {
         return Ok(());
     };
-    let sw = fabric.bmv2.sw.name.clone();
-    let opts = fabric.options(10);
-    let (to_client, from_test) = std::sync::mpsc::channel::<Vec<u32>>();
-    let (to_test, from_client) = std::sync::mpsc::channel::<Result<()>>();
-    let client = std::thread::spawn(move || {
-        in_netns(&sw, move || async move {
-            let mut dp = P4RuntimeDataplane::connect(opts).await?;
-            while let Ok(weights) = from_test.recv() {
-                let r = dp.install(&group(&weights)).await.map_err(Into::into);
-                if to_test.send(r).is_err() {
-                    break;
-                }
-            }
-            Ok(())
-        })
-    });
-    let install = |weights: &[u32]| -> Result<()> {
-        to_client
-            .send(weights.to_vec())
-            .context("client thread gone")?;
-        from_client
-            .recv_timeout(Duration::from_secs(60))
-            .context("install: no answer")?
-    };
+    let client = Client::start(&fabric, GroupMode::Flow, None);
+    let install = |weights: &[u32]| client.install(weights);
 
     // A fresh group: the table is the model's fresh table.
     let w0 = [3u32, 3, 4, 4];
@@ -119,12 +157,7 @@ fn p4_bmv2_resilient_flow_buckets() -> Result<()> {
         last = w;
         previous = got;
     }
-    drop(to_client);
-    match client.join() {
-        Ok(r) => r?,
-        Err(_) => bail!("client thread panicked"),
-    }
-    Ok(())
+    client.stop()
 }
 
 /// Flowlet mode: a flow keeps its member while its packets come closer than the gap,
@@ -140,35 +173,8 @@ fn p4_bmv2_flowlet_keeps_members_within_the_gap() -> Result<()> {
     // Longer than one capture round (python and scapy start in namespaces on a loaded
     // machine take seconds), so consecutive rounds are one flowlet.
     let gap = Duration::from_secs(25);
-    let sw = fabric.bmv2.sw.name.clone();
-    let opts = fabric.options(10);
-    let (to_client, from_test) = std::sync::mpsc::channel::<Vec<u32>>();
-    let (to_test, from_client) = std::sync::mpsc::channel::<Result<()>>();
-    let client = std::thread::spawn(move || {
-        in_netns(&sw, move || async move {
-            let mut dp = P4RuntimeDataplane::connect(opts).await?;
-            dp.set_flowlet_gap(gap);
-            while let Ok(weights) = from_test.recv() {
-                let g = Group {
-                    mode: GroupMode::Flowlet,
-                    ..group(&weights)
-                };
-                let r = dp.install(&g).await.map_err(Into::into);
-                if to_test.send(r).is_err() {
-                    break;
-                }
-            }
-            Ok(())
-        })
-    });
-    let install = |weights: &[u32]| -> Result<()> {
-        to_client
-            .send(weights.to_vec())
-            .context("client thread gone")?;
-        from_client
-            .recv_timeout(Duration::from_secs(60))
-            .context("install: no answer")?
-    };
+    let client = Client::start(&fabric, GroupMode::Flowlet, Some(gap));
+    let install = |weights: &[u32]| client.install(weights);
     let flows = 200;
 
     install(&[1, 1, 1, 1])?;
@@ -263,12 +269,7 @@ fn p4_bmv2_flowlet_keeps_members_within_the_gap() -> Result<()> {
          {bucket_moved} of their buckets; after the gap {} moved",
         got.iter().zip(&p0).filter(|(a, b)| a != b).count()
     );
-    drop(to_client);
-    match client.join() {
-        Ok(r) => r?,
-        Err(_) => bail!("client thread panicked"),
-    }
-    Ok(())
+    client.stop()
 }
 
 /// (flow, got, wanted) of the flows that differ, for the failure message.
