@@ -116,6 +116,7 @@ mod tests {
                 members: vec![member("S1", "S1-L1", 1), member("S2", "S2-L1", 3)],
                 delta: 1.0,
                 ecmp: false,
+                frr: false,
             },
             RouteGroup {
                 node: "S1".into(),
@@ -123,6 +124,7 @@ mod tests {
                 members: vec![member("L2", "S1-L2", 1)],
                 delta: 1.0,
                 ecmp: false,
+                frr: false,
             },
             RouteGroup {
                 node: "S2".into(),
@@ -130,6 +132,7 @@ mod tests {
                 members: vec![member("L2", "S2-L2", 1)],
                 delta: 1.0,
                 ecmp: false,
+                frr: false,
             },
         ];
         let origins = HashMap::from([(p, vec!["L2".to_string()])]);

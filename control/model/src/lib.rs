@@ -20,6 +20,7 @@ pub mod analyze;
 pub mod bandwidth;
 pub mod bgp_ids;
 pub mod forwarding;
+pub mod link_bandwidth;
 pub mod mpson;
 pub mod resilient;
 pub mod rng;

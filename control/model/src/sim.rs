@@ -24,10 +24,12 @@
 
 mod aspath;
 pub mod explain;
+#[cfg(test)]
+mod frr_tests;
 
 use crate::bandwidth::{self, DraftOptions, Encoding, Mode, Received, Rule, Spread};
 use crate::topology::{LinkId, NodeId, Role, Topology};
-use crate::wcmp;
+use crate::{link_bandwidth, wcmp};
 use ipnet::IpNet;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -91,6 +93,10 @@ pub struct RouteGroup {
     /// Plain ECMP because some route lacked the Path Bandwidth community.
     #[serde(skip)]
     pub ecmp: bool,
+    /// An FRR node's group: weights from the Link Bandwidth community, FRR's way
+    /// ([`crate::link_bandwidth`]); bandwidths are the values as FRR keeps them.
+    #[serde(skip)]
+    pub frr: bool,
 }
 
 /// A distinct group, stored once however many (node, origin set) pairs share it.
@@ -100,6 +106,7 @@ pub struct RouteGroup {
 pub struct SharedGroup {
     pub members: Vec<(NodeId, u32, f64)>,
     pub ecmp: bool,
+    pub frr: bool,
     pub weights: wcmp::Weights,
 }
 
@@ -195,7 +202,7 @@ pub fn solve_only<'t>(
         let remap: Vec<u32> = interner
             .groups
             .into_iter()
-            .map(|(key, ecmp)| global.intern(key, ecmp))
+            .map(|(key, flags)| global.intern(key, flags))
             .collect();
         table.extend(
             part.into_iter()
@@ -205,19 +212,26 @@ pub fn solve_only<'t>(
     let groups = global
         .groups
         .into_iter()
-        .map(|(members, ecmp)| {
+        .map(|(members, flags)| {
+            let (ecmp, frr) = (flags & ECMP != 0, flags & FRR != 0);
             let bandwidths: Vec<f64> = if ecmp {
                 vec![1.0; members.len()]
             } else {
                 members.iter().map(|m| f64::from_bits(m.2)).collect()
             };
+            let weights = if frr && !ecmp {
+                frr_group_weights(&bandwidths)
+            } else {
+                group_weights(&bandwidths, options, options.max_group_size)
+            };
             SharedGroup {
-                weights: group_weights(&bandwidths, options, options.max_group_size),
+                weights,
                 members: members
                     .into_iter()
                     .map(|(n, k, b)| (n as NodeId, k, f64::from_bits(b)))
                     .collect(),
                 ecmp,
+                frr,
             }
         })
         .collect();
@@ -293,6 +307,7 @@ impl<'t> Solution<'t> {
             members,
             delta: g.weights.delta,
             ecmp: g.ecmp,
+            frr: g.frr,
         }
     }
 
@@ -358,6 +373,18 @@ impl<'t> Solution<'t> {
 /// within the encoding's tolerance and to `limit` (the data plane's group size).
 fn group_weights(bandwidths: &[f64], options: &Options, limit: Option<u32>) -> wcmp::Weights {
     wcmp::weights_within(bandwidths, limit, options.encoding.ratio_tolerance())
+}
+
+/// An FRR group's weights from its members' Link Bandwidth values (Gbps as FRR keeps
+/// them: whole bytes/s), and their oversubscription against those values.
+fn frr_group_weights(bandwidths: &[f64]) -> wcmp::Weights {
+    let bytes: Vec<Option<u32>> = bandwidths
+        .iter()
+        .map(|b| Some((b * link_bandwidth::BYTES_PER_GBPS).round() as u32))
+        .collect();
+    let weights = link_bandwidth::frr_weights(&bytes).unwrap_or_else(|| vec![1; bytes.len()]);
+    let delta = wcmp::delta(bandwidths, &weights);
+    wcmp::Weights { weights, delta }
 }
 
 /// Prefixes grouped by the set of nodes that originate them, in order of appearance.
@@ -444,6 +471,8 @@ struct Context<'a> {
     core: Vec<Vec<(u32, u32)>>,
     stage: Vec<u8>,
     stub: Vec<bool>,
+    /// Nodes run by FRR (`target: frr`): Link Bandwidth UCMP, Path Bandwidth passed on.
+    frr: Vec<bool>,
     roles: Vec<Role>,
     /// Link capacities by link id.
     gbps: Vec<f64>,
@@ -511,6 +540,7 @@ impl<'a> Context<'a> {
             stage,
             roles: topo.nodes.iter().map(|n| n.role).collect(),
             stub,
+            frr: topo.nodes.iter().map(|n| !n.target.is_fare()).collect(),
             gbps: topo.links.iter().map(|l| l.gbps).collect(),
             unit_of,
             stub_classes,
@@ -524,31 +554,34 @@ impl<'a> Context<'a> {
 type Entry = (u32, u32, u64);
 type GroupKey = Vec<Entry>;
 
-/// Distinct groups, each stored once. The ECMP flag rides as a trailing sentinel entry
-/// so lookups can borrow a scratch slice without allocating.
+/// Distinct groups, each stored once. The flags (ECMP, FRR) ride as a trailing sentinel
+/// entry so lookups can borrow a scratch slice without allocating.
 #[derive(Default)]
 struct Interner {
     ids: FxHashMap<Vec<Entry>, u32>,
-    groups: Vec<(GroupKey, bool)>,
+    groups: Vec<(GroupKey, u32)>,
 }
 
 const ECMP_SENTINEL: u32 = u32::MAX;
+/// Group flags: plain ECMP; an FRR node's group.
+const ECMP: u32 = 1;
+const FRR: u32 = 2;
 
 impl Interner {
-    /// `key` ends with the sentinel entry (ECMP_SENTINEL, ecmp as u32, 0).
+    /// `key` ends with the sentinel entry (ECMP_SENTINEL, flags, 0).
     fn intern_slice(&mut self, key: &[Entry]) -> u32 {
         if let Some(&id) = self.ids.get(key) {
             return id;
         }
         let id = self.groups.len() as u32;
         let (members, flag) = key.split_at(key.len() - 1);
-        self.groups.push((members.to_vec(), flag[0].1 == 1));
+        self.groups.push((members.to_vec(), flag[0].1));
         self.ids.insert(key.to_vec(), id);
         id
     }
 
-    fn intern(&mut self, mut key: GroupKey, ecmp: bool) -> u32 {
-        key.push((ECMP_SENTINEL, u32::from(ecmp), 0));
+    fn intern(&mut self, mut key: GroupKey, flags: u32) -> u32 {
+        key.push((ECMP_SENTINEL, flags, 0));
         self.intern_slice(&key)
     }
 }
@@ -596,6 +629,8 @@ struct Worker<'a> {
     path: Vec<f64>,
     /// Draft: the non-transitive value a super-spine attaches.
     link_value: Vec<f64>,
+    /// FRR nodes: the Link Bandwidth they send (`cumulative`), Gbps.
+    lb: Vec<f64>,
     touched: Vec<NodeId>,
     /// Per node, its links to the current origins: (all, those to a lower stage).
     origin_links: FxHashMap<NodeId, (u32, u32)>,
@@ -624,6 +659,7 @@ impl<'a> Worker<'a> {
             flags: vec![0; n],
             path: vec![f64::NAN; n],
             link_value: vec![f64::NAN; n],
+            lb: vec![f64::NAN; n],
             touched: Vec::new(),
             origin_links: FxHashMap::default(),
             members_of: vec![Vec::new(); n],
@@ -660,6 +696,7 @@ impl<'a> Worker<'a> {
             self.flags[n] = 0;
             self.path[n] = f64::NAN;
             self.link_value[n] = f64::NAN;
+            self.lb[n] = f64::NAN;
             self.members_of[n].clear();
             self.as_bits.clear(n);
         }
@@ -731,6 +768,7 @@ impl<'a> Worker<'a> {
                         self.path[n] = self.path_sum[t];
                         self.path_sum[n] = self.path_sum[t];
                         self.link_value[n] = self.link_value[t];
+                        self.lb[n] = self.lb[t];
                         self.group_of[t]
                     }
                     None => {
@@ -741,7 +779,7 @@ impl<'a> Worker<'a> {
                     }
                 };
                 self.group_of[n] = group;
-                if mode == Mode::Averaged {
+                if mode == Mode::Averaged && !ctx.frr[n] {
                     self.path[n] = self.averaged_value(n, &members);
                     self.trace_averaged(n, &members);
                 }
@@ -784,6 +822,7 @@ impl<'a> Worker<'a> {
         use std::hash::{Hash, Hasher};
         let mut h = rustc_hash::FxHasher::default();
         self.ctx.roles[n].hash(&mut h);
+        self.ctx.frr[n].hash(&mut h);
         for &(m, l) in members {
             (m, self.ctx.gbps[l as usize].to_bits()).hash(&mut h);
         }
@@ -795,6 +834,7 @@ impl<'a> Worker<'a> {
         let ctx = self.ctx;
         let theirs = &self.members_of[t];
         ctx.roles[t] == ctx.roles[n]
+            && ctx.frr[t] == ctx.frr[n]
             && theirs.len() == members.len()
             && theirs.iter().zip(members).all(|(&(m1, l1), &(m2, l2))| {
                 m1 == m2 && ctx.gbps[l1 as usize].to_bits() == ctx.gbps[l2 as usize].to_bits()
@@ -828,6 +868,9 @@ impl<'a> Worker<'a> {
     /// and interns the group.
     fn group(&mut self, n: NodeId, members: &[M]) -> u32 {
         let ctx = self.ctx;
+        if ctx.frr[n] {
+            return self.frr_group(n, members);
+        }
         let mode = ctx.options.mode;
         let wire = ctx.options.encoding;
         self.routes.clear();
@@ -851,6 +894,9 @@ impl<'a> Worker<'a> {
                 Mode::Averaged => opt(self.path[m]).map(|v| wire.quantize(v.min(link)).min(link)),
                 Mode::Draft => opt(self.path[m]),
             };
+            // From an FRR neighbor (lab: `link_bandwidth: both`), the Link Bandwidth it
+            // sends stands in where it passed on no Path Bandwidth.
+            let path = link_bandwidth::path_value(path, opt(self.lb[m]), ctx.frr[m]);
             if let Some(trace) = &mut self.trace {
                 explain::record_route(trace, n, (m, l), opt(self.path[m]), mode, link);
             }
@@ -898,7 +944,81 @@ impl<'a> Worker<'a> {
             explain::record_group(trace, n, rule, &self.routes, &spread, advertised);
         }
         let ecmp = spread == Spread::Equal;
-        key.push((ECMP_SENTINEL, u32::from(ecmp), 0));
+        key.push((ECMP_SENTINEL, if ecmp { ECMP } else { 0 }, 0));
+        let id = self.interner.intern_slice(&key);
+        self.key = key;
+        id
+    }
+
+    /// FRR node `n`'s group (`link_bandwidth`): per member the Link Bandwidth its
+    /// neighbor sends as FRR keeps it, UCMP when all have one, else ECMP. It passes on the
+    /// Path Bandwidth value as received (of its best path; the largest when they differ)
+    /// and sends the cumulative Link Bandwidth.
+    fn frr_group(&mut self, n: NodeId, members: &[M]) -> u32 {
+        let ctx = self.ctx;
+        let wire = ctx.options.encoding;
+        let mut key = std::mem::take(&mut self.key);
+        key.clear();
+        self.routes.clear();
+        let mut bytes = Vec::with_capacity(members.len());
+        let mut passed = f64::NAN;
+        let members = with_nth(members.iter().map(|&(m, l)| (m as NodeId, l as LinkId)));
+        for (m, l, nth) in members {
+            let link = ctx.gbps[l];
+            let origin = self.flags[m] & ORIGIN != 0;
+            if ctx.stage[m] < ctx.stage[n] || (origin && ctx.stage[m] <= ctx.stage[n]) {
+                self.flags[n] |= UP;
+            }
+            let path = match ctx.options.mode {
+                Mode::Averaged => opt(self.path[m]).map(|v| wire.quantize(v.min(link)).min(link)),
+                Mode::Draft => opt(self.path[m]),
+            };
+            passed = passed.max(path.unwrap_or(f64::NAN));
+            // What the neighbor attaches: FRR its cumulative value; fare the Path
+            // Bandwidth it sends capped by the link, when finite.
+            let sent = if ctx.frr[m] {
+                opt(self.lb[m])
+            } else {
+                path.map(|v| v.min(link)).filter(|v| v.is_finite())
+            };
+            bytes.push(sent.map(link_bandwidth::frr_read));
+            if let Some(trace) = &mut self.trace {
+                let mode = ctx.options.mode;
+                explain::record_route(trace, n, (m, l), opt(self.path[m]), mode, link);
+            }
+            self.routes.push(Received {
+                link_gbps: link,
+                path_gbps: sent.map(|_| 0.0),
+                link_value_gbps: None,
+            });
+            key.push((m as u32, nth, 0));
+        }
+        if key.is_empty() {
+            self.key = key;
+            return NONE;
+        }
+        let ucmp = link_bandwidth::frr_weights(&bytes).is_some();
+        for (i, k) in key.iter_mut().enumerate() {
+            let kept = bytes[i].map_or(0.0, f64::from) / link_bandwidth::BYTES_PER_GBPS;
+            self.routes[i].path_gbps = bytes[i].map(|_| kept);
+            k.2 = if ucmp { kept } else { self.routes[i].link_gbps }.to_bits();
+        }
+        self.path[n] = passed;
+        self.lb[n] = link_bandwidth::frr_cumulative(&bytes).unwrap_or(f64::NAN);
+        if let Some(trace) = &mut self.trace {
+            let spread = if ucmp {
+                Spread::Weighted(self.routes.iter().filter_map(|r| r.path_gbps).collect())
+            } else {
+                Spread::Equal
+            };
+            let advertised = bandwidth::Advertised {
+                path_gbps: opt(passed),
+                link_value_gbps: None,
+            };
+            explain::record_group(trace, n, Rule::Normal, &self.routes, &spread, advertised);
+        }
+        let flags = FRR | if ucmp { 0 } else { ECMP };
+        key.push((ECMP_SENTINEL, flags, 0));
         let id = self.interner.intern_slice(&key);
         self.key = key;
         id

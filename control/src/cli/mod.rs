@@ -424,6 +424,7 @@ mod contracts {
                 }],
                 delta: 1.0,
                 ecmp: false,
+                frr: false,
             }])
             .expect("json"),
             "show neighbor" => neighbor_json(&neighbor()),

@@ -111,7 +111,8 @@ fn selected(solution: &sim::Solution, args: &Args) -> Vec<RouteGroup> {
 
 /// The groups as JSON, each with what the table shows besides its members: `size` (the
 /// sum of the weights), `delta` (oversubscription against the bandwidths, 1.0 = exact)
-/// and `ecmp` (plain ECMP: some route lacked the Path Bandwidth community).
+/// and `ecmp` (plain ECMP: some route lacked the Path Bandwidth community); an FRR
+/// node's group also has `"target": "frr"`.
 pub fn groups_json(groups: &[RouteGroup]) -> serde_json::Result<serde_json::Value> {
     let list = groups
         .iter()
@@ -121,6 +122,10 @@ pub fn groups_json(groups: &[RouteGroup]) -> serde_json::Result<serde_json::Valu
             v["size"] = size.into();
             v["delta"] = g.delta.into();
             v["ecmp"] = g.ecmp.into();
+            if g.frr {
+                // Run by FRR: weights from the Link Bandwidth community, FRR's way.
+                v["target"] = "frr".into();
+            }
             Ok(v)
         })
         .collect::<serde_json::Result<Vec<_>>>()?;
@@ -195,7 +200,12 @@ fn write_table(
     for (k, g) in groups.iter().enumerate() {
         let table = tables.and_then(|t| t.get(k));
         let total: u64 = g.members.iter().map(|m| u64::from(m.weight)).sum();
-        let kind = if g.ecmp { "ECMP" } else { "WCMP" };
+        let kind = match (g.frr, g.ecmp) {
+            (true, true) => "FRR ECMP",
+            (true, false) => "FRR UCMP (Link Bandwidth)",
+            (false, true) => "ECMP",
+            (false, false) => "WCMP",
+        };
         writeln!(
             out,
             "{} {}  {kind}, {} member{}, group size {total}, delta {:.4}",
@@ -370,6 +380,7 @@ mod tests {
                 .collect(),
             delta: 1.0,
             ecmp: false,
+            frr: false,
         }
     }
 

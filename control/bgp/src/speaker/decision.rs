@@ -447,9 +447,11 @@ pub(super) fn received(
                     }
                 }
             }
-            if input.path_gbps.is_none() && accepted(&p.peer) {
-                input.path_gbps = link_bandwidth::lowest_gbps(&p.attrs.ext_communities);
-            }
+            input.path_gbps = fare_model::link_bandwidth::path_value(
+                input.path_gbps,
+                link_bandwidth::lowest_gbps(&p.attrs.ext_communities),
+                accepted(&p.peer),
+            );
             input
         })
         .collect()

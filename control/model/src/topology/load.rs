@@ -123,6 +123,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Topology, FileError> {
                 format!("node `{}`: router_id: {e}", n.name),
             ));
         }
+        if let Err(e) = frr_role(n.target, n.role, &n.prefixes) {
+            return Err(at(
+                &node_lines,
+                i,
+                "target",
+                format!("node `{}`: {e}", n.name),
+            ));
+        }
         if let Some(line) = node_lines.get(i) {
             first_line.insert(n.name.clone(), *line);
         }
@@ -237,6 +245,30 @@ pub fn parse(path: &Path, text: &str) -> Result<Topology, FileError> {
     Ok(topo)
 }
 
+/// What an FRR node may be: a spine that originates nothing. The model knows what FRR
+/// does with the routes a FARE leaf sends and passes on (docs/configuration.md, "Mixed
+/// fabrics"); an FRR leaf or super-spine would need rules for routes that reach it with
+/// no bandwidth at all, which neither the model nor the lab has.
+fn frr_role(
+    target: super::Target,
+    role: super::Role,
+    prefixes: &[ipnet::IpNet],
+) -> Result<(), String> {
+    if target != super::Target::Frr {
+        return Ok(());
+    }
+    if role != super::Role::Spine {
+        return Err(format!(
+            "target frr is supported for spines only, not `{}`",
+            role.as_str()
+        ));
+    }
+    if !prefixes.is_empty() {
+        return Err("target frr: an FRR spine originates no prefixes".into());
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -263,6 +295,28 @@ mod tests {
         assert_eq!(t.nodes[0].prefixes[0].to_string(), "192.0.2.0/24");
         // The writer's output reads back to the same topology.
         assert_eq!(parse(Path::new("t.yaml"), &t.to_yaml()).unwrap(), t);
+    }
+
+    #[test]
+    fn frr_is_a_spine_that_originates_nothing() {
+        let ok = parse(
+            Path::new("t.yaml"),
+            "nodes:\n  - {name: S1, role: spine, target: frr}\nlinks: []\n",
+        )
+        .unwrap();
+        assert_eq!(ok.nodes[0].target, super::super::Target::Frr);
+        assert_eq!(parse(Path::new("t.yaml"), &ok.to_yaml()).unwrap(), ok);
+        let e =
+            err("nodes:\n  - {name: S1, role: spine}\n  - {name: L1, role: leaf, target: frr}\n");
+        assert_eq!(
+            e,
+            "t.yaml:3: node `L1`: target frr is supported for spines only, not `leaf`"
+        );
+        let e = err("nodes:\n  - name: S1\n    role: spine\n    prefixes: [192.0.2.0/24]\n    target: frr\n");
+        assert_eq!(
+            e,
+            "t.yaml:5: node `S1`: target frr: an FRR spine originates no prefixes"
+        );
     }
 
     #[test]

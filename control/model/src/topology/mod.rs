@@ -89,15 +89,32 @@ impl Node {
     }
 }
 
-/// The forwarding element of a node: the default `linux` (a `fare agent` with the XDP or
-/// kernel data plane), or `bmv2` (a `simple_switch_grpc` running fare.p4, programmed by
-/// the node's agent over P4Runtime).
+/// What runs a node: the default `linux` (a `fare agent` with the XDP or kernel data
+/// plane), `bmv2` (a `simple_switch_grpc` running fare.p4, programmed by the node's agent
+/// over P4Runtime), or `frr` (FRR's bgpd and zebra: a box that does not speak FARE and
+/// does UCMP from the RFC 10005 Link Bandwidth community; spines only).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Target {
     #[default]
     Linux,
     Bmv2,
+    Frr,
+}
+
+impl Target {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Target::Linux => "linux",
+            Target::Bmv2 => "bmv2",
+            Target::Frr => "frr",
+        }
+    }
+
+    /// Whether the node runs fare (and so speaks FARE's Path Bandwidth community).
+    pub fn is_fare(self) -> bool {
+        self != Target::Frr
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -292,8 +309,8 @@ impl Topology {
             if let Some(p) = n.plane {
                 let _ = write!(s, ", plane: {p}");
             }
-            if n.target == Target::Bmv2 {
-                s.push_str(", target: bmv2");
+            if n.target != Target::Linux {
+                let _ = write!(s, ", target: {}", n.target.as_str());
             }
             if !n.prefixes.is_empty() {
                 let list: Vec<String> = n.prefixes.iter().map(|p| p.to_string()).collect();
