@@ -13,6 +13,7 @@
 
 mod checks;
 mod inflict;
+mod outside;
 mod sampler;
 mod schedule;
 
@@ -75,6 +76,9 @@ const SLICE_MS: u64 = 100;
 /// Traffic runs this long after the last fault may start: the longest recovery (60 s),
 /// the grace, and a tail that must be seen losing nothing.
 const TAIL_S: f64 = 75.0;
+/// How long `lab up` may take to converge before the soak starts: a BMv2 switch's agent
+/// writes its groups one by one, slowly on a loaded machine (not measured).
+const CONVERGE_S: u64 = 300;
 /// The least traffic after the last window that shows no flow is black-holed.
 const MIN_QUIET_S: f64 = 5.0;
 
@@ -98,6 +102,10 @@ struct Soak {
     baseline: Placement,
     soak: Placement,
     faults: Vec<Done>,
+    /// The slices that lost packets outside every window, with what was near them.
+    outside: Vec<outside::Row>,
+    /// Times a generator fell behind its pace (count, most packets behind).
+    stalls: (usize, u64),
     agents: Vec<Series>,
     checks: Vec<Check>,
 }
@@ -144,6 +152,17 @@ pub fn run_bench(args: Args) -> anyhow::Result<Outcome> {
         &windows,
         args.grace,
     );
+    let outside = outside::explain(
+        &soak.outside,
+        SLICE_MS,
+        &faults_done,
+        &counts.gaps,
+        &counts.stalls,
+    );
+    let stalls = (
+        counts.stalls.len(),
+        counts.stalls.iter().map(|s| s.packets).max().unwrap_or(0),
+    );
     let checks = final_checks(&name, &soak, &faults_done, &agents)?;
     drop(lab);
     let result = Soak {
@@ -156,6 +175,8 @@ pub fn run_bench(args: Args) -> anyhow::Result<Outcome> {
         baseline,
         soak,
         faults: faults_done,
+        outside,
+        stalls,
         agents,
         checks,
     };
@@ -200,14 +221,14 @@ fn lab_up(args: &Args, name: &str) -> anyhow::Result<BenchLab> {
         max_group_size: None,
         agents: true,
         agent_timeout: Duration::from_secs(120),
-        converge_timeout: Duration::from_secs(120),
+        converge_timeout: Duration::from_secs(CONVERGE_S),
         fare: up::fare_binary(),
         progress: false,
     };
     // (`up` takes down what it built when it fails half-way.)
     let (lab, report) = BenchLab::start(&req)?;
     if report.converged_s.is_none() {
-        bail!("lab up: the fabric did not converge to the model in 120 s");
+        bail!("lab up: the fabric did not converge to the model in {CONVERGE_S} s");
     }
     Ok(lab)
 }
@@ -426,6 +447,62 @@ fn loss_line(label: &str, p: &Placement) -> String {
     )
 }
 
+/// The slices lost outside the windows, with the flows, nearest fault event and stalls.
+fn outside_rows(o: &mut String, r: &Soak) {
+    let _ = writeln!(
+        o,
+        "\nGenerators fell {} or more packets behind their pace {} times (at most {} \
+         packets; each sends its backlog in a burst).",
+        fare_lab::gen::STALL,
+        r.stalls.0,
+        r.stalls.1
+    );
+    if r.outside.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "\n| slice lost outside (unix s) | lost | runs of lost packets there (flows' \
+         sequence numbers), per source->destination node | nearest fault event | slice - \
+         event, ms | generator stalls within 2 s |\n|---|---|---|---|---|---|"
+    );
+    for x in r.outside.iter().take(OUTSIDE_ROWS) {
+        let _ = writeln!(
+            o,
+            "| {:.1} | {} | {} | {} | {:+} | {} |",
+            x.slice_s,
+            x.lost,
+            short(&x.flows),
+            x.nearest,
+            x.distance_ms,
+            if x.stalls.is_empty() {
+                "none".into()
+            } else {
+                short(&x.stalls)
+            }
+        );
+    }
+    if r.outside.len() > OUTSIDE_ROWS {
+        let _ = writeln!(
+            o,
+            "\n({} more slices in the JSON of `--json`.)",
+            r.outside.len() - OUTSIDE_ROWS
+        );
+    }
+}
+
+/// Slices lost outside the windows the section lists (all are in the JSON).
+const OUTSIDE_ROWS: usize = 12;
+
+/// The first four items, and how many more.
+fn short(v: &[String]) -> String {
+    let mut s = v.iter().take(4).cloned().collect::<Vec<_>>().join("; ");
+    if v.len() > 4 {
+        let _ = write!(s, "; {} more", v.len() - 4);
+    }
+    s
+}
+
 fn report(args: &Args, r: &Soak, total_s: f64) -> String {
     let mut o = String::new();
     let _ = writeln!(
@@ -469,6 +546,7 @@ fn report(args: &Args, r: &Soak, total_s: f64) -> String {
     let _ = writeln!(o, "|---|---|---|---|---|---|");
     let _ = writeln!(o, "{}", loss_line("baseline (no fault)", &r.baseline));
     let _ = writeln!(o, "{}", loss_line("under faults", &r.soak));
+    outside_rows(&mut o, r);
     let _ = writeln!(
         o,
         "\nAgents sampled once a second (a restarted agent starts a new row). Rule: the \

@@ -4,10 +4,13 @@
 //! shared round-robin between the flows. Each run prints one JSON line of counters.
 //!
 //! With `--buckets-ms N` every packet carries its send time (unix ms, after a magic
-//! word) and both ends also count packets per N ms slice of that send time, so that a
-//! soak can place lost packets in time (sent - received per slice; the two ends share the
-//! machine's clock).
+//! word) and its flow's sequence number, and both ends also count packets per N ms slice
+//! of that send time, so that a soak can place lost packets in time (sent - received per
+//! slice; the two ends share the machine's clock). The sink also names the flows that
+//! lost them ([`gaps`](super::gaps)); the sender names the times it fell behind its pace
+//! (a stalled process sends its backlog in a burst).
 
+use super::gaps::{Gap, Tracker};
 use super::LabError;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
@@ -48,12 +51,33 @@ pub struct Counters {
     /// Slice (send time in unix ms / `--buckets-ms`) -> packets, with `--buckets-ms`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub buckets: BTreeMap<u64, u64>,
+    /// Sink, with `--buckets-ms`: runs of packets a flow lost.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub gaps: Vec<Gap>,
+    /// Sender: (unix ms, packets behind the pace) whenever it was [`STALL`] or more behind.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stalls: Vec<(u64, u64)>,
+    /// Sender: packets a stall left unsent (never sent, so never counted as lost).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub skipped: u64,
 }
 
-/// First bytes of a stamped payload; the send time (unix ms, big endian) follows.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// Packets behind its pace that make a sender stalled (20 ms at 1000 packets/s): it
+/// skips them rather than send them in one burst. A burst of a starved process's
+/// backlog (up to seconds of traffic at once on a loaded machine) is load the fabric
+/// was never offered: it overflows the queue of a shaper or a software switch, and the
+/// drops it causes say nothing about the fabric's faults.
+pub const STALL: u64 = 20;
+
+/// First bytes of a stamped payload; the send time (unix ms) and the flow's sequence
+/// number follow, big endian.
 const MAGIC: [u8; 4] = *b"FRSQ";
-/// Magic + send time.
-const STAMP_LEN: usize = 12;
+/// Magic + send time + sequence number.
+const STAMP_LEN: usize = 16;
 
 fn unix_ms() -> u64 {
     std::time::SystemTime::now()
@@ -62,11 +86,12 @@ fn unix_ms() -> u64 {
         .unwrap_or(0)
 }
 
-/// The send time a stamped payload carries (None: not stamped).
-fn stamp_of(payload: &[u8]) -> Option<u64> {
+/// The send time and sequence number a stamped payload carries (None: not stamped).
+fn stamp_of(payload: &[u8]) -> Option<(u64, u32)> {
     let (magic, rest) = payload.split_first_chunk::<4>()?;
-    let (ms, _) = rest.split_first_chunk::<8>()?;
-    (*magic == MAGIC).then(|| u64::from_be_bytes(*ms))
+    let (ms, rest) = rest.split_first_chunk::<8>()?;
+    let (seq, _) = rest.split_first_chunk::<4>()?;
+    (*magic == MAGIC).then(|| (u64::from_be_bytes(*ms), u32::from_be_bytes(*seq)))
 }
 
 pub fn run(a: Args) -> Result<(), LabError> {
@@ -109,17 +134,19 @@ fn sink(port: u16, duration: Duration, buckets: Option<u64>) -> std::io::Result<
         }
     }
     let mut c = Counters::default();
+    let mut flows = Tracker::default();
     let mut buf = vec![0u8; 65_536];
     let end = Instant::now() + duration;
     while Instant::now() < end {
         let mut got = false;
         for s in &sockets {
-            while let Ok(n) = s.recv(&mut buf) {
+            while let Ok((n, from)) = s.recv_from(&mut buf) {
                 c.packets += 1;
                 c.bytes += n as u64;
                 got = true;
-                if let (Some(b), Some(ms)) = (buckets, stamp_of(&buf[..n])) {
+                if let (Some(b), Some((ms, seq))) = (buckets, stamp_of(&buf[..n])) {
                     *c.buckets.entry(ms / b).or_insert(0) += 1;
+                    flows.packet(from, seq, ms);
                 }
             }
         }
@@ -127,6 +154,7 @@ fn sink(port: u16, duration: Duration, buckets: Option<u64>) -> std::io::Result<
             std::thread::sleep(Duration::from_micros(500));
         }
     }
+    c.gaps = flows.finish();
     Ok(c)
 }
 
@@ -155,19 +183,28 @@ fn send(a: &Args, duration: Duration, buckets: Option<u64>) -> Result<Counters, 
     }
     let pps = (a.rate_kbit as f64 * 1000.0 / 8.0) / size as f64;
     let mut c = Counters::default();
+    let mut seqs = vec![0u32; sockets.len()];
     let start = Instant::now();
     let mut next = 0usize;
     while start.elapsed() < duration {
         let due = (start.elapsed().as_secs_f64() * pps) as u64;
-        // Catch up at most 1000 packets at once after a stall, then pace again.
-        let mut burst = 0;
-        while c.packets + c.errors < due && burst < 1000 {
+        let behind = due.saturating_sub(c.packets + c.errors + c.skipped);
+        if behind >= STALL {
+            if c.stalls.len() < 10_000 {
+                c.stalls.push((unix_ms(), behind));
+            }
+            c.skipped += behind - 1;
+        }
+        while c.packets + c.errors + c.skipped < due {
             let ms = unix_ms();
             if buckets.is_some() {
-                payload[4..STAMP_LEN].copy_from_slice(&ms.to_be_bytes());
+                payload[4..12].copy_from_slice(&ms.to_be_bytes());
+                payload[12..STAMP_LEN].copy_from_slice(&seqs[next].to_be_bytes());
             }
+            // Only packets counted as sent use a number: the sink's gaps are lost packets.
             match sockets[next].send(&payload) {
                 Ok(n) => {
+                    seqs[next] = seqs[next].wrapping_add(1);
                     c.packets += 1;
                     c.bytes += n as u64;
                     if let Some(b) = buckets {
@@ -177,7 +214,6 @@ fn send(a: &Args, duration: Duration, buckets: Option<u64>) -> Result<Counters, 
                 Err(_) => c.errors += 1,
             }
             next = (next + 1) % sockets.len();
-            burst += 1;
         }
         std::thread::sleep(Duration::from_micros(500));
     }
@@ -192,9 +228,10 @@ mod tests {
     fn stamps_round_trip_and_unstamped_payloads_have_none() {
         let mut p = vec![0x5au8; 18];
         p[..4].copy_from_slice(&MAGIC);
-        p[4..STAMP_LEN].copy_from_slice(&1_700_000_000_123u64.to_be_bytes());
-        assert_eq!(stamp_of(&p), Some(1_700_000_000_123));
+        p[4..12].copy_from_slice(&1_700_000_000_123u64.to_be_bytes());
+        p[12..STAMP_LEN].copy_from_slice(&7u32.to_be_bytes());
+        assert_eq!(stamp_of(&p), Some((1_700_000_000_123, 7)));
         assert_eq!(stamp_of(&[0x5a; 18]), None);
-        assert_eq!(stamp_of(&p[..8]), None);
+        assert_eq!(stamp_of(&p[..14]), None);
     }
 }

@@ -303,6 +303,27 @@ fn load_of(a: &Args, sources: usize) -> Result<Load, LabError> {
 pub struct Steady {
     sinks: Processes,
     generators: Processes,
+    /// Host namespace or address -> node behind which it sits.
+    nodes: HashMap<String, String>,
+}
+
+/// A run of packets one flow lost (from the sink's sequence numbers), with the nodes of
+/// its source and destination hosts.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FlowGap {
+    pub from: String,
+    pub to: String,
+    #[serde(flatten)]
+    pub gap: crate::gaps::Gap,
+}
+
+/// A time a generator fell [`gen::STALL`](crate::gen::STALL) packets or more behind its
+/// pace (and sent them in a burst).
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Stall {
+    pub node: String,
+    pub at_ms: u64,
+    pub packets: u64,
 }
 
 /// What a steady run sent and received: per slice (unix ms / `buckets_ms`), summed over
@@ -313,6 +334,8 @@ pub struct SteadyCounts {
     pub sinks: usize,
     pub sent: std::collections::BTreeMap<u64, u64>,
     pub received: std::collections::BTreeMap<u64, u64>,
+    pub gaps: Vec<FlowGap>,
+    pub stalls: Vec<Stall>,
 }
 
 impl Steady {
@@ -350,9 +373,15 @@ impl Steady {
         };
         let sinks = start_sinks(&pairs, &sink_load)?;
         std::thread::sleep(Duration::from_millis(300));
+        let mut nodes = HashMap::new();
+        for e in pairs.iter().flat_map(|(s, d)| std::iter::once(s).chain(d)) {
+            nodes.insert(e.ns.clone(), e.node.clone());
+            nodes.insert(e.addr.to_string(), e.node.clone());
+        }
         let mut s = Steady {
             sinks,
             generators: Vec::new(),
+            nodes,
         };
         s.generators = start_generators(&pairs, &load)?.0;
         Ok(s)
@@ -371,13 +400,51 @@ impl Steady {
             }
             (v.len(), m)
         };
-        let (sources, sent) = sum(wait_json(std::mem::take(&mut self.generators)));
-        let (sinks, received) = sum(wait_json(std::mem::take(&mut self.sinks)));
+        let generators = wait_json(std::mem::take(&mut self.generators));
+        let sinks = wait_json(std::mem::take(&mut self.sinks));
+        let stalls = generators
+            .iter()
+            .flat_map(|(node, j)| {
+                let v: Vec<(u64, u64)> =
+                    serde_json::from_value(j["stalls"].clone()).unwrap_or_default();
+                v.into_iter().map(|(at_ms, packets)| Stall {
+                    node: node.clone(),
+                    at_ms,
+                    packets,
+                })
+            })
+            .collect();
+        let gaps = sinks
+            .iter()
+            .flat_map(|(ns, j)| {
+                let v: Vec<crate::gaps::Gap> =
+                    serde_json::from_value(j["gaps"].clone()).unwrap_or_default();
+                v.into_iter().map(|gap| self.flow_gap(ns, gap))
+            })
+            .collect();
+        let (sources, sent) = sum(generators);
+        let (sinks, received) = sum(sinks);
         SteadyCounts {
             sources,
             sinks,
             sent,
             received,
+            gaps,
+            stalls,
+        }
+    }
+
+    /// A sink's gap with the nodes of both ends (the source by the flow's address).
+    fn flow_gap(&self, sink_ns: &str, gap: crate::gaps::Gap) -> FlowGap {
+        let node = |k: &str| self.nodes.get(k).cloned().unwrap_or_else(|| k.to_string());
+        let ip = gap
+            .flow
+            .parse::<std::net::SocketAddr>()
+            .map_or(gap.flow.clone(), |a| a.ip().to_string());
+        FlowGap {
+            from: node(&ip),
+            to: node(sink_ns),
+            gap,
         }
     }
 }
