@@ -71,6 +71,17 @@ pub struct Args {
     json: Option<PathBuf>,
 }
 
+impl Args {
+    /// Its bench/RESULTS.md section: a fabric with BMv2 switches has its own.
+    pub fn section(&self) -> &'static str {
+        if self.bmv2.is_empty() {
+            "chaos"
+        } else {
+            "chaos-bmv2"
+        }
+    }
+}
+
 /// Slices of send time the traffic is counted in.
 const SLICE_MS: u64 = 100;
 /// Traffic runs this long after the last fault may start: the longest recovery (60 s),
@@ -264,14 +275,21 @@ fn run_faults(
         if state::now() > last_start {
             break;
         }
-        let d = inflict::inflict(lab, &fault)?;
+        let d = inflict::inflict(lab, &fault);
         eprintln!(
             "chaos: {:>4.0} s  {fault}: recovered {}",
             d.start - done.first().map_or(d.start, |f: &Done| f.start),
-            d.recovery_s
-                .map_or("no (60 s)".to_string(), |s| format!("in {s:.2} s"))
+            match (&d.error, d.recovery_s) {
+                (Some(e), _) => format!("no: {e}"),
+                (None, None) => "no (60 s)".to_string(),
+                (None, Some(s)) => format!("in {s:.2} s"),
+            }
         );
+        let failed = d.error.is_some();
         done.push(d);
+        if failed {
+            break; // the fabric is not whole: further faults would say nothing
+        }
         std::thread::sleep(settle);
     }
     Ok(done)
@@ -292,10 +310,13 @@ fn final_checks(
     let st = dir.load()?;
     let stuck = super::soak::not_established(&dir, &st);
     let model = model_check::wait_converged(&dir, &st, Instant::now(), Duration::from_secs(10))?;
-    let unrecovered: Vec<&str> = faults
+    let unrecovered: Vec<String> = faults
         .iter()
         .filter(|f| f.recovery_s.is_none())
-        .map(|f| f.fault.as_str())
+        .map(|f| match &f.error {
+            Some(e) => format!("{} ({e})", f.fault),
+            None => f.fault.clone(),
+        })
         .collect();
     let mut out = vec![
         check(
@@ -452,7 +473,7 @@ fn outside_rows(o: &mut String, r: &Soak) {
     let _ = writeln!(
         o,
         "\nGenerators fell {} or more packets behind their pace {} times (at most {} \
-         packets; each sends its backlog in a burst).",
+         packets behind; each skipped that backlog rather than burst it).",
         fare_lab::gen::STALL,
         r.stalls.0,
         r.stalls.1
@@ -507,7 +528,13 @@ fn report(args: &Args, r: &Soak, total_s: f64) -> String {
     let mut o = String::new();
     let _ = writeln!(
         o,
-        "## Chaos soak: faults under traffic, nothing lost outside them (`chaos`)\n"
+        "## Chaos soak{}: faults under traffic, nothing lost outside them (`{}`)\n",
+        if args.bmv2.is_empty() {
+            ""
+        } else {
+            " with BMv2"
+        },
+        args.section()
     );
     let _ = writeln!(o, "Command: `{}` (root)\n", command_line());
     let _ = writeln!(

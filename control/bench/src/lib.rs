@@ -103,9 +103,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Soak(a) => ("soak", soak::run_bench(a)?),
         Suite::LabScale(a) => ("lab-scale", lab_scale::run_bench(a)?),
         Suite::Chaos(a) => {
+            let section = a.section();
             let out = chaos::run_bench(a)?;
             failed = out.failed;
-            ("chaos", out.body)
+            (section, out.body)
         }
     };
     println!("{body}");

@@ -32,6 +32,10 @@ pub struct Done {
     /// From the repair until every session is up and every group equals the model
     /// (None: not within [`TIMEOUT_S`]).
     pub recovery_s: Option<f64>,
+    /// The fault or its repair failed (e.g. a restarted agent never answered): the soak
+    /// does no further fault and its checks say so.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl Done {
@@ -43,9 +47,26 @@ impl Done {
     }
 }
 
-pub fn inflict(lab: &str, fault: &Fault) -> anyhow::Result<Done> {
+/// Does the fault and its repair; an error in either is recorded in the result.
+pub fn inflict(lab: &str, fault: &Fault) -> Done {
     let start = state::now();
-    let (repaired, recovery_s) = match fault {
+    let (repaired, recovery_s, error) = match inflict_repair(lab, fault) {
+        Ok((at, r)) => (at, r, None),
+        Err(e) => (state::now(), None, Some(format!("{e:#}"))),
+    };
+    Done {
+        fault: fault.to_string(),
+        kind: fault.kind(),
+        start,
+        repaired,
+        end: state::now(),
+        recovery_s,
+        error,
+    }
+}
+
+fn inflict_repair(lab: &str, fault: &Fault) -> anyhow::Result<(f64, Option<f64>)> {
+    Ok(match fault {
         Fault::Flap { pair } => {
             faults::fail(Some(lab), pair, TIMEOUT_S)?;
             restore(lab, pair)?
@@ -56,14 +77,6 @@ pub fn inflict(lab: &str, fault: &Fault) -> anyhow::Result<Done> {
         }
         Fault::KillAgent { node } => kill_agent(lab, node)?,
         Fault::RestartSwitch { node } => restart_switch(lab, node)?,
-    };
-    Ok(Done {
-        fault: fault.to_string(),
-        kind: fault.kind(),
-        start,
-        repaired,
-        end: state::now(),
-        recovery_s,
     })
 }
 

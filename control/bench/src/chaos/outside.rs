@@ -113,6 +113,7 @@ mod tests {
             repaired,
             end,
             recovery_s: Some(end - repaired),
+            error: None,
         };
         let faults = [
             done("flap L1-S1", 100.0, 101.0, 105.0),
