@@ -61,16 +61,14 @@ impl Side<'_, '_> {
 
     fn stranded(&self, node: NodeId, g: &SharedGroup) -> f64 {
         let topo = self.sol.topology();
-        g.members
-            .iter()
-            .map(|&(via, nth, bw)| {
-                let cap = self
-                    .sol
-                    .link_to(node, via, nth)
-                    .map_or(bw, |l| topo.links[l].gbps);
-                (cap - bw).max(0.0)
-            })
-            .sum()
+        // Sums in sorted order: the same whatever the members' order (twins swapped).
+        crate::bandwidth::sum(g.members.iter().map(|&(via, nth, bw)| {
+            let cap = self
+                .sol
+                .link_to(node, via, nth)
+                .map_or(bw, |l| topo.links[l].gbps);
+            (cap - bw).max(0.0)
+        }))
     }
 }
 
@@ -103,8 +101,8 @@ fn outcome(before: &Side, after: &Side, set: usize, node: NodeId) -> Outcome {
         (Some((_, gb)), Some((_, ga))) => {
             o.changed = !same(gb, ga);
             if o.changed {
-                let demand: f64 = gb.members.iter().map(|m| m.2).sum();
-                let capacity: f64 = ga.members.iter().map(|m| m.2).sum();
+                let demand = crate::bandwidth::sum(gb.members.iter().map(|m| m.2));
+                let capacity = crate::bandwidth::sum(ga.members.iter().map(|m| m.2));
                 o.ratio = demand / capacity;
                 o.single = ga.members.len() == 1 && gb.members.len() > 1;
             }
@@ -128,10 +126,10 @@ pub struct SetTotals {
     pub single: u64,
     pub reduced_before: u64,
     pub reduced_after: u64,
-    pub stranded_before: f64,
-    pub stranded_after: f64,
-    /// Worst ratio and the node where it is (None: no group changed).
-    pub worst: Option<(f64, NodeId)>,
+    /// Change of the stranded capacity over the changed nodes, summed in sorted order.
+    pub stranded_change: f64,
+    /// Worst ratio and every node where it is, in node order (None: no group changed).
+    pub worst: Option<(f64, Vec<NodeId>)>,
 }
 
 /// Compares every node's group for origin set `set`, skipping the set's origins and the
@@ -140,6 +138,7 @@ pub fn compare_set(before: &Side, after: &Side, set: usize, failed: &[bool]) -> 
     let origins = &before.sol.origin_sets[set].origins;
     let mut memo: FxHashMap<(u32, u32), Outcome> = FxHashMap::default();
     let mut t = SetTotals::default();
+    let mut stranded = Vec::new();
     for (node, &down) in failed.iter().enumerate() {
         if down || origins.contains(&node) {
             continue;
@@ -153,11 +152,17 @@ pub fn compare_set(before: &Side, after: &Side, set: usize, failed: &[bool]) -> 
         t.single += u64::from(o.single);
         t.reduced_before += u64::from(o.reduced_before);
         t.reduced_after += u64::from(o.reduced_after);
-        t.stranded_before += o.stranded_before;
-        t.stranded_after += o.stranded_after;
-        if o.changed && !o.lost && t.worst.is_none_or(|(w, _)| o.ratio > w) {
-            t.worst = Some((o.ratio, node));
+        if o.changed {
+            stranded.push(o.stranded_after - o.stranded_before);
+        }
+        if o.changed && !o.lost {
+            match &mut t.worst {
+                Some((w, at)) if o.ratio == *w => at.push(node),
+                Some((w, _)) if !(o.ratio > *w) => {}
+                _ => t.worst = Some((o.ratio, vec![node])),
+            }
         }
     }
+    t.stranded_change = crate::bandwidth::sum(stranded);
     t
 }

@@ -17,14 +17,17 @@
 
 mod compare;
 pub mod failures;
+pub mod symmetry;
 
 pub use failures::{Failure, Kind};
 
 use crate::sim::{self, Solution};
+use crate::topology::NodeId;
 use crate::topology::Topology;
 use compare::Side;
 use ipnet::IpNet;
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 use serde::Serialize;
 
 /// One destination hurt by a failure.
@@ -144,6 +147,13 @@ impl<'t> Base<'t> {
 
     /// [`Base::one`] with the time spent in each phase.
     pub fn one_profiled(&self, f: &Failure, full: bool) -> (Report, Phases) {
+        let (r, _, p) = self.evaluate(f, full);
+        (r, p)
+    }
+
+    /// The report, and per destination (in the report's order) every node where its
+    /// worst oversubscription is, in node order (to rename it for a twin's failure).
+    fn evaluate(&self, f: &Failure, full: bool) -> (Report, Vec<Vec<NodeId>>, Phases) {
         let mut clock = std::time::Instant::now();
         let mut lap = || {
             let now = std::time::Instant::now();
@@ -181,6 +191,7 @@ impl<'t> Base<'t> {
             recomputed: wanted.iter().filter(|&&w| w).count(),
         };
         let before = self.side();
+        let mut ties = Vec::new();
         for s in (0..sets).filter(|&s| wanted[s]) {
             let t = compare::compare_set(&before, &after, s, &failed);
             let prefixes = &self.solution.origin_sets[s].prefixes;
@@ -189,31 +200,36 @@ impl<'t> Base<'t> {
             r.unreachable += t.lost * k;
             r.single_path += t.single * k;
             r.reduced_change += (t.reduced_after as i64 - t.reduced_before as i64) * k as i64;
-            r.stranded_gbps += (t.stranded_after - t.stranded_before) * k as f64;
-            let worst = t.worst.unwrap_or((1.0, usize::MAX));
-            if worst.0 > 1.0 + 1e-9 || t.lost > 0 {
-                r.worst_oversubscription = r.worst_oversubscription.max(worst.0);
+            r.stranded_gbps += t.stranded_change * k as f64;
+            let (worst, at) = t.worst.unwrap_or((1.0, Vec::new()));
+            if worst > 1.0 + 1e-9 || t.lost > 0 {
+                r.worst_oversubscription = r.worst_oversubscription.max(worst);
                 r.destinations.push(Destination {
                     prefixes: prefixes.clone(),
-                    worst_oversubscription: worst.0,
-                    node: self
-                        .topo
-                        .nodes
-                        .get(worst.1)
-                        .map_or_else(String::new, |n| n.name.clone()),
+                    worst_oversubscription: worst,
+                    node: self.name(at.first().copied()),
                     unreachable_nodes: t.lost,
                 });
+                ties.push(at);
             }
         }
         r.reduced_groups = (self.reduced_groups as i64 + r.reduced_change).max(0) as u64;
-        r.destinations.sort_by(|a, b| {
-            (b.unreachable_nodes, b.worst_oversubscription)
-                .partial_cmp(&(a.unreachable_nodes, a.worst_oversubscription))
+        let mut order: Vec<usize> = (0..r.destinations.len()).collect();
+        let d = &r.destinations;
+        order.sort_by(|&a, &b| {
+            (d[b].unreachable_nodes, d[b].worst_oversubscription)
+                .partial_cmp(&(d[a].unreachable_nodes, d[a].worst_oversubscription))
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
+        r.destinations = order.iter().map(|&i| d[i].clone()).collect();
+        let ties = order
+            .iter()
+            .map(|&i| std::mem::take(&mut ties[i]))
+            .collect();
         let compare = lap();
         (
             r,
+            ties,
             Phases {
                 select,
                 solve,
@@ -223,9 +239,81 @@ impl<'t> Base<'t> {
     }
 }
 
+impl Base<'_> {
+    fn name(&self, n: Option<NodeId>) -> String {
+        n.and_then(|n| self.topo.nodes.get(n))
+            .map_or_else(String::new, |n| n.name.clone())
+    }
+
+    /// The report of `f`, the image of a computed failure under `swaps`: the same
+    /// figures, renamed (the failure, and each destination's worst node: the smallest
+    /// image of the nodes where the worst ratio is, as a direct computation picks it).
+    fn rename(
+        &self,
+        r: &Report,
+        ties: &[Vec<NodeId>],
+        f: &Failure,
+        swaps: &symmetry::Swaps,
+    ) -> Report {
+        let mut out = Report {
+            failure: f.name.clone(),
+            fail_args: f.fail_args(self.topo),
+            ..r.clone()
+        };
+        if !swaps.is_empty() {
+            for (d, at) in out.destinations.iter_mut().zip(ties) {
+                d.node = self.name(symmetry::min_image(swaps, at));
+            }
+        }
+        out
+    }
+}
+
 /// Every failure of `failures`, in parallel, ranked worst first: most groups left
 /// without a route, then worst oversubscription, then most changed groups.
+///
+/// `full`: every failure recomputed on its own over every destination (the naive
+/// baseline). Otherwise incremental, and link and node failures that are images of
+/// each other under swaps of twins (see [`symmetry`]) are computed once.
 pub fn analyze(base: &Base, failures: &[Failure], full: bool) -> Vec<Report> {
+    if full {
+        return analyze_each(base, failures, true);
+    }
+    let twins = symmetry::Twins::new(base.topo);
+    // Per class, its members (index, swaps) in failure order.
+    let mut classes: FxHashMap<symmetry::Key, usize> = FxHashMap::default();
+    let mut members: Vec<Vec<(usize, symmetry::Swaps)>> = Vec::new();
+    for (i, f) in failures.iter().enumerate() {
+        let (key, swaps) = match twins.canonical(f) {
+            Some(c) => c,
+            None => ((f.kind, i, usize::MAX), Vec::new()),
+        };
+        let c = *classes.entry(key).or_insert_with(|| {
+            members.push(Vec::new());
+            members.len() - 1
+        });
+        members[c].push((i, swaps));
+    }
+    let mut reports: Vec<(usize, Report)> = members
+        .par_iter()
+        .flat_map_iter(|class| {
+            let (i, swaps) = &class[0];
+            let computed = symmetry::preimage(&failures[*i], swaps);
+            let (r, ties, _) = base.evaluate(&computed, false);
+            class
+                .iter()
+                .map(|(j, swaps)| (*j, base.rename(&r, &ties, &failures[*j], swaps)))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    reports.sort_by_key(|(i, _)| *i);
+    let mut reports: Vec<Report> = reports.into_iter().map(|(_, r)| r).collect();
+    rank(&mut reports);
+    reports
+}
+
+/// [`analyze`] without sharing between twins: every failure computed on its own.
+pub fn analyze_each(base: &Base, failures: &[Failure], full: bool) -> Vec<Report> {
     let mut reports: Vec<Report> = failures.par_iter().map(|f| base.one(f, full)).collect();
     rank(&mut reports);
     reports

@@ -222,8 +222,78 @@ fn check_reuse(base: &Base, f: &Failure, after: &Solution) -> Result<(), String>
     Ok(())
 }
 
+/// Sharing between twins changes nothing: every report, renamed from its class's
+/// computed failure, equals the failure's own computation, in the same ranking.
+fn check_twins(t: &Topology, mode: Mode, limit: Option<u32>) -> Result<(), String> {
+    let base = Base::new(t, &options(mode, limit));
+    let mut all = failures::singles(t);
+    all.extend(failures::sample_pairs(&all.clone(), 4, 1));
+    let shared = analyze(&base, &all, false);
+    let each = analyze_each(&base, &all, false);
+    for (a, b) in shared.iter().zip(&each) {
+        if a != b {
+            return Err(format!("{a:?}\n!= {b:?}"));
+        }
+    }
+    Ok(())
+}
+
+/// 2 planes, 3 blocks of 4 RNICs (the last block 2), 3 spines per plane: the spines of
+/// a plane are twins, and so are the RNICs of a block; leaves are not (their RNICs
+/// differ). Failing S2@Plane1-L1@Plane1 is computed as S1@Plane1-L1@Plane1's image.
+#[test]
+fn twins_of_a_multiplane_fabric() {
+    let t = gen::multiplane(&gen::MultiPlane {
+        gpus: 10,
+        planes: 2,
+        rnics_per_leaf: 4,
+        spines_per_plane: 3,
+        ..Default::default()
+    });
+    let twins = symmetry::Twins::new(&t);
+    let id = |n: &str| t.node_id(n).unwrap();
+    assert_eq!(twins.rep(id("S3@Plane2")), id("S1@Plane2"));
+    assert_eq!(twins.rep(id("R4")), id("R1"));
+    assert_eq!(twins.rep(id("R10")), id("R9"));
+    assert_eq!(twins.rep(id("L2@Plane1")), id("L2@Plane1"));
+    let all = failures::singles(&t);
+    let classes: std::collections::HashSet<_> = all
+        .iter()
+        .filter_map(|f| twins.canonical(f).map(|c| c.0))
+        .collect();
+    // Links: 2 planes x 3 leaves (spine links) + 2 x 3 (RNIC links, one class per
+    // block); nodes: 2 spine classes, 6 leaves, 3 RNIC classes.
+    assert_eq!(classes.len(), 6 + 6 + 2 + 6 + 3);
+    check_twins(&t, Mode::Draft, None).unwrap();
+    check_twins(&t, Mode::Averaged, Some(4)).unwrap();
+}
+
+/// One degraded link breaks the twins it touches: L1 then reaches S1 over 50G, its
+/// twin S2 over 100G, and a failure of either is computed on its own.
+#[test]
+fn asymmetry_breaks_twins() {
+    let mut t = gen::clos3(3, 2, 100.0, 1);
+    t.links[0].gbps = 50.0;
+    let twins = symmetry::Twins::new(&t);
+    let (a, b) = (t.links[0].a, t.links[0].b);
+    assert_eq!((twins.rep(a), twins.rep(b)), (a, b));
+    check_twins(&t, Mode::Draft, None).unwrap();
+}
+
 proptest::proptest! {
     #![proptest_config(proptest::test_runner::Config::with_cases(48))]
+
+    #[test]
+    fn twins_equal_each_clos3(t in random_clos3(), averaged: bool, limit in proptest::option::of(2u32..8)) {
+        let mode = if averaged { Mode::Averaged } else { Mode::Draft };
+        check_twins(&t, mode, limit).map_err(proptest::test_runner::TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn twins_equal_each_planes(t in random_planes(), averaged: bool, limit in proptest::option::of(2u32..8)) {
+        let mode = if averaged { Mode::Averaged } else { Mode::Draft };
+        check_twins(&t, mode, limit).map_err(proptest::test_runner::TestCaseError::fail)?;
+    }
 
     #[test]
     fn incremental_equals_full_clos3(t in random_clos3(), averaged: bool, limit in proptest::option::of(2u32..8)) {
