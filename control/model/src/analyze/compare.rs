@@ -156,10 +156,14 @@ pub fn compare_set(before: &Side, after: &Side, set: usize, failed: &[bool]) -> 
             stranded.push(o.stranded_after - o.stranded_before);
         }
         if o.changed && !o.lost {
-            match &mut t.worst {
-                Some((w, at)) if o.ratio == *w => at.push(node),
-                Some((w, _)) if !(o.ratio > *w) => {}
-                _ => t.worst = Some((o.ratio, vec![node])),
+            // A greater ratio starts the list; an equal one joins it (NaN never does).
+            let greater = t.worst.as_ref().is_none_or(|(w, _)| o.ratio > *w);
+            if greater {
+                t.worst = Some((o.ratio, vec![node]));
+            } else if let Some((w, at)) = &mut t.worst {
+                if o.ratio == *w {
+                    at.push(node);
+                }
             }
         }
     }
