@@ -108,6 +108,10 @@ pub fn agent_config(
             // The neighbor's place in the Clos: a spine whose routes come from
             // super-spines applies draft §4.2's remote-spine rule.
             n.role = Some(peer.map_or(Role::Leaf, |n| role(&n.role)));
+            // An FRR neighbor does not speak FARE: the RFC 10005 community both ways.
+            if peer.is_some_and(|n| n.frr) {
+                n.link_bandwidth = fare_bgp::speaker::LinkBandwidthMode::Both;
+            }
             config.neighbors.push(n);
         }
     }
@@ -222,6 +226,10 @@ pub fn render_configs(
 ) -> Result<Vec<(PathBuf, String)>, AgentsError> {
     let mut out = Vec::with_capacity(plan.nodes.len());
     for node in &plan.nodes {
+        if node.frr {
+            out.push((frr_conf_path(dir, &node.name), super::frr::conf(plan, node)));
+            continue;
+        }
         let text = config_yaml(plan, node, &dir.socket(&node.name), groups, mode)?;
         let path = dir.config(&node.name);
         AgentConfig::parse(&path, &text, |_| Ok(Vec::new())).map_err(|e| AgentsError::Refused {
@@ -231,6 +239,11 @@ pub fn render_configs(
         out.push((path, text));
     }
     Ok(out)
+}
+
+/// Where an FRR node's bgpd configuration is written beside the agents' files.
+pub fn frr_conf_path(dir: &StateDir, node: &str) -> PathBuf {
+    dir.config(node).with_extension("frr.conf")
 }
 
 /// Writes the configurations [`render_configs`] made into the state directory.

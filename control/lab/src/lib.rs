@@ -22,6 +22,7 @@ pub mod down;
 pub mod events;
 pub mod fabric_svg;
 pub mod faults;
+pub mod frr;
 pub mod gaps;
 pub mod gen;
 pub mod history_svg;

@@ -293,6 +293,22 @@ pub fn compare(
     out
 }
 
+/// Every node's groups: an agent's from its management API, an FRR node's from its
+/// kernel ([`super::frr::kernel_groups`]).
+pub fn live_groups(
+    dir: &StateDir,
+    state: &LabState,
+    names: &[&str],
+) -> Vec<Option<Vec<pb::Group>>> {
+    let mut groups = agents::groups_all(dir, names);
+    for (k, node) in state.plan.nodes.iter().enumerate() {
+        if node.frr {
+            groups[k] = super::frr::kernel_groups(&node.ns);
+        }
+    }
+    groups
+}
+
 /// Waits until the agents agree with the model (see [`compare`]: groups first, then
 /// sessions). Each round reads the groups once, and the sessions only when the groups
 /// agree or time is up. Returns the seconds since `since`, or what still differs when
@@ -309,14 +325,20 @@ pub fn wait_converged(
     let expected = expected_splits(&state.plan, &expected_groups(state)?);
     let names: Vec<&str> = state.plan.nodes.iter().map(|n| n.name.as_str()).collect();
     loop {
-        let groups = agents::groups_all(dir, &names);
+        let groups = live_groups(dir, state, &names);
         // Converged when the groups were right (the sessions behind them are checked
         // next and only decide whether this counts).
         let at = since.elapsed().as_secs_f64();
         let groups_agree = compare(state, &expected, &groups, None).is_empty();
         let timed_out = since.elapsed() > timeout;
         if groups_agree || timed_out {
-            let neighbors = agents::neighbors_all(dir, &names);
+            let mut neighbors = agents::neighbors_all(dir, &names);
+            for (k, node) in state.plan.nodes.iter().enumerate() {
+                if node.frr {
+                    // FRR's sessions are checked from the fare side of each.
+                    neighbors[k] = Some(Vec::new());
+                }
+            }
             let left = compare(state, &expected, &groups, Some(&neighbors));
             if left.is_empty() {
                 return Ok(Ok(at));

@@ -183,6 +183,9 @@ pub struct NodePlan {
     /// over P4Runtime.
     #[serde(default)]
     pub bmv2: bool,
+    /// `target: frr`: FRR's bgpd and zebra run this node (`frr`), not an agent.
+    #[serde(default)]
+    pub frr: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -351,6 +354,7 @@ pub fn plan(topo: &Topology, lab: &str, options: &Options) -> Result<Plan, PlanE
             hosts: Vec::new(),
             local_endpoints: Vec::new(),
             bmv2: n.target == fare_model::topology::Target::Bmv2,
+            frr: n.target == fare_model::topology::Target::Frr,
         })
         .collect();
     // Interface numbers: eth0 is the first host link, eth1.. the fabric links.

@@ -54,6 +54,7 @@ pub struct UpReport {
 
 pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
     let mut plan = plan::plan(&req.topology, &req.lab, &req.options)?;
+    frr_preflight(&plan)?;
     let p4_build = bmv2::build_dir(req.options.p4_build.as_deref(), &req.fare);
     if let Some(abs) = bmv2::preflight(&plan, &p4_build)? {
         plan.options.p4_build = Some(abs);
@@ -100,6 +101,26 @@ pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
             }
         }
     }
+}
+
+/// `target: frr` nodes need FRR installed, BGP routing and namespaces of our own.
+fn frr_preflight(plan: &Plan) -> Result<(), LabError> {
+    let Some(node) = plan.nodes.iter().find(|n| n.frr) else {
+        return Ok(());
+    };
+    let problem = if plan.options.routing != plan::Routing::Bgp {
+        "needs --routing bgp"
+    } else if plan.options.backend != plan::Backend::Netns {
+        "needs the netns backend"
+    } else if !super::frr::available() {
+        "needs FRR (Debian's `frr`: bgpd and zebra in /usr/lib/frr)"
+    } else {
+        return Ok(());
+    };
+    Err(LabError::Input(format!(
+        "node `{}` has target: frr, which {problem}",
+        node.name
+    )))
 }
 
 fn failed_agent_hint(dir: &StateDir, state: &LabState) -> Option<String> {
@@ -298,7 +319,12 @@ fn start_agents(
     if req.agents {
         progress(req, &format!("starting {} agents", plan.nodes.len()));
         for node in &plan.nodes {
-            let pid = agents::spawn(&req.fare, node, dir)?;
+            let pid = if node.frr {
+                let conf = std::fs::read_to_string(agents::frr_conf_path(dir, &node.name))?;
+                super::frr::start(node, dir, &conf)?
+            } else {
+                agents::spawn(&req.fare, node, dir)?
+            };
             state.agents.push((node.name.clone(), pid));
         }
         dir.save(state)?;
@@ -328,7 +354,7 @@ fn wait_for_agents(
         let waiting: Vec<&str> = plan
             .nodes
             .iter()
-            .filter(|n| !agents::socket_ready(dir, &n.name))
+            .filter(|n| !n.frr && !agents::socket_ready(dir, &n.name))
             .map(|n| n.name.as_str())
             .collect();
         if waiting.is_empty() {
