@@ -1026,3 +1026,37 @@ fn admin_shutdown_keeps_the_task_idle_until_enabled() {
     assert!(out.iter().all(|a| matches!(a, A::StopTimer(_))), "{out:?}");
     assert_eq!(fsm.state(), State::Idle);
 }
+
+/// The peer was killed (kill -9: its kernel closes the connection) after short sessions
+/// had doubled the backoff to the maximum: this end waits the backoff before dialing,
+/// but takes the restarted peer's connection at once (Active listens), whatever the
+/// backoff. So a restarted peer's session comes back as soon as it dials.
+#[test]
+fn restarted_peer_is_accepted_during_a_long_backoff() {
+    let mut fsm = connect();
+    let mut t = 0;
+    for id in 1..=4 {
+        fsm.handle(s(t), E::TcpCrAcked(id));
+        fsm.handle(s(t + 1), E::NotifMsg(Notification::new(6, 2)));
+        t += 1;
+        fsm.handle(s(t), E::ConnectRetryTimerExpires);
+    }
+    assert_eq!(fsm.backoff(), s(8));
+    // Established on connection 5, then the peer's kernel closes it.
+    fsm.handle(s(t), E::TcpCrAcked(5));
+    fsm.handle(s(t), E::BgpOpen(peer(LOWER, 9)));
+    fsm.handle(s(t), E::KeepAliveMsg);
+    assert_eq!(fsm.state(), State::Established);
+    let a = fsm.handle(
+        s(t + 1),
+        E::TcpConnectionFails(5, "connection closed by peer".into()),
+    );
+    assert_eq!(a.last(), Some(&jittered(T::ConnectRetry, s(8))));
+    assert_eq!(fsm.state(), State::Active);
+    // The restarted peer dials 1 s later: taken at once, OPEN sent.
+    assert_eq!(
+        fsm.handle(s(t + 2), E::TcpConnectionConfirmed(6)),
+        opened(6)
+    );
+    assert_eq!(fsm.state(), State::OpenSent);
+}

@@ -21,6 +21,7 @@ mod colors;
 mod dir4;
 mod encode;
 mod group_ids;
+mod keep;
 mod logs;
 pub mod neighbor;
 pub mod netdev;
@@ -147,6 +148,8 @@ impl Installed {
 pub struct XdpDataplane {
     /// Owns the loaded program (the links below keep it attached).
     ebpf: Ebpf,
+    /// The earlier agent's program, kept in the links instead of loading `ebpf`'s.
+    kept: Option<Xdp>,
     pins: PinDir,
     links: Vec<(String, FdLink)>,
     routes_v4: LpmTrie<MapData, [u8; 4], RouteValue>,
@@ -229,6 +232,32 @@ fn prepare_pins(pins: &PinDir, root: &std::path::Path) -> Result<(), DataplaneEr
     })
 }
 
+/// Loads the program (the verifier runs) and attaches it to every interface, then pins
+/// it under `id` for the next agent (see [`keep`]).
+fn load_and_attach(
+    ebpf: &mut Ebpf,
+    pins: &PinDir,
+    interfaces: &[String],
+    id: &str,
+) -> Result<Vec<(String, FdLink)>, DataplaneError> {
+    let program: &mut Xdp = ebpf
+        .program_mut(fc::PROGRAM_NAME)
+        .ok_or_else(|| err("program fare_xdp missing from the object"))?
+        .try_into()
+        .map_err(|e| err(format!("program fare_xdp: {e}")))?;
+    program
+        .load()
+        .map_err(|e| err(format!("the kernel refused the XDP program: {e:?}")))?;
+    keep::forget(pins);
+    let mut links = Vec::new();
+    for ifname in interfaces {
+        let link = attach_program(program, pins, ifname)?;
+        links.push((ifname.clone(), link));
+    }
+    keep::remember(pins, program, id);
+    Ok(links)
+}
+
 /// Opens the object against the maps pinned in `pins` (created the first time), with
 /// the kernel log level and the load-time ARN reception flag set; nothing loaded yet.
 fn load_object(bytes: &[u8], pins: &PinDir, arn_receiver: bool) -> Result<Ebpf, DataplaneError> {
@@ -284,19 +313,17 @@ impl XdpDataplane {
         if let Some(table) = &mut dir4 {
             table.adopt(v4_routes.iter().copied());
         }
-        let program: &mut Xdp = ebpf
-            .program_mut(fc::PROGRAM_NAME)
-            .ok_or_else(|| err("program fare_xdp missing from the object"))?
-            .try_into()
-            .map_err(|e| err(format!("program fare_xdp: {e}")))?;
-        program
-            .load()
-            .map_err(|e| err(format!("the kernel refused the XDP program: {e:?}")))?;
-        let mut links = Vec::new();
-        for ifname in &opts.interfaces {
-            let link = attach_program(program, &pins, ifname)?;
-            links.push((ifname.clone(), link));
-        }
+        let id = keep::identity(bytes, logs::kernel_level(), opts.arn.is_some());
+        let (kept, mut links) = match keep::reuse(&pins, &opts.interfaces, &id) {
+            Some((program, links)) => {
+                tracing::info!(node = %opts.node, "xdp: kept the verified program of the pinned links");
+                (Some(program), links)
+            }
+            None => (
+                None,
+                load_and_attach(&mut ebpf, &pins, &opts.interfaces, &id)?,
+            ),
+        };
         if !opts.egress_spray.is_empty() {
             let tc: &mut SchedClassifier = ebpf
                 .program_mut(fc::TC_SPRAY_NAME)
@@ -329,6 +356,7 @@ impl XdpDataplane {
             arn: arn::ArnMaps::take(&mut ebpf)?,
             steer: steer::SteerMaps::take(&mut ebpf)?,
             ebpf,
+            kept,
             pins,
             links,
             installed: BTreeMap::new(),
@@ -424,8 +452,12 @@ impl XdpDataplane {
         self.flowlet_gap_us = gap_us;
     }
 
-    /// File descriptor of the loaded program (for `BPF_PROG_TEST_RUN`).
+    /// File descriptor of the attached program (for `BPF_PROG_TEST_RUN`).
     pub fn program_fd(&self) -> Result<RawFd, DataplaneError> {
+        if let Some(kept) = &self.kept {
+            let fd = kept.fd().map_err(|e| err(format!("{e}")))?;
+            return Ok(fd.as_fd().as_raw_fd());
+        }
         let program: &Xdp = self
             .ebpf
             .program(fc::PROGRAM_NAME)

@@ -2,6 +2,7 @@
 //! ```text
 //! <root>/<node>/maps/<MAP>      every map of the program (pinned by name)
 //! <root>/<node>/links/<ifname>  the XDP link of each interface
+//! <root>/<node>/program-<id>    the program in those links, by identity (see `keep`)
 //! ```
 //! A link pinned there keeps the program attached after the agent exits (also after
 //! `kill -9`); a restarted agent loads the program against the same maps and swaps it
@@ -12,6 +13,7 @@ use std::path::{Path, PathBuf};
 
 /// Default bpffs root of fare's pins.
 pub const DEFAULT_ROOT: &str = "/sys/fs/bpf/fare";
+const PROGRAM_PREFIX: &str = "program-";
 const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
 #[derive(Clone, Debug)]
@@ -32,6 +34,23 @@ impl PinDir {
 
     pub fn link(&self, ifname: &str) -> PathBuf {
         self.node.join("links").join(ifname)
+    }
+
+    /// The pinned program of identity `id` (bpffs holds no regular files, so the
+    /// identity is the pin's name).
+    pub fn program(&self, id: &str) -> PathBuf {
+        self.node.join(format!("{PROGRAM_PREFIX}{id}"))
+    }
+
+    /// Every pinned program of the node, whatever its identity.
+    pub fn programs(&self) -> Vec<PathBuf> {
+        let Ok(dir) = std::fs::read_dir(&self.node) else {
+            return Vec::new();
+        };
+        dir.flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with(PROGRAM_PREFIX))
+            .map(|e| e.path())
+            .collect()
     }
 
     /// Makes sure bpffs is mounted under `root` and creates the directories.
