@@ -70,7 +70,10 @@ fn bpftool_id(kind: &str, path: &str) -> Result<u64> {
     let out = std::process::Command::new("bpftool")
         .args(["--json", kind, "show", "pinned", path])
         .output()?;
-    ensure!(out.status.success(), "bpftool {kind} show pinned {path} failed");
+    ensure!(
+        out.status.success(),
+        "bpftool {kind} show pinned {path} failed"
+    );
     let v: serde_json::Value = serde_json::from_slice(&out.stdout)?;
     let key = if kind == "link" { "prog_id" } else { "id" };
     v[key]
@@ -102,14 +105,26 @@ fn lab_agent_kill_sessions_back_quickly() -> Result<()> {
     let programs: Vec<_> = std::fs::read_dir(&pins)?
         .flatten()
         .map(|e| e.path())
-        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("program-")))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("program-"))
+        })
         .collect();
-    ensure!(programs.len() == 1, "pinned programs of leaf1: {programs:?}");
+    ensure!(
+        programs.len() == 1,
+        "pinned programs of leaf1: {programs:?}"
+    );
     let pinned = bpftool_id("prog", &programs[0].to_string_lossy())?;
     let before = bpftool_id("link", &link)?;
-    ensure!(before == pinned, "link runs program {before}, pinned is {pinned}");
+    ensure!(
+        before == pinned,
+        "link runs program {before}, pinned is {pinned}"
+    );
     let nodes = ["leaf1", "spine1", "spine2"];
-    ensure!(all_established(&lab, &nodes), "sessions not up before the kill");
+    ensure!(
+        all_established(&lab, &nodes),
+        "sessions not up before the kill"
+    );
 
     let since = std::time::Instant::now();
     lab.json("restart", &["leaf1", "--kill"])?;
@@ -135,13 +150,19 @@ fn lab_agent_kill_sessions_back_quickly() -> Result<()> {
             Ok(row["flaps"].as_u64().unwrap_or(0))
         })
         .collect::<Result<_>>()?;
-    eprintln!("{test}: sessions back {:.2} s after kill -9; spines' flaps {flaps:?}", took.as_secs_f64());
+    eprintln!(
+        "{test}: sessions back {:.2} s after kill -9; spines' flaps {flaps:?}",
+        took.as_secs_f64()
+    );
     ensure!(
         flaps.iter().all(|&f| f >= 1),
         "the spines never saw the session drop: {flaps:?}"
     );
     let after = bpftool_id("link", &link)?;
-    ensure!(after == before, "program replaced ({before} -> {after}) though unchanged");
+    ensure!(
+        after == before,
+        "program replaced ({before} -> {after}) though unchanged"
+    );
     lab.down()?;
     Ok(())
 }
