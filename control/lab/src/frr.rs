@@ -33,7 +33,9 @@ pub fn conf(plan: &Plan, node: &NodePlan) -> String {
     );
     let _ = writeln!(s, "router bgp {}", node.asn);
     let _ = writeln!(s, " bgp router-id {}", node.router_id);
-    s.push_str(" no bgp ebgp-requires-policy\n timers bgp 3 9\n");
+    // Multipath over routes from different neighbor ASes (a multi-homed prefix).
+    s.push_str(" no bgp ebgp-requires-policy\n bgp bestpath as-path multipath-relax\n");
+    s.push_str(" timers bgp 3 9\n");
     let asn = |peer: &str| plan.node(peer).map_or(0, |n| n.asn);
     for p in &node.ports {
         let _ = writeln!(s, " neighbor {} remote-as {}", p.peer_addr, asn(&p.peer));
