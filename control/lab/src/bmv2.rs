@@ -121,13 +121,16 @@ pub fn log_path(dir: &StateDir, node: &str) -> PathBuf {
 }
 
 /// Transmit checksum offload off on every link end and host interface of the lab, GRO on
-/// at the switches' ports (see the module comment). Also used for XDP labs: a frame XDP
-/// redirects keeps the unfinished checksum its sender left to veth offload.
+/// at the switches' ports (see the module comment) and at FRR nodes' ports: a frame an XDP
+/// neighbour redirects into a veth is dropped unless the receiving end runs an XDP program
+/// or has GRO (veth NAPI) on, and FRR's kernel forwards without one. Also used for XDP
+/// labs: a frame XDP redirects keeps the unfinished checksum its sender left to veth
+/// offload.
 pub fn prepare_links(plan: &Plan) -> Result<(), LabError> {
     for node in &plan.nodes {
         let mut ifaces: Vec<&str> = node.ports.iter().map(|p| p.interface.as_str()).collect();
         ifaces.extend(node.hosts.iter().map(|h| h.node_interface.as_str()));
-        let features: &[&str] = if node.bmv2 {
+        let features: &[&str] = if node.bmv2 || node.frr {
             &["tx", "off", "gro", "on"]
         } else {
             &["tx", "off"]

@@ -38,6 +38,7 @@ mod lab_bmv2;
 mod lab_demo;
 mod lab_differential;
 mod lab_events;
+mod lab_mixed;
 mod lab_report;
 mod lab_restart;
 mod lab_split;

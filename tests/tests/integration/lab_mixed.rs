@@ -1,0 +1,163 @@
+//! A mixed Figure 1 (`topologies/draft-fig1-mixed.yaml`): spines S1 and S2 run FRR
+//! (bgpd + zebra, UCMP from the RFC 10005 Link Bandwidth community), S3, S4 and the leaves
+//! run fare. The lab must converge to the model, and the values are checked here against
+//! what was computed by hand from RFC 10005, draft-xu-idr-fare and FRR's UCMP rule
+//! (weight = floor(100 x bw / total)):
+//!
+//! - S1 (FRR) toward 10.100.0.0/24, originated by L1 (link 25G) and L2 (link 10G): the
+//!   leaves send 25 and 10 Gbps as binary32 bytes/s (3.125e9, 1.25e9), so S1 installs
+//!   floor(100 x 25/35) = 71 and floor(100 x 10/35) = 28 in its kernel.
+//! - L8 (fare) toward L1's 10.0.1.0/24: S1 and S2 pass L1's Path Bandwidth (25) on
+//!   unchanged (to FRR an unknown transitive community), S3 sends min(25, 25) = 25, S4
+//!   min(10, 25) = 10: 25:25:25:10 = 5:5:5:2.
+//! - L8 toward L2's 10.0.2.0/24: S1 passes L2's 25 on without seeing its own 10G link to
+//!   L2; S2, S3, S4 send 25: 1:1:1:1.
+//!
+//! Then traffic from L8 to L3 (1:1:1:1; not to L1, whose second host is in the anycast
+//! 10.100.0.0/24 that L2 originates too) crosses both kinds of spine: every member of L8's
+//! group carries packets, and what was sent arrives. Before the lab turned GRO on at FRR
+//! nodes' ports, the frames L8's XDP program redirected toward S1 and S2 were dropped.
+
+use anyhow::{ensure, Context, Result};
+use fare_integration::lab::Lab;
+use fare_integration::{have_root, have_tool, run, skip};
+use serde_json::Value;
+use std::path::Path;
+
+/// Weights of `ns`'s kernel route to `prefix` (through its nexthop group when it has one).
+fn kernel_weights(ns: &str, prefix: &str) -> Result<Vec<u64>> {
+    let out = run("ip", &["-n", ns, "-j", "route", "show", prefix])?;
+    let routes: Value = serde_json::from_slice(&out.stdout)?;
+    let route = routes.get(0).context("no route")?;
+    let mut w: Vec<u64> = if let Some(id) = route["nhid"].as_u64() {
+        let out = run(
+            "ip",
+            &["-n", ns, "-j", "nexthop", "show", "id", &id.to_string()],
+        )?;
+        let nh: Value = serde_json::from_slice(&out.stdout)?;
+        nh[0]["group"]
+            .as_array()
+            .context("nexthop without a group")?
+            .iter()
+            .map(|m| m["weight"].as_u64().unwrap_or(1))
+            .collect()
+    } else {
+        route["nexthops"]
+            .as_array()
+            .context("no nexthops")?
+            .iter()
+            .map(|m| m["weight"].as_u64().unwrap_or(1))
+            .collect()
+    };
+    w.sort_unstable();
+    Ok(w)
+}
+
+/// L8's group toward `prefix` as fare shows it: sorted weights and packet counts by weight.
+fn group(lab: &Lab, prefix: &str) -> Result<Vec<(u64, u64)>> {
+    let groups = lab.show("L8", "groups")?;
+    let g = groups
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|g| g["prefix"] == prefix)
+        .with_context(|| format!("L8 has no group for {prefix}: {groups}"))?;
+    let mut m: Vec<(u64, u64)> = g["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|m| {
+            (
+                m["weight"].as_u64().unwrap_or(0),
+                m["packets"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    m.sort_unstable();
+    Ok(m)
+}
+
+/// Whether any process still runs from the lab's state directory (its FRR daemons).
+fn lab_processes(lab: &str) -> Vec<u32> {
+    let needle = format!("/run/fare/lab/{lab}/");
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    procs
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            std::fs::read(Path::new("/proc").join(pid.to_string()).join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(&needle))
+        })
+        .collect()
+}
+
+#[test]
+fn lab_mixed_frr_and_fare_spines_converge_to_the_model() -> Result<()> {
+    let test = "lab_mixed_frr_and_fare_spines_converge_to_the_model";
+    if !have_root(test) || !have_tool(test, "tc") || !have_tool(test, "nsenter") {
+        return Ok(());
+    }
+    if !fare::lab::frr::available() {
+        skip(test, "FRR (bgpd, zebra) is not installed");
+        return Ok(());
+    }
+    let (lab, up) = Lab::start(
+        "topologies/draft-fig1-mixed.yaml",
+        "mx",
+        &[
+            "--routing",
+            "bgp",
+            "--dataplane",
+            "xdp",
+            "--no-arn",
+            "--converge-timeout",
+            "120",
+        ],
+    )?;
+    let up: Value = serde_json::from_slice(&up.stdout)?;
+    ensure!(
+        up["converged_s"].is_number(),
+        "not converged to the model: {}",
+        up["mismatches"]
+    );
+
+    let s1 = format!("farelab-{}-S1", lab.name);
+    let w = kernel_weights(&s1, "10.100.0.0/24")?;
+    ensure!(
+        w == [28, 71],
+        "S1's kernel weights for 10.100.0.0/24: {w:?}"
+    );
+
+    let to_l1: Vec<u64> = group(&lab, "10.0.1.0/24")?.iter().map(|m| m.0).collect();
+    ensure!(to_l1 == [2, 5, 5, 5], "L8 -> 10.0.1.0/24: {to_l1:?}");
+    let to_l2: Vec<u64> = group(&lab, "10.0.2.0/24")?.iter().map(|m| m.0).collect();
+    ensure!(to_l2 == [1, 1, 1, 1], "L8 -> 10.0.2.0/24: {to_l2:?}");
+
+    let before = group(&lab, "10.0.3.0/24")?;
+    let r = lab.traffic("L8", "L3", 20, 3, &[])?;
+    let after = group(&lab, "10.0.3.0/24")?;
+    let sent = r["totals"]["sent_packets"].as_u64().unwrap_or(0);
+    let received = r["totals"]["received_packets"].as_u64().unwrap_or(0);
+    let carried: Vec<u64> = after
+        .iter()
+        .zip(&before)
+        .map(|(a, b)| a.1.saturating_sub(b.1))
+        .collect();
+    eprintln!("{test}: sent {sent}, received {received}, per member {carried:?}");
+    ensure!(
+        sent > 0 && received * 100 >= sent * 99,
+        "sent {sent}, received {received}"
+    );
+    ensure!(
+        carried.iter().all(|&c| c > 0),
+        "a spine carried nothing: {carried:?}"
+    );
+
+    let name = lab.name.clone();
+    lab.down()?;
+    let left = lab_processes(&name);
+    ensure!(left.is_empty(), "processes left after lab down: {left:?}");
+    Ok(())
+}
