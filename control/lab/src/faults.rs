@@ -271,8 +271,8 @@ fn restart_agents(dir: &StateDir, state: &mut LabState, nodes: &[String]) -> Res
     Ok(())
 }
 
-/// BGP routing: gives the agents at both ends of `links` the links' new bandwidth through
-/// their management sockets (`fare set bandwidth --interface`), no restart, and records it
+/// BGP routing: gives the agents at both ends of `links` (FRR nodes have none) the links'
+/// new bandwidth through their management sockets (`fare set bandwidth --interface`), no restart, and records it
 /// in their configurations. Returns the nodes told.
 fn set_bandwidths(
     dir: &StateDir,
@@ -284,10 +284,21 @@ fn set_bandwidths(
         return Ok(Vec::new());
     }
     let fare = up::fare_binary();
+    let frr: Vec<&String> = state
+        .plan
+        .nodes
+        .iter()
+        .filter(|n| n.frr)
+        .map(|n| &n.name)
+        .collect();
     let mut told = Vec::new();
     for l in links {
         let g = format!("{}", gbps(l));
         for (node, ifname) in [(&l.a, &l.a_interface), (&l.b, &l.b_interface)] {
+            if frr.contains(&node) {
+                // FRR takes no link capacity: its UCMP follows what its neighbors send.
+                continue;
+            }
             let socket = dir.socket(node);
             sys::run(
                 &fare.to_string_lossy(),

@@ -39,6 +39,9 @@ pub fn conf(plan: &Plan, node: &NodePlan) -> String {
     let asn = |peer: &str| plan.node(peer).map_or(0, |n| n.asn);
     for p in &node.ports {
         let _ = writeln!(s, " neighbor {} remote-as {}", p.peer_addr, asn(&p.peer));
+        // Retry a lost session every second (the datacenter default is 10 s), as quick
+        // as the agents after `lab restore`.
+        let _ = writeln!(s, " neighbor {} timers connect 1", p.peer_addr);
     }
     s.push_str(" address-family ipv4 unicast\n");
     for p in &node.ports {
@@ -61,7 +64,13 @@ pub fn start(node: &NodePlan, dir: &StateDir, config: &str) -> Result<u32, LabEr
     let run = run_dir(dir, &node.name);
     std::fs::create_dir_all(&run)?;
     std::fs::write(run.join("bgpd.conf"), config)?;
-    std::fs::write(run.join("zebra.conf"), format!("hostname {}\n", node.name))?;
+    // Plain multipath routes, no kernel nexthop objects: the kernel drops a member from a
+    // nexthop group when its link goes down, and FRR 8.4's zebra did not put it back after
+    // the link returned (S1 kept 1 of its 2 paths to 10.100.0.0/24 after `lab restore`).
+    std::fs::write(
+        run.join("zebra.conf"),
+        format!("hostname {}\nno zebra nexthop kernel enable\n", node.name),
+    )?;
     sys::run("chown", &["-R", "frr:frr", &run.to_string_lossy()])?;
     let zserv = run.join("zserv.api");
     let spawn = |name: &str, extra: &[&str]| -> Result<u32, LabError> {
