@@ -144,3 +144,31 @@ impl Drop for Lab {
         }
     }
 }
+
+/// A kernel route: destination and (device, weight) of each nexthop.
+pub type KernelRoute = (String, Vec<(String, u64)>);
+
+/// `ip -n NS -j route show SELECTOR...` read apart from the lab's own reader: per route its
+/// destination and (device, weight) of each nexthop (a single nexthop: weight 1).
+pub fn kernel_routes(ns: &str, selector: &[&str]) -> Result<Vec<KernelRoute>> {
+    let mut args = vec!["-n", ns, "-j", "route", "show"];
+    args.extend_from_slice(selector);
+    let out = run("ip", &args)?;
+    let routes: serde_json::Value = serde_json::from_slice(&out.stdout)?;
+    let hop = |h: &serde_json::Value| {
+        let dev = h["dev"].as_str().unwrap_or("").to_string();
+        (dev, h["weight"].as_u64().unwrap_or(1))
+    };
+    Ok(routes
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            let hops = match r["nexthops"].as_array() {
+                Some(h) => h.iter().map(hop).collect(),
+                None => vec![hop(r)],
+            };
+            Some((r["dst"].as_str()?.to_string(), hops))
+        })
+        .collect())
+}

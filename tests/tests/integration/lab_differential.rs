@@ -225,36 +225,27 @@ fn live(lab: &str, failed: &BTreeSet<String>) -> Result<(Groups, Vec<String>)> {
     Ok((groups, sessions))
 }
 
-/// An FRR node's BGP routes in its kernel (`ip -j route show proto bgp`, read here apart
-/// from the lab's own reader): prefix -> topology link -> weight.
+/// An FRR node's BGP routes in its kernel: prefix -> topology link -> weight.
 fn kernel_groups(
     ns: &str,
     ports: &[(String, String, String)],
 ) -> Result<Vec<(String, BTreeMap<String, u64>)>> {
-    let out = fare_integration::run("ip", &["-n", ns, "-j", "route", "show", "proto", "bgp"])?;
-    let routes: Value = serde_json::from_slice(&out.stdout)?;
-    let mut groups = Vec::new();
-    for r in routes.as_array().into_iter().flatten() {
-        let Some(dst) = r["dst"].as_str() else {
-            continue;
-        };
-        let hops: Vec<&Value> = match r["nexthops"].as_array() {
-            Some(h) => h.iter().collect(),
-            None => vec![r],
-        };
-        let mut members = BTreeMap::new();
-        for h in hops {
-            let dev = h["dev"].as_str().unwrap_or("");
-            let link = ports
-                .iter()
-                .find(|p| p.0 == dev)
-                .map(|p| p.1.clone())
-                .unwrap_or_else(|| format!("?{dev}"));
-            *members.entry(link).or_insert(0) += h["weight"].as_u64().unwrap_or(1);
-        }
-        groups.push((dst.to_string(), members));
-    }
-    Ok(groups)
+    let routes = fare_integration::lab::kernel_routes(ns, &["proto", "bgp"])?;
+    Ok(routes
+        .into_iter()
+        .map(|(dst, hops)| {
+            let mut members = BTreeMap::new();
+            for (dev, weight) in hops {
+                let link = ports
+                    .iter()
+                    .find(|p| p.0 == dev)
+                    .map(|p| p.1.clone())
+                    .unwrap_or_else(|| format!("?{dev}"));
+                *members.entry(link).or_insert(0) += weight;
+            }
+            (dst, members)
+        })
+        .collect())
 }
 
 fn diff(live: &Groups, model: &Groups) -> Vec<String> {

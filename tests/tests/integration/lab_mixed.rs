@@ -20,35 +20,16 @@
 
 use anyhow::{ensure, Context, Result};
 use fare_integration::lab::Lab;
-use fare_integration::{have_root, have_tool, run, skip};
+use fare_integration::{have_root, have_tool, skip};
 use serde_json::Value;
 use std::path::Path;
 
-/// Weights of `ns`'s kernel route to `prefix` (through its nexthop group when it has one).
+/// Weights of `ns`'s kernel route to `prefix` (the lab's zebra installs plain multipath
+/// routes, no nexthop objects), sorted.
 fn kernel_weights(ns: &str, prefix: &str) -> Result<Vec<u64>> {
-    let out = run("ip", &["-n", ns, "-j", "route", "show", prefix])?;
-    let routes: Value = serde_json::from_slice(&out.stdout)?;
-    let route = routes.get(0).context("no route")?;
-    let mut w: Vec<u64> = if let Some(id) = route["nhid"].as_u64() {
-        let out = run(
-            "ip",
-            &["-n", ns, "-j", "nexthop", "show", "id", &id.to_string()],
-        )?;
-        let nh: Value = serde_json::from_slice(&out.stdout)?;
-        nh[0]["group"]
-            .as_array()
-            .context("nexthop without a group")?
-            .iter()
-            .map(|m| m["weight"].as_u64().unwrap_or(1))
-            .collect()
-    } else {
-        route["nexthops"]
-            .as_array()
-            .context("no nexthops")?
-            .iter()
-            .map(|m| m["weight"].as_u64().unwrap_or(1))
-            .collect()
-    };
+    let routes = fare_integration::lab::kernel_routes(ns, &[prefix])?;
+    let (_, hops) = routes.into_iter().next().context("no route")?;
+    let mut w: Vec<u64> = hops.into_iter().map(|h| h.1).collect();
     w.sort_unstable();
     Ok(w)
 }
