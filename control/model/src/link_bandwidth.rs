@@ -26,17 +26,21 @@ pub fn path_value(
     path_bandwidth.or(link_bandwidth.filter(|_| accepted))
 }
 
-/// `gbps` as the Link Bandwidth community carries it (binary32 bytes/s), back in Gbps.
+/// `gbps` as the Link Bandwidth community carries it: binary32 bytes/s.
+pub fn wire_bytes(gbps: f64) -> f32 {
+    (gbps * BYTES_PER_GBPS) as f32
+}
+
+/// `gbps` as the Link Bandwidth community carries it ([`wire_bytes`]), back in Gbps.
 pub fn wire_gbps(gbps: f64) -> f64 {
-    f64::from((gbps * BYTES_PER_GBPS) as f32) / BYTES_PER_GBPS
+    f64::from(wire_bytes(gbps)) / BYTES_PER_GBPS
 }
 
 /// What FRR 8.4 keeps of a received Link Bandwidth of `gbps`: the binary32 bytes/s
 /// converted to a 32-bit unsigned count, modulo 2^32 (the x86-64 conversion FRR's C
 /// compiles to). 100 Gbps reads as 3,910,065,152 bytes/s (31.28 Gbps).
 pub fn frr_read(gbps: f64) -> u32 {
-    let bytes = (gbps * BYTES_PER_GBPS) as f32;
-    (bytes as u64 & u64::from(u32::MAX)) as u32
+    (wire_bytes(gbps) as u64 & u64::from(u32::MAX)) as u32
 }
 
 /// FRR's nexthop weights over its multipaths' Link Bandwidth values (as [`frr_read`]

@@ -16,8 +16,6 @@ pub const TYPE_AS2_TRANSITIVE: u8 = 0x00;
 pub const TYPE_AS2_NON_TRANSITIVE: u8 = 0x40;
 /// The Link Bandwidth sub-type (RFC 10005).
 pub const SUBTYPE_LINK_BANDWIDTH: u8 = 0x04;
-/// Bytes per second in one Gbps.
-const BYTES_PER_GBPS: f64 = 1e9 / 8.0;
 
 /// What a session does with the Link Bandwidth community (per neighbor; `off` by
 /// default: FARE neighbors carry the Path Bandwidth community instead).
@@ -71,12 +69,12 @@ impl LinkBandwidth {
         LinkBandwidth {
             transitive,
             asn: u16::try_from(asn).unwrap_or(AS_TRANS),
-            bytes_per_sec: (gbps * BYTES_PER_GBPS) as f32,
+            bytes_per_sec: fare_model::link_bandwidth::wire_bytes(gbps),
         }
     }
 
     pub fn gbps(&self) -> f64 {
-        f64::from(self.bytes_per_sec) / BYTES_PER_GBPS
+        f64::from(self.bytes_per_sec) / fare_model::link_bandwidth::BYTES_PER_GBPS
     }
 
     pub fn to_community(self) -> ExtCommunity {
