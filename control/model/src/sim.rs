@@ -26,6 +26,7 @@ mod aspath;
 pub mod explain;
 #[cfg(test)]
 mod frr_tests;
+pub mod incremental;
 
 use crate::bandwidth::{self, DraftOptions, Encoding, Mode, Received, Rule, Spread};
 use crate::topology::{LinkId, NodeId, Role, Topology};
@@ -146,6 +147,26 @@ pub fn solve_only<'t>(
     options: &Options,
     wanted: &(dyn Fn(usize) -> bool + Sync),
 ) -> Solution<'t> {
+    solve_inner(topo, options, wanted, false).0
+}
+
+/// [`solve`], keeping every switch's state per origin set: what
+/// [`incremental::Engine`] re-propagates a failure from.
+pub fn solve_kept<'t>(
+    topo: &'t Topology,
+    options: &Options,
+) -> (Solution<'t>, incremental::Snapshot) {
+    let (solution, kept) = solve_inner(topo, options, &|_| true, true);
+    let snapshot = incremental::Snapshot::new(&solution, kept);
+    (solution, snapshot)
+}
+
+fn solve_inner<'t>(
+    topo: &'t Topology,
+    options: &Options,
+    wanted: &(dyn Fn(usize) -> bool + Sync),
+    keep: bool,
+) -> (Solution<'t>, incremental::Kept) {
     let adjacency = topo.adjacency();
     let origin_sets = origin_sets(topo);
     let shared = aspath::SharedAs::new(topo);
@@ -159,6 +180,11 @@ pub fn solve_only<'t>(
         units,
         shared,
     );
+    let stub_classes = if keep {
+        stub_classes.clone()
+    } else {
+        Vec::new()
+    };
 
     let threads = match options.threads {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -166,23 +192,28 @@ pub fn solve_only<'t>(
     }
     .clamp(1, origin_sets.len().max(1));
     let chunk = origin_sets.len().div_ceil(threads).max(1);
-    let parts: Vec<(Vec<u32>, Interner)> = std::thread::scope(|s| {
+    let switches: Vec<NodeId> = (0..topo.nodes.len()).filter(|&n| !ctx.stub[n]).collect();
+    let parts: Vec<(Vec<u32>, Interner, incremental::Kept)> = std::thread::scope(|s| {
         let handles: Vec<_> = origin_sets
             .chunks(chunk)
             .enumerate()
             .map(|(c, sets)| {
-                let ctx = &ctx;
+                let (ctx, switches) = (&ctx, &switches);
                 s.spawn(move || {
                     let mut worker = Worker::new(ctx);
                     let mut table = Vec::with_capacity(sets.len() * units);
+                    let mut kept = incremental::Kept::default();
                     for (i, set) in sets.iter().enumerate() {
                         if wanted(c * chunk + i) {
                             worker.propagate(&set.origins, &mut table);
                         } else {
                             table.resize(table.len() + units, NONE);
                         }
+                        if keep {
+                            worker.keep(switches, &mut kept);
+                        }
                     }
-                    (table, worker.interner)
+                    (table, worker.interner, kept)
                 })
             })
             .collect();
@@ -198,7 +229,9 @@ pub fn solve_only<'t>(
     // Merge the workers' interners into one list of distinct groups.
     let mut global = Interner::default();
     let mut table = Vec::with_capacity(origin_sets.len() * units);
-    for (part, interner) in parts {
+    let mut kept = incremental::Kept::new(switches, stub_classes);
+    for (part, interner, part_kept) in parts {
+        kept.append(part_kept);
         let remap: Vec<u32> = interner
             .groups
             .into_iter()
@@ -212,30 +245,9 @@ pub fn solve_only<'t>(
     let groups = global
         .groups
         .into_iter()
-        .map(|(members, flags)| {
-            let (ecmp, frr) = (flags & ECMP != 0, flags & FRR != 0);
-            let bandwidths: Vec<f64> = if ecmp {
-                vec![1.0; members.len()]
-            } else {
-                members.iter().map(|m| f64::from_bits(m.2)).collect()
-            };
-            let weights = if frr && !ecmp {
-                frr_group_weights(&bandwidths)
-            } else {
-                group_weights(&bandwidths, options, options.max_group_size)
-            };
-            SharedGroup {
-                weights,
-                members: members
-                    .into_iter()
-                    .map(|(n, k, b)| (n as NodeId, k, f64::from_bits(b)))
-                    .collect(),
-                ecmp,
-                frr,
-            }
-        })
+        .map(|(members, flags)| shared_group(members, flags, options))
         .collect();
-    Solution {
+    let solution = Solution {
         topo,
         adjacency,
         origin_sets,
@@ -243,7 +255,8 @@ pub fn solve_only<'t>(
         units,
         table,
         groups,
-    }
+    };
+    (solution, kept)
 }
 
 impl<'t> Solution<'t> {
@@ -278,6 +291,12 @@ impl<'t> Solution<'t> {
     /// The id (index in `groups`) of `node`'s group for origin set `set`, if it has one.
     pub fn group_id(&self, set: usize, node: NodeId) -> Option<u32> {
         let g = self.table[set * self.units + self.unit_of[node] as usize];
+        (g != NONE).then_some(g)
+    }
+
+    /// The group id of computation unit `unit` for origin set `set`, if it has one.
+    pub fn unit_group(&self, set: usize, unit: u32) -> Option<u32> {
+        let g = self.table[set * self.units + unit as usize];
         (g != NONE).then_some(g)
     }
 
@@ -366,6 +385,30 @@ impl<'t> Solution<'t> {
             .position(|&x| x == p)
             .unwrap_or(0);
         (first, pos)
+    }
+}
+
+/// An interned group (members, flags) with its weights.
+fn shared_group(members: GroupKey, flags: u32, options: &Options) -> SharedGroup {
+    let (ecmp, frr) = (flags & ECMP != 0, flags & FRR != 0);
+    let bandwidths: Vec<f64> = if ecmp {
+        vec![1.0; members.len()]
+    } else {
+        members.iter().map(|m| f64::from_bits(m.2)).collect()
+    };
+    let weights = if frr && !ecmp {
+        frr_group_weights(&bandwidths)
+    } else {
+        group_weights(&bandwidths, options, options.max_group_size)
+    };
+    SharedGroup {
+        weights,
+        members: members
+            .into_iter()
+            .map(|(n, k, b)| (n as NodeId, k, f64::from_bits(b)))
+            .collect(),
+        ecmp,
+        frr,
     }
 }
 
@@ -648,6 +691,10 @@ struct Worker<'a> {
     /// Per node, how its group and advertisement came about (`explain` only; twins are
     /// then computed on their own so every node has its record).
     trace: Option<Vec<Option<explain::NodeTrace>>>,
+    /// Links down (`incremental`: a failure applied without rebuilding the fabric; empty
+    /// otherwise), and per node the links it lost: (all, to lower stages).
+    down: Vec<bool>,
+    lost: FxHashMap<NodeId, (u32, u32)>,
 }
 
 impl<'a> Worker<'a> {
@@ -671,6 +718,8 @@ impl<'a> Worker<'a> {
             key: Vec::new(),
             as_bits: aspath::Bits::new(&ctx.shared, n),
             trace: None,
+            down: Vec::new(),
+            lost: FxHashMap::default(),
         }
     }
 
@@ -1036,12 +1085,19 @@ impl<'a> Worker<'a> {
         ctx.adj[n]
             .iter()
             .filter(|&&(w, l)| {
-                (up || ctx.stage[w] < ctx.stage[n])
+                self.live(l)
+                    && (up || ctx.stage[w] < ctx.stage[n])
                     && self.flags[w] & ORIGIN == 0
                     && !members.iter().any(|&(_, ml)| ml as LinkId == l)
                     && self.as_bits.holds(n, ctx.shared.of(w))
             })
             .count() as u32
+    }
+
+    /// Whether link `l` is up (always, outside `incremental`).
+    #[inline]
+    fn live(&self, l: LinkId) -> bool {
+        self.down.is_empty() || !self.down[l]
     }
 
     /// Averaged mode: PathBWsum / N, N = links the node advertises the route on: all but
@@ -1060,15 +1116,16 @@ impl<'a> Worker<'a> {
     fn outgoing(&self, n: NodeId, members: &[M]) -> usize {
         let ctx = self.ctx;
         let (to_origins, to_lower_origins) = self.origin_links.get(&n).copied().unwrap_or((0, 0));
+        let (lost, lost_down) = self.lost.get(&n).copied().unwrap_or((0, 0));
         let outgoing = if self.flags[n] & UP != 0 {
             let origin_members = members
                 .iter()
                 .filter(|&&(m, _)| self.flags[m as usize] & ORIGIN != 0)
                 .count() as u32;
-            ctx.total_links[n] - members.len() as u32 - (to_origins - origin_members)
+            ctx.total_links[n] - lost - members.len() as u32 - (to_origins - origin_members)
         } else {
             // Learned from above: every member is above, so no downward link is incoming.
-            ctx.down_links[n] - to_lower_origins
+            ctx.down_links[n] - lost_down - to_lower_origins
         };
         let outgoing = outgoing.saturating_sub(self.loop_links(n, members));
         outgoing.max(1) as usize

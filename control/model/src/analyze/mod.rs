@@ -21,10 +21,11 @@ pub mod symmetry;
 
 pub use failures::{Failure, Kind};
 
+use crate::sim::incremental::{Engine, Repropagator, Snapshot};
 use crate::sim::{self, Solution};
 use crate::topology::NodeId;
 use crate::topology::Topology;
-use compare::Side;
+use compare::{Side, Ties};
 use ipnet::IpNet;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
@@ -64,15 +65,18 @@ pub struct Report {
     pub reduced_change: i64,
     /// Groups left with one member (more than one before).
     pub single_path: u64,
-    /// Destinations with an oversubscribed or lost group, worst first.
+    /// Destinations with an oversubscribed or lost group, worst first (the first
+    /// [`Base::destinations`] of them).
     pub destinations: Vec<Destination>,
+    /// How many destinations have an oversubscribed or lost group.
+    pub destinations_hurt: u64,
     /// Origin sets propagated again for this failure.
     #[serde(skip)]
     pub recomputed: usize,
 }
 
-/// Where one failure's time goes (seconds): choosing the destinations it touches and
-/// building the failed fabric, propagating them, comparing the groups.
+/// Where one failure's time goes (seconds): preparing the failure (naive: building the
+/// failed fabric), propagating, comparing the groups.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Phases {
     pub select: f64,
@@ -85,14 +89,17 @@ pub struct Base<'t> {
     pub topo: &'t Topology,
     pub options: sim::Options,
     pub solution: Solution<'t>,
+    snapshot: Snapshot,
     reduced: Vec<bool>,
     /// Groups reduced by the limit before any failure ((node, prefix) pairs).
     pub reduced_groups: u64,
+    /// Destinations kept per report, worst first (0: all).
+    pub destinations: usize,
 }
 
 impl<'t> Base<'t> {
     pub fn new(topo: &'t Topology, options: &sim::Options) -> Base<'t> {
-        let solution = sim::solve(topo, options);
+        let (solution, snapshot) = sim::solve_kept(topo, options);
         let reduced = compare::reduced_flags(&solution, options);
         let mut base = Base {
             topo,
@@ -101,8 +108,10 @@ impl<'t> Base<'t> {
                 ..options.clone()
             },
             solution,
+            snapshot,
             reduced,
             reduced_groups: 0,
+            destinations: 0,
         };
         if options.max_group_size.is_none() {
             return base;
@@ -125,21 +134,13 @@ impl<'t> Base<'t> {
         }
     }
 
-    /// Whether `f` touches the propagation of origin set `s` (see the module doc).
-    fn touches(&self, s: usize, f: &Failure) -> bool {
-        let sol = &self.solution;
-        let reached = |n| sol.origin_sets[s].origins.contains(&n) || sol.group_id(s, n).is_some();
-        let via = |n, v| {
-            sol.group_id(s, n)
-                .is_some_and(|g| sol.groups[g as usize].members.iter().any(|m| m.0 == v))
-        };
-        f.pairs.iter().any(|&(a, b)| match self.options.mode {
-            crate::bandwidth::Mode::Averaged => reached(a) || reached(b),
-            crate::bandwidth::Mode::Draft => via(a, b) || via(b, a),
-        })
+    /// The unfailed fabric ready to re-propagate failures (one per sweep; each thread
+    /// takes a [`Repropagator`] from it).
+    pub fn engine(&self) -> Engine<'_> {
+        Engine::new(&self.solution, &self.snapshot, &self.options)
     }
 
-    /// What `f` does. `full`: propagate every destination again (the naive baseline the
+    /// What `f` does. `full`: solve the failed fabric whole (the naive baseline the
     /// incremental result must equal).
     pub fn one(&self, f: &Failure, full: bool) -> Report {
         self.one_profiled(f, full).0
@@ -147,35 +148,102 @@ impl<'t> Base<'t> {
 
     /// [`Base::one`] with the time spent in each phase.
     pub fn one_profiled(&self, f: &Failure, full: bool) -> (Report, Phases) {
-        let (r, _, p) = self.evaluate(f, full);
+        let (r, _, p) = if full {
+            self.naive(f)
+        } else {
+            let engine = self.engine();
+            let mut rep = engine.repropagator();
+            self.incremental((&engine, &mut rep), f)
+        };
         (r, p)
     }
 
-    /// The report, and per destination (in the report's order) every node where its
-    /// worst oversubscription is, in node order (to rename it for a twin's failure).
-    fn evaluate(&self, f: &Failure, full: bool) -> (Report, Vec<Vec<NodeId>>, Phases) {
-        let mut clock = std::time::Instant::now();
-        let mut lap = || {
-            let now = std::time::Instant::now();
-            let d = now - clock;
-            clock = now;
-            d.as_secs_f64()
-        };
-        let sets = self.solution.origin_sets.len();
-        let wanted: Vec<bool> = (0..sets).map(|s| full || self.touches(s, f)).collect();
+    /// The failed fabric solved whole and every node compared. Returns the report, per
+    /// destination (in the report's order) the nodes where its worst ratio is (to rename
+    /// it for a twin's failure), and the phases.
+    fn naive(&self, f: &Failure) -> (Report, Vec<Ties>, Phases) {
+        let mut lap = stopwatch();
         let topo = f.apply(self.topo);
         let select = lap();
-        let after = sim::solve_only(&topo, &self.options, &|s| wanted[s]);
+        let after = sim::solve(&topo, &self.options);
         let solve = lap();
         let reduced = compare::reduced_flags(&after, &self.options);
         let after = Side {
             sol: &after,
             reduced: &reduced,
         };
+        let failed = self.failed(f);
+        let before = self.side();
+        let sets = self.solution.origin_sets.len();
+        let totals = (0..sets).map(|s| (s, compare::compare_set(&before, &after, s, &failed)));
+        let (r, ties) = self.report(f, totals, sets);
+        let compare = lap();
+        (
+            r,
+            ties,
+            Phases {
+                select,
+                solve,
+                compare,
+            },
+        )
+    }
+
+    /// [`Base::naive`]'s result from re-propagating only what the failure changes.
+    fn incremental(
+        &self,
+        (engine, rep): (&Engine, &mut Repropagator),
+        f: &Failure,
+    ) -> (Report, Vec<Ties>, Phases) {
+        let mut lap = stopwatch();
+        let down = engine.prepare(&f.pairs);
+        rep.begin(&down);
+        let select = lap();
+        let changes: Vec<_> = (0..self.solution.origin_sets.len())
+            .map(|s| (s, rep.set(&down, s)))
+            .filter(|(_, c)| !c.is_empty())
+            .collect();
+        let solve = lap();
+        let failed = self.failed(f);
+        let before = self.side();
+        let totals: Vec<_> = changes
+            .iter()
+            .map(|(s, c)| {
+                (
+                    *s,
+                    compare::compare_change(&before, (engine, rep, &down), c, *s, &failed),
+                )
+            })
+            .collect();
+        rep.end(&down);
+        let (r, ties) = self.report(f, totals.into_iter(), changes.len());
+        let compare = lap();
+        (
+            r,
+            ties,
+            Phases {
+                select,
+                solve,
+                compare,
+            },
+        )
+    }
+
+    fn failed(&self, f: &Failure) -> Vec<bool> {
         let mut failed = vec![false; self.topo.nodes.len()];
         for &n in &f.nodes {
             failed[n] = true;
         }
+        failed
+    }
+
+    /// The report from each origin set's totals (sets without any change may be left out).
+    fn report(
+        &self,
+        f: &Failure,
+        totals: impl Iterator<Item = (usize, compare::SetTotals)>,
+        recomputed: usize,
+    ) -> (Report, Vec<Ties>) {
         let mut r = Report {
             failure: f.name.clone(),
             kind: f.kind,
@@ -188,12 +256,11 @@ impl<'t> Base<'t> {
             reduced_change: 0,
             single_path: 0,
             destinations: Vec::new(),
-            recomputed: wanted.iter().filter(|&&w| w).count(),
+            destinations_hurt: 0,
+            recomputed,
         };
-        let before = self.side();
         let mut ties = Vec::new();
-        for s in (0..sets).filter(|&s| wanted[s]) {
-            let t = compare::compare_set(&before, &after, s, &failed);
+        for (s, t) in totals {
             let prefixes = &self.solution.origin_sets[s].prefixes;
             let k = prefixes.len() as u64;
             r.changed_groups += t.changed * k;
@@ -201,13 +268,13 @@ impl<'t> Base<'t> {
             r.single_path += t.single * k;
             r.reduced_change += (t.reduced_after as i64 - t.reduced_before as i64) * k as i64;
             r.stranded_gbps += t.stranded_change * k as f64;
-            let (worst, at) = t.worst.unwrap_or((1.0, Vec::new()));
+            let (worst, at) = t.worst.unwrap_or((1.0, Ties::default()));
             if worst > 1.0 + 1e-9 || t.lost > 0 {
                 r.worst_oversubscription = r.worst_oversubscription.max(worst);
                 r.destinations.push(Destination {
                     prefixes: prefixes.clone(),
                     worst_oversubscription: worst,
-                    node: self.name(at.first().copied()),
+                    node: self.name(at.first()),
                     unreachable_nodes: t.lost,
                 });
                 ties.push(at);
@@ -221,21 +288,27 @@ impl<'t> Base<'t> {
                 .partial_cmp(&(d[a].unreachable_nodes, d[a].worst_oversubscription))
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
+        r.destinations_hurt = order.len() as u64;
+        if self.destinations > 0 {
+            order.truncate(self.destinations);
+        }
         r.destinations = order.iter().map(|&i| d[i].clone()).collect();
         let ties = order
             .iter()
             .map(|&i| std::mem::take(&mut ties[i]))
             .collect();
-        let compare = lap();
-        (
-            r,
-            ties,
-            Phases {
-                select,
-                solve,
-                compare,
-            },
-        )
+        (r, ties)
+    }
+}
+
+/// Seconds since the previous call (or since it was made).
+fn stopwatch() -> impl FnMut() -> f64 {
+    let mut clock = std::time::Instant::now();
+    move || {
+        let now = std::time::Instant::now();
+        let d = now - clock;
+        clock = now;
+        d.as_secs_f64()
     }
 }
 
@@ -248,13 +321,7 @@ impl Base<'_> {
     /// The report of `f`, the image of a computed failure under `swaps`: the same
     /// figures, renamed (the failure, and each destination's worst node: the smallest
     /// image of the nodes where the worst ratio is, as a direct computation picks it).
-    fn rename(
-        &self,
-        r: &Report,
-        ties: &[Vec<NodeId>],
-        f: &Failure,
-        swaps: &symmetry::Swaps,
-    ) -> Report {
+    fn rename(&self, r: &Report, ties: &[Ties], f: &Failure, swaps: &symmetry::Swaps) -> Report {
         let mut out = Report {
             failure: f.name.clone(),
             fail_args: f.fail_args(self.topo),
@@ -262,7 +329,7 @@ impl Base<'_> {
         };
         if !swaps.is_empty() {
             for (d, at) in out.destinations.iter_mut().zip(ties) {
-                d.node = self.name(symmetry::min_image(swaps, at));
+                d.node = self.name(at.min_image(swaps));
             }
         }
         out
@@ -294,17 +361,22 @@ pub fn analyze(base: &Base, failures: &[Failure], full: bool) -> Vec<Report> {
         });
         members[c].push((i, swaps));
     }
+    let engine = base.engine();
     let mut reports: Vec<(usize, Report)> = members
         .par_iter()
-        .flat_map_iter(|class| {
-            let (i, swaps) = &class[0];
-            let computed = symmetry::preimage(&failures[*i], swaps);
-            let (r, ties, _) = base.evaluate(&computed, false);
-            class
-                .iter()
-                .map(|(j, swaps)| (*j, base.rename(&r, &ties, &failures[*j], swaps)))
-                .collect::<Vec<_>>()
-        })
+        .map_init(
+            || engine.repropagator(),
+            |rep, class| {
+                let (i, swaps) = &class[0];
+                let computed = symmetry::preimage(&failures[*i], swaps);
+                let (r, ties, _) = base.incremental((&engine, rep), &computed);
+                class
+                    .iter()
+                    .map(|(j, swaps)| (*j, base.rename(&r, &ties, &failures[*j], swaps)))
+                    .collect::<Vec<_>>()
+            },
+        )
+        .flatten_iter()
         .collect();
     reports.sort_by_key(|(i, _)| *i);
     let mut reports: Vec<Report> = reports.into_iter().map(|(_, r)| r).collect();
@@ -314,7 +386,17 @@ pub fn analyze(base: &Base, failures: &[Failure], full: bool) -> Vec<Report> {
 
 /// [`analyze`] without sharing between twins: every failure computed on its own.
 pub fn analyze_each(base: &Base, failures: &[Failure], full: bool) -> Vec<Report> {
-    let mut reports: Vec<Report> = failures.par_iter().map(|f| base.one(f, full)).collect();
+    let engine = base.engine();
+    let mut reports: Vec<Report> = failures
+        .par_iter()
+        .map_init(
+            || engine.repropagator(),
+            |rep, f| match full {
+                true => base.naive(f).0,
+                false => base.incremental((&engine, rep), f).0,
+            },
+        )
+        .collect();
     rank(&mut reports);
     reports
 }

@@ -74,8 +74,12 @@ impl Bits {
         }
     }
 
-    fn row(&self, n: NodeId) -> &[u64] {
+    pub(super) fn row(&self, n: NodeId) -> &[u64] {
         &self.bits[n * self.words..(n + 1) * self.words]
+    }
+
+    pub(super) fn set_row(&mut self, n: NodeId, row: &[u64]) {
+        self.bits[n * self.words..(n + 1) * self.words].copy_from_slice(row);
     }
 
     pub(super) fn clear(&mut self, n: NodeId) {
