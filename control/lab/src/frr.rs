@@ -35,6 +35,9 @@ pub fn conf(plan: &Plan, node: &NodePlan) -> String {
     let _ = writeln!(s, " bgp router-id {}", node.router_id);
     // Multipath over routes from different neighbor ASes (a multi-homed prefix).
     s.push_str(" no bgp ebgp-requires-policy\n bgp bestpath as-path multipath-relax\n");
+    // Of equal eBGP paths the best (whose Path Bandwidth community FRR passes on) is the
+    // one from the lowest router id, not the oldest: the model can follow that.
+    s.push_str(" bgp bestpath compare-routerid\n");
     s.push_str(" timers bgp 3 9\n");
     let asn = |peer: &str| plan.node(peer).map_or(0, |n| n.asn);
     for p in &node.ports {

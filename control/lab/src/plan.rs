@@ -346,9 +346,7 @@ pub fn plan(topo: &Topology, lab: &str, options: &Options) -> Result<Plan, PlanE
             role: n.role.as_str().to_string(),
             // Private 4-octet ASN per node when the file gives none.
             asn: n.asn.unwrap_or(4_200_000_000 + i as u32),
-            router_id: n.router_id.unwrap_or_else(|| {
-                Ipv4Addr::from(u32::from(Ipv4Addr::new(10, 255, 0, 0)) + i as u32)
-            }),
+            router_id: fare_model::bgp_ids::router_id(n.router_id, i),
             prefixes: n.prefixes.clone(),
             ports: Vec::new(),
             hosts: Vec::new(),

@@ -41,6 +41,16 @@ pub fn check_router_id(id: Ipv4Addr) -> Result<(), String> {
     Ok(())
 }
 
+/// The BGP identifier of node `index` (its position in the topology file): the configured
+/// one, else 10.255.0.0 + index. The lab configures its speakers with it and the model
+/// breaks FRR's best-path ties by it (`bgp bestpath compare-routerid`), so both use this.
+pub fn router_id(configured: Option<Ipv4Addr>, index: usize) -> Ipv4Addr {
+    configured.unwrap_or_else(|| {
+        let base = u32::from(Ipv4Addr::new(10, 255, 0, 0));
+        Ipv4Addr::from(base.wrapping_add(index as u32))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -64,6 +74,14 @@ mod tests {
         ] {
             assert_eq!(check_asn(ok), Ok(()), "{ok}");
         }
+    }
+
+    #[test]
+    fn default_router_ids_count_from_10_255_0_0() {
+        let set: Ipv4Addr = "10.0.0.7".parse().unwrap();
+        assert_eq!(router_id(Some(set), 3), set);
+        assert_eq!(router_id(None, 0), Ipv4Addr::new(10, 255, 0, 0));
+        assert_eq!(router_id(None, 258), Ipv4Addr::new(10, 255, 1, 2));
     }
 
     #[test]

@@ -516,6 +516,8 @@ struct Context<'a> {
     stub: Vec<bool>,
     /// Nodes run by FRR (`target: frr`): Link Bandwidth UCMP, Path Bandwidth passed on.
     frr: Vec<bool>,
+    /// BGP identifiers (as the lab configures them): FRR's best-path tie-break.
+    router_id: Vec<u32>,
     roles: Vec<Role>,
     /// Link capacities by link id.
     gbps: Vec<f64>,
@@ -584,6 +586,9 @@ impl<'a> Context<'a> {
             roles: topo.nodes.iter().map(|n| n.role).collect(),
             stub,
             frr: topo.nodes.iter().map(|n| !n.target.is_fare()).collect(),
+            router_id: (topo.nodes.iter().enumerate())
+                .map(|(i, n)| u32::from(crate::bgp_ids::router_id(n.router_id, i)))
+                .collect(),
             gbps: topo.links.iter().map(|l| l.gbps).collect(),
             unit_of,
             stub_classes,
@@ -1001,8 +1006,10 @@ impl<'a> Worker<'a> {
 
     /// FRR node `n`'s group (`link_bandwidth`): per member the Link Bandwidth its
     /// neighbor sends as FRR keeps it, UCMP when all have one, else ECMP. It passes on the
-    /// Path Bandwidth value as received (of its best path; the largest when they differ)
-    /// and sends the cumulative Link Bandwidth.
+    /// Path Bandwidth value of its best path as received and sends the cumulative Link
+    /// Bandwidth. Best path: with `bgp bestpath compare-routerid` (the lab sets it) FRR
+    /// breaks the tie between equal eBGP paths by the lowest neighbor router id, then the
+    /// lowest neighbor address (the lab numbers a neighbor's links in link order).
     fn frr_group(&mut self, n: NodeId, members: &[M]) -> u32 {
         let ctx = self.ctx;
         let wire = ctx.options.encoding;
@@ -1011,6 +1018,7 @@ impl<'a> Worker<'a> {
         self.routes.clear();
         let mut bytes = Vec::with_capacity(members.len());
         let mut passed = f64::NAN;
+        let mut best = (u32::MAX, u32::MAX);
         let members = with_nth(members.iter().map(|&(m, l)| (m as NodeId, l as LinkId)));
         for (m, l, nth) in members {
             let link = ctx.gbps[l];
@@ -1022,7 +1030,10 @@ impl<'a> Worker<'a> {
                 Mode::Averaged => opt(self.path[m]).map(|v| wire.quantize(v.min(link)).min(link)),
                 Mode::Draft => opt(self.path[m]),
             };
-            passed = passed.max(path.unwrap_or(f64::NAN));
+            if (ctx.router_id[m], l as u32) < best {
+                best = (ctx.router_id[m], l as u32);
+                passed = path.unwrap_or(f64::NAN);
+            }
             // What the neighbor attaches: FRR its cumulative value; fare the Path
             // Bandwidth it sends capped by the link, when finite.
             let sent = if ctx.frr[m] {

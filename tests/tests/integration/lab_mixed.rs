@@ -13,13 +13,18 @@
 //! - L8 toward L2's 10.0.2.0/24: S1 passes L2's 25 on without seeing its own 10G link to
 //!   L2; S2, S3, S4 send 25: 1:1:1:1.
 //!
+//! - S1's best path to 10.100.0.0/24, whose Path Bandwidth it passes on, is L1's: the
+//!   lab configures `bgp bestpath compare-routerid`, and L1's router id 10.0.0.1 is lower
+//!   than L2's 10.0.0.2 (FRR's JSON names the reason: "Router ID").
+//!
 //! Then traffic from L8 to L3 (1:1:1:1; not to L1, whose second host is in the anycast
 //! 10.100.0.0/24 that L2 originates too) crosses both kinds of spine: every member of L8's
 //! group carries packets, and what was sent arrives. Before the lab turned GRO on at FRR
 //! nodes' ports, the frames L8's XDP program redirected toward S1 and S2 were dropped.
 
 use anyhow::{ensure, Context, Result};
-use fare_integration::lab::Lab;
+use fare_integration::bgp::TempFile;
+use fare_integration::lab::{fare, Lab};
 use fare_integration::{have_root, have_tool, skip};
 use serde_json::Value;
 use std::path::Path;
@@ -56,6 +61,44 @@ fn group(lab: &Lab, prefix: &str) -> Result<Vec<(u64, u64)>> {
         .collect();
     m.sort_unstable();
     Ok(m)
+}
+
+/// FRR `node`'s best path to `prefix`: its neighbor's router id and FRR's reason.
+fn frr_best(lab: &Lab, node: &str, prefix: &str) -> Result<(String, String)> {
+    let vty = format!("/run/fare/lab/{}/frr/{node}", lab.name);
+    let cmd = format!("show bgp ipv4 unicast {prefix} json");
+    let out = std::process::Command::new("vtysh")
+        .args(["--vty_socket", &vty, "-c", &cmd])
+        .output()?;
+    let v: Value = serde_json::from_slice(&out.stdout).context("vtysh JSON")?;
+    let best = v["paths"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["bestpath"]["overall"] == true)
+        .with_context(|| format!("{node} has no best path to {prefix}: {v}"))?;
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    Ok((
+        s(&best["peer"]["routerId"]),
+        s(&best["bestpath"]["selectionReason"]),
+    ))
+}
+
+/// The Path Bandwidth (Gbps) of `node`'s route to `prefix` from `neighbor`, as its
+/// agent received it.
+fn received(lab: &Lab, node: &str, prefix: &str, neighbor: &str) -> Result<f64> {
+    let socket = format!("/run/fare/lab/{}/{node}.sock", lab.name);
+    let out = fare(&["show", "--socket", &socket, "route", prefix, "--json"])?;
+    ensure!(out.status.success(), "fare show route on {node}");
+    let v: Value = serde_json::from_slice(&out.stdout)?;
+    let paths = v["routes"].as_array().into_iter().flatten();
+    let path = paths
+        .flat_map(|r| r["paths"].as_array().into_iter().flatten())
+        .find(|p| p["neighbor"] == neighbor)
+        .with_context(|| format!("{node} has no path to {prefix} from {neighbor}: {v}"))?;
+    path["path_bandwidth_gbps"]
+        .as_f64()
+        .with_context(|| format!("no Path Bandwidth: {path}"))
 }
 
 /// Whether any process still runs from the lab's state directory (its FRR daemons).
@@ -111,6 +154,12 @@ fn lab_mixed_frr_and_fare_spines_converge_to_the_model() -> Result<()> {
         "S1's kernel weights for 10.100.0.0/24: {w:?}"
     );
 
+    let best = frr_best(&lab, "S1", "10.100.0.0/24")?;
+    ensure!(
+        best == ("10.0.0.1".to_string(), "Router ID".to_string()),
+        "S1's best path to 10.100.0.0/24: {best:?}"
+    );
+
     let to_l1: Vec<u64> = group(&lab, "10.0.1.0/24")?.iter().map(|m| m.0).collect();
     ensure!(to_l1 == [2, 5, 5, 5], "L8 -> 10.0.1.0/24: {to_l1:?}");
     let to_l2: Vec<u64> = group(&lab, "10.0.2.0/24")?.iter().map(|m| m.0).collect();
@@ -141,4 +190,62 @@ fn lab_mixed_frr_and_fare_spines_converge_to_the_model() -> Result<()> {
     let left = lab_processes(&name);
     ensure!(left.is_empty(), "processes left after lab down: {left:?}");
     Ok(())
+}
+
+/// Averaged mode, with L1's router id moved to 10.0.0.9 so that the lowest router id no
+/// longer carries the largest value. 10.100.0.0/24: L1 sends S1 min(25, link 25) = 25,
+/// L2 min(25, link 10) = 10. S1's best path is now L2's (10.0.0.2 < 10.0.0.9, reason
+/// "Router ID") and S1 passes on 10 (the largest would be 25); L8 receives that from S1,
+/// whose address on link S1-L8 (the file's 8th link, S1 its first end) is 172.16.0.14 in
+/// the default link pool 172.16.0.0/12. S2 (both links 25G) passes on L2's 25 from
+/// 172.16.0.30 (16th link). `lab up` itself compares every group with the model.
+#[test]
+fn lab_mixed_frr_passes_on_the_lowest_router_ids_path() -> Result<()> {
+    let test = "lab_mixed_frr_passes_on_the_lowest_router_ids_path";
+    if !have_root(test) || !have_tool(test, "tc") || !have_tool(test, "nsenter") {
+        return Ok(());
+    }
+    if !fare::lab::frr::available() || !have_tool(test, "vtysh") {
+        skip(test, "FRR (bgpd, zebra, vtysh) is not installed");
+        return Ok(());
+    }
+    let yaml = std::fs::read_to_string(
+        fare_integration::repo_root().join("topologies/draft-fig1-mixed.yaml"),
+    )?;
+    let swapped = yaml.replace(
+        "router_id: 10.0.0.1, prefixes",
+        "router_id: 10.0.0.9, prefixes",
+    );
+    ensure!(swapped != yaml, "L1's router id not found");
+    let topo = TempFile::new("mixed-swapped.yaml", &swapped)?;
+    let (lab, up) = Lab::start(
+        topo.path(),
+        "mxr",
+        &[
+            "--mode",
+            "averaged",
+            "--no-arn",
+            "--converge-timeout",
+            "120",
+        ],
+    )?;
+    let up: Value = serde_json::from_slice(&up.stdout)?;
+    ensure!(
+        up["converged_s"].is_number(),
+        "not converged to the model: {}",
+        up["mismatches"]
+    );
+    let best = frr_best(&lab, "S1", "10.100.0.0/24")?;
+    ensure!(
+        best == ("10.0.0.2".to_string(), "Router ID".to_string()),
+        "S1's best path to 10.100.0.0/24: {best:?}"
+    );
+    let p = "10.100.0.0/24";
+    let from_s1 = received(&lab, "L8", p, "172.16.0.14")?;
+    let from_s2 = received(&lab, "L8", p, "172.16.0.30")?;
+    ensure!(
+        (from_s1, from_s2) == (10.0, 25.0),
+        "L8's Path Bandwidth from S1, S2: {from_s1}, {from_s2}"
+    );
+    lab.down()
 }

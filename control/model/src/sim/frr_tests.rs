@@ -109,3 +109,32 @@ fn fare_leaf_on_the_degraded_link_side() {
         ]
     );
 }
+
+/// FRR's best path, whose Path Bandwidth it passes on, is the one from the lowest
+/// neighbor router id (`bgp bestpath compare-routerid`, RFC 4271 §9.1.2.2 (f)). Averaged
+/// mode, 10.100.0.0/24: L1 sends S1 min(25, link 25) = 25, L2 min(25, link 10) = 10.
+/// With L1 at 10.0.0.1 S1 passes on 25; with L1 moved to 10.0.0.9, L2 (10.0.0.2) is
+/// best and S1 passes on 10 (the larger value no longer wins). S2's links are both 25G:
+/// 25 either way. L8 weighs S1 by min(passed, its 25G link).
+#[test]
+fn frr_passes_on_the_path_of_the_lowest_router_id() {
+    let via = |yaml: &str| -> Vec<(String, f64)> {
+        let t = parse(Path::new("mixed.yaml"), yaml).unwrap();
+        let opts = Options {
+            mode: Mode::Averaged,
+            ..Default::default()
+        };
+        let gs = solve(&t, &opts).route_groups();
+        let g = find(&gs, "L8", "10.100.0.0/24");
+        let m = g.members.iter().take(2);
+        m.map(|m| (m.via.clone(), m.bandwidth_gbps)).collect()
+    };
+    let s = |a: &str, b: f64| (a.to_string(), b);
+    assert_eq!(via(MIXED), [s("S1", 25.0), s("S2", 25.0)]);
+    let swapped = MIXED.replace(
+        "router_id: 10.0.0.1, prefixes",
+        "router_id: 10.0.0.9, prefixes",
+    );
+    assert_ne!(swapped, MIXED);
+    assert_eq!(via(&swapped), [s("S1", 10.0), s("S2", 25.0)]);
+}
