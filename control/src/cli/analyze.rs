@@ -42,6 +42,11 @@ pub struct Args {
     /// Show the N worst failures (0: all).
     #[arg(long, value_name = "N", default_value_t = 20)]
     pub top: usize,
+    /// Keep the N worst destinations of each failure (0: all); `destinations_hurt` still
+    /// counts every one. Bounds memory on large fabrics, where one failure can touch
+    /// every destination.
+    #[arg(long, value_name = "N", default_value_t = 10)]
+    pub destinations: usize,
     /// Propagate every destination again for every failure (slow; the incremental
     /// result is the same).
     #[arg(long)]
@@ -86,7 +91,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut all = failures::singles(&topo);
     let pairs = failures::sample_pairs(&all, args.n2, args.seed);
     all.extend(pairs);
-    let base = Base::new(&topo, &options);
+    let mut base = Base::new(&topo, &options);
+    base.destinations = args.destinations;
     let reports = analyze::analyze(&base, &all, args.full);
     let count = |k: Kind| all.iter().filter(|f| f.kind == k).count();
     let summary = Summary {

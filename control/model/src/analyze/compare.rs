@@ -94,15 +94,20 @@ fn outcome(
 ) -> Outcome {
     let mut o = Outcome {
         ratio: 1.0,
+        reduced_before: b.is_some_and(|(_, r)| r),
+        reduced_after: a.is_some_and(|(_, r)| r),
         ..Default::default()
     };
-    if let Some((g, reduced)) = b {
-        o.stranded_before = stranded(before, node, g);
-        o.reduced_before = reduced;
+    if let (Some((gb, _)), Some((ga, _))) = (b, a) {
+        if same(gb, ga) {
+            return o;
+        }
     }
-    if let Some((g, reduced)) = a {
+    if let Some((g, _)) = b {
+        o.stranded_before = stranded(before, node, g);
+    }
+    if let Some((g, _)) = a {
         o.stranded_after = stranded(after, node, g);
-        o.reduced_after = reduced;
     }
     match (b, a) {
         (Some((gb, _)), Some((ga, _))) => {

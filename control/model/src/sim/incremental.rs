@@ -156,7 +156,8 @@ pub struct StubGroup {
 pub struct Down {
     links: Vec<LinkId>,
     lost: FxHashMap<NodeId, (u32, u32)>,
-    seeds: Vec<NodeId>,
+    /// Switches at the failed links' ends, each with the nodes at their other ends.
+    seeds: Vec<(NodeId, Vec<NodeId>)>,
     pub stub_groups: Vec<StubGroup>,
     /// Per base unit, its members that lost a link (sorted).
     affected: FxHashMap<u32, Vec<NodeId>>,
@@ -226,7 +227,18 @@ impl<'a> Engine<'a> {
         }
         links.sort_unstable();
         links.dedup();
-        let mut seeds: Vec<NodeId> = lost.keys().copied().filter(|&n| !ctx.stub[n]).collect();
+        let mut ends: FxHashMap<NodeId, Vec<NodeId>> = FxHashMap::default();
+        for &(a, b) in pairs {
+            for (x, y) in [(a, b), (b, a)] {
+                if !ctx.stub[x] {
+                    ends.entry(x).or_default().push(y);
+                }
+            }
+        }
+        let mut seeds: Vec<(NodeId, Vec<NodeId>)> = ends.into_iter().collect();
+        for (_, ys) in &mut seeds {
+            ys.sort_unstable();
+        }
         seeds.sort_unstable();
         let mut stubs: Vec<NodeId> = lost.keys().copied().filter(|&n| ctx.stub[n]).collect();
         stubs.sort_unstable();
@@ -356,11 +368,11 @@ impl<'a> Repropagator<'a> {
         for &o in &engine.sol.origin_sets[s].origins {
             self.load_origin(o);
         }
-        for &n in &down.seeds {
-            self.load(n);
-            if self.status[n] == UNTOUCHED {
-                self.status[n] = PENDING;
-                self.pending.push(n);
+        for (n, ends) in &down.seeds {
+            self.load(*n);
+            if self.status[*n] == UNTOUCHED && self.hit(s, *n, ends) {
+                self.status[*n] = PENDING;
+                self.pending.push(*n);
             }
         }
         let mut out = SetChange::default();
@@ -371,6 +383,20 @@ impl<'a> Repropagator<'a> {
         }
         self.stubs(down, &mut out);
         out
+    }
+
+    /// Whether switch `n` losing its links to `ends` changes its own state for set `s`:
+    /// in draft mode only a lost member does (nothing else enters the group or the
+    /// advertisement); in averaged mode also a lost outgoing link (the divisor N).
+    fn hit(&self, s: usize, n: NodeId, ends: &[NodeId]) -> bool {
+        let sol = self.engine.sol;
+        if self.engine.ctx.options.mode == Mode::Averaged {
+            return self.w.dist[n] != u32::MAX;
+        }
+        sol.group_id(s, n).is_some_and(|g| {
+            let members = &sol.groups[g as usize].members;
+            members.iter().any(|m| ends.binary_search(&m.0).is_ok())
+        })
     }
 
     /// Decides pending switches level by level (see the module doc).
