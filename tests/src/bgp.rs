@@ -1,10 +1,10 @@
 //! Helpers for the BGP tests: run fare's speaker inside a namespace, start FRR bgpd,
 //! GoBGP or BIRD as real peers in namespaces and query them.
 
-use crate::{run, Netns};
+use crate::Netns;
 use anyhow::{Context, Result};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// Runs `f` on a new thread whose network namespace is `ns`, with a single-threaded tokio
@@ -28,11 +28,11 @@ impl Drop for FrrDir {
 }
 
 /// FRR bgpd running inside `ns`, standalone (no zebra) or with zebra installing its
-/// routes in the namespace's kernel table; killed on drop.
+/// routes in the namespace's kernel table, started the lab's way
+/// ([`fare::lab::frr::Daemons`]); stopped on drop.
 pub struct Frr {
+    daemons: fare::lab::frr::Daemons,
     pub dir: FrrDir,
-    child: Option<Child>,
-    zebra: Option<Child>,
 }
 
 impl Frr {
@@ -49,57 +49,23 @@ impl Frr {
     fn start_daemons(ns: &Netns, config: &str, with_zebra: bool) -> Result<Frr> {
         let dir = std::env::temp_dir().join(format!("fare-frr-{}", ns.name));
         let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir)?;
         let dir = FrrDir(dir);
-        let conf = dir.0.join("bgpd.conf");
-        std::fs::write(&conf, config)?;
-        std::fs::write(dir.0.join("zebra.conf"), "hostname zebra\n")?;
-        run("chown", &["-R", "frr:frr", &dir.0.to_string_lossy()])?;
-        let path = dir.0.clone();
-        let zserv = path.join("zserv.api");
-        let daemon = |name: &str, extra: &[&std::ffi::OsStr]| {
-            ns.command(&format!("/usr/lib/frr/{name}"))
-                .arg("-f")
-                .arg(path.join(format!("{name}.conf")))
-                .args(extra)
-                .arg("-i")
-                .arg(path.join(format!("{name}.pid")))
-                .arg("--vty_socket")
-                .arg(&path)
-                .args(["-A", "127.0.0.1", "-P", "0"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .with_context(|| format!("starting {name}"))
-        };
-        let mut frr = Frr {
-            dir,
-            child: None,
-            zebra: None,
-        };
-        if with_zebra {
-            frr.zebra = Some(daemon("zebra", &["-z".as_ref(), zserv.as_os_str()])?);
-            if wait_for(Duration::from_secs(10), || zserv.exists().then_some(())).is_none() {
-                anyhow::bail!("zebra did not open {}", zserv.display());
-            }
-            frr.child = Some(daemon("bgpd", &["-z".as_ref(), zserv.as_os_str()])?);
-        } else {
-            frr.child = Some(daemon("bgpd", &["-Z".as_ref()])?);
-        }
-        Ok(frr)
+        let daemons = fare::lab::frr::Daemons::start(&fare::lab::frr::Setup {
+            ns: &ns.name,
+            run: &dir.0,
+            bgpd: config,
+            zebra: with_zebra.then_some("hostname zebra\n"),
+            log: None,
+        })
+        .with_context(|| format!("starting FRR in {}", ns.name))?;
+        Ok(Frr { daemons, dir })
     }
 
     /// Runs a vtysh command against this bgpd (its output, or the error as text).
     pub fn vtysh(&self, cmd: &str) -> String {
-        match Command::new("vtysh")
-            .arg("--vty_socket")
-            .arg(&self.dir.0)
-            .args(["-c", cmd])
-            .output()
-        {
-            Ok(out) => String::from_utf8_lossy(&out.stdout).into_owned(),
-            Err(e) => format!("vtysh: {e}"),
-        }
+        self.daemons
+            .vtysh(cmd)
+            .unwrap_or_else(|e| format!("vtysh: {e}"))
     }
 
     /// vtysh output parsed as JSON (`Null` when it is not JSON yet).
@@ -110,10 +76,7 @@ impl Frr {
 
 impl Drop for Frr {
     fn drop(&mut self) {
-        for mut c in [self.child.take(), self.zebra.take()].into_iter().flatten() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        self.daemons.stop();
     }
 }
 

@@ -14,7 +14,7 @@ use fare_agent::mgmt::pb;
 use serde_json::Value;
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// Where Debian's `frr` package puts the daemons.
@@ -65,56 +65,143 @@ pub fn run_dir(dir: &StateDir, node: &str) -> PathBuf {
 /// in the namespace: `lab down` stops it with everything else there).
 pub fn start(node: &NodePlan, dir: &StateDir, config: &str) -> Result<u32, LabError> {
     let run = run_dir(dir, &node.name);
-    std::fs::create_dir_all(&run)?;
-    std::fs::write(run.join("bgpd.conf"), config)?;
     // Plain multipath routes, no kernel nexthop objects: the kernel drops a member from a
     // nexthop group when its link goes down, and FRR 8.4's zebra did not put it back after
     // the link returned (S1 kept 1 of its 2 paths to 10.100.0.0/24 after `lab restore`).
-    std::fs::write(
-        run.join("zebra.conf"),
-        format!("hostname {}\nno zebra nexthop kernel enable\n", node.name),
-    )?;
-    sys::run("chown", &["-R", "frr:frr", &run.to_string_lossy()])?;
-    let zserv = run.join("zserv.api");
-    let spawn = |name: &str, extra: &[&str]| -> Result<u32, LabError> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(dir.log(&node.name))?;
-        let log2 = log.try_clone()?;
-        let child = Command::new("setsid")
-            .arg("nsenter")
-            .arg(format!("--net=/run/netns/{}", node.ns))
-            .arg(Path::new(DAEMONS).join(name))
-            .arg("-f")
-            .arg(run.join(format!("{name}.conf")))
-            .args(extra)
-            .arg("-z")
-            .arg(&zserv)
-            .arg("-i")
-            .arg(run.join(format!("{name}.pid")))
-            .arg("--vty_socket")
-            .arg(&run)
-            .args(["-A", "127.0.0.1", "-P", "0"])
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log2)
-            .spawn()?;
-        Ok(child.id())
-    };
-    spawn("zebra", &[])?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !zserv.exists() {
-        if Instant::now() > deadline {
-            return Err(LabError::AgentFailed(format!(
-                "zebra of {} did not open {}",
-                node.name,
-                zserv.display()
-            )));
+    let zebra = format!("hostname {}\nno zebra nexthop kernel enable\n", node.name);
+    let log = dir.log(&node.name);
+    let daemons = Daemons::start(&Setup {
+        ns: &node.ns,
+        run: &run,
+        bgpd: config,
+        zebra: Some(&zebra),
+        log: Some(&log),
+    })?;
+    Ok(daemons.bgpd_pid())
+}
+
+/// What [`Daemons::start`] runs: one FRR instance in a network namespace.
+pub struct Setup<'a> {
+    /// The namespace's name (`/run/netns/<ns>`).
+    pub ns: &'a str,
+    /// Configuration, pid files and vty sockets (made, and given to the `frr` user).
+    pub run: &'a Path,
+    /// bgpd's configuration.
+    pub bgpd: &'a str,
+    /// zebra's configuration; `None`: bgpd alone (`-Z`), installing no routes.
+    pub zebra: Option<&'a str>,
+    /// The file both daemons append their output to; `None`: discarded.
+    pub log: Option<&'a Path>,
+}
+
+/// zebra (optional) and bgpd started by [`Daemons::start`]. Dropping this leaves them
+/// running (the lab stops them with the namespace); [`Daemons::stop`] ends them.
+pub struct Daemons {
+    pub run: PathBuf,
+    /// bgpd last.
+    children: Vec<Child>,
+}
+
+impl Daemons {
+    /// Writes the configurations into `run`, starts zebra (when configured) and, once its
+    /// socket is there, bgpd; each in its own session inside the namespace.
+    pub fn start(setup: &Setup) -> Result<Daemons, LabError> {
+        let run = setup.run;
+        std::fs::create_dir_all(run)?;
+        std::fs::write(run.join("bgpd.conf"), setup.bgpd)?;
+        if let Some(z) = setup.zebra {
+            std::fs::write(run.join("zebra.conf"), z)?;
         }
-        std::thread::sleep(Duration::from_millis(20));
+        sys::run("chown", &["-R", "frr:frr", &run.to_string_lossy()])?;
+        let zserv = run.join("zserv.api");
+        let mut daemons = Daemons {
+            run: run.to_path_buf(),
+            children: Vec::new(),
+        };
+        if setup.zebra.is_none() {
+            daemons
+                .children
+                .push(spawn(setup, "bgpd", &["-Z".as_ref()])?);
+            return Ok(daemons);
+        }
+        let z = ["-z".as_ref(), zserv.as_os_str()];
+        daemons.children.push(spawn(setup, "zebra", &z)?);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !zserv.exists() {
+            if Instant::now() > deadline {
+                daemons.stop();
+                return Err(LabError::AgentFailed(format!(
+                    "zebra in {} did not open {}",
+                    setup.ns,
+                    zserv.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        daemons.children.push(spawn(setup, "bgpd", &z)?);
+        Ok(daemons)
     }
-    spawn("bgpd", &[])
+
+    /// bgpd's process id.
+    pub fn bgpd_pid(&self) -> u32 {
+        self.children.last().map_or(0, Child::id)
+    }
+
+    /// `vtysh -c CMD` against these daemons: its output.
+    pub fn vtysh(&self, cmd: &str) -> Result<String, LabError> {
+        vtysh(&self.run, cmd)
+    }
+
+    /// Kills the daemons (bgpd first) and waits for them.
+    pub fn stop(&mut self) {
+        while let Some(mut c) = self.children.pop() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// One FRR daemon of `setup`, in its own session inside the namespace (`setsid` execs it
+/// directly: the pid is the daemon's).
+fn spawn(setup: &Setup, name: &str, extra: &[&std::ffi::OsStr]) -> Result<Child, LabError> {
+    let out = |log: Option<&Path>| -> Result<Stdio, LabError> {
+        Ok(match log {
+            Some(p) => std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)?
+                .into(),
+            None => Stdio::null(),
+        })
+    };
+    let run = setup.run;
+    let child = Command::new("setsid")
+        .arg("nsenter")
+        .arg(format!("--net=/run/netns/{}", setup.ns))
+        .arg(Path::new(DAEMONS).join(name))
+        .arg("-f")
+        .arg(run.join(format!("{name}.conf")))
+        .args(extra)
+        .arg("-i")
+        .arg(run.join(format!("{name}.pid")))
+        .arg("--vty_socket")
+        .arg(run)
+        .args(["-A", "127.0.0.1", "-P", "0"])
+        .stdin(Stdio::null())
+        .stdout(out(setup.log)?)
+        .stderr(out(setup.log)?)
+        .spawn()?;
+    Ok(child)
+}
+
+/// `vtysh -c CMD` against the daemons whose vty sockets are in `run`: its output.
+pub fn vtysh(run: &Path, cmd: &str) -> Result<String, LabError> {
+    let out = Command::new("vtysh")
+        .arg("--vty_socket")
+        .arg(run)
+        .args(["-c", cmd])
+        .output()?;
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The node's BGP routes in its kernel as groups: per route its nexthops' interfaces and

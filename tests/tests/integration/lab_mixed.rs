@@ -67,10 +67,8 @@ fn group(lab: &Lab, prefix: &str) -> Result<Vec<(u64, u64)>> {
 fn frr_best(lab: &Lab, node: &str, prefix: &str) -> Result<(String, String)> {
     let vty = format!("/run/fare/lab/{}/frr/{node}", lab.name);
     let cmd = format!("show bgp ipv4 unicast {prefix} json");
-    let out = std::process::Command::new("vtysh")
-        .args(["--vty_socket", &vty, "-c", &cmd])
-        .output()?;
-    let v: Value = serde_json::from_slice(&out.stdout).context("vtysh JSON")?;
+    let out = fare::lab::frr::vtysh(Path::new(&vty), &cmd)?;
+    let v: Value = serde_json::from_str(&out).context("vtysh JSON")?;
     let best = v["paths"]
         .as_array()
         .into_iter()
