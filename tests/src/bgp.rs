@@ -37,16 +37,21 @@ pub struct Frr {
 
 impl Frr {
     pub fn start(ns: &Netns, config: &str) -> Result<Frr> {
-        Frr::start_daemons(ns, config, false)
+        Frr::start_daemons(ns, config, None)
     }
 
     /// bgpd and zebra: the routes bgpd selects (with their UCMP weights) reach the
     /// namespace's kernel table and `show ip route`.
     pub fn start_with_zebra(ns: &Netns, config: &str) -> Result<Frr> {
-        Frr::start_daemons(ns, config, true)
+        Frr::start_daemons(ns, config, Some("hostname zebra\n"))
     }
 
-    fn start_daemons(ns: &Netns, config: &str, with_zebra: bool) -> Result<Frr> {
+    /// bgpd and zebra with `zebra_conf` as zebra's configuration.
+    pub fn start_with_zebra_conf(ns: &Netns, config: &str, zebra_conf: &str) -> Result<Frr> {
+        Frr::start_daemons(ns, config, Some(zebra_conf))
+    }
+
+    fn start_daemons(ns: &Netns, config: &str, zebra: Option<&str>) -> Result<Frr> {
         let dir = std::env::temp_dir().join(format!("fare-frr-{}", ns.name));
         let _ = std::fs::remove_dir_all(&dir);
         let dir = FrrDir(dir);
@@ -54,7 +59,7 @@ impl Frr {
             ns: &ns.name,
             run: &dir.0,
             bgpd: config,
-            zebra: with_zebra.then_some("hostname zebra\n"),
+            zebra,
             log: None,
         })
         .with_context(|| format!("starting FRR in {}", ns.name))?;

@@ -10,8 +10,9 @@
 //!   [`frr_read`]) and, with multipath and every path carrying one, installs UCMP weights
 //!   floor(100 x bw / total) ([`frr_weights`]); otherwise ECMP. Toward its neighbors it
 //!   sends what the lab configures on outbound: `set extcommunity bandwidth cumulative`,
-//!   the sum over its multipaths ([`frr_cumulative`]). It keeps FARE's Path Bandwidth
-//!   community, an unknown transitive one to FRR, on the route unchanged (RFC 4360 §2).
+//!   the sum over its multipaths cast to 32 bits ([`frr_cumulative`]). It keeps FARE's
+//!   Path Bandwidth community, an unknown transitive one to FRR, on the route unchanged
+//!   (RFC 4360 §2).
 
 /// Bytes per second in one Gbps (RFC 10005 carries bytes/s).
 pub const BYTES_PER_GBPS: f64 = 1e9 / 8.0;
@@ -65,10 +66,13 @@ pub fn frr_weights(bytes: &[Option<u32>]) -> Option<Vec<u32>> {
 }
 
 /// What an FRR node with `set extcommunity bandwidth cumulative` sends: the sum of its
-/// multipaths' values, in Gbps as a binary32 of bytes/s. `None` when no path has one.
+/// multipaths' values cast to 32 bits (FRR 8.4: `(uint32_t)` of the 64-bit sum, so it
+/// wraps above 2^32 bytes/s), in Gbps as a binary32 of bytes/s. `None` when that is 0
+/// (FRR then attaches none). Measured in `bgp_frr_link_bandwidth_small_share_and_cumulative`.
 pub fn frr_cumulative(bytes: &[Option<u32>]) -> Option<f64> {
     let sum: u64 = bytes.iter().flatten().map(|&b| u64::from(b)).sum();
-    (sum > 0).then(|| f64::from(sum as f32) / BYTES_PER_GBPS)
+    let sent = sum as u32;
+    (sent > 0).then(|| f64::from(sent as f32) / BYTES_PER_GBPS)
 }
 
 #[cfg(test)]
@@ -109,5 +113,18 @@ mod tests {
         // to even).
         assert_eq!(frr_cumulative(&b), Some(3_125_000_192.0 / 1.25e8));
         assert_eq!(frr_cumulative(&[None]), None);
+    }
+
+    /// Against FRR 8.4 (`bgp_frr_link_bandwidth_small_share_and_cumulative`): paths of
+    /// 100, 25600 and 25600 Mbps (12.5e6 and 3.2e9 bytes/s). Weights floor(100 x b /
+    /// 6.4125e9) = 0, 49, 49: FRR installs 1, 49, 49. Cumulative: 6,412,500,000 - 2^32 =
+    /// 2,117,532,704, nearest binary32 (spacing 128) 2,117,532,672.
+    #[test]
+    fn frr_small_share_and_cumulative_wrap() {
+        let b = [Some(12_500_000), Some(3_200_000_000), Some(3_200_000_000)];
+        assert_eq!(frr_weights(&b), Some(vec![1, 49, 49]));
+        assert_eq!(frr_cumulative(&b), Some(2_117_532_672.0 / BYTES_PER_GBPS));
+        // A sum of exactly 2^32 casts to 0: no community.
+        assert_eq!(frr_cumulative(&[Some(1 << 31), Some(1 << 31)]), None);
     }
 }

@@ -254,3 +254,161 @@ neighbors:
         frr.vtysh("show bgp ipv4 unicast 203.0.113.0/24")
     );
 }
+
+/// Measured against FRR 8.4 for the model (control/model/src/link_bandwidth.rs): the
+/// weight of a path whose share is under 1 %, and what `set extcommunity bandwidth
+/// cumulative` sends. FRR origin A (AS 65300) =3 sessions=> FRR R (AS 65400, zebra)
+/// -> fare agent C (AS 65500, `link_bandwidth: accept`). A sets per session
+/// `extcommunity bandwidth` 100, 25600 and 25600 Mbps: 12,500,000, 3,200,000,000 and
+/// 3,200,000,000 bytes/s (all exact in binary32: under 2^24, and 12,500,000 x 256).
+///
+/// (a) R's UCMP weights, floor(100 x bw / total) with total 6,412,500,000:
+///     100 x 12.5e6 / 6.4125e9 = 0.19 -> 0; 100 x 3.2e9 / 6.4125e9 = 49.9 -> 49.
+/// (b) R's cumulative value: FRR 8.4 sums its multipaths' values as a 64-bit count, casts
+///     it to 32 bits (route_set_ecommunity_lb: `(uint32_t)bgp_path_info_mpath_cumbw`)
+///     and sends the nearest binary32: 6,412,500,000 - 2^32 = 2,117,532,704, spacing
+///     128 there: 2,117,532,672 bytes/s (16.94 Gbps, where the sum is 51.3 Gbps).
+///
+/// Measured: zebra and the kernel show weight 1 for the 0 (the model's "at least 1"),
+/// with kernel nexthop objects and with plain multipath routes (the lab's zebra), and C
+/// receives 2,117,532,672.
+#[test]
+fn bgp_frr_link_bandwidth_small_share_and_cumulative() {
+    let test = "bgp_frr_link_bandwidth_small_share_and_cumulative";
+    if !have_frr(test) {
+        return;
+    }
+    for zebra in [
+        "hostname r\n",
+        "hostname r\nno zebra nexthop kernel enable\n",
+    ] {
+        small_share_and_cumulative(test, zebra);
+    }
+}
+
+fn small_share_and_cumulative(test: &str, zebra: &str) {
+    let a = Netns::new("lbsa").unwrap();
+    let r = Netns::new("lbsr").unwrap();
+    let c = Netns::new("lbsc").unwrap();
+    for k in 1..=3 {
+        let (ai, ri) = (format!("r{k}"), format!("a{k}"));
+        let (aa, ra) = (format!("10.3.{k}.1/30"), format!("10.3.{k}.2/30"));
+        link(&a, &ai, &aa, &r, &ri, &ra).unwrap();
+    }
+    link(&r, "c1", "10.4.0.1/30", &c, "r1", "10.4.0.2/30").unwrap();
+    a.sh("ip route add blackhole 198.51.100.0/24").unwrap();
+    let _fa = Frr::start(&a, FRR_ORIGIN).unwrap();
+    let fr = Frr::start_with_zebra_conf(&r, FRR_MIDDLE, zebra).unwrap();
+    let agent = Agent::start(
+        &c,
+        &format!("lbsc-{}", std::process::id()),
+        "name: c1
+router_id: 10.255.0.50
+asn: 65500
+fare: {mode: draft}
+neighbors:
+  - {address: 10.4.0.1, remote_as: 65400, interface: r1, bandwidth_gbps: 1000, link_bandwidth: accept}
+",
+    );
+    let bytes = |mbps: u64| mbps * 1_000_000 / 8;
+    let sent = [bytes(100), bytes(25600), bytes(25600)];
+    let total: u64 = sent.iter().sum();
+    assert_eq!(total, 6_412_500_000);
+    let floor_percent: Vec<u64> = sent.iter().map(|&b| 100 * b / total).collect();
+    assert_eq!(floor_percent, [0, 49, 49]);
+
+    // (a) R's kernel route and zebra's view, once it has its three nexthops.
+    let kernel = || -> Option<Vec<(String, u64)>> {
+        let out = r
+            .exec("ip", &["-j", "route", "show", "198.51.100.0/24"])
+            .ok()?;
+        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+        let hops = v.as_array()?.first()?["nexthops"].as_array()?.clone();
+        let mut got: Vec<(String, u64)> = hops
+            .iter()
+            .map(|h| {
+                let gw = h["gateway"].as_str().unwrap_or_default().to_string();
+                (gw, h["weight"].as_u64().unwrap_or(1))
+            })
+            .collect();
+        got.sort();
+        (got.len() == 3 && got.iter().any(|h| h.1 > 1)).then_some(got)
+    };
+    let got = wait_for(Duration::from_secs(60), kernel).unwrap_or_else(|| {
+        panic!(
+            "kernel: {:?}\nFRR: {}",
+            r.exec("ip", &["route"]).map(|o| o.stdout),
+            fr.vtysh("show bgp ipv4 unicast 198.51.100.0/24")
+        )
+    });
+    let zebra_json = fr.json("show ip route 198.51.100.0/24 json");
+    eprintln!("{test} ({zebra:?}): kernel {got:?}\nzebra {zebra_json}");
+    let want_kernel: Vec<(String, u64)> = vec![
+        ("10.3.1.1".into(), 1),
+        ("10.3.2.1".into(), 49),
+        ("10.3.3.1".into(), 49),
+    ];
+    assert_eq!(got, want_kernel, "zebra: {zebra_json}");
+
+    // (b) What C received from R.
+    let want_bytes = (total as u32) as f32 as u64;
+    assert_eq!(want_bytes, 2_117_532_672);
+    let received = wait_for(Duration::from_secs(60), || {
+        let v = agent.show("routes");
+        let paths = v
+            .as_array()?
+            .iter()
+            .find(|x| x["prefix"] == "198.51.100.0/24")?["paths"]
+            .as_array()?
+            .clone();
+        paths.first()?["path_bandwidth_gbps"].as_f64()
+    });
+    let received = received.unwrap_or_else(|| panic!("routes: {}", agent.show("routes")));
+    assert_eq!(
+        (received * 1.25e8).round() as u64,
+        want_bytes,
+        "C received {received} Gbps; R: {}",
+        fr.vtysh("show bgp ipv4 unicast 198.51.100.0/24")
+    );
+}
+
+/// FRR origin A: one Link Bandwidth per session toward R.
+const FRR_ORIGIN: &str = "frr defaults datacenter
+hostname a
+router bgp 65300
+ bgp router-id 10.255.0.30
+ no bgp ebgp-requires-policy
+ timers bgp 3 9
+ neighbor 10.3.1.2 remote-as 65400
+ neighbor 10.3.2.2 remote-as 65400
+ neighbor 10.3.3.2 remote-as 65400
+ address-family ipv4 unicast
+  network 198.51.100.0/24
+  neighbor 10.3.1.2 route-map LB100 out
+  neighbor 10.3.2.2 route-map LB25600 out
+  neighbor 10.3.3.2 route-map LB25600 out
+ exit-address-family
+route-map LB100 permit 10
+ set extcommunity bandwidth 100
+route-map LB25600 permit 10
+ set extcommunity bandwidth 25600
+";
+
+/// FRR R: UCMP over A's three sessions, the cumulative value on to C (as the lab's
+/// spines).
+const FRR_MIDDLE: &str = "frr defaults datacenter
+hostname r
+router bgp 65400
+ bgp router-id 10.255.0.40
+ no bgp ebgp-requires-policy
+ timers bgp 3 9
+ neighbor 10.3.1.1 remote-as 65300
+ neighbor 10.3.2.1 remote-as 65300
+ neighbor 10.3.3.1 remote-as 65300
+ neighbor 10.4.0.2 remote-as 65500
+ address-family ipv4 unicast
+  neighbor 10.4.0.2 route-map CUMUL out
+ exit-address-family
+route-map CUMUL permit 10
+ set extcommunity bandwidth cumulative
+";
