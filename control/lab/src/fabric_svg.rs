@@ -167,7 +167,10 @@ fn layout(nodes: &[NodePlan]) -> (Vec<(f64, f64, f64)>, f64, f64) {
     for (i, n) in nodes.iter().enumerate() {
         rows[stage(&n.role)].push(i);
     }
-    let box_w = |n: &NodePlan| text_width(&n.name, 12.0).max(36.0) + 14.0;
+    let box_w = |n: &NodePlan| {
+        let frr = if n.frr { text_width(" FRR", 12.0) } else { 0.0 };
+        (text_width(&n.name, 12.0) + frr).max(36.0) + 14.0
+    };
     let host_w = |n: &NodePlan| {
         n.hosts
             .iter()
@@ -269,9 +272,16 @@ fn graph_link(s: &mut String, l: &LinkPlan, look: &LinkLook, a: (f64, f64), b: (
 
 fn graph_node(s: &mut String, n: &NodePlan, (x, y, w): (f64, f64, f64)) {
     let name = esc(&n.name);
+    // What runs the node: fare's agent, or (no agent) FRR or a BMv2 switch.
+    let (target, fill) = match (n.frr, n.bmv2) {
+        (true, _) => ("frr", "#f3eee0"),
+        (_, true) => ("bmv2", "#eef2f8"),
+        _ => ("fare", "#eef2f8"),
+    };
+    let label = if n.frr { " FRR" } else { "" };
     let _ = writeln!(
         s,
-        r##"<g><rect data-node="{name}" x="{:.1}" y="{:.1}" width="{w:.1}" height="{NODE_H}" rx="4" fill="#eef2f8" stroke="#334"/><title>{name} ({}, AS {})</title><text data-label-for="{name}" x="{x:.1}" y="{:.1}" text-anchor="middle" font-size="12">{name}</text></g>"##,
+        r##"<g><rect data-node="{name}" data-target="{target}" x="{:.1}" y="{:.1}" width="{w:.1}" height="{NODE_H}" rx="4" fill="{fill}" stroke="#334"/><title>{name} ({}, {target}, AS {})</title><text data-label-for="{name}" x="{x:.1}" y="{:.1}" text-anchor="middle" font-size="12">{name}{label}</text></g>"##,
         x - w / 2.0,
         y - NODE_H / 2.0,
         esc(&n.role),

@@ -204,6 +204,52 @@ pub fn vtysh(run: &Path, cmd: &str) -> Result<String, LabError> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// The node's kernel groups as `fare lab show` prints an agent's (`fare show groups
+/// --json`), each marked `"target": "frr"` with mode `frr`. None when `ip` does not answer.
+pub fn groups_json(node: &NodePlan) -> Option<Value> {
+    let groups = kernel_groups(&node.ns)?;
+    let list = groups.into_iter().map(|mut g| {
+        g.mode = "frr".into();
+        for m in &mut g.members {
+            m.via.clone_from(&m.next_hop);
+        }
+        let mut v = fare_agent::mgmt::json::group_json(&g);
+        v["target"] = "frr".into();
+        v
+    });
+    Some(Value::Array(list.collect()))
+}
+
+/// The node's BGP sessions as bgpd reports them (`show bgp ipv4 unicast summary json`),
+/// in the shape of an agent's neighbor list (`fare show neighbors --json`: address,
+/// remote AS, state, uptime, prefixes received), each marked `"target": "frr"`. None when
+/// bgpd does not answer.
+pub fn neighbors_json(dir: &StateDir, node: &str) -> Option<Value> {
+    let out = vtysh(&run_dir(dir, node), "show bgp ipv4 unicast summary json").ok()?;
+    let v: Value = serde_json::from_str(&out).ok()?;
+    Some(Value::Array(
+        v["peers"].as_object()?.iter().map(peer_json).collect(),
+    ))
+}
+
+/// One peer of FRR's summary as an agent's neighbor.
+fn peer_json((address, p): (&String, &Value)) -> Value {
+    let n = pb::Neighbor {
+        address: address.clone(),
+        remote_as: p["remoteAs"]
+            .as_u64()
+            .and_then(|a| a.try_into().ok())
+            .unwrap_or(0),
+        state: p["state"].as_str().unwrap_or_default().to_string(),
+        uptime_seconds: p["peerUptimeMsec"].as_u64().unwrap_or(0) / 1000,
+        prefixes_received: p["pfxRcd"].as_u64().unwrap_or(0),
+        ..Default::default()
+    };
+    let mut v = fare_agent::mgmt::json::neighbor_json(&n);
+    v["target"] = "frr".into();
+    v
+}
+
 /// The node's BGP routes in its kernel as groups: per route its nexthops' interfaces and
 /// weights (a single nexthop: weight 1). None when `ip` does not answer.
 pub fn kernel_groups(ns: &str) -> Option<Vec<pb::Group>> {

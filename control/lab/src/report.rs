@@ -4,6 +4,7 @@
 
 use super::agents;
 use super::faults;
+use super::frr;
 use super::model_check;
 use super::plan::Plan;
 use super::state::{LinkChange, StateDir};
@@ -173,7 +174,14 @@ pub fn run_show(a: ShowArgs) -> Result<(), LabError> {
         let names: Vec<&str> = plan.nodes.iter().map(|n| n.name.as_str()).collect();
         let all_groups = agents::show_all(&dir, &names, agents::Show::Groups);
         let all_neighbors = agents::show_all(&dir, &names, agents::Show::Neighbors);
-        for ((name, g), v) in names.iter().zip(all_groups).zip(all_neighbors) {
+        let all = names.iter().zip(all_groups).zip(all_neighbors);
+        for (((name, g), v), node) in all.zip(&plan.nodes) {
+            // An FRR node has no agent: its kernel's groups and bgpd's sessions.
+            let (g, v) = if node.frr {
+                (frr::groups_json(node), frr::neighbors_json(&dir, name))
+            } else {
+                (g, v)
+            };
             if let Some(g) = g {
                 groups.insert(name.to_string(), g);
             }
@@ -244,8 +252,13 @@ pub fn run_show(a: ShowArgs) -> Result<(), LabError> {
             .map(|l| l.iter().filter(|n| n["state"] == "Established").count())
             .unwrap_or(0);
         let total = v.as_array().map(Vec::len).unwrap_or(0);
+        let by = if v[0]["target"] == "frr" {
+            " (FRR bgpd)"
+        } else {
+            ""
+        };
         if total > 0 {
-            println!("bgp   {node:<6} {up_}/{total} sessions established");
+            println!("bgp   {node:<6} {up_}/{total} sessions established{by}");
         }
     }
     for c in &state.changes {

@@ -99,6 +99,58 @@ fn received(lab: &Lab, node: &str, prefix: &str, neighbor: &str) -> Result<f64> 
         .with_context(|| format!("no Path Bandwidth: {path}"))
 }
 
+/// `fare lab show --json` and `fare lab report` on the mixed lab: S1's groups come from
+/// its kernel, its sessions from bgpd, both marked `"target": "frr"` (8 links: 8
+/// sessions, all Established; 10.100.0.0/24 at 71:28 as above); a fare leaf's are not
+/// marked. The report draws S1 as an FRR node, L8 as a fare one.
+fn lab_show_and_report_label_frr(lab: &Lab) -> Result<()> {
+    let show = lab.json("show", &[])?;
+    let s1 = show["groups"]["S1"].as_array().context("no groups of S1")?;
+    let g = s1
+        .iter()
+        .find(|g| g["prefix"] == "10.100.0.0/24")
+        .context("S1: no 10.100.0.0/24")?;
+    ensure!(
+        g["target"] == "frr" && g["mode"] == "frr",
+        "S1's group: {g}"
+    );
+    let mut w: Vec<u64> = g["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["weight"].as_u64())
+        .collect();
+    w.sort_unstable();
+    ensure!(w == [28, 71], "lab show: S1's weights {w:?}");
+    let n = show["neighbors"]["S1"]
+        .as_array()
+        .context("no sessions of S1")?;
+    ensure!(
+        n.len() == 8
+            && n.iter()
+                .all(|n| n["state"] == "Established" && n["target"] == "frr"),
+        "lab show: S1's sessions {n:?}"
+    );
+    let l8 = show["groups"]["L8"].as_array().context("no groups of L8")?;
+    ensure!(
+        !l8.is_empty() && l8.iter().all(|g| g["target"].is_null()),
+        "L8's groups: {l8:?}"
+    );
+    let html = TempFile::new("mixed-report.html", "")?;
+    let out = fare(&["lab", "report", "--name", &lab.name, "-o", html.path()])?;
+    ensure!(
+        out.status.success(),
+        "lab report: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page = std::fs::read_to_string(html.path())?;
+    for (node, target) in [("S1", "frr"), ("L8", "fare")] {
+        let rect = format!("<rect data-node=\"{node}\" data-target=\"{target}\"");
+        ensure!(page.contains(&rect), "the report has no {rect}");
+    }
+    Ok(())
+}
+
 /// Whether any process still runs from the lab's state directory (its FRR daemons).
 fn lab_processes(lab: &str) -> Vec<u32> {
     let needle = format!("/run/fare/lab/{lab}/");
@@ -157,6 +209,8 @@ fn lab_mixed_frr_and_fare_spines_converge_to_the_model() -> Result<()> {
         best == ("10.0.0.1".to_string(), "Router ID".to_string()),
         "S1's best path to 10.100.0.0/24: {best:?}"
     );
+
+    lab_show_and_report_label_frr(&lab)?;
 
     let to_l1: Vec<u64> = group(&lab, "10.0.1.0/24")?.iter().map(|m| m.0).collect();
     ensure!(to_l1 == [2, 5, 5, 5], "L8 -> 10.0.1.0/24: {to_l1:?}");
