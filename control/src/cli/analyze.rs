@@ -64,7 +64,8 @@ pub struct Summary {
     pub nodes: usize,
     pub planes: usize,
     pub pairs: usize,
-    /// Destination propagations done again, and the total a full rerun would do.
+    /// (failure, destination) pairs where the failure changed a state and was
+    /// re-propagated, and all pairs (what solving every failed fabric whole does).
     pub recomputed: usize,
     pub destinations_total: usize,
     pub reduced_groups_before: u64,
@@ -149,7 +150,7 @@ fn write_text(out: &mut impl Write, s: &Summary, reports: &[Report]) -> std::io:
     writeln!(out, "{}: {}", s.topology, s.fabric)?;
     writeln!(
         out,
-        "{:?} mode: {} failures ({}) in {:.2} s; {} of {} destination propagations redone",
+        "{:?} mode: {} failures ({}) in {:.2} s; {} of {} (failure, destination) pairs re-propagated",
         s.mode,
         s.failures,
         covered(s),

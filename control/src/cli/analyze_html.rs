@@ -25,7 +25,7 @@ pub fn page(s: &Summary, reports: &[Report]) -> String {
         "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
 <title>fare analyze: {}</title><style>{STYLE}</style></head><body>\
 <h1>What if this fails: {}</h1><p>{}</p><p>{:?} mode: {} failures ({}), {} shown, worst first; \
-{} of {} destination propagations redone; {:.2} s.</p>",
+{} of {} (failure, destination) pairs re-propagated; {:.2} s.</p>",
         esc(&s.topology),
         esc(&s.topology),
         esc(&s.fabric),

@@ -157,6 +157,9 @@ impl Ties {
     }
 }
 
+/// Outcomes by (node, group before, group after) within one failure.
+pub type Memo = FxHashMap<(NodeId, u32, u32), Outcome>;
+
 /// The sums over one destination's nodes.
 #[derive(Clone, Debug, Default)]
 pub struct SetTotals {
@@ -260,25 +263,37 @@ pub fn compare_set(before: &Side, after: &Side, set: usize, failed: &[bool]) -> 
 
 /// [`compare_set`] for a re-propagated set: only the switches and stub classes it
 /// decided again can differ from the unfailed fabric (`before`).
+///
+/// `memo` carries outcomes across the sets of one failure: a node's (group before, group
+/// after) pair recurs for many destinations (a leaf that lost a spine, for every one).
 pub fn compare_change(
     before: &Side,
     (engine, rep, down): (&Engine, &mut Repropagator, &Down),
-    change: &SetChange,
-    set: usize,
+    (change, set): (&SetChange, usize),
     failed: &[bool],
+    memo: &mut Memo,
 ) -> SetTotals {
     let sol = before.sol;
     let options = engine.options();
     let origins = &sol.origin_sets[set].origins;
     let counted = |n: &NodeId| !failed[*n] && !origins.contains(n);
     let mut t = SetTotals::default();
+    let none = u32::MAX;
+    let mut outcome_of = |n: NodeId, b: Option<u32>, a: Option<u32>, rep: &mut Repropagator| {
+        *memo
+            .entry((n, b.unwrap_or(none), a.unwrap_or(none)))
+            .or_insert_with(|| {
+                let b = b.map(|g| (&sol.groups[g as usize], before.reduced[g as usize]));
+                let a = a.map(|id| rep.group(id));
+                let a = a.map(|g| (g, is_reduced(g, options)));
+                outcome((sol, b), (sol, a), n)
+            })
+    };
     for &(n, after) in &change.switches {
         if !counted(&n) {
             continue;
         }
-        let a = after.map(|id| rep.group(id));
-        let a = a.map(|g| (g, is_reduced(g, options)));
-        let o = outcome((sol, before.group(set, n)), (sol, a), n);
+        let o = outcome_of(n, sol.group_id(set, n), after, rep);
         t.add(&o, 1, At::Node(n));
     }
     for &(which, after) in &change.stubs {
@@ -299,12 +314,7 @@ pub fn compare_change(
         let Some(&first) = list.first() else {
             continue;
         };
-        let b = sol
-            .unit_group(set, unit)
-            .map(|g| (&sol.groups[g as usize], before.reduced[g as usize]));
-        let a = after.map(|id| rep.group(id));
-        let a = a.map(|g| (g, is_reduced(g, options)));
-        let o = outcome((sol, b), (sol, a), first);
+        let o = outcome_of(first, sol.unit_group(set, unit), after, rep);
         t.add(&o, list.len() as u64, At::List(list));
     }
     t.finish();

@@ -206,12 +206,14 @@ impl<'t> Base<'t> {
         let solve = lap();
         let failed = self.failed(f);
         let before = self.side();
+        let mut memo = compare::Memo::default();
         let totals: Vec<_> = changes
             .iter()
             .map(|(s, c)| {
+                let at = (engine, &mut *rep, &down);
                 (
                     *s,
-                    compare::compare_change(&before, (engine, rep, &down), c, *s, &failed),
+                    compare::compare_change(&before, at, (c, *s), &failed, &mut memo),
                 )
             })
             .collect();

@@ -525,7 +525,8 @@ impl<'a> Repropagator<'a> {
         let mut members = std::mem::take(&mut self.w.scratch);
         members.clear();
         for &(m, l) in &ctx.adj[n] {
-            if !self.w.live(l) {
+            // A stub advertises only as an origin, and origins are loaded already.
+            if !self.w.live(l) || (ctx.stub[m] && self.stamp[m] != self.epoch) {
                 continue;
             }
             self.load(m);
