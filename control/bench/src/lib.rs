@@ -89,7 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut failed = Vec::new();
     let (name, body) = match args.suite {
         Suite::Sim(a) => ("sim", sim::run(a)?),
-        Suite::Analyze(a) => ("analyze", analyze::run(a)?),
+        Suite::Analyze(a) => (a.section(), analyze::run(a)?),
         Suite::Mpson(a) => ("mpson", mpson::run(a)?),
         Suite::Wcmp(a) => ("wcmp", wcmp::run(a)?),
         Suite::Resilient(a) => ("resilient", resilient::run(a)?),

@@ -158,6 +158,17 @@ impl<'t> Base<'t> {
         (r, p)
     }
 
+    /// [`Base::one_profiled`], incremental, with a given engine and repropagator (made
+    /// once for many failures).
+    pub fn one_with(
+        &self,
+        (engine, rep): (&Engine, &mut Repropagator),
+        f: &Failure,
+    ) -> (Report, Phases) {
+        let (r, _, p) = self.incremental((engine, rep), f);
+        (r, p)
+    }
+
     /// The failed fabric solved whole and every node compared. Returns the report, per
     /// destination (in the report's order) the nodes where its worst ratio is (to rename
     /// it for a twin's failure), and the phases.

@@ -288,6 +288,7 @@ impl<'a> Engine<'a> {
             pending: Vec::new(),
             unit_stamp: vec![0; self.sol.units],
             dirty_units: Vec::new(),
+            same: FxHashMap::default(),
             set: 0,
             groups: Vec::new(),
         }
@@ -325,6 +326,8 @@ pub struct Repropagator<'a> {
     pending: Vec<NodeId>,
     unit_stamp: Vec<u32>,
     dirty_units: Vec<u32>,
+    /// Per level, the first switch decided for each signature (see `group_once`).
+    same: FxHashMap<u64, NodeId>,
     set: usize,
     /// The interner's groups with their weights, built when asked for.
     groups: Vec<Option<SharedGroup>>,
@@ -407,6 +410,7 @@ impl<'a> Repropagator<'a> {
         let mut k = 1;
         while !self.pending.is_empty() && k <= limit && (previous || k - 1 <= max_old) {
             let list = std::mem::take(&mut self.pending);
+            self.same.clear();
             let mut waiting = Vec::new();
             previous = false;
             for n in list {
@@ -563,8 +567,8 @@ impl<'a> Repropagator<'a> {
         if averaged {
             self.count_origin_links(n);
         }
+        let group = self.group_once(n, &members);
         let w = &mut self.w;
-        let group = w.group(n, &members);
         if averaged && !ctx.frr[n] {
             w.path[n] = w.averaged_value(n, &members);
         }
@@ -578,6 +582,39 @@ impl<'a> Repropagator<'a> {
             && bits_before == w.as_bits.row(n);
         w.scratch = members;
         Some(((group != NONE).then_some(group), !same))
+    }
+
+    /// Switch `n`'s group and advertisement (before averaged mode's division) over
+    /// `members`, computed once per level for switches with the same role and members
+    /// over links of the same capacities (all leaves of a plane that lost a spine), as
+    /// the full propagation does.
+    fn group_once(&mut self, n: NodeId, members: &[M]) -> u32 {
+        let w = &mut self.w;
+        let signature = w.signature(n, members);
+        let twin = self
+            .same
+            .get(&signature)
+            .copied()
+            .filter(|&t| w.same_inputs(t, n, members));
+        match twin {
+            Some(t) => {
+                w.flags[n] |= w.flags[t] & UP;
+                w.path[n] = w.path_sum[t];
+                w.path_sum[n] = w.path_sum[t];
+                w.link_value[n] = w.link_value[t];
+                w.lb[n] = w.lb[t];
+                w.group_of[t]
+            }
+            None => {
+                self.same.insert(signature, n);
+                let g = w.group(n, members);
+                w.path_sum[n] = w.path[n];
+                w.group_of[n] = g;
+                w.members_of[n].clear();
+                w.members_of[n].extend_from_slice(members);
+                g
+            }
+        }
     }
 
     /// Averaged mode's links from `n` to the set's origins, over live links.
