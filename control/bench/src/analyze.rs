@@ -147,7 +147,11 @@ fn sample_class(
 pub fn run(args: Args) -> anyhow::Result<String> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut md = String::new();
-    writeln!(md, "## What if this fails: the failure sweep (`{}`)\n", args.section())?;
+    writeln!(
+        md,
+        "## What if this fails: the failure sweep (`{}`)\n",
+        args.section()
+    )?;
     writeln!(md, "Command: `{}` (release build)\n", command_line())?;
     let t = Instant::now();
     let topo = gen::multiplane(&args.fabric);
