@@ -817,14 +817,7 @@ impl<'a> Worker<'a> {
                     .copied()
                     .filter(|&t| self.trace.is_none() && self.same_inputs(t, n, &members));
                 let group = match twin {
-                    Some(t) => {
-                        self.flags[n] |= self.flags[t] & UP;
-                        self.path[n] = self.path_sum[t];
-                        self.path_sum[n] = self.path_sum[t];
-                        self.link_value[n] = self.link_value[t];
-                        self.lb[n] = self.lb[t];
-                        self.group_of[t]
-                    }
+                    Some(t) => self.copy_twin(n, t),
                     None => {
                         same.entry(signature).or_insert(n);
                         let g = self.group(n, &members);
@@ -881,6 +874,17 @@ impl<'a> Worker<'a> {
             (m, self.ctx.gbps[l as usize].to_bits()).hash(&mut h);
         }
         h.finish()
+    }
+
+    /// Node `n` takes twin `t`'s group and advertisement (same role, same members at the
+    /// same level): its up flag, values (before averaged mode's division) and group.
+    fn copy_twin(&mut self, n: NodeId, t: NodeId) -> u32 {
+        self.flags[n] |= self.flags[t] & UP;
+        self.path[n] = self.path_sum[t];
+        self.path_sum[n] = self.path_sum[t];
+        self.link_value[n] = self.link_value[t];
+        self.lb[n] = self.lb[t];
+        self.group_of[t]
     }
 
     /// Whether twin `t` (already computed) had exactly `n`'s inputs.

@@ -113,6 +113,23 @@ route-map LB1000 permit 10
  set extcommunity bandwidth 1000
 ";
 
+/// The nexthops (gateway, weight) of `ns`'s kernel route to `prefix`, sorted; None while
+/// it has no multipath route.
+fn kernel_hops(ns: &Netns, prefix: &str) -> Option<Vec<(String, u64)>> {
+    let out = ns.exec("ip", &["-j", "route", "show", prefix]).ok()?;
+    let v: Value = serde_json::from_slice(&out.stdout).ok()?;
+    let hops = v.as_array()?.first()?["nexthops"].as_array()?.clone();
+    let mut got: Vec<(String, u64)> = hops
+        .iter()
+        .map(|h| {
+            let gw = h["gateway"].as_str().unwrap_or_default().to_string();
+            (gw, h["weight"].as_u64().unwrap_or(1))
+        })
+        .collect();
+    got.sort();
+    Some(got)
+}
+
 /// FRR spine -> fare leaf. FRR sends 2000 Mbps (2.5e8 bytes/s = 2 Gbps) over a 1.5 Gbps
 /// link and 1000 Mbps (1 Gbps) over a 100 Gbps link. The leaf's path bandwidths are
 /// min(1.5, 2) = 1.5 and min(100, 1) = 1: weights 3:2 (without `accept`: ECMP 1:1).
@@ -210,22 +227,8 @@ neighbors:
 ",
     );
     let frr = Frr::start_with_zebra(&l, FRR_LEAF).unwrap();
-    let kernel = || -> Option<Vec<(String, u64)>> {
-        let out = l
-            .exec("ip", &["-j", "route", "show", "203.0.113.0/24"])
-            .ok()?;
-        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-        let hops = v.as_array()?.first()?["nexthops"].as_array()?.clone();
-        let mut got: Vec<(String, u64)> = hops
-            .iter()
-            .map(|h| {
-                (
-                    h["gateway"].as_str().unwrap_or_default().to_string(),
-                    h["weight"].as_u64().unwrap_or(1),
-                )
-            })
-            .collect();
-        got.sort();
+    let kernel = || {
+        let got = kernel_hops(&l, "203.0.113.0/24")?;
         (got.len() == 2 && got[0].1 != got[1].1).then_some(got)
     };
     let got = wait_for(Duration::from_secs(60), kernel).unwrap_or_else(|| {
@@ -318,20 +321,8 @@ neighbors:
     assert_eq!(floor_percent, [0, 49, 49]);
 
     // (a) R's kernel route and zebra's view, once it has its three nexthops.
-    let kernel = || -> Option<Vec<(String, u64)>> {
-        let out = r
-            .exec("ip", &["-j", "route", "show", "198.51.100.0/24"])
-            .ok()?;
-        let v: Value = serde_json::from_slice(&out.stdout).ok()?;
-        let hops = v.as_array()?.first()?["nexthops"].as_array()?.clone();
-        let mut got: Vec<(String, u64)> = hops
-            .iter()
-            .map(|h| {
-                let gw = h["gateway"].as_str().unwrap_or_default().to_string();
-                (gw, h["weight"].as_u64().unwrap_or(1))
-            })
-            .collect();
-        got.sort();
+    let kernel = || {
+        let got = kernel_hops(&r, "198.51.100.0/24")?;
         (got.len() == 3 && got.iter().any(|h| h.1 > 1)).then_some(got)
     };
     let got = wait_for(Duration::from_secs(60), kernel).unwrap_or_else(|| {

@@ -152,6 +152,17 @@ fn lab_show_and_report_label_frr(lab: &Lab) -> Result<()> {
 }
 
 /// Whether any process still runs from the lab's state directory (its FRR daemons).
+/// `lab up --json` reports convergence to the model, or the mismatches.
+fn converged(up: &std::process::Output) -> Result<()> {
+    let up: Value = serde_json::from_slice(&up.stdout)?;
+    ensure!(
+        up["converged_s"].is_number(),
+        "not converged to the model: {}",
+        up["mismatches"]
+    );
+    Ok(())
+}
+
 fn lab_processes(lab: &str) -> Vec<u32> {
     let needle = format!("/run/fare/lab/{lab}/");
     let Ok(procs) = std::fs::read_dir("/proc") else {
@@ -190,12 +201,7 @@ fn lab_mixed_frr_and_fare_spines_converge_to_the_model() -> Result<()> {
             "120",
         ],
     )?;
-    let up: Value = serde_json::from_slice(&up.stdout)?;
-    ensure!(
-        up["converged_s"].is_number(),
-        "not converged to the model: {}",
-        up["mismatches"]
-    );
+    converged(&up)?;
 
     let s1 = format!("farelab-{}-S1", lab.name);
     let w = kernel_weights(&s1, "10.100.0.0/24")?;
@@ -281,12 +287,7 @@ fn lab_mixed_frr_passes_on_the_lowest_router_ids_path() -> Result<()> {
             "120",
         ],
     )?;
-    let up: Value = serde_json::from_slice(&up.stdout)?;
-    ensure!(
-        up["converged_s"].is_number(),
-        "not converged to the model: {}",
-        up["mismatches"]
-    );
+    converged(&up)?;
     let best = frr_best(&lab, "S1", "10.100.0.0/24")?;
     ensure!(
         best == ("10.0.0.2".to_string(), "Router ID".to_string()),

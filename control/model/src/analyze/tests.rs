@@ -197,15 +197,17 @@ fn check_all(t: &Topology, mode: Mode, limit: Option<u32>) -> Result<(), String>
 type Content = (Vec<(NodeId, u32, u64)>, Vec<u32>);
 
 fn content(sol: &Solution, s: usize, n: NodeId) -> Option<Content> {
-    sol.group_id(s, n).map(|g| {
-        let g = &sol.groups[g as usize];
-        let members = g
-            .members
-            .iter()
-            .map(|m| (m.0, m.1, m.2.to_bits()))
-            .collect();
-        (members, g.weights.weights.clone())
-    })
+    sol.group_id(s, n)
+        .map(|g| as_content(&sol.groups[g as usize]))
+}
+
+fn as_content(g: &crate::sim::SharedGroup) -> Content {
+    let members = g
+        .members
+        .iter()
+        .map(|m| (m.0, m.1, m.2.to_bits()))
+        .collect();
+    (members, g.weights.weights.clone())
 }
 
 /// The re-propagation's groups are the failed fabric's, node by node and set by set: the
@@ -215,14 +217,6 @@ fn check_groups(base: &Base, f: &Failure, after: &Solution) -> Result<(), String
     let mut rep = engine.repropagator();
     let down = engine.prepare(&f.pairs);
     rep.begin(&down);
-    let as_content = |g: &crate::sim::SharedGroup| -> Content {
-        let members = g
-            .members
-            .iter()
-            .map(|m| (m.0, m.1, m.2.to_bits()))
-            .collect();
-        (members, g.weights.weights.clone())
-    };
     for s in 0..base.solution.origin_sets.len() {
         let change = rep.set(&down, s);
         let mut decided: FxHashMap<NodeId, Option<Content>> = FxHashMap::default();

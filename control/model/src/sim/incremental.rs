@@ -597,14 +597,7 @@ impl<'a> Repropagator<'a> {
             .copied()
             .filter(|&t| w.same_inputs(t, n, members));
         match twin {
-            Some(t) => {
-                w.flags[n] |= w.flags[t] & UP;
-                w.path[n] = w.path_sum[t];
-                w.path_sum[n] = w.path_sum[t];
-                w.link_value[n] = w.link_value[t];
-                w.lb[n] = w.lb[t];
-                w.group_of[t]
-            }
+            Some(t) => w.copy_twin(n, t),
             None => {
                 self.same.insert(signature, n);
                 let g = w.group(n, members);
