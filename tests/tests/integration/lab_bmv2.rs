@@ -24,6 +24,23 @@ fn bmv2_available(test: &str) -> bool {
     true
 }
 
+/// L1's group toward L3 as its agent shows it: (via, weight, packets) per member, to
+/// tell a changed split at the leaf from the switch's counters when the share is off.
+fn l1_group_to_l3(lab: &Lab) -> Result<Vec<(String, u64, u64)>> {
+    let groups = lab.show("L1", "groups")?;
+    let group = groups
+        .as_array()
+        .and_then(|g| g.iter().find(|g| g["prefix"] == "10.0.3.0/24"))
+        .context("L1 has no group for L3's prefix")?;
+    Ok(members(group, |m| {
+        (
+            m["via"].as_str().unwrap_or_default().to_string(),
+            m["weight"].as_u64().unwrap_or(0),
+            m["packets"].as_u64().unwrap_or(0),
+        )
+    }))
+}
+
 /// Packets S1's switch counted on its members toward L3.
 fn switch_packets_to_l3(lab: &Lab) -> Result<u64> {
     Ok(switch_members_to_l3(lab)?.iter().map(|(_, p)| p).sum())
@@ -38,7 +55,10 @@ fn lab_with_bmv2(test: &str, backend: &str) -> Result<()> {
     let (lab, up) = Lab::start(
         "topologies/bmv2-spine.yaml",
         &format!("bm{}", &backend[..1]),
-        &["--backend", backend, "--dataplane", "xdp"],
+        // No ARN: a BMv2 switch starved of CPU queues up and its congestion ARNs shift
+        // the leaf's split away from it (seen as 65:32 and lower under load), which is ARN
+        // working, not the BGP split this test checks.
+        &["--backend", backend, "--dataplane", "xdp", "--no-arn"],
     )?;
     let name = lab.name.clone();
     let state = Path::new("/run/fare/lab").join(&name).join("state.json");
@@ -65,11 +85,15 @@ fn lab_with_bmv2(test: &str, backend: &str) -> Result<()> {
         // Weights 5:2 over S1 (the switch) and S2.
         let share = via_switch / sent.max(1.0);
         last = format!(
-            "sent {sent}, received {received}, through the switch {via_switch} ({:.1}%, ideal 71.4%)",
-            100.0 * share
+            "sent {sent}, received {received}, through the switch {via_switch} ({:.1}%, ideal \
+             71.4%); L1's group toward L3 (via, weight, packets): {:?}",
+            100.0 * share,
+            l1_group_to_l3(&lab)
         );
         eprintln!("{test}: {last}");
-        if received / sent.max(1.0) > 0.95 && (share - 5.0 / 7.0).abs() < 0.05 {
+        // The leaf sprays 5 of every 7 packets to the switch: exact to within packets in
+        // flight when the counters are read.
+        if received / sent.max(1.0) > 0.95 && (share - 5.0 / 7.0).abs() < 0.01 {
             matched = true;
             break;
         }
