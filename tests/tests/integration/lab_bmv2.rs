@@ -24,15 +24,20 @@ fn bmv2_available(test: &str) -> bool {
     true
 }
 
-/// L1's group toward L3 as its agent shows it: (via, weight, packets) per member, to
-/// tell a changed split at the leaf from the switch's counters when the share is off.
-fn l1_group_to_l3(lab: &Lab) -> Result<Vec<(String, u64, u64)>> {
-    let groups = lab.show("L1", "groups")?;
-    let group = groups
+/// `node`'s group toward L3's prefix as its agent shows it.
+fn group_to_l3(lab: &Lab, node: &str) -> Result<serde_json::Value> {
+    let groups = lab.show(node, "groups")?;
+    groups
         .as_array()
         .and_then(|g| g.iter().find(|g| g["prefix"] == "10.0.3.0/24"))
-        .context("L1 has no group for L3's prefix")?;
-    Ok(members(group, |m| {
+        .cloned()
+        .with_context(|| format!("{node} has no group for L3's prefix"))
+}
+
+/// L1's group toward L3: (via, weight, packets) per member, to tell a changed split at
+/// the leaf from the switch's counters when the share is off.
+fn l1_group_to_l3(lab: &Lab) -> Result<Vec<(String, u64, u64)>> {
+    Ok(members(&group_to_l3(lab, "L1")?, |m| {
         (
             m["via"].as_str().unwrap_or_default().to_string(),
             m["weight"].as_u64().unwrap_or(0),
@@ -119,12 +124,7 @@ fn lab_bmv2_spine_forwards_with_the_weighted_split() -> Result<()> {
 /// Packets S1's switch counted on each member of its group toward L3, in member order,
 /// with the members' weights.
 fn switch_members_to_l3(lab: &Lab) -> Result<Vec<(u64, u64)>> {
-    let groups = lab.show("S1", "groups")?;
-    let group = groups
-        .as_array()
-        .and_then(|g| g.iter().find(|g| g["prefix"] == "10.0.3.0/24"))
-        .context("S1 has no group for L3's prefix")?;
-    Ok(members(group, |m| {
+    Ok(members(&group_to_l3(lab, "S1")?, |m| {
         (
             m["weight"].as_u64().unwrap_or(0),
             m["packets"].as_u64().unwrap_or(0),
