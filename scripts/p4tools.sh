@@ -3,8 +3,10 @@
 # The P4 tests (BMv2 `simple_switch_grpc`, p4c, the SAI-P4 middleblock program, the PINS
 # P4Infos) use what is on PATH. A directory laid out as
 #   bin/{simple_switch_grpc,p4c,p4c-bm2-ss,...}  lib/*.so*  share/p4c/  share/sai-p4/
-# (a prefix where BMv2, PI and p4c were installed) is used when $FARE_P4TOOLS names it,
-# or when it sits at /opt/p4tools. Nothing here downloads or builds anything.
+# (a prefix where BMv2, PI and p4c were installed; with p4c's Tofino back end too,
+# bin/{p4c-barefoot,bfas,p4c-build-logs}, `make -C p4 check` compiles the TNA program) is
+# used when $FARE_P4TOOLS names it, or when it sits at /opt/p4tools. Nothing here
+# downloads or builds anything.
 P4TOOLS_DIR="${FARE_P4TOOLS:-/opt/p4tools}"
 
 # Debian bookworm libraries BMv2 (with PI, gRPC, Thrift, nanomsg) and p4c link against.
@@ -12,6 +14,8 @@ P4TOOLS_RUNTIME_PACKAGES=(
   libabsl20220623 libboost-program-options1.74.0 libboost-iostreams1.74.0 libbz2-1.0
   libc-ares2 libgmp10 libgrpc++1.51 libgrpc29 libjsoncpp25 liblz4-1 libnanomsg5
   libpcap0.8 libprotobuf32 libre2-9 libssl3 libthrift-0.17.0 libxxhash0 libzstd1 python3
+  # the p4c driver preprocesses with `cc -E` for the Tofino targets
+  gcc
 )
 
 p4tools_present() { [ -x "$P4TOOLS_DIR/bin/simple_switch_grpc" ]; }

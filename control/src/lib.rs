@@ -23,6 +23,8 @@ pub use fare_bench as bench;
 pub use fare_bgp as bgp;
 pub use fare_dataplane as dataplane;
 pub use fare_lab as lab;
-pub use fare_model::{bandwidth, forwarding, mpson, resilient, sim, topology, wcmp, yamlfile};
+pub use fare_model::{
+    bandwidth, forwarding, mpson, parallel, resilient, sim, topology, wcmp, yamlfile,
+};
 
 pub mod cli;

@@ -2,6 +2,9 @@
 //! exact one-line error (file, line, problem) and exit code 2. The rules: docs/configuration.md
 //! ("What a configuration may not say"). No root needed.
 
+mod common;
+
+use common::Scratch;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -12,29 +15,6 @@ fn fare(args: &[&str]) -> Output {
         .current_dir(root)
         .output()
         .expect("run fare")
-}
-
-/// A scratch directory removed at the end of the test (also when it fails).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("fare-{name}-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        Scratch(dir)
-    }
-
-    fn write(&self, name: &str, text: &str) -> String {
-        let p = self.0.join(name);
-        std::fs::write(&p, text).expect("write");
-        p.to_str().expect("utf-8 path").to_string()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        std::fs::remove_dir_all(&self.0).ok();
-    }
 }
 
 /// Runs `fare ARGS` and returns its standard error, after checking exit code 2 and that
@@ -147,6 +127,165 @@ fn agent_check_refuses_what_no_speaker_may_run() {
         let err = refused(&["agent", "--config", &bad, "--check"]);
         assert_eq!(err, format!("fare: {bad}:{line}: {problem}\n"), "{to}");
     }
+}
+
+/// What `--check` used to accept and the agent then ran silently wrong (a session that
+/// never came up, another route advertised): refused at `--check` with its line.
+#[test]
+fn agent_check_refuses_what_would_fail_silently_at_run_time() {
+    let dir = Scratch::new("check-silent");
+    let v6 = AGENT.replace("address: 10.1.0.2", "address: 2001:db8:1::2");
+    let cases: [(String, usize, &str); 5] = [
+        (
+            v6.replace(
+                "interface: eth1\n",
+                "interface: eth1\n    local_address: 10.1.0.1\n",
+            ),
+            10,
+            "neighbor 2001:db8:1::2: local_address 10.1.0.1 is IPv4, the neighbor IPv6; both \
+             ends of a session are of one address family",
+        ),
+        (
+            AGENT
+                .replace("address: 10.1.0.6", "address: fe80::6")
+                .replace(
+                    "remote_as: 65100\n    interface: eth2\n",
+                    "remote_as: 65100\n",
+                ),
+            11,
+            "neighbor fe80::6: a link-local address needs `interface`, the link it is on (its \
+             scope)",
+        ),
+        (
+            AGENT.replace("[192.0.2.0/24", "[192.0.2.1/24"),
+            14,
+            "prefix 192.0.2.1/24 has host bits set (the network is 192.0.2.0/24)",
+        ),
+        (
+            AGENT.replace("198.51.100.0/24]", "2001:db8::1/48]"),
+            14,
+            "prefix 2001:db8::1/48 has host bits set (the network is 2001:db8::/48)",
+        ),
+        (
+            AGENT.replace(
+                "bandwidth_gbps: 100\n",
+                "bandwidth_gbps: 100\n    upa_hosts: [10.9.9.9/24]\n",
+            ),
+            11,
+            "neighbor 10.1.0.2: upa_hosts: prefix 10.9.9.9/24 has host bits set (the network \
+             is 10.9.9.0/24)",
+        ),
+    ];
+    for (i, (text, line, problem)) in cases.iter().enumerate() {
+        let bad = dir.write(&format!("bad{i}.yaml"), text);
+        let err = refused(&["agent", "--config", &bad, "--check"]);
+        assert_eq!(err, format!("fare: {bad}:{line}: {problem}\n"), "{text}");
+    }
+    // The same neighbors written right pass.
+    let ok = dir.write(
+        "ok.yaml",
+        &v6.replace(
+            "interface: eth1\n",
+            "interface: eth1\n    local_address: 2001:db8:1::1\n",
+        )
+        .replace("address: 10.1.0.6", "address: fe80::6"),
+    );
+    let out = fare(&["agent", "--config", &ok, "--check"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A log filter that does not parse, and the API clients' options given to the agent, are
+/// refused (exit 2) instead of quietly ignored.
+#[test]
+fn agent_refuses_bad_log_filter_and_client_options() {
+    let dir = Scratch::new("check-flags");
+    let good = dir.write("good.yaml", AGENT);
+    let err = refused(&[
+        "--log",
+        "fare=[bogus",
+        "agent",
+        "--config",
+        &good,
+        "--check",
+    ]);
+    assert!(
+        err.starts_with("fare: --log (or FARE_LOG) `fare=[bogus`: "),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+    let out = Command::new(env!("CARGO_BIN_EXE_fare"))
+        .args(["agent", "--config", &good, "--check"])
+        .env("FARE_LOG", "info,[[")
+        .output()
+        .expect("run fare");
+    assert_eq!(out.status.code(), Some(2), "FARE_LOG is checked like --log");
+    for flag in ["--address", "--tls-ca"] {
+        let err = refused(&["agent", "--config", &good, "--check", flag, "x"]);
+        assert!(
+            err.starts_with(&format!(
+                "fare: fare agent: {flag} is an option of the management \
+                 API's clients"
+            )),
+            "{err}"
+        );
+    }
+    // Filters that parse still work.
+    let out = fare(&[
+        "--log",
+        "fare=debug,warn",
+        "agent",
+        "--config",
+        &good,
+        "--check",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The kernel data plane with an interface this namespace does not have: the agent does
+/// not start (exit 1) and says which interface of which neighbor is missing. The check
+/// runs before anything needs privileges.
+#[test]
+fn agent_kernel_with_missing_interface_does_not_start() {
+    let dir = Scratch::new("kernel-missing");
+    let sock = dir.0.join("a.sock");
+    let text = format!(
+        "{}management: {{socket: {}}}\n",
+        AGENT
+            .replace("interfaces: [eth1, eth2]", "interfaces: [lo]")
+            .replace("interface: eth1\n", "interface: lo\n")
+            .replace("interface: eth2\n", "interface: fare-nosuch9\n"),
+        sock.display()
+    );
+    let path = dir.write("k.yaml", &text);
+    let out = fare(&["agent", "--config", &path]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let last = err.lines().last().unwrap_or("");
+    assert_eq!(
+        last,
+        "fare: data plane: kernel: neighbor 10.1.0.6: interface fare-nosuch9 does not exist in \
+         this network namespace"
+    );
+    assert!(!sock.exists(), "the API was served");
+    let missing = dir.write(
+        "k2.yaml",
+        &text.replace("interfaces: [lo]", "interfaces: [lo, fare-nosuch8]"),
+    );
+    let out = fare(&["agent", "--config", &missing]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.lines().last().unwrap_or(""),
+        "fare: data plane: kernel: dataplane.interfaces: interface fare-nosuch8 does not exist \
+         in this network namespace"
+    );
 }
 
 #[test]

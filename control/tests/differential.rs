@@ -6,8 +6,9 @@
 //! - `hand_computed_*`: small fabrics whose groups are worked out by hand from the drafts'
 //!   text (no shared code), checked against the live speakers.
 //! - `generated_*`: proptest over random 3- and 5-stage fabrics (asymmetric capacities,
-//!   parallel links, multi-homed prefixes) and multi-plane fabrics of RNICs, x random
-//!   failures and degradations x both modes (x the draft's optional 5-stage behaviours);
+//!   parallel links of unequal capacities, multi-homed prefixes) and multi-plane fabrics
+//!   of RNICs, x random failures and degradations x both modes x the three
+//!   parallel-links settings (x the draft's optional 5-stage behaviours);
 //!   a failing case shrinks and is printed as topology YAML. FARE_DIFF_CASES sets the
 //!   number of cases per generator (default 100).
 
@@ -16,6 +17,7 @@ use fare::bgp::fare::Policy;
 use fare::bgp::neighbor::State;
 use fare::bgp::speaker::{self, NeighborSpec, SpeakerCommand, SpeakerConfig, SpeakerEvent};
 use fare::forwarding::Group;
+use fare::parallel::ParallelLinks;
 use fare::sim::{self, Change};
 use fare::topology::{Node, Role, Topology};
 use ipnet::IpNet;
@@ -35,6 +37,8 @@ struct Case {
     mode: Mode,
     draft: DraftOptions,
     encoding: Encoding,
+    /// Per node or per session over parallel links.
+    parallel: ParallelLinks,
     /// Applied before the speakers start (the converged state after them).
     changes: Vec<Change>,
     /// Leaves tag the routes of their RNICs with FIB-Suppress (mpson §4.2), and the live
@@ -48,6 +52,7 @@ impl Case {
             mode,
             draft: DraftOptions::default(),
             encoding: Encoding::default(),
+            parallel: ParallelLinks::default(),
             changes: vec![],
             fib_suppress: false,
         }
@@ -69,6 +74,7 @@ fn model(topo: &Topology, case: &Case) -> Groups {
         mode: case.mode,
         draft: case.draft,
         encoding: case.encoding,
+        parallel: case.parallel,
         threads: 1,
         ..Default::default()
     };
@@ -160,6 +166,7 @@ async fn run_async(topo: &Topology, case: &Case) -> Result<Groups, String> {
                 role: n.role,
                 draft: case.draft,
                 encoding: case.encoding,
+                parallel: case.parallel,
                 ..Policy::default()
             },
             group_mode: fare::dataplane::GroupMode::Spray,
@@ -238,7 +245,8 @@ async fn converge(
             .iter()
             .enumerate()
             .flat_map(|(i, h)| {
-                h.neighbors.iter().filter_map(move |s| {
+                let list = h.neighbors.lock().map(|l| l.clone()).unwrap_or_default();
+                list.into_iter().filter_map(move |s| {
                     let s = s.lock().ok()?;
                     (s.state != State::Established)
                         .then(|| format!("{}->{} {:?}", topo.nodes[i].name, s.address, s.state))
@@ -563,14 +571,130 @@ links:
   - {a: S1, b: L2, gbps: 400, name: b2}
   - {a: S2, b: L2, gbps: 400, name: b3}
 ";
-    // Draft: S1 sums 100 + 50 = 150 and sends it on both links to L2, S2 sends 100;
-    // L2 takes the min with its 400G links: 150:150:100 -> 3:3:2.
-    let g = live_groups(&topo(text), &Case::new(Mode::Draft));
+    // Draft, per session (draft-xu-idr-fare-04): S1 sums 100 + 50 = 150 and sends it on
+    // both links to L2, S2 sends 100; L2 takes the min with each 400G link:
+    // 150:150:100 -> 3:3:2.
+    let mut session = Case::new(Mode::Draft);
+    session.parallel = ParallelLinks::Session;
+    let g = live_groups(&topo(text), &session);
     assert_eq!(weights(&g, "S1", "10.0.1.0/24"), [2, 1]);
     assert_eq!(weights(&g, "L2", "10.0.1.0/24"), [3, 3, 2]);
-    // Averaged: S1 sends 150 / 2 other links = 75 on each, S2 100 / 1 = 100: 3:3:4.
-    let g = live_groups(&topo(text), &Case::new(Mode::Averaged));
+    // Draft, per node (-05, the default): S1 counts once toward L2, min(800, 150) = 150
+    // over two links, 75 + 75, beside S2's min(400, 100): 3:3:4. S1 itself: min(150,
+    // max) split in proportion to 100 and 50: 2:1 (evenly: 75 + 75, 1:1).
+    let g = live_groups(&topo(text), &Case::new(Mode::Draft));
+    assert_eq!(weights(&g, "S1", "10.0.1.0/24"), [2, 1]);
     assert_eq!(weights(&g, "L2", "10.0.1.0/24"), [3, 3, 4]);
+    let mut even = Case::new(Mode::Draft);
+    even.parallel = ParallelLinks::NodeEven;
+    let g = live_groups(&topo(text), &even);
+    assert_eq!(weights(&g, "S1", "10.0.1.0/24"), [1, 1]);
+    assert_eq!(weights(&g, "L2", "10.0.1.0/24"), [3, 3, 4]);
+    // Averaged: S1 sends 150 / 2 other links = 75 on each, S2 100 / 1 = 100: 3:3:4 (per
+    // node 75 + 75 = 150 over 800, split again 75 + 75).
+    for parallel in [ParallelLinks::Session, ParallelLinks::NodeProportional] {
+        let mut case = Case::new(Mode::Averaged);
+        case.parallel = parallel;
+        let g = live_groups(&topo(text), &case);
+        assert_eq!(weights(&g, "L2", "10.0.1.0/24"), [3, 3, 4]);
+    }
+}
+
+/// The white paper's asymmetric fabric in draft mode (draft-xu-idr-fare-05): Spine 1
+/// advertises min(50 + 100, max) = 150, Spine 2 200. Leaf 2 per node: min(200, 150) ->
+/// 75 + 75, min(200, 200) -> 100 + 100: 3:3:4:4. Per session: 1:1:1:1.
+#[test]
+fn hand_computed_white_paper_draft_per_node() {
+    let text = include_str!("../../topologies/whitepaper-asymmetric.yaml");
+    for parallel in [ParallelLinks::NodeEven, ParallelLinks::NodeProportional] {
+        let mut case = Case::new(Mode::Draft);
+        case.parallel = parallel;
+        let g = live_groups(&topo(text), &case);
+        assert_eq!(
+            weights(&g, "Leaf2", "192.0.2.0/24"),
+            [3, 3, 4, 4],
+            "{parallel:?}"
+        );
+    }
+    let mut case = Case::new(Mode::Draft);
+    case.parallel = ParallelLinks::Session;
+    let g = live_groups(&topo(text), &case);
+    assert_eq!(weights(&g, "Leaf2", "192.0.2.0/24"), [1, 1, 1, 1]);
+}
+
+/// 100G (A) + 40G (B) from Leaf 2 to Spine 1, 100G (C) to Spine 2, each spine one 100G
+/// link to Leaf 1 (so each advertises 100). Per node: Spine 1 min(140, 100) = 100; even
+/// 50 + 50 beside 100: 1:1:2; proportional 71.43 + 28.57 beside 100: 5:2:7. Per
+/// session: 100, 40, 100: 5:2:5. With B degraded to 10G: even still 1:1:2,
+/// proportional 90.91 + 9.09 beside 100: 10:1:11, per session 10:1:10.
+#[test]
+fn hand_computed_unequal_parallel_links() {
+    let text = "
+nodes:
+  - {name: Leaf1, role: leaf, asn: 65001, prefixes: [192.0.2.0/24]}
+  - {name: Leaf2, role: leaf, asn: 65002}
+  - {name: Spine1, role: spine, asn: 65100}
+  - {name: Spine2, role: spine, asn: 65100}
+links:
+  - {a: Leaf1, b: Spine1, gbps: 100, name: U1}
+  - {a: Leaf1, b: Spine2, gbps: 100, name: U2}
+  - {a: Spine1, b: Leaf2, gbps: 100, name: A}
+  - {a: Spine1, b: Leaf2, gbps: 40, name: B}
+  - {a: Spine2, b: Leaf2, gbps: 100, name: C}
+";
+    let p = "192.0.2.0/24";
+    let degraded = text.replace("gbps: 40, name: B", "gbps: 10, name: B");
+    for (parallel, want, want_degraded) in [
+        (ParallelLinks::NodeEven, [1, 1, 2], [1, 1, 2]),
+        (ParallelLinks::NodeProportional, [5, 2, 7], [10, 1, 11]),
+        (ParallelLinks::Session, [5, 2, 5], [10, 1, 10]),
+    ] {
+        let mut case = Case::new(Mode::Draft);
+        case.parallel = parallel;
+        let g = live_groups(&topo(text), &case);
+        assert_eq!(weights(&g, "Leaf2", p), want, "{parallel:?}");
+        let g = live_groups(&topo(&degraded), &case);
+        assert_eq!(weights(&g, "Leaf2", p), want_degraded, "{parallel:?}");
+    }
+}
+
+/// 5-stage, parallel links at two stages: L1-S1 100G + 40G (PoD 1), SS1-S2 2 x 100G
+/// (toward PoD 2). S1: even 70 + 70 (1:1), proportional 100 + 40 (5:2); it advertises
+/// 140. SS1 and SS2 each have one 100G link to S1: link value 100. S2 (remote spine):
+/// per node SS1 min(200, 100) -> 50 + 50 beside SS2's 100: 1:1:2; per session 1:1:1.
+#[test]
+fn hand_computed_five_stage_parallel_links() {
+    let text = "
+nodes:
+  - {name: L1, role: leaf, asn: 65001, pod: 1, prefixes: [10.1.0.0/24]}
+  - {name: L2, role: leaf, asn: 65002, pod: 2}
+  - {name: S1, role: spine, asn: 65301, pod: 1, plane: 1}
+  - {name: S2, role: spine, asn: 65302, pod: 2, plane: 1}
+  - {name: SS1, role: super-spine, asn: 65501, plane: 1}
+  - {name: SS2, role: super-spine, asn: 65501, plane: 1}
+links:
+  - {a: L1, b: S1, gbps: 100, name: A1}
+  - {a: L1, b: S1, gbps: 40, name: A2}
+  - {a: S1, b: SS1, gbps: 100, name: B1}
+  - {a: S1, b: SS2, gbps: 100, name: B2}
+  - {a: SS1, b: S2, gbps: 100, name: C1}
+  - {a: SS1, b: S2, gbps: 100, name: C2}
+  - {a: SS2, b: S2, gbps: 100, name: C3}
+  - {a: S2, b: L2, gbps: 100, name: D1}
+";
+    let p = "10.1.0.0/24";
+    for (parallel, s1, s2) in [
+        (ParallelLinks::NodeEven, [1, 1], [1, 1, 2]),
+        (ParallelLinks::NodeProportional, [5, 2], [1, 1, 2]),
+        (ParallelLinks::Session, [5, 2], [1, 1, 1]),
+    ] {
+        let mut case = Case::new(Mode::Draft);
+        case.parallel = parallel;
+        let g = live_groups(&topo(text), &case);
+        assert_eq!(weights(&g, "S1", p), s1, "{parallel:?}");
+        assert_eq!(weights(&g, "S2", p), s2, "{parallel:?}");
+        assert_eq!(weights(&g, "L2", p), [1], "{parallel:?}");
+    }
 }
 
 /// mpson §4.2: leaves tag their RNICs' host routes with FIB-Suppress. Switches keep them
@@ -626,13 +750,15 @@ struct Fabric {
 }
 
 impl Fabric {
-    /// A generated fabric in either mode, with its picked failures and degradations.
-    fn new(topo: Topology, averaged: bool, picks: &[(usize, u32, u32)]) -> Fabric {
+    /// A generated fabric in either mode and parallel-links setting (0: node-even, 1:
+    /// node-proportional, 2: session), with its picked failures and degradations.
+    fn new(topo: Topology, averaged: bool, parallel: usize, picks: &[(usize, u32, u32)]) -> Fabric {
         let mut case = Case::new(if averaged {
             Mode::Averaged
         } else {
             Mode::Draft
         });
+        case.parallel = PARALLEL[parallel % PARALLEL.len()];
         case.changes = changes_for(&topo, picks);
         Fabric { topo, case }
     }
@@ -648,6 +774,12 @@ fn node(name: String, role: Role, asn: u32, prefixes: Vec<IpNet>) -> Node {
 
 const SPEEDS: [f64; 6] = [100.0, 100.0, 100.0, 400.0, 50.0, 25.0];
 
+const PARALLEL: [ParallelLinks; 3] = [
+    ParallelLinks::NodeEven,
+    ParallelLinks::NodeProportional,
+    ParallelLinks::Session,
+];
+
 /// A random 3-stage fabric: 2-4 spines, 2-5 leaves, 1-2 links per pair, capacities from
 /// SPEEDS, leaf 0 and 1 multi-homing a shared prefix and perhaps sharing one AS (then
 /// neither gets the other's routes: AS-path loops); then failures and degradations
@@ -658,11 +790,11 @@ fn clos3() -> impl Strategy<Value = Fabric> {
         2usize..=5,
         prop::collection::vec((1usize..=2, 0usize..SPEEDS.len()), 20),
         prop::collection::vec((0usize..20, 0u32..4, 1u32..=100), 0..3),
-        any::<bool>(),
+        (any::<bool>(), 0usize..3),
         (any::<bool>(), any::<bool>()),
     )
         .prop_map(
-            |(spines, leaves, links, changes, averaged, (multihomed, same_as))| {
+            |(spines, leaves, links, changes, (averaged, parallel), (multihomed, same_as))| {
                 let mut t = Topology::new("gen3");
                 let s: Vec<usize> = (0..spines)
                     .map(|i| t.add_node(node(format!("S{}", i + 1), Role::Spine, 65100, vec![])))
@@ -682,18 +814,20 @@ fn clos3() -> impl Strategy<Value = Fabric> {
                     let id = t.add_node(node(format!("L{}", l + 1), Role::Leaf, asn, p));
                     for &sp in &s {
                         let (count, speed) = links[(sp * leaves + l) % links.len()];
-                        for _ in 0..count {
-                            t.add_link(sp, id, SPEEDS[speed], None);
+                        // A second parallel link of another speed (unequal capacities).
+                        for k in 0..count {
+                            t.add_link(sp, id, SPEEDS[(speed + 3 * k) % SPEEDS.len()], None);
                         }
                     }
                 }
-                Fabric::new(t, averaged, &changes)
+                Fabric::new(t, averaged, parallel, &changes)
             },
         )
 }
 
 /// A random 5-stage fabric: 2 PoDs, 1-2 planes (one spine per PoD and plane), 1-2
-/// super-spines per plane, 1-3 leaves per PoD, leaf l of both PoDs perhaps in one AS.
+/// super-spines per plane, 1-3 leaves per PoD, 1-2 links (of random speeds) per linked
+/// pair at both stages, leaf l of both PoDs perhaps in one AS.
 fn clos5() -> impl Strategy<Value = Fabric> {
     (
         1u32..=2,
@@ -701,13 +835,26 @@ fn clos5() -> impl Strategy<Value = Fabric> {
         1u32..=3,
         prop::collection::vec(0usize..SPEEDS.len(), 40),
         prop::collection::vec((0usize..40, 0u32..4, 1u32..=100), 0..3),
-        any::<bool>(),
+        (
+            any::<bool>(),
+            0usize..3,
+            prop::collection::vec(1usize..=2, 24),
+        ),
         (any::<bool>(), any::<bool>(), any::<bool>()),
     )
         .prop_map(
-            |(planes, ss, leaves, speeds, changes, averaged, (lc, rsu, same_as))| {
+            |(
+                planes,
+                ss,
+                leaves,
+                speeds,
+                changes,
+                (averaged, parallel, counts),
+                (lc, rsu, same_as),
+            )| {
                 let mut t = Topology::new("gen5");
                 let mut speed = speeds.iter().cycle().map(|&i| SPEEDS[i]);
+                let mut count = counts.iter().cycle().copied();
                 let supers: Vec<Vec<usize>> = (1..=planes)
                     .map(|k| {
                         (1..=ss)
@@ -732,7 +879,9 @@ fn clos5() -> impl Strategy<Value = Fabric> {
                                 vec![],
                             ));
                             for &x in &supers[(k - 1) as usize] {
-                                t.add_link(x, id, speed.next().unwrap_or(100.0), None);
+                                for _ in 0..count.next().unwrap_or(1) {
+                                    t.add_link(x, id, speed.next().unwrap_or(100.0), None);
+                                }
                             }
                             id
                         })
@@ -747,11 +896,13 @@ fn clos5() -> impl Strategy<Value = Fabric> {
                             vec![prefix],
                         ));
                         for &s in &spines {
-                            t.add_link(s, id, speed.next().unwrap_or(100.0), None);
+                            for _ in 0..count.next().unwrap_or(1) {
+                                t.add_link(s, id, speed.next().unwrap_or(100.0), None);
+                            }
                         }
                     }
                 }
-                let mut f = Fabric::new(t, averaged, &changes);
+                let mut f = Fabric::new(t, averaged, parallel, &changes);
                 f.case.draft = DraftOptions {
                     link_community: lc,
                     remote_spine_update: rsu,
@@ -762,8 +913,9 @@ fn clos5() -> impl Strategy<Value = Fabric> {
 }
 
 /// A random multi-plane fabric (draft-xu-idr-fare-in-mpson): 1-3 planes, each 2 leaves
-/// and 1-2 spines; 2-4 RNICs, each linked to one leaf of every plane and originating its
-/// host route; RNICs are stub speakers.
+/// and 1-2 spines (1-2 links of random speeds per spine-leaf pair); 2-4 RNICs, each
+/// linked to one leaf of every plane and originating its host route; RNICs are stub
+/// speakers.
 fn multiplane() -> impl Strategy<Value = Fabric> {
     (
         1u32..=3,
@@ -771,51 +923,62 @@ fn multiplane() -> impl Strategy<Value = Fabric> {
         2u32..=4,
         prop::collection::vec(0usize..SPEEDS.len(), 40),
         prop::collection::vec((0usize..40, 0u32..4, 1u32..=100), 0..3),
-        any::<bool>(),
+        (
+            any::<bool>(),
+            0usize..3,
+            prop::collection::vec(1usize..=2, 12),
+        ),
     )
-        .prop_map(|(planes, spines, rnics, speeds, changes, averaged)| {
-            let mut t = Topology::new("genmp");
-            let mut speed = speeds.iter().cycle().map(|&i| SPEEDS[i]);
-            let mut leaves: Vec<Vec<usize>> = Vec::new();
-            for p in 1..=planes {
-                let s: Vec<usize> = (1..=spines)
-                    .map(|k| t.add_node(node(format!("S{k}@P{p}"), Role::Spine, 65100 + p, vec![])))
-                    .collect();
-                let l: Vec<usize> = (1..=2u32)
-                    .map(|k| {
-                        let id = t.add_node(node(
-                            format!("L{k}@P{p}"),
-                            Role::Leaf,
-                            65000 + p * 10 + k,
-                            vec![],
-                        ));
-                        for &x in &s {
-                            t.add_link(x, id, speed.next().unwrap_or(100.0), None);
-                        }
-                        id
-                    })
-                    .collect();
-                leaves.push(l);
-            }
-            for r in 1..=rnics {
-                let prefix: IpNet = format!("10.9.0.{r}/32").parse().unwrap();
-                let id = t.add_node(node(
-                    format!("R{r}"),
-                    Role::Rnic,
-                    4_200_000_000 + r,
-                    vec![prefix],
-                ));
-                for plane in &leaves {
-                    t.add_link(
-                        plane[(r as usize) % 2],
-                        id,
-                        speed.next().unwrap_or(100.0),
-                        None,
-                    );
+        .prop_map(
+            |(planes, spines, rnics, speeds, changes, (averaged, parallel, counts))| {
+                let mut t = Topology::new("genmp");
+                let mut speed = speeds.iter().cycle().map(|&i| SPEEDS[i]);
+                let mut count = counts.iter().cycle().copied();
+                let mut leaves: Vec<Vec<usize>> = Vec::new();
+                for p in 1..=planes {
+                    let s: Vec<usize> = (1..=spines)
+                        .map(|k| {
+                            t.add_node(node(format!("S{k}@P{p}"), Role::Spine, 65100 + p, vec![]))
+                        })
+                        .collect();
+                    let l: Vec<usize> = (1..=2u32)
+                        .map(|k| {
+                            let id = t.add_node(node(
+                                format!("L{k}@P{p}"),
+                                Role::Leaf,
+                                65000 + p * 10 + k,
+                                vec![],
+                            ));
+                            for &x in &s {
+                                for _ in 0..count.next().unwrap_or(1) {
+                                    t.add_link(x, id, speed.next().unwrap_or(100.0), None);
+                                }
+                            }
+                            id
+                        })
+                        .collect();
+                    leaves.push(l);
                 }
-            }
-            Fabric::new(t, averaged, &changes)
-        })
+                for r in 1..=rnics {
+                    let prefix: IpNet = format!("10.9.0.{r}/32").parse().unwrap();
+                    let id = t.add_node(node(
+                        format!("R{r}"),
+                        Role::Rnic,
+                        4_200_000_000 + r,
+                        vec![prefix],
+                    ));
+                    for plane in &leaves {
+                        t.add_link(
+                            plane[(r as usize) % 2],
+                            id,
+                            speed.next().unwrap_or(100.0),
+                            None,
+                        );
+                    }
+                }
+                Fabric::new(t, averaged, parallel, &changes)
+            },
+        )
 }
 
 /// Turns (link index, kind, percent) picks into failures (kind 0) and degradations to a
@@ -851,8 +1014,9 @@ fn check(f: &Fabric) -> Result<(), TestCaseError> {
     run(&f.topo, &f.case).map(|_| ()).map_err(|e| {
         eprintln!("case failed (shrinking follows): {e}");
         TestCaseError::fail(format!(
-            "{e}\ncase: {:?} {:?} {:?}\n{}",
+            "{e}\ncase: {:?} {:?} {:?} {:?}\n{}",
             f.case.mode,
+            f.case.parallel,
             f.case.draft,
             f.case.changes,
             f.topo.to_yaml()

@@ -59,7 +59,9 @@ const bit<8> ARN_CONGESTION_DETECTED   = 1;
 const bit<8> ARN_CONGESTION_ELIMINATED = 2;
 const bit<8> ARN_FAILURE_DETECTED      = 3;
 const bit<8> ARN_FAILURE_ELIMINATED    = 4;
-const bit<8> ARN_PARA_FLOW             = 0x80;
+#ifndef ARN_PATH_ID_ONLY
+const bit<8> ARN_PARA_FLOW             = 0x80;   // the flow identifier is parsed
+#endif
 const bit<8> ARN_PARA_PATH_ID          = 0x40;
 const bit<6> DSCP_CS6                  = 48;
 

@@ -78,16 +78,9 @@ control Dpf(in headers_t hdr, inout metadata_t meta) {
     apply {
         meta.color = 0;
         meta.fallback_group = 0;
-        if (meta.dpf_fallback == 1) {
-            /* Resubmitted: every member of the first choice was removed. */
-            meta.group_id = meta.fallback_target;
-            return;
-        }
-        meta.ip_version = 0;
-        meta.dscp = 0;
-        meta.ip_protocol = 0;
-        meta.src_addr = 0;
-        meta.dst_addr = 0;
+        /* What flow_color reads, gathered before the fallback check (unused on that pass)
+         * and written once on each path, not zeroed first: on Tofino each rewrite of a
+         * field behind another, or behind the check, is one more stage. */
         if (hdr.ipv4.isValid()) {
             meta.ip_version = 4;
             meta.dscp = hdr.ipv4.dscp;
@@ -100,21 +93,37 @@ control Dpf(in headers_t hdr, inout metadata_t meta) {
             meta.ip_protocol = hdr.ipv6.next_hdr;
             meta.src_addr = hdr.ipv6.src_addr;
             meta.dst_addr = hdr.ipv6.dst_addr;
+        } else {
+            meta.ip_version = 0;
+            meta.dscp = 0;
+            meta.ip_protocol = 0;
+            meta.src_addr = 0;
+            meta.dst_addr = 0;
         }
-        meta.l4_valid = 0;
         if (hdr.udp.isValid() || hdr.tcp.isValid()) {
             meta.l4_valid = 1;
+        } else {
+            meta.l4_valid = 0;
         }
-        meta.qp_valid = 0;
-        meta.dest_qp = 0;
         if (hdr.bth.isValid()) {
-            meta.qp_valid = 1;
             meta.dest_qp = hdr.bth.dest_qp;
 #if DPF_QP_RANGE_BITS < 24
             if (hdr.bth.dest_qp[23:DPF_QP_RANGE_BITS] != 0) {
                 meta.qp_valid = 0;   // beyond the key: matches no QP range, as if no BTH
+            } else {
+                meta.qp_valid = 1;
             }
+#else
+            meta.qp_valid = 1;
 #endif
+        } else {
+            meta.qp_valid = 0;
+            meta.dest_qp = 0;
+        }
+        if (meta.dpf_fallback == 1) {
+            /* Resubmitted: every member of the first choice was removed. */
+            meta.group_id = meta.fallback_target;
+            return;
         }
         flow_color.apply();
         if (meta.color != 0) {

@@ -83,9 +83,9 @@ parser FarePacketParser(packet_in packet, out headers_t hdr, inout metadata_t me
         }
 #else
         transition select(hdr.arn.para_type[7:6]) {
-            2w0b10: parse_arn_flow;
-            2w0b11: parse_arn_flow;
-            2w0b01: parse_arn_path;
+            ARN_PARA_FLOW[7:6]: parse_arn_flow;
+            (ARN_PARA_FLOW | ARN_PARA_PATH_ID)[7:6]: parse_arn_flow;
+            ARN_PARA_PATH_ID[7:6]: parse_arn_path;
             default: accept;
         }
 #endif
@@ -157,6 +157,8 @@ control FareDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.tcp);
         packet.emit(hdr.bth);
         packet.emit(hdr.arn);
+#ifndef ARN_PATH_ID_ONLY
+        /* Never valid where the parser takes the Path ID only (nothing sets them). */
         packet.emit(hdr.arn_flow);
         packet.emit(hdr.arn_src4);
         packet.emit(hdr.arn_src6);
@@ -164,6 +166,7 @@ control FareDeparser(packet_out packet, in headers_t hdr) {
         packet.emit(hdr.arn_dst6);
         packet.emit(hdr.arn_sport);
         packet.emit(hdr.arn_dport);
+#endif
         packet.emit(hdr.arn_path);
     }
 }

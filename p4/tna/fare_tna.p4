@@ -1,8 +1,8 @@
-/* fare for the Tofino Native Architecture (TNA) — NOT COMPILED in this repository.
+/* fare for the Tofino Native Architecture (TNA): Tofino 1 (tna), and Tofino 2 (t2na).
  *
- * No Tofino compiler (bf-p4c) is available to this project, so this file has never been
- * compiled; expect to fix extern signatures against the tna.p4 of your SDE. It exists to
- * show, and keep honest, what a TNA port shares with fare.p4 (v1model):
+ * Compiled by p4c's open-source Tofino back end (`make -C p4 tna`, docs/p4.md "TNA"):
+ * Tofino 1 in 12 of its 12 ingress stages, Tofino 2 in 14 of 20. It shows, and keeps
+ * honest, what a TNA port shares with fare.p4 (v1model):
  *
  *   shared as is:  include/headers.p4 (headers, metadata, constants), include/routing.p4
  *                  (route tables and actions), include/dpf.p4 (DPF flow rules and
@@ -28,13 +28,16 @@
  * time; reception, the
  * addressed-to-switch check, the Version / Type / Para-Type checks, Type 2 with Metric 0
  * and the queue probes are as in fare.p4. Flow mode's bucket table (wcmp_bucket,
- * wcmp_member) is fare.p4's; flowlet mode keeps its state in two RegisterActions (time;
- * group and member) with a 1.024 us clock, and a flowlet whose member left the group
- * re-picks on the one resubmission (fare.p4: a separate resubmission). Neither has been
- * through a Tofino compiler: none is available here.
+ * wcmp_member) is fare.p4's; flowlet mode keeps its state in two registers (time; member
+ * and group) with a 1.024 us clock, and a flowlet whose member left the group re-picks
+ * on the one resubmission (fare.p4: a separate resubmission).
  */
 #include <core.p4>
+#if __TARGET_TOFINO__ == 2
+#include <t2na.p4>
+#else
 #include <tna.p4>
+#endif
 
 #define CPU_PORT 192
 #define ARN_MIRROR_TYPE 1
@@ -46,10 +49,10 @@
 /* Fewer DPF flow rule entries than fare.p4's 1024: the wide ternary key (two IPv6
  * addresses, port and QP ranges) of 1024 entries took three stages of TCAM. */
 #define FLOW_RULE_SIZE 256
-#include "../include/headers.p4"
 /* Tofino's parser has three match registers: too few to keep the ARN's Para-Type live
  * through the flow identifier's states (include/parser.p4). */
 #define ARN_PATH_ID_ONLY
+#include "../include/headers.p4"
 #include "../include/parser.p4"
 #include "../include/routing.p4"
 #include "../include/dpf.p4"
@@ -74,6 +77,12 @@ header resubmit_h {
     bit<56> pad;
 }
 
+/* A flowlet slot's member and group: the two 16-bit halves of one register word. */
+struct flowlet_pair_t {
+    bit<16> member;
+    bit<16> group;
+}
+
 struct tna_ingress_metadata_t {
     metadata_t   fare;
     bridged_h    bridged;
@@ -83,10 +92,12 @@ struct tna_ingress_metadata_t {
      * container-aligned slice), read once; and the hold of the ARN path in those units. */
     bit<32>      now;
     bit<32>      hold;
+    bit<32>      deadline;   // now + hold: what an ARN Type 1/3 writes to its slot
     /* Flowlet clock: the ingress timestamp in 1.024 us units (ns >> 10), compared with
      * set_group's flowlet_gap_us as if those were microseconds (2.4 % longer). */
     bit<32>      flowlet_now;
-    bit<1>       new_flowlet;
+    bit<32>      flowlet_idle;
+    bit<32>      flowlet_over;
 }
 
 struct tna_egress_metadata_t {
@@ -146,6 +157,7 @@ parser IngressParser(packet_in packet,
 control FlowHash(in headers_t hdr, inout metadata_t meta) {
     Hash<bit<32>>(HashAlgorithm_t.CRC32) hash_v4;
     Hash<bit<32>>(HashAlgorithm_t.CRC32) hash_v6;
+    Hash<bit<32>>(HashAlgorithm_t.CRC32) rehash;
     apply {
         if (hdr.ipv4.isValid()) {
             meta.flow_hash = hash_v4.get({ hdr.ipv4.src_addr, hdr.ipv4.dst_addr,
@@ -155,6 +167,15 @@ control FlowHash(in headers_t hdr, inout metadata_t meta) {
             meta.flow_hash = hash_v6.get({ hdr.ipv6.src_addr, hdr.ipv6.dst_addr,
                                            hdr.ipv6.next_hdr, meta.l4_src_port,
                                            meta.l4_dst_port });
+        }
+        /* Flow mode's bucket (Wcmp), here beside the hash rather than behind the route's
+         * group: the hash's top byte (FLOW_BUCKETS = 256: (h * 256) >> 32), of the
+         * re-hashed selector input on a resubmitted pass as in include/wcmp.p4. */
+        if (meta.reselect == 0) {
+            meta.bucket = (bit<16>)meta.flow_hash[31:24];
+        } else {
+            bit<32> h = rehash.get({ meta.flow_hash, meta.reselect });
+            meta.bucket = (bit<16>)h[31:24];
         }
     }
 }
@@ -193,32 +214,43 @@ control Wcmp(inout headers_t hdr,
         wcmp_select;
     Counter<bit<64>, bit<16>>(MEMBER_COUNTERS, CounterType_t.PACKETS_AND_BYTES) member_packets;
     Hash<bit<32>>(HashAlgorithm_t.CRC32) rehash;
+    Hash<bit<32>>(HashAlgorithm_t.CRC32) rehash_flow;
     Hash<bit<16>>(HashAlgorithm_t.CRC16) flowlet_hash;
 
     /* Flowlet mode (include/wcmp.p4's registers as RegisterActions, one access each per
-     * pass): flowlet_seen says whether the gap passed and stores the time;
-     * flowlet_member keeps (group << 16 | member index) and replaces it on a new
-     * flowlet or another group in the slot. */
+     * pass). flowlet_seen stores the slot's last-seen time and returns the time since
+     * (one PHV input: the clock); the gap is compared outside the stateful ALU.
+     * flowlet_member keeps the slot's (member, group): flowlet_take writes the bucket's
+     * member (a new flowlet), flowlet_keep returns the stored member unless the slot
+     * holds another group, which it replaces with the bucket's member. */
     Register<bit<32>, bit<16>>(FLOWLET_SLOTS) flowlet_seen;
-    RegisterAction<bit<32>, bit<16>, bit<1>>(flowlet_seen) flowlet_touch = {
-        void apply(inout bit<32> seen, out bit<1> is_new) {
-            if (meta.flowlet_now - seen > meta.fare.flowlet_gap) {
-                is_new = 1;
-            } else {
-                is_new = 0;
-            }
+    RegisterAction<bit<32>, bit<16>, bit<32>>(flowlet_seen) flowlet_touch = {
+        void apply(inout bit<32> seen, out bit<32> idle) {
+            idle = meta.flowlet_now - seen;
             seen = meta.flowlet_now;
         }
     };
-    Register<bit<32>, bit<16>>(FLOWLET_SLOTS) flowlet_member;
-    RegisterAction<bit<32>, bit<16>, bit<16>>(flowlet_member) flowlet_keep = {
-        void apply(inout bit<32> value, out bit<16> member) {
-            if (meta.new_flowlet == 1 || value[31:16] != meta.fare.group_id) {
-                value = meta.fare.group_id ++ meta.fare.member_index;
-            }
-            member = value[15:0];
+    Register<flowlet_pair_t, bit<16>>(FLOWLET_SLOTS) flowlet_member;
+    RegisterAction<flowlet_pair_t, bit<16>, bit<16>>(flowlet_member) flowlet_take = {
+        void apply(inout flowlet_pair_t value) {
+            value.member = meta.fare.member_index;
+            value.group = meta.fare.group_id;
         }
     };
+    RegisterAction<flowlet_pair_t, bit<16>, bit<16>>(flowlet_member) flowlet_keep = {
+        void apply(inout flowlet_pair_t value, out bit<16> member) {
+            if (value.group != meta.fare.group_id) {
+                value.member = meta.fare.member_index;
+                value.group = meta.fare.group_id;
+            }
+            member = value.member;
+        }
+    };
+
+    /* Idle longer than the gap: idle - gap, which saturates at 0 otherwise. */
+    @hidden action flowlet_check() {
+        meta.flowlet_over = meta.flowlet_idle |-| meta.fare.flowlet_gap;
+    }
 
     action set_nexthop(PortId_t port, mac_addr_t dst_mac, mac_addr_t src_mac,
                        bit<16> arn_slot, bit<16> member_index) {
@@ -272,28 +304,40 @@ control Wcmp(inout headers_t hdr,
     }
 
     apply {
-        if (meta.fare.spray == 1) {
-            meta.fare.selector_input = spray_next.execute(meta.fare.group_id);
-        } else {
-            meta.fare.selector_input = meta.fare.flow_hash;
-        }
-        if (meta.fare.reselect != 0) {
-            meta.fare.selector_input = rehash.get({ meta.fare.selector_input,
-                                                    meta.fare.reselect });
-        }
         meta.fare.have_member = 0;
         meta.fare.member_gone = 0;
-        if (meta.fare.spray == 0) {
-            /* FLOW_BUCKETS = 256: bucket (h * 256) >> 32 is h's top byte. */
-            meta.fare.bucket = (bit<16>)meta.fare.selector_input[31:24];
+        if (meta.fare.spray == 1) {
+            meta.fare.selector_input = spray_next.execute(meta.fare.group_id);
+            if (meta.fare.reselect != 0) {
+                meta.fare.selector_input = rehash.get({ meta.fare.selector_input,
+                                                        meta.fare.reselect });
+            }
+        } else {
+            /* The flow hash, re-hashed on a resubmitted pass, is the selector input (for
+             * a group without bucket entries); FlowHash took the bucket from it. */
+            if (meta.fare.reselect == 0) {
+                meta.fare.selector_input = meta.fare.flow_hash;
+            } else {
+                meta.fare.selector_input = rehash_flow.get({ meta.fare.flow_hash,
+                                                             meta.fare.reselect });
+            }
             wcmp_bucket.apply();
+            bit<16> slot = flowlet_hash.get({ meta.fare.flow_hash, meta.fare.group_id });
+            if (meta.fare.flowlet_gap != 0) {
+                /* Beside the bucket lookup, not behind it: the time is kept for a group
+                 * without bucket entries too (it then uses the selector). */
+                meta.flowlet_idle = flowlet_touch.execute(slot);
+            }
             if (meta.fare.flowlet_gap != 0 && meta.fare.have_member == 1) {
-                bit<16> slot = flowlet_hash.get({ meta.fare.flow_hash, meta.fare.group_id });
-                meta.new_flowlet = flowlet_touch.execute(slot);
+                flowlet_check();
                 if (meta.fare.reselect != 0) {
-                    meta.new_flowlet = 1;   // steering around a removed member
+                    /* Steering around a removed member: a new flowlet. */
+                    flowlet_take.execute(slot);
+                } else if (meta.flowlet_over != 0) {
+                    flowlet_take.execute(slot);
+                } else {
+                    meta.fare.member_index = flowlet_keep.execute(slot);
                 }
-                meta.fare.member_index = flowlet_keep.execute(slot);
             }
         }
         if (meta.fare.have_member == 1) {
@@ -345,11 +389,10 @@ control ArnReceive(inout headers_t hdr,
                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md)
                   (Register<bit<32>, bit<16>> arn_removed_until) {
     Counter<bit<32>, bit<2>>(4, CounterType_t.PACKETS) arn_rx_counter;
-    bit<32> deadline = 0;
 
     RegisterAction<bit<32>, bit<16>, bit<1>>(arn_removed_until) remove = {
         void apply(inout bit<32> until) {
-            until = deadline;
+            until = meta.deadline;
         }
     };
     RegisterAction<bit<32>, bit<16>, bit<1>>(arn_removed_until) restore = {
@@ -413,7 +456,7 @@ control ArnReceive(inout headers_t hdr,
             return;
         }
         if (hdr.arn.arn_type == ARN_CONGESTION_DETECTED || hdr.arn.arn_type == ARN_FAILURE_DETECTED) {
-            deadline = meta.now + meta.hold;
+            meta.deadline = meta.now + meta.hold;
             remove.execute(meta.fare.arn_slot);
             arn_rx_counter.count(0);
             punt(PUNT_REASON_ARN);
@@ -460,6 +503,11 @@ control FareIngress(inout headers_t hdr,
         /* The route lookup comes first for every packet, ARNs too: placed behind the ARN
          * checks it made the forwarding chain one stage longer than the 12 Tofino has. */
         routing.apply(hdr, meta.fare);
+        /* DPF's classification and the flow hash only write metadata that Wcmp reads: run
+         * for every packet, beside the checks below instead of behind them (one stage
+         * earlier each). */
+        dpf.apply(hdr, meta.fare);
+        flow_hash.apply(hdr, meta.fare);
         bool to_switch = false;
         if (hdr.arn.isValid()) {
             arn_addressed.apply(hdr, to_switch);
@@ -480,8 +528,6 @@ control FareIngress(inout headers_t hdr,
         }
         meta.bridged.setValid();
         meta.bridged.kind = 0;
-        dpf.apply(hdr, meta.fare);
-        flow_hash.apply(hdr, meta.fare);
         wcmp.apply(hdr, meta, ig_intr_md, ig_prsr_md, ig_dprsr_md, ig_tm_md);
     }
 }
@@ -517,8 +563,6 @@ parser EgressParser(packet_in packet,
                     out headers_t hdr,
                     out tna_egress_metadata_t meta,
                     out egress_intrinsic_metadata_t eg_intr_md) {
-    FarePacketParser() packet_parser;
-
     state start {
         packet.extract(eg_intr_md);
         transition select(packet.lookahead<bit<8>>()) {
@@ -748,6 +792,10 @@ control EgressDeparser(packet_out packet,
 /* Metadata starts at 0 (what v1model gives fare.p4); without it this compiler's
  * metadata-initialization analysis fails on the DPF tables (a compiler bug). */
 @pa_auto_init_metadata
+#if __TARGET_TOFINO__ == 2
+/* Tofino 2: the QP range key in one 32-bit container (range keys take 5 nibbles). */
+@pa_container_size("ingress", "meta.fare.dest_qp", 32)
+#endif
 Pipeline(IngressParser(),
          FareIngress(),
          IngressDeparser(),

@@ -52,6 +52,16 @@ pub struct Agent {
 impl Agent {
     /// Starts `fare agent --config CONFIG` and waits (up to 10 s) for its socket.
     pub fn start(ns: Option<&Netns>, config: &Path, socket: &Path) -> Result<Agent> {
+        Agent::start_with(ns, config, socket, &[])
+    }
+
+    /// [`Agent::start`] with more arguments after `--config CONFIG`.
+    pub fn start_with(
+        ns: Option<&Netns>,
+        config: &Path,
+        socket: &Path,
+        args: &[&str],
+    ) -> Result<Agent> {
         let bin = fare_bin()?;
         let log = config.with_extension("log");
         let mut cmd = match ns {
@@ -73,6 +83,7 @@ impl Agent {
         let child = cmd
             .arg("--config")
             .arg(config)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log)?)
             .spawn()
@@ -82,7 +93,9 @@ impl Agent {
             socket: socket.to_path_buf(),
             log,
         };
-        let up = wait_until(Duration::from_secs(10), || {
+        // The socket appears once the data plane is programmed; an XDP agent's verifier
+        // load alone takes several seconds on a busy 2-core machine.
+        let up = wait_until(Duration::from_secs(30), || {
             socket.exists() || matches!(agent.child.try_wait(), Ok(Some(_)))
         });
         if !up || !socket.exists() {
@@ -152,18 +165,37 @@ impl Drop for Agent {
 }
 
 /// Runs `fare agent --config CONFIG` (inside `ns`, when given) to its end: its exit code
-/// and stderr (for configurations it must refuse).
+/// and stderr (for configurations it must refuse). Bounded: an agent still running after
+/// 20 s did not refuse; it is killed and the code is `None`.
 pub fn run_refused(ns: Option<&Netns>, config: &Path) -> Result<(Option<i32>, String)> {
     let bin = fare_bin()?;
     let mut cmd = match ns {
         Some(ns) => ns.command(bin.to_str().context("fare binary path")?),
         None => Command::new(&bin),
     };
-    let out = cmd.args(["agent", "--config"]).arg(config).output()?;
-    Ok((
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    ))
+    let log = config.with_extension("refused.log");
+    let mut child = cmd
+        .args(["agent", "--config"])
+        .arg(config)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log)?)
+        .spawn()
+        .context("spawning fare agent")?;
+    let mut code = None;
+    let ended = wait_until(Duration::from_secs(20), || match child.try_wait() {
+        Ok(Some(status)) => {
+            code = status.code();
+            true
+        }
+        _ => false,
+    });
+    if !ended {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let err = std::fs::read_to_string(&log).unwrap_or_default();
+    let _ = std::fs::remove_file(&log);
+    Ok((code, err))
 }
 
 pub fn show(socket: &Path, what: &str) -> Result<serde_json::Value> {

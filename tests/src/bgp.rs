@@ -77,6 +77,22 @@ impl Frr {
     pub fn json(&self, cmd: &str) -> serde_json::Value {
         serde_json::from_str(&self.vtysh(cmd)).unwrap_or(serde_json::Value::Null)
     }
+
+    /// Enters `lines` in vtysh's configuration mode (after `configure terminal`), in
+    /// order: whether FRR took every one. vtysh exits non-zero on the first line FRR
+    /// refuses (an unknown command or a value out of its range); that exit code is the
+    /// verdict.
+    pub fn configure(&self, lines: &[&str]) -> Result<bool> {
+        let mut cmd = std::process::Command::new("vtysh");
+        cmd.arg("--vty_socket")
+            .arg(&self.dir.0)
+            .args(["-c", "configure terminal"]);
+        for l in lines {
+            cmd.args(["-c", l]);
+        }
+        let out = cmd.output().context("running vtysh")?;
+        Ok(out.status.success())
+    }
 }
 
 impl Drop for Frr {
@@ -178,7 +194,14 @@ impl FareSpeaker {
         let thread = spawn_in_netns(ns, move || async move {
             let (ev_tx, mut ev_rx) = tokio::sync::mpsc::channel(1024);
             let handle = speaker::start(config, ev_tx).await?;
-            let _ = tx.send((handle.commands.clone(), handle.neighbors.clone()));
+            let _ = tx.send((
+                handle.commands.clone(),
+                handle
+                    .neighbors
+                    .lock()
+                    .map(|l| l.clone())
+                    .unwrap_or_default(),
+            ));
             while let Some(ev) = ev_rx.recv().await {
                 let mut o = obs.lock().map_err(|_| anyhow::anyhow!("poisoned"))?;
                 match ev {

@@ -10,6 +10,7 @@ pub mod bgp;
 pub mod dpf_lab;
 pub mod inns;
 pub mod lab;
+pub mod new_machine;
 pub mod packets;
 pub mod rawbgp;
 pub mod xdp_lab;

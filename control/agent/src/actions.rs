@@ -19,19 +19,24 @@ pub enum ActionError {
     NoSpeaker,
     #[error("the BGP speaker stopped")]
     Stopped,
+    #[error(
+        "the shutdown message is {0} octets; a Shutdown Communication carries at most \
+         {max} (RFC 8203 as updated by RFC 9003)",
+        max = MAX_SHUTDOWN_MESSAGE
+    )]
+    MessageTooLong(usize),
 }
+
+/// Longest Shutdown Communication, in octets of UTF-8 (its length is one octet).
+pub const MAX_SHUTDOWN_MESSAGE: usize = 255;
 
 /// Sends the command `make` builds and waits for the speaker's reply.
 async fn ask<T>(
     ctx: &AgentContext,
     make: impl FnOnce(oneshot::Sender<T>) -> SpeakerCommand,
 ) -> Result<T, ActionError> {
-    let commands = ctx.speaker.get().ok_or(ActionError::NoSpeaker)?;
     let (reply, answer) = oneshot::channel();
-    commands
-        .send(make(reply))
-        .await
-        .map_err(|_| ActionError::Stopped)?;
+    tell(ctx, make(reply)).await?;
     answer.await.map_err(|_| ActionError::Stopped)
 }
 
@@ -42,6 +47,11 @@ pub async fn set_admin_state(
     neighbor: IpAddr,
     message: Option<String>,
 ) -> Result<(), ActionError> {
+    if let Some(len) = message.as_ref().map(String::len) {
+        if len > MAX_SHUTDOWN_MESSAGE {
+            return Err(ActionError::MessageTooLong(len));
+        }
+    }
     let down = message.clone();
     let known = ask(ctx, |reply| SpeakerCommand::AdminState {
         neighbor,
@@ -109,4 +119,180 @@ pub async fn explain(
     prefix: ipnet::IpNet,
 ) -> Result<Option<fare_bgp::speaker::RouteExplain>, ActionError> {
     ask(ctx, |reply| SpeakerCommand::Explain { prefix, reply }).await
+}
+
+/// Originates exactly `prefixes` from now on (SIGHUP): the running speaker advertises the
+/// new ones and withdraws the others without touching a session, and the agent's routes
+/// follow. Returns (added, removed); without a speaker only the routes change.
+pub async fn set_prefixes(
+    ctx: &AgentContext,
+    old: &[ipnet::IpNet],
+    prefixes: &[ipnet::IpNet],
+) -> Result<(Vec<ipnet::IpNet>, Vec<ipnet::IpNet>), ActionError> {
+    use crate::state::{RoutePath, RouteSource, RouteStatus};
+    let (added, removed) = match ctx.speaker.get() {
+        Some(_) => {
+            let list = prefixes.to_vec();
+            ask(ctx, |reply| SpeakerCommand::SetPrefixes {
+                prefixes: list,
+                reply,
+            })
+            .await?
+        }
+        None => (
+            prefixes
+                .iter()
+                .filter(|p| !old.contains(p))
+                .copied()
+                .collect(),
+            old.iter()
+                .filter(|p| !prefixes.contains(p))
+                .copied()
+                .collect(),
+        ),
+    };
+    let mut state = ctx.state.write();
+    for p in &removed {
+        state.remove_route(*p, RouteSource::Local);
+        ctx.events
+            .publish(views::route_withdrawn(*p, RouteSource::Local));
+    }
+    for p in &added {
+        let route = RouteStatus {
+            prefix: *p,
+            source: RouteSource::Local,
+            paths: vec![RoutePath {
+                selected: true,
+                ..Default::default()
+            }],
+        };
+        ctx.events.publish(views::route_event(&route));
+        state.set_route(route);
+    }
+    info!(?added, ?removed, "originated prefixes changed");
+    Ok((added, removed))
+}
+
+/// Removes a neighbor from the running speaker (SIGHUP, the neighbor gone from the file):
+/// Cease / Peer De-configured, its routes withdrawn, no other session touched; it leaves
+/// the agent's views.
+pub async fn remove_neighbor(ctx: &AgentContext, neighbor: IpAddr) -> Result<(), ActionError> {
+    let known = ask(ctx, |reply| SpeakerCommand::RemoveNeighbor {
+        neighbor,
+        reply,
+    })
+    .await?;
+    if !known {
+        return Err(ActionError::NoNeighbor(neighbor));
+    }
+    info!(%neighbor, "neighbor removed");
+    ctx.state.write().neighbors.remove(&neighbor);
+    views::publish_sessions(ctx);
+    Ok(())
+}
+
+/// Adds a neighbor to the running speaker (SIGHUP, a neighbor new in the file): its
+/// session starts, no other is touched, and it joins the agent's views. Err: why the
+/// running agent cannot (it then needs a restart).
+pub async fn add_neighbor(
+    ctx: &AgentContext,
+    n: &crate::config::NeighborConfig,
+) -> Result<(), String> {
+    if ctx.config.arn.is_some() {
+        return Err("the ARN fast path is built from the neighbors at start".into());
+    }
+    if n.color.is_some() {
+        return Err("DPF session colors are set up at start".into());
+    }
+    let spec = Box::new(crate::bgp_task::neighbor_spec(n));
+    match ask(ctx, |reply| SpeakerCommand::AddNeighbor { spec, reply }).await {
+        Ok(Ok(())) => {}
+        Ok(Err(why)) => return Err(why),
+        Err(e) => return Err(e.to_string()),
+    }
+    info!(neighbor = %n.address, "neighbor added");
+    let status = crate::state::NeighborStatus::configured(n, std::time::Instant::now());
+    ctx.state.write().neighbors.insert(n.address, status);
+    views::publish_sessions(ctx);
+    Ok(())
+}
+
+/// Changes a neighbor of the running speaker (SIGHUP, the neighbor changed in the file):
+/// a changed session parameter resets that session only (Cease / Other Configuration
+/// Change); a policy change keeps it. Err: why the running agent cannot (it then needs a
+/// restart).
+pub async fn replace_neighbor(
+    ctx: &AgentContext,
+    old: &crate::config::NeighborConfig,
+    n: &crate::config::NeighborConfig,
+) -> Result<fare_bgp::speaker::Replaced, String> {
+    if ctx.config.arn.is_some() && old.interface != n.interface {
+        return Err("the ARN fast path is built from the neighbors' interfaces at start".into());
+    }
+    if old.color != n.color {
+        return Err("DPF session colors are set up at start".into());
+    }
+    let spec = Box::new(crate::bgp_task::neighbor_spec(n));
+    let replaced = match ask(ctx, |reply| SpeakerCommand::ReplaceNeighbor { spec, reply }).await {
+        Ok(Ok(r)) => r,
+        Ok(Err(why)) => return Err(why),
+        Err(e) => return Err(e.to_string()),
+    };
+    info!(neighbor = %n.address, ?replaced, "neighbor changed");
+    {
+        let mut state = ctx.state.write();
+        let now = std::time::Instant::now();
+        let fresh = crate::state::NeighborStatus::configured(n, now);
+        match state.neighbors.get_mut(&n.address) {
+            Some(s) if replaced == fare_bgp::speaker::Replaced::Policy => {
+                s.interface = fresh.interface;
+                s.bandwidth_gbps = fresh.bandwidth_gbps;
+            }
+            _ => {
+                state.neighbors.insert(n.address, fresh);
+            }
+        }
+    }
+    views::publish_sessions(ctx);
+    Ok(replaced)
+}
+
+/// Sends a command that has no answer.
+async fn tell(ctx: &AgentContext, command: SpeakerCommand) -> Result<(), ActionError> {
+    let commands = ctx.speaker.get().ok_or(ActionError::NoSpeaker)?;
+    commands
+        .send(command)
+        .await
+        .map_err(|_| ActionError::Stopped)
+}
+
+/// New session timers (SIGHUP): every neighbor proposes the new hold time in its next
+/// OPEN and retries with the new delays; no running session is reset.
+pub async fn set_timers(
+    ctx: &AgentContext,
+    bgp: &crate::config::BgpConfig,
+) -> Result<(), ActionError> {
+    tell(
+        ctx,
+        SpeakerCommand::SetTimers {
+            hold_time: bgp.hold_time,
+            connect_retry: std::time::Duration::from_millis(bgp.connect_retry_ms),
+            connect_retry_max: std::time::Duration::from_millis(bgp.connect_retry_max_ms),
+        },
+    )
+    .await?;
+    info!(
+        hold_time = bgp.hold_time,
+        connect_retry_ms = bgp.connect_retry_ms,
+        "session timers changed"
+    );
+    Ok(())
+}
+
+/// A new group mode (SIGHUP): every group is installed again with it.
+pub async fn set_group_mode(
+    ctx: &AgentContext,
+    mode: fare_dataplane::GroupMode,
+) -> Result<(), ActionError> {
+    tell(ctx, SpeakerCommand::SetGroupMode(mode)).await
 }

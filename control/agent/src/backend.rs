@@ -16,6 +16,54 @@ pub fn group_limits(config: &AgentConfig, backend: &dyn Dataplane) -> GroupLimit
         .min(GroupLimits::size(config.fare.max_group_size.unwrap_or(0)))
 }
 
+/// The kernel backend's interfaces (`dataplane.interfaces`, each neighbor's `interface`)
+/// exist in this network namespace: routes through a missing one cannot be installed and
+/// its session would stay down without a word, so the agent refuses to start.
+fn check_interfaces_exist(config: &AgentConfig) -> Result<(), DataplaneError> {
+    let DataplaneConfig::Kernel { interfaces } = &config.dataplane else {
+        return Ok(());
+    };
+    let named = interfaces
+        .iter()
+        .map(|i| (i, "dataplane.interfaces".to_string()))
+        .chain(config.neighbors.iter().filter_map(|n| {
+            let i = n.interface.as_ref()?;
+            Some((i, format!("neighbor {}", n.address)))
+        }));
+    for (name, whose) in named {
+        if fare_dataplane::xdp::netdev::ifindex(name).is_err() {
+            return Err(DataplaneError::backend(
+                "kernel",
+                format!("{whose}: interface {name} does not exist in this network namespace"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Each IPv6 link-local neighbor `address` or `local_address` (fe80::/10) names, with
+/// `interface`, the link that is its zone: that interface must exist in this network
+/// namespace whatever the data plane, or the session could never be opened (the kernel
+/// needs the zone to connect or bind). `--check` cannot know the host; the start does.
+pub fn check_link_local_zones(config: &AgentConfig) -> Result<(), String> {
+    let link_local =
+        |a: std::net::IpAddr| matches!(a, std::net::IpAddr::V6(v6) if v6.is_unicast_link_local());
+    for n in &config.neighbors {
+        if !(link_local(n.address) || n.local_address.is_some_and(link_local)) {
+            continue;
+        }
+        let Some(name) = &n.interface else { continue };
+        if fare_dataplane::xdp::netdev::ifindex(name).is_err() {
+            return Err(format!(
+                "neighbor {}: interface {name} does not exist in this network namespace; \
+                 it is the link of the link-local address",
+                n.address
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Opens (or re-attaches to) the data plane of this node. Backends must keep any state
 /// they find (pinned maps, kernel routes, switch tables) so a restarted agent does not
 /// interrupt forwarding; `install` then replaces it make-before-break.
@@ -23,6 +71,7 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
     match &config.dataplane {
         DataplaneConfig::None => Ok(Box::new(NullDataplane::default())),
         DataplaneConfig::Kernel { interfaces } => {
+            check_interfaces_exist(config)?;
             Ok(Box::new(KernelDataplane::open(interfaces).await?))
         }
         DataplaneConfig::Xdp {

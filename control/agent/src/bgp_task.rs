@@ -34,34 +34,11 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
             upa_subtype: c.fare.upa_subtype,
             max_group_size: c.fare.max_group_size,
             draft: c.fare.draft_options(),
+            parallel: c.fare.parallel_links,
             encoding: c.fare.bandwidth_encoding,
         },
         group_mode: c.fare.group_mode,
-        neighbors: c
-            .neighbors
-            .iter()
-            .map(|n| NeighborSpec {
-                address: n.address,
-                remote_as: n.remote_as,
-                interface: n.interface.clone(),
-                bandwidth_gbps: n.bandwidth_gbps,
-                passive: n.passive,
-                local_address: n.local_address,
-                protection: Protection {
-                    gtsm: n.gtsm,
-                    md5_key: n.md5_password.clone(),
-                },
-                role: n.role,
-                color: n.color,
-                orf_receive: n.orf_receive,
-                orf_send: n.orf_send.clone(),
-                fib_suppress: n.fib_suppress,
-                upa_hosts: n.upa_hosts.clone(),
-                summary_only: n.summary_only,
-                link_bandwidth: n.link_bandwidth,
-                link_bandwidth_transitive: n.link_bandwidth_transitive,
-            })
-            .collect(),
+        neighbors: c.neighbors.iter().map(neighbor_spec).collect(),
         prefixes: c.prefixes.clone(),
         orf_wait: Duration::from_millis(b.orf_wait_ms),
         route_events: true,
@@ -71,6 +48,31 @@ pub fn speaker_config(c: &AgentConfig) -> SpeakerConfig {
             .as_ref()
             .and_then(|d| fare_bgp::dpf::Dpf::from_config(d).ok())
             .unwrap_or_default(),
+    }
+}
+
+/// The speaker's view of one configured neighbor.
+pub fn neighbor_spec(n: &crate::config::NeighborConfig) -> NeighborSpec {
+    NeighborSpec {
+        address: n.address,
+        remote_as: n.remote_as,
+        interface: n.interface.clone(),
+        bandwidth_gbps: n.bandwidth_gbps,
+        passive: n.passive,
+        local_address: n.local_address,
+        protection: Protection {
+            gtsm: n.gtsm,
+            md5_key: n.md5_password.clone(),
+        },
+        role: n.role,
+        color: n.color,
+        orf_receive: n.orf_receive,
+        orf_send: n.orf_send.clone(),
+        fib_suppress: n.fib_suppress,
+        upa_hosts: n.upa_hosts.clone(),
+        summary_only: n.summary_only,
+        link_bandwidth: n.link_bandwidth,
+        link_bandwidth_transitive: n.link_bandwidth_transitive,
     }
 }
 
@@ -93,8 +95,9 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
             }
             _ = sync.tick() => {
                 // Session states and counters change inside the neighbor tasks.
+                let list = handle.neighbors.lock().map(|l| l.clone()).unwrap_or_default();
                 let mut state = ctx.state.write();
-                for n in &handle.neighbors {
+                for n in &list {
                     let Ok(s) = n.lock() else { continue };
                     state.update_neighbor(&s);
                 }
@@ -160,6 +163,7 @@ async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
                                 neighbor: Some(p.neighbor),
                                 as_path: p.as_path,
                                 path_bandwidth_gbps: p.path_bandwidth_gbps,
+                                received_gbps: p.received_gbps,
                                 selected: true,
                             })
                             .collect(),

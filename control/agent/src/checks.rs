@@ -1,7 +1,8 @@
 //! The rules a BGP speaker applies to its own configuration, checked when a file is
 //! loaded (`fare agent --check`, start-up and SIGHUP): reserved AS numbers, BGP
 //! identifiers, hold times, neighbors (listed twice, iBGP), bandwidths the Path Bandwidth
-//! community cannot carry, prefixes and interfaces given twice. Each error names the line.
+//! community cannot carry, prefixes and interfaces given twice, prefixes with host bits,
+//! session addresses of two families or link-local without a link. Each error names the line.
 
 use crate::config::{AgentConfig, DataplaneConfig};
 use fare_model::bandwidth;
@@ -120,6 +121,7 @@ impl AgentConfig {
             "prefix",
         )?;
         self.check_interfaces(&at)?;
+        self.check_prefix_bits(&at)?;
         for g in &self.static_groups {
             for m in &g.members {
                 if let Some(bw) = m.bandwidth_gbps {
@@ -194,6 +196,12 @@ impl AgentConfig {
                 check_ifname(name)
                     .map_err(|e| at.error(line("interface"), format!("neighbor {a}: {e}")))?;
             }
+            check_session_addresses(n).map_err(|(field, e)| at.error(line(field), e))?;
+            for (field, list) in [("orf_send", &n.orf_send), ("upa_hosts", &n.upa_hosts)] {
+                if let Some(e) = list.iter().find_map(|p| host_bits(p).err()) {
+                    return Err(at.error(line(field), format!("neighbor {a}: {field}: {e}")));
+                }
+            }
             if n.md5_password
                 .as_ref()
                 .is_some_and(|k| k.is_empty() || k.len() > 80)
@@ -234,6 +242,87 @@ impl AgentConfig {
                     ..e
                 }
             })?;
+        }
+        Ok(())
+    }
+}
+
+/// A prefix's address must be its network's (`192.0.2.0/24`, not `192.0.2.1/24`): the NLRI
+/// carries only the prefix's bits (RFC 4271 §4.3), so the route sent would be another (FRR
+/// 8.4 takes `network 192.0.2.1/24` and announces 192.0.2.0/24; BIRD refuses it).
+fn host_bits(p: &ipnet::IpNet) -> Result<(), String> {
+    if *p == p.trunc() {
+        return Ok(());
+    }
+    Err(format!(
+        "prefix {p} has host bits set (the network is {})",
+        p.trunc()
+    ))
+}
+
+/// The session's addresses usable as given: `local_address` of the neighbor's family, and
+/// an IPv6 link-local neighbor (fe80::/10) with the `interface` whose link it is on (its
+/// scope). The error names the field.
+fn check_session_addresses(
+    n: &crate::config::NeighborConfig,
+) -> Result<(), (&'static str, String)> {
+    let a = n.address;
+    if let Some(l) = n.local_address {
+        if l.is_ipv4() != a.is_ipv4() {
+            let family = |x: IpAddr| if x.is_ipv4() { "IPv4" } else { "IPv6" };
+            return Err((
+                "local_address",
+                format!(
+                    "neighbor {a}: local_address {l} is {}, the neighbor {}; both ends of a \
+                     session are of one address family",
+                    family(l),
+                    family(a)
+                ),
+            ));
+        }
+    }
+    let link_local = |x: IpAddr| matches!(x, IpAddr::V6(v6) if v6.is_unicast_link_local());
+    if n.interface.is_none() {
+        if link_local(a) {
+            return Err((
+                "address",
+                format!(
+                    "neighbor {a}: a link-local address needs `interface`, the link it is on \
+                     (its scope)"
+                ),
+            ));
+        }
+        if let Some(l) = n.local_address.filter(|l| link_local(*l)) {
+            return Err((
+                "local_address",
+                format!(
+                    "neighbor {a}: local_address {l} is link-local and needs `interface`, \
+                     the link it is on (its scope)"
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl AgentConfig {
+    /// Prefixes originated and static groups' prefixes without host bits.
+    fn check_prefix_bits(&self, at: &Lines) -> Result<(), FileError> {
+        let from = at.key("prefixes").unwrap_or(1);
+        if let Some(p) = self.prefixes.iter().find(|p| host_bits(p).is_err()) {
+            let line = occurrence_line(at.text, &p.to_string(), from, 1).or(Some(from));
+            return Err(at.error(line, host_bits(p).err().unwrap_or_default()));
+        }
+        let from = at.key("static").unwrap_or(1);
+        if let Some(g) = self
+            .static_groups
+            .iter()
+            .find(|g| host_bits(&g.prefix).is_err())
+        {
+            let p = g.prefix.to_string();
+            let line = occurrence_line(at.text, &p, from, 1).or(Some(from));
+            let e = host_bits(&g.prefix).err().unwrap_or_default();
+            return Err(at.error(line, format!("static group {p}: {e}")));
         }
         Ok(())
     }
@@ -444,5 +533,87 @@ prefixes: [192.0.2.0/24, 198.51.100.0/24]
             error("interface: eth1", "interface: eth/1"),
             "c.yaml:9: neighbor 10.1.0.2: `eth/1` is not a valid interface name"
         );
+    }
+
+    #[test]
+    fn session_addresses_a_speaker_cannot_use() {
+        passes(&BASE.replace(
+            "interface: eth1\n",
+            "interface: eth1\n    local_address: 10.1.0.1\n",
+        ));
+        let v6 = BASE.replace("address: 10.1.0.2", "address: 2001:db8::2");
+        passes(&v6.replace(
+            "interface: eth1\n",
+            "interface: eth1\n    local_address: 2001:db8::1\n",
+        ));
+        let text = v6.replace(
+            "interface: eth1\n",
+            "interface: eth1\n    local_address: 10.1.0.1\n",
+        );
+        assert_eq!(
+            refused(&text),
+            "c.yaml:10: neighbor 2001:db8::2: local_address 10.1.0.1 is IPv4, the neighbor \
+             IPv6; both ends of a session are of one address family"
+        );
+        assert_eq!(
+            error(
+                "interface: eth1\n",
+                "interface: eth1\n    local_address: 2001:db8::1\n"
+            ),
+            "c.yaml:10: neighbor 10.1.0.2: local_address 2001:db8::1 is IPv6, the neighbor \
+             IPv4; both ends of a session are of one address family"
+        );
+        // fe80::/10 is scoped to a link: the interface says which.
+        let ll = BASE.replace("address: 10.1.0.2", "address: fe80::2");
+        passes(&ll);
+        assert_eq!(
+            refused(&ll.replace("    interface: eth1\n", "")),
+            "c.yaml:7: neighbor fe80::2: a link-local address needs `interface`, the link it \
+             is on (its scope)"
+        );
+        assert_eq!(
+            refused(&v6.replace("    interface: eth1\n", "    local_address: fe80::1\n")),
+            "c.yaml:9: neighbor 2001:db8::2: local_address fe80::1 is link-local and needs \
+             `interface`, the link it is on (its scope)"
+        );
+        // fec0:: (site-local, deprecated) and IPv4 link-local are not scoped this way.
+        passes(&BASE.replace("address: 10.1.0.6", "address: 169.254.0.6"));
+    }
+
+    #[test]
+    fn prefixes_with_host_bits() {
+        assert_eq!(
+            error("prefixes: [192.0.2.0/24", "prefixes: [192.0.2.1/24"),
+            "c.yaml:12: prefix 192.0.2.1/24 has host bits set (the network is 192.0.2.0/24)"
+        );
+        passes(&BASE.replace("192.0.2.0/24", "192.0.2.1/32"));
+        let v6 = BASE.replace("198.51.100.0/24]", "2001:db8::1/64]");
+        assert_eq!(
+            refused(&v6),
+            "c.yaml:12: prefix 2001:db8::1/64 has host bits set (the network is 2001:db8::/64)"
+        );
+        assert_eq!(
+            error(
+                "interface: eth1\n",
+                "interface: eth1\n    orf_send: [10.9.0.1/16]\n"
+            ),
+            "c.yaml:10: neighbor 10.1.0.2: orf_send: prefix 10.9.0.1/16 has host bits set \
+             (the network is 10.9.0.0/16)"
+        );
+        let statics = format!(
+            "{BASE}static:\n  - prefix: 198.18.3.4/16\n    members: [{{interface: eth1, \
+             neighbor_mac: \"02:00:00:00:00:01\", weight: 1}}]\n"
+        );
+        assert_eq!(
+            refused(&statics),
+            "c.yaml:14: static group 198.18.3.4/16: prefix 198.18.3.4/16 has host bits set \
+             (the network is 198.18.0.0/16)"
+        );
+    }
+
+    fn refused(text: &str) -> String {
+        let path = Path::new("c.yaml");
+        let c: AgentConfig = yamlfile::parse(path, text).expect("parses");
+        c.validate(path, text).expect_err("refused").to_string()
     }
 }

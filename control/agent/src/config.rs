@@ -160,6 +160,12 @@ pub struct FareConfig {
     /// bandwidth toward the next-next hop when that is smaller (default false).
     #[serde(default)]
     pub remote_spine_update: bool,
+    /// Several sessions with one neighbor, one per parallel link: `node-proportional`
+    /// (default) or `node-even` compute path bandwidth per node as draft-xu-idr-fare-05
+    /// requires (min of the links' aggregate and the advertised value, split in
+    /// proportion to the links or evenly); `session` keeps the older per-session rule.
+    #[serde(default)]
+    pub parallel_links: fare_model::parallel::ParallelLinks,
 }
 
 fn default_true() -> bool {
@@ -198,6 +204,7 @@ impl Default for FareConfig {
             bandwidth_encoding: Default::default(),
             link_community: true,
             remote_spine_update: false,
+            parallel_links: Default::default(),
         }
     }
 }
@@ -472,7 +479,22 @@ impl NeighborConfig {
     }
 }
 
+/// What `fare show config` shows in place of a secret (an MD5 password).
+pub const REDACTED: &str = "<redacted>";
+
 impl AgentConfig {
+    /// This configuration with its secrets (`md5_password`) replaced by [`REDACTED`]: the
+    /// one shown by the management API, on the socket and on TCP alike.
+    pub fn redacted(&self) -> AgentConfig {
+        let mut c = self.clone();
+        for n in &mut c.neighbors {
+            if let Some(p) = &mut n.md5_password {
+                *p = REDACTED.to_string();
+            }
+        }
+        c
+    }
+
     /// Loads and validates a configuration file; every error names file, line and field.
     pub fn load(path: &Path) -> Result<AgentConfig, FileError> {
         let text = std::fs::read_to_string(path)
@@ -974,6 +996,38 @@ dataplane:
         let e = yamlfile::parse::<AgentConfig>(Path::new("s.yaml"), &bad).unwrap_err();
         // The `dataplane` block is tagged by `kind`, so the error points at the document.
         assert!(e.to_string().contains("unknown variant `copies`"), "{e}");
+    }
+
+    #[test]
+    fn parallel_links_setting() {
+        let text = r#"
+name: l1
+router_id: 10.0.0.1
+asn: 65001
+fare:
+  parallel_links: node-even
+dataplane: {kind: xdp, interfaces: [e1]}
+neighbors:
+  - {address: 10.1.0.2, remote_as: 65100}
+"#;
+        let c = load_text(text).unwrap();
+        assert_eq!(
+            c.fare.parallel_links,
+            fare_model::parallel::ParallelLinks::NodeEven
+        );
+        let c = load_text(&text.replace("node-even", "session")).unwrap();
+        assert_eq!(
+            c.fare.parallel_links,
+            fare_model::parallel::ParallelLinks::Session
+        );
+        let c = load_text(&text.replace("  parallel_links: node-even\n", "  mode: draft\n"));
+        assert_eq!(
+            c.unwrap().fare.parallel_links,
+            fare_model::parallel::ParallelLinks::NodeProportional
+        );
+        let e = load_text(&text.replace("node-even", "node")).unwrap_err();
+        assert_eq!(e.line, Some(6), "{e}");
+        assert!(e.to_string().contains("unknown variant `node`"), "{e}");
     }
 
     #[test]

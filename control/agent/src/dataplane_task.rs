@@ -110,10 +110,26 @@ pub type PacketCounters = std::collections::BTreeMap<&'static str, u64>;
 /// Counters of what the task did (exported as metrics).
 #[derive(Debug, Default)]
 pub struct DataplaneStats {
-    pub installs: AtomicU64,
-    pub removes: AtomicU64,
-    pub member_changes: AtomicU64,
-    pub errors: AtomicU64,
+    pub installs: OpCounts,
+    pub removes: OpCounts,
+    pub member_changes: OpCounts,
+}
+
+/// One kind of operation: how many succeeded and how many failed.
+#[derive(Debug, Default)]
+pub struct OpCounts {
+    pub ok: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+impl OpCounts {
+    /// (succeeded, failed).
+    pub fn load(&self) -> (u64, u64) {
+        (
+            self.ok.load(Ordering::Relaxed),
+            self.failed.load(Ordering::Relaxed),
+        )
+    }
 }
 
 /// The error a caller sees: the backend's, or the task being gone (agent stopping).
@@ -414,6 +430,12 @@ struct Installed {
     members: BTreeMap<IpNet, Vec<MemberKey>>,
     fits: BTreeMap<IpNet, Fits>,
     held: HeldOut,
+    /// Members' bandwidths newer than the backend's copy: an install that changed only
+    /// bandwidths (a link bandwidth set at run time, weights the same) is not written to
+    /// the data plane, and the groups read back show these.
+    bandwidths: BTreeMap<IpNet, BTreeMap<MemberKey, f64>>,
+    /// Prefixes whose last install failed: the backend does not hold what was requested.
+    failed: BTreeSet<IpNet>,
 }
 
 impl Installed {
@@ -422,6 +444,63 @@ impl Installed {
         self.members.remove(&prefix);
         self.held.remove(&prefix);
         self.fits.remove(&prefix);
+        self.bandwidths.remove(&prefix);
+        self.failed.remove(&prefix);
+    }
+
+    /// When `group` differs from the one installed for its prefix (`requested`, written
+    /// to the backend) only in its members' bandwidths: records them and returns true
+    /// (nothing to write). The mode, members, next hops, MACs and weights must be equal.
+    fn relabel(&mut self, requested: &Requested, group: &Group) -> bool {
+        let Some((old, colors)) = requested.get(&group.prefix) else {
+            return false;
+        };
+        let same = |a: &Member, b: &Member| {
+            Member {
+                bandwidth_gbps: b.bandwidth_gbps,
+                ..a.clone()
+            } == *b
+        };
+        if !colors.is_empty()
+            || !self.members.contains_key(&group.prefix)
+            || self.failed.contains(&group.prefix)
+            || old.mode != group.mode
+            || old.members.len() != group.members.len()
+            || !old
+                .members
+                .iter()
+                .zip(&group.members)
+                .all(|(a, b)| same(a, b))
+        {
+            return false;
+        }
+        self.bandwidths.insert(
+            group.prefix,
+            group
+                .members
+                .iter()
+                .map(|m| (MemberKey::of(m), m.bandwidth_gbps))
+                .collect(),
+        );
+        true
+    }
+
+    /// The groups read from the backend with the bandwidths recorded by [`relabel`]
+    /// (scaled by the member's ARN share, as an install would).
+    fn show_bandwidths(&self, groups: &mut [GroupStatus], shares: &Shares) {
+        for g in groups {
+            let Some(bw) = self.bandwidths.get(&g.group.prefix) else {
+                continue;
+            };
+            let share = shares.get(&g.group.prefix);
+            for m in &mut g.group.members {
+                let key = MemberKey::of(m);
+                if let Some(b) = bw.get(&key) {
+                    let f = share.and_then(|s| s.get(&key)).copied().unwrap_or(1.0);
+                    m.bandwidth_gbps = b * f;
+                }
+            }
+        }
     }
 }
 
@@ -520,20 +599,27 @@ async fn run(
                 let mut prepared = Vec::with_capacity(batch.len());
                 let mut replies = Vec::with_capacity(batch.len());
                 for (group, reply) in batch {
+                    if st.relabel(&requested, &group) {
+                        requested.insert(group.prefix, (group, vec![]));
+                        let _ = reply.send(Ok(()));
+                        continue;
+                    }
                     forget_shares_of_gone(&mut shares, &group);
                     requested.insert(group.prefix, (group.clone(), vec![]));
                     prepared.push(prepare(name, &limits, (group, vec![]), &shares));
                     replies.push(reply);
                 }
                 let groups: Vec<Group> = prepared.iter().map(|p| p.group.clone()).collect();
-                let results = if groups.len() == 1 {
+                let results = if groups.is_empty() {
+                    vec![]
+                } else if groups.len() == 1 {
                     vec![backend.install(&groups[0]).await]
                 } else {
                     backend.install_batch(&groups).await
                 };
                 for ((p, reply), result) in prepared.into_iter().zip(replies).zip(results) {
                     finish(backend.as_mut(), name, p, &result, &mut st).await;
-                    count(&stats, &stats.installs, &result);
+                    count(&stats.installs, &result);
                     answer(reply, result, &changed);
                 }
             }
@@ -553,12 +639,12 @@ async fn run(
                     &mut st,
                 )
                 .await;
-                count(&stats, &stats.installs, &result);
+                count(&stats.installs, &result);
                 answer(reply, result, &changed);
             }
             DataplaneCommand::Remove { prefix, reply } => {
                 let result = backend.remove(prefix).await;
-                count(&stats, &stats.removes, &result);
+                count(&stats.removes, &result);
                 match &result {
                     Ok(()) => {
                         info!(event = "group_removed", backend = name, %prefix, "group removed");
@@ -566,7 +652,12 @@ async fn run(
                         requested.remove(&prefix);
                         shares.remove(&prefix);
                     }
-                    Err(e) => warn!(backend = name, %prefix, "remove failed: {e}"),
+                    Err(e) => {
+                        // The backend's state for the prefix is unknown now: the next
+                        // install of it is written, even one equal to the last.
+                        warn!(backend = name, %prefix, "remove failed: {e}");
+                        st.failed.insert(prefix);
+                    }
                 }
                 answer(reply, result, &changed);
             }
@@ -586,7 +677,7 @@ async fn run(
                         Ok(i) => (Some(i), backend.set_member_active(prefix, i, active).await),
                         Err(e) => (None, Err(e.into())),
                     };
-                count(&stats, &stats.member_changes, &result);
+                count(&stats.member_changes, &result);
                 match &result {
                     Ok(()) => {
                         info!(backend = name, %prefix, ?index, active, "member state set");
@@ -644,7 +735,7 @@ async fn run(
                         }
                     },
                 };
-                count(&stats, &stats.member_changes, &result);
+                count(&stats.member_changes, &result);
                 if let Err(e) = &result {
                     warn!(backend = name, %prefix, %via, share, "member share failed: {e}");
                 }
@@ -675,7 +766,10 @@ async fn run(
             DataplaneCommand::Groups { reply } => {
                 let mut result = backend.groups().await;
                 match &mut result {
-                    Ok(groups) => annotate(groups, &st.fits, &limits),
+                    Ok(groups) => {
+                        annotate(groups, &st.fits, &limits);
+                        st.show_bandwidths(groups, &shares);
+                    }
                     Err(e) => debug!(backend = name, "reading groups failed: {e}"),
                 }
                 let _ = reply.send(result);
@@ -775,10 +869,16 @@ async fn finish(
                 group.prefix,
                 group.members.iter().map(MemberKey::of).collect(),
             );
+            // The backend holds the bandwidths now.
+            st.bandwidths.remove(&group.prefix);
+            st.failed.remove(&group.prefix);
             st.fits.insert(group.prefix, fit);
             keep_held_out(backend, &group, &mut st.held).await;
         }
-        Err(e) => warn!(backend = name, prefix = %group.prefix, "install failed: {e}"),
+        Err(e) => {
+            warn!(backend = name, prefix = %group.prefix, "install failed: {e}");
+            st.failed.insert(group.prefix);
+        }
     }
 }
 
@@ -832,10 +932,10 @@ fn answer(
     }
 }
 
-fn count<T>(stats: &DataplaneStats, ok: &AtomicU64, result: &Result<T, DataplaneError>) {
+fn count<T>(op: &OpCounts, result: &Result<T, DataplaneError>) {
     match result {
-        Ok(_) => ok.fetch_add(1, Ordering::Relaxed),
-        Err(_) => stats.errors.fetch_add(1, Ordering::Relaxed),
+        Ok(_) => op.ok.fetch_add(1, Ordering::Relaxed),
+        Err(_) => op.failed.fetch_add(1, Ordering::Relaxed),
     };
 }
 
@@ -890,6 +990,9 @@ mod tests {
         inner: NullDataplane,
         calls: std::sync::Arc<std::sync::Mutex<Vec<Vec<String>>>>,
         colors: Vec<ColorGroup>,
+        /// Removes forget the group and still fail, as the kernel's did when a link down
+        /// had already deleted the route.
+        removes_fail: bool,
     }
 
     #[async_trait::async_trait]
@@ -926,7 +1029,11 @@ mod tests {
             self.inner.install(group).await
         }
         async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
-            self.inner.remove(prefix).await
+            self.inner.remove(prefix).await?;
+            if self.removes_fail {
+                return Err(DataplaneError::backend("spy", "remove failed"));
+            }
+            Ok(())
         }
         async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
             let mut g = self.inner.groups().await?;
@@ -995,6 +1102,76 @@ mod tests {
         );
     }
 
+    /// An install that changes only the members' bandwidths (a link bandwidth set at run
+    /// time, the weights the same) writes nothing to the backend, and the groups read back
+    /// show the new bandwidths; a later change of weights is written with its own.
+    #[tokio::test]
+    async fn bandwidth_only_change_is_shown_not_written() {
+        let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let backend = Spy {
+            calls: calls.clone(),
+            ..Spy::default()
+        };
+        let (handle, _task) = spawn(Box::new(backend));
+        let shown = async |h: &DataplaneHandle| -> Vec<(u32, f64)> {
+            let g = h.groups().await.unwrap_or_default();
+            g[0].group
+                .members
+                .iter()
+                .map(|m| (m.weight, m.bandwidth_gbps))
+                .collect()
+        };
+        let n_calls = || calls.lock().map(|c| c.len()).unwrap_or(0);
+        handle
+            .install(weighted("10.0.0.0/24", &[1, 1], &[100.0, 100.0]))
+            .await
+            .unwrap();
+        assert_eq!(n_calls(), 1);
+        handle
+            .install(weighted("10.0.0.0/24", &[1, 1], &[25.0, 25.0]))
+            .await
+            .unwrap();
+        assert_eq!(n_calls(), 1, "the same weights are not written again");
+        assert_eq!(shown(&handle).await, [(1, 25.0), (1, 25.0)]);
+        handle
+            .install(weighted("10.0.0.0/24", &[1, 4], &[25.0, 100.0]))
+            .await
+            .unwrap();
+        assert_eq!(n_calls(), 2);
+        assert_eq!(shown(&handle).await, [(1, 25.0), (4, 100.0)]);
+        // A group never written successfully is written, bandwidths or not.
+        assert!(handle
+            .install(weighted("10.0.1.0/24", &[0], &[1.0]))
+            .await
+            .is_err());
+        handle
+            .install(weighted("10.0.1.0/24", &[1], &[2.0]))
+            .await
+            .unwrap();
+        assert_eq!(n_calls(), 4);
+    }
+
+    /// A remove that failed leaves the backend's state unknown (the kernel's had dropped
+    /// the group): the same group installed again is written, not taken as a
+    /// bandwidth-only change. The lab's fail-then-restore of a link found this.
+    #[tokio::test]
+    async fn group_equal_to_one_whose_remove_failed_is_written() {
+        let calls = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let backend = Spy {
+            calls: calls.clone(),
+            removes_fail: true,
+            ..Spy::default()
+        };
+        let (handle, _task) = spawn(Box::new(backend));
+        let g = weighted("10.0.0.0/24", &[1], &[100.0]);
+        handle.install(g.clone()).await.unwrap();
+        assert!(handle.remove(g.prefix).await.is_err());
+        assert!(handle.groups().await.unwrap().is_empty());
+        handle.install(g).await.unwrap();
+        assert_eq!(calls.lock().map(|c| c.len()).unwrap_or(0), 2);
+        assert_eq!(handle.groups().await.unwrap().len(), 1);
+    }
+
     #[tokio::test]
     async fn commands_reach_the_backend_in_order() {
         let (handle, task) = spawn(Box::new(NullDataplane::default()));
@@ -1012,8 +1189,9 @@ mod tests {
         assert!(!groups[0].members[0].active);
         handle.remove("10.0.1.0/24".parse().unwrap()).await.unwrap();
         assert_eq!(handle.groups().await.unwrap().len(), 1);
-        assert_eq!(handle.stats().installs.load(Ordering::Relaxed), 3);
-        assert_eq!(handle.stats().errors.load(Ordering::Relaxed), 1);
+        // Three installs succeeded, the one of weight 0 failed; one remove.
+        assert_eq!(handle.stats().installs.load(), (3, 1));
+        assert_eq!(handle.stats().removes.load(), (1, 0));
         drop(handle);
         let backend = task.await.unwrap();
         assert_eq!(backend.name(), "none");
@@ -1062,7 +1240,7 @@ mod tests {
         let r = fit.reduced.unwrap();
         assert_eq!((r.from_size, r.from_members), (858, 4));
         assert!((r.delta - 858.0 / 855.0).abs() < 1e-12, "{}", r.delta);
-        assert_eq!(handle.stats().errors.load(Ordering::Relaxed), 0);
+        assert_eq!(handle.stats().installs.load(), (2, 0));
 
         // Back to a group that fits: installed as given, no reduction reported.
         handle

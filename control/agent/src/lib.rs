@@ -71,6 +71,11 @@ pub struct AgentContext {
     pub speaker: SpeakerSlot,
     /// What `Watch` streams: every change is published here (see [`mgmt::watch`]).
     pub events: mgmt::watch::EventHub,
+    /// The configuration in force after SIGHUP reloads (`config` is the one started
+    /// with): what `fare show config` shows.
+    pub running: reload::Running,
+    /// Asks the reload task to read the file again (`fare reload`).
+    pub reload: reload::Trigger,
 }
 
 /// The command channel of the running BGP speaker, once the BGP task has started it.
@@ -184,8 +189,9 @@ pub async fn set_bandwidth(
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
+    // No `#[source]` where the message holds the cause: `{:#}` would print it twice.
     #[error("data plane: {0}")]
-    Dataplane(#[from] fare_dataplane::DataplaneError),
+    Dataplane(fare_dataplane::DataplaneError),
     #[error("static group {prefix}: {source}")]
     StaticGroup {
         prefix: ipnet::IpNet,
@@ -193,13 +199,16 @@ pub enum AgentError {
         source: dataplane_task::HandleError,
     },
     #[error("management API: {0}")]
-    Mgmt(#[from] mgmt::MgmtError),
+    Mgmt(mgmt::MgmtError),
     #[error("metrics listener on {addr}: {source}")]
     Metrics {
         addr: std::net::SocketAddr,
         #[source]
         source: std::io::Error,
     },
+    /// Something the configuration needs from the host is not there (checked at start).
+    #[error("{0}")]
+    Host(String),
     #[error("signal handler: {0}")]
     Signal(#[source] std::io::Error),
     #[error("{task} stopped: {source}")]
@@ -214,16 +223,30 @@ pub enum AgentError {
     FlowRules(#[source] dataplane_task::HandleError),
 }
 
+impl From<fare_dataplane::DataplaneError> for AgentError {
+    fn from(e: fare_dataplane::DataplaneError) -> Self {
+        AgentError::Dataplane(e)
+    }
+}
+
+impl From<mgmt::MgmtError> for AgentError {
+    fn from(e: mgmt::MgmtError) -> Self {
+        AgentError::Mgmt(e)
+    }
+}
+
 /// How long tasks get to finish after SIGTERM/SIGINT before the agent exits anyway.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the agent until SIGTERM or SIGINT (or until a protocol task fails). With the
-/// path of its configuration file, SIGHUP reloads it ([`reload`]).
-pub async fn run(
-    config: AgentConfig,
-    config_path: Option<std::path::PathBuf>,
-) -> Result<(), AgentError> {
+/// source of its configuration, SIGHUP reloads it ([`reload`]).
+pub async fn run(config: AgentConfig, source: Option<reload::Source>) -> Result<(), AgentError> {
     let config = Arc::new(config);
+    backend::check_link_local_zones(&config).map_err(AgentError::Host)?;
+    // Before any data plane object is touched: another agent serving this socket (the
+    // same node) owns them. The socket itself is bound once the data plane is
+    // programmed: its appearance tells clients (and tests) the agent is ready.
+    mgmt::server::refuse_if_served(&config.management.socket).await?;
     let backend = backend::open(&config).await?;
     info!(
         name = %config.name,
@@ -236,6 +259,7 @@ pub async fn run(
     let (dataplane, dataplane_task) = dataplane_task::spawn_with_limits(backend, limits);
     let state = SharedState::new(AgentState::from_config(&config, dataplane.backend()));
     let shutdown = CancellationToken::new();
+    let (reload_trigger, reload_requests) = reload::Trigger::new();
     let ctx = AgentContext {
         config: config.clone(),
         state,
@@ -243,6 +267,8 @@ pub async fn run(
         shutdown: shutdown.clone(),
         speaker: SpeakerSlot::default(),
         events: mgmt::watch::EventHub::default(),
+        running: reload::Running::new(config.clone()),
+        reload: reload_trigger,
     };
     // What the state holds from the start (sessions Idle, originated prefixes) is in
     // every watch snapshot.
@@ -254,8 +280,10 @@ pub async fn run(
     }
     mgmt::views::publish_sessions(&ctx);
     let signals = signals(shutdown.clone())?;
-    let hangup = match config_path {
-        Some(path) => Some(reload::on_sighup(ctx.clone(), path).map_err(AgentError::Signal)?),
+    let hangup = match source {
+        Some(source) => Some(
+            reload::on_sighup(ctx.clone(), source, reload_requests).map_err(AgentError::Signal)?,
+        ),
         None => None,
     };
 
@@ -271,7 +299,8 @@ pub async fn run(
         .await
         .map_err(AgentError::FlowRules)?;
 
-    let mgmt = mgmt::server::serve(&config.management.socket, ctx.clone()).await?;
+    let socket = mgmt::server::bind(&config.management.socket).await?;
+    let mgmt = mgmt::server::serve(socket, ctx.clone()).await?;
     info!(socket = %config.management.socket.display(), "management API listening");
     let mgmt_tcp = match (config.management.address, &config.management.tls) {
         (Some(addr), Some(tls)) => {

@@ -1,10 +1,20 @@
 //! SIGHUP: the agent reads its configuration file again and applies what can change at
-//! run time — the `bandwidth_gbps` of its neighbors (added, changed or removed: removed
-//! means the interface speed again) — through the same path as `fare set bandwidth`.
-//! Every other changed key is logged by name: it takes effect at the next restart.
+//! run time, each change touching only its own sessions and groups:
+//! - the `bandwidth_gbps` of its neighbors (removed means the interface speed again),
+//!   through the same path as `fare set bandwidth`;
+//! - the originated `prefixes` (added ones advertised, removed ones withdrawn);
+//! - neighbors added (their session started), removed (Cease / Peer De-configured, their
+//!   routes withdrawn) and changed: a session parameter resets that session only (Cease /
+//!   Other Configuration Change); a policy key keeps it and decides the routes again;
+//! - the session timers (`bgp.hold_time`, `bgp.connect_retry_ms`,
+//!   `bgp.connect_retry_max_ms`), from each session's next OPEN; `fare.group_mode`
+//!   (every group installed again).
+//!
+//! Every other changed key is logged by name and listed by `fare show config`: it takes
+//! effect at the next restart.
 //! A file that no longer loads is logged and changes nothing.
 
-use super::config::{AgentConfig, NeighborConfig};
+use super::config::{AgentConfig, BgpConfig, NeighborConfig};
 use super::{set_bandwidth, AgentContext, BandwidthTarget};
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -15,9 +25,32 @@ use tracing::{info, warn};
 pub struct Diff {
     /// Neighbors whose bandwidth changed, with the new value (`None`: interface speed).
     pub bandwidths: Vec<(IpAddr, Option<f64>)>,
-    /// Other changed keys (`neighbors[10.0.0.1].interface`, `fare`, ...).
+    /// Neighbors no longer in the file.
+    pub removed: Vec<IpAddr>,
+    /// Neighbors new in the file.
+    pub added: Vec<NeighborConfig>,
+    /// Neighbors with other keys changed: (in force, in the file). Their bandwidth, if it
+    /// changed too, goes with them.
+    pub changed: Vec<(NeighborConfig, NeighborConfig)>,
+    /// The originated prefixes, when the list changed.
+    pub prefixes: Option<Vec<ipnet::IpNet>>,
+    /// The `bgp` section, when one of its session timers changed.
+    pub timers: Option<BgpConfig>,
+    /// The new `fare.group_mode`.
+    pub group_mode: Option<fare_dataplane::GroupMode>,
+    /// Other changed keys (`asn`, `bgp.port`, `fare.mode`, ...).
     pub restart_needed: Vec<String>,
 }
+
+impl Diff {
+    /// Whether the file changes nothing.
+    pub fn is_empty(&self) -> bool {
+        *self == Diff::default()
+    }
+}
+
+/// Keys of the `bgp` section a running speaker takes (from each session's next OPEN).
+const TIMERS: [&str; 3] = ["hold_time", "connect_retry_ms", "connect_retry_max_ms"];
 
 /// Compares the configuration in force with the file's.
 pub fn diff(old: &AgentConfig, new: &AgentConfig) -> Diff {
@@ -25,41 +58,52 @@ pub fn diff(old: &AgentConfig, new: &AgentConfig) -> Diff {
     let find = |list: &[NeighborConfig], a: IpAddr| list.iter().find(|n| n.address == a).cloned();
     for n in &new.neighbors {
         match find(&old.neighbors, n.address) {
-            None => d
-                .restart_needed
-                .push(format!("neighbors[{}] (added)", n.address)),
-            Some(o) => {
-                if o.bandwidth_gbps != n.bandwidth_gbps {
-                    d.bandwidths.push((n.address, n.bandwidth_gbps));
-                }
-                let (a, b) = (to_map(&o), to_map(n));
-                for (key, value) in &b {
-                    if key != "bandwidth_gbps" && a.get(key) != Some(value) {
-                        d.restart_needed
-                            .push(format!("neighbors[{}].{key}", n.address));
-                    }
-                }
-                for key in a.keys().filter(|k| !b.contains_key(*k)) {
-                    d.restart_needed
-                        .push(format!("neighbors[{}].{key}", n.address));
-                }
+            None => d.added.push(n.clone()),
+            Some(o) if !changed_keys(&o, n, &["bandwidth_gbps"]).is_empty() => {
+                d.changed.push((o, n.clone()))
             }
+            Some(o) if o.bandwidth_gbps != n.bandwidth_gbps => {
+                d.bandwidths.push((n.address, n.bandwidth_gbps))
+            }
+            Some(_) => {}
         }
     }
     for o in &old.neighbors {
         if find(&new.neighbors, o.address).is_none() {
-            d.restart_needed
-                .push(format!("neighbors[{}] (removed)", o.address));
+            d.removed.push(o.address);
         }
     }
-    let (a, b) = (to_map(old), to_map(new));
-    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-    for key in keys {
-        if key != "neighbors" && a.get(key) != b.get(key) {
-            d.restart_needed.push(key.clone());
+    if old.prefixes != new.prefixes {
+        d.prefixes = Some(new.prefixes.clone());
+    }
+    for key in changed_keys(&old.bgp, &new.bgp, &[]) {
+        if TIMERS.contains(&key.as_str()) {
+            d.timers = Some(new.bgp.clone());
+        } else {
+            d.restart_needed.push(format!("bgp.{key}"));
         }
     }
+    for key in changed_keys(&old.fare, &new.fare, &[]) {
+        if key == "group_mode" {
+            d.group_mode = Some(new.fare.group_mode);
+        } else {
+            d.restart_needed.push(format!("fare.{key}"));
+        }
+    }
+    let applied = ["neighbors", "prefixes", "bgp", "fare"];
+    d.restart_needed.extend(changed_keys(old, new, &applied));
     d
+}
+
+/// The keys whose values differ between `a` and `b` (present in one only included),
+/// except `skip`, in order.
+fn changed_keys<T: serde::Serialize>(a: &T, b: &T, skip: &[&str]) -> Vec<String> {
+    let (a, b) = (to_map(a), to_map(b));
+    let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    keys.into_iter()
+        .filter(|k| !skip.contains(&k.as_str()) && a.get(*k) != b.get(*k))
+        .cloned()
+        .collect()
 }
 
 fn to_map<T: serde::Serialize>(v: &T) -> serde_json::Map<String, serde_json::Value> {
@@ -69,51 +113,246 @@ fn to_map<T: serde::Serialize>(v: &T) -> serde_json::Map<String, serde_json::Val
     }
 }
 
-/// Starts the task that reloads `path` on every SIGHUP until the agent stops.
-pub fn on_sighup(ctx: AgentContext, path: PathBuf) -> std::io::Result<tokio::task::JoinHandle<()>> {
+/// The configuration in force (`fare show config`): the file as loaded at start, then as
+/// each SIGHUP applied it, with the keys of the file that wait for a restart.
+#[derive(Clone, Debug)]
+pub struct Running(std::sync::Arc<std::sync::RwLock<(std::sync::Arc<AgentConfig>, Vec<String>)>>);
+
+impl Running {
+    pub fn new(config: std::sync::Arc<AgentConfig>) -> Running {
+        Running(std::sync::Arc::new(std::sync::RwLock::new((
+            config,
+            Vec::new(),
+        ))))
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> std::sync::Arc<AgentConfig> {
+        match self.0.read() {
+            Ok(r) => r.0.clone(),
+            Err(p) => p.into_inner().0.clone(),
+        }
+    }
+
+    /// Keys the file changed that take effect at the next restart.
+    pub fn pending(&self) -> Vec<String> {
+        match self.0.read() {
+            Ok(r) => r.1.clone(),
+            Err(p) => p.into_inner().1.clone(),
+        }
+    }
+
+    fn set(&self, config: AgentConfig, pending: Vec<String>) {
+        let value = (std::sync::Arc::new(config), pending);
+        match self.0.write() {
+            Ok(mut w) => *w = value,
+            Err(p) => *p.into_inner() = value,
+        }
+    }
+}
+
+/// Where the running configuration came from: its file, and what the command line put in
+/// place of the file's values (`fare agent --socket`), kept on every reload.
+#[derive(Clone, Debug)]
+pub struct Source {
+    pub path: PathBuf,
+    /// `management.socket` given on the command line.
+    pub socket: Option<PathBuf>,
+}
+
+impl Source {
+    /// Loads the file, with the command line's values in place of the file's.
+    pub fn load(&self) -> Result<AgentConfig, fare_model::yamlfile::FileError> {
+        let mut c = AgentConfig::load(&self.path)?;
+        if let Some(s) = &self.socket {
+            c.management.socket = s.clone();
+        }
+        Ok(c)
+    }
+}
+
+/// What one reload did: whether the file differed, and the keys waiting for a restart.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Outcome {
+    pub changed: bool,
+    pub pending: Vec<String>,
+}
+
+/// Why a reload asked for through the API did nothing.
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
+pub enum ReloadError {
+    #[error("this agent was not started from a configuration file")]
+    NoFile,
+    /// The file does not load (FILE:LINE: problem); nothing changed.
+    #[error("{0}; nothing changed")]
+    Invalid(String),
+}
+
+type Request = tokio::sync::oneshot::Sender<Result<Outcome, ReloadError>>;
+
+/// Asks the reload task for a reload and waits for what it did (`fare reload`).
+#[derive(Clone, Debug)]
+pub struct Trigger(tokio::sync::mpsc::Sender<Request>);
+
+/// The reload task's end of [`Trigger`].
+pub struct Requests(tokio::sync::mpsc::Receiver<Request>);
+
+impl Trigger {
+    pub fn new() -> (Trigger, Requests) {
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        (Trigger(tx), Requests(rx))
+    }
+
+    /// Reloads as SIGHUP does and returns what it did.
+    pub async fn reload(&self) -> Result<Outcome, ReloadError> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        self.0.send(reply).await.map_err(|_| ReloadError::NoFile)?;
+        answer.await.map_err(|_| ReloadError::NoFile)?
+    }
+}
+
+/// Starts the task that reloads `source` on every SIGHUP and every [`Trigger::reload`]
+/// until the agent stops.
+pub fn on_sighup(
+    ctx: AgentContext,
+    source: Source,
+    mut requests: Requests,
+) -> std::io::Result<tokio::task::JoinHandle<()>> {
     use tokio::signal::unix::{signal, SignalKind};
     let mut hup = signal(SignalKind::hangup())?;
     Ok(tokio::spawn(async move {
         // What is in force: the loaded file, with the bandwidths applied since.
         let mut current = (*ctx.config).clone();
         loop {
-            tokio::select! {
+            let reply = tokio::select! {
                 _ = ctx.shutdown.cancelled() => return,
-                r = hup.recv() => if r.is_none() { return },
-            }
-            info!(config = %path.display(), "SIGHUP: reloading the configuration");
-            crate::systemd::reloading();
-            let new = match AgentConfig::load(&path) {
-                Ok(c) => c,
-                Err(e) => {
-                    warn!("SIGHUP: {e}; nothing changed");
-                    crate::systemd::reloaded();
-                    continue;
-                }
+                r = hup.recv() => match r {
+                    Some(()) => None,
+                    None => return,
+                },
+                r = requests.0.recv() => match r {
+                    Some(reply) => Some(reply),
+                    None => return,
+                },
             };
-            let d = diff(&current, &new);
-            for (addr, gbps) in &d.bandwidths {
-                match set_bandwidth(&ctx, &BandwidthTarget::Neighbor(*addr), *gbps).await {
-                    Ok(_) => {
-                        if let Some(n) = current.neighbors.iter_mut().find(|n| n.address == *addr) {
-                            n.bandwidth_gbps = *gbps;
-                        }
-                    }
-                    Err(e) => warn!(neighbor = %addr, "SIGHUP: bandwidth not applied: {e}"),
-                }
+            let outcome = reload_once(&ctx, &source, &mut current).await;
+            if let Some(reply) = reply {
+                let _ = reply.send(outcome);
             }
-            if !d.restart_needed.is_empty() {
-                warn!(
-                    "SIGHUP: changed {} (these take effect after a restart)",
-                    d.restart_needed.join(", ")
-                );
-            }
-            if d.bandwidths.is_empty() && d.restart_needed.is_empty() {
-                info!("SIGHUP: the configuration is unchanged");
-            }
-            crate::systemd::reloaded();
         }
     }))
+}
+
+/// One reload: reads the file, applies what changed, records what is in force.
+async fn reload_once(
+    ctx: &AgentContext,
+    source: &Source,
+    current: &mut AgentConfig,
+) -> Result<Outcome, ReloadError> {
+    info!(config = %source.path.display(), "reloading the configuration (SIGHUP or fare reload)");
+    crate::systemd::reloading();
+    let new = match source.load() {
+        Ok(c) => c,
+        Err(e) => {
+            warn!("reload: {e}; nothing changed");
+            crate::systemd::reloaded();
+            return Err(ReloadError::Invalid(e.to_string()));
+        }
+    };
+    let d = diff(current, &new);
+    let pending = apply(ctx, current, &d).await;
+    if !pending.is_empty() {
+        warn!(
+            "reload: changed {} (these take effect after a restart)",
+            pending.join(", ")
+        );
+    }
+    if d.is_empty() {
+        info!("reload: the configuration is unchanged");
+    }
+    ctx.running.set(current.clone(), pending.clone());
+    crate::systemd::reloaded();
+    Ok(Outcome {
+        changed: !d.is_empty(),
+        pending,
+    })
+}
+
+/// Applies `d` to the running agent and to `current` (what is in force); returns the
+/// keys that wait for a restart. Each change touches only its own sessions and groups.
+async fn apply(ctx: &AgentContext, current: &mut AgentConfig, d: &Diff) -> Vec<String> {
+    let mut pending = d.restart_needed.clone();
+    for (addr, gbps) in &d.bandwidths {
+        match set_bandwidth(ctx, &BandwidthTarget::Neighbor(*addr), *gbps).await {
+            Ok(_) => {
+                if let Some(n) = current.neighbors.iter_mut().find(|n| n.address == *addr) {
+                    n.bandwidth_gbps = *gbps;
+                }
+            }
+            Err(e) => warn!(neighbor = %addr, "reload: bandwidth not applied: {e}"),
+        }
+    }
+    for addr in &d.removed {
+        match crate::actions::remove_neighbor(ctx, *addr).await {
+            Ok(()) => current.neighbors.retain(|n| n.address != *addr),
+            Err(e) => warn!(neighbor = %addr, "reload: not removed: {e}"),
+        }
+    }
+    for (old, n) in &d.changed {
+        match crate::actions::replace_neighbor(ctx, old, n).await {
+            Ok(how) => {
+                info!(neighbor = %n.address, ?how, "reload: neighbor changed");
+                if let Some(c) = current
+                    .neighbors
+                    .iter_mut()
+                    .find(|c| c.address == n.address)
+                {
+                    *c = n.clone();
+                }
+            }
+            Err(why) => {
+                warn!(neighbor = %n.address, "reload: not changed ({why}): restart");
+                pending.push(format!("neighbors[{}] (changed: {why})", n.address));
+            }
+        }
+    }
+    for n in &d.added {
+        match crate::actions::add_neighbor(ctx, n).await {
+            Ok(()) => current.neighbors.push(n.clone()),
+            Err(why) => {
+                warn!(neighbor = %n.address, "reload: not added ({why}): restart");
+                pending.push(format!("neighbors[{}] (added: {why})", n.address));
+            }
+        }
+    }
+    if let Some(prefixes) = &d.prefixes {
+        match crate::actions::set_prefixes(ctx, &current.prefixes, prefixes).await {
+            Ok(_) => current.prefixes = prefixes.clone(),
+            Err(e) => warn!("reload: prefixes not applied: {e}"),
+        }
+    }
+    apply_globals(ctx, current, d).await;
+    pending
+}
+
+/// The session timers and the group mode.
+async fn apply_globals(ctx: &AgentContext, current: &mut AgentConfig, d: &Diff) {
+    if let Some(bgp) = &d.timers {
+        match crate::actions::set_timers(ctx, bgp).await {
+            Ok(()) => {
+                current.bgp.hold_time = bgp.hold_time;
+                current.bgp.connect_retry_ms = bgp.connect_retry_ms;
+                current.bgp.connect_retry_max_ms = bgp.connect_retry_max_ms;
+            }
+            Err(e) => warn!("reload: timers not applied: {e}"),
+        }
+    }
+    if let Some(mode) = d.group_mode {
+        match crate::actions::set_group_mode(ctx, mode).await {
+            Ok(()) => current.fare.group_mode = mode,
+            Err(e) => warn!("reload: group mode not applied: {e}"),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -121,8 +360,10 @@ mod tests {
     use super::*;
 
     fn config(text: &str) -> AgentConfig {
-        let dir =
-            std::env::temp_dir().join(format!("fare-reload-{}-{}", std::process::id(), text.len()));
+        // One directory per call: tests run in parallel and remove theirs.
+        static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!("fare-reload-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("agent.yaml");
         std::fs::write(&path, text).unwrap();
@@ -159,7 +400,7 @@ mod tests {
         // Removing the value goes back to the interface speed.
         let d = diff(&new, &old);
         assert_eq!(d.bandwidths[1], ("172.16.0.3".parse().unwrap(), None));
-        // A new ASN and another interface are named, not applied.
+        // A new ASN is named, not applied; another interface changes that neighbor.
         let other = config(
             &BASE
                 .replace("asn: 65001", "asn: 65002")
@@ -167,6 +408,63 @@ mod tests {
         );
         let d = diff(&old, &other);
         assert!(d.bandwidths.is_empty());
-        assert_eq!(d.restart_needed, ["neighbors[172.16.0.1].interface", "asn"]);
+        assert_eq!(d.restart_needed, ["asn"]);
+        assert_eq!(
+            d.changed,
+            [(old.neighbors[0].clone(), other.neighbors[0].clone())]
+        );
+    }
+
+    /// A neighbor with a key besides its bandwidth changed is one change (its bandwidth
+    /// goes with it); the session timers and the group mode apply, the other keys of
+    /// their sections wait for a restart, each named.
+    #[test]
+    fn changed_neighbors_timers_and_group_mode_apply_at_run_time() {
+        let old = config(BASE);
+        let new = config(&BASE.replace(
+            "interface: eth1, bandwidth_gbps: 400}",
+            "interface: eth1, bandwidth_gbps: 300, passive: true}",
+        ));
+        let d = diff(&old, &new);
+        assert!(d.bandwidths.is_empty(), "{:?}", d.bandwidths);
+        assert_eq!(d.changed.len(), 1);
+        assert_eq!(d.changed[0].1.bandwidth_gbps, Some(300.0));
+        assert!(d.restart_needed.is_empty(), "{:?}", d.restart_needed);
+
+        let new = config(&format!(
+            "{BASE}bgp: {{hold_time: 30, port: 1790}}\nfare: {{group_mode: flow, mode: averaged}}\n"
+        ));
+        let d = diff(&old, &new);
+        assert_eq!(d.timers.as_ref().map(|b| b.hold_time), Some(30));
+        assert_eq!(d.group_mode, Some(fare_dataplane::GroupMode::Flow));
+        assert_eq!(d.restart_needed, ["bgp.port", "fare.mode"]);
+        assert!(d.changed.is_empty() && !d.is_empty());
+        assert!(diff(&new, &new).is_empty());
+    }
+
+    #[test]
+    fn prefixes_apply_at_run_time() {
+        let old = config(BASE);
+        let new = config(&format!("{BASE}prefixes: [192.0.2.0/24]\n"));
+        let d = diff(&old, &new);
+        assert_eq!(d.prefixes, Some(vec!["192.0.2.0/24".parse().unwrap()]));
+        assert!(d.restart_needed.is_empty(), "{:?}", d.restart_needed);
+        assert_eq!(diff(&new, &old).prefixes, Some(vec![]));
+        assert_eq!(diff(&new, &new), Diff::default());
+    }
+
+    #[test]
+    fn neighbors_added_and_removed_apply_at_run_time() {
+        let old = config(BASE);
+        let one = config(&BASE.replace(
+            "- {address: 172.16.0.3, remote_as: 65100, interface: eth2}\n",
+            "",
+        ));
+        let d = diff(&old, &one);
+        assert_eq!(d.removed, ["172.16.0.3".parse::<IpAddr>().unwrap()]);
+        assert!(d.restart_needed.is_empty(), "{:?}", d.restart_needed);
+        let d = diff(&one, &old);
+        assert!(d.removed.is_empty() && d.restart_needed.is_empty());
+        assert_eq!(d.added, [old.neighbors[1].clone()]);
     }
 }

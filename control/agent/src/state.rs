@@ -27,6 +27,8 @@ pub struct NeighborStatus {
     pub state: SessionState,
     /// When `state` was entered.
     pub since: Instant,
+    /// UNIX seconds when the session last reached Established (kept after it ends).
+    pub established_at: Option<u64>,
     /// Last error on the session (NOTIFICATION, socket error), kept after recovery.
     pub last_error: Option<String>,
     /// Prefixes announced in the UPDATEs received (a counter: re-announcements count).
@@ -79,8 +81,11 @@ pub struct RoutePath {
     /// The neighbor the path was learned from.
     pub neighbor: Option<IpAddr>,
     pub as_path: Vec<u32>,
-    /// From the Path Bandwidth community, in Gbps.
+    /// The bandwidth the FARE decision used for the path (the received value capped by
+    /// the link), Gbps.
     pub path_bandwidth_gbps: Option<f64>,
+    /// The Path Bandwidth value as received (infinite: "max"), Gbps.
+    pub received_gbps: Option<f64>,
     /// Part of the installed multipath group.
     pub selected: bool,
 }
@@ -108,6 +113,35 @@ pub struct AgentState {
     pub arn: Option<crate::arn_task::ArnStatus>,
 }
 
+impl NeighborStatus {
+    /// A neighbor as configured, before its session starts: Idle, no counters.
+    pub fn configured(n: &crate::config::NeighborConfig, now: Instant) -> NeighborStatus {
+        NeighborStatus {
+            address: n.address,
+            remote_as: n.remote_as,
+            interface: n.interface.clone(),
+            bandwidth_gbps: n.bandwidth_gbps,
+            color: n.color,
+            state: SessionState::Idle,
+            since: now,
+            established_at: None,
+            last_error: None,
+            prefixes_received: 0,
+            prefixes_accepted: 0,
+            prefixes_advertised: 0,
+            flaps: 0,
+            updates_received: 0,
+            updates_sent: 0,
+            malformed_updates: 0,
+            link_bandwidth_ignored: 0,
+            notifications_sent: 0,
+            notifications_received: 0,
+            admin_down: None,
+            drained: false,
+        }
+    }
+}
+
 impl AgentState {
     /// The state at start: every configured neighbor Idle, originated prefixes and
     /// static groups as routes.
@@ -116,33 +150,7 @@ impl AgentState {
         let neighbors = config
             .neighbors
             .iter()
-            .map(|n| {
-                (
-                    n.address,
-                    NeighborStatus {
-                        address: n.address,
-                        remote_as: n.remote_as,
-                        interface: n.interface.clone(),
-                        bandwidth_gbps: n.bandwidth_gbps,
-                        color: n.color,
-                        state: SessionState::Idle,
-                        since: now,
-                        last_error: None,
-                        prefixes_received: 0,
-                        prefixes_accepted: 0,
-                        prefixes_advertised: 0,
-                        flaps: 0,
-                        updates_received: 0,
-                        updates_sent: 0,
-                        malformed_updates: 0,
-                        link_bandwidth_ignored: 0,
-                        notifications_sent: 0,
-                        notifications_received: 0,
-                        admin_down: None,
-                        drained: false,
-                    },
-                )
-            })
+            .map(|n| (n.address, NeighborStatus::configured(n, now)))
             .collect();
         let mut state = AgentState {
             name: config.name.clone(),
@@ -195,6 +203,7 @@ impl AgentState {
             view.prefixes_accepted = s.prefixes_accepted;
             view.prefixes_advertised = s.prefixes_advertised;
             view.flaps = s.flaps;
+            view.established_at = s.established_at;
             view.malformed_updates = s.malformed_updates;
             view.link_bandwidth_ignored = s.link_bandwidth_ignored;
             view.notifications_sent = s.notifications_sent;

@@ -96,6 +96,7 @@ fn every_metric_the_dashboard_queries_is_exported() {
     for family in [
         "fare_bgp_neighbor_state",
         "fare_bgp_neighbor_flaps_total",
+        "fare_bgp_neighbor_established_timestamp_seconds",
         "fare_group_member_weight",
         "fare_group_member_path_bandwidth_bytes_per_second",
         "fare_arn_sent_total",

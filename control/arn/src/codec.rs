@@ -760,7 +760,9 @@ mod p4_constants_agree {
                     || l.starts_with(&format!("#define {name} "))
             })
             .unwrap_or_else(|| panic!("{name} not in constants.p4"));
-        let v = line
+        // A trailing `//` comment is not part of the value.
+        let code = line.split("//").next().unwrap_or_default();
+        let v = code
             .rsplit(['=', ' '])
             .map(|t| t.trim().trim_end_matches(';'))
             .find(|t| !t.is_empty())

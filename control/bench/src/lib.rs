@@ -9,6 +9,7 @@ pub mod arn_shift;
 pub mod arn_xdp;
 pub mod chaos;
 pub mod elephant;
+pub mod kernels;
 pub mod lab_bench;
 pub mod lab_scale;
 pub mod modes;
@@ -56,6 +57,9 @@ pub enum Suite {
     Resilient(resilient::Args),
     /// XDP program cost per packet with BPF_PROG_TEST_RUN (IPv4/IPv6, spray/flow); root.
     Xdp(xdp::Args),
+    /// The verifier's work per XDP/TC program on each kernel of the matrix (a QEMU guest
+    /// per kernel, scripts/kernels) against the host kernel's; root.
+    Kernels(kernels::Args),
     /// Forwarding rate of the XDP spray path vs the kernel's weighted nexthop group, one
     /// router core, same namespaces and run; root.
     XdpForward(xdp_forward::Args),
@@ -94,6 +98,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Wcmp(a) => ("wcmp", wcmp::run(a)?),
         Suite::Resilient(a) => ("resilient", resilient::run(a)?),
         Suite::Xdp(a) => ("xdp", xdp::run(a)?),
+        Suite::Kernels(a) => ("kernels", kernels::run(a)?),
         Suite::XdpForward(a) => ("xdp-forward", xdp_forward::run_bench(a)?),
         Suite::Elephant(a) => ("elephant", elephant::run_bench(a)?),
         Suite::Arn(a) => (a.section(), arn::run_bench(a)?),

@@ -2,6 +2,7 @@
 
 use super::{command_line, cpu_seconds, peak_rss_bytes, reset_peak_rss, rss_bytes};
 use fare_model::bandwidth::Mode;
+use fare_model::parallel::ParallelLinks;
 use fare_model::sim;
 use fare_model::topology::gen::{self, MultiPlane};
 use std::fmt::Write;
@@ -71,12 +72,20 @@ pub fn run(args: Args) -> anyhow::Result<String> {
 
     writeln!(
         md,
-        "| mode | wall time | CPU time | peak RSS during solve | origin sets | distinct groups | (node, origin set) groups |"
+        "| mode, parallel links | wall time | CPU time | peak RSS during solve | origin sets | distinct groups | (node, origin set) groups |"
     )?;
     writeln!(md, "|---|---|---|---|---|---|---|")?;
-    for mode in [Mode::Draft, Mode::Averaged] {
+    // Draft per session first: the rule before parallel links were computed per node, the
+    // baseline of the per-node rows (the fabric has no parallel links, so the groups are
+    // the same and the difference is the per-node rule's cost).
+    for (mode, parallel) in [
+        (Mode::Draft, ParallelLinks::Session),
+        (Mode::Draft, ParallelLinks::NodeProportional),
+        (Mode::Averaged, ParallelLinks::NodeProportional),
+    ] {
         let options = sim::Options {
             mode,
+            parallel,
             threads: args.threads,
             ..Default::default()
         };
@@ -92,7 +101,8 @@ pub fn run(args: Args) -> anyhow::Result<String> {
         let pairs = solution.node_group_count();
         writeln!(
             md,
-            "| {mode:?} | {solve_s:.2} s | {cpu} | {} | {} | {} | {pairs} |",
+            "| {mode:?}, {} | {solve_s:.2} s | {cpu} | {} | {} | {} | {pairs} |",
+            parallel.name(),
             mib(peak),
             solution.origin_sets.len(),
             solution.distinct_groups()

@@ -48,6 +48,12 @@ pub enum Event {
     /// (2) as the operator's shutdown: Cease / Administrative Shutdown carrying this
     /// data (the RFC 8203 shutdown communication), then Idle until `ManualStart`.
     AdminShutdown(Vec<u8>),
+    /// (2) Stop for good: the neighbor left the configuration, Cease / Peer De-configured
+    /// (RFC 4486) on the connection, if any.
+    Deconfigured,
+    /// (2) Stop for good: the neighbor's configuration changed and a new task takes its
+    /// place, Cease / Other Configuration Change (RFC 4486) on the connection, if any.
+    Reconfigured,
     /// (3) Same as `ManualStart` (Idle only).
     AutomaticStart,
     /// (8) The link under the session went down: Cease / Administrative Reset, then the

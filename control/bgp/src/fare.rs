@@ -16,6 +16,7 @@
 use fare_model::bandwidth::{
     self, Advertised, DraftOptions, Encoding, Mode, Received, Rule, Spread,
 };
+use fare_model::parallel::{self, ParallelLinks, Share};
 use fare_model::topology::Role;
 
 #[derive(Clone, Debug, PartialEq)]
@@ -31,6 +32,9 @@ pub struct Policy {
     pub upa_subtype: u8,
     pub max_group_size: Option<u32>,
     pub draft: DraftOptions,
+    /// Per node or per session toward a neighbor reached over parallel links
+    /// ([`fare_model::parallel`]).
+    pub parallel: ParallelLinks,
     /// How the Path Bandwidth value is written on the wire (and so how finely ratios
     /// can be told apart).
     pub encoding: Encoding,
@@ -46,6 +50,7 @@ impl Default for Policy {
             upa_subtype: super::packet::upa::DEFAULT_UPA_SUBTYPE,
             max_group_size: None,
             draft: DraftOptions::default(),
+            parallel: ParallelLinks::default(),
             encoding: Encoding::default(),
         }
     }
@@ -56,6 +61,8 @@ impl Default for Policy {
 pub struct Decision {
     pub rule: Rule,
     pub spread: Spread,
+    /// Per path, how the parallel-links rule gave it its bandwidth (None: ECMP).
+    pub shares: Option<Vec<Share>>,
     /// Per path, same order as the input (the link bandwidth under ECMP).
     pub bandwidths_gbps: Vec<f64>,
     pub weights: Vec<u32>,
@@ -68,10 +75,16 @@ impl Decision {
 }
 
 impl Policy {
-    /// `from_above`: the set was learned from super-spines (only matters for a spine).
-    pub fn decide(&self, routes: &[Received], from_above: bool) -> Decision {
+    /// `nodes[i]` identifies the neighbor node path `i` came from (its BGP Identifier;
+    /// paths with equal keys are parallel links). `from_above`: the set was learned from
+    /// super-spines (only matters for a spine).
+    pub fn decide(&self, routes: &[Received], nodes: &[u64], from_above: bool) -> Decision {
         let rule = Rule::for_node(self.role, from_above);
-        let spread = bandwidth::route_bandwidths(self.mode, rule, routes);
+        let shares = parallel::shares(self.parallel, self.mode, rule, routes, nodes);
+        let spread = match &shares {
+            Some(s) => Spread::Weighted(s.iter().map(|s| s.gbps).collect()),
+            None => Spread::Equal,
+        };
         let bandwidths_gbps: Vec<f64> = (0..routes.len())
             .map(|i| spread.bandwidth(i, routes))
             .collect();
@@ -89,6 +102,7 @@ impl Policy {
         Decision {
             rule,
             spread,
+            shares,
             bandwidths_gbps,
             weights,
         }
@@ -147,6 +161,11 @@ impl Policy {
 mod tests {
     use super::*;
 
+    /// Every path from its own neighbor node.
+    fn distinct(n: usize) -> Vec<u64> {
+        (0..n as u64).collect()
+    }
+
     fn r(link: f64, c: Option<f64>) -> Received {
         Received {
             link_gbps: link,
@@ -168,7 +187,41 @@ mod tests {
             r(100.0, Some(100.0)),
             r(100.0, Some(100.0)),
         ];
-        assert_eq!(p.decide(&routes, false).weights, [3, 3, 4, 4]);
+        assert_eq!(
+            p.decide(&routes, &distinct(routes.len()), false).weights,
+            [3, 3, 4, 4]
+        );
+    }
+
+    /// White paper topology in draft mode at Leaf 2 (draft-xu-idr-fare-05): Spine 1
+    /// advertises 150 on both its 100G sessions, Spine 2 200. Per node: min(200, 150) =
+    /// 150 -> 75 + 75, min(200, 200) -> 100 + 100: 3:3:4:4; per session 1:1:1:1.
+    #[test]
+    fn draft_parallel_sessions_count_per_node() {
+        let routes = [
+            r(100.0, Some(150.0)),
+            r(100.0, Some(150.0)),
+            r(100.0, Some(200.0)),
+            r(100.0, Some(200.0)),
+        ];
+        let nodes = [1, 1, 2, 2];
+        for parallel in [ParallelLinks::NodeEven, ParallelLinks::NodeProportional] {
+            let p = Policy {
+                parallel,
+                ..Default::default()
+            };
+            let d = p.decide(&routes, &nodes, false);
+            assert_eq!(d.bandwidths_gbps, [75.0, 75.0, 100.0, 100.0]);
+            assert_eq!(d.weights, [3, 3, 4, 4]);
+            // Leaf 2 re-advertises the sum of its per-node group: 350.
+            let adv = p.readvertise(&routes, &d, Some(100.0), 1);
+            assert_eq!(adv.path_gbps, Some(350.0));
+        }
+        let p = Policy {
+            parallel: ParallelLinks::Session,
+            ..Default::default()
+        };
+        assert_eq!(p.decide(&routes, &nodes, false).weights, [1, 1, 1, 1]);
     }
 
     /// White paper §2.2.1: Spine 1 sums 50 + 100 and averages over 2 outgoing links.
@@ -180,7 +233,7 @@ mod tests {
             role: Role::Spine,
             ..Default::default()
         };
-        let d = p.decide(&routes, false);
+        let d = p.decide(&routes, &distinct(routes.len()), false);
         assert_eq!(
             p.readvertise(&routes, &d, Some(100.0), 2).path_gbps,
             Some(75.0)
@@ -189,7 +242,7 @@ mod tests {
             role: Role::Spine,
             ..Default::default()
         };
-        let d = p.decide(&routes, false);
+        let d = p.decide(&routes, &distinct(routes.len()), false);
         assert_eq!(
             p.readvertise(&routes, &d, Some(100.0), 2).path_gbps,
             Some(150.0)
@@ -200,7 +253,7 @@ mod tests {
     fn ecmp_unless_every_path_carries_the_community() {
         let p = Policy::default();
         let routes = [r(100.0, Some(50.0)), r(100.0, None)];
-        let d = p.decide(&routes, false);
+        let d = p.decide(&routes, &distinct(routes.len()), false);
         assert!(!d.weighted());
         assert_eq!(d.weights, [1, 1]);
         assert_eq!(p.readvertise(&routes, &d, Some(100.0), 2).path_gbps, None);
@@ -213,7 +266,7 @@ mod tests {
             ..Default::default()
         };
         let routes = [r(100.0, Some(400.0))];
-        let d = p.decide(&routes, false);
+        let d = p.decide(&routes, &distinct(routes.len()), false);
         assert!(p.passes_transitive(&d));
         let adv = p.readvertise(&routes, &d, None, 4);
         assert_eq!(adv.link_value_gbps, Some(100.0));

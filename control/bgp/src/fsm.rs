@@ -27,6 +27,21 @@ use serde::Serialize;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+/// How a session-down reason starts when the peer's NOTIFICATION ended it.
+const RECEIVED: &str = "received NOTIFICATION";
+/// How it starts when a NOTIFICATION of ours ended it.
+const SENT: &str = "sent NOTIFICATION";
+
+/// Whether the session-down reason `new` should replace `last` as a neighbor's last
+/// error. A connection that ended before Established without a NOTIFICATION either way
+/// (closed, reset: a peer that shut the session down refuses the next attempts that way)
+/// does not hide the NOTIFICATION the peer sent last, whose RFC 8203 shutdown
+/// communication is what the operator needs to read.
+pub fn replaces_last_error(last: Option<&str>, new: &str, was_established: bool) -> bool {
+    let words = |r: &str| r.starts_with(RECEIVED) || r.starts_with(SENT);
+    was_established || words(new) || !last.is_some_and(|l| l.starts_with(RECEIVED))
+}
+
 /// RFC 4271 §8.2.2 states (also what the agent reports per neighbor).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
 pub enum State {
@@ -223,6 +238,20 @@ impl Fsm {
         self.hold
     }
 
+    /// New timers (a configuration reload): the hold time proposed in the next OPEN and
+    /// the connect-retry delays of the next attempts; a running session keeps what it
+    /// negotiated.
+    pub fn set_timers(
+        &mut self,
+        hold_time: u16,
+        connect_retry: Duration,
+        connect_retry_max: Duration,
+    ) {
+        self.cfg.hold_time = hold_time;
+        self.cfg.connect_retry = connect_retry;
+        self.cfg.connect_retry_max = connect_retry_max;
+    }
+
     /// The delay before the first connect after the next session ends.
     pub fn backoff(&self) -> Duration {
         self.backoff
@@ -239,7 +268,9 @@ impl Fsm {
         use Event as E;
         use State as S;
         match (self.state, event) {
-            (_, E::ManualStop) => self.stop(out),
+            (_, E::ManualStop) => self.stop(cease::ADMINISTRATIVE_SHUTDOWN, out),
+            (_, E::Deconfigured) => self.stop(cease::PEER_DECONFIGURED, out),
+            (_, E::Reconfigured) => self.stop(cease::OTHER_CONFIGURATION_CHANGE, out),
             (_, E::AdminShutdown(data)) => self.admin_shutdown(data, out),
             (S::Idle, E::ManualStart | E::AutomaticStart) => {
                 if self.cfg.passive {
@@ -354,9 +385,9 @@ impl Fsm {
                 }
                 let reason = if n.code == code::OPEN && n.subcode == self.cfg.color_mismatch_subcode
                 {
-                    format!("received NOTIFICATION {n}: session color mismatch")
+                    format!("{RECEIVED} {n}: session color mismatch")
                 } else {
-                    format!("received NOTIFICATION {n}")
+                    format!("{RECEIVED} {n}")
                 };
                 self.end(now, reason, out);
             }
@@ -587,7 +618,7 @@ impl Fsm {
 
     /// Ends the session with a NOTIFICATION of ours.
     fn fail(&mut self, now: Duration, e: MsgError, out: &mut Vec<Action>) {
-        let reason = format!("sent NOTIFICATION {}: {}", e.notification, e.reason);
+        let reason = format!("{SENT} {}: {}", e.notification, e.reason);
         self.send_notification(e.notification, out);
         self.end(now, reason, out);
     }
@@ -653,12 +684,11 @@ impl Fsm {
         self.hold = 0;
     }
 
-    /// ManualStop: Cease / Administrative Shutdown, release everything, Idle.
-    fn stop(&mut self, out: &mut Vec<Action>) {
-        self.send_notification(
-            Notification::new(code::CEASE, cease::ADMINISTRATIVE_SHUTDOWN),
-            out,
-        );
+    /// ManualStop (Cease / Administrative Shutdown), Deconfigured (Cease / Peer
+    /// De-configured) or Reconfigured (Cease / Other Configuration Change): release
+    /// everything, Idle, the task ends.
+    fn stop(&mut self, subcode: u8, out: &mut Vec<Action>) {
+        self.send_notification(Notification::new(code::CEASE, subcode), out);
         self.release(out);
         out.push(Action::Stop);
     }

@@ -8,13 +8,22 @@ use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use tokio::net::{TcpListener, TcpStream};
 
-/// Session protections of one neighbor.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// Session protections of one neighbor. Its `Debug` hides the MD5 key (logs).
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Protection {
     /// RFC 5082 for single-hop eBGP.
     pub gtsm: bool,
     /// RFC 2385 key (at most 80 octets).
     pub md5_key: Option<String>,
+}
+
+impl std::fmt::Debug for Protection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Protection")
+            .field("gtsm", &self.gtsm)
+            .field("md5_key", &self.md5_key.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// Linux `struct tcp_md5sig` (include/uapi/linux/tcp.h).
@@ -90,17 +99,38 @@ pub fn set_gtsm(socket: &impl AsRawFd, v6: bool) -> io::Result<()> {
     }
 }
 
-/// Connects to `peer`, with the protections applied before the SYN leaves.
+/// `addr` with the zone (scope id) of `interface` when it is an IPv6 link-local address
+/// (fe80::/10): the kernel refuses to connect to or bind one without it (EINVAL). Other
+/// addresses come back as they are; so does a link-local one when `interface` is `None`
+/// or does not exist (the kernel's refusal is then the error reported).
+pub fn zoned(addr: SocketAddr, interface: Option<&str>) -> SocketAddr {
+    let SocketAddr::V6(mut v6) = addr else {
+        return addr;
+    };
+    let Some(name) = interface.filter(|_| v6.ip().is_unicast_link_local()) else {
+        return addr;
+    };
+    let Ok(name) = std::ffi::CString::new(name) else {
+        return addr;
+    };
+    // SAFETY: if_nametoindex reads the NUL-terminated string `name` owns.
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    v6.set_scope_id(index);
+    SocketAddr::V6(v6)
+}
+
+/// Connects to `peer` (from `local`, when given), with the protections applied before the
+/// SYN leaves. Link-local addresses must carry their zone ([`zoned`]).
 pub async fn connect(
     peer: SocketAddr,
-    local: Option<IpAddr>,
+    local: Option<SocketAddr>,
     protection: &Protection,
 ) -> io::Result<TcpStream> {
     let socket = Socket::new(Domain::for_address(peer), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_nonblocking(true)?;
     socket.set_tcp_nodelay(true)?;
     if let Some(local) = local {
-        socket.bind(&SocketAddr::new(local, 0).into())?;
+        socket.bind(&local.into())?;
     }
     if protection.gtsm {
         set_gtsm(&socket, peer.is_ipv6())?;
@@ -124,4 +154,26 @@ pub fn listen(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(128)?;
     TcpListener::from_std(socket.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn link_local_addresses_take_their_interface_as_zone() {
+        let at = |s: &str| -> SocketAddr { s.parse().expect("address") };
+        // `lo` is interface 1 in every network namespace.
+        assert_eq!(
+            zoned(at("[fe80::2]:179"), Some("lo")),
+            at("[fe80::2%1]:179")
+        );
+        assert_eq!(zoned(at("[fe80::2]:179"), None), at("[fe80::2]:179"));
+        assert_eq!(
+            zoned(at("[fe80::2]:179"), Some("nosuch0")),
+            at("[fe80::2]:179")
+        );
+        assert_eq!(zoned(at("[fd00::2]:179"), Some("lo")), at("[fd00::2]:179"));
+        assert_eq!(zoned(at("10.0.0.2:179"), Some("lo")), at("10.0.0.2:179"));
+    }
 }

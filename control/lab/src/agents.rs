@@ -93,6 +93,7 @@ pub fn agent_config(
     let mut config = AgentConfig::new(node.name.clone(), node.router_id, node.asn);
     config.management.socket = socket.to_path_buf();
     config.fare.mode = mode;
+    config.fare.parallel_links = plan.options.parallel_links;
     // The BGP-computed groups take the lab's split too (the static ones carry it each).
     config.fare.group_mode = group_mode;
     config.fare.role = role(&node.role);

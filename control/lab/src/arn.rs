@@ -120,8 +120,13 @@ mod tests {
         .unwrap();
         let topo = fare_model::topology::parse(Path::new("arn-spine-leaf.yaml"), &text).unwrap();
         let p = plan(&topo, "t", &Options::default()).unwrap();
-        let groups =
-            crate::model_check::ideal_groups(&topo, fare_model::bandwidth::Mode::Draft, None, &[]);
+        let groups = crate::model_check::ideal_groups(
+            &topo,
+            fare_model::bandwidth::Mode::Draft,
+            Default::default(),
+            None,
+            &[],
+        );
         let paths = paths(&p, &groups);
         // leaf1 and the spines reach leaf2's prefix over links into leaf2 (10.0.0.2) ...
         assert!(paths["10.0.0.2"].contains("198.51.100.0/24"));

@@ -83,6 +83,7 @@ pub type Splits = BTreeMap<String, BTreeMap<IpNet, Split>>;
 pub fn ideal_groups(
     topo: &Topology,
     mode: fare_model::bandwidth::Mode,
+    parallel: fare_model::parallel::ParallelLinks,
     max_group_size: Option<u32>,
     changes: &[sim::Change],
 ) -> Vec<sim::RouteGroup> {
@@ -93,6 +94,7 @@ pub fn ideal_groups(
     }
     let options = sim::Options {
         mode,
+        parallel,
         max_group_size,
         threads: 1,
         ..Default::default()
@@ -142,6 +144,7 @@ pub fn expected_groups(state: &LabState) -> Result<Vec<sim::RouteGroup>, LabErro
     Ok(ideal_groups(
         &topo,
         state.mode,
+        state.plan.options.parallel_links,
         None,
         &sim_changes(&state.changes),
     ))

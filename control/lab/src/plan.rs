@@ -115,6 +115,10 @@ pub struct Options {
     /// fare.p4's compiled outputs for `target: bmv2` nodes (None: found by `lab up`).
     #[serde(default)]
     pub p4_build: Option<std::path::PathBuf>,
+    /// The agents' `fare.parallel_links` and the model's: per node or per session over
+    /// parallel links.
+    #[serde(default)]
+    pub parallel_links: fare_model::parallel::ParallelLinks,
 }
 
 impl Default for Options {
@@ -130,6 +134,7 @@ impl Default for Options {
             backend: Backend::Netns,
             arn: Some(LabArn::default()),
             p4_build: None,
+            parallel_links: Default::default(),
         }
     }
 }

@@ -67,7 +67,14 @@ pub fn up(req: &UpRequest) -> Result<UpReport, LabError> {
     if dir.state_file().exists() || !existing.is_empty() {
         return Err(LabError::AlreadyUp(req.lab.clone()));
     }
-    let groups = super::model_check::ideal_groups(&req.topology, req.mode, req.max_group_size, &[]);
+    let parallel = req.options.parallel_links;
+    let groups = super::model_check::ideal_groups(
+        &req.topology,
+        req.mode,
+        parallel,
+        req.max_group_size,
+        &[],
+    );
     let configs = agents::render_configs(&plan, &dir, &groups, req.mode).map_err(|e| match e {
         agents::AgentsError::Refused { .. } => {
             LabError::Input(format!("--split {}: {e}", plan.options.split.name()))

@@ -22,6 +22,7 @@ pub mod bgp_ids;
 pub mod forwarding;
 pub mod link_bandwidth;
 pub mod mpson;
+pub mod parallel;
 pub mod resilient;
 pub mod rng;
 pub mod sim;

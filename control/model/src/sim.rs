@@ -27,8 +27,11 @@ pub mod explain;
 #[cfg(test)]
 mod frr_tests;
 pub mod incremental;
+#[cfg(test)]
+mod parallel_tests;
 
 use crate::bandwidth::{self, DraftOptions, Encoding, Mode, Received, Rule, Spread};
+use crate::parallel::{self, ParallelLinks};
 use crate::topology::{LinkId, NodeId, Role, Topology};
 use crate::{link_bandwidth, wcmp};
 use ipnet::IpNet;
@@ -42,6 +45,9 @@ pub struct Options {
     /// Sum of weights per group at most this (ASIC table limit).
     pub max_group_size: Option<u32>,
     pub draft: DraftOptions,
+    /// Per node or per session where a node reaches a neighbor over parallel links
+    /// ([`crate::parallel`]).
+    pub parallel: ParallelLinks,
     /// The wire encoding of the Path Bandwidth value: every advertised value is rounded
     /// through it, hop by hop, as the speakers do, and ratios are reduced with its
     /// tolerance.
@@ -690,6 +696,8 @@ struct Worker<'a> {
     scratch: Vec<M>,
     interner: Interner,
     routes: Vec<Received>,
+    /// Per route of `routes`, the neighbor it came from (parallel links share one).
+    route_nodes: Vec<u64>,
     key: GroupKey,
     /// Per node, the shared ASes on its best paths.
     as_bits: aspath::Bits,
@@ -720,6 +728,7 @@ impl<'a> Worker<'a> {
             scratch: Vec::new(),
             interner: Interner::default(),
             routes: Vec::new(),
+            route_nodes: Vec::new(),
             key: Vec::new(),
             as_bits: aspath::Bits::new(&ctx.shared, n),
             trace: None,
@@ -932,6 +941,7 @@ impl<'a> Worker<'a> {
         let mode = ctx.options.mode;
         let wire = ctx.options.encoding;
         self.routes.clear();
+        self.route_nodes.clear();
         let mut key = std::mem::take(&mut self.key);
         key.clear();
         let mut from_below = false;
@@ -963,6 +973,7 @@ impl<'a> Worker<'a> {
                 path_gbps: path,
                 link_value_gbps: opt(self.link_value[m]),
             });
+            self.route_nodes.push(m as u64);
             key.push((m as u32, nth, 0));
         }
         if self.routes.is_empty() {
@@ -970,7 +981,17 @@ impl<'a> Worker<'a> {
             return NONE;
         }
         let rule = Rule::for_node(ctx.roles[n], from_above && !from_below);
-        let spread = bandwidth::route_bandwidths(mode, rule, &self.routes);
+        let setting = ctx.options.parallel;
+        let nodes = &self.route_nodes;
+        // The per-member record only for `explain`; the spread is the same either way.
+        let shares = self
+            .trace
+            .as_ref()
+            .and_then(|_| parallel::shares(setting, mode, rule, &self.routes, nodes));
+        let spread = match &shares {
+            Some(s) => Spread::Weighted(s.iter().map(|s| s.gbps).collect()),
+            None => parallel::spread(setting, mode, rule, &self.routes, nodes),
+        };
         let mut advertised = bandwidth::Advertised::default();
         for (i, k) in key.iter_mut().enumerate() {
             k.2 = spread.bandwidth(i, &self.routes).to_bits();
@@ -999,7 +1020,8 @@ impl<'a> Worker<'a> {
             }
         }
         if let Some(trace) = &mut self.trace {
-            explain::record_group(trace, n, rule, &self.routes, &spread, advertised);
+            let shares = shares.as_deref();
+            explain::record_group(trace, n, rule, &self.routes, &spread, shares, advertised);
         }
         let ecmp = spread == Spread::Equal;
         key.push((ECMP_SENTINEL, if ecmp { ECMP } else { 0 }, 0));
@@ -1079,7 +1101,8 @@ impl<'a> Worker<'a> {
                 path_gbps: opt(passed),
                 link_value_gbps: None,
             };
-            explain::record_group(trace, n, Rule::Normal, &self.routes, &spread, advertised);
+            let (rule, routes) = (Rule::Normal, &self.routes);
+            explain::record_group(trace, n, rule, routes, &spread, None, advertised);
         }
         let flags = FRR | if ucmp { 0 } else { ECMP };
         key.push((ECMP_SENTINEL, flags, 0));
@@ -1224,14 +1247,22 @@ links:
     }
 
     #[test]
-    fn white_paper_asymmetric_draft_sees_no_difference() {
-        // Draft: every spine advertises its full sum (150, 200), each min'ed with a 100G
-        // link at Leaf 2: 1:1:1:1. This is where the two modes differ.
+    fn white_paper_asymmetric_draft_per_node_and_per_session() {
+        // Draft, per session (the draft before -05): every spine advertises its full sum
+        // (150, 200), each min'ed with a 100G link at Leaf 2: 1:1:1:1. Per node (-05, the
+        // default): Spine 1 counts once, min(200, 150) = 150 over its two links, 3:3:4:4.
         let t = topo(ASYMMETRIC);
-        let s = solve(&t, &Options::default());
-        let g = s.group("Leaf2", "192.0.2.0/24".parse().unwrap()).unwrap();
-        let w: Vec<u32> = g.members.iter().map(|m| m.weight).collect();
-        assert_eq!(w, [1, 1, 1, 1]);
+        let p = "192.0.2.0/24".parse().unwrap();
+        let session = Options {
+            parallel: ParallelLinks::Session,
+            ..Default::default()
+        };
+        for (opts, want) in [(session, [1, 1, 1, 1]), (Options::default(), [3, 3, 4, 4])] {
+            let s = solve(&t, &opts);
+            let g = s.group("Leaf2", p).unwrap();
+            let w: Vec<u32> = g.members.iter().map(|m| m.weight).collect();
+            assert_eq!(w, want);
+        }
     }
 
     #[test]
@@ -1536,12 +1567,23 @@ links:
     }
 
     proptest::proptest! {
-        /// Draft mode on a 3-stage fabric, checked against the rule written out directly:
-        /// a leaf's member via spine S over link k has bandwidth min(link k, sum of S's
-        /// links to the origin leaf), and groups respect the size limit.
+        /// Draft mode on a 3-stage fabric with parallel links of unequal capacities,
+        /// checked against the rule written out directly, in each parallel-links setting:
+        /// spine S advertises A = the sum of its links to the origin leaf; a leaf's member
+        /// via S over link k has, per session, min(link k, A); per node, with P = the sum
+        /// of S's links to the leaf, min(P, A) / (number of those links) (even) or
+        /// min(P, A) x link k / P (proportional). Groups respect the size limit.
         #[test]
-        fn draft_clos3_matches_the_rule(t in random_clos3(), limit in proptest::option::of(1u32..20)) {
-            let s = solve(&t, &Options { max_group_size: limit, ..Default::default() });
+        fn draft_clos3_matches_the_rule(
+            t in random_clos3(),
+            limit in proptest::option::of(1u32..20),
+            setting in proptest::sample::select(vec![
+                ParallelLinks::NodeEven,
+                ParallelLinks::NodeProportional,
+                ParallelLinks::Session,
+            ]),
+        ) {
+            let s = solve(&t, &Options { max_group_size: limit, parallel: setting, ..Default::default() });
             let sum_to = |sp: NodeId, leaf: NodeId| -> f64 {
                 t.links_between(sp, leaf).map(|l| t.links[l].gbps).sum()
             };
@@ -1557,8 +1599,18 @@ links:
                     for m in &g.members {
                         let via = t.node_id(&m.via).unwrap();
                         let link = t.links.iter().find(|l| l.name == m.link).unwrap();
-                        let expect = link.gbps.min(sum_to(via, origin));
-                        proptest::prop_assert_eq!(m.bandwidth_gbps, expect);
+                        let advertised = sum_to(via, origin);
+                        let parallel = sum_to(via, node);
+                        let count = t.links_between(via, node).count() as f64;
+                        let expect = match setting {
+                            ParallelLinks::Session => link.gbps.min(advertised),
+                            ParallelLinks::NodeEven => parallel.min(advertised) / count,
+                            ParallelLinks::NodeProportional => {
+                                parallel.min(advertised) * link.gbps / parallel
+                            }
+                        };
+                        let close = (m.bandwidth_gbps - expect).abs() <= 1e-9 * expect;
+                        proptest::prop_assert!(close, "{} vs {}", m.bandwidth_gbps, expect);
                     }
                     // Every spine linked to both leaves appears, once per parallel link.
                     let expect_members: usize = (0..t.nodes.len())

@@ -63,13 +63,79 @@ pub fn parse<T: DeserializeOwned>(path: &Path, text: &str) -> Result<T, FileErro
             Some(i) => msg[..i].to_string(),
             None => msg,
         };
+        // serde reports a duplicate key where the mapping starts (often 1:1): point at
+        // the second occurrence of the key instead.
+        let duplicate = duplicated_field(&msg).and_then(|key| duplicate_key_at(text, key));
+        let (line, column) = match duplicate {
+            Some((line, column)) => (Some(line), Some(column)),
+            None => (
+                loc.as_ref().map(|l| l.line()),
+                loc.as_ref().map(|l| l.column()),
+            ),
+        };
         FileError {
             path: path.to_path_buf(),
-            line: loc.as_ref().map(|l| l.line()),
-            column: loc.as_ref().map(|l| l.column()),
+            line,
+            column,
             problem: msg,
         }
     })
+}
+
+/// `name` of serde's "duplicate field `name`" message.
+fn duplicated_field(msg: &str) -> Option<&str> {
+    let rest = msg.split("duplicate field `").nth(1)?;
+    rest.split('`').next()
+}
+
+/// The key of a block-mapping line (`key: value`, `key:`), its column (0-based) and
+/// whether the line starts a sequence item (`- key: value`).
+fn block_key(line: &str) -> Option<(&str, usize, bool)> {
+    let trimmed = line.trim_start();
+    let mut column = line.len() - trimmed.len();
+    let mut rest = trimmed;
+    let mut item = false;
+    while let Some(after) = rest.strip_prefix("- ") {
+        let after_trimmed = after.trim_start();
+        column += rest.len() - after_trimmed.len();
+        rest = after_trimmed;
+        item = true;
+    }
+    if rest.starts_with('#') || rest.starts_with('{') || rest.starts_with('[') {
+        return None;
+    }
+    let colon = rest
+        .find(": ")
+        .or_else(|| rest.ends_with(':').then(|| rest.len() - 1))?;
+    let key = rest[..colon].trim_matches(|c| c == '"' || c == '\'');
+    (!key.is_empty() && !key.contains(' ')).then_some((key, column, item))
+}
+
+/// Line and column (1-based) of the first repetition of `key` in one block mapping of
+/// `text`: the place a "duplicate field" error is about.
+pub fn duplicate_key_at(text: &str, key: &str) -> Option<(usize, usize)> {
+    // The mappings open at this point: (column of their keys, keys seen).
+    let mut open: Vec<(usize, Vec<&str>)> = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let Some((k, column, item)) = block_key(line) else {
+            continue;
+        };
+        while open
+            .last()
+            .is_some_and(|(c, _)| *c > column || (item && *c == column))
+        {
+            open.pop();
+        }
+        if open.last().is_none_or(|(c, _)| *c != column) {
+            open.push((column, Vec::new()));
+        }
+        let keys = &mut open.last_mut()?.1;
+        if keys.contains(&k) && k == key {
+            return Some((i + 1, column + 1));
+        }
+        keys.push(k);
+    }
+    None
 }
 
 /// The 1-based line of the first line of `text` at or after `from_line` that contains
@@ -162,6 +228,40 @@ mod tests {
         assert!(s.starts_with("x.yaml:2:"), "{s}");
         assert!(s.contains("unknown field `b`"), "{s}");
         assert!(!s.contains('\n'));
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Outer {
+        name: String,
+        items: Vec<Item>,
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Item {
+        a: u32,
+        #[serde(default)]
+        b: u32,
+    }
+
+    /// A repeated key is reported at its second occurrence, not where its mapping starts.
+    #[test]
+    fn duplicate_key_at_its_own_line() {
+        let err = parse::<T>(Path::new("x.yaml"), "# c\na: 1\n\na: 2\n").unwrap_err();
+        assert_eq!((err.line, err.column), (Some(4), Some(1)), "{err}");
+        assert!(err.problem.contains("duplicate field `a`"), "{err}");
+        // In the second item of a sequence; `a` in the first item is not a repeat.
+        let text = "name: x\nitems:\n  - a: 1\n    b: 2\n  - a: 3\n    b: 4\n    a: 5\n";
+        let err = parse::<Outer>(Path::new("x.yaml"), text).unwrap_err();
+        assert_eq!((err.line, err.column), (Some(7), Some(5)), "{err}");
+        assert_eq!(err.to_string().split(':').nth(1), Some("7"), "{err}");
+        // At the top level after a nested mapping with the same key.
+        let text = "items:\n- a: 1\nname: x\nname: y\n";
+        let err = parse::<Outer>(Path::new("x.yaml"), text).unwrap_err();
+        assert_eq!((err.line, err.column), (Some(4), Some(1)), "{err}");
     }
 
     #[test]

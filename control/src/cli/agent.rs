@@ -1,21 +1,28 @@
 //! `fare agent --config FILE`: runs the per-node agent until SIGTERM/SIGINT.
 
+use super::conn::Conn;
+use super::InputError;
 use anyhow::Context;
-use fare_agent::{self, config::AgentConfig};
 use std::path::PathBuf;
 
-#[derive(clap::Args, Debug)]
-#[command(
-    long_about = "Runs the per-node agent: programs the data plane backend \
+/// The long description of `fare agent --help` and of its manual page (set on the
+/// subcommand: a doc comment there would replace one set here).
+pub const LONG_ABOUT: &str = "Runs the per-node agent: programs the data plane backend \
 (`dataplane.kind`: xdp, kernel, p4runtime or none) with the `static:` groups and the groups \
 computed from BGP, and serves the management API on `management.socket` (see `fare show`). \
-SIGTERM or SIGINT stops the agent and leaves the data plane forwarding. SIGHUP re-reads \
-the configuration file and applies changed neighbor `bandwidth_gbps` at once (other changed \
-keys are logged: they need a restart). A bad configuration \
-exits with code 2 and one line naming the file, line and problem."
-)]
+SIGTERM or SIGINT stops the agent and leaves the data plane forwarding. SIGHUP (or `fare reload`) re-reads \
+the configuration file and applies at once the neighbors added, removed or changed (a \
+changed session parameter resets that session only), their `bandwidth_gbps`, the \
+`prefixes`, the session timers and `fare.group_mode`, without resetting another session \
+(other changed keys are logged and listed by `fare show config`: they need a restart). A \
+bad configuration exits with code 2 and one line naming the file, line and problem; \
+`--check` does not look at the host, the start does (a missing interface of a link-local \
+neighbor, or of the kernel data plane, exits with code 1 and one line). `--socket PATH` on \
+this command line serves the management API on PATH instead of `management.socket`.";
+
+#[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Agent configuration file (YAML; every key: docs/configuration.md).
+    /// Agent configuration file (YAML; its keys: fare.yaml(5)).
     #[arg(long, short)]
     pub config: PathBuf,
     /// Only load and check the configuration, then exit.
@@ -26,26 +33,65 @@ pub struct Args {
     pub json: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    let config = AgentConfig::load(&args.config)?;
+/// What the global options mean to `fare agent`: `--socket` on its command line serves
+/// the management API there instead of `management.socket`; the client-only options
+/// (`--address`, `--tls-*`) are refused rather than ignored. Environment variables
+/// (`FARE_SOCKET`, `FARE_ADDRESS`) are for clients and not read by the agent.
+#[derive(Debug, Default)]
+pub struct Flags {
+    pub socket: Option<PathBuf>,
+}
+
+pub fn flags(matches: &clap::ArgMatches, conn: &Conn) -> anyhow::Result<Flags> {
+    let given = |id: &str| {
+        matches!(
+            matches.value_source(id),
+            Some(clap::parser::ValueSource::CommandLine)
+        )
+    };
+    for (id, flag) in [
+        ("address", "--address"),
+        ("tls_cert", "--tls-cert"),
+        ("tls_key", "--tls-key"),
+        ("tls_ca", "--tls-ca"),
+    ] {
+        if given(id) {
+            return Err(InputError(format!(
+                "fare agent: {flag} is an option of the management API's clients; the agent's \
+                 TCP listener is management.address and management.tls in its configuration"
+            ))
+            .into());
+        }
+    }
+    Ok(Flags {
+        socket: given("socket").then(|| conn.socket.clone()),
+    })
+}
+
+pub fn run(args: Args, flags: Flags) -> anyhow::Result<()> {
+    let source = fare_agent::reload::Source {
+        path: args.config.clone(),
+        socket: flags.socket,
+    };
+    let config = source.load()?;
     if args.check && args.json {
         let v = serde_json::json!({"file": args.config.display().to_string(), "ok": true,
             "neighbors": config.neighbors.len(), "static_groups": config.static_groups.len(),
             "dataplane": config.dataplane.kind()});
-        println!("{v}");
+        crate::outln!("{v}")?;
         return Ok(());
     }
     if args.check {
-        println!(
+        crate::outln!(
             "{}: ok ({} neighbors, {} static groups, data plane {})",
             args.config.display(),
             config.neighbors.len(),
             config.static_groups.len(),
             config.dataplane.kind()
-        );
+        )?;
         return Ok(());
     }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(fare_agent::run(config, Some(args.config.clone())))?;
+    runtime.block_on(fare_agent::run(config, Some(source)))?;
     Ok(())
 }

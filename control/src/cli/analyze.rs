@@ -10,18 +10,19 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
 
-#[derive(clap::Args, Debug)]
-#[command(
-    long_about = "Takes every link (all parallel links between two nodes), every node and, on \
+/// The long description of `fare analyze --help` and of its manual page (set on the
+/// subcommand: a doc comment there would replace one set here).
+pub const LONG_ABOUT: &str = "Takes every link (all parallel links between two nodes), every node and, on \
 multi-plane fabrics, every plane down in turn (and with --n2, pairs of link and node failures \
 drawn with a seed), and reports for each what `fare weights --fail` would show: the groups that \
 change, the groups left without a route, the worst oversubscription per destination (demand at \
 the ideal split over capacity), the change of stranded capacity, the groups a data plane limit \
-reduces and the groups left with one path. Ranked worst first; see docs/analyze.md.\n\n\
-Example: fare analyze topologies/whitepaper-asymmetric.yaml --mode averaged --top 5"
-)]
+reduces and the groups left with one path. Ranked worst first; see analyze.md in the documentation.\n\n\
+Example: fare analyze topologies/whitepaper-asymmetric.yaml --mode averaged --top 5";
+
+#[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Topology YAML file (see topologies/).
+    /// Topology YAML file (its format: configuration.md in the documentation).
     pub topology: PathBuf,
     /// How the model computes, as for `fare weights` (--fail/--degrade refused: the
     /// sweep fails every element itself).
@@ -118,8 +119,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::write(path, super::analyze_html::page(&summary, shown))
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    // Rendered whole, then written: a failed write is an OutputError (see cli::main).
+    let mut out = Vec::new();
     if args.json {
         let v = serde_json::json!({"summary": summary, "failures": shown});
         serde_json::to_writer(&mut out, &v)?;
@@ -127,7 +128,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         write_text(&mut out, &summary, shown)?;
     }
-    out.flush()?;
+    super::write_out(&out)?;
     Ok(())
 }
 

@@ -297,27 +297,28 @@ fn monitor(args: MonitorArgs) -> Result<()> {
         let printer = async {
             while let Some(e) = sent_rx.recv().await {
                 if args.json {
-                    println!("{}", serde_json::to_string(&e).unwrap_or_default());
+                    crate::outln!("{}", serde_json::to_string(&e).unwrap_or_default())?;
                 } else {
-                    println!(
+                    crate::outln!(
                         "{:>10} us {} {}{} backlog {} B",
                         e.t_us,
                         e.interface,
                         e.message,
                         if e.refresh { " (refresh)" } else { "" },
                         e.backlog_bytes
-                    );
+                    )?;
                 }
             }
+            Ok::<(), super::OutputError>(())
         };
-        tokio::select! {
-            _ = stop_after(args.duration_ms) => {}
-            _ = printer => {}
-        }
+        let printed = tokio::select! {
+            _ = stop_after(args.duration_ms) => Ok(()),
+            r = printer => r,
+        };
         stop.store(true, std::sync::atomic::Ordering::Relaxed);
         let _ = thread.join();
         sender.abort();
-        Ok(())
+        Ok(printed?)
     })
 }
 
@@ -351,31 +352,34 @@ fn listen(args: ListenArgs) -> Result<()> {
             let mut n = 0u64;
             while let Some(e) = rx.recv().await {
                 if json {
-                    println!("{}", serde_json::to_string(&e).unwrap_or_default());
+                    crate::outln!("{}", serde_json::to_string(&e).unwrap_or_default())?;
                 } else {
                     match (&e.message, &e.dropped) {
-                        (Some(m), _) => println!(
+                        (Some(m), _) => crate::outln!(
                             "from {} ttl {:?}: accepted {}",
                             e.from,
                             e.ttl,
                             serde_json::to_string(m).unwrap_or_default()
-                        ),
+                        )?,
                         (None, Some(why)) => {
-                            println!("from {} ttl {:?}: dropped: {why}", e.from, e.ttl)
+                            crate::outln!("from {} ttl {:?}: dropped: {why}", e.from, e.ttl)?
                         }
                         _ => {}
                     }
                 }
                 n += 1;
                 if count.is_some_and(|c| n >= c) {
-                    return;
+                    break;
                 }
             }
+            Ok::<(), super::OutputError>(())
         };
+        // A closed or full standard output stops the receiver like --count does.
+        let mut printed = Ok(());
         let stop = async {
             tokio::select! {
                 _ = stop_after(args.duration_ms) => {}
-                _ = printer => {}
+                r = printer => printed = r,
             }
         };
         receiver::run(
@@ -387,11 +391,12 @@ fn listen(args: ListenArgs) -> Result<()> {
             stop,
         )
         .await;
+        printed?;
         let snapshot = counters.snapshot();
         if args.json {
-            println!("{}", serde_json::json!({ "counters": snapshot }));
+            crate::outln!("{}", serde_json::json!({ "counters": snapshot }))?;
         } else {
-            println!("counters: {}", serde_json::to_string(&snapshot)?);
+            crate::outln!("counters: {}", serde_json::to_string(&snapshot)?)?;
         }
         Ok(())
     })
@@ -433,9 +438,9 @@ pub fn parse_hex(words: &[String]) -> Result<Vec<u8>, InputError> {
 
 fn print(msg: &ArnMessage, json: bool) -> Result<()> {
     if json {
-        println!("{}", serde_json::to_string(&ArnJson::from(msg))?);
+        crate::outln!("{}", serde_json::to_string(&ArnJson::from(msg))?)?;
     } else {
-        println!("{msg}");
+        crate::outln!("{msg}")?;
     }
     Ok(())
 }
@@ -466,7 +471,7 @@ fn decode_pcap(path: &Path, port: u16, json: bool) -> Result<()> {
                 if json {
                     print(&msg, true)?;
                 } else {
-                    println!("packet {} from {}: {msg}", arn.packet, arn.source);
+                    crate::outln!("packet {} from {}: {msg}", arn.packet, arn.source)?;
                 }
             }
             Err(e) => {
@@ -597,9 +602,9 @@ fn send(args: SendArgs) -> Result<()> {
     })?;
     if args.hex {
         if args.json {
-            println!("{}", serde_json::json!({"hex": to_hex(&bytes)}));
+            crate::outln!("{}", serde_json::json!({"hex": to_hex(&bytes)}))?;
         } else {
-            println!("{}", to_hex(&bytes));
+            crate::outln!("{}", to_hex(&bytes))?;
         }
         return Ok(());
     }
@@ -630,11 +635,11 @@ fn send(args: SendArgs) -> Result<()> {
         if args.json {
             let v = serde_json::json!({"to": to.to_string(), "count": args.count,
                 "octets": bytes.len(), "hex": to_hex(&bytes)});
-            println!("{v}");
+            crate::outln!("{v}")?;
         } else if args.raw.is_some() {
-            println!("sent {} x {} raw octets to {to}", args.count, bytes.len());
+            crate::outln!("sent {} x {} raw octets to {to}", args.count, bytes.len())?;
         } else {
-            println!("sent {} x {msg} to {to}", args.count);
+            crate::outln!("sent {} x {msg} to {to}", args.count)?;
         }
         Ok(())
     })

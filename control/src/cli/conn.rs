@@ -84,6 +84,6 @@ pub fn status_error(s: tonic::Status) -> anyhow::Error {
 
 /// JSON, pretty, with a final newline.
 pub fn print_json(v: &serde_json::Value) -> anyhow::Result<()> {
-    println!("{}", serde_json::to_string_pretty(v)?);
+    crate::outln!("{}", serde_json::to_string_pretty(v)?)?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 use super::InputError;
 use fare_model::bandwidth::{DraftOptions, Encoding, Mode};
+use fare_model::parallel::ParallelLinks;
 use fare_model::sim::explain::{self, Explanation, Hop, HopRoute, HopRule, WireValue};
 use fare_model::sim::{self};
 use fare_model::topology;
@@ -10,17 +11,19 @@ use ipnet::IpNet;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-#[derive(clap::Args, Debug)]
-#[command(
-    long_about = "Explains one group of the model: per member, the paths to the origin; per node \
+/// The long description of `fare explain --help` and of its manual page (set on the
+/// subcommand: a doc comment there would replace one set here).
+pub const LONG_ABOUT: &str =
+    "Explains one group of the model: per member, the paths to the origin; per node \
 on them, the routes it received (link, the value as sent, the 16 bits on the wire, decoded and \
 rounded), the rule it applied (min/sum, super-spine pass-through, the remote spine's link value, \
 averaged sum / N) and what it advertised; then the ratio reduction within the encoding's \
 tolerance and the data plane limit's reduction with its oversubscription (delta).\n\n\
-Example: fare explain topologies/draft-fig1.yaml L8 10.0.1.0/24 --degrade S4-L1=75"
-)]
+Example: fare explain topologies/draft-fig1.yaml L8 10.0.1.0/24 --degrade S4-L1=75";
+
+#[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Topology YAML file (see topologies/).
+    /// Topology YAML file (its format: configuration.md in the documentation).
     pub topology: PathBuf,
     /// The node whose group is explained.
     pub node: String,
@@ -64,6 +67,12 @@ pub struct ModelArgs {
     /// of a binary32, for older speakers).
     #[arg(long, value_enum)]
     pub encoding: Option<Encoding>,
+    /// Several links between two switches (one session each): `node-proportional` (the
+    /// default) or `node-even` compute path bandwidth per node, min(aggregate of the links,
+    /// the advertised value), as draft-xu-idr-fare-05 requires, split in proportion to the
+    /// links or evenly; `session` applies min(link, advertised) per session (older text).
+    #[arg(long, value_enum)]
+    pub parallel_links: Option<ParallelLinks>,
 }
 
 impl ModelArgs {
@@ -76,6 +85,7 @@ impl ModelArgs {
                 remote_spine_update: self.remote_spine_update,
             },
             encoding: self.encoding.unwrap_or_default(),
+            parallel: self.parallel_links.unwrap_or_default(),
             threads: 1,
             no_stub_sharing: false,
         }
@@ -101,16 +111,13 @@ pub fn model_explanation(
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    use std::io::Write;
     let e = model_explanation(&args.topology, &args.model, &args.node, args.prefix)?;
     let out = if args.json {
         serde_json::to_string_pretty(&e)? + "\n"
     } else {
         text(&e)
     };
-    let mut stdout = std::io::stdout().lock();
-    stdout.write_all(out.as_bytes())?;
-    stdout.flush()?;
+    super::write_out(out.as_bytes())?;
     Ok(())
 }
 
@@ -151,6 +158,17 @@ fn route_line(r: &HopRoute) -> String {
     }
     if let Some(lv) = &r.link_value {
         let _ = write!(s, "; link value {}", wire(lv));
+    }
+    if let Some(p) = &r.parallel {
+        let _ = write!(
+            s,
+            "; per node over {} links: min(aggregate {}, advertised {}) = {}, this link's share {}",
+            p.links,
+            gbps(p.aggregate_gbps),
+            gbps(p.advertised_gbps),
+            gbps(p.node_gbps),
+            gbps(p.gbps)
+        );
     }
     let _ = write!(s, "; bandwidth {}", gbps(r.bandwidth_gbps));
     s
@@ -197,9 +215,11 @@ pub fn text(e: &Explanation) -> String {
         Encoding::Float32Upper16 => "float32-upper16",
     };
     let mut s = format!(
-        "{} {}: {mode} mode, {encoding} encoding, originated by {}\n",
+        "{} {}: {mode} mode, {encoding} encoding, parallel links {} ({}), originated by {}\n",
         e.node,
         e.prefix,
+        e.parallel_links.name(),
+        parallel_rule(e.parallel_links),
         e.origins.join(", ")
     );
     s += "members:\n";
@@ -232,6 +252,17 @@ pub fn text(e: &Explanation) -> String {
         }
     }
     s + &reduction_text(e)
+}
+
+/// Which text the parallel-links setting follows, as `fare explain` names it.
+pub fn parallel_rule(p: ParallelLinks) -> &'static str {
+    match p {
+        ParallelLinks::NodeEven => "per node, split evenly: draft-xu-idr-fare-05",
+        ParallelLinks::NodeProportional => {
+            "per node, split in proportion to the links: draft-xu-idr-fare-05"
+        }
+        ParallelLinks::Session => "per session: draft-xu-idr-fare-04 and earlier",
+    }
 }
 
 fn ratio(w: &[u32]) -> String {

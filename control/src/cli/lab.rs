@@ -4,6 +4,7 @@ use super::InputError;
 use fare_lab::plan::{self, Backend, DataplaneKind, Routing, SplitMode};
 use fare_lab::{down, faults, gen, report, restart, state::StateDir, traffic, up};
 use fare_model::bandwidth::Mode;
+use fare_model::parallel::ParallelLinks;
 use fare_model::topology;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -53,7 +54,7 @@ Example: fare lab up topologies/draft-fig1.yaml --routing bgp --dataplane kernel
 
 #[derive(clap::Args, Debug)]
 pub struct UpArgs {
-    /// Topology YAML file (see topologies/).
+    /// Topology YAML file (its format: configuration.md in the documentation).
     pub topology: PathBuf,
     /// Lab name (letters, digits, `_`; at most 12): defaults to the topology name.
     #[arg(long)]
@@ -77,6 +78,11 @@ pub struct UpArgs {
     /// Path bandwidth rule: draft (min/sum) or averaged (white paper).
     #[arg(long, value_enum, default_value_t = Mode::Draft)]
     pub mode: Mode,
+    /// Parallel links (several sessions between two switches): `node-proportional` (the
+    /// default) or `node-even`, per node as draft-xu-idr-fare-05 requires, or `session`
+    /// (the older per-session rule); the agents' `fare.parallel_links` and the model's.
+    #[arg(long, value_enum, default_value_t = ParallelLinks::default())]
+    pub parallel_links: ParallelLinks,
     /// Largest group (sum of weights) for the static groups.
     #[arg(long)]
     pub max_group_size: Option<u32>,
@@ -160,14 +166,14 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             let r = faults::congest(a.name.as_deref(), &a.link, a.percent, a.duration)
                 .map_err(input)?;
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                crate::outln!("{}", serde_json::to_string_pretty(&r)?)?;
             } else {
-                println!("{} ({})", r.change, r.links.join(", "));
+                crate::outln!("{} ({})", r.change, r.links.join(", "))?;
                 if r.arn.is_empty() {
-                    println!("no ARN sent or applied by the agents");
+                    crate::outln!("no ARN sent or applied by the agents")?;
                 }
                 for s in &r.arn {
-                    println!("arn {}", s.summary());
+                    crate::outln!("arn {}", s.summary())?;
                 }
             }
             if r.arn_enabled && r.arn.is_empty() && !a.no_check {
@@ -179,7 +185,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Restart(a) => {
             let r = restart::restart(&a).map_err(input)?;
             if a.json {
-                println!("{}", serde_json::to_string(&r)?);
+                crate::outln!("{}", serde_json::to_string(&r)?)?;
             } else {
                 eprintln!(
                     "lab restart: agent of {} back in {:.2} s (pid {} -> {})",
@@ -191,7 +197,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
         Command::Show(a) => report::run_show(a).map_err(input),
         Command::Report(a) => {
             let path = fare_lab::report_html::run(&a).map_err(input)?;
-            println!("{}", path.display());
+            crate::outln!("{}", path.display())?;
             Ok(())
         }
         Command::Gen(a) => gen::run(a).map_err(input),
@@ -220,7 +226,7 @@ fn input(e: fare_lab::LabError) -> anyhow::Error {
 
 fn print_change(r: &faults::ChangeReport, json: bool) -> anyhow::Result<()> {
     if json {
-        println!("{}", serde_json::to_string_pretty(r)?);
+        crate::outln!("{}", serde_json::to_string_pretty(r)?)?;
         return Ok(());
     }
     let conv = match r.convergence_s {
@@ -228,18 +234,18 @@ fn print_change(r: &faults::ChangeReport, json: bool) -> anyhow::Result<()> {
         None if r.mismatches.is_empty() => "convergence not measured (no agents)".to_string(),
         None => format!("NOT converged ({} differences)", r.mismatches.len()),
     };
-    println!("{} ({}): {conv}", r.change, r.links.join(", "));
+    crate::outln!("{} ({}): {conv}", r.change, r.links.join(", "))?;
     if !r.bandwidth_set.is_empty() {
-        println!(
+        crate::outln!(
             "new bandwidth given at run time to: {}",
             r.bandwidth_set.join(", ")
-        );
+        )?;
     }
     if !r.restarted.is_empty() {
-        println!(
+        crate::outln!(
             "agents restarted with new groups: {}",
             r.restarted.join(", ")
-        );
+        )?;
     }
     Ok(())
 }
@@ -298,6 +304,7 @@ fn run_up(a: UpArgs) -> anyhow::Result<()> {
             congestion: a.arn_congestion,
         }),
         p4_build: a.p4_build.clone(),
+        parallel_links: a.parallel_links,
     };
     // Plan errors (names, pool size) are the user's input.
     plan::plan(&topo, &lab, &options)
@@ -317,7 +324,7 @@ fn run_up(a: UpArgs) -> anyhow::Result<()> {
     };
     let report = up::up(&req).map_err(input)?;
     if a.json {
-        println!("{}", serde_json::to_string(&report)?);
+        crate::outln!("{}", serde_json::to_string(&report)?)?;
     }
     enforce(
         &format!("lab up {}", report.lab),
@@ -346,7 +353,7 @@ fn run_down(a: DownArgs) -> anyhow::Result<()> {
                         0 => {
                             eprintln!("lab down: no lab is up");
                             if a.json {
-                                println!("{}", serde_json::json!({"labs": []}));
+                                crate::outln!("{}", serde_json::json!({"labs": []}))?;
                             }
                             return Ok(());
                         }
@@ -368,7 +375,7 @@ fn run_down(a: DownArgs) -> anyhow::Result<()> {
         eprintln!("lab down: nothing to remove");
     }
     if a.json {
-        println!("{}", serde_json::json!({"labs": r.labs}));
+        crate::outln!("{}", serde_json::json!({"labs": r.labs}))?;
     }
     Ok(())
 }

@@ -12,14 +12,16 @@ pub mod explain;
 pub mod generate;
 pub mod lab;
 pub mod neighbor;
+pub mod reload;
 pub mod set;
 pub mod show;
 pub mod show_explain;
 pub mod topo;
 pub mod watch;
 pub mod weights;
+pub mod xdp;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -47,15 +49,19 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Compute the WCMP group of every (node, prefix) of a topology offline.
+    #[command(long_about = weights::LONG_ABOUT)]
     Weights(weights::Args),
     /// What if this fails: every link, node and plane failure and what it does to the groups.
+    #[command(long_about = analyze::LONG_ABOUT)]
     Analyze(analyze::Args),
     /// Explain one group of the model: paths, per-hop rules, wire values, reductions.
+    #[command(long_about = explain::LONG_ABOUT)]
     Explain(explain::Args),
     /// Check or generate topology files.
     #[command(subcommand)]
     Topo(topo::Command),
     /// Run the per-node agent (BGP speaker + data plane programming).
+    #[command(long_about = agent::LONG_ABOUT)]
     Agent(agent::Args),
     /// Show the state of a running agent through its management API.
     Show(show::Args),
@@ -71,12 +77,19 @@ pub enum Command {
     /// Drain a link before maintenance (RFC 8326 GRACEFUL_SHUTDOWN toward the peer, its
     /// paths used only as the last ones here), or undrain it with --undo.
     Drain(neighbor::DrainArgs),
+    /// Have a running agent read its configuration file again and apply what changed
+    /// (as SIGHUP does): prints whether it changed and the keys that wait for a restart;
+    /// a file that does not load changes nothing and exits 2.
+    Reload(reload::Args),
     /// Decode or send Adaptive Routing Notifications.
     #[command(subcommand)]
     Arn(arn::Command),
     /// Emulated fabrics on this machine (network namespaces).
     #[command(subcommand)]
     Lab(lab::Command),
+    /// The XDP data plane on this host: does the kernel take the program?
+    #[command(subcommand)]
+    Xdp(xdp::Command),
     /// Run benchmarks and write bench/RESULTS.md.
     #[cfg(feature = "bench")]
     Bench(fare_bench::Args),
@@ -100,11 +113,106 @@ pub static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 #[error("{0}")]
 pub struct InputError(pub String);
 
-pub fn init_logging(filter: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+/// A write to standard output failed: a closed pipe (`fare show routes | head -1`),
+/// a full disk, `> /dev/full`. `main` exits 0 without a word on a closed pipe, as the
+/// coreutils do, and prints one line and exits 1 on anything else.
+#[derive(Debug)]
+pub struct OutputError(pub std::io::Error);
+
+impl std::fmt::Display for OutputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // "No space left on device", without io::Error's " (os error 28)".
+        let text = self.0.to_string();
+        let text = match self.0.raw_os_error() {
+            Some(n) => text
+                .strip_suffix(&format!(" (os error {n})"))
+                .map(str::to_string)
+                .unwrap_or(text),
+            None => text,
+        };
+        write!(f, "writing output: {text}")
+    }
+}
+
+impl std::error::Error for OutputError {}
+
+impl From<serde_json::Error> for OutputError {
+    fn from(e: serde_json::Error) -> Self {
+        OutputError(e.into())
+    }
+}
+
+/// Writes `text` to standard output (the one place the commands print their results).
+pub fn write_out(text: &[u8]) -> Result<(), OutputError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text)
+        .and_then(|()| out.flush())
+        .map_err(OutputError)
+}
+
+/// `println!` that returns an [`OutputError`] instead of panicking.
+#[macro_export]
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format!("{}\n", format_args!($($arg)*)).as_bytes())
+    };
+}
+
+/// `print!` that returns an [`OutputError`] instead of panicking.
+#[macro_export]
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::cli::write_out(format!($($arg)*).as_bytes())
+    };
+}
+
+/// The exit of a command that failed: `fare: CAUSE` on stderr, 2 for the user's input,
+/// 1 for the rest; a closed standard output ends the command quietly with 0.
+fn failure(e: &anyhow::Error) -> ExitCode {
+    let output = e.chain().find_map(|c| c.downcast_ref::<OutputError>());
+    if output.is_some_and(|o| o.0.kind() == std::io::ErrorKind::BrokenPipe) {
+        return ExitCode::SUCCESS;
+    }
+    let input = e.downcast_ref::<InputError>().is_some()
+        || e.downcast_ref::<fare_model::yamlfile::FileError>()
+            .is_some();
+    eprintln!("fare: {}", error_line(e));
+    if input {
+        ExitCode::from(2)
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+/// The error and its causes on one line, `: `-separated, each cause once: a cause whose
+/// text its wrapper already shows (`#[error("binding: {0}")]` with the same error as
+/// its source) is not repeated.
+pub fn error_line(e: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || line.ends_with(&text) || line.contains(&format!("{text}: ")) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&text);
+    }
+    line
+}
+
+/// Installs the log subscriber; a filter that does not parse is the user's error (a
+/// typo must not quietly log at another level).
+pub fn init_logging(filter: &str, json: bool) -> Result<(), InputError> {
+    let filter = tracing_subscriber::EnvFilter::builder()
+        .parse(filter)
+        .map_err(|e| InputError(format!("--log (or FARE_LOG) `{filter}`: {e}")))?;
+    // Colour only for a terminal: a log written to a file or a pipe is plain text.
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     // A second init (tests) is harmless: keep the first subscriber.
     let _ = if json {
@@ -112,41 +220,44 @@ pub fn init_logging(filter: &str, json: bool) {
     } else {
         builder.try_init()
     };
+    Ok(())
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logging(&cli.log, cli.log_json);
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if let Err(e) = init_logging(&cli.log, cli.log_json) {
+        eprintln!("fare: {e}");
+        return ExitCode::from(2);
+    }
     let result = match cli.command {
         Command::Weights(a) => weights::run(a),
         Command::Analyze(a) => analyze::run(a),
         Command::Explain(a) => explain::run(a),
         Command::Topo(c) => topo::run(c),
-        Command::Agent(a) => agent::run(a),
+        Command::Agent(a) => agent::flags(&matches, &cli.conn).and_then(|f| agent::run(a, f)),
         Command::Show(a) => show::run(a, &cli.conn),
         Command::Watch(a) => watch::run(a, &cli.conn),
         Command::Set(c) => set::run(c, &cli.conn),
         Command::Neighbor(c) => neighbor::run(c, &cli.conn),
         Command::Drain(a) => neighbor::drain(a, &cli.conn),
+        Command::Reload(a) => reload::run(a, &cli.conn),
         Command::Arn(c) => arn::run(c),
         Command::Lab(c) => lab::run(c),
+        Command::Xdp(c) => xdp::run(c),
         #[cfg(feature = "bench")]
         Command::Bench(a) => fare_bench::run(a),
         Command::Generate(a) => generate::run(a),
     };
+    // Output still buffered (a last line without its newline) fails here, not unseen
+    // at exit.
+    let result = result.and_then(|()| {
+        use std::io::Write;
+        std::io::stdout().flush().map_err(|e| OutputError(e).into())
+    });
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            let input = e.downcast_ref::<InputError>().is_some()
-                || e.downcast_ref::<fare_model::yamlfile::FileError>()
-                    .is_some();
-            eprintln!("fare: {e:#}");
-            if input {
-                ExitCode::from(2)
-            } else {
-                ExitCode::FAILURE
-            }
-        }
+        Err(e) => failure(&e),
     }
 }
 

@@ -14,7 +14,8 @@ pub enum Command {
         /// The neighbor's address.
         #[arg(value_name = "ADDR")]
         peer: String,
-        /// Shutdown communication shown to the peer's operator (at most 255 octets).
+        /// Shutdown communication shown to the peer's operator (at most 255 octets; a
+        /// longer one is refused).
         #[arg(long, default_value = "")]
         message: String,
         /// Print the neighbor afterwards as JSON.
@@ -77,7 +78,7 @@ pub fn run(command: Command, conn: &Conn) -> anyhow::Result<()> {
         if n.admin_down {
             line.push_str(" (shut down)");
         }
-        println!("{line}");
+        crate::outln!("{line}")?;
         Ok(())
     }
 }
@@ -117,7 +118,7 @@ pub fn drain(a: DrainArgs, conn: &Conn) -> anyhow::Result<()> {
         print_json(&serde_json::json!({"neighbors": r.neighbors, "drained": !a.undo}))
     } else {
         let what = if a.undo { "undrained" } else { "drained" };
-        println!("{what}: {}", r.neighbors.join(", "));
+        crate::outln!("{what}: {}", r.neighbors.join(", "))?;
         Ok(())
     }
 }

@@ -57,15 +57,15 @@ pub fn run(command: Command, conn: &Conn) -> anyhow::Result<()> {
             .iter()
             .map(|n| serde_json::json!({"address": n.address, "bandwidth_gbps": n.bandwidth_gbps}))
             .collect();
-        println!("{}", serde_json::to_string_pretty(&list)?);
+        crate::outln!("{}", serde_json::to_string_pretty(&list)?)?;
     } else {
         for n in &set {
             match n.bandwidth_gbps {
-                Some(g) => println!("{}: {g} Gbps", n.address),
-                None => println!(
+                Some(g) => crate::outln!("{}: {g} Gbps", n.address)?,
+                None => crate::outln!(
                     "{}: no bandwidth (the interface reports no speed)",
                     n.address
-                ),
+                )?,
             }
         }
     }

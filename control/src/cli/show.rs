@@ -13,7 +13,7 @@
 //!   "limit", "reduced_from", "delta", "members": [...same keys...]}]`, the per-color
 //!   groups with their own counters
 //! - routes: `[{"prefix", "source", "paths": [{"next_hop", "neighbor", "as_path",
-//!   "path_bandwidth_gbps", "selected"}]}]`
+//!   "path_bandwidth_gbps", "received_gbps", "received_max", "selected"}]}]`
 
 use super::conn::{status_error, Conn};
 use fare_agent::mgmt::json::{
@@ -75,7 +75,7 @@ pub fn run(args: Args, conn: &Conn) -> anyhow::Result<()> {
         What::Explain(a) if a.lab.is_some() => super::show_explain::run_in_lab(a, args.json)?,
         _ => conn.run(async |c| fetch(&args, c).await)?,
     };
-    print!("{text}");
+    crate::out!("{text}")?;
     Ok(())
 }
 
@@ -162,7 +162,7 @@ async fn fetch(args: &Args, mut c: Client) -> anyhow::Result<String> {
             } else {
                 let mut out = r.yaml;
                 for change in &r.changes {
-                    out.push_str(&format!("# changed at run time: {change}\n"));
+                    out.push_str(&format!("# {change}\n"));
                 }
                 out
             }
@@ -327,18 +327,28 @@ fn neighbors_table(list: &[pb::Neighbor]) -> String {
     let rows: Vec<Vec<String>> = list
         .iter()
         .map(|n| {
+            let mut state = n.state.clone();
+            if n.admin_down {
+                state.push_str(" (shut down)");
+            }
+            if n.drained {
+                state.push_str(" (drained)");
+            }
             vec![
                 n.address.clone(),
                 n.remote_as.to_string(),
-                n.state.clone(),
+                state,
                 format!("{}s", n.uptime_seconds),
                 n.interface.clone(),
                 format!("{}", n.bandwidth_gbps),
-                n.prefixes_received.to_string(),
+                n.prefixes_accepted.to_string(),
+                n.prefixes_advertised.to_string(),
                 n.last_error.clone(),
             ]
         })
         .collect();
+    // ACCEPTED: prefixes in the Adj-RIB-In now (FRR's PfxRcd); ADVERTISED: in the
+    // Adj-RIB-Out (PfxSnt). The cumulative count received is in --json.
     table(
         &[
             "NEIGHBOR",
@@ -347,7 +357,8 @@ fn neighbors_table(list: &[pb::Neighbor]) -> String {
             "FOR",
             "INTERFACE",
             "GBPS",
-            "PREFIXES",
+            "ACCEPTED",
+            "ADVERTISED",
             "LAST ERROR",
         ],
         &rows,
@@ -378,6 +389,7 @@ fn routes_table(list: &[pb::Route]) -> String {
                     .map(u32::to_string)
                     .collect::<Vec<_>>()
                     .join(" "),
+                received(p),
                 p.path_bandwidth_gbps
                     .map(|b| format!("{b}"))
                     .unwrap_or_default(),
@@ -392,10 +404,20 @@ fn routes_table(list: &[pb::Route]) -> String {
             "NEXT HOP",
             "NEIGHBOR",
             "AS PATH",
+            "RECEIVED",
             "PATH GBPS",
         ],
         &rows,
     )
+}
+
+/// The Path Bandwidth as the route carried it: `max`, Gbps, or nothing.
+fn received(p: &pb::RoutePath) -> String {
+    match (p.received_max, p.received_gbps) {
+        (true, _) => "max".into(),
+        (false, Some(g)) => format!("{g}"),
+        (false, None) => String::new(),
+    }
 }
 
 fn groups_table(list: &[pb::Group]) -> String {
@@ -519,6 +541,83 @@ fn groups_table_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The table counts the prefixes accepted now (not the cumulative received) and
+    /// marks a neighbor shut down or drained.
+    #[test]
+    fn neighbors_table_counts_accepted_and_marks_drained() {
+        let n = pb::Neighbor {
+            address: "10.0.1.2".into(),
+            remote_as: 65100,
+            state: "Established".into(),
+            uptime_seconds: 5,
+            interface: "e1".into(),
+            bandwidth_gbps: 100.0,
+            prefixes_received: 16,
+            prefixes_accepted: 2,
+            prefixes_advertised: 3,
+            drained: true,
+            ..Default::default()
+        };
+        let shut = pb::Neighbor {
+            address: "10.0.2.2".into(),
+            state: "Idle".into(),
+            admin_down: true,
+            last_error: "x".into(),
+            ..n.clone()
+        };
+        let shut = pb::Neighbor {
+            drained: false,
+            ..shut
+        };
+        let out = neighbors_table(&[n, shut]);
+        let lines: Vec<Vec<&str>> = out
+            .lines()
+            .map(|l| {
+                l.split("  ")
+                    .map(str::trim)
+                    .filter(|c| !c.is_empty())
+                    .collect()
+            })
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                vec![
+                    "NEIGHBOR",
+                    "AS",
+                    "STATE",
+                    "FOR",
+                    "INTERFACE",
+                    "GBPS",
+                    "ACCEPTED",
+                    "ADVERTISED",
+                    "LAST ERROR"
+                ],
+                vec![
+                    "10.0.1.2",
+                    "65100",
+                    "Established (drained)",
+                    "5s",
+                    "e1",
+                    "100",
+                    "2",
+                    "3"
+                ],
+                vec![
+                    "10.0.2.2",
+                    "65100",
+                    "Idle (shut down)",
+                    "5s",
+                    "e1",
+                    "100",
+                    "2",
+                    "3",
+                    "x"
+                ],
+            ]
+        );
+    }
 
     #[test]
     fn group_json_has_exactly_the_contract_keys() {

@@ -109,6 +109,10 @@ pub async fn fetch(
         .encoding
         .or_else(|| parse_enum::<Encoding>(&live.encoding));
     model_args.max_group_size = model_args.max_group_size.or(live.max_group_size);
+    model_args.parallel_links = model_args
+        .parallel_links
+        .or(lab.as_ref().map(|l| l.state.plan.options.parallel_links))
+        .or_else(|| fare_model::parallel::ParallelLinks::parse(&live.parallel_links));
     let prefix = live
         .prefix
         .parse()

@@ -2,7 +2,6 @@
 
 use super::InputError;
 use fare_model::topology::{self, gen};
-use std::io::Write;
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug)]
@@ -85,9 +84,9 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                 let v = serde_json::json!({"file": file.display().to_string(), "ok": true,
                     "name": t.name, "nodes": t.nodes.len(), "links": t.links.len(),
                     "summary": t.summary()});
-                println!("{v}");
+                crate::outln!("{v}")?;
             } else {
-                println!("{}: ok: {}", file.display(), t.summary());
+                crate::outln!("{}: ok: {}", file.display(), t.summary())?;
             }
             Ok(())
         }
@@ -120,7 +119,7 @@ pub fn run(command: Command) -> anyhow::Result<()> {
                     })?;
                     eprintln!("{}: {}", path.display(), t.summary());
                 }
-                None => std::io::stdout().lock().write_all(yaml.as_bytes())?,
+                None => super::write_out(yaml.as_bytes())?,
             }
             Ok(())
         }

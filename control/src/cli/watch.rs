@@ -1,14 +1,14 @@
 //! `fare watch [--json] [--count N]`: follow a running agent: a snapshot of its sessions,
 //! routes, groups, bandwidths and ARN removals, then every change as it happens, in order.
+//! It exits 0 only after `--count` events; a stream the agent ends (it stopped) exits 1.
 
 use super::conn::Conn;
 use fare_agent::mgmt::json::watch_event_json;
 use fare_agent::mgmt::pb::{self, watch_event::Event};
-use std::io::Write;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// One JSON object per line (`{"seq", "type", ...}`, docs/configuration.md).
+    /// One JSON object per line (`{"seq", "type", ...}`; the keys: configuration.md).
     #[arg(long)]
     pub json: bool,
     /// Stop after this many events (the snapshot counts as one).
@@ -35,15 +35,16 @@ pub fn run(args: Args, conn: &Conn) -> anyhow::Result<()> {
             } else {
                 event_text(&ev)
             };
-            let mut out = std::io::stdout().lock();
-            writeln!(out, "{line}")?;
-            out.flush()?;
+            crate::outln!("{line}")?;
             seen += 1;
             if args.count.is_some_and(|n| seen >= n) {
-                break;
+                return Ok(());
             }
         }
-        Ok(())
+        // A script must tell this from a `--count` that was reached: exit 1.
+        anyhow::bail!(
+            "watch: the agent ended the stream after {seen} events (it stopped or restarted)"
+        )
     })
 }
 

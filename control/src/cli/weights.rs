@@ -9,15 +9,17 @@ use ipnet::IpNet;
 use std::io::Write;
 use std::path::PathBuf;
 
-#[derive(clap::Args, Debug)]
-#[command(
-    long_about = "Computes, for every node of a topology file, the WCMP group of every prefix it \
+/// The long description of `fare weights --help` and of its manual page (set on the
+/// subcommand: a doc comment there would replace one set here).
+pub const LONG_ABOUT: &str =
+    "Computes, for every node of a topology file, the WCMP group of every prefix it \
 reaches: the members (neighbor and link), each member's path bandwidth and its integer weight. \
 Failures and degradations are applied first, as BGP would see them once converged.\n\n\
-Example: fare weights topologies/whitepaper-asymmetric.yaml --mode averaged --node Leaf2"
-)]
+Example: fare weights topologies/whitepaper-asymmetric.yaml --mode averaged --node Leaf2";
+
+#[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Topology YAML file (see topologies/).
+    /// Topology YAML file (its format: configuration.md in the documentation).
     pub topology: PathBuf,
     /// Print a JSON array: [{"node","prefix","members":[{"via","link","bandwidth_gbps","weight"}]}].
     #[arg(long)]
@@ -84,8 +86,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         None => None,
     };
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
+    // Rendered whole, then written: a failed write is an OutputError (see cli::main).
+    let mut out = Vec::new();
     if args.json {
         match &tables {
             Some(t) => serde_json::to_writer(&mut out, &buckets::json(&groups, t)?)?,
@@ -95,7 +97,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     } else {
         write_table(&mut out, &groups, tables.as_deref())?;
     }
-    out.flush()?;
+    super::write_out(&out)?;
     Ok(())
 }
 

@@ -322,7 +322,8 @@ pub enum Stat {
     Forwarded = 1,
     /// Not IPv4/IPv6, or not unicast to us: passed to the kernel.
     NotIp = 2,
-    /// No route for the destination: passed to the kernel.
+    /// No route for the destination, and not one of this node's addresses: passed to
+    /// the kernel.
     NoRoute = 3,
     /// TTL / hop limit 0 or 1: passed to the kernel (it answers ICMP time exceeded).
     TtlExceeded = 4,
@@ -335,6 +336,9 @@ pub enum Stat {
     /// An ARN datagram for this node, handled by the program's receiver and passed to
     /// the kernel (the agent sees it too).
     ArnPassed = 8,
+    /// No route, and to one of this node's own addresses (ARN_LOCAL: its BGP sessions,
+    /// management): passed to the kernel, where it is delivered.
+    Local = 9,
     /// DPF: forwarded by the group of the color a flow rule gave the packet.
     DpfColored = 12,
     /// Dropped: the egress port's virtual queue was full (see `EgressQueue`).
@@ -349,10 +353,11 @@ pub const STAT_COUNT: u32 = 16;
 
 impl Stat {
     /// The outcomes: each packet counts in exactly one; `Received` is their sum.
-    pub const OUTCOMES: [Stat; 9] = [
+    pub const OUTCOMES: [Stat; 10] = [
         Stat::Forwarded,
         Stat::NotIp,
         Stat::NoRoute,
+        Stat::Local,
         Stat::TtlExceeded,
         Stat::Malformed,
         Stat::NoMember,
@@ -361,11 +366,12 @@ impl Stat {
         Stat::ArnPassed,
     ];
 
-    pub const ALL: [Stat; 12] = [
+    pub const ALL: [Stat; 13] = [
         Stat::Received,
         Stat::Forwarded,
         Stat::NotIp,
         Stat::NoRoute,
+        Stat::Local,
         Stat::TtlExceeded,
         Stat::Malformed,
         Stat::NoMember,
@@ -382,6 +388,7 @@ impl Stat {
             Stat::Forwarded => "forwarded",
             Stat::NotIp => "not_ip",
             Stat::NoRoute => "no_route",
+            Stat::Local => "local",
             Stat::TtlExceeded => "ttl_exceeded",
             Stat::Malformed => "malformed",
             Stat::NoMember => "no_member",
@@ -512,7 +519,8 @@ mod arn {
     pub const ARN_NEIGHBORS: &str = "ARN_NEIGHBORS";
     pub const ARN_PATHS: &str = "ARN_PATHS";
     /// The node's own addresses (key: ArnSender layout, value unused): an ARN datagram
-    /// to any other unicast address is transit traffic, forwarded like any packet.
+    /// to any other unicast address is transit traffic, forwarded like any packet; a
+    /// packet without a route to one of them counts as `Stat::Local`, not `NoRoute`.
     pub const ARN_LOCAL: &str = "ARN_LOCAL";
     pub const ARN_REMOVED: &str = "ARN_REMOVED";
     pub const ARN_STATS: &str = "ARN_STATS";

@@ -6,9 +6,10 @@
 //! full program would give it (the same `route_group`, `first_choice`, `send_to` and
 //! parsers). The fast path writes the TTL / hop limit and the MACs through the header
 //! pointers its parse checked (the full program checks the bounds again before each
-//! write). Everything else (malformed frames, datagrams for the ARN receiver, TTL expiry,
-//! a steered flow, a member out of service, an empty group) leaves here before anything
-//! is changed, and the full program (`full` in main.rs) starts again from the frame.
+//! write). Everything else (malformed frames, datagrams for the ARN receiver, no route,
+//! TTL expiry, a steered flow, a member out of service, an empty group) leaves here
+//! before anything is changed, and the full program (`full` in main.rs) starts again
+//! from the frame.
 //!
 //! Why a second path rather than one program: in one body the compiler keeps the values
 //! of every rare branch alive across the common one (stack spills and reloads on every
@@ -73,8 +74,8 @@ fn v6(ctx: &XdpContext, macs: *mut [u16; 6], offset: usize) -> Option<Result<u32
     })
 }
 
-/// The rest of the fast path for either family: `route` (None: no route, to the kernel),
-/// the packet's TTL / hop limit and how to decrement it.
+/// The rest of the fast path for either family: `route` (None: no route, to the full
+/// program), the packet's TTL / hop limit and how to decrement it.
 #[inline(always)]
 fn routed<C: Classify>(
     ctx: &XdpContext,
@@ -85,10 +86,9 @@ fn routed<C: Classify>(
     steered: impl FnOnce() -> bool,
     decrement: impl FnOnce(),
 ) -> Option<Result<u32, Malformed>> {
-    let Some(route) = route else {
-        stats::count(Stat::NoRoute);
-        return Some(Ok(xdp_action::XDP_PASS));
-    };
+    // No route: the full program tells the node's own addresses (counted `local`) from
+    // the rest (`no_route`); both go to the kernel, off the forwarding path.
+    let route = route?;
     let (group, flags) = (route.group, route.flags);
     if ttl <= 1 {
         return None;

@@ -54,7 +54,7 @@ pub fn choose<C: Classify>(row: *mut GroupRow, group: u32, n: u32, flow: &C) -> 
     for _ in 0..TRIES {
         // SAFETY: as above.
         let r = unsafe { bpf_get_prandom_u32() };
-        slot = ((r as u64 * n as u64) >> 32) as u32;
+        slot = crate::bound::mask!((r as u64 * n as u64) >> 32, MAX_SLOTS as u64 - 1) as u32;
         index = g.slots[slot as usize & (MAX_SLOTS - 1)] as u32 & (MAX_MEMBERS_PER_GROUP - 1);
         let Some(m) = MEMBERS.get(member_id(group, index)) else {
             return Choice::Nothing;

@@ -18,7 +18,7 @@ use crate::stats;
 #[inline(always)]
 pub fn ipv4(ctx: &XdpContext, ip: &Ipv4) -> Result<u32, Malformed> {
     let Some(route) = ROUTES_V4.get(Key::new(32, ip.dst)) else {
-        stats::count(Stat::NoRoute);
+        stats::count_unrouted_v4(ip.dst);
         return Ok(xdp_action::XDP_PASS);
     };
     let (group, flags) = (route.group, route.flags);
@@ -39,7 +39,7 @@ pub fn ipv4(ctx: &XdpContext, ip: &Ipv4) -> Result<u32, Malformed> {
 #[inline(always)]
 pub fn ipv6(ctx: &XdpContext, ip: &Ipv6) -> Result<u32, Malformed> {
     let Some(route) = ROUTES_V6.get(Key::new(128, ip.dst)) else {
-        stats::count(Stat::NoRoute);
+        stats::count_unrouted_v6(ip.dst);
         return Ok(xdp_action::XDP_PASS);
     };
     let (group, flags) = (route.group, route.flags);
@@ -214,7 +214,8 @@ pub fn first_choice<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Choi
             return crate::flowlet::choose(row, group, n, flow);
         }
         // Multiply-shift maps the hash uniformly onto 0..n without a division.
-        ((crate::flow::hash(&flow.fields()) as u64 * n as u64) >> 32) as u32
+        let h = crate::flow::hash(&flow.fields()) as u64;
+        crate::bound::mask!((h * n as u64) >> 32, MAX_SLOTS as u64 - 1) as u32
     } else {
         // SAFETY: per-CPU slot, only this CPU touches it while we run.
         let c = unsafe { *cursor };
@@ -287,7 +288,7 @@ fn select_out_of_service<C: Classify>(group: u32, at: Start, flow: &C) -> Option
                 });
             }
             h = crate::flow::rehash(h);
-            start = ((h as u64 * n as u64) >> 32) as u32;
+            start = crate::bound::mask!((h as u64 * n as u64) >> 32, MAX_SLOTS as u64 - 1) as u32;
         }
     }
     for i in 0..MAX_SLOTS as u32 {

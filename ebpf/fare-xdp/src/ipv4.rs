@@ -33,7 +33,7 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv4, Malformed> {
     if ihl < IPV4_MIN_HLEN {
         return Err(Malformed);
     }
-    let total_len = u16::from_be(h[1]) as usize;
+    let total_len = crate::bound::mask!(u16::from_be(h[1]) as u64, 0xffff) as usize;
     // The datagram must fit in the frame (padding after it is fine) and hold its header.
     if total_len < ihl || ctx.data() + offset + total_len > ctx.data_end() {
         return Err(Malformed);

@@ -27,7 +27,7 @@ pub fn parse(ctx: &XdpContext, offset: usize) -> Result<Ipv6, Malformed> {
     if b0 >> 4 != 6 {
         return Err(Malformed);
     }
-    let payload_len = u16::from_be(h[2]) as usize;
+    let payload_len = crate::bound::mask!(u16::from_be(h[2]) as u64, 0xffff) as usize;
     if ctx.data() + offset + IPV6_HLEN + payload_len > ctx.data_end() {
         return Err(Malformed);
     }

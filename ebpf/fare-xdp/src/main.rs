@@ -15,8 +15,11 @@
 //! route's per-color groups), `stats` (counters).
 #![no_std]
 #![no_main]
+// Inline assembly for the BPF target (`bound`): stable elsewhere, built with RUSTC_BOOTSTRAP.
+#![feature(asm_experimental_arch)]
 
 mod arn;
+mod bound;
 mod classify;
 mod consts;
 mod dir4;

@@ -105,6 +105,68 @@ fn agent_show_json_contracts() -> Result<()> {
     Ok(())
 }
 
+/// `fare --socket S neighbor shutdown ADDR --message M`: (exit code, stderr).
+fn shutdown(socket: &std::path::Path, message: &str) -> Result<(Option<i32>, String)> {
+    let out = std::process::Command::new(fare_bin()?)
+        .arg("--socket")
+        .arg(socket)
+        .args(["neighbor", "shutdown", "10.1.0.2", "--message", message])
+        .output()?;
+    Ok((
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
+}
+
+/// `fare agent --socket S` serves the API on S, not on the file's `management.socket`
+/// (also after a SIGHUP); a shutdown message longer than RFC 8203's 255 octets is refused
+/// (exit 2) and leaves the neighbor as it was, where it used to be cut without a word.
+#[test]
+fn agent_socket_flag_and_shutdown_message_limit() -> Result<()> {
+    let dir = TempDir::new("agent-flags")?;
+    let (path, file_socket) = config(&dir, 4)?;
+    let socket = dir.0.join("flag.sock");
+    let flag = socket.to_str().unwrap_or_default();
+    let mut agent = Agent::start_with(None, &path, &socket, &["--socket", flag])?;
+    ensure!(!file_socket.exists(), "also served on the file's socket");
+    let cfg = agent.show("config")?;
+    let yaml = cfg["yaml"].as_str().unwrap_or_default();
+    ensure!(yaml.contains(&format!("socket: {flag}")), "{cfg}");
+    // SIGHUP: the command line's socket stays the running one.
+    // SAFETY: plain kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(agent.child.id() as i32, libc::SIGHUP);
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    ensure!(agent.show("neighbors").is_ok() && !file_socket.exists());
+
+    // 256 octets: 128 two-octet characters.
+    let long = "é".repeat(128);
+    let (code, err) = shutdown(&socket, &long)?;
+    ensure!(code == Some(2), "{code:?}: {err}");
+    ensure!(
+        err == "fare: the shutdown message is 256 octets; a Shutdown Communication carries at \
+                most 255 (RFC 8203 as updated by RFC 9003)\n",
+        "{err}"
+    );
+    let n = &agent.show("neighbors")?[0];
+    ensure!(
+        n["admin_down"] == false && n["shutdown_message"].is_null(),
+        "{n}"
+    );
+    // 255 octets go through whole.
+    let fits = format!("{}x", "é".repeat(127));
+    let (code, err) = shutdown(&socket, &fits)?;
+    ensure!(code == Some(0), "{code:?}: {err}");
+    let n = &agent.show("neighbors")?[0];
+    ensure!(
+        n["admin_down"] == true && n["shutdown_message"] == fits.as_str(),
+        "{n}"
+    );
+    ensure!(agent.stop()? == Some(0), "{}", agent.log_text());
+    Ok(())
+}
+
 #[test]
 fn agent_bad_config_exits_2_with_file_and_line() -> Result<()> {
     let dir = TempDir::new("agent-bad")?;

@@ -133,6 +133,9 @@ fn kernel_hops(ns: &Netns, prefix: &str) -> Option<Vec<(String, u64)>> {
 /// FRR spine -> fare leaf. FRR sends 2000 Mbps (2.5e8 bytes/s = 2 Gbps) over a 1.5 Gbps
 /// link and 1000 Mbps (1 Gbps) over a 100 Gbps link. The leaf's path bandwidths are
 /// min(1.5, 2) = 1.5 and min(100, 1) = 1: weights 3:2 (without `accept`: ECMP 1:1).
+/// The two sessions reach one node, and FRR's values are per session (RFC 10005), so the
+/// leaf reads them per session (`parallel_links: session`, docs/weights.md "Mixed
+/// fabrics").
 #[test]
 fn bgp_frr_link_bandwidth_frr_spine_to_fare_leaf() {
     let test = "bgp_frr_link_bandwidth_frr_spine_to_fare_leaf";
@@ -151,7 +154,7 @@ fn bgp_frr_link_bandwidth_frr_spine_to_fare_leaf() {
         "name: leaf1
 router_id: 10.255.0.1
 asn: 65001
-fare: {mode: draft}
+fare: {mode: draft, parallel_links: session}
 neighbors:
   - {address: 10.0.1.2, remote_as: 65100, interface: e1, bandwidth_gbps: 1.5, link_bandwidth: accept}
   - {address: 10.0.2.2, remote_as: 65100, interface: e2, bandwidth_gbps: 100, link_bandwidth: accept}

@@ -1,9 +1,9 @@
 //! The README's first command as a test: scripts/demo (with this build's binary, so no
 //! setup or release build) runs to the end within five minutes and leaves no namespace,
-//! state directory or process behind.
+//! state directory or process behind, started as on a new machine (no bpffs).
 
 use anyhow::{ensure, Result};
-use fare_integration::{fare_bin, have_root, have_tool, repo_root};
+use fare_integration::{fare_bin, have_root, have_tool, new_machine, repo_root};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -18,8 +18,11 @@ fn lab_demo_runs_and_leaves_nothing_behind() -> Result<()> {
     let out_path = std::env::temp_dir().join(format!("fare-demo-{}.log", std::process::id()));
     let log = std::fs::File::create(&out_path)?;
     let report = std::env::temp_dir().join(format!("fare-demo-{}.html", std::process::id()));
-    let mut child = Command::new(repo_root().join("scripts/demo"))
+    // As on a new machine: nothing mounted on /sys/fs/bpf (the agents mount it), and the
+    // XDP data plane asked for by name, so that the demo fails instead of falling back.
+    let mut child = new_machine::command(&repo_root().join("scripts/demo"))
         .env("FARE_BIN", fare_bin()?)
+        .env("FARE_DEMO_DATAPLANE", "xdp")
         .env("FARE_DEMO_REPORT", &report)
         .stdin(Stdio::null())
         .stdout(log.try_clone()?)

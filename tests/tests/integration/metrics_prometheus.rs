@@ -11,7 +11,9 @@
 //!   a query for `fare_group_member_weight` of Leaf2's group 192.0.2.0/24 returns every
 //!   member with the weight Leaf2 shows (ListGroups) and the model's 3:3:4:4 (white paper
 //!   §2.2.1: Spine1 advertises (50+100)/2 = 75 on each of its two links to Leaf2, Spine2
-//!   200/2 = 100).
+//!   200/2 = 100);
+//! - every Established session has an established timestamp between the lab's start and
+//!   now, and the server's metadata API gives the units the `# UNIT` lines declare.
 
 use anyhow::{bail, ensure, Context, Result};
 use fare_integration::agent::TempDir;
@@ -274,6 +276,69 @@ fn query(mon: &Netns, port: u16, q: &str) -> Result<Vec<Value>> {
     Ok(v["data"]["result"].as_array().cloned().unwrap_or_default())
 }
 
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// Every Established session of the four agents has an established timestamp, taken
+/// after the lab started (its sessions came up then) and not in the future.
+fn established_timestamps(mon: &Netns, port: u16, started: f64) -> Result<()> {
+    let up = query(
+        mon,
+        port,
+        "fare_bgp_neighbor_state{state=\"Established\"} == 1",
+    )?;
+    let stamps = query(mon, port, "fare_bgp_neighbor_established_timestamp_seconds")?;
+    ensure!(
+        !up.is_empty() && stamps.len() == up.len(),
+        "{} sessions Established, {} timestamps: {stamps:?}",
+        up.len(),
+        stamps.len()
+    );
+    let now = unix_now();
+    for s in &stamps {
+        let at: f64 = s["value"][1].as_str().context("value")?.parse()?;
+        ensure!(
+            at >= started.floor() && at <= now,
+            "{s} (lab started {started})"
+        );
+    }
+    Ok(())
+}
+
+/// The server read the unit of each family from the OpenMetrics `# UNIT` lines.
+fn units_declared(mon: &Netns, port: u16) -> Result<()> {
+    for (family, unit) in [
+        (
+            "fare_group_member_path_bandwidth_bytes_per_second",
+            "bytes_per_second",
+        ),
+        ("fare_bgp_neighbor_established_timestamp_seconds", "seconds"),
+        ("process_resident_memory_bytes", "bytes"),
+    ] {
+        let out = mon.exec(
+            "curl",
+            &[
+                "-sf",
+                "--max-time",
+                "5",
+                &format!("http://127.0.0.1:{port}/api/v1/metadata?metric={family}"),
+            ],
+        )?;
+        let v: Value = serde_json::from_slice(&out.stdout)?;
+        let units: Vec<&str> = v["data"][family]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["unit"].as_str())
+            .collect();
+        ensure!(units == [unit], "{family}: metadata {v}");
+    }
+    Ok(())
+}
+
 #[test]
 fn prometheus_scrapes_a_labs_agents() -> Result<()> {
     let test = "prometheus_scrapes_a_labs_agents";
@@ -285,6 +350,7 @@ fn prometheus_scrapes_a_labs_agents() -> Result<()> {
     {
         return Ok(());
     }
+    let started = unix_now();
     let (lab, _) = Lab::start(
         "topologies/whitepaper-asymmetric.yaml",
         "prom",
@@ -335,6 +401,8 @@ fn prometheus_scrapes_a_labs_agents() -> Result<()> {
         Ok((r.len() == NODES.len()).then_some(r))
     })?;
     eprintln!("targets up: {}", up.len());
+    established_timestamps(&mon, port, started)?;
+    units_declared(&mon, port)?;
     drop(_server);
     drop(mon);
     lab.down()

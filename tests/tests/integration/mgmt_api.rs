@@ -305,7 +305,8 @@ fn mgmt_watch_and_actions_with_frr() {
     let _ = std::fs::remove_file(&socket);
 }
 
-/// openssl in `dir`: a CA, a certificate it signs (`name`, SAN `san`).
+/// openssl in `dir`: a CA, a certificate it signs (`name`, SAN `san`; no SAN: no
+/// extensions, openssl's X.509 version 1).
 fn openssl_ca(dir: &std::path::Path, ca: &str) {
     let d = dir.to_str().unwrap();
     let out = run(
@@ -336,6 +337,12 @@ fn openssl_cert(dir: &std::path::Path, ca: &str, name: &str, san: &str) {
     let d = dir.to_str().unwrap();
     let ext = dir.join(format!("{name}.ext"));
     std::fs::write(&ext, format!("subjectAltName={san}\n")).unwrap();
+    let ext = ext.to_str().unwrap();
+    let extfile: &[&str] = if san.is_empty() {
+        &[]
+    } else {
+        &["-extfile", ext]
+    };
     let req = run(
         "openssl",
         &[
@@ -355,29 +362,37 @@ fn openssl_cert(dir: &std::path::Path, ca: &str, name: &str, san: &str) {
     )
     .unwrap();
     assert!(req.status.success(), "{req:?}");
-    let sign = run(
-        "openssl",
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{d}/{name}.csr"),
-            "-CA",
-            &format!("{d}/{ca}.pem"),
-            "-CAkey",
-            &format!("{d}/{ca}.key"),
-            "-CAcreateserial",
-            "-days",
-            "1",
-            "-extfile",
-            ext.to_str().unwrap(),
-            "-out",
-            &format!("{d}/{name}.pem"),
-        ],
-    )
-    .unwrap();
+    let (csr, ca_pem, ca_key, out) = (
+        format!("{d}/{name}.csr"),
+        format!("{d}/{ca}.pem"),
+        format!("{d}/{ca}.key"),
+        format!("{d}/{name}.pem"),
+    );
+    let mut args = vec![
+        "x509",
+        "-req",
+        "-in",
+        &csr,
+        "-CA",
+        &ca_pem,
+        "-CAkey",
+        &ca_key,
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-out",
+        &out,
+    ];
+    args.extend_from_slice(extfile);
+    let sign = run("openssl", &args).unwrap();
     assert!(sign.status.success(), "{sign:?}");
 }
+
+fn p_of(dir: &std::path::Path, f: &str) -> String {
+    dir.join(f).to_str().unwrap().to_string()
+}
+
+const SECRET: &str = "tls-s3cret";
 
 struct Dir(std::path::PathBuf);
 impl Drop for Dir {
@@ -399,6 +414,17 @@ fn mgmt_tls_requires_a_client_certificate_of_the_ca() {
     openssl_cert(&dir.0, "ca", "server", "IP:127.0.0.1");
     openssl_cert(&dir.0, "ca", "client", "DNS:operator");
     openssl_cert(&dir.0, "other", "stranger", "DNS:stranger");
+    openssl_cert(&dir.0, "ca", "old", "");
+    let text = run(
+        "openssl",
+        &["x509", "-noout", "-text", "-in", &p_of(&dir.0, "old.pem")],
+    )
+    .unwrap()
+    .stdout;
+    assert!(
+        String::from_utf8_lossy(&text).contains("Version: 1 (0x0)"),
+        "openssl made no v1 certificate"
+    );
     let p = |f: &str| dir.0.join(f).to_str().unwrap().to_string();
 
     let a = Netns::new("mgtls").unwrap();
@@ -413,7 +439,8 @@ fn mgmt_tls_requires_a_client_certificate_of_the_ca() {
         "mgtls-agent.yaml",
         &format!(
             "name: tls1\nrouter_id: 10.255.0.9\nasn: 65009\nmanagement: {{socket: {}{tls}}}\n\
-             dataplane: {{kind: none}}\n",
+             dataplane: {{kind: none}}\nneighbors: [{{address: 10.0.0.99, remote_as: 65100, \
+             passive: true, md5_password: {SECRET}}}]\n",
             socket.display()
         ),
     )
@@ -447,17 +474,58 @@ fn mgmt_tls_requires_a_client_certificate_of_the_ca() {
     let info: Value = serde_json::from_slice(&ok.stdout).unwrap();
     assert_eq!(info["name"], "tls1", "{info}");
 
+    // The configuration over TCP: the MD5 password is not in it.
+    let config = a
+        .command(bin.to_str().unwrap())
+        .args(["show", "config", "--json", "--address", "127.0.0.1:50051"])
+        .args(["--tls-ca", &ca, "--tls-cert", &cert, "--tls-key", &key])
+        .output()
+        .unwrap();
+    assert!(config.status.success(), "{config:?}");
+    let yaml = serde_json::from_slice::<Value>(&config.stdout).unwrap()["yaml"].clone();
+    let yaml = yaml.as_str().unwrap();
+    assert!(!yaml.contains(SECRET), "{yaml}");
+    assert!(yaml.contains("md5_password: <redacted>"), "{yaml}");
+
+    // Each refusal is one line on stderr, exit 1, nothing on stdout.
+    let refused_line = |o: &std::process::Output, why: &str| {
+        assert_eq!(o.status.code(), Some(1), "{o:?}");
+        assert!(o.stdout.is_empty(), "{o:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr),
+            format!("fare: connecting to 127.0.0.1:50051: {why}\n")
+        );
+    };
     let none = tcp(&["--tls-ca", &ca]);
-    assert!(
-        !none.status.success(),
-        "served without a client certificate"
+    refused_line(
+        &none,
+        "the server refused this client: it requires a client certificate (--tls-cert and \
+         --tls-key)",
     );
     let (cert2, key2) = (p("stranger.pem"), p("stranger.key"));
     let other = tcp(&["--tls-ca", &ca, "--tls-cert", &cert2, "--tls-key", &key2]);
-    assert!(
-        !other.status.success(),
-        "served a certificate of another CA"
+    refused_line(
+        &other,
+        "the server refused this client's certificate: unknown issuer",
     );
+    // A v1 certificate of the right CA: refused by the client before it connects.
+    let (cert3, key3) = (p("old.pem"), p("old.key"));
+    let old = tcp(&["--tls-ca", &ca, "--tls-cert", &cert3, "--tls-key", &key3]);
+    refused_line(
+        &old,
+        "TLS: the client certificate is X.509 version 1; the agent accepts version 3 only \
+         (sign it with extensions, e.g. `openssl x509 -req ... -extfile`)",
+    );
+
+    // openssl's client with the v1 certificate: the agent refuses it and says why.
+    let s_client = a
+        .command("openssl")
+        .args(["s_client", "-connect", "127.0.0.1:50051", "-CAfile", &ca])
+        .args(["-cert", &cert3, "-key", &key3])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!s_client.stdout.is_empty(), "{s_client:?}");
 
     // Each refusal is logged: event, client address, and the reason.
     let refused = wait_for(Duration::from_secs(5), || {
@@ -467,7 +535,7 @@ fn mgmt_tls_requires_a_client_certificate_of_the_ca() {
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|v| v["fields"]["message"] == "management API: client refused")
             .collect();
-        (list.len() >= 2).then_some(list)
+        (list.len() >= 3).then_some(list)
     })
     .unwrap_or_else(|| {
         panic!(
@@ -481,6 +549,11 @@ fn mgmt_tls_requires_a_client_certificate_of_the_ca() {
         assert_eq!(peer.ip().to_string(), "127.0.0.1", "{r}");
         assert!(r["fields"]["reason"].is_string(), "{r}");
     }
+    assert!(
+        refused.iter().any(|r| r["fields"]["reason"]
+            == "an X.509 version 1 client certificate: only version 3 is accepted"),
+        "{refused:?}"
+    );
     // A wrong file is an input error naming it (exit 2).
     let missing = tcp(&["--tls-ca", "/nonexistent/ca.pem"]);
     assert_eq!(missing.status.code(), Some(2));

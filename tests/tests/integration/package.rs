@@ -118,7 +118,8 @@ fn package_ships_a_stripped_fare_without_bench_and_weights_match_the_build() -> 
         UNIT,
         "etc/fare/example.yaml",
         "usr/share/man/man1/fare.1.gz",
-        "usr/share/man/man1/fare-agent.1.gz",
+        "usr/share/man/man8/fare-agent.8.gz",
+        "usr/share/man/man5/fare.yaml.5.gz",
         "usr/share/man/man1/fare-weights.1.gz",
         "usr/share/man/man1/fare-topo-check.1.gz",
         "usr/share/bash-completion/completions/fare",
@@ -128,7 +129,7 @@ fn package_ships_a_stripped_fare_without_bench_and_weights_match_the_build() -> 
     ] {
         ensure!(x.path(rel).is_file(), "{rel} is not in the package");
     }
-    for hidden in ["fare-bench.1.gz", "fare-generate.1.gz"] {
+    for hidden in ["fare-bench.1.gz", "fare-generate.1.gz", "fare-agent.1.gz"] {
         ensure!(
             !x.path("usr/share/man/man1").join(hidden).exists(),
             "{hidden} is in the package"

@@ -188,6 +188,13 @@ fn cases() -> Vec<Case> {
             None,
             "no_route",
         ),
+        case(
+            "IPv4 to the router's own address (10.0.0.254 on r0), no route: local",
+            v4([10, 0, 0, 254], 64),
+            XDP_PASS,
+            None,
+            "local",
+        ),
         case("ARP: to the kernel", arp, XDP_PASS, None, "not_ip"),
         case(
             "broadcast destination MAC: never routed",

@@ -33,26 +33,32 @@ pub async fn connect(path: &Path) -> Result<Client, MgmtError> {
     Ok(ManagementClient::new(channel))
 }
 
-/// PEM contents for a TLS connection to `management.address`.
-#[derive(Clone, Debug, Default)]
-pub struct ClientTls {
-    /// CA that signed the agent's certificate.
-    pub ca: Vec<u8>,
-    /// Our certificate chain and key (the agent refuses clients without one).
-    pub identity: Option<(Vec<u8>, Vec<u8>)>,
-}
+pub use super::tls_client::ClientTls;
 
-/// Connects to an agent serving the API on TCP (`HOST:PORT`) with TLS.
+/// Connects to an agent serving the API on TCP (`HOST:PORT`) with TLS. A refusal of
+/// this client's certificate is an error here, before any request.
 pub async fn connect_tcp(address: &str, tls: &ClientTls) -> Result<Client, MgmtError> {
-    use tonic::transport::{Certificate, ClientTlsConfig, Identity};
-    let mut config = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(&tls.ca));
-    if let Some((cert, key)) = &tls.identity {
-        config = config.identity(Identity::from_pem(cert, key));
-    }
-    let channel = Endpoint::from_shared(format!("https://{address}"))?
-        .tls_config(config)?
-        .connect_timeout(std::time::Duration::from_secs(10))
-        .connect()
+    use super::tls_client;
+    let config = std::sync::Arc::new(tls_client::client_config(tls)?);
+    // The first connection is checked here; a reconnection made later by the channel
+    // goes through the same steps.
+    let first = tls_client::connect(address, config.clone()).await?;
+    let slot = std::sync::Arc::new(std::sync::Mutex::new(Some(first)));
+    let address = address.to_string();
+    let channel = Endpoint::from_static("http://fare.agent")
+        .connect_with_connector(tower::service_fn(move |_| {
+            let (slot, address, config) = (slot.clone(), address.clone(), config.clone());
+            async move {
+                let taken = slot.lock().ok().and_then(|mut s| s.take());
+                let stream = match taken {
+                    Some(s) => s,
+                    None => tls_client::connect(&address, config)
+                        .await
+                        .map_err(std::io::Error::other)?,
+                };
+                Ok::<_, std::io::Error>(TokioIo::new(stream))
+            }
+        }))
         .await?;
     Ok(ManagementClient::new(channel))
 }

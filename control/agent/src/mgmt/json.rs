@@ -47,6 +47,8 @@ pub fn route_json(r: &pb::Route) -> Value {
             "neighbor": non_empty(&p.neighbor),
             "as_path": p.as_path,
             "path_bandwidth_gbps": p.path_bandwidth_gbps,
+            "received_gbps": p.received_gbps,
+            "received_max": p.received_max,
             "selected": p.selected,
         })).collect::<Vec<_>>(),
     })

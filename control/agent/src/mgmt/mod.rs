@@ -9,6 +9,7 @@ pub mod json;
 pub mod queries;
 pub mod server;
 pub mod tls;
+pub mod tls_client;
 pub mod views;
 pub mod watch;
 
@@ -41,6 +42,9 @@ pub enum MgmtError {
     },
     #[error("TLS: {0}")]
     Tls(String),
+    /// The agent refused this client (its certificate, or none), in one line.
+    #[error("{0}")]
+    Refused(String),
     #[error("gRPC transport: {0}")]
     Transport(#[from] tonic::transport::Error),
     #[error("request failed: {0}")]

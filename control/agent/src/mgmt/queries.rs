@@ -35,26 +35,41 @@ pub fn routes_of(state: &AgentState, prefix: IpNet) -> Vec<pb::Route> {
         .collect()
 }
 
-/// What differs from the file: bandwidths set at run time, neighbors shut down or drained.
+/// What differs from the configuration in force: bandwidths set at run time, neighbors
+/// shut down or drained; then the keys the file changed that wait for a restart.
 pub fn run_time_changes(ctx: &AgentContext) -> Vec<String> {
+    let config = ctx.running.config();
+    let pending = ctx.running.pending();
     let state = ctx.state.read();
     let mut out = Vec::new();
-    for c in &ctx.config.neighbors {
+    for c in &config.neighbors {
         let Some(n) = state.neighbors.get(&c.address) else {
             continue;
         };
         if n.bandwidth_gbps != c.bandwidth_gbps {
+            let gbps = |g: Option<f64>| g.map_or("the interface speed".into(), |g| format!("{g}"));
             out.push(format!(
-                "neighbor {}: bandwidth_gbps {:?} (file: {:?})",
-                c.address, n.bandwidth_gbps, c.bandwidth_gbps
+                "neighbor {}: bandwidth_gbps {} set at run time (file: {})",
+                c.address,
+                gbps(n.bandwidth_gbps),
+                gbps(c.bandwidth_gbps)
             ));
         }
         if let Some(m) = &n.admin_down {
-            out.push(format!("neighbor {}: shut down ({m:?})", c.address));
+            out.push(format!(
+                "neighbor {}: shut down at run time ({m:?})",
+                c.address
+            ));
         }
         if n.drained {
-            out.push(format!("neighbor {}: drained", c.address));
+            out.push(format!("neighbor {}: drained at run time", c.address));
         }
+    }
+    if !pending.is_empty() {
+        out.push(format!(
+            "changed in the file, in force after a restart: {}",
+            pending.join(", ")
+        ));
     }
     out
 }

@@ -13,10 +13,9 @@ use tracing::warn;
 
 /// Binds the socket and serves until `ctx.shutdown` is cancelled.
 pub async fn serve(
-    path: &Path,
+    listener: UnixListener,
     ctx: AgentContext,
 ) -> Result<tokio::task::JoinHandle<()>, MgmtError> {
-    let listener = bind(path).await?;
     let shutdown = ctx.shutdown.clone();
     let service = ManagementServer::new(Service { ctx });
     Ok(tokio::spawn(async move {
@@ -53,9 +52,19 @@ pub async fn serve_tcp(
     }))
 }
 
+/// Err when another agent answers on `path`: the agent checks this before it opens a
+/// data plane, so that a second agent of the same socket touches none of the first
+/// one's objects.
+pub async fn refuse_if_served(path: &Path) -> Result<(), MgmtError> {
+    if path.exists() && UnixStream::connect(path).await.is_ok() {
+        return Err(MgmtError::InUse(path.to_path_buf()));
+    }
+    Ok(())
+}
+
 /// Creates the parent directory, replaces a stale socket (refusing if another agent
 /// answers on it), binds, and restricts the socket to its owner.
-async fn bind(path: &Path) -> Result<UnixListener, MgmtError> {
+pub async fn bind(path: &Path) -> Result<UnixListener, MgmtError> {
     let io = |what: &'static str| {
         move |source| MgmtError::Io {
             what,
@@ -66,10 +75,8 @@ async fn bind(path: &Path) -> Result<UnixListener, MgmtError> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io("creating the directory of"))?;
     }
+    refuse_if_served(path).await?;
     if path.exists() {
-        if UnixStream::connect(path).await.is_ok() {
-            return Err(MgmtError::InUse(path.to_path_buf()));
-        }
         std::fs::remove_file(path).map_err(io("removing stale socket"))?;
     }
     let listener = UnixListener::bind(path).map_err(io("binding"))?;
@@ -151,6 +158,7 @@ fn action_status(e: crate::actions::ActionError) -> Status {
     match e {
         E::NoNeighbor(_) | E::NoMatch(_) => Status::not_found(e.to_string()),
         E::NoSpeaker | E::Stopped => Status::failed_precondition(e.to_string()),
+        E::MessageTooLong(_) => Status::invalid_argument(e.to_string()),
     }
 }
 
@@ -263,11 +271,26 @@ impl Management for Service {
         }))
     }
 
+    async fn reload(
+        &self,
+        _: Request<pb::ReloadRequest>,
+    ) -> Result<Response<pb::ReloadResponse>, Status> {
+        use crate::reload::ReloadError;
+        match self.ctx.reload.reload().await {
+            Ok(o) => Ok(Response::new(pb::ReloadResponse {
+                changed: o.changed,
+                pending: o.pending,
+            })),
+            Err(e @ ReloadError::NoFile) => Err(Status::failed_precondition(e.to_string())),
+            Err(e @ ReloadError::Invalid(_)) => Err(Status::invalid_argument(e.to_string())),
+        }
+    }
+
     async fn get_config(
         &self,
         _: Request<pb::GetConfigRequest>,
     ) -> Result<Response<pb::RunningConfig>, Status> {
-        let yaml = serde_norway::to_string(&*self.ctx.config)
+        let yaml = serde_norway::to_string(&self.ctx.running.config().redacted())
             .map_err(|e| Status::internal(format!("configuration as YAML: {e}")))?;
         let changes = super::queries::run_time_changes(&self.ctx);
         Ok(Response::new(pb::RunningConfig { yaml, changes }))

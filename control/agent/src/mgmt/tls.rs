@@ -46,12 +46,19 @@ pub fn server_config(tls: &ManagementTls) -> Result<rustls::ServerConfig, MgmtEr
     let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider.clone())
         .build()
         .map_err(|e| pem_error(&tls.client_ca, e))?;
+    let chain = certs(&tls.cert)?;
+    if super::tls_client::x509_version(&chain[0]) == Some(1) {
+        return Err(pem_error(
+            &tls.cert,
+            "an X.509 version 1 certificate: clients accept version 3 only",
+        ));
+    }
     let key = PrivateKeyDer::from_pem_file(&tls.key).map_err(|e| pem_error(&tls.key, e))?;
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| MgmtError::Tls(e.to_string()))?
         .with_client_cert_verifier(verifier)
-        .with_single_cert(certs(&tls.cert)?, key)
+        .with_single_cert(chain, key)
         .map_err(|e| pem_error(&tls.cert, e))?;
     config.alpn_protocols = vec![b"h2".to_vec()];
     Ok(config)
@@ -93,7 +100,9 @@ pub async fn incoming(
                         info!(%peer, "management API: TLS client accepted");
                         let _ = tx.send(Ok(tls)).await;
                     }
-                    Ok(Err(e)) => warn!(%peer, reason = %e, "management API: client refused"),
+                    Ok(Err(e)) => {
+                        warn!(%peer, reason = %refusal(&e), "management API: client refused")
+                    }
                     Err(_) => {
                         warn!(%peer, reason = "handshake timed out", "management API: client refused")
                     }
@@ -102,4 +111,19 @@ pub async fn incoming(
         }
     });
     Ok(rx)
+}
+
+/// Why a client's handshake failed, for the log: rustls's words, except for an X.509
+/// version 1 certificate (openssl's `x509 -req` without extensions), which rustls reports
+/// as an unnamed error.
+fn refusal(e: &std::io::Error) -> String {
+    use rustls::{CertificateError, Error};
+    match e.get_ref().and_then(|r| r.downcast_ref::<Error>()) {
+        Some(Error::InvalidCertificate(CertificateError::Other(o)))
+            if format!("{o:?}").contains("UnsupportedCertVersion") =>
+        {
+            "an X.509 version 1 client certificate: only version 3 is accepted".into()
+        }
+        _ => e.to_string(),
+    }
 }

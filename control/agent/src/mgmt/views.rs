@@ -45,6 +45,8 @@ pub fn route(r: &RouteStatus) -> pb::Route {
                 as_path: p.as_path.clone(),
                 path_bandwidth_gbps: p.path_bandwidth_gbps,
                 selected: p.selected,
+                received_gbps: p.received_gbps.filter(|g| g.is_finite()),
+                received_max: p.received_gbps.is_some_and(f64::is_infinite),
             })
             .collect(),
     }
@@ -158,6 +160,7 @@ pub fn explanation(
         node: node.to_string(),
         mode: serde_name(&e.mode),
         encoding: serde_name(&e.encoding),
+        parallel_links: e.parallel_links.name().to_string(),
         rule: e.rule.to_string(),
         weighted: e.weighted,
         paths: e

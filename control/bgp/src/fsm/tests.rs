@@ -1060,3 +1060,30 @@ fn restarted_peer_is_accepted_during_a_long_backoff() {
     );
     assert_eq!(fsm.state(), State::OpenSent);
 }
+
+/// The peer's shutdown communication stays the last error while later attempts end
+/// without a NOTIFICATION; a NOTIFICATION either way, or the end of an Established
+/// session, replaces it.
+#[test]
+fn a_closed_attempt_keeps_the_peers_notification_as_last_error() {
+    let shut = "received NOTIFICATION Cease/Administrative Shutdown: \"maintenance 42\"";
+    let closed = "connection closed by peer";
+    assert!(!super::replaces_last_error(Some(shut), closed, false));
+    assert!(super::replaces_last_error(Some(shut), closed, true));
+    assert!(super::replaces_last_error(
+        Some(shut),
+        "sent NOTIFICATION 2/2: bad peer AS",
+        false
+    ));
+    assert!(super::replaces_last_error(
+        Some(shut),
+        "received NOTIFICATION 6/4",
+        false
+    ));
+    assert!(super::replaces_last_error(
+        Some(closed),
+        "connection reset",
+        false
+    ));
+    assert!(super::replaces_last_error(None, closed, false));
+}

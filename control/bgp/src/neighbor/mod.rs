@@ -44,6 +44,9 @@ pub struct PeerConfig {
     /// Only accept connections, never connect.
     pub passive: bool,
     pub local_address: Option<IpAddr>,
+    /// The link the session runs over: the zone (scope) of an IPv6 link-local `address`
+    /// or `local_address`, which the kernel needs to connect or bind one.
+    pub interface: Option<String>,
     pub protection: Protection,
     pub families: Vec<Family>,
     /// DPF session coloring (draft-wang-idr-dpf §2.1).
@@ -105,11 +108,23 @@ pub enum Command {
     Refresh(Vec<Family>),
     /// Close the session with Cease / administrative shutdown and stop.
     Shutdown,
+    /// The neighbor left the configuration: Cease / Peer De-configured, and stop.
+    Deconfigure,
+    /// The neighbor's session parameters changed and a new task replaces this one:
+    /// Cease / Other Configuration Change, and stop.
+    Reconfigure,
     /// The operator's shutdown: Cease / Administrative Shutdown with this shutdown
     /// communication (RFC 8203), then Idle (no connection either way) until `AdminUp`.
     AdminDown(String),
     /// Start again after `AdminDown`.
     AdminUp,
+    /// New timers (a configuration reload), used from the next OPEN and connection
+    /// attempt on; the running session keeps its negotiated hold time.
+    Timers {
+        hold_time: u16,
+        connect_retry: Duration,
+        connect_retry_max: Duration,
+    },
 }
 
 /// Counters and state shown by `fare show neighbors`.
@@ -179,11 +194,18 @@ pub type SharedStatus = Arc<Mutex<NeighborStatus>>;
 
 pub use super::fsm::{KICK_DEFER, STANDBY};
 
+/// A neighbor task's event with the task's generation: a neighbor whose configuration
+/// changed is removed and added again as a new task, and the speaker drops what the old
+/// task still had queued instead of taking it for the new session's.
+pub type Tagged = (u64, SessionEvent);
+
 pub struct Neighbor {
     pub config: PeerConfig,
     pub status: SharedStatus,
     pub incoming: mpsc::Receiver<TcpStream>,
-    pub events: mpsc::Sender<SessionEvent>,
+    pub events: mpsc::Sender<Tagged>,
+    /// Tags every event (see [`Tagged`]).
+    pub generation: u64,
     pub commands: mpsc::UnboundedReceiver<Command>,
 }
 
@@ -287,6 +309,14 @@ impl Io {
 }
 
 impl Neighbor {
+    /// Sends `event` to the speaker, tagged with this task's generation.
+    async fn emit(&self, event: SessionEvent) -> Result<(), ()> {
+        self.events
+            .send((self.generation, event))
+            .await
+            .map_err(|_| ())
+    }
+
     fn set_state(&self, state: State) {
         if let Ok(mut s) = self.status.lock() {
             if s.state != state {
@@ -320,7 +350,7 @@ impl Neighbor {
     pub async fn run(mut self) {
         let mut fsm = Fsm::new(self.fsm_config());
         let epoch = Instant::now();
-        let our_open = our_open(&self.config);
+        let mut our_open = our_open_of(&self.config);
         let mut io = Io {
             links: HashMap::new(),
             next_id: 1,
@@ -351,8 +381,12 @@ impl Neighbor {
                     continue;
                 }
                 let cfg = &self.config;
-                let addr = SocketAddr::new(cfg.address, cfg.port);
-                let (local, protection) = (cfg.local_address, cfg.protection.clone());
+                let zone = cfg.interface.as_deref();
+                let addr = socket::zoned(SocketAddr::new(cfg.address, cfg.port), zone);
+                let local = cfg
+                    .local_address
+                    .map(|l| socket::zoned(SocketAddr::new(l, 0), zone));
+                let protection = cfg.protection.clone();
                 io.attempt = Some((
                     id,
                     Box::pin(async move { socket::connect(addr, local, &protection).await }),
@@ -448,6 +482,18 @@ impl Neighbor {
                         io.queue.push_back(Event::HoldTimerExpires);
                     }
                 }
+                Input::Command(Some(Command::Timers {
+                    hold_time,
+                    connect_retry,
+                    connect_retry_max,
+                })) => {
+                    info!(peer = %self.config.address, hold_time, "timers changed (from the next session)");
+                    self.config.hold_time = hold_time;
+                    self.config.connect_retry = connect_retry;
+                    self.config.connect_retry_max = connect_retry_max;
+                    fsm.set_timers(hold_time, connect_retry, connect_retry_max);
+                    our_open = our_open_of(&self.config);
+                }
                 Input::Command(cmd) => self.command(cmd, &fsm, &mut io).await,
             }
         }
@@ -514,12 +560,16 @@ impl Neighbor {
             Some(Command::Reset) => io.queue.push_back(Event::AutomaticStop),
             Some(Command::Kick) => io.queue.push_back(Event::LinkUp),
             Some(Command::Shutdown) | None => io.queue.push_back(Event::ManualStop),
+            Some(Command::Deconfigure) => io.queue.push_back(Event::Deconfigured),
+            Some(Command::Reconfigure) => io.queue.push_back(Event::Reconfigured),
             Some(Command::AdminDown(message)) => {
                 info!(peer = %self.config.address, %message, "administrative shutdown");
                 let data = super::packet::Notification::admin_shutdown(&message).data;
                 io.queue.push_back(Event::AdminShutdown(data));
             }
             Some(Command::AdminUp) => io.queue.push_back(Event::ManualStart),
+            // Taken by the run loop.
+            Some(Command::Timers { .. }) => {}
         }
     }
 
@@ -583,7 +633,7 @@ impl Neighbor {
                     peer: cfg.address,
                     update: u,
                 };
-                if self.events.send(event).await.is_err() {
+                if self.emit(event).await.is_err() {
                     io.queue.push_back(Event::ManualStop);
                 }
             }
@@ -606,7 +656,7 @@ impl Neighbor {
                             family: Some(family),
                             orf: orf.filter(|_| cfg.orf_receive),
                         };
-                        let _ = self.events.send(event).await;
+                        let _ = self.emit(event).await;
                     }
                     _ => debug!(peer = %cfg.address, afi, safi, subtype, "ROUTE-REFRESH ignored"),
                 }
@@ -617,12 +667,14 @@ impl Neighbor {
                 io.peer_open = None;
                 info!(event = "session_down", peer = %cfg.address, %reason, "session down");
                 self.count(|s| {
-                    s.last_error = Some(reason.clone());
+                    let last = s.last_error.as_deref();
+                    if crate::fsm::replaces_last_error(last, &reason, was_established) {
+                        s.last_error = Some(reason.clone());
+                    }
                     s.flaps += u64::from(was_established);
                 });
                 let _ = self
-                    .events
-                    .send(SessionEvent::Down {
+                    .emit(SessionEvent::Down {
                         peer: cfg.address,
                         reason,
                     })
@@ -660,7 +712,7 @@ impl Neighbor {
             peer: cfg.address,
             info,
         };
-        if self.events.send(up).await.is_err() {
+        if self.emit(up).await.is_err() {
             io.queue.push_back(Event::ManualStop);
             return false;
         }
@@ -744,7 +796,7 @@ fn message_event(
 }
 
 /// Our OPEN: the families, ROUTE-REFRESH, 4-octet AS, DPF session color and ORF.
-fn our_open(cfg: &PeerConfig) -> Open {
+fn our_open_of(cfg: &PeerConfig) -> Open {
     let mut caps: Vec<Capability> = cfg
         .families
         .iter()

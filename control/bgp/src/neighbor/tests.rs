@@ -12,7 +12,7 @@ const WAIT: Duration = Duration::from_secs(8);
 
 struct Side {
     status: SharedStatus,
-    events: mpsc::Receiver<SessionEvent>,
+    events: mpsc::Receiver<super::Tagged>,
     commands: mpsc::UnboundedSender<Command>,
     tasks: Vec<JoinHandle<()>>,
 }
@@ -32,7 +32,7 @@ impl Side {
     /// Down events reported so far (each a session that ended).
     fn downs(&mut self) -> Vec<String> {
         let mut out = Vec::new();
-        while let Ok(ev) = self.events.try_recv() {
+        while let Ok((_, ev)) = self.events.try_recv() {
             if let SessionEvent::Down { reason, .. } = ev {
                 out.push(reason);
             }
@@ -82,6 +82,7 @@ async fn side(local: Ipv4Addr, peer: Ipv4Addr, port: u16, id: u8) -> Side {
             connect_retry_max: RETRY * 2,
             passive: false,
             local_address: Some(local.into()),
+            interface: None,
             protection: Protection::default(),
             families: vec![Family::Ipv4Unicast],
             session_color: Default::default(),
@@ -91,6 +92,7 @@ async fn side(local: Ipv4Addr, peer: Ipv4Addr, port: u16, id: u8) -> Side {
         status: status.clone(),
         incoming: in_rx,
         events: ev_tx,
+        generation: 0,
         commands: cmd_rx,
     };
     let run = tokio::spawn(neighbor.run());
@@ -222,7 +224,7 @@ async fn peer_whose_listener_appears_late() {
     // Each side reported the session once, with what the peer's OPEN said.
     for (side, peer_id) in [(&mut early, 2), (&mut late, 1)] {
         let mut ups = Vec::new();
-        while let Ok(ev) = side.events.try_recv() {
+        while let Ok((_, ev)) = side.events.try_recv() {
             match ev {
                 SessionEvent::Up { info, .. } => ups.push((info.remote_id, info.hold_time)),
                 other => panic!("unexpected {other:?}"),
@@ -308,7 +310,7 @@ async fn silent_peer_is_dropped_by_the_hold_timer() {
     // The Down event follows the close the peer saw.
     let reason = loop {
         match tokio::time::timeout(WAIT, side.events.recv()).await {
-            Ok(Some(SessionEvent::Down { reason, .. })) => break reason,
+            Ok(Some((_, SessionEvent::Down { reason, .. }))) => break reason,
             Ok(Some(_)) => {}
             other => panic!("no Down event: {other:?}"),
         }

@@ -52,6 +52,7 @@ pub mod cease {
     pub const PEER_DECONFIGURED: u8 = 3;
     pub const ADMINISTRATIVE_RESET: u8 = 4;
     pub const CONNECTION_REJECTED: u8 = 5;
+    pub const OTHER_CONFIGURATION_CHANGE: u8 = 6;
     pub const CONNECTION_COLLISION: u8 = 7;
 }
 

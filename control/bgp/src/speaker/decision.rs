@@ -29,8 +29,21 @@ impl RibTask {
             .iter()
             .map(|p| self.peers.get(&p.peer).and_then(|x| x.spec.role))
             .collect();
-        let d = policy.decide(&inputs, from_above(&roles, &inputs));
+        let nodes: Vec<u64> = paths.iter().map(|p| self.neighbor_node(&p.peer)).collect();
+        let d = policy.decide(&inputs, &nodes, from_above(&roles, &inputs));
         (inputs, d)
+    }
+
+    /// Which node a path came from, for the parallel-links rule: the neighbor's BGP
+    /// Identifier (the same on every session with that switch); a neighbor without an
+    /// established session counts as a node of its own.
+    fn neighbor_node(&self, peer: &IpAddr) -> u64 {
+        let id = self.peers.get(peer).and_then(|p| p.session.as_ref());
+        match (id, peer) {
+            (Some(s), _) => u64::from(u32::from(s.remote_id)),
+            (None, IpAddr::V4(a)) => 1 << 32 | u64::from(u32::from(*a)),
+            (None, IpAddr::V6(a)) => 2 << 32 | (u128::from(*a) as u64 & 0xffff_ffff),
+        }
     }
 
     /// [`SpeakerCommand::Explain`](super::SpeakerCommand::Explain): the multipath set
@@ -82,6 +95,7 @@ impl RibTask {
             prefix,
             mode: policy.mode,
             encoding: policy.encoding,
+            parallel_links: policy.parallel,
             rule: rule_name(policy.mode, d.rule),
             weighted: d.weighted(),
             paths,
@@ -185,7 +199,7 @@ impl RibTask {
                 color_groups: vec![],
             },
             LocRoute::Learned(paths) => {
-                let (_, d) = self.decide(paths);
+                let (inputs, d) = self.decide(paths);
                 RouteView {
                     prefix,
                     local: false,
@@ -204,6 +218,7 @@ impl RibTask {
                                 .flat_map(|a| a.segments.iter().flat_map(|s| s.asns.clone()))
                                 .collect(),
                             path_bandwidth_gbps: d.weighted().then(|| d.bandwidths_gbps[i]),
+                            received_gbps: inputs.get(i).and_then(|x| x.path_gbps),
                             weight: d.weights[i],
                             ext_communities: p
                                 .attrs
@@ -243,7 +258,7 @@ impl RibTask {
             && (self.color_fib.is_empty() || !self.color_fib.contains_key(&prefix))
         {
             let members = paths.iter().map(|p| p.peer).zip(d.weights.iter().copied());
-            if self.rib.swap_fib(prefix, members) {
+            if self.rib.swap_fib(prefix, members) || self.batch.relabel {
                 self.batch_install(prefix, paths, d);
             }
             return;
@@ -397,6 +412,10 @@ pub(super) struct GroupBatch {
     /// (neighbor, next hop, weight, bandwidth bits) of each member of the last run when
     /// it installs.
     key: Vec<(IpAddr, IpAddr, u32, u64)>,
+    /// A link bandwidth changed (set at run time, or the interface speed): this round
+    /// sends every group again, also those whose weights stay, so that the members'
+    /// bandwidths shown are the new ones (the data plane writes only changed weights).
+    pub(super) relabel: bool,
 }
 
 /// True when `paths` carry two or more distinct DPF colors (no allocation).
@@ -620,13 +639,17 @@ mod tests {
         let p = Policy::default();
         let paths = [path(1, vec![pb(true, 10.0)]), path(2, vec![pb(true, 30.0)])];
         let inputs = received(&paths, |_| Some(100.0), |_| false, p.subtype, p.encoding);
-        let d = p.decide(&inputs, from_above(&[None, None], &inputs));
+        let d = p.decide(&inputs, &[0, 1], from_above(&[None, None], &inputs));
         assert!(d.weighted());
         assert_eq!(d.weights, vec![1, 3]);
         // One path without the community: ECMP.
         let paths = [path(1, vec![pb(true, 10.0)]), path(2, vec![])];
         let inputs = received(&paths, |_| Some(100.0), |_| false, p.subtype, p.encoding);
-        let d = p.decide(&inputs, false);
+        let d = p.decide(
+            &inputs,
+            &(0..inputs.len() as u64).collect::<Vec<_>>(),
+            false,
+        );
         assert!(!d.weighted());
         assert_eq!(d.weights, vec![1, 1]);
     }
@@ -648,7 +671,7 @@ mod tests {
         let inputs = received(&paths, |_| Some(100.0), accepted, p.subtype, p.encoding);
         let got: Vec<Option<f64>> = inputs.iter().map(|r| r.path_gbps).collect();
         assert_eq!(got, [Some(20.0), Some(10.0), Some(30.0)]);
-        assert_eq!(p.decide(&inputs[..2], false).weights, [2, 1]);
+        assert_eq!(p.decide(&inputs[..2], &[0, 1], false).weights, [2, 1]);
         let refused = received(
             &paths[..2],
             |_| Some(100.0),
@@ -700,7 +723,7 @@ mod tests {
                     IpAddr::V6(_) => 0,
                 })
                 .collect(),
-            ..Policy::default().decide(&[], false)
+            ..Policy::default().decide(&[], &[], false)
         };
         let got: Vec<(u32, bool, Vec<IpAddr>, Vec<u32>)> = by_color(&active, &backups, decide)
             .into_iter()

@@ -9,11 +9,28 @@ use crate::neighbor::{Command, SessionEvent};
 use crate::packet::{color, link_bandwidth, nlri, orf, AsPath, PathAttributes, Update};
 use crate::rib::EntryId;
 use ipnet::IpNet;
+use rustc_hash::FxHashSet;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use tracing::{debug, info, warn};
 
 impl RibTask {
+    /// A neighbor task's event, dropped when the task is not the current one of its
+    /// address (the neighbor was removed, or replaced after a configuration change).
+    pub(super) async fn on_tagged(&mut self, (generation, ev): crate::neighbor::Tagged) {
+        let peer = match &ev {
+            SessionEvent::Up { peer, .. }
+            | SessionEvent::Update { peer, .. }
+            | SessionEvent::RouteRefresh { peer, .. }
+            | SessionEvent::Down { peer, .. } => *peer,
+        };
+        if self.peers.get(&peer).map(|p| p.generation) == Some(generation) {
+            self.on_session(ev).await;
+        } else {
+            debug!(%peer, generation, "event of a replaced neighbor task dropped");
+        }
+    }
+
     pub(super) async fn on_session(&mut self, ev: SessionEvent) {
         match ev {
             SessionEvent::Up { peer, info } => {
@@ -84,6 +101,21 @@ impl RibTask {
                     self.neighbor_event(peer).await;
                 }
             }
+        }
+    }
+
+    /// Reports `peer`'s session down for `reason` before the routes it carried go, so
+    /// that watchers see the cause before its effects; the neighbor task's own report
+    /// (counters, the state it settles in) follows.
+    async fn session_lost(&self, peer: IpAddr, reason: &str) {
+        let Some(p) = self.peers.get(&peer) else {
+            return;
+        };
+        let status = p.status.lock().ok().map(|s| s.clone());
+        if let Some(mut s) = status.filter(|s| s.state == crate::fsm::State::Established) {
+            s.state = crate::fsm::State::Active;
+            s.last_error = Some(reason.to_string());
+            let _ = self.events.send(SpeakerEvent::Neighbor(s)).await;
         }
     }
 
@@ -202,7 +234,7 @@ impl RibTask {
         }
     }
 
-    pub(super) fn on_link(&mut self, interface: &str, up: bool, speed_gbps: Option<f64>) {
+    pub(super) async fn on_link(&mut self, interface: &str, up: bool, speed_gbps: Option<f64>) {
         let mut changed = false;
         let mut down = Vec::new();
         for (addr, p) in self.peers.iter_mut() {
@@ -229,12 +261,14 @@ impl RibTask {
             }
         }
         for addr in down {
+            self.session_lost(addr, "link down").await;
             let gone = self.rib.forget_peer(addr);
             self.dirty.extend(gone);
         }
         if changed {
             // A link's bandwidth feeds every weight and every advertised value.
             self.dirty.extend(self.rib.prefixes());
+            self.batch.relabel = true;
         }
     }
 
@@ -291,6 +325,49 @@ impl RibTask {
         matched
     }
 
+    /// [`SpeakerCommand::RemoveNeighbor`]: Cease / Peer De-configured to the neighbor, its
+    /// task stopped, its routes withdrawn (the prefixes they reached decided again). A
+    /// connection from its address is refused from then on (nothing takes it).
+    pub(super) fn remove_neighbor(&mut self, neighbor: IpAddr) -> bool {
+        self.end_neighbor(neighbor, Command::Deconfigure)
+    }
+
+    /// Stops the neighbor's task with `last` (its NOTIFICATION) and forgets the neighbor
+    /// and its routes.
+    pub(super) fn end_neighbor(&mut self, neighbor: IpAddr, last: Command) -> bool {
+        let Some(p) = self.peers.remove(&neighbor) else {
+            return false;
+        };
+        info!(peer = %neighbor, "neighbor removed from the configuration");
+        let _ = p.commands.send(last);
+        self.forget_neighbor(neighbor);
+        let gone = self.rib.forget_peer(neighbor);
+        self.dirty.extend(gone);
+        true
+    }
+
+    /// [`SpeakerCommand::SetPrefixes`]: the prefixes originated from now on; only the
+    /// prefixes added or removed are decided again (and, toward `summary_only`
+    /// neighbors, whatever an aggregate added or removed covers).
+    pub(super) fn set_prefixes(&mut self, prefixes: &[IpNet]) -> (Vec<IpNet>, Vec<IpNet>) {
+        let new: FxHashSet<IpNet> = prefixes.iter().map(|p| p.trunc()).collect();
+        let mut added: Vec<IpNet> = new.difference(&self.rib.local).copied().collect();
+        let mut removed: Vec<IpNet> = self.rib.local.difference(&new).copied().collect();
+        added.sort();
+        removed.sort();
+        if added.is_empty() && removed.is_empty() {
+            return (added, removed);
+        }
+        info!(?added, ?removed, "originated prefixes changed");
+        self.rib.local = new;
+        self.config.prefixes = prefixes.to_vec();
+        self.dirty.extend(added.iter().chain(&removed).copied());
+        if self.peers.values().any(|p| p.spec.summary_only) {
+            self.dirty.extend(self.rib.prefixes());
+        }
+        (added, removed)
+    }
+
     /// [`SpeakerCommand::SetBandwidth`]: the new value becomes the neighbor's configured
     /// one (link events no longer change it); `None` goes back to the interface speed.
     pub(super) fn set_bandwidth(
@@ -313,6 +390,7 @@ impl RibTask {
                 p.link_gbps = now;
                 // Every weight and advertised value may use this link.
                 self.dirty.extend(self.rib.prefixes());
+                self.batch.relabel = true;
             }
             matched.push((*addr, now));
         }

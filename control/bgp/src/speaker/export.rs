@@ -29,6 +29,7 @@ impl RibTask {
     /// neighbors' prefix counts.
     pub(super) async fn flush(&mut self) {
         self.decide_and_send().await;
+        self.batch.relabel = false;
         self.count_prefixes();
     }
 
@@ -538,7 +539,7 @@ mod tests {
         let decided = std::cell::Cell::new(0);
         let one = |_: &[Path]| {
             decided.set(decided.get() + 1);
-            (vec![], Policy::default().decide(&[], false))
+            (vec![], Policy::default().decide(&[], &[], false))
         };
         last.get(&a, one);
         last.get(&a, one);

@@ -7,9 +7,7 @@
 
 use super::dpf::Dpf;
 use super::fare::Policy;
-use super::neighbor::{
-    Command, Neighbor, NeighborStatus, PeerConfig, SessionEvent, SessionInfo, SharedStatus,
-};
+use super::neighbor::{Command, NeighborStatus, SessionInfo, SharedStatus};
 pub use super::packet::link_bandwidth::Mode as LinkBandwidthMode;
 use super::packet::{orf, Family};
 use super::rib::{EntryId, Rib};
@@ -24,12 +22,14 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 mod decision;
 mod events;
 mod export;
 mod mpson;
+mod runtime;
+pub use runtime::Replaced;
 
 /// One configured neighbor.
 #[derive(Clone, Debug, PartialEq)]
@@ -138,8 +138,11 @@ pub struct PathView {
     pub neighbor: IpAddr,
     pub next_hop: Option<IpAddr>,
     pub as_path: Vec<u32>,
-    /// From the Path Bandwidth community (the one weights used), Gbps.
+    /// The bandwidth the decision gave the path (the received value capped by the link,
+    /// or what the rule made of it), Gbps; None when the route is not weighted.
     pub path_bandwidth_gbps: Option<f64>,
+    /// The Path Bandwidth value as received (infinite: "max"), Gbps; None without one.
+    pub received_gbps: Option<f64>,
     pub weight: u32,
     /// Extended communities as received, 16 hex digits each.
     pub ext_communities: Vec<String>,
@@ -302,6 +305,43 @@ pub enum SpeakerCommand {
         prefix: IpNet,
         reply: tokio::sync::oneshot::Sender<Option<RouteExplain>>,
     },
+    /// Add a neighbor (a configuration reload): its task starts, the listeners take its
+    /// connections; the other sessions are not touched. Err says why it cannot be added
+    /// to the running speaker (then it needs a restart).
+    AddNeighbor {
+        spec: Box<NeighborSpec>,
+        reply: tokio::sync::oneshot::Sender<Result<(), String>>,
+    },
+    /// Remove a neighbor (a configuration reload): its session ends with Cease / Peer
+    /// De-configured (RFC 4486), its routes are withdrawn, its task stops; the other
+    /// sessions are not touched. Replies false when it is not configured.
+    RemoveNeighbor {
+        neighbor: IpAddr,
+        reply: tokio::sync::oneshot::Sender<bool>,
+    },
+    /// New session timers (a configuration reload): every neighbor uses them from its
+    /// next OPEN and connection attempt; no session is reset.
+    SetTimers {
+        hold_time: u16,
+        connect_retry: Duration,
+        connect_retry_max: Duration,
+    },
+    /// Spread packets over the members this way from now on (a configuration reload):
+    /// every group is installed again with the new mode; no session is touched.
+    SetGroupMode(GroupMode),
+    /// Change a neighbor's configuration (a configuration reload); see
+    /// [`RibTask::replace_neighbor`]. Err says why the running speaker cannot.
+    ReplaceNeighbor {
+        spec: Box<NeighborSpec>,
+        reply: tokio::sync::oneshot::Sender<Result<runtime::Replaced, String>>,
+    },
+    /// Originate exactly `prefixes` from now on (a configuration reload): the new ones
+    /// are advertised, those no longer listed withdrawn, no session is touched. Replies
+    /// with (added, removed), each sorted.
+    SetPrefixes {
+        prefixes: Vec<IpNet>,
+        reply: tokio::sync::oneshot::Sender<(Vec<IpNet>, Vec<IpNet>)>,
+    },
     Shutdown,
 }
 
@@ -329,6 +369,8 @@ pub struct RouteExplain {
     pub prefix: IpNet,
     pub mode: fare_model::bandwidth::Mode,
     pub encoding: fare_model::bandwidth::Encoding,
+    /// Per node or per session over parallel links (`fare.parallel_links`).
+    pub parallel_links: fare_model::parallel::ParallelLinks,
     /// `min-sum`, `super-spine-pass-through`, `remote-spine` or `sum-over-n`.
     pub rule: &'static str,
     pub weighted: bool,
@@ -358,7 +400,8 @@ pub struct Advertised {
 #[derive(Clone)]
 pub struct SpeakerHandle {
     pub commands: mpsc::Sender<SpeakerCommand>,
-    pub neighbors: Vec<SharedStatus>,
+    /// Every configured neighbor's status (neighbors added and removed at run time too).
+    pub neighbors: Arc<Mutex<Vec<SharedStatus>>>,
 }
 
 struct Peer {
@@ -379,6 +422,9 @@ struct Peer {
     via: String,
     /// Drained by the operator ([`SpeakerCommand::Drain`]).
     drained: bool,
+    /// Its task's generation: events of another (an earlier task of the same address)
+    /// are dropped.
+    generation: u64,
 }
 
 /// Starts listeners, neighbor tasks and the RIB task. Fails when a listener cannot bind.
@@ -394,60 +440,18 @@ pub async fn start(
     let mut peers = FxHashMap::default();
     let mut statuses = Vec::new();
     for spec in &config.neighbors {
-        let status = Arc::new(Mutex::new(NeighborStatus::new(
-            spec.address,
-            spec.remote_as,
-        )));
-        let (cmd_tx, cmd_rx) = mpsc::unbounded_channel();
-        let (in_tx, in_rx) = mpsc::channel(4);
-        let families = vec![Family::Ipv4Unicast, Family::Ipv6Unicast];
-        let neighbor = Neighbor {
-            config: PeerConfig {
-                address: spec.address,
-                remote_as: spec.remote_as,
-                local_as: config.asn,
-                router_id: config.router_id,
-                port: config.port,
-                hold_time: config.hold_time,
-                connect_retry: config.connect_retry,
-                connect_retry_max: config.connect_retry_max,
-                passive: spec.passive,
-                local_address: spec.local_address,
-                protection: spec.protection.clone(),
-                families,
-                session_color: config.dpf.session(spec.color),
-                orf_receive: spec.orf_receive,
-                orf_send: spec.orf_send.clone(),
-            },
-            status: status.clone(),
-            incoming: in_rx,
-            events: session_tx.clone(),
-            commands: cmd_rx,
-        };
-        tokio::spawn(neighbor.run());
-        let link_gbps = spec.link_gbps();
-        statuses.push(status.clone());
-        peers.insert(
-            spec.address,
-            Peer {
-                spec: spec.clone(),
-                status,
-                commands: cmd_tx,
-                incoming: in_tx,
-                session: None,
-                link_gbps,
-                link_up: true,
-                orf: HashMap::new(),
-                orf_wait_until: None,
-                via: spec.address.to_string(),
-                drained: false,
-            },
-        );
+        let peer = runtime::spawn_neighbor(&config, spec, &session_tx);
+        statuses.push(peer.status.clone());
+        peers.insert(spec.address, peer);
     }
-    let accept_to: HashMap<IpAddr, mpsc::Sender<tokio::net::TcpStream>> = peers
-        .iter()
-        .map(|(a, p)| (*a, p.incoming.clone()))
-        .collect();
+    let accept = runtime::SharedAccept::default();
+    if let Ok(mut t) = accept.write() {
+        t.peers = peers
+            .iter()
+            .map(|(a, p)| (*a, p.incoming.clone()))
+            .collect();
+    }
+    let mut listening = Vec::new();
     if config.listen {
         let mut keys: Vec<(IpAddr, Protection)> = config
             .neighbors
@@ -476,8 +480,11 @@ pub async fn start(
             // GTSM on the listener only when every neighbor of the family uses it, so
             // the SYN is checked too; otherwise it is set per accepted connection.
             let all_gtsm = wanted.iter().all(|k| k.1.gtsm);
-            let gtsm_peers: HashSet<IpAddr> =
-                wanted.iter().filter(|k| k.1.gtsm).map(|k| k.0).collect();
+            if let Ok(mut t) = accept.write() {
+                t.gtsm
+                    .extend(wanted.iter().filter(|k| k.1.gtsm).map(|k| k.0));
+            }
+            listening.push((v6, all_gtsm));
             for addr in binds {
                 let listener = socket::listen(SocketAddr::new(addr, config.port))?;
                 for (peer, prot) in &wanted {
@@ -488,7 +495,7 @@ pub async fn start(
                 if all_gtsm {
                     socket::set_gtsm(&listener, v6)?;
                 }
-                tokio::spawn(accept_loop(listener, accept_to.clone(), gtsm_peers.clone()));
+                tokio::spawn(accept_loop(listener, accept.clone()));
             }
         }
     }
@@ -500,8 +507,21 @@ pub async fn start(
         .filter_map(|n| n.interface.clone())
         .collect();
     if !watched.is_empty() {
-        tokio::spawn(watch_links(watched, config.link_poll, cmd_tx.clone()));
+        tokio::spawn(watch_links(
+            watched.clone(),
+            config.link_poll,
+            cmd_tx.clone(),
+        ));
     }
+    let statuses = Arc::new(Mutex::new(statuses));
+    let runtime = runtime::Runtime {
+        sessions: Some(session_tx),
+        accept,
+        listening,
+        watched,
+        commands: Some(cmd_tx.downgrade()),
+        statuses: statuses.clone(),
+    };
     let mut rib = Rib::default();
     rib.upa_subtype = Some(config.policy.upa_subtype);
     for p in &config.prefixes {
@@ -516,6 +536,7 @@ pub async fn start(
         color_fib: FxHashMap::default(),
         batch: Default::default(),
         unreachable_learned: FxHashSet::default(),
+        runtime,
     };
     tokio::spawn(task.run(session_rx, cmd_rx));
     Ok(SpeakerHandle {
@@ -604,11 +625,7 @@ async fn watch_links(watched: HashSet<String>, poll: Duration, tx: mpsc::Sender<
     }
 }
 
-async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    peers: HashMap<IpAddr, mpsc::Sender<tokio::net::TcpStream>>,
-    gtsm: HashSet<IpAddr>,
-) {
+async fn accept_loop(listener: tokio::net::TcpListener, table: runtime::SharedAccept) {
     loop {
         let (stream, from) = match listener.accept().await {
             Ok(x) => x,
@@ -619,9 +636,13 @@ async fn accept_loop(
             }
         };
         let ip = from.ip().to_canonical();
-        match peers.get(&ip) {
+        let (to, gtsm) = match table.read() {
+            Ok(t) => (t.peers.get(&ip).cloned(), t.gtsm.contains(&ip)),
+            Err(_) => (None, false),
+        };
+        match to {
             Some(tx) => {
-                if gtsm.contains(&ip) {
+                if gtsm {
                     if let Err(e) = socket::set_gtsm(&stream, ip.is_ipv6()) {
                         warn!(peer = %ip, "GTSM: {e}");
                     }
@@ -705,12 +726,14 @@ struct RibTask {
     /// Prefixes whose every path announces them unreachable (UPA): an RNIC's host
     /// routes derived from its aggregates, recomputed when an aggregate changes.
     unreachable_learned: FxHashSet<IpNet>,
+    /// What neighbors added at run time need of the running speaker.
+    runtime: runtime::Runtime,
 }
 
 impl RibTask {
     async fn run(
         mut self,
-        mut sessions: mpsc::Receiver<SessionEvent>,
+        mut sessions: mpsc::Receiver<crate::neighbor::Tagged>,
         mut commands: mpsc::Receiver<SpeakerCommand>,
     ) {
         self.flush().await;
@@ -727,7 +750,7 @@ impl RibTask {
                         sessions_open = false;
                         continue;
                     };
-                    self.on_session(ev).await;
+                    self.on_tagged(ev).await;
                     // Drain what is queued, then decide once for the batch. The batch is
                     // bounded in prefixes too: while this task is behind, the dirty set
                     // (and what `flush` builds from it) would otherwise hold the whole
@@ -737,14 +760,14 @@ impl RibTask {
                             break;
                         }
                         match sessions.try_recv() {
-                            Ok(ev) => self.on_session(ev).await,
+                            Ok(ev) => self.on_tagged(ev).await,
                             Err(_) => break,
                         }
                     }
                 }
                 cmd = commands.recv() => match cmd {
                     Some(SpeakerCommand::Link { interface, up, speed_gbps }) => {
-                        self.on_link(&interface, up, speed_gbps);
+                        self.on_link(&interface, up, speed_gbps).await;
                     }
                     Some(SpeakerCommand::SetBandwidth { neighbor, interface, gbps, reply }) => {
                         let _ = reply.send(self.set_bandwidth(neighbor, interface.as_deref(), gbps));
@@ -761,6 +784,34 @@ impl RibTask {
                     }
                     Some(SpeakerCommand::AdminState { neighbor, down, reply }) => {
                         let _ = reply.send(self.admin_state(neighbor, down));
+                    }
+                    Some(SpeakerCommand::AddNeighbor { spec, reply }) => {
+                        let _ = reply.send(self.add_neighbor(*spec));
+                    }
+                    Some(SpeakerCommand::SetTimers { hold_time, connect_retry, connect_retry_max }) => {
+                        self.config.hold_time = hold_time;
+                        self.config.connect_retry = connect_retry;
+                        self.config.connect_retry_max = connect_retry_max;
+                        for p in self.peers.values() {
+                            let _ = p.commands.send(Command::Timers { hold_time, connect_retry, connect_retry_max });
+                        }
+                    }
+                    Some(SpeakerCommand::SetGroupMode(mode)) => {
+                        if self.config.group_mode != mode {
+                            info!(?mode, "group mode changed");
+                            self.config.group_mode = mode;
+                            self.dirty.extend(self.rib.prefixes());
+                            self.batch.relabel = true;
+                        }
+                    }
+                    Some(SpeakerCommand::ReplaceNeighbor { spec, reply }) => {
+                        let _ = reply.send(self.replace_neighbor(*spec));
+                    }
+                    Some(SpeakerCommand::RemoveNeighbor { neighbor, reply }) => {
+                        let _ = reply.send(self.remove_neighbor(neighbor));
+                    }
+                    Some(SpeakerCommand::SetPrefixes { prefixes, reply }) => {
+                        let _ = reply.send(self.set_prefixes(&prefixes));
                     }
                     Some(SpeakerCommand::SoftReset { neighbor, reply }) => {
                         let _ = reply.send(self.soft_reset(neighbor));
@@ -791,6 +842,7 @@ impl RibTask {
 mod tests {
     use super::*;
     use crate::community::PathBandwidth;
+    use crate::neighbor::SessionEvent;
     use crate::packet::{update, AsPath, Context, Origin, PathAttributes};
 
     const PEER_AS: u32 = 65002;
@@ -847,6 +899,7 @@ mod tests {
                     orf_wait_until: None,
                     via: spec.address.to_string(),
                     drained: false,
+                    generation: 0,
                     spec: spec.clone(),
                 },
             );
@@ -861,6 +914,7 @@ mod tests {
             dirty: Dirty::default(),
             batch: Default::default(),
             unreachable_learned: FxHashSet::default(),
+            runtime: Default::default(),
         };
         (task, rx)
     }
@@ -964,6 +1018,91 @@ mod tests {
         assert!(rx.try_recv().is_err(), "nothing changed, nothing sent");
     }
 
+    /// A link bandwidth set at run time that leaves every weight as it was still sends
+    /// the groups again, with the members' new bandwidths (what `show groups` reports);
+    /// the next flush without a change sends nothing.
+    #[tokio::test]
+    async fn bandwidth_set_with_the_same_weights_sends_the_new_bandwidths() {
+        let (mut task, mut rx) = task();
+        let a = peer_addr(1);
+        task.on_update(a, announce(&["10.1.0.0/24"], 400.0));
+        task.flush().await;
+        let bandwidths = |rx: &mut mpsc::Receiver<SpeakerEvent>| -> Vec<(u32, f64)> {
+            let Ok(SpeakerEvent::Groups(runs)) = rx.try_recv() else {
+                return vec![];
+            };
+            runs.iter()
+                .flat_map(|r| r.groups())
+                .filter_map(|(_, g)| g)
+                .flat_map(|g| g.members.into_iter().map(|m| (m.weight, m.bandwidth_gbps)))
+                .collect()
+        };
+        // One path: min(link 100, received 400).
+        assert_eq!(bandwidths(&mut rx), [(1, 100.0)]);
+        assert_eq!(
+            task.set_bandwidth(Some(a), None, Some(25.0)),
+            [(a, Some(25.0))]
+        );
+        task.flush().await;
+        assert_eq!(bandwidths(&mut rx), [(1, 25.0)]);
+        task.flush().await;
+        assert!(rx.try_recv().is_err(), "nothing changed, nothing sent");
+        // The same value again changes nothing.
+        task.set_bandwidth(Some(a), None, Some(25.0));
+        task.flush().await;
+        assert!(rx.try_recv().is_err(), "the same bandwidth, nothing sent");
+    }
+
+    /// A neighbor removed at run time takes its paths with it: the groups it was in are
+    /// sent again without it; the other neighbor is untouched. Removing it twice fails.
+    #[tokio::test]
+    async fn removed_neighbor_leaves_the_groups() {
+        let (mut task, mut rx) = task();
+        let (a, b) = (peer_addr(1), peer_addr(2));
+        task.on_update(a, announce(&["10.1.0.0/24"], 10.0));
+        task.on_update(b, announce(&["10.1.0.0/24"], 30.0));
+        assert_eq!(
+            flushed(&mut task, &mut rx).await,
+            vec![(
+                vec![net("10.1.0.0/24")],
+                Some(vec![(a.to_string(), 1), (b.to_string(), 3)])
+            )]
+        );
+        assert!(task.remove_neighbor(b));
+        assert!(!task.peers.contains_key(&b));
+        assert_eq!(
+            flushed(&mut task, &mut rx).await,
+            vec![(vec![net("10.1.0.0/24")], Some(vec![(a.to_string(), 1)]))]
+        );
+        assert!(!task.remove_neighbor(b));
+        // Its UPDATEs still in flight are dropped.
+        task.on_update(b, announce(&["10.9.0.0/24"], 30.0));
+        task.flush().await;
+        assert!(rx.try_recv().is_err(), "nothing from a removed neighbor");
+    }
+
+    /// Prefixes added at run time are originated (routes shown local), removed ones
+    /// withdrawn; the same list again changes nothing.
+    #[tokio::test]
+    async fn prefixes_set_at_run_time_are_originated_and_withdrawn() {
+        let (mut task, mut rx) = task();
+        let (p1, p2) = (net("192.0.2.0/24"), net("198.51.100.0/24"));
+        assert_eq!(task.set_prefixes(&[p1, p2]), (vec![p1, p2], vec![]));
+        task.flush().await;
+        assert!(task.view(p1).is_some_and(|v| v.local));
+        assert!(task.view(p2).is_some_and(|v| v.local));
+        assert_eq!(
+            task.set_prefixes(&[net("198.51.100.9/24")]),
+            (vec![], vec![p1]),
+            "host bits cleared"
+        );
+        task.flush().await;
+        assert!(task.view(p1).is_none(), "withdrawn");
+        assert!(task.view(p2).is_some_and(|v| v.local));
+        assert_eq!(task.set_prefixes(&[p2]), (vec![], vec![]));
+        while rx.try_recv().is_ok() {}
+    }
+
     /// After each flush every neighbor's status holds its Adj-RIB-In size (accepted)
     /// and Adj-RIB-Out size (advertised); a session that goes down advertises nothing.
     #[tokio::test]
@@ -1021,5 +1160,49 @@ mod tests {
         .await;
         task.flush().await;
         assert_eq!((counts(&task, a), counts(&task, b)), ((2, 0), (0, 0)));
+    }
+
+    /// A changed neighbor: a session parameter starts a new task (its events tagged with
+    /// a new generation), also for a neighbor whose unchanged MD5 key the listeners
+    /// already have; a changed key is refused before anything ends; a policy change keeps
+    /// the task.
+    #[tokio::test]
+    async fn replace_neighbor_resets_only_for_session_parameters() {
+        let (mut task, _rx) = task();
+        let (sessions, _events) = mpsc::channel(4);
+        task.runtime.sessions = Some(sessions);
+        let a = peer_addr(1);
+        let base = task.peers[&a].spec.clone();
+        let keyed = |key: &str, passive: bool| NeighborSpec {
+            passive,
+            protection: socket::Protection {
+                md5_key: Some(key.into()),
+                ..Default::default()
+            },
+            ..base.clone()
+        };
+        let spec = keyed("k1", true);
+        if let Some(p) = task.peers.get_mut(&a) {
+            p.spec = spec.clone();
+        }
+        let generation = |t: &RibTask| t.peers.get(&a).map(|p| p.generation);
+
+        let policy = NeighborSpec {
+            summary_only: true,
+            ..spec.clone()
+        };
+        assert_eq!(task.replace_neighbor(policy), Ok(Replaced::Policy));
+        assert_eq!(generation(&task), Some(0));
+
+        assert!(task.replace_neighbor(keyed("k2", false)).is_err());
+        assert_eq!(generation(&task), Some(0), "refused: the old task stays");
+
+        assert_eq!(
+            task.replace_neighbor(keyed("k1", false)),
+            Ok(Replaced::Session)
+        );
+        let new = generation(&task);
+        assert!(new.is_some_and(|g| g != 0), "{new:?}");
+        assert_eq!(task.peers.get(&a).map(|p| p.spec.passive), Some(false));
     }
 }

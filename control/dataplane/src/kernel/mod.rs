@@ -723,12 +723,14 @@ impl Dataplane for KernelDataplane {
             .map_err(|e| err(format!("route {prefix}: {e}")))?
             .protocol(RouteProtocol::Other(RTPROT_FARE))
             .build();
-        self.routes
-            .route()
-            .del(msg)
-            .execute()
-            .await
-            .map_err(|e| err(format!("deleting route {prefix}: {e}")))?;
+        match self.routes.route().del(msg).execute().await {
+            Ok(()) => {}
+            // The kernel deletes a route itself when its last next hop's link goes down:
+            // the route is gone, which is what was asked; its nexthop objects remain.
+            Err(rtnetlink::Error::NetlinkError(e))
+                if e.code.is_some_and(|c| c.get().abs() == libc::ESRCH) => {}
+            Err(e) => return Err(err(format!("deleting route {prefix}: {e}"))),
+        }
         let mut ids = vec![old.group_id];
         ids.extend(&old.member_ids);
         self.delete_ids(&ids).await;

@@ -1487,7 +1487,8 @@ registers {
 
     /// The P4Info p4c's Tofino backend wrote for tna/fare_tna.p4 with standard extern
     /// messages (p4/build/tna/, `make -C p4 tna`): the same backend resolves it by the same
-    /// names. What differs for a controller: Tofino's 9-bit port, the 20-bit QP range key.
+    /// names, flow mode's bucket and member tables and set_group's flowlet gap included.
+    /// What differs for a controller: Tofino's 9-bit port, the 20-bit QP range key.
     #[test]
     fn committed_tna_p4info_resolves() {
         let text = include_str!("../../../../p4/build/tna/fare_tna.p4info.txtpb");
@@ -1503,6 +1504,23 @@ registers {
         assert_eq!(p.route_v6.dst.bits, 128);
         assert_eq!(p.monitor_params.len(), 7);
         assert_eq!(p.selector_max_group_size, 256);
+        assert_eq!(p.set_group.flowlet_gap.map(|f| f.bits), Some(32));
+        let Some(b) = p.buckets else {
+            panic!("the TNA P4Info has no bucket table");
+        };
+        assert_eq!(b.buckets, 256);
+        assert_eq!((b.group_id.bits, b.bucket.bits), (16, 16));
+        assert_eq!((b.bucket_member.bits, b.member_index.bits), (16, 16));
+        // The same shape as fare.p4's bucket and member tables, up to ids.
+        let bmv2 = FareProgram::resolve(&P4Info::from_text(COMMITTED).unwrap()).unwrap();
+        let Some(bb) = bmv2.buckets else {
+            panic!("fare.p4's P4Info has no bucket table");
+        };
+        let widths = |t: &BucketTables| {
+            [t.group_id, t.bucket, t.bucket_member, t.member_index].map(|f| f.bits)
+        };
+        assert_eq!(widths(&b), widths(&bb));
+        assert_eq!(b.buckets, bb.buckets);
     }
 
     /// Everything of a P4Info the backend relies on except ids (p4c assigns those from

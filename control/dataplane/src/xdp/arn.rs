@@ -184,18 +184,17 @@ impl ArnMaps {
                     .map_err(|e| err(format!("ARN_NEIGHBORS: {e}")))?;
             }
         }
-        // The node's own addresses: the program acts only on ARNs sent to one of them (or
-        // to a multicast group) and forwards any other like transit traffic.
+        // The node's own addresses, with or without ARN: the program acts only on ARNs
+        // sent to one of them (or to a multicast group) and forwards any other like
+        // transit traffic; a packet without a route to one of them counts as `local`.
         let old: Vec<ArnSender> = self.local.keys().filter_map(Result::ok).collect();
         for k in old {
             let _ = self.local.remove(&k);
         }
-        if settings.is_some() {
-            for address in local_addresses() {
-                self.local
-                    .insert(sender_key(address), 1, 0)
-                    .map_err(|e| err(format!("ARN_LOCAL: {e}")))?;
-            }
+        for address in local_addresses() {
+            self.local
+                .insert(sender_key(address), 1, 0)
+                .map_err(|e| err(format!("ARN_LOCAL: {e}")))?;
         }
         self.config
             .set(0, row, 0)

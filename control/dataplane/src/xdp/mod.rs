@@ -17,11 +17,13 @@
 mod adopt;
 pub mod arn;
 mod attach;
+pub mod bpffs;
 mod colors;
 mod dir4;
 mod encode;
 mod group_ids;
 mod keep;
+pub mod kernel;
 mod logs;
 pub mod neighbor;
 pub mod netdev;
@@ -29,11 +31,10 @@ mod object;
 pub mod pins;
 pub mod queues;
 pub mod steer;
-// BPF_PROG_TEST_RUN and verifier counts serve the benchmarks and tests only: the
-// packaged binary is built without them.
+// BPF_PROG_TEST_RUN serves the benchmarks and tests only: the packaged binary is built
+// without it. Loading with the verifier's counts is also `fare xdp check`'s.
 #[cfg(feature = "bench")]
 pub mod testrun;
-#[cfg(feature = "bench")]
 pub mod verifier;
 
 use crate::{
@@ -245,9 +246,7 @@ fn load_and_attach(
         .ok_or_else(|| err("program fare_xdp missing from the object"))?
         .try_into()
         .map_err(|e| err(format!("program fare_xdp: {e}")))?;
-    program
-        .load()
-        .map_err(|e| err(format!("the kernel refused the XDP program: {e:?}")))?;
+    verifier::load_logged(fc::PROGRAM_NAME, || program.load())?;
     keep::forget(pins);
     let mut links = Vec::new();
     for ifname in interfaces {
@@ -276,6 +275,7 @@ impl XdpDataplane {
     /// and adopts the groups already in the maps.
     pub fn open(opts: &XdpOptions) -> Result<XdpDataplane, DataplaneError> {
         let bytes = object_bytes(opts.object.as_deref())?;
+        kernel::check().map_err(err)?;
         let pins = PinDir::new(&opts.pin_root, &opts.node);
         // A node's first open that fails leaves no pins behind (a pinned link would keep
         // the program attached with no agent); an earlier instance's pins are kept, they
@@ -330,8 +330,7 @@ impl XdpDataplane {
                 .ok_or_else(|| err("program fare_tc_spray missing from the object"))?
                 .try_into()
                 .map_err(|e| err(format!("program fare_tc_spray: {e}")))?;
-            tc.load()
-                .map_err(|e| err(format!("the kernel refused the TC spray program: {e:?}")))?;
+            verifier::load_logged(fc::TC_SPRAY_NAME, || tc.load())?;
             for ifname in &opts.egress_spray {
                 let link = attach_tc_egress(tc, &pins, ifname)?;
                 links.push((format!("tc-{ifname}"), link));

@@ -14,7 +14,6 @@ use std::path::{Path, PathBuf};
 /// Default bpffs root of fare's pins.
 pub const DEFAULT_ROOT: &str = "/sys/fs/bpf/fare";
 const PROGRAM_PREFIX: &str = "program-";
-const BPF_FS_MAGIC: i64 = 0xcafe_4a11;
 
 #[derive(Clone, Debug)]
 pub struct PinDir {
@@ -55,7 +54,7 @@ impl PinDir {
 
     /// Makes sure bpffs is mounted under `root` and creates the directories.
     pub fn prepare(&self, root: &Path) -> io::Result<()> {
-        ensure_bpffs(root)?;
+        super::bpffs::ensure_logged(root)?;
         std::fs::create_dir_all(self.maps())?;
         std::fs::create_dir_all(self.node.join("links"))?;
         Ok(())
@@ -68,60 +67,4 @@ impl PinDir {
             other => other,
         }
     }
-}
-
-fn is_bpffs(path: &Path) -> bool {
-    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()) else {
-        return false;
-    };
-    // SAFETY: statfs fills `st`; c is NUL-terminated.
-    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
-    let rc = unsafe { libc::statfs(c.as_ptr(), &mut st) };
-    rc == 0 && st.f_type as i64 == BPF_FS_MAGIC
-}
-
-/// bpffs must hold `root`: when neither it nor /sys/fs/bpf is bpffs, mount it on
-/// /sys/fs/bpf (the usual place; systemd normally does this).
-fn ensure_bpffs(root: &Path) -> io::Result<()> {
-    let mut probe = root.to_path_buf();
-    while !probe.exists() {
-        if !probe.pop() {
-            break;
-        }
-    }
-    if is_bpffs(&probe) {
-        return Ok(());
-    }
-    let sys = Path::new("/sys/fs/bpf");
-    if root.starts_with(sys) && !is_bpffs(sys) {
-        // Typical under `ip netns exec`, which mounts a fresh sysfs over /sys in a private
-        // mount namespace: a bpffs mounted here dies with this process, so nothing
-        // survives a restart. `nsenter --net=...` keeps the host's /sys/fs/bpf.
-        tracing::warn!(
-            "/sys/fs/bpf is not a bpf filesystem here (started with `ip netns exec`?): \
-             mounting a private one; pinned XDP state will not survive this process \
-             (start the agent with `nsenter --net=/run/netns/NAME` to keep it)"
-        );
-        std::fs::create_dir_all(sys)?;
-        let rc = unsafe {
-            libc::mount(
-                c"bpf".as_ptr(),
-                c"/sys/fs/bpf".as_ptr(),
-                c"bpf".as_ptr(),
-                0,
-                std::ptr::null(),
-            )
-        };
-        if rc != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        return Ok(());
-    }
-    if root.starts_with(sys) {
-        return Ok(());
-    }
-    Err(io::Error::other(format!(
-        "{} is not on a bpf filesystem",
-        root.display()
-    )))
 }

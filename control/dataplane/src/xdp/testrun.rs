@@ -59,6 +59,7 @@ pub struct TestRun {
 pub struct TestRunOptions {
     pub repeat: u32,
     /// Interface the frame pretends to arrive on (0 = none; live mode needs a real one).
+    /// Any context (this or `live`) needs Linux 5.15.
     pub ingress_ifindex: u32,
     pub live: bool,
     /// Live mode: frames per batch (0 = kernel default 64).
@@ -101,7 +102,15 @@ pub fn run(prog_fd: RawFd, frame: &[u8], opts: TestRunOptions) -> io::Result<Tes
         )
     };
     if rc < 0 {
-        return Err(io::Error::last_os_error());
+        let e = io::Error::last_os_error();
+        if with_ctx && e.raw_os_error() == Some(libc::EINVAL) {
+            // An XDP context in BPF_PROG_TEST_RUN arrived in Linux 5.15.
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{e} (an XDP context, e.g. an ingress interface, needs Linux 5.15)"),
+            ));
+        }
+        return Err(e);
     }
     out.truncate(attr.data_size_out as usize);
     Ok(TestRun {

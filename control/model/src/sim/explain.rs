@@ -11,6 +11,7 @@
 
 use super::{group_weights, Context, Options, Worker, ORIGIN};
 use crate::bandwidth::{Advertised, Encoding, Mode, Received, Rule, Spread};
+use crate::parallel::{ParallelLinks, Share};
 use crate::topology::{LinkId, NodeId, Topology};
 use ipnet::IpNet;
 use serde::Serialize;
@@ -25,6 +26,8 @@ pub(crate) struct RouteTrace {
     link_value_sent: Option<f64>,
     received: Option<Received>,
     bandwidth: f64,
+    /// How the parallel-links rule gave the route its bandwidth.
+    share: Option<Share>,
 }
 
 /// A node's record: its routes, rule and advertisement.
@@ -66,6 +69,7 @@ pub(super) fn record_route(
             link_value_sent,
             received: None,
             bandwidth: f64::NAN,
+            share: None,
         });
 }
 
@@ -76,12 +80,14 @@ pub(super) fn record_group(
     rule: Rule,
     routes: &[Received],
     spread: &Spread,
+    shares: Option<&[Share]>,
     advertised: Advertised,
 ) {
     let t = trace[n].get_or_insert_with(NodeTrace::default);
     for (i, (r, received)) in t.routes.iter_mut().zip(routes).enumerate() {
         r.received = Some(*received);
         r.bandwidth = spread.bandwidth(i, routes);
+        r.share = shares.and_then(|s| s.get(i)).copied();
     }
     t.rule = Some(rule);
     t.ecmp = *spread == Spread::Equal;
@@ -168,6 +174,10 @@ pub struct HopRoute {
     pub link_value: Option<WireValue>,
     /// The bandwidth the node gave the route (its weight before rounding).
     pub bandwidth_gbps: f64,
+    /// Where the route is one of several parallel links to its neighbor (and the rule is
+    /// per node): the links' aggregate, the value the neighbor advertised, the node's
+    /// path bandwidth min(aggregate, advertised) and this link's allocation.
+    pub parallel: Option<Share>,
 }
 
 /// One node on the paths of the explained group, and the one explained.
@@ -223,6 +233,8 @@ pub struct Explanation {
     pub prefix: IpNet,
     pub mode: Mode,
     pub encoding: Encoding,
+    /// Per node or per session over parallel links ([`crate::parallel`]).
+    pub parallel_links: ParallelLinks,
     pub origins: Vec<String>,
     pub members: Vec<MemberPaths>,
     /// Every node on the members' paths, nearest the origins first; the explained node last.
@@ -316,6 +328,7 @@ pub fn explain(
         prefix,
         mode: options.mode,
         encoding: options.encoding,
+        parallel_links: options.parallel,
         origins: set.origins.iter().map(|&o| name(o)).collect(),
         members,
         hops,
@@ -405,6 +418,9 @@ fn hop(topo: &Topology, options: &Options, n: NodeId, distance: u32, t: Option<&
                 received_gbps: received.and_then(|x| x.path_gbps),
                 link_value: r.link_value_sent.map(|v| WireValue::new(enc, v)),
                 bandwidth_gbps: r.bandwidth,
+                parallel: r
+                    .share
+                    .filter(|s| s.links > 1 && options.parallel != ParallelLinks::Session),
             }
         })
         .collect();

@@ -617,3 +617,60 @@ async fn an_adopted_flow_group_keeps_its_buckets() {
     let a = resilient::reassign(Some(&resilient::fresh(&[1; 4], 256)), &[1, 1, 1, 2], 256);
     assert_eq!(moved, a.moved, "after adoption");
 }
+
+/// fare_tna.p4 (Tofino): its committed P4Info has the bucket and member tables, so flow
+/// and flowlet mode write them as on BMv2, and a flowlet group's route carries the gap.
+#[tokio::test]
+async fn flow_mode_on_the_tna_program_writes_the_bucket_table() {
+    use fare_model::resilient;
+    let fake = FakeTarget::start().await;
+    let build = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../p4/build");
+    // The fake target keeps the device config without reading it (no tofino.bin here).
+    let config = std::env::temp_dir().join(format!("fare-tna-config-{}", std::process::id()));
+    std::fs::write(&config, b"tofino.bin stand-in").expect("config");
+    let mut opts = options(&fake.address, 7);
+    opts.pipeline = Some((build.join("tna/fare_tna.p4info.txtpb"), config.clone()));
+    let mut dp = P4RuntimeDataplane::connect(opts).await.expect("connect");
+    let _ = std::fs::remove_file(&config);
+    let prog = dp.program().clone();
+    let tna = crate::p4rt::p4info::P4Info::from_text(
+        &std::fs::read_to_string(build.join("tna/fare_tna.p4info.txtpb")).expect("p4info"),
+    )
+    .expect("parse");
+    let wcmp_bucket = tna.table("wcmp.wcmp_bucket").expect("wcmp_bucket");
+    assert_eq!(
+        prog.buckets.as_ref().map(|b| b.bucket_table),
+        Some(crate::p4rt::p4info::id_of(wcmp_bucket))
+    );
+
+    dp.set_flowlet_gap(Duration::from_micros(300));
+    let flowlet = Group {
+        mode: GroupMode::Flowlet,
+        ..group("10.9.0.0/16", &[3, 3, 4, 4])
+    };
+    dp.install(&flowlet).await.expect("install");
+    let (table, members) = buckets_on_target(&fake, &prog);
+    let fresh = resilient::fresh(&[3, 3, 4, 4], 256);
+    assert_eq!(table.len(), 256);
+    let index: Vec<u16> = (0..4)
+        .map(|m| table[fresh.iter().position(|&x| x == m).expect("member in table")])
+        .collect();
+    assert_eq!(table, fresh.iter().map(|&m| index[m]).collect::<Vec<_>>());
+    assert_eq!(members.len(), 4);
+
+    let gap = prog.set_group.flowlet_gap.expect("flowlet_gap_us");
+    let gaps: Vec<u128> = {
+        let s = fake.lock();
+        s.tables
+            .iter()
+            .filter(|((id, _), _)| *id == prog.route_v4.table)
+            .filter_map(
+                |(_, t)| match t.action.as_ref().and_then(|a| a.r#type.clone()) {
+                    Some(p4::table_action::Type::Action(a)) => Some(param_value(&a, gap.id)),
+                    _ => None,
+                },
+            )
+            .collect()
+    };
+    assert_eq!(gaps, vec![300]);
+}

@@ -1,0 +1,147 @@
+//! `fare bench kernels`: the verifier's work per program on each kernel of the matrix
+//! (scripts/kernels: a QEMU guest per kernel running `fare xdp check`) against the host
+//! kernel's, measured in the same run.
+
+use anyhow::{bail, Context, Result};
+use fare_dataplane::xdp::kernel::{self, Release};
+use fare_dataplane::xdp::verifier::{self, VerifierCounts};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// The kernel matrix script (boots the guests).
+    #[arg(long, default_value = "scripts/kernels")]
+    pub script: PathBuf,
+}
+
+/// One kernel's figures.
+struct Row {
+    name: String,
+    release: String,
+    counts: VerifierCounts,
+    load_ms: u64,
+}
+
+pub fn run(args: Args) -> Result<String> {
+    let host = host_row()?;
+    let out = std::env::temp_dir().join(format!("fare-bench-kernels-{}", std::process::id()));
+    let status = Command::new(&args.script)
+        .arg("check")
+        .env("FARE_KERNELS_OUT", &out)
+        .status()
+        .with_context(|| format!("running {}", args.script.display()))?;
+    let guests = guest_rows(&out);
+    let _ = std::fs::remove_dir_all(&out);
+    let guests = guests?;
+    if !status.success() || guests.is_empty() {
+        bail!("{} check failed ({status})", args.script.display());
+    }
+    Ok(table(&host, &guests))
+}
+
+fn host_row() -> Result<Row> {
+    let root = Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT);
+    let node = format!("bench-kernels-{}", std::process::id());
+    let c = verifier::check_running(root, &node)?;
+    Ok(Row {
+        name: "host".into(),
+        release: c.release,
+        counts: c.counts,
+        load_ms: c.load_ms,
+    })
+}
+
+/// The `check.json` of every guest folder under `out`.
+fn guest_rows(out: &Path) -> Result<Vec<Row>> {
+    let mut rows = Vec::new();
+    let mut dirs: Vec<_> = std::fs::read_dir(out)?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    dirs.sort();
+    for dir in dirs {
+        let text = std::fs::read_to_string(dir.join("check.json")).with_context(|| {
+            format!("{}: no check.json (the guest did not boot?)", dir.display())
+        })?;
+        let v: serde_json::Value = serde_json::from_str(&text)?;
+        let count = |i: usize| v["programs"][i]["verified_insns"].as_u64().unwrap_or(0) as u32;
+        rows.push(Row {
+            name: dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            release: v["kernel"].as_str().unwrap_or("?").to_string(),
+            counts: VerifierCounts {
+                xdp: count(0),
+                xdp_arn: count(1),
+                tc_spray: count(2),
+            },
+            load_ms: v["load_ms"].as_u64().unwrap_or(0),
+        });
+    }
+    Ok(rows)
+}
+
+fn table(host: &Row, guests: &[Row]) -> String {
+    let limit = 1_000_000.0;
+    let mut s = String::from(
+        "## Verifier work per kernel (`fare bench kernels`)\n\n\
+         Instructions the kernel's verifier processed loading each program (`fare xdp \
+         check`: nothing attached; ARN reception is a load-time flag, so two loads of \
+         fare_xdp), each kernel's largest share of the 1,000,000 limit, and its ratio to \
+         the host kernel's, measured in the same run. Guests run under QEMU's TCG: their \
+         load times are emulation's, not the kernel's.\n\n\
+         | kernel | release | fare_xdp | fare_xdp (ARN) | fare_tc_spray | largest / 1M | x host (fare_xdp, ARN) | three loads |\n\
+         |---|---|---|---|---|---|---|---|\n",
+    );
+    for r in std::iter::once(host).chain(guests) {
+        let c = r.counts;
+        let largest = c.xdp.max(c.xdp_arn).max(c.tc_spray);
+        let ratio = |a: u32, b: u32| match (a, b) {
+            (verifier::NOT_REPORTED, _) | (_, verifier::NOT_REPORTED) => "-".to_string(),
+            _ => format!("{:.2}", f64::from(a) / f64::from(b)),
+        };
+        let share = match largest {
+            verifier::NOT_REPORTED => "-".to_string(),
+            n => format!("{:.1} %", f64::from(n) * 100.0 / limit),
+        };
+        // Below the minimum the agent refuses the kernel; `fare xdp check` loaded it
+        // with FARE_XDP_ANY_KERNEL=1 (scripts/kernels).
+        let refused = Release::parse(&r.release).is_some_and(|k| k < kernel::MINIMUM);
+        let name = if refused {
+            format!(
+                "{} (refused; loaded with {}=1)",
+                r.name,
+                kernel::ANY_KERNEL_ENV
+            )
+        } else {
+            r.name.clone()
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {share} | {}, {} | {:.1} s |\n",
+            name,
+            r.release,
+            count(c.xdp),
+            count(c.xdp_arn),
+            count(c.tc_spray),
+            ratio(c.xdp, host.counts.xdp),
+            ratio(c.xdp_arn, host.counts.xdp_arn),
+            r.load_ms as f64 / 1000.0
+        ));
+    }
+    s.push_str(
+        "\n\"loaded, no count\": the kernel loaded the program but reports no count (before \
+         Linux 5.16).\n",
+    );
+    s.push_str("\nCommand: `fare bench kernels` (root; boots each guest of `scripts/kernels`).\n");
+    s
+}
+
+/// A count for the table ("loaded, no count" where the kernel does not report it).
+fn count(n: u32) -> String {
+    match n {
+        verifier::NOT_REPORTED => "loaded, no count".to_string(),
+        n => n.to_string(),
+    }
+}
