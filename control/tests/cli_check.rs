@@ -57,7 +57,7 @@ fn agent_check_refuses_what_no_speaker_may_run() {
         String::from_utf8_lossy(&out.stderr)
     );
     // (replace, with, line, problem): each bad file is AGENT with one edit.
-    let cases: [(&str, &str, usize, String); 10] = [
+    let cases: [(&str, &str, usize, String); 11] = [
         (
             "asn: 65001",
             "asn: 0",
@@ -119,6 +119,14 @@ fn agent_check_refuses_what_no_speaker_may_run() {
             "[eth1, eth1]",
             5,
             "dataplane.interfaces: interface eth1 is given twice".into(),
+        ),
+        (
+            "bgp: {hold_time: 9}",
+            "bgp: {hold_time: 9}\nlog: 'fare=[bogus'",
+            5,
+            "log: `fare=[bogus` is not a log filter: error parsing level filter: expected one \
+             of \"off\", \"error\", \"warn\", \"info\", \"debug\", \"trace\", or a number 0-5"
+                .into(),
         ),
     ];
     for (i, (from, to, line, problem)) in cases.iter().enumerate() {

@@ -296,3 +296,43 @@ pub async fn set_group_mode(
 ) -> Result<(), ActionError> {
     tell(ctx, SpeakerCommand::SetGroupMode(mode)).await
 }
+
+/// Installs the `static:` group `config` (make-before-break over one already there) and
+/// records it as a route.
+pub async fn install_static(
+    ctx: &AgentContext,
+    config: &crate::config::StaticGroup,
+) -> Result<(), crate::dataplane_task::HandleError> {
+    let group = crate::statics::group_of(config);
+    ctx.dataplane.install(group.clone()).await?;
+    ctx.events.publish(views::group_event(&group, &[]));
+    let route = crate::state::RouteStatus {
+        prefix: group.prefix,
+        source: crate::state::RouteSource::Static,
+        paths: group
+            .members
+            .iter()
+            .map(|m| crate::state::RoutePath {
+                next_hop: m.next_hop,
+                selected: true,
+                ..Default::default()
+            })
+            .collect(),
+    };
+    ctx.events.publish(views::route_event(&route));
+    ctx.state.write().set_route(route);
+    Ok(())
+}
+
+/// Removes the `static:` group of `prefix` and its route.
+pub async fn remove_static(
+    ctx: &AgentContext,
+    prefix: ipnet::IpNet,
+) -> Result<(), crate::dataplane_task::HandleError> {
+    ctx.dataplane.remove(prefix).await?;
+    ctx.events.publish(views::group_removed(prefix));
+    let source = crate::state::RouteSource::Static;
+    ctx.state.write().remove_route(prefix, source);
+    ctx.events.publish(views::route_withdrawn(prefix, source));
+    Ok(())
+}

@@ -38,6 +38,8 @@ pub struct ArnStatus {
     /// Watched interfaces (empty without `arn.monitor`), each with its congestion signal
     /// once the monitor knows it (`eth2: qdisc backlog + BQL inflight`).
     pub monitored: Arc<RwLock<Vec<String>>>,
+    /// Where a reload sends new thresholds of the watched interfaces (with `arn.monitor`).
+    pub thresholds: Option<std::sync::mpsc::Sender<Vec<fare_arn::config::MonitoredInterface>>>,
 }
 
 impl ArnStatus {
@@ -249,6 +251,12 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                 .flat_map(|m| m.interfaces.iter().map(|i| i.interface.clone()))
                 .collect(),
         )),
+        thresholds: None,
+    };
+    let (thresholds_tx, thresholds_rx) = std::sync::mpsc::channel();
+    let status = ArnStatus {
+        thresholds: config.monitor.is_some().then_some(thresholds_tx),
+        ..status
     };
     ctx.state.write().arn = Some(status.clone());
 
@@ -269,6 +277,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                     queues: xdp_queue_source(&ctx.config)?,
                     multicast: multicast.clone(),
                     signals: Some(status.monitored.clone()),
+                    thresholds: Some(thresholds_rx),
                 },
             )
             .map_err(ProtocolError::ArnMonitor)?,

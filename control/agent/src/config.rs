@@ -46,6 +46,10 @@ pub struct AgentConfig {
     /// Adaptive Routing Notifications: receiver and queue/link monitor. Off when absent.
     #[serde(default)]
     pub arn: Option<fare_arn::ArnConfig>,
+    /// The log filter (tracing env-filter syntax: `info`, `warn,fare_bgp=debug`). `--log`
+    /// or FARE_LOG on the agent's command line take precedence; SIGHUP applies a change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
 }
 
 /// Drives an agent with groups computed offline by `fare weights TOPO --json`:
@@ -450,6 +454,7 @@ impl AgentConfig {
             bgp: BgpConfig::default(),
             dpf: None,
             arn: None,
+            log: None,
         }
     }
 }
@@ -561,6 +566,14 @@ impl AgentConfig {
             FileError::new(path, yamlfile::find_line(text, needle, 1), problem)
         };
         self.check_speaker_rules(path, text)?;
+        if let Some(filter) = &self.log {
+            if let Err(e) = tracing_subscriber::EnvFilter::builder().parse(filter) {
+                return Err(at(
+                    "log:",
+                    format!("log: `{filter}` is not a log filter: {e}"),
+                ));
+            }
+        }
         if let DataplaneConfig::Xdp { queues, .. } = &self.dataplane {
             for q in queues {
                 if !(q.rate_mbps.is_finite() && q.rate_mbps > 0.0) {

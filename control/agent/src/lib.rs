@@ -54,7 +54,7 @@ pub mod systemd;
 
 use config::AgentConfig;
 use dataplane_task::DataplaneHandle;
-use state::{AgentState, RoutePath, RouteSource, RouteStatus, SharedState};
+use state::{AgentState, SharedState};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::JoinSet;
@@ -404,31 +404,12 @@ fn ready_status(config: &AgentConfig) -> String {
 /// them as routes.
 async fn install_static_groups(ctx: &AgentContext) -> Result<(), AgentError> {
     for config in &ctx.config.static_groups {
-        let group = statics::group_of(config);
-        ctx.dataplane
-            .install(group.clone())
+        actions::install_static(ctx, config)
             .await
             .map_err(|source| AgentError::StaticGroup {
-                prefix: group.prefix,
+                prefix: config.prefix,
                 source,
             })?;
-        ctx.events.publish(mgmt::views::group_event(&group, &[]));
-        let mut state = ctx.state.write();
-        let route = RouteStatus {
-            prefix: group.prefix,
-            source: RouteSource::Static,
-            paths: group
-                .members
-                .iter()
-                .map(|m| RoutePath {
-                    next_hop: m.next_hop,
-                    selected: true,
-                    ..Default::default()
-                })
-                .collect(),
-        };
-        ctx.events.publish(mgmt::views::route_event(&route));
-        state.set_route(route);
     }
     Ok(())
 }

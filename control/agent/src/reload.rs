@@ -38,6 +38,12 @@ pub struct Diff {
     pub timers: Option<BgpConfig>,
     /// The new `fare.group_mode`.
     pub group_mode: Option<fare_dataplane::GroupMode>,
+    /// The `log` filter, when it changed (`Some(None)`: removed).
+    pub log: Option<Option<String>>,
+    /// The `static` groups added or changed, and the prefixes of those removed.
+    pub statics: Option<StaticChanges>,
+    /// The `arn.monitor` interfaces with new thresholds (the same interfaces as before).
+    pub arn_thresholds: Option<Vec<fare_arn::config::MonitoredInterface>>,
     /// Other changed keys (`asn`, `bgp.port`, `fare.mode`, ...).
     pub restart_needed: Vec<String>,
 }
@@ -90,9 +96,88 @@ pub fn diff(old: &AgentConfig, new: &AgentConfig) -> Diff {
             d.restart_needed.push(format!("fare.{key}"));
         }
     }
-    let applied = ["neighbors", "prefixes", "bgp", "fare"];
+    if old.log != new.log {
+        d.log = Some(new.log.clone());
+    }
+    if old.static_groups != new.static_groups {
+        d.statics = Some(StaticChanges::between(
+            &old.static_groups,
+            &new.static_groups,
+        ));
+    }
+    match arn_thresholds(old.arn.as_ref(), new.arn.as_ref()) {
+        Some(list) => d.arn_thresholds = Some(list),
+        None if old.arn != new.arn => d
+            .restart_needed
+            .extend(arn_keys(old.arn.as_ref(), new.arn.as_ref())),
+        None => {}
+    }
+    // `static_from` is applied through the groups it expands to.
+    let applied = [
+        "neighbors",
+        "prefixes",
+        "bgp",
+        "fare",
+        "log",
+        "static",
+        "static_from",
+        "arn",
+    ];
     d.restart_needed.extend(changed_keys(old, new, &applied));
     d
+}
+
+/// The `static` groups a reload installs (added or changed: make-before-break) and removes.
+#[derive(Debug, Default, PartialEq)]
+pub struct StaticChanges {
+    pub install: Vec<super::config::StaticGroup>,
+    pub remove: Vec<ipnet::IpNet>,
+}
+
+impl StaticChanges {
+    fn between(
+        old: &[super::config::StaticGroup],
+        new: &[super::config::StaticGroup],
+    ) -> StaticChanges {
+        let install = new.iter().filter(|g| !old.contains(g)).cloned().collect();
+        let remove = old
+            .iter()
+            .filter(|o| !new.iter().any(|g| g.prefix == o.prefix))
+            .map(|o| o.prefix)
+            .collect();
+        StaticChanges { install, remove }
+    }
+}
+
+/// The new monitor thresholds when they are all that changed in `arn` (the same
+/// interfaces, in the same order, with the same path and notify lists); else None.
+fn arn_thresholds(
+    old: Option<&fare_arn::ArnConfig>,
+    new: Option<&fare_arn::ArnConfig>,
+) -> Option<Vec<fare_arn::config::MonitoredInterface>> {
+    let (old, new) = (old?, new?);
+    let (om, nm) = (old.monitor.as_ref()?, new.monitor.as_ref()?);
+    let without = |c: &fare_arn::ArnConfig| {
+        let mut c = c.clone();
+        if let Some(m) = c.monitor.as_mut() {
+            for i in &mut m.interfaces {
+                (i.high_bytes, i.low_bytes, i.limit_bytes, i.clear_ms) = (0, 0, None, 0);
+            }
+        }
+        c
+    };
+    (om != nm && without(old) == without(new)).then(|| nm.interfaces.clone())
+}
+
+/// `arn.KEY` for every key of the `arn` block that differs (`arn` when it came or went).
+fn arn_keys(old: Option<&fare_arn::ArnConfig>, new: Option<&fare_arn::ArnConfig>) -> Vec<String> {
+    match (old, new) {
+        (Some(o), Some(n)) => changed_keys(o, n, &[])
+            .into_iter()
+            .map(|k| format!("arn.{k}"))
+            .collect(),
+        _ => vec!["arn".into()],
+    }
 }
 
 /// The keys whose values differ between `a` and `b` (present in one only included),
@@ -158,6 +243,45 @@ pub struct Source {
     pub path: PathBuf,
     /// `management.socket` given on the command line.
     pub socket: Option<PathBuf>,
+    /// How the file's `log` filter reaches the process's logger (absent: not at all).
+    pub log: Option<LogControl>,
+}
+
+/// The file's `log` key and the process's logger: the filter `--log`/FARE_LOG gave, if
+/// they were given (then the file's key is not used), else the one to return to when the
+/// key is removed, and the function that replaces the running filter.
+#[derive(Clone)]
+pub struct LogControl {
+    pub command_line: Option<String>,
+    pub default: String,
+    pub set: std::sync::Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>,
+}
+
+impl std::fmt::Debug for LogControl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LogControl")
+            .field("command_line", &self.command_line)
+            .field("default", &self.default)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LogControl {
+    /// Puts the file's filter (or the default without one) in force, unless the command
+    /// line chose the filter. Checked at load: it parses.
+    pub fn apply(&self, file: Option<&str>) {
+        if let Some(cli) = &self.command_line {
+            if file.is_some() {
+                info!(filter = %cli, "log: the file's `log` is not used: --log or FARE_LOG set the filter");
+            }
+            return;
+        }
+        let filter = file.unwrap_or(&self.default);
+        match (self.set)(filter) {
+            Ok(()) => info!(%filter, "log filter in force"),
+            Err(e) => warn!(%filter, "log filter not changed: {e}"),
+        }
+    }
 }
 
 impl Source {
@@ -260,7 +384,19 @@ async fn reload_once(
         }
     };
     let d = diff(current, &new);
-    let pending = apply(ctx, current, &d).await;
+    let mut pending = apply(ctx, current, &d).await;
+    if d.statics.is_some() {
+        current.static_from = new.static_from.clone();
+    }
+    if let Some(log) = &d.log {
+        match &source.log {
+            Some(control) => {
+                control.apply(log.as_deref());
+                current.log = log.clone();
+            }
+            None => pending.push("log".into()),
+        }
+    }
     if !pending.is_empty() {
         warn!(
             "reload: changed {} (these take effect after a restart)",
@@ -332,7 +468,82 @@ async fn apply(ctx: &AgentContext, current: &mut AgentConfig, d: &Diff) -> Vec<S
         }
     }
     apply_globals(ctx, current, d).await;
+    if let Some(statics) = &d.statics {
+        apply_statics(ctx, current, statics).await;
+    }
+    if let Some(list) = &d.arn_thresholds {
+        match apply_thresholds(ctx, list) {
+            Ok(()) => {
+                if let Some(m) = current.arn.as_mut().and_then(|a| a.monitor.as_mut()) {
+                    m.interfaces = list.clone();
+                }
+            }
+            Err(why) => {
+                warn!("reload: ARN thresholds not applied ({why}): restart");
+                pending.push(format!("arn.monitor ({why})"));
+            }
+        }
+    }
     pending
+}
+
+/// The `static` groups: removed ones first, then added and changed ones, each on its own
+/// (one that fails is logged and stays as it was in `current`).
+async fn apply_statics(ctx: &AgentContext, current: &mut AgentConfig, c: &StaticChanges) {
+    for prefix in &c.remove {
+        match crate::actions::remove_static(ctx, *prefix).await {
+            Ok(()) => {
+                info!(%prefix, "reload: static group removed");
+                current.static_groups.retain(|g| g.prefix != *prefix);
+            }
+            Err(e) => warn!(%prefix, "reload: static group not removed: {e}"),
+        }
+    }
+    for g in &c.install {
+        match crate::actions::install_static(ctx, g).await {
+            Ok(()) => {
+                info!(prefix = %g.prefix, "reload: static group installed");
+                match current
+                    .static_groups
+                    .iter_mut()
+                    .find(|o| o.prefix == g.prefix)
+                {
+                    Some(o) => *o = g.clone(),
+                    None => current.static_groups.push(g.clone()),
+                }
+            }
+            Err(e) => warn!(prefix = %g.prefix, "reload: static group not installed: {e}"),
+        }
+    }
+}
+
+/// Hands new thresholds to the running ARN monitor. A P4 switch's queues were armed at
+/// start by the data plane itself: those wait for a restart.
+fn apply_thresholds(
+    ctx: &AgentContext,
+    list: &[fare_arn::config::MonitoredInterface],
+) -> Result<(), &'static str> {
+    if matches!(
+        ctx.config.dataplane,
+        super::config::DataplaneConfig::P4runtime(_)
+    ) {
+        return Err("the switch's queue thresholds are written at start");
+    }
+    let sender = ctx
+        .state
+        .read()
+        .arn
+        .as_ref()
+        .and_then(|a| a.thresholds.clone());
+    let sender = sender.ok_or("the ARN monitor is not running")?;
+    sender
+        .send(list.to_vec())
+        .map_err(|_| "the ARN monitor stopped")?;
+    info!(
+        interfaces = list.len(),
+        "reload: ARN monitor thresholds changed"
+    );
+    Ok(())
 }
 
 /// The session timers and the group mode.
@@ -466,5 +677,46 @@ mod tests {
         let d = diff(&one, &old);
         assert!(d.removed.is_empty() && d.restart_needed.is_empty());
         assert_eq!(d.added, [old.neighbors[1].clone()]);
+    }
+
+    /// The log filter, static groups and ARN thresholds apply at run time; another
+    /// `arn` key is named for a restart.
+    #[test]
+    fn log_statics_and_arn_thresholds_apply_at_run_time() {
+        let member = "members: [{interface: eth1, neighbor_mac: '02:00:00:00:00:01', weight: 1}]";
+        let statics = format!(
+            "static:\n  - prefix: 10.9.0.0/24\n    {member}\n  - prefix: 10.9.1.0/24\n    {member}\n"
+        );
+        let arn = "arn:\n  monitor:\n    interfaces:\n      \
+            - {interface: eth1, path_id: 10.0.0.2, high_bytes: 30000, low_bytes: 10000}\n";
+        let old = config(&format!("{BASE}{statics}{arn}"));
+        let new = config(&format!(
+            "{BASE}log: warn,fare_bgp=debug\n{}{}",
+            statics
+                .replacen("weight: 1", "weight: 3", 1)
+                .replace("10.9.1.0/24", "10.9.2.0/24"),
+            arn.replace("high_bytes: 30000", "high_bytes: 40000"),
+        ));
+        let d = diff(&old, &new);
+        assert!(d.restart_needed.is_empty(), "{:?}", d.restart_needed);
+        assert_eq!(d.log, Some(Some("warn,fare_bgp=debug".into())));
+        let c = d.statics.expect("static groups changed");
+        let prefixes: Vec<String> = c.install.iter().map(|g| g.prefix.to_string()).collect();
+        assert_eq!(prefixes, ["10.9.0.0/24", "10.9.2.0/24"]);
+        assert_eq!(c.install[0].members[0].weight, 3);
+        assert_eq!(c.remove, ["10.9.1.0/24".parse::<ipnet::IpNet>().unwrap()]);
+        let t = d.arn_thresholds.expect("thresholds changed");
+        assert_eq!((t[0].high_bytes, t[0].low_bytes), (40000, 10000));
+        // Another ARN key, or another watched interface: a restart, each key named.
+        let other = config(&format!(
+            "{BASE}{}",
+            arn.replace("eth1", "eth2")
+                .replace("monitor:", "hold_ms: 500\n  monitor:")
+        ));
+        let d = diff(&old, &other);
+        assert_eq!(d.arn_thresholds, None);
+        assert_eq!(d.restart_needed, ["arn.hold_ms", "arn.monitor"]);
+        // The key removed: back to the default filter.
+        assert_eq!(diff(&new, &old).log, Some(None));
     }
 }

@@ -329,6 +329,13 @@ impl Hysteresis {
         self
     }
 
+    /// New thresholds with the congested state kept (the same bounds as [`Hysteresis::new`]).
+    pub fn retune(&mut self, high: u32, low: u32, limit: u32) {
+        self.high = high;
+        self.low = low.min(high.saturating_sub(1));
+        self.limit = limit.max(1);
+    }
+
     /// Leaves the congested state without an edge (the link went down).
     pub fn reset(&mut self) {
         self.congested = false;
@@ -449,6 +456,41 @@ fn send_event(sender: &transport::BlockingSender, event: &mut MonitorEvent) {
     };
 }
 
+/// Applies new thresholds to the watched interfaces of the same name (others are left as
+/// they are): the hysteresis keeps whether the queue is congested, so a reload sends no
+/// ARN by itself; the next sample is judged by the new values. A virtual queue in the
+/// program is armed again with them.
+fn retune(
+    watched: &mut [Watched],
+    mut queues: Option<&mut (dyn QueueSource + 'static)>,
+    list: &[MonitoredInterface],
+) {
+    for w in watched.iter_mut() {
+        let Some(c) = list.iter().find(|c| c.interface == w.cfg.interface) else {
+            continue;
+        };
+        w.cfg.high_bytes = c.high_bytes;
+        w.cfg.low_bytes = c.low_bytes;
+        w.cfg.limit_bytes = c.limit_bytes;
+        w.cfg.clear_ms = c.clear_ms;
+        w.hysteresis.retune(c.high_bytes, c.low_bytes, c.limit());
+        w.hysteresis.clear = Duration::from_millis(c.clear_ms);
+        if w.virtual_queue {
+            if let Some(q) = queues.as_deref_mut() {
+                q.set_thresholds(w.ifindex, c.high_bytes, c.low_bytes);
+            }
+        }
+        info!(
+            interface = %w.cfg.interface,
+            high_bytes = c.high_bytes,
+            low_bytes = c.low_bytes,
+            limit_bytes = c.limit(),
+            clear_ms = c.clear_ms,
+            "ARN monitor: thresholds changed"
+        );
+    }
+}
+
 /// A data plane's own egress queues standing in for the qdiscs (the XDP program's virtual
 /// queues: frames XDP redirects never reach a qdisc). The data plane provides it
 /// (`fare_dataplane::xdp::queues::VirtualQueues`); the monitor only reads.
@@ -491,6 +533,9 @@ pub struct MonitorExtras {
     /// Filled with one `INTERFACE: SIGNAL` line per watched port once the thread knows
     /// its congestion signal (`fare show arn`).
     pub signals: Option<Arc<std::sync::RwLock<Vec<String>>>>,
+    /// New thresholds for the watched interfaces (a reload): applied between two samples,
+    /// each interface's congestion state kept (see [`retune`]).
+    pub thresholds: Option<std::sync::mpsc::Receiver<Vec<MonitoredInterface>>>,
 }
 
 /// Runs the monitor on a thread of its own until `stop` is set. The thread sends every
@@ -514,6 +559,7 @@ pub fn spawn(
         queues,
         multicast,
         signals,
+        thresholds,
     } = extras;
     let mut queues = queues;
     let mut reader = QueueReader::new()?;
@@ -592,6 +638,9 @@ pub fn spawn(
             let mut tick: u64 = 0;
             let mut next = Instant::now();
             while !stop.load(Ordering::Relaxed) {
+                if let Some(list) = thresholds.as_ref().and_then(|rx| rx.try_iter().last()) {
+                    retune(&mut watched, queues.as_deref_mut(), &list);
+                }
                 let now = Instant::now();
                 let mut out: Vec<MonitorEvent> = Vec::new();
                 // Link state (at most every millisecond).
@@ -801,6 +850,26 @@ mod tests {
         );
         assert_eq!(h.metric(1_000_000), 255);
         assert_eq!(h.metric(0), 1);
+    }
+
+    /// A reload's new thresholds keep the state: congested stays congested (no new Type 1,
+    /// no Type 2 by itself), and the next crossings are judged by the new values.
+    #[test]
+    fn retuned_hysteresis_keeps_its_state_and_uses_the_new_values() {
+        let mut h = Hysteresis::new(30_000, 10_000, 60_000);
+        assert_eq!(h.sample(40_000), Some(Edge::Up(170)));
+        h.retune(50_000, 20_000, 100_000);
+        // Below the old high, above the new low: still congested, no edge.
+        assert_eq!(h.sample(25_000), None);
+        assert!(h.congested);
+        // At the new low: down. Then the old high no longer counts; the new one does.
+        assert_eq!(h.sample(20_000), Some(Edge::Down));
+        assert_eq!(h.sample(40_000), None);
+        // 255 * 50,000 / 100,000 = 127.5 -> 127.
+        assert_eq!(h.sample(50_000), Some(Edge::Up(127)));
+        // A low at or above the high is kept below it, as at start.
+        h.retune(1_000, 5_000, 0);
+        assert_eq!((h.high, h.low, h.limit), (1_000, 999, 1));
     }
 
     #[test]

@@ -40,6 +40,8 @@ pub struct Args {
 #[derive(Debug, Default)]
 pub struct Flags {
     pub socket: Option<PathBuf>,
+    /// The log filter `--log` or FARE_LOG gave (then the file's `log` key is not used).
+    pub log: Option<String>,
 }
 
 pub fn flags(matches: &clap::ArgMatches, conn: &Conn) -> anyhow::Result<Flags> {
@@ -63,15 +65,30 @@ pub fn flags(matches: &clap::ArgMatches, conn: &Conn) -> anyhow::Result<Flags> {
             .into());
         }
     }
+    let log = matches!(
+        matches.value_source("log"),
+        Some(clap::parser::ValueSource::CommandLine | clap::parser::ValueSource::EnvVariable)
+    );
     Ok(Flags {
         socket: given("socket").then(|| conn.socket.clone()),
+        log: log
+            .then(|| matches.get_one::<String>("log").cloned())
+            .flatten(),
     })
 }
+
+/// The filter without `--log`, FARE_LOG or the file's `log` key.
+pub const DEFAULT_LOG: &str = "info";
 
 pub fn run(args: Args, flags: Flags) -> anyhow::Result<()> {
     let source = fare_agent::reload::Source {
         path: args.config.clone(),
         socket: flags.socket,
+        log: Some(fare_agent::reload::LogControl {
+            command_line: flags.log,
+            default: DEFAULT_LOG.into(),
+            set: std::sync::Arc::new(super::set_log_filter),
+        }),
     };
     let config = source.load()?;
     if args.check && args.json {
@@ -90,6 +107,10 @@ pub fn run(args: Args, flags: Flags) -> anyhow::Result<()> {
             config.dataplane.kind()
         )?;
         return Ok(());
+    }
+    // The file's filter, unless the command line chose one (the default is in force).
+    if let (Some(log), Some(filter)) = (&source.log, config.log.as_deref()) {
+        log.apply(Some(filter));
     }
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(fare_agent::run(config, Some(source)))?;

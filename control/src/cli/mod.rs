@@ -35,7 +35,7 @@ Run `fare COMMAND --help` for each command."
 )]
 pub struct Cli {
     /// Log filter (tracing env-filter syntax), e.g. `info`, `fare=debug`.
-    #[arg(long, global = true, env = "FARE_LOG", default_value = "info")]
+    #[arg(long, global = true, env = "FARE_LOG", default_value = agent::DEFAULT_LOG)]
     pub log: String,
     /// Log as JSON lines instead of human-readable text.
     #[arg(long, global = true)]
@@ -203,24 +203,54 @@ pub fn error_line(e: &anyhow::Error) -> String {
     line
 }
 
+/// The running log filter, replaceable while the process runs (the agent's SIGHUP).
+static LOG_FILTER: std::sync::OnceLock<
+    tracing_subscriber::reload::Handle<tracing_subscriber::EnvFilter, tracing_subscriber::Registry>,
+> = std::sync::OnceLock::new();
+
 /// Installs the log subscriber; a filter that does not parse is the user's error (a
 /// typo must not quietly log at another level).
 pub fn init_logging(filter: &str, json: bool) -> Result<(), InputError> {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
     let filter = tracing_subscriber::EnvFilter::builder()
         .parse(filter)
         .map_err(|e| InputError(format!("--log (or FARE_LOG) `{filter}`: {e}")))?;
+    let (filter, handle) = tracing_subscriber::reload::Layer::new(filter);
     // Colour only for a terminal: a log written to a file or a pipe is plain text.
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let text = (!json).then(|| {
+        tracing_subscriber::fmt::layer()
+            .with_ansi(ansi)
+            .with_writer(std::io::stderr)
+    });
+    let lines = json.then(|| {
+        tracing_subscriber::fmt::layer()
+            .json()
+            .with_writer(std::io::stderr)
+    });
     // A second init (tests) is harmless: keep the first subscriber.
-    let _ = if json {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
+    if tracing_subscriber::registry()
+        .with(filter)
+        .with(text)
+        .with(lines)
+        .try_init()
+        .is_ok()
+    {
+        let _ = LOG_FILTER.set(handle);
+    }
     Ok(())
+}
+
+/// Replaces the running log filter (`filter` in env-filter syntax).
+pub fn set_log_filter(filter: &str) -> Result<(), String> {
+    let parsed = tracing_subscriber::EnvFilter::builder()
+        .parse(filter)
+        .map_err(|e| e.to_string())?;
+    let handle = LOG_FILTER
+        .get()
+        .ok_or("no log subscriber of this process to change")?;
+    handle.reload(parsed).map_err(|e| e.to_string())
 }
 
 pub fn main() -> ExitCode {
