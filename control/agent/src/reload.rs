@@ -8,7 +8,11 @@
 //!   Other Configuration Change); a policy key keeps it and decides the routes again;
 //! - the session timers (`bgp.hold_time`, `bgp.connect_retry_ms`,
 //!   `bgp.connect_retry_max_ms`), from each session's next OPEN; `fare.group_mode`
-//!   (every group installed again).
+//!   (every group installed again);
+//! - the `static` groups (added or changed ones installed, removed ones taken out), the
+//!   `log` filter, and the ARN monitor's thresholds (the monitor keeps its state).
+//!
+//! When all of it applied, what is in force is the new file itself.
 //!
 //! Every other changed key is logged by name and listed by `fare show config`: it takes
 //! effect at the next restart.
@@ -254,8 +258,11 @@ pub struct Source {
 pub struct LogControl {
     pub command_line: Option<String>,
     pub default: String,
-    pub set: std::sync::Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>,
+    pub set: SetFilter,
 }
+
+/// Replaces the process's log filter (env-filter syntax), or says why it could not.
+pub type SetFilter = std::sync::Arc<dyn Fn(&str) -> Result<(), String> + Send + Sync>;
 
 impl std::fmt::Debug for LogControl {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -397,6 +404,11 @@ async fn reload_once(
             None => pending.push("log".into()),
         }
     }
+    // Everything applied: what is in force is the file, in its order (`fare show config`
+    // equals a fresh start's).
+    if pending.is_empty() {
+        *current = new;
+    }
     if !pending.is_empty() {
         warn!(
             "reload: changed {} (these take effect after a restart)",
@@ -425,13 +437,21 @@ async fn apply(ctx: &AgentContext, current: &mut AgentConfig, d: &Diff) -> Vec<S
                     n.bandwidth_gbps = *gbps;
                 }
             }
-            Err(e) => warn!(neighbor = %addr, "reload: bandwidth not applied: {e}"),
+            Err(e) => {
+                warn!(neighbor = %addr, "reload: bandwidth not applied: {e}");
+                pending.push(format!(
+                    "neighbors[{addr}].bandwidth_gbps (not applied: {e})"
+                ));
+            }
         }
     }
     for addr in &d.removed {
         match crate::actions::remove_neighbor(ctx, *addr).await {
             Ok(()) => current.neighbors.retain(|n| n.address != *addr),
-            Err(e) => warn!(neighbor = %addr, "reload: not removed: {e}"),
+            Err(e) => {
+                warn!(neighbor = %addr, "reload: not removed: {e}");
+                pending.push(format!("neighbors[{addr}] (not removed: {e})"));
+            }
         }
     }
     for (old, n) in &d.changed {
@@ -464,12 +484,15 @@ async fn apply(ctx: &AgentContext, current: &mut AgentConfig, d: &Diff) -> Vec<S
     if let Some(prefixes) = &d.prefixes {
         match crate::actions::set_prefixes(ctx, &current.prefixes, prefixes).await {
             Ok(_) => current.prefixes = prefixes.clone(),
-            Err(e) => warn!("reload: prefixes not applied: {e}"),
+            Err(e) => {
+                warn!("reload: prefixes not applied: {e}");
+                pending.push(format!("prefixes (not applied: {e})"));
+            }
         }
     }
-    apply_globals(ctx, current, d).await;
+    apply_globals(ctx, current, d, &mut pending).await;
     if let Some(statics) = &d.statics {
-        apply_statics(ctx, current, statics).await;
+        apply_statics(ctx, current, statics, &mut pending).await;
     }
     if let Some(list) = &d.arn_thresholds {
         match apply_thresholds(ctx, list) {
@@ -489,14 +512,22 @@ async fn apply(ctx: &AgentContext, current: &mut AgentConfig, d: &Diff) -> Vec<S
 
 /// The `static` groups: removed ones first, then added and changed ones, each on its own
 /// (one that fails is logged and stays as it was in `current`).
-async fn apply_statics(ctx: &AgentContext, current: &mut AgentConfig, c: &StaticChanges) {
+async fn apply_statics(
+    ctx: &AgentContext,
+    current: &mut AgentConfig,
+    c: &StaticChanges,
+    pending: &mut Vec<String>,
+) {
     for prefix in &c.remove {
         match crate::actions::remove_static(ctx, *prefix).await {
             Ok(()) => {
                 info!(%prefix, "reload: static group removed");
                 current.static_groups.retain(|g| g.prefix != *prefix);
             }
-            Err(e) => warn!(%prefix, "reload: static group not removed: {e}"),
+            Err(e) => {
+                warn!(%prefix, "reload: static group not removed: {e}");
+                pending.push(format!("static[{prefix}] (not removed: {e})"));
+            }
         }
     }
     for g in &c.install {
@@ -512,7 +543,10 @@ async fn apply_statics(ctx: &AgentContext, current: &mut AgentConfig, c: &Static
                     None => current.static_groups.push(g.clone()),
                 }
             }
-            Err(e) => warn!(prefix = %g.prefix, "reload: static group not installed: {e}"),
+            Err(e) => {
+                warn!(prefix = %g.prefix, "reload: static group not installed: {e}");
+                pending.push(format!("static[{}] (not installed: {e})", g.prefix));
+            }
         }
     }
 }
@@ -547,7 +581,12 @@ fn apply_thresholds(
 }
 
 /// The session timers and the group mode.
-async fn apply_globals(ctx: &AgentContext, current: &mut AgentConfig, d: &Diff) {
+async fn apply_globals(
+    ctx: &AgentContext,
+    current: &mut AgentConfig,
+    d: &Diff,
+    pending: &mut Vec<String>,
+) {
     if let Some(bgp) = &d.timers {
         match crate::actions::set_timers(ctx, bgp).await {
             Ok(()) => {
@@ -555,13 +594,19 @@ async fn apply_globals(ctx: &AgentContext, current: &mut AgentConfig, d: &Diff) 
                 current.bgp.connect_retry_ms = bgp.connect_retry_ms;
                 current.bgp.connect_retry_max_ms = bgp.connect_retry_max_ms;
             }
-            Err(e) => warn!("reload: timers not applied: {e}"),
+            Err(e) => {
+                warn!("reload: timers not applied: {e}");
+                pending.push(format!("bgp timers (not applied: {e})"));
+            }
         }
     }
     if let Some(mode) = d.group_mode {
         match crate::actions::set_group_mode(ctx, mode).await {
             Ok(()) => current.fare.group_mode = mode,
-            Err(e) => warn!("reload: group mode not applied: {e}"),
+            Err(e) => {
+                warn!("reload: group mode not applied: {e}");
+                pending.push(format!("fare.group_mode (not applied: {e})"));
+            }
         }
     }
 }

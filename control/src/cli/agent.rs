@@ -13,7 +13,9 @@ computed from BGP, and serves the management API on `management.socket` (see `fa
 SIGTERM or SIGINT stops the agent and leaves the data plane forwarding. SIGHUP (or `fare reload`) re-reads \
 the configuration file and applies at once the neighbors added, removed or changed (a \
 changed session parameter resets that session only), their `bandwidth_gbps`, the \
-`prefixes`, the session timers and `fare.group_mode`, without resetting another session \
+`prefixes`, the `static` groups, the session timers, `fare.group_mode`, `log` (unless \
+--log or FARE_LOG set the filter) and the ARN monitor's thresholds, without resetting \
+another session \
 (other changed keys are logged and listed by `fare show config`: they need a restart). A \
 bad configuration exits with code 2 and one line naming the file, line and problem; \
 `--check` does not look at the host, the start does (a missing interface of a link-local \

@@ -136,8 +136,9 @@ const FARE_AGENT_8_EXTRA: &str = r#".SH SIGNALS
 Re-read the configuration file (as
 .B fare reload
 does). Neighbors added, removed or changed (a changed session parameter resets that
-session only), their bandwidths, the originated prefixes, the session timers and the
-group mode apply at once, without resetting another session; other changed keys are
+session only), their bandwidths, the originated prefixes, the static groups, the session
+timers, the group mode, the log filter and the ARN monitor's thresholds apply at once,
+without resetting another session; other changed keys are
 logged and listed by
 .B fare show config
 as needing a restart. A file that does not load is logged and the running configuration

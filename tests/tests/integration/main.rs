@@ -58,6 +58,7 @@ mod p4_resilient;
 mod p4_sai;
 mod p4_session;
 mod package;
+mod reload_frr;
 mod xdp_agent;
 mod xdp_fixtures;
 mod xdp_flowlet;
