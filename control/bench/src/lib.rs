@@ -14,6 +14,7 @@ pub mod lab_bench;
 pub mod lab_scale;
 pub mod modes;
 pub mod mpson;
+pub mod reload;
 pub mod resilient;
 pub mod results;
 pub mod sim;
@@ -83,6 +84,9 @@ pub enum Suite {
     /// How large a BGP-routed lab fabric comes up and converges here, and where the time
     /// goes: generated Clos fabrics of growing size in one run (root).
     LabScale(lab_scale::Args),
+    /// One change to a running lab node's file (a prefix added) applied by SIGHUP against
+    /// restarting its agent: time until the fabric has it, sessions down, UPDATEs (root).
+    Reload(reload::Args),
     /// Chaos soak: a lab fabric under steady traffic and random faults (flaps,
     /// degradations, agent kill -9, BMv2 restarts) for minutes; every session up, every
     /// group the model's, loss only inside fault windows, bounded memory (root).
@@ -107,6 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Suite::Modes(a) => ("modes", modes::run_bench(a)?),
         Suite::Soak(a) => ("soak", soak::run_bench(a)?),
         Suite::LabScale(a) => ("lab-scale", lab_scale::run_bench(a)?),
+        Suite::Reload(a) => ("reload", reload::run_bench(a)?),
         Suite::Chaos(a) => {
             let section = a.section();
             let out = chaos::run_bench(a)?;

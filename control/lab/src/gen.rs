@@ -107,7 +107,7 @@ pub fn run(a: Args) -> Result<(), LabError> {
     } else {
         send(&a, duration, buckets)?
     };
-    println!("{}", serde_json::to_string(&c).unwrap_or_default());
+    outln!("{}", serde_json::to_string(&c).unwrap_or_default())?;
     Ok(())
 }
 

@@ -15,6 +15,23 @@
 //!  events (agents' JSON logs, typed) -> congest, report_data -> report_html (one page)
 //! ```
 
+/// `println!` for the lab's commands: a closed or full standard output is an error the
+/// CLI reports as such (quietly for a closed pipe, as `fare show` does), never a panic.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        $crate::write_out(&format!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// Writes `text` to standard output; [`LabError::Output`] when it cannot.
+pub(crate) fn write_out(text: &str) -> Result<(), LabError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .map_err(LabError::Output)
+}
+
 pub mod agents;
 pub mod arn;
 pub mod bmv2;
@@ -60,6 +77,9 @@ pub enum LabError {
     Input(String),
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// Standard output closed or full (the CLI exits quietly on a closed pipe).
+    #[error("writing to standard output: {0}")]
+    Output(std::io::Error),
     /// The lab runs, but not as asked (a split too far from the ideal one): exit code 1.
     #[error("{0}")]
     Check(String),

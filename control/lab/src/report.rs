@@ -204,23 +204,28 @@ pub fn run_show(a: ShowArgs) -> Result<(), LabError> {
             "events": events,
             "arn": arn,
         });
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default())?;
         return Ok(());
     }
-    println!(
+    outln!(
         "lab {} ({:?} routing, {:?} data plane, {} nodes, {} links)",
         plan.lab,
         plan.options.routing,
         plan.options.dataplane,
         plan.nodes.len(),
         plan.links.len()
-    );
-    println!(
+    )?;
+    outln!(
         "{:<14} {:>8} {:>8} {:>9} {:>9} {:>6}",
-        "link", "from", "to", "cap Mb/s", "Mbit/s", "util"
-    );
+        "link",
+        "from",
+        "to",
+        "cap Mb/s",
+        "Mbit/s",
+        "util"
+    )?;
     for l in &loads {
-        println!(
+        outln!(
             "{:<14} {:>8} {:>8} {:>9.1} {:>9.2} {:>5.0}%",
             l.link,
             l.from,
@@ -228,7 +233,7 @@ pub fn run_show(a: ShowArgs) -> Result<(), LabError> {
             l.capacity_mbit,
             l.mbit,
             100.0 * l.utilization
-        );
+        )?;
     }
     for (node, g) in &groups {
         for grp in g.as_array().into_iter().flatten() {
@@ -238,12 +243,12 @@ pub fn run_show(a: ShowArgs) -> Result<(), LabError> {
                 .flatten()
                 .map(|m| format!("{}:{}", m["interface"].as_str().unwrap_or("?"), m["weight"]))
                 .collect();
-            println!(
+            outln!(
                 "group {node:<6} {:<18} {:<5} {}",
                 grp["prefix"].as_str().unwrap_or("?"),
                 grp["mode"].as_str().unwrap_or(""),
                 members.join(" ")
-            );
+            )?;
         }
     }
     for (node, v) in &neighbors {
@@ -258,14 +263,14 @@ pub fn run_show(a: ShowArgs) -> Result<(), LabError> {
             ""
         };
         if total > 0 {
-            println!("bgp   {node:<6} {up_}/{total} sessions established{by}");
+            outln!("bgp   {node:<6} {up_}/{total} sessions established{by}")?;
         }
     }
     for c in &state.changes {
-        println!("change {}", serde_json::to_string(c).unwrap_or_default());
+        outln!("change {}", serde_json::to_string(c).unwrap_or_default())?;
     }
     for a in arn.iter().take(20) {
-        println!("arn   {}", a.summary());
+        outln!("arn   {}", a.summary())?;
     }
     Ok(())
 }

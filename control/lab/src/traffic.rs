@@ -525,9 +525,9 @@ pub fn traffic(a: &Args) -> Result<Comparison, LabError> {
 pub fn run(a: Args) -> Result<(), LabError> {
     let cmp = traffic(&a)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&cmp).unwrap_or_default());
+        outln!("{}", serde_json::to_string_pretty(&cmp).unwrap_or_default())?;
     } else {
-        print!("{}", report::table(&cmp));
+        crate::write_out(&report::table(&cmp))?;
     }
     match a.max_split_error {
         Some(max) if cmp.split_error.is_nan() || cmp.split_error > max => {

@@ -220,6 +220,7 @@ fn input(e: fare_lab::LabError) -> anyhow::Error {
     match e {
         fare_lab::LabError::Input(m) => InputError(m).into(),
         fare_lab::LabError::Plan(p) => InputError(p.to_string()).into(),
+        fare_lab::LabError::Output(e) => super::OutputError(e).into(),
         other => other.into(),
     }
 }

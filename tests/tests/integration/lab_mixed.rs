@@ -99,6 +99,44 @@ fn received(lab: &Lab, node: &str, prefix: &str, neighbor: &str) -> Result<f64> 
         .with_context(|| format!("no Path Bandwidth: {path}"))
 }
 
+/// `fare lab show` (text and JSON) into a pipe whose reader is gone: exit 0, nothing on
+/// stderr; into /dev/full: exit 1 and one line. Never a panic (101).
+fn lab_show_into_closed_and_full_stdout(lab: &Lab) -> Result<()> {
+    let bin = fare_integration::fare_bin()?;
+    for json in [false, true] {
+        let mut args = vec!["lab", "show", "--name", &lab.name];
+        if json {
+            args.push("--json");
+        }
+        let (reader, writer) = std::io::pipe()?;
+        drop(reader);
+        let out = std::process::Command::new(&bin)
+            .args(&args)
+            .stdout(writer)
+            .output()?;
+        ensure!(
+            out.status.code() == Some(0) && out.stderr.is_empty(),
+            "{args:?} into a closed pipe: {:?} {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let full = std::fs::File::options().write(true).open("/dev/full")?;
+        let out = std::process::Command::new(&bin)
+            .args(&args)
+            .stdout(full)
+            .output()?;
+        ensure!(
+            out.status.code() == Some(1)
+                && String::from_utf8_lossy(&out.stderr)
+                    == "fare: writing output: No space left on device\n",
+            "{args:?} into /dev/full: {:?} {}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(())
+}
+
 /// `fare lab show --json` and `fare lab report` on the mixed lab: S1's groups come from
 /// its kernel, its sessions from bgpd, both marked `"target": "frr"` (8 links: 8
 /// sessions, all Established; 10.100.0.0/24 at 71:28 as above); a fare leaf's are not
@@ -217,6 +255,7 @@ fn lab_mixed_frr_and_fare_spines_converge_to_the_model() -> Result<()> {
     );
 
     lab_show_and_report_label_frr(&lab)?;
+    lab_show_into_closed_and_full_stdout(&lab)?;
 
     let to_l1: Vec<u64> = group(&lab, "10.0.1.0/24")?.iter().map(|m| m.0).collect();
     ensure!(to_l1 == [2, 5, 5, 5], "L8 -> 10.0.1.0/24: {to_l1:?}");
