@@ -204,6 +204,9 @@ pub async fn add_neighbor(
     if n.color.is_some() {
         return Err("DPF session colors are set up at start".into());
     }
+    if let Some(why) = crate::backend::missing_link_local_zone(n) {
+        return Err(why);
+    }
     let spec = Box::new(crate::bgp_task::neighbor_spec(n));
     match ask(ctx, |reply| SpeakerCommand::AddNeighbor { spec, reply }).await {
         Ok(Ok(())) => {}
@@ -231,6 +234,9 @@ pub async fn replace_neighbor(
     }
     if old.color != n.color {
         return Err("DPF session colors are set up at start".into());
+    }
+    if let Some(why) = crate::backend::missing_link_local_zone(n) {
+        return Err(why);
     }
     let spec = Box::new(crate::bgp_task::neighbor_spec(n));
     let replaced = match ask(ctx, |reply| SpeakerCommand::ReplaceNeighbor { spec, reply }).await {

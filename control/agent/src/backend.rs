@@ -46,22 +46,32 @@ fn check_interfaces_exist(config: &AgentConfig) -> Result<(), DataplaneError> {
 /// namespace whatever the data plane, or the session could never be opened (the kernel
 /// needs the zone to connect or bind). `--check` cannot know the host; the start does.
 pub fn check_link_local_zones(config: &AgentConfig) -> Result<(), String> {
+    config
+        .neighbors
+        .iter()
+        .find_map(missing_link_local_zone)
+        .map_or(Ok(()), Err)
+}
+
+/// Why `n`'s session cannot run here: its address (or local address) is link-local and
+/// the interface that scopes it does not exist in this namespace. At start that stops the
+/// agent; a reload does not add or change such a neighbor.
+pub fn missing_link_local_zone(n: &crate::config::NeighborConfig) -> Option<String> {
     let link_local =
         |a: std::net::IpAddr| matches!(a, std::net::IpAddr::V6(v6) if v6.is_unicast_link_local());
-    for n in &config.neighbors {
-        if !(link_local(n.address) || n.local_address.is_some_and(link_local)) {
-            continue;
-        }
-        let Some(name) = &n.interface else { continue };
-        if fare_dataplane::xdp::netdev::ifindex(name).is_err() {
-            return Err(format!(
-                "neighbor {}: interface {name} does not exist in this network namespace; \
-                 it is the link of the link-local address",
-                n.address
-            ));
-        }
+    if !(link_local(n.address) || n.local_address.is_some_and(link_local)) {
+        return None;
     }
-    Ok(())
+    let name = n.interface.as_ref()?;
+    fare_dataplane::xdp::netdev::ifindex(name)
+        .is_err()
+        .then(|| {
+            format!(
+                "neighbor {}: interface {name} does not exist in this network namespace; \
+             it is the link of the link-local address",
+                n.address
+            )
+        })
 }
 
 /// Opens (or re-attaches to) the data plane of this node. Backends must keep any state

@@ -434,6 +434,20 @@ fn reload_adds_and_removes_neighbors_touching_no_other_session() -> Result<()> {
             ])
     });
     ensure!(named, "{cfg}");
+    // A link-local neighbor whose interface is not here: named with what is missing.
+    let ll = "  - {address: 'fe80::2', remote_as: 65300, interface: nosuch0}\n";
+    p.dir.write("leaf.yaml", &format!("{base}{ll}"))?;
+    sighup(&p.leaf);
+    let named = wait_until(Duration::from_secs(5), || {
+        cfg = show(&leaf_sock, "config").unwrap_or_default();
+        cfg["changes"]
+            == serde_json::json!([
+                "changed in the file, in force after a restart: neighbors[fe80::2] (added: \
+                 neighbor fe80::2: interface nosuch0 does not exist in this network namespace; \
+                 it is the link of the link-local address)"
+            ])
+    });
+    ensure!(named, "{cfg}");
 
     // Remove the spine: Cease / Peer De-configured there, its routes gone here.
     let cut = base
