@@ -108,7 +108,8 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
             // The host's own packets need kernel routes to reach a sprayed egress.
             let kernel = KernelDataplane::open(interfaces).await?;
             Ok(Box::new(fare_dataplane::host_routes::WithHostRoutes::new(
-                xdp, kernel,
+                xdp,
+                Box::new(kernel),
             )))
         }
         DataplaneConfig::P4runtime(p4)
