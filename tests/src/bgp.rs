@@ -18,6 +18,22 @@ where
     crate::inns::spawn_async(&ns.name, f)
 }
 
+/// FRR bgpd as a spine (AS 65100) with two links to one fare leaf (AS 65001, at 10.0.1.1
+/// and 10.0.2.1), originating 198.51.100.0/24 (a blackhole route in its namespace) with
+/// no Path Bandwidth: what several tests peer with.
+pub const FRR_SPINE_TWO_LINKS: &str = "frr defaults datacenter
+hostname s1
+router bgp 65100
+ bgp router-id 10.255.0.100
+ no bgp ebgp-requires-policy
+ timers bgp 3 9
+ neighbor 10.0.1.1 remote-as 65001
+ neighbor 10.0.2.1 remote-as 65001
+ address-family ipv4 unicast
+  network 198.51.100.0/24
+ exit-address-family
+";
+
 /// A directory owned by the `frr` user for one bgpd instance (removed on drop).
 pub struct FrrDir(pub PathBuf);
 

@@ -1,23 +1,10 @@
 //! `fare agent` (the binary, `dataplane: none`) peering with FRR bgpd: `fare show
 //! neighbors|routes|groups --json` report the session, the learned routes and the groups.
 
-use fare_integration::bgp::{have_frr, wait_for, Daemon, Frr, TempFile};
+use fare_integration::bgp::{have_frr, wait_for, Daemon, Frr, TempFile, FRR_SPINE_TWO_LINKS};
 use fare_integration::{fare_bin, link, Netns};
 use std::process::Stdio;
 use std::time::Duration;
-
-const FRR_CONF: &str = "frr defaults datacenter
-hostname s1
-router bgp 65100
- bgp router-id 10.255.0.100
- no bgp ebgp-requires-policy
- timers bgp 3 9
- neighbor 10.0.1.1 remote-as 65001
- neighbor 10.0.2.1 remote-as 65001
- address-family ipv4 unicast
-  network 198.51.100.0/24
- exit-address-family
-";
 
 #[test]
 fn bgp_agent_frr_show_neighbors_routes_groups() {
@@ -30,7 +17,7 @@ fn bgp_agent_frr_show_neighbors_routes_groups() {
     link(&a, "e1", "10.0.1.1/30", &b, "s1", "10.0.1.2/30").unwrap();
     link(&a, "e2", "10.0.2.1/30", &b, "s2", "10.0.2.2/30").unwrap();
     b.sh("ip route add blackhole 198.51.100.0/24").unwrap();
-    let _frr = Frr::start(&b, FRR_CONF).unwrap();
+    let _frr = Frr::start(&b, FRR_SPINE_TWO_LINKS).unwrap();
     let socket = std::env::temp_dir().join(format!("fare-agfa-{}.sock", std::process::id()));
     let config = TempFile::new(
         "agent.yaml",

@@ -16,7 +16,7 @@
 
 use anyhow::{ensure, Context, Result};
 use fare_integration::agent::{show, Agent, TempDir};
-use fare_integration::bgp::{have_frr, Frr};
+use fare_integration::bgp::{have_frr, Frr, FRR_SPINE_TWO_LINKS};
 use fare_integration::{fare_bin, link, wait_until, Netns};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -25,19 +25,6 @@ use std::time::Duration;
 const FRR_PREFIX: &str = "198.51.100.0/24";
 const SPINE_PREFIX: &str = "203.0.113.0/24";
 const STATIC_PREFIX: &str = "198.18.0.0/16";
-
-const FRR_CONF: &str = "frr defaults datacenter
-hostname frr
-router bgp 65100
- bgp router-id 10.255.0.100
- no bgp ebgp-requires-policy
- timers bgp 3 9
- neighbor 10.0.1.1 remote-as 65001
- neighbor 10.0.2.1 remote-as 65001
- address-family ipv4 unicast
-  network 198.51.100.0/24
- exit-address-family
-";
 
 fn spine_config(sock: &std::path::Path) -> String {
     format!(
@@ -117,7 +104,7 @@ fn fabric() -> Result<Fabric> {
         "10.0.3.2/30",
     )?;
     frr_ns.sh(&format!("ip route add blackhole {FRR_PREFIX}"))?;
-    let frr = Frr::start(&frr_ns, FRR_CONF)?;
+    let frr = Frr::start(&frr_ns, FRR_SPINE_TWO_LINKS)?;
     let dir = TempDir::new("rlf")?;
     let spine = dir.start_agent(&spine_ns, "spine", &spine_config(&dir.0.join("spine.sock")))?;
     Ok(Fabric {
