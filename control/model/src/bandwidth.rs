@@ -317,6 +317,67 @@ pub fn averaged_advertise(path_sum_gbps: f64, outgoing: usize, link_gbps: f64) -
 mod tests {
     use super::*;
 
+    /// Wire vectors worked by hand from IEEE 754 (round to nearest, ties to even) for both
+    /// encodings, at the rounding boundaries: a tie rounds to the even neighbour (so an
+    /// odd one rounds up, an even one stays), one unit off the tie does not; subnormals;
+    /// saturation of a finite value below infinity; NaN and negatives as 0.
+    #[test]
+    fn wire_vectors_round_to_nearest_even() {
+        // The upper half of a binary32: the value whose binary32 bits are `b` (exact in
+        // f64), in Gbps (x 8).
+        let from32 = |b: u32| f64::from(f32::from_bits(b)) * 8.0;
+        let up = Encoding::Float32Upper16;
+        for (gbps, bits, why) in [
+            (100.0, 0x4148, "12.5 GB/s = 0x41480000, exact"),
+            (100.25, 0x4148, "0x41488000: a tie, 0x4148 even: stays"),
+            (100.75, 0x414a, "0x41498000: a tie, 0x4149 odd: up to even"),
+            (from32(0x4148_8001), 0x4149, "one above the tie: up"),
+            (from32(0x4149_7fff), 0x4149, "one below the tie: down"),
+            (
+                from32(0x0000_8000),
+                0x0000,
+                "subnormal tie, even: down to 0",
+            ),
+            (from32(0x0001_8000), 0x0002, "subnormal tie, odd: up"),
+            (from32(0x7f7f_ffff), 0x7f7f, "rounds to infinity: saturates"),
+            (from32(0x7f7f_7fff), 0x7f7f, "largest below the tie"),
+            (f64::INFINITY, 0x7f80, "infinity stays infinity"),
+            (f64::NAN, 0x0000, "NaN as 0"),
+            (-100.0, 0x0000, "negative as 0"),
+        ] {
+            assert_eq!(up.encode(gbps), bits, "float32-upper16 {gbps}: {why}");
+        }
+        // binary16: 12.5 GB/s = 1.5625 x 2^3 -> exponent 18, fraction 576: 0x4a40; one unit
+        // there is 2^-7 GB/s (1/16 Gbps).
+        let b16 = Encoding::Binary16;
+        for (gbps, bits, why) in [
+            (100.0, 0x4a40, "exact"),
+            (100.03125, 0x4a40, "tie above 0x4a40 (even): stays"),
+            (100.09375, 0x4a42, "tie above 0x4a41 (odd): up to even"),
+            (100.0625 + 1.0 / 128.0, 0x4a41, "below the next tie: 0x4a41"),
+            (8.0 * 2f64.powi(-24), 0x0001, "smallest subnormal, exact"),
+            (8.0 * 2f64.powi(-25), 0x0000, "tie with 0 (even): 0"),
+            (8.0 * 3.0 * 2f64.powi(-25), 0x0002, "tie between 1 and 2: 2"),
+            (
+                8.0 * 65520.0,
+                0x7bff,
+                "rounds to infinity: saturates at 65504",
+            ),
+            (f64::INFINITY, 0x7c00, "infinity stays infinity"),
+            (f64::NAN, 0x0000, "NaN as 0"),
+        ] {
+            assert_eq!(b16.encode(gbps), bits, "binary16 {gbps}: {why}");
+        }
+        // Decoding: the bits as the value they stand for; NaN and -0 as 0.
+        assert_eq!(up.decode(0x414a), 100.75 + 0.25);
+        assert_eq!(up.decode(0x7f80), f64::INFINITY);
+        assert_eq!(up.decode(0xffc0), 0.0);
+        assert_eq!(up.decode(0x8000), 0.0);
+        assert_eq!(b16.decode(0x4a42), 100.125);
+        assert_eq!(b16.decode(0x7c00), f64::INFINITY);
+        assert_eq!(b16.decode(0x7e00), 0.0);
+    }
+
     /// The bounds are binary16's smallest normal (bits 0x0400, 2^-14 GB/s) and largest
     /// finite value (bits 0x7bff, 65504 GB/s), both carried exactly; beyond them nothing is.
     #[test]
