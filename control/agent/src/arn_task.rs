@@ -11,67 +11,24 @@
 //!   state; its ARNs go to the interface's `notify` list, else `arn.notify`, else every ARN/BGP
 //!   neighbor that is not on the watched interface itself (the node across the affected link
 //!   must not take itself out of its own paths).
-//! - State for `fare show arn`: [`ArnStatus`] in the agent's shared state.
+//! - State for `fare show arn`: [`ArnStatus`](crate::arn_status::ArnStatus) in the agent's
+//!   shared state.
 
+use crate::arn_status::ArnStatus;
 use crate::dataplane_task::DataplaneHandle;
-use crate::protocols::{ProtocolError, ProtocolResult};
+use crate::protocol_error::{ProtocolError, ProtocolResult};
 use crate::AgentContext;
 use async_trait::async_trait;
 use fare_arn::config::ArnNeighbor;
 use fare_arn::monitor::{self, MonitorEvent};
-use fare_arn::receiver::{self, ControlError, Counters, MemberControl, Receiver, RemovedMember};
+use fare_arn::receiver::{self, ControlError, MemberControl, Receiver};
 use fare_arn::transport::ArnSocket;
 use fare_dataplane::GroupStatus;
 use fare_model::forwarding::MemberRef;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use tracing::info;
-
-/// What `fare show arn` reads: receiver counters, members held out, ARNs sent.
-#[derive(Clone, Debug)]
-pub struct ArnStatus {
-    pub udp_port: u16,
-    pub counters: Arc<Counters>,
-    pub removed: Arc<RwLock<Vec<RemovedMember>>>,
-    pub sent: Arc<SentCounters>,
-    /// Watched interfaces (empty without `arn.monitor`), each with its congestion signal
-    /// once the monitor knows it (`eth2: qdisc backlog + BQL inflight`).
-    pub monitored: Arc<RwLock<Vec<String>>>,
-    /// Where a reload sends new thresholds of the watched interfaces (with `arn.monitor`).
-    pub thresholds: Option<std::sync::mpsc::Sender<Vec<fare_arn::config::MonitoredInterface>>>,
-}
-
-impl ArnStatus {
-    pub fn monitored(&self) -> Vec<String> {
-        self.monitored
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-
-    pub fn removed(&self) -> Vec<RemovedMember> {
-        self.removed
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-    }
-}
-
-/// ARNs this node sent, by Type (refreshes included).
-#[derive(Debug, Default)]
-pub struct SentCounters {
-    pub by_type: [AtomicU64; 4],
-}
-
-impl SentCounters {
-    pub fn get(&self, kind: u8) -> u64 {
-        usize::from(kind)
-            .checked_sub(1)
-            .and_then(|i| self.by_type.get(i))
-            .map_or(0, |c| c.load(Ordering::Relaxed))
-    }
-}
 
 impl From<crate::dataplane_task::HandleError> for ControlError {
     fn from(e: crate::dataplane_task::HandleError) -> Self {

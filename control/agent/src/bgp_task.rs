@@ -4,7 +4,7 @@
 
 use crate::config::AgentConfig;
 use crate::mgmt::views;
-use crate::protocols::{ProtocolError, ProtocolResult};
+use crate::protocol_error::{ProtocolError, ProtocolResult};
 use crate::state::{RoutePath, RouteSource, RouteStatus};
 use crate::AgentContext;
 use fare_bgp::socket::Protection;

@@ -1,14 +1,16 @@
 //! Agent configuration file (`fare agent --config FILE`); every key is in docs/configuration.md.
 //! Unknown keys are errors, so a typo never silently changes behaviour.
 
-use fare_dataplane::{GroupMode, MacAddr};
+use fare_dataplane::GroupMode;
 use fare_model::bandwidth::Mode;
 use fare_model::yamlfile::{self, FileError};
 use ipnet::IpNet;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
+
+// The `static` and `static_from` keys' types live with the code that turns them into groups.
+pub use super::statics::{LinkMapping, StaticFrom, StaticGroup, StaticMember};
 
 // The P4Runtime block is the data plane's own type (its backend reads it).
 pub use fare_dataplane::p4rt::config::{P4RuntimeConfig, Pipeline};
@@ -50,32 +52,6 @@ pub struct AgentConfig {
     /// or FARE_LOG on the agent's command line take precedence; SIGHUP applies a change.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
-}
-
-/// Drives an agent with groups computed offline by `fare weights TOPO --json`:
-/// the entries of `node` become static groups, each member's topology link mapped to
-/// this node's interface and neighbor.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct StaticFrom {
-    /// The JSON file; a relative path is relative to the configuration file.
-    pub weights: PathBuf,
-    /// The topology node this agent is.
-    pub node: String,
-    #[serde(default)]
-    pub mode: GroupMode,
-    /// Topology link name (the `link` of each member) -> how to reach it here.
-    pub links: BTreeMap<String, LinkMapping>,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct LinkMapping {
-    pub interface: String,
-    pub neighbor_mac: MacAddr,
-    /// Next-hop address, needed by the kernel backend.
-    #[serde(default)]
-    pub next_hop: Option<IpAddr>,
 }
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
@@ -411,29 +387,6 @@ pub struct NeighborConfig {
     /// reads for UCMP) or non-transitive (0x40).
     #[serde(default = "yes")]
     pub link_bandwidth_transitive: bool,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct StaticGroup {
-    pub prefix: IpNet,
-    #[serde(default)]
-    pub mode: GroupMode,
-    pub members: Vec<StaticMember>,
-}
-
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct StaticMember {
-    pub interface: String,
-    pub neighbor_mac: MacAddr,
-    pub weight: u32,
-    /// Next-hop address, needed by the kernel backend.
-    #[serde(default)]
-    pub next_hop: Option<IpAddr>,
-    /// Bandwidth behind this member (informational, shown by `fare show groups`).
-    #[serde(default)]
-    pub bandwidth_gbps: Option<f64>,
 }
 
 impl AgentConfig {
@@ -822,6 +775,8 @@ impl AgentConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use fare_dataplane::MacAddr;
+    use std::collections::BTreeMap;
 
     /// Every key of the agent configuration (but the `arn:` and `dpf:` blocks, which
     /// arn.md and dpf.md describe) is in the reference, docs/configuration.md: a key added

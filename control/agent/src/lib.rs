@@ -38,6 +38,7 @@
 pub const BUILD_COMMIT: &str = env!("FARE_GIT_COMMIT");
 
 pub mod actions;
+pub mod arn_status;
 pub mod arn_task;
 pub mod backend;
 pub mod bgp_task;
@@ -46,6 +47,7 @@ pub mod config;
 pub mod dataplane_task;
 pub mod metrics;
 pub mod mgmt;
+pub mod protocol_error;
 pub mod protocols;
 pub mod reload;
 pub mod state;

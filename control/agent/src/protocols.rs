@@ -7,29 +7,7 @@
 use super::AgentContext;
 use tokio::task::JoinSet;
 
-/// What a protocol task returns: `Err` is logged and stops the agent (exit code 1).
-pub type ProtocolResult = Result<(), ProtocolError>;
-
-/// Why a protocol task stopped the agent.
-#[derive(Debug, thiserror::Error)]
-pub enum ProtocolError {
-    #[error("BGP listener on port {port}: {source}")]
-    BgpListener {
-        port: u16,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("speaker stopped")]
-    SpeakerStopped,
-    #[error(transparent)]
-    ArnSocket(#[from] fare_arn::transport::TransportError),
-    #[error("ARN multicast: {0}")]
-    ArnMulticast(#[source] std::io::Error),
-    #[error("ARN monitor: the XDP program's queues: {0:#}")]
-    ArnQueues(#[source] anyhow::Error),
-    #[error("ARN monitor: {0}")]
-    ArnMonitor(#[source] std::io::Error),
-}
+pub use super::protocol_error::{ProtocolError, ProtocolResult};
 
 /// Starts the protocol tasks; true when one of them is the BGP speaker.
 pub fn spawn(ctx: &AgentContext, tasks: &mut JoinSet<(&'static str, ProtocolResult)>) -> bool {

@@ -110,7 +110,7 @@ pub struct AgentState {
     /// Keyed by (prefix, source): a static group and a BGP route may name the same prefix.
     pub routes: BTreeMap<(IpNet, RouteSource), RouteStatus>,
     /// Set by the ARN task when `arn:` is configured.
-    pub arn: Option<crate::arn_task::ArnStatus>,
+    pub arn: Option<crate::arn_status::ArnStatus>,
 }
 
 impl NeighborStatus {

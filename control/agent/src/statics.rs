@@ -18,12 +18,62 @@
 //! interface, neighbor MAC and next hop of its `link` from `links`. A member whose link
 //! is not in `links` is an error (naming the link), never silently dropped.
 
-use super::config::{StaticFrom, StaticGroup, StaticMember};
-use fare_dataplane::{Group, Member};
+use fare_dataplane::{Group, GroupMode, MacAddr, Member};
 use fare_model::yamlfile::{self, FileError};
 use ipnet::IpNet;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
+
+/// Drives an agent with groups computed offline by `fare weights TOPO --json`:
+/// the entries of `node` become static groups, each member's topology link mapped to
+/// this node's interface and neighbor.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StaticFrom {
+    /// The JSON file; a relative path is relative to the configuration file.
+    pub weights: PathBuf,
+    /// The topology node this agent is.
+    pub node: String,
+    #[serde(default)]
+    pub mode: GroupMode,
+    /// Topology link name (the `link` of each member) -> how to reach it here.
+    pub links: BTreeMap<String, LinkMapping>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LinkMapping {
+    pub interface: String,
+    pub neighbor_mac: MacAddr,
+    /// Next-hop address, needed by the kernel backend.
+    #[serde(default)]
+    pub next_hop: Option<IpAddr>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StaticGroup {
+    pub prefix: IpNet,
+    #[serde(default)]
+    pub mode: GroupMode,
+    pub members: Vec<StaticMember>,
+}
+
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct StaticMember {
+    pub interface: String,
+    pub neighbor_mac: MacAddr,
+    pub weight: u32,
+    /// Next-hop address, needed by the kernel backend.
+    #[serde(default)]
+    pub next_hop: Option<IpAddr>,
+    /// Bandwidth behind this member (informational, shown by `fare show groups`).
+    #[serde(default)]
+    pub bandwidth_gbps: Option<f64>,
+}
 
 /// The data plane group of a `static:` entry. `via` is the neighbor MAC, as
 /// `fare show groups` reports it for static members.

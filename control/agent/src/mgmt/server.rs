@@ -424,7 +424,7 @@ impl Management for Service {
     }
 }
 
-pub fn arn_to_pb(arn: &crate::arn_task::ArnStatus) -> pb::ArnState {
+pub fn arn_to_pb(arn: &crate::arn_status::ArnStatus) -> pb::ArnState {
     let now = std::time::Instant::now();
     let counters = serde_json::to_value(arn.counters.snapshot())
         .ok()
