@@ -9,7 +9,7 @@
 //! does, and ratios are reduced with a tolerance that matches the encoding
 //! ([`Encoding::ratio_tolerance`]).
 
-use crate::topology::Role;
+use crate::role::Role;
 use serde::{Deserialize, Serialize};
 
 /// Which propagation rule a node applies when it re-advertises a route.

@@ -2,7 +2,8 @@
 //! the BGP speaker, the lab and `fare weights` all use it; it uses none of them (the
 //! compiler enforces the one-way flow).
 //!
-//! - [`topology`]: fabrics (nodes, roles, links, prefixes) and their YAML format.
+//! - [`topology`]: fabrics (nodes, roles, links, prefixes) and their YAML format;
+//!   [`role`]: where a node sits in the Clos.
 //! - [`analyze`]: every single failure (and sampled pairs) and what it does to the groups.
 //! - [`bandwidth`]: the path-bandwidth algebra of draft-xu-idr-fare and the white
 //!   paper's averaging, and the wire encoding of the value.
@@ -25,6 +26,7 @@ pub mod mpson;
 pub mod parallel;
 pub mod resilient;
 pub mod rng;
+pub mod role;
 pub mod sim;
 pub mod topology;
 pub mod wcmp;

@@ -1,9 +1,9 @@
 //! `fare analyze`: what if this fails, for every link, node and plane of a topology
 //! (`fare_model::analyze` computes; this prints).
 
+use super::analyze_summary::{covered, kind, Summary};
 use super::InputError;
 use fare_model::analyze::{self, failures, Base, Kind, Report};
-use fare_model::bandwidth::Mode;
 use fare_model::sim;
 use fare_model::topology;
 use std::io::Write;
@@ -27,7 +27,7 @@ pub struct Args {
     /// How the model computes, as for `fare weights` (--fail/--degrade refused: the
     /// sweep fails every element itself).
     #[command(flatten)]
-    pub model: super::explain::ModelArgs,
+    pub model: super::model_args::ModelArgs,
     /// Also this many double failures (pairs of link and node failures), sampled.
     #[arg(long, value_name = "K", default_value_t = 0)]
     pub n2: usize,
@@ -52,25 +52,6 @@ pub struct Args {
     /// result is the same).
     #[arg(long)]
     pub full: bool,
-}
-
-/// What the run covered, printed above the table.
-#[derive(serde::Serialize)]
-pub struct Summary {
-    pub topology: String,
-    pub fabric: String,
-    pub mode: Mode,
-    pub failures: usize,
-    pub links: usize,
-    pub nodes: usize,
-    pub planes: usize,
-    pub pairs: usize,
-    /// (failure, destination) pairs where the failure changed a state and was
-    /// re-propagated, and all pairs (what solving every failed fabric whole does).
-    pub recomputed: usize,
-    pub destinations_total: usize,
-    pub reduced_groups_before: u64,
-    pub seconds: f64,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -132,21 +113,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// "3 links, 2 nodes", the kinds present.
-pub fn covered(s: &Summary) -> String {
-    let parts: Vec<String> = [
-        (s.links, "link"),
-        (s.nodes, "node"),
-        (s.planes, "plane"),
-        (s.pairs, "pair"),
-    ]
-    .iter()
-    .filter(|(n, _)| *n > 0)
-    .map(|(n, w)| format!("{n} {w}{}", if *n == 1 { "" } else { "s" }))
-    .collect();
-    parts.join(", ")
-}
-
 fn write_text(out: &mut impl Write, s: &Summary, reports: &[Report]) -> std::io::Result<()> {
     writeln!(out, "{}: {}", s.topology, s.fabric)?;
     writeln!(
@@ -199,13 +165,4 @@ fn write_text(out: &mut impl Write, s: &Summary, reports: &[Report]) -> std::io:
         )?;
     }
     Ok(())
-}
-
-pub fn kind(k: Kind) -> &'static str {
-    match k {
-        Kind::Link => "link",
-        Kind::Node => "node",
-        Kind::Plane => "plane",
-        Kind::Pair => "pair",
-    }
 }

@@ -1,7 +1,7 @@
 //! `fare analyze --html`: the ranked failures as one self-contained page (no scripts, no
 //! external resources).
 
-use super::analyze::{covered, kind, Summary};
+use super::analyze_summary::{covered, kind, Summary};
 use fare_model::analyze::Report;
 use std::fmt::Write;
 

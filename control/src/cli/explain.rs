@@ -2,10 +2,9 @@
 //! weights, hop by hop (`sim::explain`: the model's own computation, traced).
 
 use super::InputError;
-use fare_model::bandwidth::{DraftOptions, Encoding, Mode};
+use fare_model::bandwidth::{Encoding, Mode};
 use fare_model::parallel::ParallelLinks;
 use fare_model::sim::explain::{self, Explanation, Hop, HopRoute, HopRule, WireValue};
-use fare_model::sim::{self};
 use fare_model::topology;
 use ipnet::IpNet;
 use std::fmt::Write as _;
@@ -30,78 +29,22 @@ pub struct Args {
     /// The prefix (as a node of the topology originates it).
     pub prefix: IpNet,
     #[command(flatten)]
-    pub model: ModelArgs,
+    pub model: super::model_args::ModelArgs,
     /// Print the explanation as JSON (`sim::explain::Explanation`).
     #[arg(long)]
     pub json: bool,
-}
-
-/// How the model computes: the flags `fare weights`, `fare explain` and `fare analyze`
-/// share (analyze sweeps failures itself: it refuses --fail/--degrade).
-#[derive(clap::Args, Debug, Clone, Default)]
-pub struct ModelArgs {
-    /// Propagation rule: `draft` (min/sum, draft-xu-idr-fare; the default) or `averaged`
-    /// (white paper: sum / outgoing interfaces).
-    #[arg(long, value_enum)]
-    pub mode: Option<Mode>,
-    /// Largest group (sum of weights) the data plane accepts; weights are reduced with the
-    /// smallest oversubscription possible.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
-    pub max_group_size: Option<u32>,
-    /// Take every link between nodes A and B down (repeatable).
-    #[arg(long, value_name = "A-B")]
-    pub fail: Vec<String>,
-    /// Set every link between A and B to GBPS, e.g. a partial-lane failure (repeatable).
-    #[arg(long, value_name = "A-B=GBPS")]
-    pub degrade: Vec<String>,
-    /// Draft, 5-stage: super-spines do not attach the optional non-transitive link
-    /// bandwidth (spines of other PoDs then use plain ECMP).
-    #[arg(long)]
-    pub no_link_community: bool,
-    /// Draft, 5-stage: spines of other PoDs lower the transitive value to their total
-    /// bandwidth toward the next-next hop when smaller (optional in the draft).
-    #[arg(long)]
-    pub remote_spine_update: bool,
-    /// Wire encoding of the Path Bandwidth value, applied at every hop as the agents do
-    /// (`binary16`, the default: IEEE 754 half precision; `float32-upper16`: the upper half
-    /// of a binary32, for older speakers).
-    #[arg(long, value_enum)]
-    pub encoding: Option<Encoding>,
-    /// Several links between two switches (one session each): `node-proportional` (the
-    /// default) or `node-even` compute path bandwidth per node, min(aggregate of the links,
-    /// the advertised value), as draft-xu-idr-fare-05 requires, split in proportion to the
-    /// links or evenly; `session` applies min(link, advertised) per session (older text).
-    #[arg(long, value_enum)]
-    pub parallel_links: Option<ParallelLinks>,
-}
-
-impl ModelArgs {
-    pub fn options(&self) -> sim::Options {
-        sim::Options {
-            mode: self.mode.unwrap_or_default(),
-            max_group_size: self.max_group_size,
-            draft: DraftOptions {
-                link_community: !self.no_link_community,
-                remote_spine_update: self.remote_spine_update,
-            },
-            encoding: self.encoding.unwrap_or_default(),
-            parallel: self.parallel_links.unwrap_or_default(),
-            threads: 1,
-            no_stub_sharing: false,
-        }
-    }
 }
 
 /// The model's explanation of `node`'s group for `prefix`; bad input is an InputError
 /// naming the file.
 pub fn model_explanation(
     file: &std::path::Path,
-    model: &ModelArgs,
+    model: &super::model_args::ModelArgs,
     node: &str,
     prefix: IpNet,
 ) -> anyhow::Result<Explanation> {
     let mut topo = topology::load(file)?;
-    for change in super::weights::changes(&topo, file, &model.fail, &model.degrade)? {
+    for change in super::model_args::changes(&topo, file, &model.fail, &model.degrade)? {
         change
             .apply(&mut topo)
             .map_err(|e| InputError(format!("{}: {e}", file.display())))?;

@@ -6,11 +6,13 @@
 pub mod agent;
 pub mod analyze;
 mod analyze_html;
+mod analyze_summary;
 pub mod arn;
 pub mod conn;
 pub mod explain;
 pub mod generate;
 pub mod lab;
+pub mod model_args;
 pub mod neighbor;
 pub mod reload;
 pub mod set;

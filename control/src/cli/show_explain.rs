@@ -7,7 +7,8 @@
 //! too, nearest the origin first, so the hop named is where the difference starts.
 
 use super::conn::status_error;
-use super::explain::{gbps, model_explanation, ModelArgs};
+use super::explain::{gbps, model_explanation};
+use super::model_args::ModelArgs;
 use super::InputError;
 use fare_agent::mgmt::{client, pb};
 use fare_model::bandwidth::{Encoding, Mode};

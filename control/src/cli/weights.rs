@@ -3,8 +3,8 @@
 
 use super::InputError;
 
-use fare_model::sim::{self, Change, RouteGroup};
-use fare_model::topology::{self, Topology};
+use fare_model::sim::{self, RouteGroup};
+use fare_model::topology;
 use ipnet::IpNet;
 use std::io::Write;
 use std::path::PathBuf;
@@ -26,7 +26,7 @@ pub struct Args {
     pub json: bool,
     /// How the model computes (and what fails or degrades).
     #[command(flatten)]
-    pub model: super::explain::ModelArgs,
+    pub model: super::model_args::ModelArgs,
     /// Only this node's groups.
     #[arg(long)]
     pub node: Option<String>,
@@ -42,7 +42,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut topo = topology::load(&args.topology)?;
-    for change in changes(&topo, &args.topology, &args.model.fail, &args.model.degrade)? {
+    for change in
+        super::model_args::changes(&topo, &args.topology, &args.model.fail, &args.model.degrade)?
+    {
         change
             .apply(&mut topo)
             .map_err(|e| InputError(format!("{}: {e}", args.topology.display())))?;
@@ -132,54 +134,6 @@ pub fn groups_json(groups: &[RouteGroup]) -> serde_json::Result<serde_json::Valu
         })
         .collect::<serde_json::Result<Vec<_>>>()?;
     Ok(list.into())
-}
-
-/// The --fail and --degrade arguments as changes, with node names checked.
-pub(super) fn changes(
-    topo: &Topology,
-    file: &std::path::Path,
-    fail: &[String],
-    degrade: &[String],
-) -> Result<Vec<Change>, InputError> {
-    let file = file.display();
-    let mut out = Vec::new();
-    for f in fail {
-        let (a, b) =
-            split_pair(topo, f).map_err(|e| InputError(format!("{file}: --fail {f}: {e}")))?;
-        out.push(Change::Fail(a, b));
-    }
-    for d in degrade {
-        let err = |e: String| InputError(format!("{file}: --degrade {d}: {e}"));
-        let (pair, gbps) = d
-            .rsplit_once('=')
-            .ok_or_else(|| err("expected A-B=GBPS".into()))?;
-        let gbps: f64 = gbps
-            .trim()
-            .parse()
-            .map_err(|_| err(format!("`{gbps}` is not a number of Gbps")))?;
-        fare_model::bandwidth::check_gbps(gbps).map_err(err)?;
-        let (a, b) = split_pair(topo, pair).map_err(err)?;
-        out.push(Change::Degrade(a, b, gbps));
-    }
-    Ok(out)
-}
-
-/// Splits "A-B" at the dash that separates two known node names (names may hold dashes).
-fn split_pair(topo: &Topology, s: &str) -> Result<(String, String), String> {
-    let mut unknown = None;
-    for (i, _) in s.match_indices('-') {
-        let (a, b) = (&s[..i], &s[i + 1..]);
-        match (topo.node_id(a), topo.node_id(b)) {
-            (Some(_), Some(_)) => return Ok((a.to_string(), b.to_string())),
-            (None, _) if unknown.is_none() => unknown = Some(a.to_string()),
-            (_, None) if unknown.is_none() => unknown = Some(b.to_string()),
-            _ => {}
-        }
-    }
-    match unknown {
-        Some(n) => Err(format!("unknown node `{n}`")),
-        None => Err("expected two node names joined by `-`".into()),
-    }
 }
 
 fn write_table(
@@ -365,7 +319,6 @@ mod buckets {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use fare_model::topology::gen;
 
     fn route_group(weights: &[(&str, u32)]) -> RouteGroup {
         RouteGroup {
@@ -405,21 +358,5 @@ mod tests {
         assert_eq!(moved, 64);
         assert!((least - 0.25).abs() < 1e-12);
         assert!(buckets::tables(&[], &after, 256)[0].change.is_none());
-    }
-
-    #[test]
-    fn pairs_split_at_the_right_dash() {
-        let mut t = gen::clos3(2, 1, 100.0, 1);
-        t.add_node(fare_model::topology::Node::new(
-            "a-b",
-            fare_model::topology::Role::Host,
-        ));
-        assert_eq!(split_pair(&t, "S1-L1").unwrap(), ("S1".into(), "L1".into()));
-        assert_eq!(
-            split_pair(&t, "a-b-S1").unwrap(),
-            ("a-b".into(), "S1".into())
-        );
-        assert_eq!(split_pair(&t, "S9-L1").unwrap_err(), "unknown node `S9`");
-        assert!(split_pair(&t, "S1").is_err());
     }
 }

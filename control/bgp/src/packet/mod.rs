@@ -20,6 +20,7 @@
 
 pub mod aigp;
 pub mod attribute;
+pub mod codes;
 pub mod color;
 pub mod community;
 pub mod error;

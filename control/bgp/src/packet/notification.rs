@@ -28,8 +28,8 @@ impl Notification {
         let mut data = vec![end as u8];
         data.extend_from_slice(&message.as_bytes()[..end]);
         Notification {
-            code: super::error::code::CEASE,
-            subcode: super::error::cease::ADMINISTRATIVE_SHUTDOWN,
+            code: super::codes::code::CEASE,
+            subcode: super::codes::cease::ADMINISTRATIVE_SHUTDOWN,
             data,
         }
     }
@@ -37,7 +37,7 @@ impl Notification {
     /// The shutdown communication of a Cease / Administrative Shutdown or Reset (RFC
     /// 8203): None when absent, empty or malformed (RFC 8203 §3: then it is ignored).
     pub fn shutdown_message(&self) -> Option<String> {
-        use super::error::{cease, code};
+        use super::codes::{cease, code};
         let admin = [cease::ADMINISTRATIVE_SHUTDOWN, cease::ADMINISTRATIVE_RESET];
         if self.code != code::CEASE || !admin.contains(&self.subcode) {
             return None;
@@ -65,7 +65,7 @@ impl Notification {
 
 impl std::fmt::Display for Notification {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        use super::error::code;
+        use super::codes::code;
         let name = match self.code {
             code::HEADER => "message header error",
             code::OPEN => "OPEN message error",
