@@ -317,6 +317,32 @@ pub fn averaged_advertise(path_sum_gbps: f64, outgoing: usize, link_gbps: f64) -
 mod tests {
     use super::*;
 
+    /// A super-spine or remote spine passes on the transitive value it received; with no
+    /// route to take it from, or a route without it, it attaches none (never -infinity).
+    #[test]
+    fn nothing_received_nothing_passed_on() {
+        let o = DraftOptions {
+            link_community: true,
+            remote_spine_update: false,
+        };
+        for rule in [Rule::SuperSpine, Rule::RemoteSpine] {
+            let a = draft_advertise(rule, &[], &Spread::Equal, &o);
+            assert_eq!(a.path_gbps, None, "{rule:?}");
+            let a = draft_advertise(rule, &[r(100.0, None)], &Spread::Equal, &o);
+            assert_eq!(a.path_gbps, None, "{rule:?}");
+        }
+    }
+
+    /// Half a unit in the last place: binary16 has 11 significant bits (2^-11), the upper
+    /// half of a binary32 8 (2^-8); a ratio of two twice-rounded values is 4 x that.
+    #[test]
+    fn precision_and_tolerance_by_hand() {
+        assert_eq!(Encoding::Binary16.relative_precision(), 1.0 / 2048.0);
+        assert_eq!(Encoding::Float32Upper16.relative_precision(), 1.0 / 256.0);
+        assert_eq!(Encoding::Binary16.ratio_tolerance(), 0.001953125);
+        assert_eq!(Encoding::Float32Upper16.ratio_tolerance(), 0.015625);
+    }
+
     /// Wire vectors worked by hand from IEEE 754 (round to nearest, ties to even) for both
     /// encodings, at the rounding boundaries: a tie rounds to the even neighbour (so an
     /// odd one rounds up, an even one stays), one unit off the tie does not; subnormals;
@@ -344,6 +370,7 @@ mod tests {
             (f64::INFINITY, 0x7f80, "infinity stays infinity"),
             (f64::NAN, 0x0000, "NaN as 0"),
             (-100.0, 0x0000, "negative as 0"),
+            (-0.0, 0x0000, "negative zero as 0, not 0x8000"),
         ] {
             assert_eq!(up.encode(gbps), bits, "float32-upper16 {gbps}: {why}");
         }
@@ -365,6 +392,7 @@ mod tests {
             ),
             (f64::INFINITY, 0x7c00, "infinity stays infinity"),
             (f64::NAN, 0x0000, "NaN as 0"),
+            (-0.0, 0x0000, "negative zero as 0, not 0x8000"),
         ] {
             assert_eq!(b16.encode(gbps), bits, "binary16 {gbps}: {why}");
         }
@@ -373,6 +401,9 @@ mod tests {
         assert_eq!(up.decode(0x7f80), f64::INFINITY);
         assert_eq!(up.decode(0xffc0), 0.0);
         assert_eq!(up.decode(0x8000), 0.0);
+        // -0 reads as +0 (a -0 would print as "-0 Gbps").
+        assert!(up.decode(0x8000).is_sign_positive());
+        assert!(b16.decode(0x8000).is_sign_positive());
         assert_eq!(b16.decode(0x4a42), 100.125);
         assert_eq!(b16.decode(0x7c00), f64::INFINITY);
         assert_eq!(b16.decode(0x7e00), 0.0);
