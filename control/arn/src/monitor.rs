@@ -314,14 +314,16 @@ pub enum Edge {
 
 impl Hysteresis {
     pub fn new(high: u32, low: u32, limit: u32) -> Hysteresis {
-        Hysteresis {
-            high,
-            low: low.min(high.saturating_sub(1)),
-            limit: limit.max(1),
+        let mut h = Hysteresis {
+            high: 0,
+            low: 0,
+            limit: 1,
             clear: Duration::ZERO,
             congested: false,
             below_since: None,
-        }
+        };
+        h.retune(high, low, limit);
+        h
     }
 
     pub fn with_clear(mut self, clear: Duration) -> Hysteresis {
@@ -329,7 +331,8 @@ impl Hysteresis {
         self
     }
 
-    /// New thresholds with the congested state kept (the same bounds as [`Hysteresis::new`]).
+    /// New thresholds with the congested state kept: `low` below `high`, `limit` at least 1
+    /// (the one place these bounds are applied, at start too).
     pub fn retune(&mut self, high: u32, low: u32, limit: u32) {
         self.high = high;
         self.low = low.min(high.saturating_sub(1));
