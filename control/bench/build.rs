@@ -1,8 +1,8 @@
 //! Builds the benchmark-only eBPF object (ebpf/fare-bench-xdp: minimal forwarder, traffic
-//! generator, sink) with fare-dataplane's eBPF build step and embeds it here, so that the
+//! generator, sink) with fare-dp-xdp's eBPF build step and embeds it here, so that the
 //! product crates carry only the production XDP program.
 
-#[path = "../dataplane/build/ebpf.rs"]
+#[path = "../dp-xdp/build/ebpf.rs"]
 mod ebpf;
 
 fn main() {

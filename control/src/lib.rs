@@ -4,9 +4,11 @@
 //!
 //! ```text
 //!  fare-model (topology, bandwidth, wcmp, sim, forwarding: pure)
+//!    <- fare-netdev (the host's links, neighbors, carrier)
 //!    <- fare-bgp (codec, FSM, RIB, policy)
 //!    <- fare-arn (codec, monitor, receiver)
-//!    <- fare-dataplane (trait; XDP, kernel, P4Runtime backends)
+//!    <- fare-dataplane (the trait, its shared checks, a chain of backends)
+//!    <- fare-dp-xdp | fare-dp-kernel | fare-dp-p4 (<- fare-p4runtime: the client)
 //!    <- fare-agent (configuration, wiring, management API, metrics)
 //!    <- fare-lab (fabrics in namespaces)  <- fare-bench (harnesses)
 //!    <- fare (this crate: the command line)
@@ -22,9 +24,14 @@ pub use fare_arn as arn;
 pub use fare_bench as bench;
 pub use fare_bgp as bgp;
 pub use fare_dataplane as dataplane;
+pub use fare_dp_kernel as dp_kernel;
+pub use fare_dp_p4 as dp_p4;
+pub use fare_dp_xdp as dp_xdp;
 pub use fare_lab as lab;
 pub use fare_model::{
     bandwidth, forwarding, mpson, parallel, resilient, sim, topology, wcmp, yamlfile,
 };
+pub use fare_netdev as netdev;
+pub use fare_p4runtime as p4runtime;
 
 pub mod cli;

@@ -7,10 +7,10 @@
 //! one item per entity read; a packet-in's ingress port comes from its metadata; the
 //! per-update errors of a status are those with a non-OK code, each at its position.
 
-use fare_dataplane::p4rt::client::Incoming;
-use fare_dataplane::p4rt::p4info::P4Info;
-use fare_dataplane::p4rt::program::FareProgram;
-use fare_dataplane::p4rt::responses;
+use fare_p4runtime::client::Incoming;
+use fare_p4runtime::p4info::P4Info;
+use fare_dp_p4::program::FareProgram;
+use fare_dp_p4::responses;
 use libfuzzer_sys::fuzz_target;
 use std::sync::OnceLock;
 

@@ -4,8 +4,8 @@
 
 use crate::{delta, have_root, have_tool, repo_root, run, veth, wait_until, Netns};
 use anyhow::{bail, Context, Result};
-use fare::dataplane::p4rt::{GroupForm, P4RuntimeOptions, DEFAULT_ARN_HOLD};
 use fare::dataplane::{MacAddr, Member};
+use fare::dp_p4::{GroupForm, P4RuntimeOptions, DEFAULT_ARN_HOLD};
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::path::PathBuf;

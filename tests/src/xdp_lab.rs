@@ -190,7 +190,7 @@ impl XdpLab {
     }
 
     pub fn pin_dir(&self) -> PathBuf {
-        PathBuf::from(fare::dataplane::xdp::pins::DEFAULT_ROOT).join(&self.node)
+        PathBuf::from(fare::dp_xdp::pins::DEFAULT_ROOT).join(&self.node)
     }
 }
 
@@ -271,9 +271,8 @@ impl XdpLab {
     /// also when `f` fails.
     pub fn with_dataplane<T: Send>(
         &self,
-        configure: impl FnOnce(&mut fare::dataplane::xdp::XdpOptions) + Send,
-        f: impl FnOnce(&tokio::runtime::Runtime, &mut fare::dataplane::xdp::XdpDataplane) -> Result<T>
-            + Send,
+        configure: impl FnOnce(&mut fare::dp_xdp::XdpOptions) + Send,
+        f: impl FnOnce(&tokio::runtime::Runtime, &mut fare::dp_xdp::XdpDataplane) -> Result<T> + Send,
     ) -> Result<T> {
         let node = self.node.clone();
         crate::inns::run(&self.router.name, move || -> Result<T> {
@@ -281,9 +280,9 @@ impl XdpLab {
                 .enable_all()
                 .build()?;
             let _enter = rt.enter();
-            let mut opts = fare::dataplane::xdp::XdpOptions::new(node, vec![]);
+            let mut opts = fare::dp_xdp::XdpOptions::new(node, vec![]);
             configure(&mut opts);
-            let mut dp = fare::dataplane::xdp::XdpDataplane::open(&opts)?;
+            let mut dp = fare::dp_xdp::XdpDataplane::open(&opts)?;
             let result = f(&rt, &mut dp);
             dp.destroy()?;
             result
@@ -305,7 +304,7 @@ pub fn xdp_ready(test: &str) -> bool {
 }
 
 pub fn have_xdp(test: &str) -> bool {
-    if fare::dataplane::xdp::embedded() {
+    if fare::dp_xdp::embedded() {
         return true;
     }
     let linker = std::process::Command::new("sh")

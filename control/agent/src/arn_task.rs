@@ -155,15 +155,15 @@ pub fn bgp_neighbors_of(config: &crate::config::AgentConfig) -> Vec<ArnNeighbor>
 }
 
 /// With the XDP data plane the monitor reads the program's egress virtual queues (see
-/// `fare_dataplane::xdp::queues`) for the ports that have one.
+/// `fare_dp_xdp::queues`) for the ports that have one.
 fn xdp_queue_source(
     config: &crate::config::AgentConfig,
 ) -> Result<Option<Box<dyn monitor::QueueSource>>, ProtocolError> {
     match &config.dataplane {
         crate::config::DataplaneConfig::Xdp { pin_name, .. } => {
             let node = pin_name.clone().unwrap_or_else(|| config.name.clone());
-            let root = std::path::Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT);
-            fare_dataplane::xdp::queues::VirtualQueues::open(root, &node)
+            let root = std::path::Path::new(fare_dp_xdp::pins::DEFAULT_ROOT);
+            fare_dp_xdp::queues::VirtualQueues::open(root, &node)
                 .map(|q| Some(Box::new(q) as Box<dyn monitor::QueueSource>))
                 .map_err(ProtocolError::ArnQueues)
         }

@@ -3,9 +3,9 @@
 //! One `match` arm per backend.
 
 use super::config::{AgentConfig, DataplaneConfig};
-use fare_dataplane::kernel::KernelDataplane;
-use fare_dataplane::xdp::{XdpDataplane, XdpOptions};
 use fare_dataplane::{Dataplane, DataplaneError, GroupLimits, NullDataplane};
+use fare_dp_kernel::KernelDataplane;
+use fare_dp_xdp::{XdpDataplane, XdpOptions};
 
 /// The limits the agent reduces every group to: the backend's own (XDP slots, P4Info
 /// selector sizes and `dataplane.max_group_size`, kernel nexthop entries), tightened by
@@ -31,7 +31,7 @@ fn check_interfaces_exist(config: &AgentConfig) -> Result<(), DataplaneError> {
             Some((i, format!("neighbor {}", n.address)))
         }));
     for (name, whose) in named {
-        if fare_dataplane::xdp::netdev::ifindex(name).is_err() {
+        if fare_netdev::links::ifindex(name).is_err() {
             return Err(DataplaneError::backend(
                 "kernel",
                 format!("{whose}: interface {name} does not exist in this network namespace"),
@@ -63,15 +63,13 @@ pub fn missing_link_local_zone(n: &crate::config::NeighborConfig) -> Option<Stri
         return None;
     }
     let name = n.interface.as_ref()?;
-    fare_dataplane::xdp::netdev::ifindex(name)
-        .is_err()
-        .then(|| {
-            format!(
-                "neighbor {}: interface {name} does not exist in this network namespace; \
+    fare_netdev::links::ifindex(name).is_err().then(|| {
+        format!(
+            "neighbor {}: interface {name} does not exist in this network namespace; \
              it is the link of the link-local address",
-                n.address
-            )
-        })
+            n.address
+        )
+    })
 }
 
 /// Opens (or re-attaches to) the data plane of this node. Backends must keep any state
@@ -99,7 +97,7 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
             options.flowlet_gap_us = config.fare.flowlet_gap_us;
             options.arn = config.arn.as_ref().map(|arn| {
                 let bgp = crate::arn_task::bgp_neighbors_of(config);
-                fare_dataplane::xdp::arn::ArnFastPath::from_config(arn, &bgp)
+                fare_dp_xdp::arn::ArnFastPath::from_config(arn, &bgp)
             });
             let xdp: Box<dyn Dataplane> = Box::new(XdpDataplane::open(&options)?);
             if egress_spray.is_empty() {
@@ -107,31 +105,27 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
             }
             // The host's own packets need kernel routes to reach a sprayed egress.
             let kernel = KernelDataplane::open(interfaces).await?;
-            Ok(Box::new(fare_dataplane::host_routes::WithHostRoutes::new(
+            Ok(Box::new(fare_dataplane::chain::WithHostRoutes::new(
                 xdp,
                 Box::new(kernel),
             )))
         }
-        DataplaneConfig::P4runtime(p4)
-            if p4.profile == fare_dataplane::p4rt::config::P4Profile::Sai =>
-        {
+        DataplaneConfig::P4runtime(p4) if p4.profile == fare_dp_p4::config::P4Profile::Sai => {
             if config.arn.is_some() {
                 tracing::warn!(
                     "dataplane.profile sai: SAI-P4 has no ARN tables; ARN runs in the agent \
                      only (a member is removed by rewriting its group)"
                 );
             }
-            Ok(Box::new(
-                fare_dataplane::p4rt::sai::SaiDataplane::open(p4).await?,
-            ))
+            Ok(Box::new(fare_dp_p4::sai::SaiDataplane::open(p4).await?))
         }
         DataplaneConfig::P4runtime(p4) => {
-            let mut dp = fare_dataplane::p4rt::P4RuntimeDataplane::open(p4).await?;
+            let mut dp = fare_dp_p4::P4RuntimeDataplane::open(p4).await?;
             dp.set_flowlet_gap(std::time::Duration::from_micros(u64::from(
                 config.fare.flowlet_gap_us,
             )));
             if let Some(arn) = &config.arn {
-                use fare_dataplane::p4rt::arn_setup;
+                use fare_dp_p4::arn_setup;
                 let bgp = crate::arn_task::bgp_neighbors_of(config);
                 let setup = arn_setup::plan(arn, &bgp, &p4.ports);
                 let written = arn_setup::apply(&mut dp, &setup).await;

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 pub use super::statics::{LinkMapping, StaticFrom, StaticGroup, StaticMember};
 
 // The P4Runtime block is the data plane's own type (its backend reads it).
-pub use fare_dataplane::p4rt::config::{P4RuntimeConfig, Pipeline};
+pub use fare_dp_p4::config::{P4RuntimeConfig, Pipeline};
 
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -291,7 +291,7 @@ pub enum DataplaneConfig {
         /// Egress virtual queues: frames XDP redirects skip the qdisc, so a port's rate
         /// limit and queue (for ARN congestion detection) are kept in the program.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        queues: Vec<fare_dataplane::xdp::queues::QueueSpec>,
+        queues: Vec<fare_dp_xdp::queues::QueueSpec>,
         /// Interfaces whose egress sprays this host's own packets per packet over the
         /// members of their destination's spray-mode group (TC program; RNIC planes).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -589,14 +589,10 @@ fn no_flowlets(dataplane: &DataplaneConfig) -> Option<&'static str> {
         DataplaneConfig::Kernel { .. } => {
             Some("dataplane.kind kernel: Linux nexthop groups keep no per-flow state")
         }
-        DataplaneConfig::P4runtime(p)
-            if p.profile == fare_dataplane::p4rt::config::P4Profile::Sai =>
-        {
-            Some(
-                "dataplane.profile sai: SAI-P4 keeps no per-flow state (its WCMP selector is \
+        DataplaneConfig::P4runtime(p) if p.profile == fare_dp_p4::config::P4Profile::Sai => Some(
+            "dataplane.profile sai: SAI-P4 keeps no per-flow state (its WCMP selector is \
              the switch's hash)",
-            )
-        }
+        ),
         DataplaneConfig::P4runtime(_) => None,
     }
 }
@@ -640,7 +636,7 @@ impl AgentConfig {
     /// `dataplane.profile: sai` (SAI-P4 switches hash flows and have no per-color groups):
     /// spray mode and DPF are refused here rather than at every install.
     fn validate_sai(&self, path: &Path, text: &str) -> Result<(), FileError> {
-        use fare_dataplane::p4rt::config::P4Profile;
+        use fare_dp_p4::config::P4Profile;
         let DataplaneConfig::P4runtime(p4) = &self.dataplane else {
             return Ok(());
         };
@@ -821,7 +817,7 @@ mod tests {
             DataplaneConfig::Xdp {
                 interfaces: vec![],
                 pin_name: Some("n".into()),
-                queues: vec![fare_dataplane::xdp::queues::QueueSpec {
+                queues: vec![fare_dp_xdp::queues::QueueSpec {
                     interface: "eth1".into(),
                     rate_mbps: 1.0,
                     limit_bytes: 0,
@@ -929,7 +925,7 @@ dataplane:
                 assert_eq!(p.ports["e2"], 2);
                 assert_eq!(
                     p.group_form,
-                    fare_dataplane::p4rt::config::P4GroupForm::Weighted,
+                    fare_dp_p4::config::P4GroupForm::Weighted,
                     "default form"
                 );
                 assert_eq!(p.router_mac, None);
@@ -943,16 +939,13 @@ dataplane:
         let c: AgentConfig = yamlfile::parse(Path::new("s.yaml"), &replicated).unwrap();
         match c.dataplane {
             DataplaneConfig::P4runtime(p) => {
-                assert_eq!(
-                    p.group_form,
-                    fare_dataplane::p4rt::config::P4GroupForm::Replicated
-                );
+                assert_eq!(p.group_form, fare_dp_p4::config::P4GroupForm::Replicated);
                 assert_eq!(
                     p.router_mac,
                     Some(fare_dataplane::MacAddr([2, 0xaa, 0, 0, 0, 7]))
                 );
-                let o = fare_dataplane::p4rt::P4RuntimeOptions::from_config(&p);
-                assert_eq!(o.form, fare_dataplane::p4rt::GroupForm::Replicated);
+                let o = fare_dp_p4::P4RuntimeOptions::from_config(&p);
+                assert_eq!(o.form, fare_dp_p4::GroupForm::Replicated);
                 assert_eq!(o.router_mac, fare_dataplane::MacAddr([2, 0xaa, 0, 0, 0, 7]));
             }
             other => panic!("{other:?}"),
@@ -1082,7 +1075,7 @@ static:
     members:
       - {interface: e1, neighbor_mac: "02:00:00:00:00:01", weight: 3}
 "#;
-        use fare_dataplane::p4rt::config::P4Profile;
+        use fare_dp_p4::config::P4Profile;
         let c: AgentConfig = yamlfile::parse(Path::new("s.yaml"), text).unwrap();
         c.validate(Path::new("s.yaml"), text).unwrap();
         match &c.dataplane {

@@ -496,7 +496,7 @@ fn retune(
 
 /// A data plane's own egress queues standing in for the qdiscs (the XDP program's virtual
 /// queues: frames XDP redirects never reach a qdisc). The data plane provides it
-/// (`fare_dataplane::xdp::queues::VirtualQueues`); the monitor only reads.
+/// (`fare_dp_xdp::queues::VirtualQueues`); the monitor only reads.
 pub trait QueueSource: Send {
     /// Arms the ARN thresholds of `ifindex`'s queue; false when the port has none.
     fn set_thresholds(&mut self, ifindex: u32, high_bytes: u32, low_bytes: u32) -> bool;
@@ -568,7 +568,7 @@ pub fn spawn(
     let mut reader = QueueReader::new()?;
     // The driver's carrier, read at once (IFF_RUNNING follows it only when the kernel's
     // linkwatch runs, up to a second later); IFF_RUNNING where the driver cannot tell.
-    let carrier = fare_bgp::link::CarrierProbe::open()?;
+    let carrier = fare_netdev::carrier::CarrierProbe::open()?;
     let mut sender =
         transport::BlockingSender::new(port).map_err(|e| io::Error::other(e.to_string()))?;
     if let Some((group, interfaces)) = &multicast {

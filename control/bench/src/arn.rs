@@ -22,7 +22,7 @@
 use super::command_line;
 use super::lab_bench::{load_average, quantile, BenchLab, XdpMaps};
 use anyhow::{bail, Context};
-use fare_dataplane::xdp::queues::{monotonic_ns, Queues};
+use fare_dp_xdp::queues::{monotonic_ns, Queues};
 use fare_lab::arn::LabArn;
 use fare_lab::events::{self, Event};
 use fare_lab::plan::{self, DataplaneKind, Routing, SplitMode};
@@ -350,7 +350,7 @@ pub fn run_bench(args: Args) -> anyhow::Result<String> {
     let program = if xdp {
         let ifindex = sys::ifindex(&congested.ns, &port.interface)?;
         let queues = Queues::open(
-            std::path::Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT),
+            std::path::Path::new(fare_dp_xdp::pins::DEFAULT_ROOT),
             &congested.ns,
         )?;
         let maps = XdpMaps::open(&ingress.ns)?;

@@ -13,7 +13,7 @@
 use super::lab_bench::{load_average, quantile, BenchLab, XdpMaps};
 use anyhow::Context;
 use fare_common as fc;
-use fare_dataplane::xdp::queues::monotonic_ns;
+use fare_dp_xdp::queues::monotonic_ns;
 use fare_lab::arn::LabArn;
 use fare_lab::plan::{self, DataplaneKind, Routing, SplitMode};
 use std::fmt::Write;

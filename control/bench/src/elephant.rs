@@ -15,8 +15,8 @@
 use super::xdp_forward::{enter, run, Ns};
 use super::{command_line, Rng};
 use anyhow::{bail, Context};
-use fare_dataplane::xdp::{XdpDataplane, XdpOptions};
 use fare_dataplane::{Dataplane, Group, GroupMode, MacAddr, Member};
+use fare_dp_xdp::{XdpDataplane, XdpOptions};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 

@@ -3,8 +3,8 @@
 //! kernel's, measured in the same run.
 
 use anyhow::{bail, Context, Result};
-use fare_dataplane::xdp::kernel::{self, Release};
-use fare_dataplane::xdp::verifier::{self, VerifierCounts};
+use fare_dp_xdp::kernel::{self, Release};
+use fare_dp_xdp::verifier::{self, VerifierCounts};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -41,7 +41,7 @@ pub fn run(args: Args) -> Result<String> {
 }
 
 fn host_row() -> Result<Row> {
-    let root = Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT);
+    let root = Path::new(fare_dp_xdp::pins::DEFAULT_ROOT);
     let node = format!("bench-kernels-{}", std::process::id());
     let c = verifier::check_running(root, &node)?;
     Ok(Row {

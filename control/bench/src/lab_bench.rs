@@ -87,7 +87,7 @@ fn pinned(dir: &Path, name: &str) -> anyhow::Result<MapData> {
 
 impl XdpMaps {
     pub fn open(ns: &str) -> anyhow::Result<XdpMaps> {
-        let maps = PathBuf::from(fare_dataplane::xdp::pins::DEFAULT_ROOT)
+        let maps = PathBuf::from(fare_dp_xdp::pins::DEFAULT_ROOT)
             .join(ns)
             .join("maps");
         Ok(XdpMaps {
@@ -106,7 +106,7 @@ impl XdpMaps {
         timeout: Duration,
     ) -> Option<Vec<u32>> {
         let key = ArnPathKey {
-            sender: fare_dataplane::xdp::arn::sender_key(sender),
+            sender: fare_dp_xdp::arn::sender_key(sender),
             path_id,
         };
         let start = std::time::Instant::now();

@@ -13,9 +13,9 @@ use anyhow::{ensure, Context};
 use etherparse::PacketBuilder;
 use fare_arn::codec::{Family, FlowId};
 use fare_dataplane::dpf::{Protocol, Range};
-use fare_dataplane::xdp::verifier::{self, VerifierCounts};
-use fare_dataplane::xdp::{TestRun, TestRunOptions, XdpDataplane, XdpOptions};
 use fare_dataplane::{ColorGroup, Dataplane, FlowRule, Group, GroupMode, MacAddr, Member};
+use fare_dp_xdp::verifier::{self, VerifierCounts};
+use fare_dp_xdp::{TestRun, TestRunOptions, XdpDataplane, XdpOptions};
 use std::fmt::Write;
 
 #[derive(clap::Args, Debug)]
@@ -376,7 +376,7 @@ fn verifier_counts(
     pid: u32,
     previous: Option<&[u8]>,
 ) -> anyhow::Result<Vec<(&'static str, VerifierCounts)>> {
-    let root = std::path::Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT);
+    let root = std::path::Path::new(fare_dp_xdp::pins::DEFAULT_ROOT);
     let mut out = vec![(
         "fare",
         verifier::counts(None, root, &format!("bench-xdp-verifier-{pid}"))?,

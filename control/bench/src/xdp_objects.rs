@@ -17,7 +17,8 @@ use aya::maps::{Array, DevMap, DevMapHash, MapData, PerCpuArray};
 use aya::programs::{Xdp, XdpMode};
 use aya::Ebpf;
 use fare_common::bench as fb;
-use fare_dataplane::xdp::{netdev, testrun, TestRun, TestRunOptions};
+use fare_dp_xdp::{testrun, TestRun, TestRunOptions};
+use fare_netdev::links as netdev;
 use std::os::fd::{AsFd, AsRawFd};
 
 /// The object's bytes, or why this binary has none.

@@ -5,7 +5,6 @@ pub mod dpf;
 pub mod events;
 pub mod fare;
 pub mod fsm;
-pub mod link;
 pub mod neighbor;
 pub mod packet;
 pub mod rib;

@@ -1,8 +1,13 @@
-//! Data plane backends behind one trait.
+//! The data plane trait every backend implements, and what the backends share.
 //!
 //! The control plane (static config, BGP, the simulator) produces [`Group`]s; a backend
-//! turns them into forwarding state: `xdp` (aya, Linux hosts), `kernel` (Linux weighted
-//! nexthop groups via rtnetlink, the baseline), `p4rt` (P4Runtime over gRPC).
+//! turns them into forwarding state. The backends are crates of their own, each depending
+//! on this one: `fare-dp-xdp` (aya, Linux hosts), `fare-dp-kernel` (Linux weighted
+//! nexthop groups via rtnetlink, the baseline), `fare-dp-p4` (fare.p4 and SAI-P4 over
+//! P4Runtime). Here: the trait, its error, the checks every backend makes ([`validate`]),
+//! next-hop MACs from the neighbor table ([`neighbors`]), the `none` backend, the ARN
+//! receiver's view of any data plane ([`member_control`]) and [`chain`], backends one
+//! after another.
 //!
 //! Contract every backend keeps:
 //! - `install` of a prefix that already has a group is a make-before-break replacement:
@@ -11,11 +16,9 @@
 //! - `limits` states what one group may hold; the agent reduces every group to it
 //!   before `install` (see [`limits`]), so a backend may refuse what exceeds it.
 
-pub mod host_routes;
-pub mod kernel;
+pub mod chain;
 pub mod member_control;
-pub mod p4rt;
-pub mod xdp;
+pub mod neighbors;
 
 // The data the backends are given, and the rules they share, come from the model.
 pub use fare_model::forwarding::{

@@ -10,7 +10,7 @@
 use super::plan::{DataplaneKind, NodePlan, Plan, Routing, SplitMode};
 use super::state::StateDir;
 use fare_agent::config::{AgentConfig, DataplaneConfig, NeighborConfig, StaticGroup, StaticMember};
-use fare_dataplane::xdp::queues::QueueSpec;
+use fare_dp_xdp::queues::QueueSpec;
 use fare_model::forwarding::GroupMode;
 use fare_model::sim::RouteGroup;
 use fare_model::topology::Role;

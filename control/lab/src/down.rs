@@ -134,7 +134,7 @@ fn reap() {
 /// XDP agents of the lab pin their maps under /sys/fs/bpf/fare/<namespace>: remove them
 /// once the agents are gone (the programs went with the namespaces' interfaces).
 fn remove_pins(prefix: &str) {
-    let root = std::path::Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT);
+    let root = std::path::Path::new(fare_dp_xdp::pins::DEFAULT_ROOT);
     let Ok(entries) = std::fs::read_dir(root) else {
         return;
     };

@@ -211,8 +211,8 @@ fn shape(state: &LabState, node: &str, ifname: &str, gbps: f64) -> Result<(), La
 /// A new rate for the XDP program's virtual queue on `ifname` in `ns`.
 pub fn set_virtual_queue_rate(ns: &str, ifname: &str, kbit: u64) -> Result<(), LabError> {
     let ifindex = sys::ifindex(ns, ifname)?;
-    let root = std::path::Path::new(fare_dataplane::xdp::pins::DEFAULT_ROOT);
-    fare_dataplane::xdp::queues::Queues::open(root, ns)
+    let root = std::path::Path::new(fare_dp_xdp::pins::DEFAULT_ROOT);
+    fare_dp_xdp::queues::Queues::open(root, ns)
         .and_then(|mut q| q.set_rate(ifindex, kbit * 1000 / 8))
         .map_err(|e| LabError::Input(format!("virtual queue of {ifname} in {ns}: {e:#}")))
 }

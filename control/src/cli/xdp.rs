@@ -1,6 +1,6 @@
 //! `fare xdp check`: does this kernel take fare's XDP program?
 
-use fare_dataplane::xdp::{kernel, pins, verifier};
+use fare_dp_xdp::{kernel, pins, verifier};
 use std::path::PathBuf;
 
 #[derive(clap::Subcommand, Debug)]

@@ -14,12 +14,13 @@
 
 use anyhow::{Context, Result};
 use fare::bench::results;
-use fare::dataplane::p4rt::client::Client;
-use fare::dataplane::p4rt::p4info::P4Info;
-use fare::dataplane::p4rt::program::{entity_table, update, FareProgram, GroupMember};
-use fare::dataplane::p4rt::proto::p4::v1 as p4;
-use fare::dataplane::p4rt::{P4RuntimeDataplane, P4RuntimeOptions};
 use fare::dataplane::MacAddr;
+use fare::dp_p4::program::FareProgram;
+use fare::dp_p4::{P4RuntimeDataplane, P4RuntimeOptions};
+use fare::p4runtime::client::Client;
+use fare::p4runtime::entities::{entity_table, update, GroupMember};
+use fare::p4runtime::p4info::P4Info;
+use fare::p4runtime::proto::p4::v1 as p4;
 use fare_integration::p4::{
     bmv2_available, have_p4runtime_python, in_netns, members, p4runtime_venv, pipeline, Fabric,
     GRPC_ADDR,
@@ -284,7 +285,7 @@ fn agent_bench(args: &[u32]) -> Result<()> {
     for _ in 0..rounds {
         for mode in [true, false] {
             let opts = P4RuntimeOptions {
-                router_mac: fare::dataplane::p4rt::backend::DEFAULT_ROUTER_MAC,
+                router_mac: fare::dp_p4::fare::DEFAULT_ROUTER_MAC,
                 ..fabric.options(10)
             };
             let r = in_netns(&sw, move || async move { agent_round(n, mode, opts).await })?;

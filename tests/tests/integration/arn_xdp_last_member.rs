@@ -5,9 +5,10 @@
 //! flowing through e2; a Type 2 from e1's neighbor brings member 0 back.
 
 use anyhow::{ensure, Result};
-use fare::dataplane::xdp::arn::ArnFastPath;
-use fare::dataplane::xdp::{netdev, TestRunOptions, XdpDataplane};
 use fare::dataplane::{Dataplane, GroupMode};
+use fare::dp_xdp::arn::ArnFastPath;
+use fare::dp_xdp::{TestRunOptions, XdpDataplane};
+use fare::netdev::links as netdev;
 use fare_integration::packets::{ethernet, ipv4, udp, udp4_frame, ETH_P_IP};
 use fare_integration::xdp_lab::{group, sink_mac, XdpLab, ROUTER_MAC};
 
@@ -65,8 +66,8 @@ fn with_arn_group(
 ) -> Result<()> {
     // The ARNs arrive on an interface: BPF_PROG_TEST_RUN takes one (an XDP context) from
     // Linux 5.15 on. Older kernels (the guest of Debian 11's 5.10) skip, saying so.
-    if let Some((release, text)) = fare::dataplane::xdp::kernel::Release::running() {
-        if release < fare::dataplane::xdp::kernel::Release(5, 15, 0) {
+    if let Some((release, text)) = fare::dp_xdp::kernel::Release::running() {
+        if release < fare::dp_xdp::kernel::Release(5, 15, 0) {
             fare_integration::skip(
                 test,
                 &format!(
@@ -81,7 +82,7 @@ fn with_arn_group(
     };
     // The ARNs' destination is the router's own address (the program acts only on those).
     lab.router.sh("ip addr add 10.0.0.1/32 dev lo")?;
-    let configure = move |opts: &mut fare::dataplane::xdp::XdpOptions| {
+    let configure = move |opts: &mut fare::dp_xdp::XdpOptions| {
         opts.arn = Some(ArnFastPath {
             udp_port: 9961,
             hold: Duration::from_secs(60),

@@ -10,8 +10,8 @@
 
 use anyhow::{Context, Result};
 use fare::arn::codec::ArnMessage;
-use fare::dataplane::xdp::arn::ArnFastPath;
-use fare::dataplane::xdp::{TestRunOptions, XdpDataplane, XdpOptions};
+use fare::dp_xdp::arn::ArnFastPath;
+use fare::dp_xdp::{TestRunOptions, XdpDataplane, XdpOptions};
 use fare_integration::xdp_lab::have_xdp;
 use fare_integration::{have_root, inns, Netns};
 use proptest::prelude::*;

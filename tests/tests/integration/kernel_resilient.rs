@@ -11,8 +11,8 @@
 //! Traffic goes only to addresses of these namespaces.
 
 use anyhow::{ensure, Context, Result};
-use fare::dataplane::kernel::{KernelDataplane, KERNEL_BUCKETS};
 use fare::dataplane::{Dataplane, Group, GroupMode, Member};
+use fare::dp_kernel::{KernelDataplane, KERNEL_BUCKETS};
 use fare_integration::{have_root, have_tool, inns, veth, Netns};
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};

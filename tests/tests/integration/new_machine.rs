@@ -166,9 +166,8 @@ fn bpffs_contender() -> Result<()> {
     };
     // Blocks until the test opens the FIFO for writing (the script's timeout bounds it).
     drop(std::fs::File::open(&start)?);
-    let root = std::path::Path::new(fare::dataplane::xdp::pins::DEFAULT_ROOT);
-    let pins =
-        fare::dataplane::xdp::pins::PinDir::new(root, &format!("contender-{}", std::process::id()));
+    let root = std::path::Path::new(fare::dp_xdp::pins::DEFAULT_ROOT);
+    let pins = fare::dp_xdp::pins::PinDir::new(root, &format!("contender-{}", std::process::id()));
     pins.prepare(root)?;
     // The directory must still be reachable once every contender has mounted or not.
     std::thread::sleep(Duration::from_millis(500));

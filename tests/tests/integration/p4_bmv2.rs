@@ -8,8 +8,8 @@
 //! Skipped (with the reason printed) without root, BMv2 or the compiled program.
 
 use anyhow::{bail, ensure, Context, Result};
-use fare::dataplane::p4rt::{P4RuntimeDataplane, QueueThresholds};
 use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr};
+use fare::dp_p4::{P4RuntimeDataplane, QueueThresholds};
 use fare_integration::delta;
 use fare_integration::p4::{in_netns, members, python, Fabric};
 use ipnet::IpNet;
@@ -265,7 +265,7 @@ fn p4_bmv2_wcmp_spray_flow_arn() -> Result<()> {
 
 /// `arn_rx_counter` (fare.p4): applied, unknown path, bad TTL, malformed.
 async fn arn_rx_counters(dp: &mut P4RuntimeDataplane) -> Result<Vec<u64>> {
-    use fare::dataplane::p4rt::proto::p4::v1 as p4;
+    use fare::p4runtime::proto::p4::v1 as p4;
     let entity = dp
         .program()
         .counter_entry(dp.program().arn_rx_counter, None);

@@ -11,8 +11,8 @@
 
 use anyhow::{bail, ensure, Context, Result};
 use fare::dataplane::dpf::{Protocol, Range};
-use fare::dataplane::p4rt::{P4RuntimeDataplane, P4RuntimeOptions};
 use fare::dataplane::{ColorGroup, Dataplane, FlowRule, Group, GroupMode};
+use fare::dp_p4::{P4RuntimeDataplane, P4RuntimeOptions};
 use fare_integration::delta;
 use fare_integration::p4::{in_netns, member, python, Fabric};
 use std::net::Ipv4Addr;

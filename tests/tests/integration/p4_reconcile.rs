@@ -3,8 +3,8 @@
 //! groups instead of rewriting them. Skipped (with the reason) without root, BMv2 or the venv.
 
 use anyhow::{ensure, Context, Result};
-use fare::dataplane::p4rt::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions};
 use fare::dataplane::{Dataplane, Group, GroupMode};
+use fare::dp_p4::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions};
 use fare_integration::p4::{
     bmv2_available, have_p4runtime_python, in_netns, members, p4runtime_venv, pipeline, Fabric,
     GRPC_ADDR,
@@ -73,7 +73,7 @@ fn p4_reconcile_adopts_switch_state() -> Result<()> {
 }
 
 async fn read_profile_groups(dp: &mut P4RuntimeDataplane) -> Result<Vec<u32>> {
-    use fare::dataplane::p4rt::proto::p4::v1 as p4;
+    use fare::p4runtime::proto::p4::v1 as p4;
     let selector = dp.program().selector;
     let entities = dp
         .client()

@@ -9,8 +9,8 @@
 //! without root, BMv2 or the compiled program.
 
 use anyhow::{bail, ensure, Context, Result};
-use fare::dataplane::p4rt::P4RuntimeDataplane;
 use fare::dataplane::{Dataplane, Group, GroupMode};
+use fare::dp_p4::P4RuntimeDataplane;
 use fare::resilient;
 use fare_integration::p4::{in_netns, members, Fabric};
 use std::time::Duration;

@@ -22,11 +22,11 @@
 //! and tests each member's path separately. Measured: upstream 400:0, hashed 300:100.
 
 use anyhow::{bail, ensure, Context, Result};
-use fare::dataplane::p4rt::program::whole_table;
-use fare::dataplane::p4rt::proto::p4::v1 as p4;
-use fare::dataplane::p4rt::sai::backend::SaiOptions;
-use fare::dataplane::p4rt::sai::SaiDataplane;
 use fare::dataplane::{Dataplane, Group, GroupMode};
+use fare::dp_p4::sai::backend::SaiOptions;
+use fare::dp_p4::sai::SaiDataplane;
+use fare::p4runtime::entities::whole_table;
+use fare::p4runtime::proto::p4::v1 as p4;
 use fare_integration::p4::{in_netns, members, Fabric, GRPC_ADDR, ROUTER_MAC};
 use fare_integration::{fare_bin, have_root, have_tool, skip, wait_until};
 use std::path::{Path, PathBuf};
@@ -498,8 +498,8 @@ fn p4_sai_resolves_the_pins_p4info() -> Result<()> {
 
 /// Resolves every object fare writes in a PINS P4Info and builds a group's entries.
 fn resolve_pins_p4info(text: &str) -> Result<()> {
-    use fare::dataplane::p4rt::p4info::P4Info;
-    use fare::dataplane::p4rt::sai::{neighbor_id, Encoding, SaiProgram, WcmpAction};
+    use fare::dp_p4::sai::{neighbor_id, Encoding, SaiProgram, WcmpAction};
+    use fare::p4runtime::p4info::P4Info;
     let info = P4Info::from_text(text)?;
     let p = SaiProgram::resolve(&info)?;
     for (what, f) in [

@@ -7,8 +7,8 @@
 //! takes commands over a channel; the test thread sends traffic and restarts the switch.
 
 use anyhow::{bail, ensure, Context, Result};
-use fare::dataplane::p4rt::{P4RuntimeDataplane, P4RuntimeOptions};
 use fare::dataplane::{Dataplane, Group, GroupMode};
+use fare::dp_p4::{P4RuntimeDataplane, P4RuntimeOptions};
 use fare_integration::delta;
 use fare_integration::p4::{in_netns, members, pipeline, Fabric};
 use std::sync::mpsc;
@@ -270,7 +270,7 @@ fn p4_group_above_the_switch_limit_is_reduced() -> Result<()> {
     let sw = fabric.bmv2.sw.name.clone();
     let opts = fabric.options(10);
     in_netns(&sw, move || async move {
-        use fare::dataplane::p4rt::p4info::P4Info;
+        use fare::p4runtime::p4info::P4Info;
         let mut dp = P4RuntimeDataplane::connect(opts).await?;
         let cookie = dp
             .client()

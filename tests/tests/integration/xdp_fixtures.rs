@@ -6,8 +6,8 @@
 //! Run: `cargo test -p fare-integration --test integration xdp_fixtures:: -- --test-threads=1` (root).
 
 use anyhow::{ensure, Result};
-use fare::dataplane::xdp::{TestRunOptions, XdpDataplane};
 use fare::dataplane::{Dataplane, GroupMode};
+use fare::dp_xdp::{TestRunOptions, XdpDataplane};
 use fare_integration::packets::*;
 use fare_integration::xdp_lab::{egress_mac, group, sink_mac, XdpLab, GEN_MAC, ROUTER_MAC};
 use std::net::{Ipv4Addr, Ipv6Addr};

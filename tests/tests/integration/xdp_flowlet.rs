@@ -9,8 +9,8 @@
 //! Run: `cargo test -p fare-integration --test integration xdp_flowlet:: -- --test-threads=1` (root).
 
 use anyhow::{ensure, Result};
-use fare::dataplane::xdp::{TestRunOptions, XdpDataplane};
 use fare::dataplane::{Dataplane, GroupMode};
+use fare::dp_xdp::{TestRunOptions, XdpDataplane};
 use fare::resilient;
 use fare_integration::delta;
 use fare_integration::packets::*;

@@ -5,8 +5,8 @@
 //! Run: `cargo test -p fare-integration --test integration xdp_forwarding:: -- --test-threads=1` (root).
 
 use anyhow::{ensure, Result};
-use fare::dataplane::xdp::{XdpDataplane, XdpOptions};
 use fare::dataplane::{Dataplane, GroupMode};
+use fare::dp_xdp::{XdpDataplane, XdpOptions};
 use fare_integration::packets::*;
 use fare_integration::xdp_lab::{group, XdpLab, GEN_MAC, ROUTER_MAC};
 use fare_integration::{delta, inns, wait_until};

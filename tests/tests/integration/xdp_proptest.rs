@@ -11,8 +11,8 @@
 //! `FARE_PROPTEST_CASES` sets the number of cases (default 3000).
 
 use anyhow::{Context, Result};
-use fare::dataplane::xdp::{TestRunOptions, XdpDataplane, XdpOptions};
 use fare::dataplane::{Dataplane, GroupMode};
+use fare::dp_xdp::{TestRunOptions, XdpDataplane, XdpOptions};
 use fare_integration::inns;
 use fare_integration::packets::checksum;
 use fare_integration::xdp_lab::{egress_mac, group, sink_mac, xdp_ready, XdpLab, ROUTER_MAC};

@@ -4,9 +4,9 @@
 //! upward crossing of its high mark on the ring buffer, and drains at its rate.
 
 use anyhow::{ensure, Context, Result};
-use fare::dataplane::xdp::queues::{QueueEvents, QueueSpec, Queues};
-use fare::dataplane::xdp::{TestRunOptions, XdpOptions};
 use fare::dataplane::{Dataplane, GroupMode};
+use fare::dp_xdp::queues::{QueueEvents, QueueSpec, Queues};
+use fare::dp_xdp::{TestRunOptions, XdpOptions};
 use fare_integration::packets::udp4_frame;
 use fare_integration::xdp_lab::{group, XdpLab, ROUTER_MAC};
 
@@ -38,10 +38,10 @@ fn virtual_queue_admits_up_to_its_limit_reports_one_crossing_and_drains() -> Res
     lab.with_dataplane(configure, move |rt, dp| {
         {
             rt.block_on(dp.install(&group("198.18.0.0/16", &[1], GroupMode::Spray)?))?;
-            let root = Path::new(fare::dataplane::xdp::pins::DEFAULT_ROOT);
+            let root = Path::new(fare::dp_xdp::pins::DEFAULT_ROOT);
             let mut queues = Queues::open(root, &node)?;
             let mut events = QueueEvents::open(root, &node)?;
-            let ifindex = fare::dataplane::xdp::netdev::ifindex("e1")?;
+            let ifindex = fare::netdev::links::ifindex("e1")?;
             ensure!(queues.set_thresholds(ifindex, 1200, 300)?, "no queue on e1");
             let frame = udp4_frame(
                 ROUTER_MAC,

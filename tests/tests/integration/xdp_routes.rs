@@ -10,8 +10,8 @@
 //! its last case's routes.
 
 use anyhow::{ensure, Context, Result};
-use fare::dataplane::xdp::{TestRunOptions, XdpDataplane, XdpOptions};
 use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr, Member};
+use fare::dp_xdp::{TestRunOptions, XdpDataplane, XdpOptions};
 use fare_integration::inns;
 use fare_integration::packets::udp4_frame;
 use fare_integration::xdp_lab::{XdpLab, GEN_MAC, ROUTER_MAC};

@@ -5,8 +5,8 @@
 
 use anyhow::{ensure, Result};
 use fare::arn::codec::{Family, FlowId};
-use fare::dataplane::xdp::{TestRunOptions, XdpDataplane};
 use fare::dataplane::{Dataplane, GroupMode};
+use fare::dp_xdp::{TestRunOptions, XdpDataplane};
 use fare_integration::packets::udp4_frame;
 use fare_integration::xdp_lab::{group, sink_mac, XdpLab, ROUTER_MAC};
 

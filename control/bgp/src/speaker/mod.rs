@@ -98,7 +98,7 @@ impl NeighborSpec {
         self.bandwidth_gbps.or_else(|| {
             self.interface
                 .as_deref()
-                .and_then(super::link::interface_speed_gbps)
+                .and_then(fare_netdev::carrier::interface_speed_gbps)
         })
     }
 }
@@ -549,7 +549,7 @@ pub async fn start(
 /// notification, and carrier changes the poll sees first (every `poll`; zero = no poll;
 /// see [`super::link`] for why netlink alone is up to a second late).
 async fn watch_links(watched: HashSet<String>, poll: Duration, tx: mpsc::Sender<SpeakerCommand>) {
-    let mut netlink = match super::link::LinkWatcher::open() {
+    let mut netlink = match fare_netdev::carrier::LinkWatcher::open() {
         Ok(w) => Some(w),
         Err(e) => {
             warn!("no link events (netlink): {e}");
@@ -559,7 +559,7 @@ async fn watch_links(watched: HashSet<String>, poll: Duration, tx: mpsc::Sender<
     let probe = if poll.is_zero() {
         None
     } else {
-        super::link::CarrierProbe::open()
+        fare_netdev::carrier::CarrierProbe::open()
             .map_err(|e| warn!("no carrier poll: {e}"))
             .ok()
     };
@@ -596,7 +596,7 @@ async fn watch_links(watched: HashSet<String>, poll: Duration, tx: mpsc::Sender<
                     .iter()
                     .filter_map(|i| {
                         let up = p.is_up(i)?;
-                        (known.get(i) != Some(&up)).then(|| super::link::LinkEvent {
+                        (known.get(i) != Some(&up)).then(|| fare_netdev::carrier::LinkEvent {
                             interface: i.clone(),
                             up,
                         })
@@ -609,7 +609,7 @@ async fn watch_links(watched: HashSet<String>, poll: Duration, tx: mpsc::Sender<
             .filter(|e| watched.contains(&e.interface))
         {
             known.insert(e.interface.clone(), e.up);
-            let speed_gbps = super::link::interface_speed_gbps(&e.interface);
+            let speed_gbps = fare_netdev::carrier::interface_speed_gbps(&e.interface);
             let cmd = SpeakerCommand::Link {
                 interface: e.interface,
                 up: e.up,
