@@ -1,6 +1,8 @@
 //! The P4 data planes: a switch programmed through P4Runtime (`fare-p4runtime`), in one
 //! of two profiles on one skeleton.
 //!
+//! - `skeleton`: what both profiles share: install runs, next-hop MACs, the session
+//!   brought up to date before writing, one result per group, the same-forwarding rule.
 //! - `session`: the session a profile keeps with its switch (pipeline push, reconnect
 //!   with backoff, mastership lost and regained), one rule for both profiles.
 //! - `fare`: the fare.p4 profile (BMv2 `simple_switch_grpc`, or a Tofino-style target
@@ -21,6 +23,7 @@ pub mod program;
 pub mod responses;
 pub mod sai;
 pub(crate) mod session;
+mod skeleton;
 
 pub use fare::{GroupForm, P4RuntimeDataplane, P4RuntimeOptions, DEFAULT_ARN_HOLD};
 pub use program::QueueThresholds;

@@ -69,7 +69,7 @@ impl P4RuntimeDataplane {
         self.desired
             .arn_paths
             .push((interface.to_string(), path_id, prefixes.to_vec()));
-        self.ensure_session().await?;
+        crate::skeleton::ensure_session(self).await?;
         self.map_arn_path_inner(interface, path_id, prefixes).await
     }
 
@@ -150,7 +150,7 @@ impl P4RuntimeDataplane {
             .monitors
             .retain(|m| m.interface != monitor.interface);
         self.desired.monitors.push(monitor.clone());
-        self.ensure_session().await?;
+        crate::skeleton::ensure_session(self).await?;
         self.monitor_port_inner(&monitor).await?;
         self.restart_probes();
         Ok(())
@@ -195,7 +195,7 @@ impl P4RuntimeDataplane {
         addresses: &[IpAddr],
     ) -> Result<(), DataplaneError> {
         self.desired.local_addresses = addresses.to_vec();
-        self.ensure_session().await?;
+        crate::skeleton::ensure_session(self).await?;
         self.set_local_addresses_inner(addresses).await
     }
 
@@ -289,7 +289,7 @@ impl P4RuntimeDataplane {
     /// path entry (the hold travels with the entry; BMv2 refuses register writes).
     pub async fn set_arn_hold(&mut self, hold: Duration) -> Result<(), DataplaneError> {
         self.options.arn_hold = hold;
-        self.ensure_session().await?;
+        crate::skeleton::ensure_session(self).await?;
         self.set_arn_hold_inner().await
     }
 
@@ -320,7 +320,7 @@ impl P4RuntimeDataplane {
     ) -> Result<(), DataplaneError> {
         let port = self.port(interface)?;
         let meta = self.program.packet_out_metadata(port, false).map_err(err)?;
-        self.ensure_session().await?;
+        crate::skeleton::ensure_session(self).await?;
         self.session
             .client()
             .packet_out(frame, meta)

@@ -37,7 +37,10 @@ impl P4RuntimeDataplane {
             };
             let prev = old.iter().find(|o| o.color == c.color).map(|o| &o.inst);
             let inst = match prev {
-                Some(p) if same_forwarding(&p.group, &cg) && p.members.iter().all(|m| m.active) => {
+                Some(p)
+                    if skeleton::same_forwarding(&p.group, &cg)
+                        && p.members.iter().all(|m| m.active) =>
+                {
                     Installed {
                         group: cg,
                         ..p.clone()

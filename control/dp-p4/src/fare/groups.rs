@@ -18,6 +18,7 @@
 //! Independent groups share every phase: installing 1,000 routes is a handful of Writes.
 
 use super::*;
+use crate::skeleton::Outcomes;
 use fare_dataplane::limits;
 
 /// Most updates in one Write request.
@@ -183,10 +184,10 @@ impl P4RuntimeDataplane {
         &mut self,
         groups: Vec<Group>,
     ) -> Vec<Result<(), DataplaneError>> {
-        let mut results: Vec<Option<Result<(), DataplaneError>>> = Vec::new();
+        let mut results = Outcomes::new(BACKEND, groups.len());
         let mut jobs = Vec::new();
         let mut slots = Vec::new();
-        for group in groups {
+        for (slot, group) in groups.into_iter().enumerate() {
             // A limit learned from the target applies before writing.
             let group = match self.learned_limit {
                 Some(l) => Group {
@@ -195,18 +196,16 @@ impl P4RuntimeDataplane {
                 },
                 None => group,
             };
-            results.push(None);
-            if let Some(inst) = self.groups.get_mut(&group.prefix) {
-                if same_forwarding(&inst.group, &group) && inst.members.iter().all(|m| m.active) {
-                    // Adopted or unchanged: keep the switch as it is, refresh display fields.
-                    inst.group = group;
-                    if let Some(r) = results.last_mut() {
-                        *r = Some(Ok(()));
-                    }
-                    continue;
-                }
+            // Adopted or unchanged: keep the switch as it is.
+            let unchanged = self.groups.get_mut(&group.prefix).is_some_and(|inst| {
+                let all_active = inst.members.iter().all(|m| m.active);
+                skeleton::refresh_if_unchanged(&mut inst.group, all_active, &group)
+            });
+            if unchanged {
+                results.set(slot, Ok(()));
+                continue;
             }
-            slots.push(results.len() - 1);
+            slots.push(slot);
             let active = vec![true; group.members.len()];
             jobs.push(self.replacing(group, active));
         }
@@ -220,12 +219,9 @@ impl P4RuntimeDataplane {
                 Err(f) if f.exhausted => self.install_reduced(&job.group, f.error).await,
                 Err(f) => Err(f.error),
             };
-            results[slot] = Some(result);
+            results.set(slot, result);
         }
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result"))))
-            .collect()
+        results.finish()
     }
 
     /// `group` was refused with RESOURCE_EXHAUSTED: the target's limit on a group is below

@@ -30,6 +30,8 @@ use replay::{Desired, DesiredGroup};
 use crate::config::{P4GroupForm, P4RuntimeConfig};
 use crate::program::{self, FareProgram};
 use crate::session::{Session, Target};
+use crate::skeleton::{self, Profile};
+pub use crate::skeleton::{selector_limits, GroupForm, DEFAULT_ROUTER_MAC};
 use async_trait::async_trait;
 use fare_dataplane::{
     validate, ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits,
@@ -37,7 +39,6 @@ use fare_dataplane::{
 };
 use fare_p4runtime::client::{Client, P4rtError, PacketIn};
 use fare_p4runtime::entities::{update, update_of, GroupMember};
-use fare_p4runtime::proto::p4::config::v1 as p4cfg;
 use fare_p4runtime::proto::p4::v1 as p4;
 use ipnet::IpNet;
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,16 +54,6 @@ const ARN_SLOTS: u16 = 4096;
 
 fn err(e: P4rtError) -> DataplaneError {
     DataplaneError::backend(BACKEND, e.to_string())
-}
-
-/// How weights reach the switch.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum GroupForm {
-    /// One member per next hop with a P4Runtime weight (BMv2).
-    #[default]
-    Weighted,
-    /// Weight w = w members of weight 1 (targets that reject weights).
-    Replicated,
 }
 
 /// Everything needed to open the backend.
@@ -84,9 +75,6 @@ pub struct P4RuntimeOptions {
     /// (the agent's `arn.hold_ms`).
     pub arn_hold: Duration,
 }
-
-/// Source MAC of routed packets unless `dataplane.router_mac` names one.
-pub const DEFAULT_ROUTER_MAC: MacAddr = MacAddr([0x02, 0xfa, 0x4e, 0, 0, 1]);
 
 /// Default data-plane ARN hold time, the agent's default `arn.hold_ms`.
 pub const DEFAULT_ARN_HOLD: Duration = Duration::from_secs(1);
@@ -233,29 +221,6 @@ pub struct P4RuntimeDataplane {
     flowlet_gap_us: u32,
 }
 
-/// What one group may hold in action profile `profile` (P4Runtime spec, ActionProfile):
-/// `max_group_size` (0: unset, then `size`, the whole profile) bounds the sum of
-/// weights under SumOfWeights semantics (the default), the number of members under
-/// SumOfMembers (which may also bound each member's weight). In the replicated form each
-/// unit of weight is a member of weight 1, so the bound is on the sum of weights either way.
-pub fn selector_limits(profile: &p4cfg::ActionProfile, form: GroupForm) -> GroupLimits {
-    use p4cfg::action_profile::SelectorSizeSemantics;
-    let positive = |v: i64| u32::try_from(v).ok().filter(|&v| v > 0);
-    let group = positive(i64::from(profile.max_group_size)).or(positive(profile.size));
-    match (&profile.selector_size_semantics, form) {
-        (Some(SelectorSizeSemantics::SumOfMembers(m)), GroupForm::Weighted) => GroupLimits {
-            max_size: None,
-            max_members: group,
-            max_member_weight: positive(i64::from(m.max_member_weight)),
-        },
-        _ => GroupLimits {
-            max_size: group,
-            max_members: None,
-            max_member_weight: None,
-        },
-    }
-}
-
 impl P4RuntimeDataplane {
     /// Opens the backend from the agent's `dataplane: {kind: p4runtime, ...}` block.
     pub async fn open(config: &P4RuntimeConfig) -> Result<P4RuntimeDataplane, DataplaneError> {
@@ -342,16 +307,6 @@ impl P4RuntimeDataplane {
     }
 }
 
-/// True when `a` and `b` program the same forwarding (ignoring display-only fields).
-fn same_forwarding(a: &Group, b: &Group) -> bool {
-    a.prefix == b.prefix
-        && a.mode == b.mode
-        && a.members.len() == b.members.len()
-        && a.members.iter().zip(&b.members).all(|(x, y)| {
-            x.interface == y.interface && x.neighbor_mac == y.neighbor_mac && x.weight == y.weight
-        })
-}
-
 #[async_trait]
 impl Dataplane for P4RuntimeDataplane {
     fn name(&self) -> &'static str {
@@ -363,22 +318,15 @@ impl Dataplane for P4RuntimeDataplane {
     }
 
     async fn maintain(&mut self) -> Result<(), DataplaneError> {
-        self.probe().await
+        skeleton::maintain(self).await
     }
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
-        self.install_batch(std::slice::from_ref(group))
-            .await
-            .pop()
-            .unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result")))
+        skeleton::install(self, group).await
     }
 
     async fn install_batch(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
-        let mut out = Vec::with_capacity(groups.len());
-        for run in fare_dataplane::distinct_prefix_runs(groups) {
-            out.extend(self.install_run(run).await);
-        }
-        out
+        skeleton::install_batch(self, groups).await
     }
 
     async fn install_colored(
@@ -395,19 +343,19 @@ impl Dataplane for P4RuntimeDataplane {
                 inactive: BTreeSet::new(),
             },
         );
-        self.ensure_session().await?;
+        skeleton::ensure_session(self).await?;
         self.install_colored_inner(group, colors).await
     }
 
     async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
         self.desired.flow_rules = rules.to_vec();
-        self.ensure_session().await?;
+        skeleton::ensure_session(self).await?;
         self.set_flow_rules_inner(rules).await
     }
 
     async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
         let wanted = self.desired.groups.remove(&prefix).is_some();
-        self.ensure_session().await?;
+        skeleton::ensure_session(self).await?;
         match self.remove_inner(prefix).await {
             // Asked for but never written (the switch was away): nothing to delete.
             Err(DataplaneError::NoSuchGroup(_)) if wanted => Ok(()),
@@ -418,7 +366,7 @@ impl Dataplane for P4RuntimeDataplane {
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
         // Reads are allowed to a backup; while the switch is unreachable the groups are
         // reported as written, without counters.
-        let _ = self.ensure_session().await;
+        let _ = skeleton::ensure_session(self).await;
         let prog = self.program.clone();
         // One read of the whole member counter; cells by index.
         let cells = match self
@@ -506,7 +454,7 @@ impl Dataplane for P4RuntimeDataplane {
         index: usize,
         active: bool,
     ) -> Result<(), DataplaneError> {
-        self.ensure_session().await?;
+        skeleton::ensure_session(self).await?;
         self.set_member_active_inner(prefix, index, active).await?;
         if let Some(d) = self.desired.groups.get_mut(&prefix) {
             if active {
@@ -519,69 +467,50 @@ impl Dataplane for P4RuntimeDataplane {
     }
 }
 
-impl P4RuntimeDataplane {
-    /// Installs groups of distinct prefixes together (see `install_batch`).
-    async fn install_run(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
-        let mut results: Vec<Option<Result<(), DataplaneError>>> = Vec::new();
-        let mut plain = Vec::new();
-        let mut slots = Vec::new();
-        for group in groups {
-            results.push(None);
-            let slot = results.len() - 1;
-            let colored = self
-                .desired
-                .groups
-                .get(&group.prefix)
-                .and_then(|d| d.colors.as_ref())
-                .is_some_and(|c| !c.is_empty());
-            if colored || self.colors.contains_key(&group.prefix) {
-                // A plain install of a DPF route drops its colors (their groups and
-                // entries are deleted).
-                results[slot] = Some(self.install_colored(group, &[]).await);
-                continue;
-            }
-            if let Err(e) = validate(group) {
-                results[slot] = Some(Err(e));
-                continue;
-            }
-            self.desired.groups.insert(
-                group.prefix,
-                DesiredGroup {
-                    group: group.clone(),
-                    colors: None,
-                    inactive: BTreeSet::new(),
-                },
-            );
-            // BGP members name only a next hop: the switch rewrites the destination MAC,
-            // so take it from the kernel's neighbor table like the XDP backend does.
-            match fare_dataplane::neighbors::fill_macs(group, BACKEND).await {
-                Ok(resolved) => {
-                    plain.push(resolved.unwrap_or_else(|| group.clone()));
-                    slots.push(slot);
-                }
-                Err(e) => results[slot] = Some(Err(e)),
-            }
-        }
-        if !plain.is_empty() {
-            match self.ensure_session().await {
-                Ok(()) => {
-                    for (slot, r) in slots.into_iter().zip(self.install_groups(plain).await) {
-                        results[slot] = Some(r);
-                    }
-                }
-                Err(e) => {
-                    for slot in slots {
-                        results[slot] = Some(Err(DataplaneError::backend(BACKEND, e.to_string())));
-                    }
-                }
-            }
-        }
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result"))))
-            .collect()
+#[async_trait]
+impl Profile for P4RuntimeDataplane {
+    const BACKEND: &'static str = BACKEND;
+
+    fn session(&mut self) -> &mut Session {
+        &mut self.session
     }
 
+    async fn resync(&mut self, fresh: bool) -> Result<(), DataplaneError> {
+        self.replay(fresh).await
+    }
+
+    /// A DPF route goes its own way (a plain install drops its colors: their groups and
+    /// entries are deleted); any other valid group is recorded as the agent's wish.
+    async fn admit(&mut self, group: &Group) -> Option<Result<(), DataplaneError>> {
+        let colored = self
+            .desired
+            .groups
+            .get(&group.prefix)
+            .and_then(|d| d.colors.as_ref())
+            .is_some_and(|c| !c.is_empty());
+        if colored || self.colors.contains_key(&group.prefix) {
+            return Some(self.install_colored(group, &[]).await);
+        }
+        if let Err(e) = validate(group) {
+            return Some(Err(e));
+        }
+        self.desired.groups.insert(
+            group.prefix,
+            DesiredGroup {
+                group: group.clone(),
+                colors: None,
+                inactive: BTreeSet::new(),
+            },
+        );
+        None
+    }
+
+    async fn write_run(&mut self, groups: Vec<Group>) -> Vec<Result<(), DataplaneError>> {
+        self.install_groups(groups).await
+    }
+}
+
+impl P4RuntimeDataplane {
     pub(super) async fn install_colored_inner(
         &mut self,
         group: &Group,
@@ -589,14 +518,11 @@ impl P4RuntimeDataplane {
     ) -> Result<(), DataplaneError> {
         let resolved = fare_dataplane::neighbors::fill_macs(group, BACKEND).await?;
         let group = resolved.as_ref().unwrap_or(group);
-        let unchanged = self.groups.get(&group.prefix).is_some_and(|inst| {
-            same_forwarding(&inst.group, group) && inst.members.iter().all(|m| m.active)
+        let unchanged = self.groups.get_mut(&group.prefix).is_some_and(|inst| {
+            let all_active = inst.members.iter().all(|m| m.active);
+            skeleton::refresh_if_unchanged(&mut inst.group, all_active, group)
         });
-        if unchanged {
-            if let Some(inst) = self.groups.get_mut(&group.prefix) {
-                inst.group = group.clone();
-            }
-        } else {
+        if !unchanged {
             let active = vec![true; group.members.len()];
             self.write_group(group, &active).await?;
         }
@@ -703,6 +629,7 @@ impl P4RuntimeDataplane {
 mod tests {
     use super::*;
     use fare_p4runtime::p4info::P4Info;
+    use fare_p4runtime::proto::p4::config::v1 as p4cfg;
 
     #[test]
     fn ids_cycle_and_skip_used() {

@@ -40,25 +40,9 @@ impl P4RuntimeDataplane {
         self.session.write_upsert(updates).await
     }
 
-    /// The periodic check (`Dataplane::maintain`): a dead switch is noticed even before
-    /// the stream's end has been read, then the session is brought up to date.
-    pub(super) async fn probe(&mut self) -> Result<(), DataplaneError> {
-        self.session.probe().await;
-        self.ensure_session().await
-    }
-
-    /// Brings the session up to date (reconnect, regained mastership) and replays the
-    /// agent's state when it asks for it. Err while fare cannot write.
-    pub(super) async fn ensure_session(&mut self) -> Result<(), DataplaneError> {
-        if let Some(fresh) = self.session.refresh().await {
-            self.resync(fresh).await?;
-        }
-        self.session.writable()
-    }
-
     /// Forgets what was written (ids, entries) and writes the agent's state again: onto
     /// empty tables (`fresh`), or over what the switch has, read back and adopted first.
-    pub(super) async fn resync(&mut self, fresh: bool) -> Result<(), DataplaneError> {
+    pub(super) async fn replay(&mut self, fresh: bool) -> Result<(), DataplaneError> {
         self.reset_written();
         if !fresh {
             self.reconcile().await.map_err(err)?;

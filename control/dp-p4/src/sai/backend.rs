@@ -16,10 +16,13 @@
 //! Refused (SAI-P4 has no such thing): spray mode (SAI-P4 hashes flows), DPF colors and
 //! flow rules, ARN in the data plane. See docs/p4.md, "SAI-P4 (PINS) profile".
 
+mod adopt;
+mod writes;
+
 use super::{key_of, neighbor_id, Encoding, SaiField, SaiProgram, WcmpAction};
 use crate::config::P4RuntimeConfig;
-use crate::fare::{selector_limits, GroupForm, DEFAULT_ROUTER_MAC};
 use crate::session::{Session, Target};
+use crate::skeleton::{self, selector_limits, GroupForm, Outcomes, Profile, DEFAULT_ROUTER_MAC};
 use async_trait::async_trait;
 use fare_dataplane::{
     validate, ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupLimits, GroupMode,
@@ -235,19 +238,6 @@ fn canon(e: &p4::TableEntry) -> p4::TableEntry {
     e
 }
 
-/// True when `a` and `b` program the same entries (display-only fields ignored).
-fn same_forwarding(a: &Group, b: &Group) -> bool {
-    a.prefix == b.prefix
-        && a.mode == b.mode
-        && a.members.len() == b.members.len()
-        && a.members.iter().zip(&b.members).all(|(x, y)| {
-            x.interface == y.interface
-                && x.neighbor_mac == y.neighbor_mac
-                && x.next_hop == y.next_hop
-                && x.weight == y.weight
-        })
-}
-
 /// The router interface of egress port `port`. Every id fare writes starts with `fare-`
 /// and names its kind (`fare-rif-`, `fare-nh-`, `fare-g-`), so fare's entries are told
 /// apart from others' on a switch that other controllers program too.
@@ -291,24 +281,10 @@ impl SaiDataplane {
         Ok(dp)
     }
 
-    /// Brings the session up to date (`crate::session`: reconnect with backoff, mastership
-    /// lost and regained) and writes the groups again when it asks for it. Err while fare
-    /// cannot write.
-    async fn ensure_session(&mut self) -> Result<(), DataplaneError> {
-        if let Some(fresh) = self.session.refresh().await {
-            self.resync(fresh).await?;
-            tracing::info!(
-                groups = self.groups.len(),
-                "sai: session restored, groups rewritten"
-            );
-        }
-        self.session.writable()
-    }
-
     /// After a new session or a regained mastership: a switch that lost the pipeline
     /// (`fresh`) gets the switch-wide entries and every group again; one that kept its
     /// entries is adopted and repaired.
-    async fn resync(&mut self, fresh: bool) -> Result<(), DataplaneError> {
+    async fn replay(&mut self, fresh: bool) -> Result<(), DataplaneError> {
         self.written = Written::default();
         let desired: Vec<Installed> = std::mem::take(&mut self.groups).into_values().collect();
         if fresh {
@@ -330,13 +306,13 @@ impl SaiDataplane {
         }
         let mut jobs = Vec::new();
         for d in desired {
-            match self.groups.get_mut(&d.group.prefix) {
-                Some(inst)
-                    if same_forwarding(&inst.group, &d.group) && d.active.iter().all(|a| *a) =>
-                {
-                    inst.group = d.group;
-                }
-                _ => jobs.push((d.group, d.active)),
+            // Adopted as wanted: nothing to write.
+            let all_active = d.active.iter().all(|a| *a);
+            let kept = self.groups.get_mut(&d.group.prefix).is_some_and(|inst| {
+                skeleton::refresh_if_unchanged(&mut inst.group, all_active, &d.group)
+            });
+            if !kept {
+                jobs.push((d.group, d.active));
             }
         }
         let mut first_error = None;
@@ -386,237 +362,6 @@ impl SaiDataplane {
         let insert = |e: &p4::TableEntry| update(p4::update::Type::Insert, entity_table(e.clone()));
         self.write(base[..2].iter().map(insert).collect()).await?;
         self.write(base[2..].iter().map(insert).collect()).await
-    }
-
-    /// A switch that already runs this pipeline may hold an earlier fare's entries (a
-    /// restarted agent, a lost connection): they are read back and adopted, so that
-    /// re-installing the same group writes nothing and forwarding is not interrupted.
-    /// Router interfaces, neighbors, next hops and WCMP groups are fare's by their ids
-    /// (`fare-`), routes by fare's VRF. What cannot be adopted (a route whose group is
-    /// not fare's or names a port missing from `ports`, a group without a route, an entry
-    /// that does not parse) is deleted, routes first. The switch-wide entries are written
-    /// where missing or different.
-    async fn adopt(&mut self) -> Result<(), P4rtError> {
-        let p = self.program.clone();
-        let rows = |found: Vec<p4::Entity>| -> Vec<p4::TableEntry> {
-            found
-                .into_iter()
-                .filter_map(|e| match e.entity {
-                    Some(p4::entity::Entity::TableEntry(t)) => Some(t),
-                    _ => None,
-                })
-                .collect()
-        };
-        let read = |table: u32| fare_p4runtime::entities::whole_table(table);
-        let ours = |f: SaiField, e: &p4::TableEntry, kind: &str| {
-            exact_of(e, f.id)
-                .and_then(|b| read_id(f, b))
-                .filter(|id| id.starts_with(kind))
-        };
-        // Stale entries by table, deleted in dependency order at the end.
-        let mut stale: Vec<Vec<p4::TableEntry>> = vec![Vec::new(); 5];
-        const ROUTES: usize = 0;
-        const GROUPS: usize = 1;
-        const NEXTHOPS: usize = 2;
-        const NEIGHBORS: usize = 3;
-        const RIFS: usize = 4;
-
-        // Router interfaces: id -> port.
-        let mut rif_port: BTreeMap<String, u32> = BTreeMap::new();
-        let mut fix = Vec::new();
-        for e in rows(self.session.client().read(vec![read(p.rif)]).await?) {
-            let Some(id) = ours(p.rif_id, &e, "fare-rif-") else {
-                continue;
-            };
-            let port = param_bytes(&e, p.set_port_and_src_mac, p.rif_port.id)
-                .and_then(|b| read_number(p.rif_port, b))
-                .and_then(|v| u32::try_from(v).ok())
-                .filter(|port| rif_id(*port) == id);
-            let Some(port) = port else {
-                stale[RIFS].push(e);
-                continue;
-            };
-            let want = p.rif_entry(&id, port, self.options.router_mac)?;
-            if canon(&e) != canon(&want) {
-                fix.push(update(p4::update::Type::Modify, entity_table(want)));
-            }
-            rif_port.insert(id.clone(), port);
-            self.written.rifs.insert(port, id);
-        }
-        // A router MAC changed since: the router interfaces are modified in place.
-        self.write(fix).await?;
-
-        // Neighbors: (port, neighbor id) -> MAC.
-        for e in rows(self.session.client().read(vec![read(p.neighbor)]).await?) {
-            let Some(rif) = ours(p.neighbor_rif, &e, "fare-rif-") else {
-                continue;
-            };
-            let nid = exact_of(&e, p.neighbor_id.id).map(|b| Ipv6Addr::from(value_of(b)));
-            let mac = param_bytes(&e, p.set_dst_mac, p.set_dst_mac_mac.id).map(mac_of);
-            match (rif_port.get(&rif), nid, mac) {
-                (Some(port), Some(nid), Some(mac)) => {
-                    self.written.neighbors.insert((*port, nid), mac);
-                }
-                _ => stale[NEIGHBORS].push(e),
-            }
-        }
-
-        // Next hops: id -> (port, neighbor id).
-        let mut nexthop_hop: BTreeMap<String, Hop> = BTreeMap::new();
-        for e in rows(self.session.client().read(vec![read(p.nexthop)]).await?) {
-            let Some(id) = ours(p.nexthop_id, &e, "fare-nh-") else {
-                continue;
-            };
-            let rif = param_bytes(&e, p.set_ip_nexthop, p.set_ip_nexthop_rif.id)
-                .and_then(|b| read_id(p.set_ip_nexthop_rif, b));
-            let nid = param_bytes(&e, p.set_ip_nexthop, p.set_ip_nexthop_neighbor.id)
-                .map(|b| Ipv6Addr::from(value_of(b)));
-            let hop = match (rif.and_then(|r| rif_port.get(&r).copied()), nid) {
-                (Some(port), Some(nid)) if self.written.neighbors.contains_key(&(port, nid)) => {
-                    (port, nid)
-                }
-                _ => {
-                    stale[NEXTHOPS].push(e);
-                    continue;
-                }
-            };
-            if let Some(n) = number_after(&id, "fare-nh-") {
-                self.next_nexthop = self.next_nexthop.max(n + 1);
-            }
-            nexthop_hop.insert(id.clone(), hop);
-            self.written.nexthops.insert(hop, id);
-        }
-
-        // WCMP groups: id -> [(next hop, weight)].
-        let mut wcmp: BTreeMap<String, (Vec<(Hop, i32)>, p4::TableEntry)> = BTreeMap::new();
-        for e in rows(self.session.client().read(vec![read(p.wcmp_group)]).await?) {
-            let Some(id) = ours(p.wcmp_group_id, &e, "fare-g-") else {
-                continue;
-            };
-            if let Some(n) = number_after(&id, "fare-g-") {
-                self.next_group = self.next_group.max(n + 1);
-            }
-            let set = match e.action.as_ref().and_then(|a| a.r#type.as_ref()) {
-                Some(p4::table_action::Type::ActionProfileActionSet(set)) => set.clone(),
-                _ => {
-                    stale[GROUPS].push(e);
-                    continue;
-                }
-            };
-            let actions: Option<Vec<(Hop, i32)>> = set
-                .action_profile_actions
-                .iter()
-                .map(|a| {
-                    let act = a.action.as_ref()?;
-                    let nh = act
-                        .params
-                        .iter()
-                        .find(|x| x.param_id == p.set_nexthop_id_nexthop.id)
-                        .and_then(|x| read_id(p.set_nexthop_id_nexthop, &x.value))?;
-                    Some((*nexthop_hop.get(&nh)?, a.weight))
-                })
-                .collect();
-            match actions {
-                Some(actions) if !actions.is_empty() => {
-                    wcmp.insert(id, (actions, e));
-                }
-                _ => stale[GROUPS].push(e),
-            }
-        }
-
-        // Routes in fare's VRF: prefix -> group.
-        let mut routed = BTreeSet::new();
-        for table in [&p.ipv4, &p.ipv6] {
-            for e in rows(self.session.client().read(vec![read(table.table)]).await?) {
-                let vrf = exact_of(&e, table.vrf.id).and_then(|b| read_id(table.vrf, b));
-                if vrf.as_deref() != Some(VRF) {
-                    continue;
-                }
-                let prefix = route_prefix(&e, table);
-                let gid = param_bytes(&e, p.set_wcmp_group_id, p.set_wcmp_group_id_group.id)
-                    .and_then(|b| read_id(p.set_wcmp_group_id_group, b));
-                let adopted = match (prefix, gid) {
-                    (Some(prefix), Some(gid)) => wcmp
-                        .get(&gid)
-                        .and_then(|(actions, _)| self.adopted_group(prefix, actions))
-                        .map(|(group, hops)| (prefix, gid, group, hops)),
-                    _ => None,
-                };
-                let Some((prefix, gid, group, hops)) = adopted else {
-                    stale[ROUTES].push(e);
-                    continue;
-                };
-                let active = vec![true; group.members.len()];
-                routed.insert(gid.clone());
-                self.groups.insert(
-                    prefix,
-                    Installed {
-                        group,
-                        id: gid,
-                        hops,
-                        active,
-                    },
-                );
-            }
-        }
-        for (gid, (_, e)) in wcmp {
-            if !routed.contains(&gid) {
-                stale[GROUPS].push(e);
-            }
-        }
-
-        // Delete what was not adopted: routes, groups, then (unused) next hops,
-        // neighbors and router interfaces.
-        let dropped: usize = stale.iter().map(Vec::len).sum();
-        for entries in stale.iter().take(2) {
-            let deletes = entries
-                .iter()
-                .map(|e| update(p4::update::Type::Delete, entity_table(key_of(e))))
-                .collect();
-            self.write(deletes).await?;
-        }
-        self.collect().await?;
-        for entries in stale.iter().skip(2) {
-            let deletes = entries
-                .iter()
-                .map(|e| update(p4::update::Type::Delete, entity_table(key_of(e))))
-                .collect();
-            self.write(deletes).await?;
-        }
-        tracing::info!(
-            groups = self.groups.len(),
-            dropped,
-            "sai: an earlier fare's entries adopted"
-        );
-
-        // The switch-wide entries: written where missing or different.
-        let base = self.base_entries()?;
-        let mut present = Vec::new();
-        for e in &base {
-            let found = rows(self.session.client().read(vec![read(e.table_id)]).await?);
-            present.push(
-                found
-                    .into_iter()
-                    .find(|x| canon(&key_of(x)) == canon(&key_of(e))),
-            );
-        }
-        let upsert = |i: usize| -> Option<p4::Update> {
-            match &present[i] {
-                None => Some(update(
-                    p4::update::Type::Insert,
-                    entity_table(base[i].clone()),
-                )),
-                Some(x) if canon(x) != canon(&base[i]) => Some(update(
-                    p4::update::Type::Modify,
-                    entity_table(base[i].clone()),
-                )),
-                Some(_) => None,
-            }
-        };
-        let first: Vec<p4::Update> = (0..2).filter_map(upsert).collect();
-        let second: Vec<p4::Update> = (2..3).filter_map(upsert).collect();
-        self.write(first).await?;
-        self.write(second).await
     }
 
     /// The group an adopted route forwards with: one member per next hop (interface from
@@ -761,322 +506,11 @@ impl SaiDataplane {
         &mut self,
         jobs: Vec<(Group, Vec<bool>)>,
     ) -> Vec<Result<(), DataplaneError>> {
-        let result = self.write_groups_inner(jobs).await;
+        let result = self.write_phases(jobs).await;
         if let Err(e) = self.collect().await {
             tracing::warn!(error = %e, "sai: unused next hops not deleted");
         }
         result
-    }
-
-    async fn write_groups_inner(
-        &mut self,
-        jobs: Vec<(Group, Vec<bool>)>,
-    ) -> Vec<Result<(), DataplaneError>> {
-        let p = self.program.clone();
-        let mut results: Vec<Option<Result<(), DataplaneError>>> = Vec::new();
-        // Per job: its members' next hops and their MACs.
-        let mut plans: Vec<Option<Plan>> = Vec::new();
-        for (group, _) in &jobs {
-            match self.plan(group) {
-                Ok(plan) => {
-                    plans.push(Some(plan));
-                    results.push(None);
-                }
-                Err(e) => {
-                    plans.push(None);
-                    results.push(Some(Err(e)));
-                }
-            }
-        }
-        let prefixes: Vec<IpNet> = jobs.iter().map(|(g, _)| g.prefix).collect();
-        let fail = |results: &mut Vec<Option<Result<(), DataplaneError>>>,
-                    plans: &mut Vec<Option<Plan>>,
-                    i: usize,
-                    why: String| {
-            plans[i] = None;
-            results[i] = Some(Err(DataplaneError::backend(
-                BACKEND,
-                format!("{}: {why}", prefixes[i]),
-            )));
-        };
-
-        // 1. Router interfaces, one per new egress port.
-        let mut ports: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        for (i, plan) in plans.iter().enumerate() {
-            for (port, _) in plan.iter().flat_map(|(hops, _)| hops) {
-                if !self.written.rifs.contains_key(port) {
-                    ports.entry(*port).or_default().push(i);
-                }
-            }
-        }
-        let mut updates = Vec::new();
-        for port in ports.keys() {
-            match p.rif_entry(&rif_id(*port), *port, self.options.router_mac) {
-                Ok(e) => updates.push(update(p4::update::Type::Insert, entity_table(e))),
-                Err(e) => return self.abandon(results, e),
-            }
-        }
-        let failed = self.write_phase(updates).await;
-        for ((port, users), outcome) in ports.iter().zip(failed) {
-            match outcome {
-                None => {
-                    self.written.rifs.insert(*port, rif_id(*port));
-                }
-                Some(why) => {
-                    for &i in users {
-                        fail(
-                            &mut results,
-                            &mut plans,
-                            i,
-                            format!("router interface: {why}"),
-                        );
-                    }
-                }
-            }
-        }
-
-        // 2. Neighbors: new ones inserted, a known one whose MAC changed modified.
-        let mut neighbors: BTreeMap<Hop, (MacAddr, Vec<usize>)> = BTreeMap::new();
-        for (i, plan) in plans.iter().enumerate() {
-            for (hop, mac) in plan.iter().flat_map(|(_, macs)| macs) {
-                if self.written.neighbors.get(hop) != Some(mac) {
-                    neighbors
-                        .entry(*hop)
-                        .or_insert((*mac, Vec::new()))
-                        .1
-                        .push(i);
-                }
-            }
-        }
-        let mut updates = Vec::new();
-        for (hop, (mac, _)) in &neighbors {
-            let kind = if self.written.neighbors.contains_key(hop) {
-                p4::update::Type::Modify
-            } else {
-                p4::update::Type::Insert
-            };
-            match p.neighbor_entry(&rif_id(hop.0), hop.1, *mac) {
-                Ok(e) => updates.push(update(kind, entity_table(e))),
-                Err(e) => return self.abandon(results, e),
-            }
-        }
-        let failed = self.write_phase(updates).await;
-        for ((hop, (mac, users)), outcome) in neighbors.iter().zip(failed) {
-            match outcome {
-                None => {
-                    self.written.neighbors.insert(*hop, *mac);
-                }
-                Some(why) => {
-                    for &i in users {
-                        fail(&mut results, &mut plans, i, format!("neighbor: {why}"));
-                    }
-                }
-            }
-        }
-
-        // 3. Next hops, one per new (port, neighbor).
-        let mut hops: BTreeMap<Hop, Vec<usize>> = BTreeMap::new();
-        for (i, plan) in plans.iter().enumerate() {
-            for hop in plan.iter().flat_map(|(_, macs)| macs.keys()) {
-                if !self.written.nexthops.contains_key(hop) {
-                    hops.entry(*hop).or_default().push(i);
-                }
-            }
-        }
-        let mut updates = Vec::new();
-        let mut ids = Vec::new();
-        for hop in hops.keys() {
-            let id = format!("fare-nh-{}", self.next_nexthop);
-            self.next_nexthop += 1;
-            match p.nexthop_entry(&id, &rif_id(hop.0), hop.1) {
-                Ok(e) => updates.push(update(p4::update::Type::Insert, entity_table(e))),
-                Err(e) => return self.abandon(results, e),
-            }
-            ids.push(id);
-        }
-        let failed = self.write_phase(updates).await;
-        for (((hop, users), id), outcome) in hops.iter().zip(ids).zip(failed) {
-            match outcome {
-                None => {
-                    self.written.nexthops.insert(*hop, id);
-                }
-                Some(why) => {
-                    for &i in users {
-                        fail(&mut results, &mut plans, i, format!("next hop: {why}"));
-                    }
-                }
-            }
-        }
-
-        // 4. The WCMP groups: one action per next hop (members to the same next hop
-        // merged, their weights added), inactive members left out; INSERT, or one MODIFY
-        // of a replaced group's action set.
-        let mut written_groups = Vec::new(); // (job, id, new, entry)
-        let mut updates = Vec::new();
-        for (i, (group, active)) in jobs.iter().enumerate() {
-            let Some((member_hops, _)) = &plans[i] else {
-                continue;
-            };
-            let actions = match self.actions(group, member_hops, active) {
-                Ok(a) => a,
-                Err(e) => {
-                    fail(&mut results, &mut plans, i, e.to_string());
-                    continue;
-                }
-            };
-            let existing = self.groups.get(&group.prefix).map(|inst| inst.id.clone());
-            let (id, kind) = match existing {
-                Some(id) => (id, p4::update::Type::Modify),
-                None => {
-                    let id = format!("fare-g-{}", self.next_group);
-                    self.next_group += 1;
-                    (id, p4::update::Type::Insert)
-                }
-            };
-            match p.wcmp_group_entry(&id, &actions) {
-                Ok(e) => {
-                    updates.push(update(kind, entity_table(e.clone())));
-                    written_groups.push((i, id, kind == p4::update::Type::Insert, e));
-                }
-                Err(e) => fail(&mut results, &mut plans, i, e.to_string()),
-            }
-        }
-        let failed = self.write_phase(updates).await;
-        let mut routed = Vec::new();
-        for ((i, id, new, entry), outcome) in written_groups.into_iter().zip(failed) {
-            match outcome {
-                None => routed.push((i, id, new, entry)),
-                Some(why) => fail(&mut results, &mut plans, i, format!("WCMP group: {why}")),
-            }
-        }
-
-        // 5. Routes, for new groups only (a replaced group keeps its id).
-        let mut updates = Vec::new();
-        let mut new_routes = Vec::new();
-        for (n, (i, id, new, _)) in routed.iter().enumerate() {
-            if !*new {
-                continue;
-            }
-            match p.route_entry(VRF, jobs[*i].0.prefix, id) {
-                Ok(e) => {
-                    updates.push(update(p4::update::Type::Insert, entity_table(e)));
-                    new_routes.push(n);
-                }
-                Err(e) => return self.abandon(results, e),
-            }
-        }
-        let failed = self.write_phase(updates).await;
-        let mut unrouted = BTreeSet::new();
-        for (n, outcome) in new_routes.into_iter().zip(failed) {
-            if let Some(why) = outcome {
-                let i = routed[n].0;
-                fail(&mut results, &mut plans, i, format!("route: {why}"));
-                unrouted.insert(n);
-            }
-        }
-        // The groups of routes that failed are deleted again.
-        let undo: Vec<p4::Update> = unrouted
-            .iter()
-            .map(|n| {
-                update(
-                    p4::update::Type::Delete,
-                    entity_table(key_of(&routed[*n].3)),
-                )
-            })
-            .collect();
-        for outcome in self.write_phase(undo).await.into_iter().flatten() {
-            tracing::warn!(error = %outcome, "sai: WCMP group of a failed route not deleted");
-        }
-        for (n, (i, id, _, _)) in routed.into_iter().enumerate() {
-            if unrouted.contains(&n) {
-                continue;
-            }
-            let Some((member_hops, _)) = plans[i].take() else {
-                continue;
-            };
-            let (group, active) = &jobs[i];
-            self.groups.insert(
-                group.prefix,
-                Installed {
-                    group: group.clone(),
-                    id,
-                    hops: member_hops,
-                    active: active.clone(),
-                },
-            );
-            results[i] = Some(Ok(()));
-            tracing::debug!(prefix = %group.prefix, "sai: group written");
-        }
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result"))))
-            .collect()
-    }
-
-    /// Installs groups of distinct prefixes together: each checked (flow mode, limits)
-    /// and its next hops' MACs resolved, unchanged ones skipped, the rest written.
-    async fn install_run(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
-        let mut results: Vec<Option<Result<(), DataplaneError>>> =
-            (0..groups.len()).map(|_| None).collect();
-        let mut jobs = Vec::new();
-        let mut slots = Vec::new();
-        for (i, group) in groups.iter().enumerate() {
-            if let Err(e) = self.check(group) {
-                results[i] = Some(Err(e));
-                continue;
-            }
-            // BGP members name only a next hop: the switch rewrites the destination MAC,
-            // so take it from the kernel's neighbor table like the other backends do.
-            let group = match fare_dataplane::neighbors::fill_macs(group, BACKEND).await {
-                Ok(resolved) => resolved.unwrap_or_else(|| group.clone()),
-                Err(e) => {
-                    results[i] = Some(Err(e));
-                    continue;
-                }
-            };
-            if let Some(inst) = self.groups.get_mut(&group.prefix) {
-                if same_forwarding(&inst.group, &group) && inst.active.iter().all(|a| *a) {
-                    // Nothing to write; display-only fields (bandwidths) are kept.
-                    inst.group = group;
-                    results[i] = Some(Ok(()));
-                    continue;
-                }
-            }
-            let active = vec![true; group.members.len()];
-            jobs.push((group, active));
-            slots.push(i);
-        }
-        if !jobs.is_empty() {
-            match self.ensure_session().await {
-                Ok(()) => {
-                    for (slot, r) in slots.into_iter().zip(self.write_groups(jobs).await) {
-                        results[slot] = Some(r);
-                    }
-                }
-                Err(e) => {
-                    for slot in slots {
-                        results[slot] = Some(Err(DataplaneError::backend(BACKEND, e.to_string())));
-                    }
-                }
-            }
-        }
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result"))))
-            .collect()
-    }
-
-    /// Every group not yet decided fails with `e` (an entity that cannot be built).
-    fn abandon(
-        &self,
-        results: Vec<Option<Result<(), DataplaneError>>>,
-        e: P4rtError,
-    ) -> Vec<Result<(), DataplaneError>> {
-        let why = e.to_string();
-        results
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, why.clone()))))
-            .collect()
     }
 
     /// The next hop (egress port, neighbor id) of each member of `group`, and each next
@@ -1239,6 +673,49 @@ impl SaiDataplane {
 }
 
 #[async_trait]
+impl Profile for SaiDataplane {
+    const BACKEND: &'static str = BACKEND;
+
+    fn session(&mut self) -> &mut Session {
+        &mut self.session
+    }
+
+    async fn resync(&mut self, fresh: bool) -> Result<(), DataplaneError> {
+        self.replay(fresh).await
+    }
+
+    /// SAI-P4's own checks (flow mode, limits, weights); every group then takes the
+    /// common path.
+    async fn admit(&mut self, group: &Group) -> Option<Result<(), DataplaneError>> {
+        self.check(group).err().map(Err)
+    }
+
+    /// Unchanged groups are skipped (display-only fields kept), the rest written.
+    async fn write_run(&mut self, groups: Vec<Group>) -> Vec<Result<(), DataplaneError>> {
+        let mut results = Outcomes::new(BACKEND, groups.len());
+        let mut jobs = Vec::new();
+        let mut slots = Vec::new();
+        for (i, group) in groups.into_iter().enumerate() {
+            let unchanged = self.groups.get_mut(&group.prefix).is_some_and(|inst| {
+                let all_active = inst.active.iter().all(|a| *a);
+                skeleton::refresh_if_unchanged(&mut inst.group, all_active, &group)
+            });
+            if unchanged {
+                results.set(i, Ok(()));
+                continue;
+            }
+            let active = vec![true; group.members.len()];
+            jobs.push((group, active));
+            slots.push(i);
+        }
+        if !jobs.is_empty() {
+            results.set_all(&slots, self.write_groups(jobs).await);
+        }
+        results.finish()
+    }
+}
+
+#[async_trait]
 impl Dataplane for SaiDataplane {
     fn name(&self) -> &'static str {
         BACKEND
@@ -1249,26 +726,16 @@ impl Dataplane for SaiDataplane {
     }
 
     async fn maintain(&mut self) -> Result<(), DataplaneError> {
-        self.session.probe().await;
-        self.ensure_session().await
+        skeleton::maintain(self).await
     }
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
-        self.install_batch(std::slice::from_ref(group))
-            .await
-            .pop()
-            .unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result")))
+        skeleton::install(self, group).await
     }
 
-    /// Groups of distinct prefixes share each phase's Write (see `write_groups`); a
-    /// prefix twice cuts the batch before its second install, which then sees the first
-    /// one installed (in order, like separate calls).
+    /// Groups of distinct prefixes share each phase's Write (see `write_groups`).
     async fn install_batch(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
-        let mut out = Vec::with_capacity(groups.len());
-        for run in fare_dataplane::distinct_prefix_runs(groups) {
-            out.extend(self.install_run(run).await);
-        }
-        out
+        skeleton::install_batch(self, groups).await
     }
 
     async fn install_colored(
@@ -1296,7 +763,7 @@ impl Dataplane for SaiDataplane {
     }
 
     async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
-        self.ensure_session().await?;
+        skeleton::ensure_session(self).await?;
         self.remove_inner(prefix).await
     }
 
@@ -1331,7 +798,7 @@ impl Dataplane for SaiDataplane {
         index: usize,
         active: bool,
     ) -> Result<(), DataplaneError> {
-        self.ensure_session().await?;
+        skeleton::ensure_session(self).await?;
         let inst = self
             .groups
             .get(&prefix)

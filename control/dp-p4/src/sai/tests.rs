@@ -11,8 +11,8 @@
 
 use super::backend::{SaiOptions, NO_SPRAY, VRF};
 use super::*;
-use crate::fare::selector_limits;
-use crate::fare::GroupForm;
+use crate::skeleton::selector_limits;
+use crate::skeleton::GroupForm;
 use fare_dataplane::{Dataplane, DataplaneError, Group, GroupLimits, GroupMode, Member};
 use fare_p4runtime::entities::{entity_table, update};
 use fare_p4runtime::fake::FakeTarget;
