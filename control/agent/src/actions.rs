@@ -2,7 +2,7 @@
 //! `fare drain`): administrative shutdown and enable, soft reset, drain. Each is a
 //! command to the speaker; the agent's own view (and the watch stream) follows.
 
-use crate::mgmt::views;
+use crate::changes::{self, Change};
 use crate::{AgentContext, BandwidthTarget};
 use fare_bgp::speaker::SpeakerCommand;
 use std::net::IpAddr;
@@ -66,7 +66,7 @@ pub async fn set_admin_state(
     if let Some(n) = ctx.state.write().neighbors.get_mut(&neighbor) {
         n.admin_down = message;
     }
-    views::publish_sessions(ctx);
+    changes::publish_sessions(ctx);
     Ok(())
 }
 
@@ -108,7 +108,7 @@ pub async fn drain(
             }
         }
     }
-    views::publish_sessions(ctx);
+    changes::publish_sessions(ctx);
     Ok(matched)
 }
 
@@ -155,7 +155,7 @@ pub async fn set_prefixes(
     for p in &removed {
         state.remove_route(*p, RouteSource::Local);
         ctx.events
-            .publish(views::route_withdrawn(*p, RouteSource::Local));
+            .publish(Change::RouteWithdrawn(*p, RouteSource::Local));
     }
     for p in &added {
         let route = RouteStatus {
@@ -166,7 +166,7 @@ pub async fn set_prefixes(
                 ..Default::default()
             }],
         };
-        ctx.events.publish(views::route_event(&route));
+        ctx.events.publish(Change::Route(route.clone()));
         state.set_route(route);
     }
     info!(?added, ?removed, "originated prefixes changed");
@@ -187,7 +187,7 @@ pub async fn remove_neighbor(ctx: &AgentContext, neighbor: IpAddr) -> Result<(),
     }
     info!(%neighbor, "neighbor removed");
     ctx.state.write().neighbors.remove(&neighbor);
-    views::publish_sessions(ctx);
+    changes::publish_sessions(ctx);
     Ok(())
 }
 
@@ -216,7 +216,7 @@ pub async fn add_neighbor(
     info!(neighbor = %n.address, "neighbor added");
     let status = crate::state::NeighborStatus::configured(n, std::time::Instant::now());
     ctx.state.write().neighbors.insert(n.address, status);
-    views::publish_sessions(ctx);
+    changes::publish_sessions(ctx);
     Ok(())
 }
 
@@ -259,7 +259,7 @@ pub async fn replace_neighbor(
             }
         }
     }
-    views::publish_sessions(ctx);
+    changes::publish_sessions(ctx);
     Ok(replaced)
 }
 
@@ -311,7 +311,10 @@ pub async fn install_static(
 ) -> Result<(), crate::dataplane_task::HandleError> {
     let group = crate::statics::group_of(config);
     ctx.dataplane.install(group.clone()).await?;
-    ctx.events.publish(views::group_event(&group, &[]));
+    ctx.events.publish(Change::Group {
+        group: group.clone(),
+        colors: vec![],
+    });
     let route = crate::state::RouteStatus {
         prefix: group.prefix,
         source: crate::state::RouteSource::Static,
@@ -325,7 +328,7 @@ pub async fn install_static(
             })
             .collect(),
     };
-    ctx.events.publish(views::route_event(&route));
+    ctx.events.publish(Change::Route(route.clone()));
     ctx.state.write().set_route(route);
     Ok(())
 }
@@ -336,9 +339,9 @@ pub async fn remove_static(
     prefix: ipnet::IpNet,
 ) -> Result<(), crate::dataplane_task::HandleError> {
     ctx.dataplane.remove(prefix).await?;
-    ctx.events.publish(views::group_removed(prefix));
+    ctx.events.publish(Change::GroupRemoved(prefix));
     let source = crate::state::RouteSource::Static;
     ctx.state.write().remove_route(prefix, source);
-    ctx.events.publish(views::route_withdrawn(prefix, source));
+    ctx.events.publish(Change::RouteWithdrawn(prefix, source));
     Ok(())
 }

@@ -86,14 +86,12 @@ struct Watched {
 
 impl Watched {
     fn publish(&self, member: &MemberRef<'_>, removed: bool, share: Option<f64>) {
-        use crate::mgmt::pb;
-        self.events
-            .publish(pb::watch_event::Event::Arn(pb::ArnChange {
-                prefix: member.prefix.to_string(),
-                via: member.via.to_string(),
-                removed,
-                share,
-            }));
+        self.events.publish(crate::changes::Change::Arn {
+            prefix: member.prefix,
+            via: member.via.to_string(),
+            removed,
+            share,
+        });
     }
 }
 

@@ -3,6 +3,7 @@
 //! One `match` arm per backend.
 
 use super::config::{AgentConfig, DataplaneConfig};
+use fare_dataplane::chain::Chain;
 use fare_dataplane::{Dataplane, DataplaneError, GroupLimits, NullDataplane};
 use fare_dp_kernel::KernelDataplane;
 use fare_dp_xdp::{XdpDataplane, XdpOptions};
@@ -99,16 +100,13 @@ pub async fn open(config: &AgentConfig) -> Result<Box<dyn Dataplane>, DataplaneE
                 let bgp = crate::arn_task::bgp_neighbors_of(config);
                 fare_dp_xdp::arn::ArnFastPath::from_config(arn, &bgp)
             });
-            let xdp: Box<dyn Dataplane> = Box::new(XdpDataplane::open(&options)?);
+            let xdp = XdpDataplane::open(&options)?;
             if egress_spray.is_empty() {
-                return Ok(xdp);
+                return Ok(Box::new(xdp));
             }
             // The host's own packets need kernel routes to reach a sprayed egress.
             let kernel = KernelDataplane::open(interfaces).await?;
-            Ok(Box::new(fare_dataplane::chain::WithHostRoutes::new(
-                xdp,
-                Box::new(kernel),
-            )))
+            Ok(Box::new(Chain::new(xdp).then(Box::new(kernel))))
         }
         DataplaneConfig::P4runtime(p4) if p4.profile == fare_dp_p4::config::P4Profile::Sai => {
             if config.arn.is_some() {

@@ -2,8 +2,8 @@
 //! and forwards what it produces — groups to the data plane task, neighbors and routes to
 //! the shared state behind `fare show` and the metrics.
 
+use crate::changes::{self, Change};
 use crate::config::AgentConfig;
-use crate::mgmt::views;
 use crate::protocol_error::{ProtocolError, ProtocolResult};
 use crate::state::{RoutePath, RouteSource, RouteStatus};
 use crate::AgentContext;
@@ -102,7 +102,7 @@ pub async fn run(ctx: AgentContext) -> ProtocolResult {
                     state.update_neighbor(&s);
                 }
                 drop(state);
-                views::publish_sessions(&ctx);
+                changes::publish_sessions(&ctx);
             }
             _ = ctx.shutdown.cancelled() => {
                 let _ = handle.commands.send(SpeakerCommand::Shutdown).await;
@@ -118,12 +118,15 @@ async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
             for (prefix, group) in runs.iter().flat_map(|r| r.groups()) {
                 let (result, event) = match group {
                     Some(g) => {
-                        let event = views::group_event(&g, &[]);
+                        let event = Change::Group {
+                            group: g.clone(),
+                            colors: vec![],
+                        };
                         (ctx.dataplane.install(g).await, event)
                     }
                     None => (
                         ctx.dataplane.remove(prefix).await,
-                        views::group_removed(prefix),
+                        Change::GroupRemoved(prefix),
                     ),
                 };
                 match result {
@@ -136,7 +139,10 @@ async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
         }
         SpeakerEvent::ColoredGroup { group, colors } => {
             let prefix = group.prefix;
-            let event = views::group_event(&group, &colors);
+            let event = Change::Group {
+                group: group.clone(),
+                colors: colors.clone(),
+            };
             match ctx.dataplane.install_colored(group, colors).await {
                 Ok(()) => {
                     ctx.events.publish(event);
@@ -146,7 +152,7 @@ async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
         }
         SpeakerEvent::Neighbor(s) => {
             ctx.state.write().update_neighbor(&s);
-            views::publish_sessions(ctx);
+            changes::publish_sessions(ctx);
         }
         SpeakerEvent::Route { prefix, route } => {
             let mut state = ctx.state.write();
@@ -168,14 +174,14 @@ async fn apply(ctx: &AgentContext, ev: SpeakerEvent) {
                             })
                             .collect(),
                     };
-                    ctx.events.publish(views::route_event(&route));
+                    ctx.events.publish(Change::Route(route.clone()));
                     state.set_route(route);
                 }
                 Some(_) => {}
                 None => {
                     state.remove_route(prefix, RouteSource::Bgp);
                     ctx.events
-                        .publish(views::route_withdrawn(prefix, RouteSource::Bgp));
+                        .publish(Change::RouteWithdrawn(prefix, RouteSource::Bgp));
                 }
             }
         }

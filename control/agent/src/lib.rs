@@ -42,6 +42,7 @@ pub mod arn_status;
 pub mod arn_task;
 pub mod backend;
 pub mod bgp_task;
+pub mod changes;
 mod checks;
 pub mod config;
 pub mod dataplane_task;
@@ -178,12 +179,10 @@ pub async fn set_bandwidth(
         if let Some(n) = state.neighbors.get_mut(addr) {
             n.bandwidth_gbps = *now;
         }
-        ctx.events.publish(mgmt::pb::watch_event::Event::Bandwidth(
-            mgmt::pb::BandwidthChange {
-                neighbor: addr.to_string(),
-                bandwidth_gbps: *now,
-            },
-        ));
+        ctx.events.publish(changes::Change::Bandwidth {
+            neighbor: *addr,
+            gbps: *now,
+        });
     }
     info!(%target, ?gbps, "link bandwidth changed at run time");
     Ok(set)
@@ -277,10 +276,10 @@ pub async fn run(config: AgentConfig, source: Option<reload::Source>) -> Result<
     {
         let state = ctx.state.read();
         for r in state.routes.values() {
-            ctx.events.publish(mgmt::views::route_event(r));
+            ctx.events.publish(changes::Change::Route(r.clone()));
         }
     }
-    mgmt::views::publish_sessions(&ctx);
+    changes::publish_sessions(&ctx);
     let signals = signals(shutdown.clone())?;
     let hangup = match source {
         Some(source) => Some(

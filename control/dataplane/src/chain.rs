@@ -1,12 +1,12 @@
-//! A forwarding data plane plus kernel routes for this host's own traffic.
+//! Backends one after another, in the sense of FRR's data plane providers: a primary
+//! whose answer is the data plane's answer, then followers that take what it took.
 //!
-//! XDP forwards what the host receives; what the host itself sends is routed by the
-//! kernel before any program sees it. An RNIC whose planes spray per packet (TC egress,
-//! `egress_spray`) therefore also needs a kernel route for every group, so that its
-//! packets reach a plane interface at all: this wrapper installs each group in the
-//! primary data plane and, as a weighted nexthop group, in the kernel (per flow by
-//! itself; the TC program then re-spreads per packet). The primary's answer is the
-//! data plane's answer; the kernel follows it.
+//! The one chain fare builds today: XDP forwards what the host receives, but what the
+//! host itself sends is routed by the kernel before any program sees it. An RNIC whose
+//! planes spray per packet (TC egress, `egress_spray`) therefore also needs a kernel route
+//! for every group, so that its packets reach a plane interface at all: the XDP backend
+//! is the primary and the kernel backend follows with each group as a weighted nexthop
+//! group (per flow by itself; the TC program then re-spreads per packet).
 //!
 //! Every method of the trait is written out here, none left to its default: a default
 //! would answer for the primary without asking it (its `maintain`, which refills the XDP
@@ -17,69 +17,105 @@ use async_trait::async_trait;
 use ipnet::IpNet;
 use tracing::warn;
 
-pub struct WithHostRoutes {
-    primary: Box<dyn Dataplane>,
-    /// The kernel's routes (`KernelDataplane`), or a stand-in in tests.
-    kernel: Box<dyn Dataplane>,
+pub struct Chain<P> {
+    primary: P,
+    /// Take each group the primary took (the kernel's routes), in order.
+    followers: Vec<Box<dyn Dataplane>>,
 }
 
-impl WithHostRoutes {
-    pub fn new(primary: Box<dyn Dataplane>, kernel: Box<dyn Dataplane>) -> WithHostRoutes {
-        WithHostRoutes { primary, kernel }
+impl<P: Dataplane> Chain<P> {
+    pub fn new(primary: P) -> Chain<P> {
+        Chain {
+            primary,
+            followers: Vec::new(),
+        }
+    }
+
+    /// `follower` takes every group after the primary (and the followers before it).
+    pub fn then(mut self, follower: Box<dyn Dataplane>) -> Chain<P> {
+        self.followers.push(follower);
+        self
+    }
+
+    /// The primary, for what only it offers (tests, diagnostics).
+    pub fn primary(&self) -> &P {
+        &self.primary
+    }
+
+    /// The primary, the followers dropped.
+    pub fn into_primary(self) -> P {
+        self.primary
+    }
+
+    /// Each follower installs `group` the primary took; the first error is the answer.
+    async fn follow(&mut self, group: &Group) -> Result<(), DataplaneError> {
+        for f in &mut self.followers {
+            f.install(group).await?;
+        }
+        Ok(())
     }
 }
 
 #[async_trait]
-impl Dataplane for WithHostRoutes {
+impl<P: Dataplane> Dataplane for Chain<P> {
     fn name(&self) -> &'static str {
         self.primary.name()
     }
 
-    /// Every group goes to both: the tighter of their limits.
+    /// Every group goes to all: the tightest of their limits.
     fn limits(&self) -> GroupLimits {
-        self.primary.limits().min(self.kernel.limits())
+        self.followers
+            .iter()
+            .fold(self.primary.limits(), |l, f| l.min(f.limits()))
     }
 
     async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
         self.primary.install(group).await?;
-        self.kernel.install(group).await
+        self.follow(group).await
     }
 
-    /// The primary's batch as one (P4Runtime writes it in one request); the kernel
-    /// follows for the groups the primary took.
+    /// The primary's batch as one (P4Runtime writes it in one request); the followers
+    /// take the groups the primary took.
     async fn install_batch(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
         let mut out = self.primary.install_batch(groups).await;
         for (g, r) in groups.iter().zip(out.iter_mut()) {
             if r.is_ok() {
-                *r = self.kernel.install(g).await;
+                *r = self.follow(g).await;
             }
         }
         out
     }
 
-    /// Both: the primary's upkeep is its own (the XDP IPv4 table's refill), the kernel's
-    /// too.
+    /// Each one's upkeep is its own (the XDP IPv4 table's refill); all run, the first
+    /// error is the answer.
     async fn maintain(&mut self) -> Result<(), DataplaneError> {
-        let primary = self.primary.maintain().await;
-        let kernel = self.kernel.maintain().await;
-        primary.and(kernel)
+        let mut result = self.primary.maintain().await;
+        for f in &mut self.followers {
+            let r = f.maintain().await;
+            result = result.and(r);
+        }
+        result
     }
 
+    /// Per-color groups are the primary's; the followers route the prefix by its group.
     async fn install_colored(
         &mut self,
         group: &Group,
         colors: &[ColorGroup],
     ) -> Result<(), DataplaneError> {
         self.primary.install_colored(group, colors).await?;
-        self.kernel.install(group).await
+        self.follow(group).await
     }
 
     async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
         self.primary.remove(prefix).await?;
-        match self.kernel.remove(prefix).await {
-            Err(DataplaneError::NoSuchGroup(_)) | Ok(()) => Ok(()),
-            Err(e) => Err(e),
+        for f in &mut self.followers {
+            match f.remove(prefix).await {
+                Err(DataplaneError::NoSuchGroup(_)) | Ok(()) => {}
+                Err(e) => return Err(e),
+            }
         }
+        Ok(())
     }
 
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
@@ -92,6 +128,7 @@ impl Dataplane for WithHostRoutes {
         self.primary.packet_counters().await
     }
 
+    /// The primary decides; a follower that cannot follow is logged, not an error.
     async fn set_member_active(
         &mut self,
         prefix: IpNet,
@@ -101,8 +138,10 @@ impl Dataplane for WithHostRoutes {
         self.primary
             .set_member_active(prefix, index, active)
             .await?;
-        if let Err(e) = self.kernel.set_member_active(prefix, index, active).await {
-            warn!(%prefix, index, active, "host route not updated: {e}");
+        for f in &mut self.followers {
+            if let Err(e) = f.set_member_active(prefix, index, active).await {
+                warn!(%prefix, index, active, follower = f.name(), "member not updated: {e}");
+            }
         }
         Ok(())
     }
@@ -203,10 +242,8 @@ mod tests {
     #[tokio::test]
     async fn forwards_every_method() {
         let calls = Arc::new(Mutex::new(Vec::new()));
-        let mut d = WithHostRoutes::new(
-            Box::new(Recording("xdp", calls.clone())),
-            Box::new(Recording("kernel", calls.clone())),
-        );
+        let mut d = Chain::new(Recording("xdp", calls.clone()))
+            .then(Box::new(Recording("kernel", calls.clone())));
         let prefix: IpNet = "198.18.0.0/16".parse().unwrap();
         let group = Group {
             prefix,

@@ -138,13 +138,30 @@ pub fn group_removed(prefix: ipnet::IpNet) -> Event {
     })
 }
 
-/// Publishes the session of every neighbor (the hub drops those that did not change).
-/// Under the state lock, as every publisher of state: two publishers cannot then send
-/// what they read in the opposite order.
-pub fn publish_sessions(ctx: &crate::AgentContext) {
-    let state = ctx.state.read();
-    for n in state.neighbors.values() {
-        ctx.events.publish(session_event(n));
+/// The API's event for `change` (`Watch`).
+pub fn event_of(change: &crate::changes::Change) -> Event {
+    use crate::changes::Change;
+    match change {
+        Change::Session(n) => session_event(n),
+        Change::Route(r) => route_event(r),
+        Change::RouteWithdrawn(prefix, source) => route_withdrawn(*prefix, *source),
+        Change::Group { group, colors } => group_event(group, colors),
+        Change::GroupRemoved(prefix) => group_removed(*prefix),
+        Change::Bandwidth { neighbor, gbps } => Event::Bandwidth(pb::BandwidthChange {
+            neighbor: neighbor.to_string(),
+            bandwidth_gbps: *gbps,
+        }),
+        Change::Arn {
+            prefix,
+            via,
+            removed,
+            share,
+        } => Event::Arn(pb::ArnChange {
+            prefix: prefix.to_string(),
+            via: via.clone(),
+            removed: *removed,
+            share: *share,
+        }),
     }
 }
 

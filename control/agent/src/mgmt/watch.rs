@@ -58,7 +58,12 @@ impl EventHub {
 
     /// Numbers and sends `event` unless it changes nothing the mirror holds (a session
     /// polled again in the same state). Returns its number.
-    pub fn publish(&self, event: Event) -> Option<u64> {
+    /// Publishes `change` to every subscriber (None: it changed nothing, dropped).
+    pub fn publish(&self, change: crate::changes::Change) -> Option<u64> {
+        self.publish_event(super::views::event_of(&change))
+    }
+
+    fn publish_event(&self, event: Event) -> Option<u64> {
         let mut hub = self.lock();
         if !hub.apply(&event) {
             return None;
@@ -209,9 +214,12 @@ mod tests {
     #[tokio::test]
     async fn snapshot_then_every_later_event_in_order() {
         let hub = EventHub::default();
-        assert_eq!(hub.publish(session("10.0.0.1", "Established")), Some(1));
-        assert_eq!(hub.publish(session("10.0.0.1", "Established")), None);
-        assert_eq!(hub.publish(route("192.0.2.0/24", false)), Some(2));
+        assert_eq!(
+            hub.publish_event(session("10.0.0.1", "Established")),
+            Some(1)
+        );
+        assert_eq!(hub.publish_event(session("10.0.0.1", "Established")), None);
+        assert_eq!(hub.publish_event(route("192.0.2.0/24", false)), Some(2));
         let (first, mut rx) = hub.subscribe(false);
         assert_eq!(first.seq, 2);
         let Some(Event::Snapshot(s)) = first.event else {
@@ -220,13 +228,13 @@ mod tests {
         assert!(!s.resync);
         assert_eq!(s.sessions.len(), 1);
         assert_eq!(s.routes.len(), 1);
-        assert_eq!(hub.publish(route("192.0.2.0/24", true)), Some(3));
+        assert_eq!(hub.publish_event(route("192.0.2.0/24", true)), Some(3));
         assert_eq!(
-            hub.publish(route("192.0.2.0/24", true)),
+            hub.publish_event(route("192.0.2.0/24", true)),
             None,
             "already gone"
         );
-        assert_eq!(hub.publish(session("10.0.0.1", "Idle")), Some(4));
+        assert_eq!(hub.publish_event(session("10.0.0.1", "Idle")), Some(4));
         let seqs: Vec<u64> = (0..2)
             .filter_map(|_| rx.try_recv().ok())
             .map(|e| e.seq)
@@ -250,7 +258,7 @@ mod tests {
             let hub = hub.clone();
             std::thread::spawn(move || {
                 for i in 0..N {
-                    hub.publish(session("10.0.0.1", &format!("s{i}")));
+                    hub.publish_event(session("10.0.0.1", &format!("s{i}")));
                 }
             })
         };
@@ -286,7 +294,7 @@ mod tests {
         assert_eq!(first.seq, 0);
         // The client reads nothing while 10 events go by (more than 4 + 1 buffered).
         for i in 0..10 {
-            hub.publish(session("10.0.0.1", &format!("s{i}")));
+            hub.publish_event(session("10.0.0.1", &format!("s{i}")));
         }
         let mut seen = Vec::new();
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
