@@ -310,6 +310,20 @@ pub enum DataplaneConfig {
 
 impl DataplaneConfig {
     /// The `kind:` value.
+    /// What the configured kind of data plane offers (DPF, flow steering), from the
+    /// backend crates themselves.
+    pub fn offers(&self) -> fare_dataplane::Offers {
+        match self {
+            DataplaneConfig::Xdp { .. } => fare_dp_xdp::XdpDataplane::OFFERS,
+            DataplaneConfig::Kernel { .. } => fare_dp_kernel::KernelDataplane::OFFERS,
+            DataplaneConfig::P4runtime(p) if p.profile == fare_dp_p4::config::P4Profile::Sai => {
+                fare_dp_p4::sai::SaiDataplane::OFFERS
+            }
+            DataplaneConfig::P4runtime(_) => fare_dp_p4::P4RuntimeDataplane::OFFERS,
+            DataplaneConfig::None => fare_dataplane::NullDataplane::OFFERS,
+        }
+    }
+
     pub fn kind(&self) -> &'static str {
         match self {
             DataplaneConfig::Xdp { .. } => "xdp",
@@ -717,7 +731,7 @@ impl AgentConfig {
             if let Err(e) = rule.check() {
                 return Err(FileError::new(path, line, format!("dpf.flows: {e}")));
             }
-            if !matches!(self.dataplane.kind(), "xdp" | "p4runtime") {
+            if !self.dataplane.offers().dpf {
                 return Err(FileError::new(
                     path,
                     line,

@@ -747,7 +747,10 @@ async fn run(
                 avoid,
                 reply,
             } => {
-                let result = backend.steer_flow(&flow, &interface, avoid).await;
+                let result = match backend.flow_steering() {
+                    Some(s) => s.steer_flow(&flow, &interface, avoid).await,
+                    None => Ok(false),
+                };
                 match &result {
                     Ok(true) => info!(backend = name, %interface, avoid, "flow steering set"),
                     Ok(false) => debug!(backend = name, "flow steering not available"),
@@ -756,7 +759,15 @@ async fn run(
                 let _ = reply.send(result);
             }
             DataplaneCommand::SetFlowRules { rules, reply } => {
-                let result = backend.set_flow_rules(&rules).await;
+                let result = match backend.dpf() {
+                    Some(dpf) => dpf.set_flow_rules(&rules).await,
+                    // Nothing to classify: also what clears no rules on a plane without DPF.
+                    None if rules.is_empty() => Ok(()),
+                    None => Err(DataplaneError::backend(
+                        name,
+                        "this data plane has no DPF flow classification (use kind: xdp or p4runtime)",
+                    )),
+                };
                 match &result {
                     Ok(()) => info!(backend = name, rules = rules.len(), "DPF flow rules set"),
                     Err(e) => warn!(backend = name, "DPF flow rules refused: {e}"),
@@ -795,10 +806,11 @@ async fn install_shifted(
     st: &mut Installed,
 ) -> Result<(), DataplaneError> {
     let p = prepare(name, limits, (group, colors), shares);
-    let result = if p.colors.is_empty() {
-        backend.install(&p.group).await
-    } else {
-        backend.install_colored(&p.group, &p.colors).await
+    // A plane without per-color groups forwards a colored route by its group alone
+    // (every flow then uses every active path; `dpf.flows` is refused for it).
+    let result = match backend.dpf() {
+        Some(dpf) if !p.colors.is_empty() => dpf.install_colored(&p.group, &p.colors).await,
+        _ => backend.install(&p.group).await,
     };
     finish(backend, name, p, &result, st).await;
     result
@@ -1003,6 +1015,9 @@ mod tests {
         fn limits(&self) -> GroupLimits {
             self.inner.limits()
         }
+        fn dpf(&mut self) -> Option<&mut dyn fare_dataplane::Dpf> {
+            Some(self)
+        }
         async fn install(&mut self, group: &Group) -> Result<(), DataplaneError> {
             if let Ok(mut c) = self.calls.lock() {
                 c.push(vec![group.prefix.to_string()]);
@@ -1014,19 +1029,6 @@ mod tests {
                 c.push(groups.iter().map(|g| g.prefix.to_string()).collect());
             }
             self.inner.install_batch(groups).await
-        }
-        async fn install_colored(
-            &mut self,
-            group: &Group,
-            colors: &[ColorGroup],
-        ) -> Result<(), DataplaneError> {
-            for c in colors {
-                if let Some(why) = self.inner.limits().violation(&c.members) {
-                    return Err(DataplaneError::backend("spy", why));
-                }
-            }
-            self.colors = colors.to_vec();
-            self.inner.install(group).await
         }
         async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
             self.inner.remove(prefix).await?;
@@ -1058,6 +1060,29 @@ mod tests {
             active: bool,
         ) -> Result<(), DataplaneError> {
             self.inner.set_member_active(prefix, index, active).await
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl fare_dataplane::Dpf for Spy {
+        async fn install_colored(
+            &mut self,
+            group: &Group,
+            colors: &[ColorGroup],
+        ) -> Result<(), DataplaneError> {
+            for c in colors {
+                if let Some(why) = self.inner.limits().violation(&c.members) {
+                    return Err(DataplaneError::backend("spy", why));
+                }
+            }
+            self.colors = colors.to_vec();
+            self.inner.install(group).await
+        }
+        async fn set_flow_rules(
+            &mut self,
+            _: &[fare_dataplane::FlowRule],
+        ) -> Result<(), DataplaneError> {
+            Ok(())
         }
     }
 

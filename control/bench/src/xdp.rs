@@ -13,7 +13,9 @@ use anyhow::{ensure, Context};
 use etherparse::PacketBuilder;
 use fare_arn::codec::{Family, FlowId};
 use fare_dataplane::dpf::{Protocol, Range};
-use fare_dataplane::{ColorGroup, Dataplane, FlowRule, Group, GroupMode, MacAddr, Member};
+use fare_dataplane::{
+    ColorGroup, Dataplane, Dpf, FlowRule, FlowSteering, Group, GroupMode, MacAddr, Member,
+};
 use fare_dp_xdp::verifier::{self, VerifierCounts};
 use fare_dp_xdp::{TestRun, TestRunOptions, XdpDataplane, XdpOptions};
 use std::fmt::Write;

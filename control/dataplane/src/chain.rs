@@ -12,7 +12,10 @@
 //! would answer for the primary without asking it (its `maintain`, which refills the XDP
 //! program's IPv4 table, or its batched installs). `forwards_every_method` checks it.
 
-use crate::{ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupLimits, GroupStatus};
+use crate::{
+    ColorGroup, Dataplane, DataplaneError, Dpf, FlowRule, FlowSteering, Group, GroupLimits,
+    GroupStatus,
+};
 use async_trait::async_trait;
 use ipnet::IpNet;
 use tracing::warn;
@@ -97,16 +100,6 @@ impl<P: Dataplane> Dataplane for Chain<P> {
         result
     }
 
-    /// Per-color groups are the primary's; the followers route the prefix by its group.
-    async fn install_colored(
-        &mut self,
-        group: &Group,
-        colors: &[ColorGroup],
-    ) -> Result<(), DataplaneError> {
-        self.primary.install_colored(group, colors).await?;
-        self.follow(group).await
-    }
-
     async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
         self.primary.remove(prefix).await?;
         for f in &mut self.followers {
@@ -120,6 +113,17 @@ impl<P: Dataplane> Dataplane for Chain<P> {
 
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
         self.primary.groups().await
+    }
+
+    /// The chain offers what its primary offers.
+    fn dpf(&mut self) -> Option<&mut dyn Dpf> {
+        self.primary.dpf()?;
+        Some(self)
+    }
+
+    fn flow_steering(&mut self) -> Option<&mut dyn FlowSteering> {
+        self.primary.flow_steering()?;
+        Some(self)
     }
 
     async fn packet_counters(
@@ -145,24 +149,52 @@ impl<P: Dataplane> Dataplane for Chain<P> {
         }
         Ok(())
     }
+}
 
+/// DPF when the primary has it: per-color groups are the primary's; the followers route
+/// the prefix by its group.
+#[async_trait]
+impl<P: Dataplane> Dpf for Chain<P> {
+    async fn install_colored(
+        &mut self,
+        group: &Group,
+        colors: &[ColorGroup],
+    ) -> Result<(), DataplaneError> {
+        let Some(dpf) = self.primary.dpf() else {
+            return Err(DataplaneError::backend(self.primary.name(), "no DPF"));
+        };
+        dpf.install_colored(group, colors).await?;
+        self.follow(group).await
+    }
+
+    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
+        match self.primary.dpf() {
+            Some(dpf) => dpf.set_flow_rules(rules).await,
+            None => Err(DataplaneError::backend(self.primary.name(), "no DPF")),
+        }
+    }
+}
+
+/// Flow steering is the primary's (the kernel's routes carry no single flows).
+#[async_trait]
+impl<P: Dataplane> FlowSteering for Chain<P> {
     async fn steer_flow(
         &mut self,
         flow: &fare_arn::codec::FlowId,
         interface: &str,
         avoid: bool,
     ) -> Result<bool, DataplaneError> {
-        self.primary.steer_flow(flow, interface, avoid).await
-    }
-
-    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
-        self.primary.set_flow_rules(rules).await
+        match self.primary.flow_steering() {
+            Some(s) => s.steer_flow(flow, interface, avoid).await,
+            None => Ok(false),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Offers;
     use std::sync::{Arc, Mutex};
 
     /// A data plane that records each call by name.
@@ -178,6 +210,12 @@ mod tests {
     impl Dataplane for Recording {
         fn name(&self) -> &'static str {
             self.0
+        }
+        fn dpf(&mut self) -> Option<&mut dyn Dpf> {
+            Some(self)
+        }
+        fn flow_steering(&mut self) -> Option<&mut dyn FlowSteering> {
+            Some(self)
         }
         async fn install(&mut self, _: &Group) -> Result<(), DataplaneError> {
             self.note("install");
@@ -214,15 +252,10 @@ mod tests {
             self.note("set_member_active");
             Ok(())
         }
-        async fn steer_flow(
-            &mut self,
-            _: &fare_arn::codec::FlowId,
-            _: &str,
-            _: bool,
-        ) -> Result<bool, DataplaneError> {
-            self.note("steer_flow");
-            Ok(true)
-        }
+    }
+
+    #[async_trait]
+    impl Dpf for Recording {
         async fn install_colored(
             &mut self,
             _: &Group,
@@ -235,6 +268,35 @@ mod tests {
             self.note("set_flow_rules");
             Ok(())
         }
+    }
+
+    #[async_trait]
+    impl FlowSteering for Recording {
+        async fn steer_flow(
+            &mut self,
+            _: &fare_arn::codec::FlowId,
+            _: &str,
+            _: bool,
+        ) -> Result<bool, DataplaneError> {
+            self.note("steer_flow");
+            Ok(true)
+        }
+    }
+
+    /// The chain offers what its primary offers, none more.
+    #[test]
+    fn offers_its_primarys() {
+        let calls = Arc::new(Mutex::new(Vec::new()));
+        let mut with = Chain::new(Recording("xdp", calls.clone()))
+            .then(Box::new(crate::NullDataplane::default()));
+        let all = Offers {
+            dpf: true,
+            flow_steering: true,
+        };
+        assert_eq!(Offers::of(&mut with), all);
+        let mut without =
+            Chain::new(crate::NullDataplane::default()).then(Box::new(Recording("kernel", calls)));
+        assert_eq!(Offers::of(&mut without), crate::NullDataplane::OFFERS);
     }
 
     /// Each method reaches the primary as itself (never through a default), and the
@@ -253,11 +315,15 @@ mod tests {
         let flow = fare_arn::codec::FlowId::default();
         d.install(&group).await.unwrap();
         let _ = d.install_batch(std::slice::from_ref(&group)).await;
-        d.install_colored(&group, &[]).await.unwrap();
+        d.dpf().unwrap().install_colored(&group, &[]).await.unwrap();
         d.maintain().await.unwrap();
         d.set_member_active(prefix, 0, false).await.unwrap();
-        d.steer_flow(&flow, "eth1", true).await.unwrap();
-        d.set_flow_rules(&[]).await.unwrap();
+        d.flow_steering()
+            .unwrap()
+            .steer_flow(&flow, "eth1", true)
+            .await
+            .unwrap();
+        d.dpf().unwrap().set_flow_rules(&[]).await.unwrap();
         d.groups().await.unwrap();
         d.packet_counters().await.unwrap();
         d.remove(prefix).await.unwrap();

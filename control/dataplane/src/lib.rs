@@ -146,43 +146,67 @@ pub trait Dataplane: Send {
         active: bool,
     ) -> Result<(), DataplaneError>;
 
-    /// ARN per-flow mode: flows matching `flow` avoid (`avoid`) the members that leave
-    /// through `interface`, or may use them again. Ok(false): this data plane cannot
-    /// steer single flows (the caller removes the member instead).
+    /// DPF's per-color groups and flow classification, when this data plane has them
+    /// (XDP, fare.p4). None: the agent refuses `dpf.flows` for it at configuration time
+    /// and installs a colored route's group alone (every flow then uses every path).
+    fn dpf(&mut self) -> Option<&mut dyn Dpf> {
+        None
+    }
+
+    /// ARN per-flow mode, when this data plane can steer single flows (XDP). None: a
+    /// flow-identifier ARN takes out the member instead.
+    fn flow_steering(&mut self) -> Option<&mut dyn FlowSteering> {
+        None
+    }
+}
+
+/// What a kind of data plane offers beside installing groups, known before one is
+/// opened: the configuration's checks refuse what the configured kind lacks (e.g.
+/// `dpf.flows` without DPF). An opened backend's [`Dataplane::dpf`] and
+/// [`Dataplane::flow_steering`] answer the same (each backend's tests check it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Offers {
+    pub dpf: bool,
+    pub flow_steering: bool,
+}
+
+impl Offers {
+    /// What `dp` offers, asked of the backend itself.
+    pub fn of(dp: &mut dyn Dataplane) -> Offers {
+        Offers {
+            dpf: dp.dpf().is_some(),
+            flow_steering: dp.flow_steering().is_some(),
+        }
+    }
+}
+
+/// DPF (see [`dpf`]) in a data plane: per-color groups and flow rules.
+#[async_trait]
+pub trait Dpf: Send {
+    /// Installs `group` together with the per-color groups of its prefix,
+    /// make-before-break like `Dataplane::install`.
+    async fn install_colored(
+        &mut self,
+        group: &Group,
+        colors: &[ColorGroup],
+    ) -> Result<(), DataplaneError>;
+
+    /// Replaces the flow rules (first match gives a packet its color).
+    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError>;
+}
+
+/// ARN per-flow mode in a data plane.
+#[async_trait]
+pub trait FlowSteering: Send {
+    /// Flows matching `flow` avoid (`avoid`) the members that leave through `interface`,
+    /// or may use them again. Ok(false): not this flow (its table is full); the caller
+    /// takes out the member instead.
     async fn steer_flow(
         &mut self,
         flow: &fare_arn::codec::FlowId,
         interface: &str,
         avoid: bool,
-    ) -> Result<bool, DataplaneError> {
-        let _ = (flow, interface, avoid);
-        Ok(false)
-    }
-
-    /// DPF (see [`dpf`]): installs `group` together with the per-color groups of its
-    /// prefix, make-before-break like `install`. Backends without per-color forwarding
-    /// install `group` alone (every flow then uses every active path).
-    async fn install_colored(
-        &mut self,
-        group: &Group,
-        colors: &[ColorGroup],
-    ) -> Result<(), DataplaneError> {
-        let _ = colors;
-        self.install(group).await
-    }
-
-    /// DPF flow rules (first match gives a packet its color). Backends without flow
-    /// classification accept only an empty list.
-    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
-        if rules.is_empty() {
-            Ok(())
-        } else {
-            Err(DataplaneError::backend(
-                self.name(),
-                "this data plane has no DPF flow classification (use kind: xdp or p4runtime)",
-            ))
-        }
-    }
+    ) -> Result<bool, DataplaneError>;
 }
 
 /// The `none` backend: keeps groups in memory only (control-plane-only nodes, tests).
@@ -193,6 +217,11 @@ pub struct NullDataplane {
 }
 
 impl NullDataplane {
+    pub const OFFERS: Offers = Offers {
+        dpf: false,
+        flow_steering: false,
+    };
+
     /// A `none` backend that states `limits` and refuses groups beyond them, like a real
     /// data plane (tests of the reduction).
     pub fn with_limits(limits: GroupLimits) -> NullDataplane {

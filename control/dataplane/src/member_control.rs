@@ -25,9 +25,13 @@ impl MemberControl for dyn Dataplane + '_ {
         interface: &str,
         avoid: bool,
     ) -> Result<bool, ControlError> {
-        Dataplane::steer_flow(self, flow, interface, avoid)
-            .await
-            .map_err(ControlError::from)
+        match self.flow_steering() {
+            Some(s) => s
+                .steer_flow(flow, interface, avoid)
+                .await
+                .map_err(ControlError::from),
+            None => Ok(false),
+        }
     }
     async fn groups(&mut self) -> Result<Vec<GroupStatus>, ControlError> {
         Dataplane::groups(self).await.map_err(ControlError::from)

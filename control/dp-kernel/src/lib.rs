@@ -32,7 +32,7 @@ pub mod nexthop;
 use async_trait::async_trait;
 use fare_dataplane::{
     validate, BucketStatus, Dataplane, DataplaneError, Group, GroupLimits, GroupMode, GroupStatus,
-    Member, MemberStatus,
+    Member, MemberStatus, Offers,
 };
 use futures::StreamExt;
 use ipnet::IpNet;
@@ -144,6 +144,11 @@ fn os_err(what: String, code: i32) -> DataplaneError {
 }
 
 impl KernelDataplane {
+    /// DPF: no; flow steering: no.
+    pub const OFFERS: Offers = Offers {
+        dpf: false,
+        flow_steering: false,
+    };
     /// Opens netlink connections and adopts the groups a previous agent left.
     /// `_interfaces` is informational: members name their interface.
     pub async fn open(_interfaces: &[String]) -> Result<KernelDataplane, DataplaneError> {

@@ -47,8 +47,8 @@ use aya::{Ebpf, EbpfLoader};
 use encode::{Egress, Encoded};
 use fare_common::{self as fc, map_names, member_id, RouteValue, Stat};
 use fare_dataplane::{
-    BucketStatus, ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits,
-    GroupStatus, MemberStatus, DEFAULT_FLOWLET_GAP_US,
+    BucketStatus, ColorGroup, ColorStatus, Dataplane, DataplaneError, Dpf, FlowRule, FlowSteering,
+    Group, GroupLimits, GroupStatus, MemberStatus, Offers, DEFAULT_FLOWLET_GAP_US,
 };
 use group_ids::GroupIds;
 use ipnet::IpNet;
@@ -268,6 +268,11 @@ fn load_object(bytes: &[u8], pins: &PinDir, arn_receiver: bool) -> Result<Ebpf, 
 }
 
 impl XdpDataplane {
+    /// DPF: yes; flow steering: yes.
+    pub const OFFERS: Offers = Offers {
+        dpf: true,
+        flow_steering: true,
+    };
     /// Loads the program against the pinned maps (creating them the first time),
     /// attaches it to every interface (atomically replacing a pinned earlier instance)
     /// and adopts the groups already in the maps.
@@ -790,6 +795,14 @@ pub fn xdp_limits() -> GroupLimits {
 
 #[async_trait]
 impl Dataplane for XdpDataplane {
+    fn dpf(&mut self) -> Option<&mut dyn Dpf> {
+        Some(self)
+    }
+
+    fn flow_steering(&mut self) -> Option<&mut dyn FlowSteering> {
+        Some(self)
+    }
+
     fn name(&self) -> &'static str {
         BACKEND
     }
@@ -804,6 +817,104 @@ impl Dataplane for XdpDataplane {
         self.install_colored(group, &[]).await
     }
 
+    async fn maintain(&mut self) -> Result<(), DataplaneError> {
+        if let Some(table) = &mut self.dir4 {
+            table.maintain();
+        }
+        Ok(())
+    }
+
+    async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        let old = self
+            .installed
+            .remove(&prefix)
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        if let Err(e) = self.delete_route(prefix) {
+            self.installed.insert(prefix, old);
+            return Err(e);
+        }
+        self.ids.release(old.gid);
+        for c in old.colors {
+            self.ids.release(c.gid);
+        }
+        self.sync_arn();
+        self.sync_steered_copies(None).await
+    }
+
+    async fn packet_counters(&mut self) -> Result<BTreeMap<&'static str, u64>, DataplaneError> {
+        self.stats()
+    }
+
+    async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
+        let mut out = Vec::with_capacity(self.installed.len());
+        for inst in self.installed.values() {
+            let members = self.member_statuses(inst.gid, inst.group.members.len())?;
+            let mut colors = Vec::with_capacity(inst.colors.len());
+            for c in &inst.colors {
+                // The color group as its rows hold it (via = neighbor MAC, weight = slots).
+                let mut ifname = |ifindex| {
+                    fare_netdev::links::ifname(ifindex)
+                        .unwrap_or_else(|_| format!("ifindex{ifindex}"))
+                };
+                let Some(group) = encode::decode(
+                    inst.group.prefix,
+                    &c.encoded.group,
+                    &c.encoded.members,
+                    &mut ifname,
+                ) else {
+                    continue;
+                };
+                let status = self.member_statuses(c.gid, group.members.len())?;
+                colors.push(ColorStatus {
+                    color: c.color,
+                    members: group.members,
+                    status,
+                    fit: None,
+                });
+            }
+            out.push(GroupStatus {
+                group: inst.group.clone(),
+                members,
+                colors,
+                fit: None,
+                buckets: inst.buckets.clone(),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        active: bool,
+    ) -> Result<(), DataplaneError> {
+        let inst = self
+            .installed
+            .get(&prefix)
+            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
+        let gid = inst.gid;
+        let mut states = self.member_states(gid, inst.group.members.len())?;
+        let forwarding: Vec<bool> = states.iter().map(|s| *s == 0).collect();
+        fare_dataplane::keep_last_active(prefix, &forwarding, index, active)?;
+        let mut row = self.member_row(gid, index)?;
+        row.state = if active {
+            0
+        } else {
+            row.state | fc::MEMBER_ADMIN_DOWN
+        };
+        let id = member_id(gid, index as u32);
+        self.member_rows
+            .set(id, row, 0)
+            .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
+        states[index] = row.state;
+        self.store_active(gid, states.iter().copied())?;
+        self.refresh_copies_of(gid, &states)
+    }
+}
+
+#[async_trait]
+impl Dpf for XdpDataplane {
     async fn install_colored(
         &mut self,
         group: &Group,
@@ -924,13 +1035,6 @@ impl Dataplane for XdpDataplane {
         self.sync_steered_copies(None).await
     }
 
-    async fn maintain(&mut self) -> Result<(), DataplaneError> {
-        if let Some(table) = &mut self.dir4 {
-            table.maintain();
-        }
-        Ok(())
-    }
-
     async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
         let rows = colors::encode_rules(rules)?;
         for i in 0..fc::MAX_FLOW_RULES {
@@ -942,95 +1046,10 @@ impl Dataplane for XdpDataplane {
         tracing::info!(rules = rows.len(), "xdp: DPF flow rules set");
         Ok(())
     }
+}
 
-    async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
-        let old = self
-            .installed
-            .remove(&prefix)
-            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
-        if let Err(e) = self.delete_route(prefix) {
-            self.installed.insert(prefix, old);
-            return Err(e);
-        }
-        self.ids.release(old.gid);
-        for c in old.colors {
-            self.ids.release(c.gid);
-        }
-        self.sync_arn();
-        self.sync_steered_copies(None).await
-    }
-
-    async fn packet_counters(&mut self) -> Result<BTreeMap<&'static str, u64>, DataplaneError> {
-        self.stats()
-    }
-
-    async fn groups(&mut self) -> Result<Vec<GroupStatus>, DataplaneError> {
-        let mut out = Vec::with_capacity(self.installed.len());
-        for inst in self.installed.values() {
-            let members = self.member_statuses(inst.gid, inst.group.members.len())?;
-            let mut colors = Vec::with_capacity(inst.colors.len());
-            for c in &inst.colors {
-                // The color group as its rows hold it (via = neighbor MAC, weight = slots).
-                let mut ifname = |ifindex| {
-                    fare_netdev::links::ifname(ifindex)
-                        .unwrap_or_else(|_| format!("ifindex{ifindex}"))
-                };
-                let Some(group) = encode::decode(
-                    inst.group.prefix,
-                    &c.encoded.group,
-                    &c.encoded.members,
-                    &mut ifname,
-                ) else {
-                    continue;
-                };
-                let status = self.member_statuses(c.gid, group.members.len())?;
-                colors.push(ColorStatus {
-                    color: c.color,
-                    members: group.members,
-                    status,
-                    fit: None,
-                });
-            }
-            out.push(GroupStatus {
-                group: inst.group.clone(),
-                members,
-                colors,
-                fit: None,
-                buckets: inst.buckets.clone(),
-            });
-        }
-        Ok(out)
-    }
-
-    async fn set_member_active(
-        &mut self,
-        prefix: IpNet,
-        index: usize,
-        active: bool,
-    ) -> Result<(), DataplaneError> {
-        let inst = self
-            .installed
-            .get(&prefix)
-            .ok_or(DataplaneError::NoSuchGroup(prefix))?;
-        let gid = inst.gid;
-        let mut states = self.member_states(gid, inst.group.members.len())?;
-        let forwarding: Vec<bool> = states.iter().map(|s| *s == 0).collect();
-        fare_dataplane::keep_last_active(prefix, &forwarding, index, active)?;
-        let mut row = self.member_row(gid, index)?;
-        row.state = if active {
-            0
-        } else {
-            row.state | fc::MEMBER_ADMIN_DOWN
-        };
-        let id = member_id(gid, index as u32);
-        self.member_rows
-            .set(id, row, 0)
-            .map_err(|e| err(format!("MEMBERS[{id}]: {e}")))?;
-        states[index] = row.state;
-        self.store_active(gid, states.iter().copied())?;
-        self.refresh_copies_of(gid, &states)
-    }
-
+#[async_trait]
+impl FlowSteering for XdpDataplane {
     async fn steer_flow(
         &mut self,
         flow: &fare_arn::codec::FlowId,

@@ -11,7 +11,7 @@
 
 use anyhow::{bail, ensure, Context, Result};
 use fare::dataplane::dpf::{Protocol, Range};
-use fare::dataplane::{ColorGroup, Dataplane, FlowRule, Group, GroupMode};
+use fare::dataplane::{ColorGroup, Dataplane, Dpf, FlowRule, Group, GroupMode};
 use fare::dp_p4::{P4RuntimeDataplane, P4RuntimeOptions};
 use fare_integration::delta;
 use fare_integration::p4::{in_netns, member, python, Fabric};

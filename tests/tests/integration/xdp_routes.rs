@@ -256,8 +256,9 @@ fn fail(e: impl std::fmt::Display) -> TestCaseError {
 }
 
 /// With `egress_spray` the agent runs XDP as the primary of a chain whose follower is
-/// the kernel (host routes). The IPv4 table runs out of blocks (one per /16 holding a
-/// /24: 1,024), so the last route is left to the trie; once a route is removed and its
+/// the kernel (host routes). The IPv4 table runs out of blocks (1,024; a /32 alone in
+/// its /16 takes two: one for its /16, one for its /24), so the last route is left to
+/// the trie; once a route is removed and its
 /// block's grace period is over, the data plane's upkeep (`maintain`, called by the agent
 /// every second) must reach the XDP backend through the chain and give the route its
 /// entries again. A chain that answers `maintain` itself never refills the table.
@@ -275,6 +276,10 @@ fn xdp_routes_refilled_through_the_host_routes_chain() -> Result<()> {
             let xdp = XdpDataplane::open(&XdpOptions::new(node.to_string(), vec![]))?;
             let kernel = rt.block_on(KernelDataplane::open(&["e1".to_string()]))?;
             let mut chain = Chain::new(xdp).then(Box::new(kernel));
+            ensure!(
+                fare::dataplane::Offers::of(&mut chain) == XdpDataplane::OFFERS,
+                "the chain offers what its XDP primary offers"
+            );
             // /24s in distinct /16s of 20.0.0.0/6: each needs a block of its own. Members name
             // a next hop on e1 (the kernel's route) and its MAC (XDP's rewrite).
             let groups: Vec<Group> = (0..=BLOCKS)
@@ -297,7 +302,7 @@ fn xdp_routes_refilled_through_the_host_routes_chain() -> Result<()> {
             );
             ensure!(
                 chain.primary().ipv4_table_route(last).is_none(),
-                "with every block taken, the last /24 should be left to the trie"
+                "with every block taken, the last /32 should be left to the trie"
             );
             rt.block_on(chain.remove(groups[0].prefix))?;
             // The freed block is reused only after its grace period (20 ms).

@@ -5,7 +5,7 @@
 
 use anyhow::{ensure, Result};
 use fare::arn::codec::{Family, FlowId};
-use fare::dataplane::{Dataplane, GroupMode};
+use fare::dataplane::{Dataplane, FlowSteering, GroupMode};
 use fare::dp_xdp::{TestRunOptions, XdpDataplane};
 use fare_integration::packets::udp4_frame;
 use fare_integration::xdp_lab::{group, sink_mac, XdpLab, ROUTER_MAC};

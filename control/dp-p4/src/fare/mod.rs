@@ -34,8 +34,8 @@ use crate::skeleton::{self, Profile};
 pub use crate::skeleton::{selector_limits, GroupForm, DEFAULT_ROUTER_MAC};
 use async_trait::async_trait;
 use fare_dataplane::{
-    validate, ColorGroup, ColorStatus, Dataplane, DataplaneError, FlowRule, Group, GroupLimits,
-    GroupMode, GroupStatus, MacAddr, Member, MemberStatus,
+    validate, ColorGroup, ColorStatus, Dataplane, DataplaneError, Dpf, FlowRule, Group,
+    GroupLimits, GroupMode, GroupStatus, MacAddr, Member, MemberStatus, Offers,
 };
 use fare_p4runtime::client::{Client, P4rtError, PacketIn};
 use fare_p4runtime::entities::{update, update_of, GroupMember};
@@ -222,6 +222,11 @@ pub struct P4RuntimeDataplane {
 }
 
 impl P4RuntimeDataplane {
+    /// DPF: yes; flow steering: no.
+    pub const OFFERS: Offers = Offers {
+        dpf: true,
+        flow_steering: false,
+    };
     /// Opens the backend from the agent's `dataplane: {kind: p4runtime, ...}` block.
     pub async fn open(config: &P4RuntimeConfig) -> Result<P4RuntimeDataplane, DataplaneError> {
         let mut dp = Self::connect(P4RuntimeOptions::from_config(config)).await?;
@@ -309,6 +314,10 @@ impl P4RuntimeDataplane {
 
 #[async_trait]
 impl Dataplane for P4RuntimeDataplane {
+    fn dpf(&mut self) -> Option<&mut dyn Dpf> {
+        Some(self)
+    }
+
     fn name(&self) -> &'static str {
         BACKEND
     }
@@ -327,30 +336,6 @@ impl Dataplane for P4RuntimeDataplane {
 
     async fn install_batch(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
         skeleton::install_batch(self, groups).await
-    }
-
-    async fn install_colored(
-        &mut self,
-        group: &Group,
-        colors: &[ColorGroup],
-    ) -> Result<(), DataplaneError> {
-        validate(group)?;
-        self.desired.groups.insert(
-            group.prefix,
-            DesiredGroup {
-                group: group.clone(),
-                colors: Some(colors.to_vec()),
-                inactive: BTreeSet::new(),
-            },
-        );
-        skeleton::ensure_session(self).await?;
-        self.install_colored_inner(group, colors).await
-    }
-
-    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
-        self.desired.flow_rules = rules.to_vec();
-        skeleton::ensure_session(self).await?;
-        self.set_flow_rules_inner(rules).await
     }
 
     async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
@@ -464,6 +449,33 @@ impl Dataplane for P4RuntimeDataplane {
             }
         }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl Dpf for P4RuntimeDataplane {
+    async fn install_colored(
+        &mut self,
+        group: &Group,
+        colors: &[ColorGroup],
+    ) -> Result<(), DataplaneError> {
+        validate(group)?;
+        self.desired.groups.insert(
+            group.prefix,
+            DesiredGroup {
+                group: group.clone(),
+                colors: Some(colors.to_vec()),
+                inactive: BTreeSet::new(),
+            },
+        );
+        skeleton::ensure_session(self).await?;
+        self.install_colored_inner(group, colors).await
+    }
+
+    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
+        self.desired.flow_rules = rules.to_vec();
+        skeleton::ensure_session(self).await?;
+        self.set_flow_rules_inner(rules).await
     }
 }
 

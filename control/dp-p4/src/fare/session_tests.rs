@@ -676,3 +676,14 @@ async fn flow_mode_on_the_tna_program_writes_the_bucket_table() {
     };
     assert_eq!(gaps, vec![300]);
 }
+
+/// The profile offers what it says it offers before it is opened (the configuration's
+/// checks use `OFFERS`).
+#[tokio::test]
+async fn offers_what_the_configuration_expects() {
+    let (_fake, mut dp, _) = connected().await;
+    assert_eq!(
+        fare_dataplane::Offers::of(&mut dp),
+        P4RuntimeDataplane::OFFERS
+    );
+}

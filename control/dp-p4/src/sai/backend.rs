@@ -25,8 +25,8 @@ use crate::session::{Session, Target};
 use crate::skeleton::{self, selector_limits, GroupForm, Outcomes, Profile, DEFAULT_ROUTER_MAC};
 use async_trait::async_trait;
 use fare_dataplane::{
-    validate, ColorGroup, Dataplane, DataplaneError, FlowRule, Group, GroupLimits, GroupMode,
-    GroupStatus, MacAddr, MemberStatus,
+    validate, Dataplane, DataplaneError, Group, GroupLimits, GroupMode, GroupStatus, MacAddr,
+    MemberStatus, Offers,
 };
 use fare_p4runtime::client::{Client, P4rtError};
 use fare_p4runtime::entities::value_of;
@@ -246,6 +246,11 @@ fn rif_id(port: u32) -> String {
 }
 
 impl SaiDataplane {
+    /// DPF: no; flow steering: no.
+    pub const OFFERS: Offers = Offers {
+        dpf: false,
+        flow_steering: false,
+    };
     /// Opens the profile from the agent's `dataplane: {kind: p4runtime, profile: sai}`.
     pub async fn open(config: &P4RuntimeConfig) -> Result<SaiDataplane, DataplaneError> {
         Self::connect(SaiOptions::from_config(config)).await
@@ -736,30 +741,6 @@ impl Dataplane for SaiDataplane {
     /// Groups of distinct prefixes share each phase's Write (see `write_groups`).
     async fn install_batch(&mut self, groups: &[Group]) -> Vec<Result<(), DataplaneError>> {
         skeleton::install_batch(self, groups).await
-    }
-
-    async fn install_colored(
-        &mut self,
-        group: &Group,
-        colors: &[ColorGroup],
-    ) -> Result<(), DataplaneError> {
-        if !colors.is_empty() {
-            return Err(DataplaneError::backend(
-                BACKEND,
-                "DPF colors are not available with profile sai (SAI-P4 has no per-color groups)",
-            ));
-        }
-        self.install(group).await
-    }
-
-    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
-        if rules.is_empty() {
-            return Ok(());
-        }
-        Err(DataplaneError::backend(
-            BACKEND,
-            "DPF flow rules are not available with profile sai (use profile fare)",
-        ))
     }
 
     async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {

@@ -568,13 +568,10 @@ async fn refused_what_sai_p4_cannot_do() {
     let big = group("10.3.0.0/16", vec![member(1, 500), member(2, 13)]);
     let e = dp.install(&big).await.unwrap_err();
     assert!(e.to_string().contains("max_group_size 512"), "{e}");
-    let colors = [fare_dataplane::ColorGroup {
-        color: 1,
-        active: true,
-        members: vec![member(1, 1)],
-    }];
-    let ok = group("10.4.0.0/16", vec![member(1, 1)]);
-    assert!(dp.install_colored(&ok, &colors).await.is_err());
+    // No per-color groups in SAI-P4: the profile offers no DPF (and the agent refuses
+    // `dpf:` with it).
+    assert!(dp.dpf().is_none());
+    assert_eq!(fare_dataplane::Offers::of(&mut dp), SaiDataplane::OFFERS);
     // Nothing was written for any of them.
     assert_eq!(target.lock().tables.len(), 3);
     // 512 exactly is taken.
