@@ -545,18 +545,37 @@ fn shifted(members: &[Member], shares: Option<&BTreeMap<MemberKey, f64>>) -> Vec
         .collect()
 }
 
+/// The data plane task's state: the backend and what was asked of it.
+struct Task {
+    backend: Box<dyn Dataplane>,
+    name: &'static str,
+    limits: GroupLimits,
+    st: Installed,
+    requested: Requested,
+    shares: Shares,
+    stats: Arc<DataplaneStats>,
+    changed: Arc<Notify>,
+}
+
 async fn run(
-    mut backend: Box<dyn Dataplane>,
+    backend: Box<dyn Dataplane>,
     limits: GroupLimits,
     mut rx: mpsc::Receiver<DataplaneCommand>,
     stats: Arc<DataplaneStats>,
     changed: Arc<Notify>,
 ) -> Box<dyn Dataplane> {
     let name = backend.name();
-    let mut st = Installed::default();
-    let mut requested: Requested = BTreeMap::new();
-    let mut shares: Shares = BTreeMap::new();
     info!(backend = name, ?limits, "data plane group limits");
+    let mut task = Task {
+        backend,
+        name,
+        limits,
+        st: Installed::default(),
+        requested: BTreeMap::new(),
+        shares: BTreeMap::new(),
+        stats,
+        changed,
+    };
     let mut tick = tokio::time::interval(MAINTAIN_EVERY);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     // A command taken from the queue while gathering a batch, handled next.
@@ -570,96 +589,109 @@ async fn run(
                     None => break,
                 },
                 _ = tick.tick() => {
-                    if let Err(e) = backend.maintain().await {
+                    if let Err(e) = task.backend.maintain().await {
                         debug!(backend = name, "data plane upkeep: {e}");
                     }
                     continue;
                 }
             },
         };
-        match command {
-            DataplaneCommand::Install { group, reply } => {
-                // Installs already queued behind this one (distinct prefixes, up to BATCH)
-                // go to the backend together: one request per phase for all of them.
-                let mut batch = vec![(group, reply)];
-                while batch.len() < BATCH {
-                    match rx.try_recv() {
-                        Ok(DataplaneCommand::Install { group, reply })
-                            if !batch.iter().any(|(g, _)| g.prefix == group.prefix) =>
-                        {
-                            batch.push((group, reply))
-                        }
-                        Ok(other) => {
-                            next = Some(other);
-                            break;
-                        }
-                        Err(_) => break,
-                    }
-                }
-                let mut prepared = Vec::with_capacity(batch.len());
-                let mut replies = Vec::with_capacity(batch.len());
-                for (group, reply) in batch {
-                    if st.relabel(&requested, &group) {
-                        requested.insert(group.prefix, (group, vec![]));
-                        let _ = reply.send(Ok(()));
-                        continue;
-                    }
-                    forget_shares_of_gone(&mut shares, &group);
-                    requested.insert(group.prefix, (group.clone(), vec![]));
-                    prepared.push(prepare(name, &limits, (group, vec![]), &shares));
-                    replies.push(reply);
-                }
-                let groups: Vec<Group> = prepared.iter().map(|p| p.group.clone()).collect();
-                let results = if groups.is_empty() {
-                    vec![]
-                } else if groups.len() == 1 {
-                    vec![backend.install(&groups[0]).await]
-                } else {
-                    backend.install_batch(&groups).await
-                };
-                for ((p, reply), result) in prepared.into_iter().zip(replies).zip(results) {
-                    finish(backend.as_mut(), name, p, &result, &mut st).await;
-                    count(&stats.installs, &result);
-                    answer(reply, result, &changed);
-                }
+        if let DataplaneCommand::Install { group, reply } = command {
+            let (batch, after) = gather(&mut rx, (group, reply));
+            next = after;
+            task.install(batch).await;
+        } else {
+            task.handle(command).await;
+        }
+    }
+    task.backend
+}
+
+/// Installs already queued behind the first (distinct prefixes, up to BATCH) go to the
+/// backend together: one request per phase for all of them. Also the command that ended
+/// the batch, to be handled next.
+#[allow(clippy::type_complexity)]
+fn gather(
+    rx: &mut mpsc::Receiver<DataplaneCommand>,
+    first: (Group, oneshot::Sender<Result<(), DataplaneError>>),
+) -> (
+    Vec<(Group, oneshot::Sender<Result<(), DataplaneError>>)>,
+    Option<DataplaneCommand>,
+) {
+    let mut batch = vec![first];
+    while batch.len() < BATCH {
+        match rx.try_recv() {
+            Ok(DataplaneCommand::Install { group, reply })
+                if !batch.iter().any(|(g, _)| g.prefix == group.prefix) =>
+            {
+                batch.push((group, reply))
             }
+            Ok(other) => return (batch, Some(other)),
+            Err(_) => break,
+        }
+    }
+    (batch, None)
+}
+
+impl Task {
+    async fn install(&mut self, batch: Vec<(Group, oneshot::Sender<Result<(), DataplaneError>>)>) {
+        let name = self.name;
+        let mut prepared = Vec::with_capacity(batch.len());
+        let mut replies = Vec::with_capacity(batch.len());
+        for (group, reply) in batch {
+            if self.st.relabel(&self.requested, &group) {
+                self.requested.insert(group.prefix, (group, vec![]));
+                let _ = reply.send(Ok(()));
+                continue;
+            }
+            forget_shares_of_gone(&mut self.shares, &group);
+            self.requested.insert(group.prefix, (group.clone(), vec![]));
+            prepared.push(prepare(name, &self.limits, (group, vec![]), &self.shares));
+            replies.push(reply);
+        }
+        let groups: Vec<Group> = prepared.iter().map(|p| p.group.clone()).collect();
+        let results = if groups.is_empty() {
+            vec![]
+        } else if groups.len() == 1 {
+            vec![self.backend.install(&groups[0]).await]
+        } else {
+            self.backend.install_batch(&groups).await
+        };
+        for ((p, reply), result) in prepared.into_iter().zip(replies).zip(results) {
+            finish(self.backend.as_mut(), name, p, &result, &mut self.st).await;
+            count(&self.stats.installs, &result);
+            answer(reply, result, &self.changed);
+        }
+    }
+
+    /// Every command but `Install` (batched by the loop).
+    async fn handle(&mut self, command: DataplaneCommand) {
+        let name = self.name;
+        match command {
+            DataplaneCommand::Install { group, reply } => self.install(vec![(group, reply)]).await,
             DataplaneCommand::InstallColored {
                 group,
                 colors,
                 reply,
             } => {
-                forget_shares_of_gone(&mut shares, &group);
-                requested.insert(group.prefix, (group.clone(), colors.clone()));
+                forget_shares_of_gone(&mut self.shares, &group);
+                self.requested
+                    .insert(group.prefix, (group.clone(), colors.clone()));
                 let result = install_shifted(
-                    backend.as_mut(),
+                    self.backend.as_mut(),
                     name,
-                    &limits,
+                    &self.limits,
                     (group, colors),
-                    &shares,
-                    &mut st,
+                    &self.shares,
+                    &mut self.st,
                 )
                 .await;
-                count(&stats.installs, &result);
-                answer(reply, result, &changed);
+                count(&self.stats.installs, &result);
+                answer(reply, result, &self.changed);
             }
             DataplaneCommand::Remove { prefix, reply } => {
-                let result = backend.remove(prefix).await;
-                count(&stats.removes, &result);
-                match &result {
-                    Ok(()) => {
-                        info!(event = "group_removed", backend = name, %prefix, "group removed");
-                        st.forget(prefix);
-                        requested.remove(&prefix);
-                        shares.remove(&prefix);
-                    }
-                    Err(e) => {
-                        // The backend's state for the prefix is unknown now: the next
-                        // install of it is written, even one equal to the last.
-                        warn!(backend = name, %prefix, "remove failed: {e}");
-                        st.failed.insert(prefix);
-                    }
-                }
-                answer(reply, result, &changed);
+                let result = self.remove(prefix).await;
+                answer(reply, result, &self.changed);
             }
             DataplaneCommand::SetMemberActive {
                 prefix,
@@ -668,33 +700,7 @@ async fn run(
                 active,
                 reply,
             } => {
-                let members = st
-                    .members
-                    .get(&prefix)
-                    .map(|m| m.iter().map(|k| k.via.as_str()));
-                let (index, result) =
-                    match fare_dataplane::member_now(prefix, index, via.as_deref(), members) {
-                        Ok(i) => (Some(i), backend.set_member_active(prefix, i, active).await),
-                        Err(e) => (None, Err(e.into())),
-                    };
-                count(&stats.member_changes, &result);
-                match &result {
-                    Ok(()) => {
-                        info!(backend = name, %prefix, ?index, active, "member state set");
-                        let key = index.and_then(|i| st.members.get(&prefix)?.get(i));
-                        if let Some(key) = key {
-                            let set = st.held.entry(prefix).or_default();
-                            if active {
-                                set.remove(key);
-                            } else {
-                                set.insert(key.clone());
-                            }
-                        }
-                    }
-                    Err(e) => {
-                        warn!(backend = name, %prefix, ?index, active, "member state failed: {e}")
-                    }
-                }
+                let result = self.set_member_active(prefix, index, via, active).await;
                 let _ = reply.send(result);
             }
             DataplaneCommand::SetMemberShare {
@@ -703,39 +709,8 @@ async fn run(
                 share,
                 reply,
             } => {
-                let result = match requested.get(&prefix) {
-                    None => Err(DataplaneError::NoSuchGroup(prefix)),
-                    Some((group, colors)) => match group.members.iter().find(|m| m.via == via) {
-                        None => Err(DataplaneError::Member(
-                            fare_model::forwarding::MemberError::NoSuchMember {
-                                prefix,
-                                via: via.clone(),
-                            },
-                        )),
-                        Some(m) => {
-                            let key = MemberKey::of(m);
-                            let s = shares.entry(prefix).or_default();
-                            if share >= 1.0 || !share.is_finite() {
-                                s.remove(&key);
-                            } else {
-                                s.insert(key, share.max(f64::MIN_POSITIVE));
-                            }
-                            if s.is_empty() {
-                                shares.remove(&prefix);
-                            }
-                            install_shifted(
-                                backend.as_mut(),
-                                name,
-                                &limits,
-                                (group.clone(), colors.clone()),
-                                &shares,
-                                &mut st,
-                            )
-                            .await
-                        }
-                    },
-                };
-                count(&stats.member_changes, &result);
+                let result = self.set_member_share(prefix, &via, share).await;
+                count(&self.stats.member_changes, &result);
                 if let Err(e) = &result {
                     warn!(backend = name, %prefix, %via, share, "member share failed: {e}");
                 }
@@ -747,7 +722,7 @@ async fn run(
                 avoid,
                 reply,
             } => {
-                let result = match backend.flow_steering() {
+                let result = match self.backend.flow_steering() {
                     Some(s) => s.steer_flow(&flow, &interface, avoid).await,
                     None => Ok(false),
                 };
@@ -759,38 +734,143 @@ async fn run(
                 let _ = reply.send(result);
             }
             DataplaneCommand::SetFlowRules { rules, reply } => {
-                let result = match backend.dpf() {
-                    Some(dpf) => dpf.set_flow_rules(&rules).await,
-                    // Nothing to classify: also what clears no rules on a plane without DPF.
-                    None if rules.is_empty() => Ok(()),
-                    None => Err(DataplaneError::backend(
-                        name,
-                        "this data plane has no DPF flow classification (use kind: xdp or p4runtime)",
-                    )),
-                };
-                match &result {
-                    Ok(()) => info!(backend = name, rules = rules.len(), "DPF flow rules set"),
-                    Err(e) => warn!(backend = name, "DPF flow rules refused: {e}"),
-                }
+                let result = self.set_flow_rules(&rules).await;
                 let _ = reply.send(result);
             }
             DataplaneCommand::Groups { reply } => {
-                let mut result = backend.groups().await;
+                let mut result = self.backend.groups().await;
                 match &mut result {
                     Ok(groups) => {
-                        annotate(groups, &st.fits, &limits);
-                        st.show_bandwidths(groups, &shares);
+                        annotate(groups, &self.st.fits, &self.limits);
+                        self.st.show_bandwidths(groups, &self.shares);
                     }
                     Err(e) => debug!(backend = name, "reading groups failed: {e}"),
                 }
                 let _ = reply.send(result);
             }
             DataplaneCommand::PacketCounters { reply } => {
-                let _ = reply.send(backend.packet_counters().await);
+                let _ = reply.send(self.backend.packet_counters().await);
             }
         }
     }
-    backend
+
+    async fn remove(&mut self, prefix: IpNet) -> Result<(), DataplaneError> {
+        let result = self.backend.remove(prefix).await;
+        count(&self.stats.removes, &result);
+        match &result {
+            Ok(()) => {
+                info!(event = "group_removed", backend = self.name, %prefix, "group removed");
+                self.st.forget(prefix);
+                self.requested.remove(&prefix);
+                self.shares.remove(&prefix);
+            }
+            Err(e) => {
+                // The backend's state for the prefix is unknown now: the next install of
+                // it is written, even one equal to the last.
+                warn!(backend = self.name, %prefix, "remove failed: {e}");
+                self.st.failed.insert(prefix);
+            }
+        }
+        result
+    }
+
+    async fn set_member_active(
+        &mut self,
+        prefix: IpNet,
+        index: usize,
+        via: Option<String>,
+        active: bool,
+    ) -> Result<(), DataplaneError> {
+        let name = self.name;
+        let members = self
+            .st
+            .members
+            .get(&prefix)
+            .map(|m| m.iter().map(|k| k.via.as_str()));
+        let (index, result) =
+            match fare_dataplane::member_now(prefix, index, via.as_deref(), members) {
+                Ok(i) => (
+                    Some(i),
+                    self.backend.set_member_active(prefix, i, active).await,
+                ),
+                Err(e) => (None, Err(e.into())),
+            };
+        count(&self.stats.member_changes, &result);
+        match &result {
+            Ok(()) => {
+                info!(backend = name, %prefix, ?index, active, "member state set");
+                let key = index.and_then(|i| self.st.members.get(&prefix)?.get(i));
+                if let Some(key) = key.cloned() {
+                    let set = self.st.held.entry(prefix).or_default();
+                    if active {
+                        set.remove(&key);
+                    } else {
+                        set.insert(key);
+                    }
+                }
+            }
+            Err(e) => warn!(backend = name, %prefix, ?index, active, "member state failed: {e}"),
+        }
+        result
+    }
+
+    /// The share of `via`'s member of `prefix` (1.0: all of it again), applied by
+    /// reinstalling the requested group with the shares of its prefix.
+    async fn set_member_share(
+        &mut self,
+        prefix: IpNet,
+        via: &str,
+        share: f64,
+    ) -> Result<(), DataplaneError> {
+        let Some((group, colors)) = self.requested.get(&prefix).cloned() else {
+            return Err(DataplaneError::NoSuchGroup(prefix));
+        };
+        let Some(m) = group.members.iter().find(|m| m.via == via) else {
+            return Err(DataplaneError::Member(
+                fare_model::forwarding::MemberError::NoSuchMember {
+                    prefix,
+                    via: via.to_string(),
+                },
+            ));
+        };
+        let key = MemberKey::of(m);
+        let s = self.shares.entry(prefix).or_default();
+        if share >= 1.0 || !share.is_finite() {
+            s.remove(&key);
+        } else {
+            s.insert(key, share.max(f64::MIN_POSITIVE));
+        }
+        if s.is_empty() {
+            self.shares.remove(&prefix);
+        }
+        install_shifted(
+            self.backend.as_mut(),
+            self.name,
+            &self.limits,
+            (group, colors),
+            &self.shares,
+            &mut self.st,
+        )
+        .await
+    }
+
+    async fn set_flow_rules(&mut self, rules: &[FlowRule]) -> Result<(), DataplaneError> {
+        let name = self.name;
+        let result = match self.backend.dpf() {
+            Some(dpf) => dpf.set_flow_rules(rules).await,
+            // Nothing to classify: also what clears no rules on a plane without DPF.
+            None if rules.is_empty() => Ok(()),
+            None => Err(DataplaneError::backend(
+                name,
+                "this data plane has no DPF flow classification (use kind: xdp or p4runtime)",
+            )),
+        };
+        match &result {
+            Ok(()) => info!(backend = name, rules = rules.len(), "DPF flow rules set"),
+            Err(e) => warn!(backend = name, "DPF flow rules refused: {e}"),
+        }
+        result
+    }
 }
 
 /// Installs the requested `group` (and colors) with the ARN shares of its prefix applied,

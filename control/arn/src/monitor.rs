@@ -421,6 +421,65 @@ struct Watched {
 }
 
 impl Watched {
+    /// One sample of this port: a failed port refreshes its Type 3; otherwise its
+    /// backlog (virtual queue, or qdisc plus the driver's BQL rings) goes through the
+    /// hysteresis: Type 1 on a rising edge (and as a refresh while congested), Type 2 on
+    /// a falling one.
+    fn sample(
+        &mut self,
+        queues: Option<&(dyn QueueSource + 'static)>,
+        roots: &io::Result<std::collections::HashMap<u32, QdiscSample>>,
+        s: &Sample,
+    ) -> Option<MonitorEvent> {
+        let (now, start) = (s.now, s.start);
+        if self.running == Some(false) {
+            if self.failed && now.duration_since(self.last_sent) >= s.refresh {
+                self.last_sent = now;
+                return Some(self.event(ArnType::FailureDetected, 255, true, now, start));
+            }
+            return None;
+        }
+        let backlog = if self.virtual_queue {
+            queues?.backlog_now(self.ifindex)?.min(u32::MAX as u64) as u32
+        } else {
+            let qdisc = match roots {
+                Ok(r) => {
+                    r.get(&self.ifindex)
+                        .cloned()
+                        .unwrap_or_default()
+                        .backlog_bytes
+                }
+                Err(_) => return None,
+            };
+            // Plus the bytes in the driver's transmit rings, where it has BQL.
+            let ring = self
+                .bql
+                .as_mut()
+                .and_then(|b| b.inflight().ok())
+                .unwrap_or(0);
+            qdisc.saturating_add(ring.min(u64::from(u32::MAX)) as u32)
+        };
+        self.last_backlog = backlog;
+        match self.hysteresis.sample_at(backlog, now) {
+            Some(Edge::Up(metric)) => {
+                self.last_sent = now;
+                Some(self.event(ArnType::CongestionDetected, metric, false, now, start))
+            }
+            Some(Edge::Down) => {
+                self.last_sent = now;
+                Some(self.event(ArnType::CongestionEliminated, 0, false, now, start))
+            }
+            None if self.hysteresis.congested
+                && now.duration_since(self.last_sent) >= s.refresh =>
+            {
+                self.last_sent = now;
+                let metric = self.hysteresis.metric(backlog);
+                Some(self.event(ArnType::CongestionDetected, metric, true, now, start))
+            }
+            None => None,
+        }
+    }
+
     fn event(
         &self,
         kind: ArnType,
@@ -559,12 +618,11 @@ pub fn spawn(
     extras: MonitorExtras,
 ) -> io::Result<std::thread::JoinHandle<()>> {
     let MonitorExtras {
-        queues,
+        mut queues,
         multicast,
         signals,
         thresholds,
     } = extras;
-    let mut queues = queues;
     let mut reader = QueueReader::new()?;
     // The driver's carrier, read at once (IFF_RUNNING follows it only when the kernel's
     // linkwatch runs, up to a second later); IFF_RUNNING where the driver cannot tell.
@@ -583,51 +641,17 @@ pub fn spawn(
             let interval = config.interval();
             let link_every = (1_000u64 / interval.as_micros().max(1) as u64).max(1);
             let start = Instant::now();
-            let mut watched: Vec<Watched> = config
-                .interfaces
-                .iter()
-                .map(|c| {
-                    let mut cfg = c.clone();
-                    if cfg.notify.is_empty() {
-                        cfg.notify = default_notify.clone();
-                    }
-                    let ifindex = transport::ifindex(&cfg.interface);
-                    let virtual_queue = queues
-                        .as_mut()
-                        .is_some_and(|q| q.set_thresholds(ifindex, cfg.high_bytes, cfg.low_bytes));
-                    let bql = if virtual_queue {
-                        None
-                    } else {
-                        super::bql::Bql::open(std::path::Path::new(super::bql::SYS_CLASS_NET), &cfg.interface)
-                    };
-                    let signal = match (virtual_queue, &bql) {
-                        (true, _) => super::bql::Signal::VirtualQueue,
-                        (false, Some(_)) => super::bql::Signal::QdiscAndBql,
-                        (false, None) => super::bql::Signal::Qdisc,
-                    };
-                    info!(interface = %cfg.interface, signal = signal.describe(), "ARN monitor: congestion signal");
-                    if let Some(s) = &signals {
-                        let mut s = s.write().unwrap_or_else(|e| e.into_inner());
-                        let line = format!("{}: {}", cfg.interface, signal.describe());
-                        match s.iter_mut().find(|l| l.split(':').next() == Some(cfg.interface.as_str())) {
-                            Some(l) => *l = line,
-                            None => s.push(line),
-                        }
-                    }
-                    Watched {
-                        bql,
-                        ifindex,
-                        hysteresis: Hysteresis::new(cfg.high_bytes, cfg.low_bytes, cfg.limit())
-                            .with_clear(Duration::from_millis(cfg.clear_ms)),
-                        cfg,
-                        running: None,
-                        failed: false,
-                        virtual_queue,
-                        last_backlog: 0,
-                        last_sent: start,
-                    }
-                })
-                .collect();
+            let mut watched = Vec::with_capacity(config.interfaces.len());
+            for c in &config.interfaces {
+                let signals = signals.as_deref();
+                watched.push(watch(
+                    c,
+                    &default_notify,
+                    queues.as_deref_mut(),
+                    signals,
+                    start,
+                ));
+            }
             let any_qdisc = watched.iter().any(|w| !w.virtual_queue);
             let deliver = |out: Vec<MonitorEvent>| -> bool {
                 for mut e in out {
@@ -659,28 +683,7 @@ pub fn spawn(
                                 .or_else(|| reader.link_running(w.ifindex).ok())
                         })
                         .collect();
-                    for i in 0..watched.len() {
-                        let Some(up) = states[i] else { continue };
-                        let was = watched[i].running.replace(up);
-                        if was == Some(true) && !up {
-                            let path = watched[i].cfg.path_id;
-                            let alternative = watched.iter().enumerate().any(|(j, o)| {
-                                j != i && o.cfg.path_id == path && states[j] == Some(true)
-                            });
-                            watched[i].hysteresis.reset();
-                            if alternative {
-                                info!(interface = %watched[i].cfg.interface, "link down; a parallel link to the same node remains: no ARN");
-                            } else {
-                                watched[i].failed = true;
-                                watched[i].last_sent = now;
-                                out.push(watched[i].event(ArnType::FailureDetected, 255, false, now, start));
-                            }
-                        } else if up && was == Some(false) && watched[i].failed {
-                            watched[i].failed = false;
-                            watched[i].last_sent = now;
-                            out.push(watched[i].event(ArnType::FailureEliminated, 0, false, now, start));
-                        }
-                    }
+                    out.extend(link_events(&mut watched, &states, now, start));
                 }
                 // Queue backlog: one dump for every watched qdisc; virtual queues from
                 // the program's map.
@@ -689,47 +692,13 @@ pub fn spawn(
                 } else {
                     Ok(Default::default())
                 };
+                let sample = Sample {
+                    now,
+                    start,
+                    refresh,
+                };
                 for w in watched.iter_mut() {
-                    if w.running == Some(false) {
-                        if w.failed && now.duration_since(w.last_sent) >= refresh {
-                            w.last_sent = now;
-                            out.push(w.event(ArnType::FailureDetected, 255, true, now, start));
-                        }
-                        continue;
-                    }
-                    let backlog = if w.virtual_queue {
-                        match queues.as_ref().and_then(|q| q.backlog_now(w.ifindex)) {
-                            Some(b) => b.min(u32::MAX as u64) as u32,
-                            None => continue,
-                        }
-                    } else {
-                        let qdisc = match &roots {
-                            Ok(r) => r.get(&w.ifindex).cloned().unwrap_or_default().backlog_bytes,
-                            Err(_) => continue,
-                        };
-                        // Plus the bytes in the driver's transmit rings, where it has BQL.
-                        let ring = w.bql.as_mut().and_then(|b| b.inflight().ok()).unwrap_or(0);
-                        qdisc.saturating_add(ring.min(u64::from(u32::MAX)) as u32)
-                    };
-                    w.last_backlog = backlog;
-                    match w.hysteresis.sample_at(backlog, now) {
-                        Some(Edge::Up(metric)) => {
-                            w.last_sent = now;
-                            out.push(w.event(ArnType::CongestionDetected, metric, false, now, start));
-                        }
-                        Some(Edge::Down) => {
-                            w.last_sent = now;
-                            out.push(w.event(ArnType::CongestionEliminated, 0, false, now, start));
-                        }
-                        None if w.hysteresis.congested
-                            && now.duration_since(w.last_sent) >= refresh =>
-                        {
-                            w.last_sent = now;
-                            let metric = w.hysteresis.metric(backlog);
-                            out.push(w.event(ArnType::CongestionDetected, metric, true, now, start));
-                        }
-                        None => {}
-                    }
+                    out.extend(w.sample(queues.as_deref(), &roots, &sample));
                 }
                 if !deliver(out) {
                     return;
@@ -747,30 +716,141 @@ pub fn spawn(
                         std::thread::sleep(next - now);
                         continue;
                     };
-                    let mut out = Vec::new();
-                    for e in ring.wait(next - now) {
-                        let now = Instant::now();
-                        let Some(w) = watched
-                            .iter_mut()
-                            .find(|w| w.virtual_queue && w.ifindex == e.ifindex)
-                        else {
-                            continue;
-                        };
-                        let backlog = e.backlog.min(u32::MAX as u64) as u32;
-                        w.last_backlog = backlog;
-                        if let Some(Edge::Up(metric)) = w.hysteresis.sample_at(backlog, now) {
-                            w.last_sent = now;
-                            let mut ev = w.event(ArnType::CongestionDetected, metric, false, now, start);
-                            ev.crossed_ns = e.t_ns;
-                            out.push(ev);
-                        }
-                    }
+                    let out = crossings(&mut watched, ring.wait(next - now), start);
                     if !deliver(out) {
                         return;
                     }
                 }
             }
         })
+}
+
+/// A watched port from its configuration: its congestion signal (the program's virtual
+/// queue where there is one, else the qdisc and BQL, else the qdisc), published in
+/// `signals`.
+fn watch(
+    c: &MonitoredInterface,
+    default_notify: &[IpAddr],
+    queues: Option<&mut (dyn QueueSource + 'static)>,
+    signals: Option<&std::sync::RwLock<Vec<String>>>,
+    start: Instant,
+) -> Watched {
+    let mut cfg = c.clone();
+    if cfg.notify.is_empty() {
+        cfg.notify = default_notify.to_vec();
+    }
+    let ifindex = transport::ifindex(&cfg.interface);
+    let virtual_queue =
+        queues.is_some_and(|q| q.set_thresholds(ifindex, cfg.high_bytes, cfg.low_bytes));
+    let bql = if virtual_queue {
+        None
+    } else {
+        super::bql::Bql::open(
+            std::path::Path::new(super::bql::SYS_CLASS_NET),
+            &cfg.interface,
+        )
+    };
+    let signal = match (virtual_queue, &bql) {
+        (true, _) => super::bql::Signal::VirtualQueue,
+        (false, Some(_)) => super::bql::Signal::QdiscAndBql,
+        (false, None) => super::bql::Signal::Qdisc,
+    };
+    info!(interface = %cfg.interface, signal = signal.describe(), "ARN monitor: congestion signal");
+    if let Some(s) = signals {
+        let mut s = s.write().unwrap_or_else(|e| e.into_inner());
+        let line = format!("{}: {}", cfg.interface, signal.describe());
+        match s
+            .iter_mut()
+            .find(|l| l.split(':').next() == Some(cfg.interface.as_str()))
+        {
+            Some(l) => *l = line,
+            None => s.push(line),
+        }
+    }
+    Watched {
+        bql,
+        ifindex,
+        hysteresis: Hysteresis::new(cfg.high_bytes, cfg.low_bytes, cfg.limit())
+            .with_clear(Duration::from_millis(cfg.clear_ms)),
+        cfg,
+        running: None,
+        failed: false,
+        virtual_queue,
+        last_backlog: 0,
+        last_sent: start,
+    }
+}
+
+/// Failure ARNs from the ports' link states (`states[i]` of `watched[i]`, None when
+/// unknown): a port that went down sends Type 3 unless a parallel link to the same node
+/// (same Path ID) is still up; one that came back after a failure sends Type 4.
+fn link_events(
+    watched: &mut [Watched],
+    states: &[Option<bool>],
+    now: Instant,
+    start: Instant,
+) -> Vec<MonitorEvent> {
+    let mut out = Vec::new();
+    for i in 0..watched.len() {
+        let Some(up) = states[i] else { continue };
+        let was = watched[i].running.replace(up);
+        if was == Some(true) && !up {
+            let path = watched[i].cfg.path_id;
+            let alternative = watched
+                .iter()
+                .enumerate()
+                .any(|(j, o)| j != i && o.cfg.path_id == path && states[j] == Some(true));
+            watched[i].hysteresis.reset();
+            if alternative {
+                info!(interface = %watched[i].cfg.interface, "link down; a parallel link to the same node remains: no ARN");
+            } else {
+                watched[i].failed = true;
+                watched[i].last_sent = now;
+                out.push(watched[i].event(ArnType::FailureDetected, 255, false, now, start));
+            }
+        } else if up && was == Some(false) && watched[i].failed {
+            watched[i].failed = false;
+            watched[i].last_sent = now;
+            out.push(watched[i].event(ArnType::FailureEliminated, 0, false, now, start));
+        }
+    }
+    out
+}
+
+/// The clock of one sample of every port.
+struct Sample {
+    now: Instant,
+    start: Instant,
+    /// How often a standing condition is sent again.
+    refresh: Duration,
+}
+
+/// The congestion ARNs of the program's threshold crossings (virtual queues), between
+/// two samples: only a rising edge goes out at once, stamped with the crossing's time.
+fn crossings(
+    watched: &mut [Watched],
+    crossed: Vec<QueueCrossing>,
+    start: Instant,
+) -> Vec<MonitorEvent> {
+    let mut out = Vec::new();
+    for e in crossed {
+        let now = Instant::now();
+        let Some(w) = watched
+            .iter_mut()
+            .find(|w| w.virtual_queue && w.ifindex == e.ifindex)
+        else {
+            continue;
+        };
+        let backlog = e.backlog.min(u32::MAX as u64) as u32;
+        w.last_backlog = backlog;
+        if let Some(Edge::Up(metric)) = w.hysteresis.sample_at(backlog, now) {
+            w.last_sent = now;
+            let mut ev = w.event(ArnType::CongestionDetected, metric, false, now, start);
+            ev.crossed_ns = e.t_ns;
+            out.push(ev);
+        }
+    }
+    out
 }
 
 /// SCHED_FIFO at `priority` for the calling thread (0: leave it alone); without the

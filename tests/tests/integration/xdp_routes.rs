@@ -10,7 +10,9 @@
 //! its last case's routes.
 
 use anyhow::{ensure, Context, Result};
-use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr, Member};
+use fare::dataplane::chain::Chain;
+use fare::dataplane::{Dataplane, Group, GroupMode, MacAddr, Member, Offers};
+use fare::dp_kernel::KernelDataplane;
 use fare::dp_xdp::{TestRunOptions, XdpDataplane, XdpOptions};
 use fare_integration::inns;
 use fare_integration::packets::udp4_frame;
@@ -258,68 +260,72 @@ fn fail(e: impl std::fmt::Display) -> TestCaseError {
 /// With `egress_spray` the agent runs XDP as the primary of a chain whose follower is
 /// the kernel (host routes). The IPv4 table runs out of blocks (1,024; a /32 alone in
 /// its /16 takes two: one for its /16, one for its /24), so the last route is left to
-/// the trie; once a route is removed and its
-/// block's grace period is over, the data plane's upkeep (`maintain`, called by the agent
-/// every second) must reach the XDP backend through the chain and give the route its
-/// entries again. A chain that answers `maintain` itself never refills the table.
+/// the trie; once a route is removed and its blocks' grace period is over, the data
+/// plane's upkeep (`maintain`, called by the agent every second) must reach the XDP
+/// backend through the chain and give the route its entries again. A chain that answers
+/// `maintain` itself never refills the table.
 #[test]
 fn xdp_routes_refilled_through_the_host_routes_chain() -> Result<()> {
-    use fare::dataplane::chain::Chain;
-    use fare::dp_kernel::KernelDataplane;
-    const BLOCKS: usize = 1024; // fare_common::dir4::MAX_BLOCKS
-    with_router(
-        "xdp_routes_refilled_through_the_host_routes_chain",
-        "xc",
-        |node| {
-            let rt = runtime()?;
-            let _enter = rt.enter();
-            let xdp = XdpDataplane::open(&XdpOptions::new(node.to_string(), vec![]))?;
-            let kernel = rt.block_on(KernelDataplane::open(&["e1".to_string()]))?;
-            let mut chain = Chain::new(xdp).then(Box::new(kernel));
-            ensure!(
-                fare::dataplane::Offers::of(&mut chain) == XdpDataplane::OFFERS,
-                "the chain offers what its XDP primary offers"
-            );
-            // /24s in distinct /16s of 20.0.0.0/6: each needs a block of its own. Members name
-            // a next hop on e1 (the kernel's route) and its MAC (XDP's rewrite).
-            let groups: Vec<Group> = (0..=BLOCKS)
-                .map(|i| {
-                    let mut g = tagged(&format!("{}.{}.7.0/24", 20 + i / 256, i % 256), 1)?;
-                    g.members[0].next_hop = Some("10.1.1.1".parse()?);
-                    g.members[0].neighbor_mac =
-                        Some(MacAddr([2, 0, 0, 0x77, 0, (i % 250) as u8 + 1]));
-                    Ok(g)
-                })
-                .collect::<Result<_>>()?;
-            for r in rt.block_on(chain.install_batch(&groups)) {
-                r?;
-            }
-            let last = Ipv4Addr::new(24, 0, 7, 9); // in the route installed last
-            let want = Some((BLOCKS % 250) as u8 + 1);
-            ensure!(
-                route_of(chain.primary(), last)? == want,
-                "the trie forwards it"
-            );
-            ensure!(
-                chain.primary().ipv4_table_route(last).is_none(),
-                "with every block taken, the last /32 should be left to the trie"
-            );
-            rt.block_on(chain.remove(groups[0].prefix))?;
-            // The freed block is reused only after its grace period (20 ms).
-            std::thread::sleep(std::time::Duration::from_millis(100));
-            rt.block_on(chain.maintain())?;
-            ensure!(
-                chain.primary().ipv4_table_route(last).is_some(),
-                "maintain through the chain did not refill the IPv4 table"
-            );
-            ensure!(
-                route_of(chain.primary(), last)? == want,
-                "refilled entry forwards elsewhere"
-            );
-            for g in &groups[1..] {
-                rt.block_on(chain.remove(g.prefix))?;
-            }
-            Ok(())
-        },
-    )
+    let test = "xdp_routes_refilled_through_the_host_routes_chain";
+    with_router(test, "xc", |node| {
+        let rt = runtime()?;
+        let _enter = rt.enter();
+        let xdp = XdpDataplane::open(&XdpOptions::new(node.to_string(), vec![]))?;
+        let kernel = rt.block_on(KernelDataplane::open(&["e1".to_string()]))?;
+        let mut chain = Chain::new(xdp).then(Box::new(kernel));
+        ensure!(
+            Offers::of(&mut chain) == XdpDataplane::OFFERS,
+            "the chain offers what its XDP primary offers"
+        );
+        let groups = host_routes(BLOCKS / 2 + 1)?;
+        for r in rt.block_on(chain.install_batch(&groups)) {
+            r?;
+        }
+        let last = Ipv4Addr::new(22, 0, 7, 9); // the route installed last
+        let want = Some(tag_of(BLOCKS / 2));
+        ensure!(
+            route_of(chain.primary(), last)? == want,
+            "the trie forwards it"
+        );
+        ensure!(
+            chain.primary().ipv4_table_route(last).is_none(),
+            "with every block taken, the last /32 should be left to the trie"
+        );
+        rt.block_on(chain.remove(groups[0].prefix))?;
+        // The freed blocks are reused only after their grace period (20 ms).
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        rt.block_on(chain.maintain())?;
+        ensure!(
+            chain.primary().ipv4_table_route(last).is_some(),
+            "maintain through the chain did not refill the IPv4 table"
+        );
+        ensure!(
+            route_of(chain.primary(), last)? == want,
+            "the refilled entry forwards elsewhere"
+        );
+        for g in &groups[1..] {
+            rt.block_on(chain.remove(g.prefix))?;
+        }
+        chain.into_primary().destroy()?;
+        Ok(())
+    })
+}
+
+/// Blocks of the IPv4 table (`fare_common::dir4::MAX_BLOCKS`).
+const BLOCKS: usize = 1024;
+
+fn tag_of(i: usize) -> u8 {
+    (i % 250) as u8 + 1
+}
+
+/// `n` host routes, /32s in distinct /16s of 20.0.0.0/6 (two blocks each). Members name
+/// a next hop on e1 (the kernel's route) and a MAC (XDP's rewrite) tagged by route.
+fn host_routes(n: usize) -> Result<Vec<Group>> {
+    (0..n)
+        .map(|i| {
+            let mut g = tagged(&format!("{}.{}.7.9/32", 20 + i / 256, i % 256), tag_of(i))?;
+            g.members[0].next_hop = Some("10.1.1.1".parse()?);
+            Ok(g)
+        })
+        .collect()
 }
