@@ -300,27 +300,7 @@ pub async fn run(config: AgentConfig, source: Option<reload::Source>) -> Result<
         .await
         .map_err(AgentError::FlowRules)?;
 
-    let socket = mgmt::server::bind(&config.management.socket).await?;
-    let mgmt = mgmt::server::serve(socket, ctx.clone()).await?;
-    info!(socket = %config.management.socket.display(), "management API listening");
-    let mgmt_tcp = match (config.management.address, &config.management.tls) {
-        (Some(addr), Some(tls)) => {
-            let task = mgmt::server::serve_tcp(addr, tls, ctx.clone()).await?;
-            info!(%addr, "management API listening on TCP (TLS, client certificates)");
-            Some(task)
-        }
-        _ => None,
-    };
-    let metrics = match config.management.metrics {
-        Some(addr) => {
-            let task = metrics::serve(addr, ctx.clone())
-                .await
-                .map_err(|source| AgentError::Metrics { addr, source })?;
-            info!(%addr, "metrics listening");
-            Some(task)
-        }
-        None => None,
-    };
+    let servers = Servers::start(&ctx).await?;
 
     let mut tasks = JoinSet::new();
     let runs_bgp = protocols::spawn(&ctx, &mut tasks);
@@ -332,46 +312,14 @@ pub async fn run(config: AgentConfig, source: Option<reload::Source>) -> Result<
             speaker.started().await;
         }
     };
-    tokio::pin!(sessions);
-    let mut ready = false;
 
-    let mut failure = None;
-    loop {
-        tokio::select! {
-            _ = &mut sessions, if !ready => {
-                ready = true;
-                systemd::ready(&ready_status(&config));
-            }
-            _ = shutdown.cancelled() => break,
-            Some(done) = tasks.join_next() => match done {
-                Ok((name, Ok(()))) => info!(task = name, "task finished"),
-                Ok((name, Err(e))) => {
-                    error!(task = name, "task failed: {e}");
-                    failure = Some(AgentError::Protocol { task: name, source: e });
-                    shutdown.cancel();
-                    break;
-                }
-                Err(e) => {
-                    error!("task panicked: {e}");
-                    failure = Some(AgentError::TaskPanicked(e));
-                    shutdown.cancel();
-                    break;
-                }
-            },
-        }
-    }
+    let failure = supervise(&mut tasks, &shutdown, sessions, &config).await;
 
     systemd::stopping();
     info!("agent stopping; data plane state is left in place");
     let drain = async {
         while tasks.join_next().await.is_some() {}
-        let _ = mgmt.await;
-        if let Some(t) = mgmt_tcp {
-            let _ = t.await;
-        }
-        if let Some(m) = metrics {
-            let _ = m.await;
-        }
+        servers.stopped().await;
     };
     if tokio::time::timeout(SHUTDOWN_GRACE, drain).await.is_err() {
         warn!("tasks did not stop within {SHUTDOWN_GRACE:?}; exiting anyway");
@@ -388,6 +336,83 @@ pub async fn run(config: AgentConfig, source: Option<reload::Source>) -> Result<
     }
     info!("agent stopped");
     failure.map_or(Ok(()), Err)
+}
+
+/// The management API (Unix socket, and TCP with TLS when configured) and the metrics
+/// endpoint, serving until shutdown.
+struct Servers {
+    mgmt: tokio::task::JoinHandle<()>,
+    tcp: Option<tokio::task::JoinHandle<()>>,
+    metrics: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Servers {
+    async fn start(ctx: &AgentContext) -> Result<Servers, AgentError> {
+        let m = &ctx.config.management;
+        let socket = mgmt::server::bind(&m.socket).await?;
+        let mgmt = mgmt::server::serve(socket, ctx.clone()).await?;
+        info!(socket = %m.socket.display(), "management API listening");
+        let tcp = match (m.address, &m.tls) {
+            (Some(addr), Some(tls)) => {
+                let task = mgmt::server::serve_tcp(addr, tls, ctx.clone()).await?;
+                info!(%addr, "management API listening on TCP (TLS, client certificates)");
+                Some(task)
+            }
+            _ => None,
+        };
+        let metrics = match m.metrics {
+            Some(addr) => {
+                let task = metrics::serve(addr, ctx.clone())
+                    .await
+                    .map_err(|source| AgentError::Metrics { addr, source })?;
+                info!(%addr, "metrics listening");
+                Some(task)
+            }
+            None => None,
+        };
+        Ok(Servers { mgmt, tcp, metrics })
+    }
+
+    async fn stopped(self) {
+        let _ = self.mgmt.await;
+        for task in [self.tcp, self.metrics].into_iter().flatten() {
+            let _ = task.await;
+        }
+    }
+}
+
+/// Runs until shutdown or the first task that fails (which starts the shutdown); READY
+/// once `sessions` are configured. The failure, if one ended it.
+async fn supervise(
+    tasks: &mut JoinSet<(&'static str, protocols::ProtocolResult)>,
+    shutdown: &CancellationToken,
+    sessions: impl std::future::Future<Output = ()>,
+    config: &AgentConfig,
+) -> Option<AgentError> {
+    tokio::pin!(sessions);
+    let mut ready = false;
+    loop {
+        tokio::select! {
+            _ = &mut sessions, if !ready => {
+                ready = true;
+                systemd::ready(&ready_status(config));
+            }
+            _ = shutdown.cancelled() => return None,
+            Some(done) = tasks.join_next() => match done {
+                Ok((name, Ok(()))) => info!(task = name, "task finished"),
+                Ok((name, Err(e))) => {
+                    error!(task = name, "task failed: {e}");
+                    shutdown.cancel();
+                    return Some(AgentError::Protocol { task: name, source: e });
+                }
+                Err(e) => {
+                    error!("task panicked: {e}");
+                    shutdown.cancel();
+                    return Some(AgentError::TaskPanicked(e));
+                }
+            },
+        }
+    }
 }
 
 /// The status line sent with READY=1.
