@@ -1,4 +1,3 @@
-
 use super::*;
 use fare_dataplane::MacAddr;
 use std::collections::BTreeMap;
