@@ -16,6 +16,35 @@ impl P4RuntimeDataplane {
             .map(|i| i.group_id)
             .ok_or(DataplaneError::NoSuchGroup(prefix))?;
         let old: Vec<InstalledColor> = self.colors.remove(&prefix).unwrap_or_default();
+        let (new, mut result) = self.write_color_groups(group, colors, &old).await;
+        let mut updates = self.color_entries(route_gid, &old, &new)?;
+        updates.extend(self.fallback_entries(prefix, route_gid, &old, &new)?);
+        if !updates.is_empty() {
+            if let Err(e) = self.write(updates).await {
+                result = Err(err(e));
+            }
+        }
+        // Colors that are gone: their entries are already deleted above.
+        for o in old {
+            if !new.iter().any(|n| n.color == o.color) {
+                self.drop_profile(&o.inst).await;
+            }
+        }
+        if !new.is_empty() {
+            self.colors.insert(prefix, new);
+        }
+        result
+    }
+
+    /// The per-color groups, each written make-before-break unless the installed one
+    /// forwards the same way; a color that fails is left out (the last error returned).
+    async fn write_color_groups(
+        &mut self,
+        group: &Group,
+        colors: &[ColorGroup],
+        old: &[InstalledColor],
+    ) -> (Vec<InstalledColor>, Result<(), DataplaneError>) {
+        let prefix = group.prefix;
         let mut new: Vec<InstalledColor> = Vec::with_capacity(colors.len());
         let mut result = Ok(());
         for c in colors {
@@ -63,10 +92,20 @@ impl P4RuntimeDataplane {
                 inst,
             });
         }
-        let d = self.program.dpf.clone();
+        (new, result)
+    }
+
+    /// `color_group`: one entry per active color (inserted, repointed, or deleted when the
+    /// color went inactive or away).
+    fn color_entries(
+        &self,
+        route_gid: u16,
+        old: &[InstalledColor],
+        new: &[InstalledColor],
+    ) -> Result<Vec<p4::Update>, DataplaneError> {
+        let d = &self.program.dpf;
         let mut updates = Vec::new();
-        // color_group: one entry per active color.
-        for n in &new {
+        for n in new {
             let was = old.iter().find(|o| o.color == n.color);
             let was_active = was.is_some_and(|o| o.active);
             let same_gid = was.is_some_and(|o| o.inst.group_id == n.inst.group_id);
@@ -96,8 +135,21 @@ impl P4RuntimeDataplane {
                 ));
             }
         }
-        // group_fallback: the route's group -> its first backup color; an active color ->
-        // the route's group when that has other members, else the first backup color.
+        Ok(updates)
+    }
+
+    /// `group_fallback`: the route's group -> its first backup color; an active color ->
+    /// the route's group when that has other members, else the first backup color.
+    /// Records what it asks for in `self.fallbacks`.
+    fn fallback_entries(
+        &mut self,
+        prefix: IpNet,
+        route_gid: u16,
+        old: &[InstalledColor],
+        new: &[InstalledColor],
+    ) -> Result<Vec<p4::Update>, DataplaneError> {
+        let d = self.program.dpf.clone();
+        let mut updates = Vec::new();
         let backup = new.iter().find(|n| !n.active).map(|n| n.inst.group_id);
         let route_members: Vec<(String, Option<MacAddr>)> = self
             .groups
@@ -149,20 +201,6 @@ impl P4RuntimeDataplane {
                 None => self.fallbacks.remove(gid),
             };
         }
-        if !updates.is_empty() {
-            if let Err(e) = self.write(updates).await {
-                result = Err(err(e));
-            }
-        }
-        // Colors that are gone: their entries are already deleted above.
-        for o in old {
-            if !new.iter().any(|n| n.color == o.color) {
-                self.drop_profile(&o.inst).await;
-            }
-        }
-        if !new.is_empty() {
-            self.colors.insert(prefix, new);
-        }
-        result
+        Ok(updates)
     }
 }

@@ -135,6 +135,11 @@ pub(super) fn failed_updates(e: &P4rtError, count: usize) -> Vec<(usize, bool, S
     }
 }
 
+/// A table of ids ran out.
+fn exhausted(what: &str) -> DataplaneError {
+    DataplaneError::backend(BACKEND, format!("out of {what}"))
+}
+
 impl P4RuntimeDataplane {
     /// The ARN removal slot for (port, prefix), 0 when no ARN path maps to it.
     pub(super) fn slot_for(&self, prefix: IpNet, port: u32) -> u16 {
@@ -573,113 +578,10 @@ impl P4RuntimeDataplane {
         let old = job.old.as_ref();
         let prog = self.program.clone();
         let port_bits = prog.set_nexthop.port.bits;
-        let exhausted = |what: &str| DataplaneError::backend(BACKEND, format!("out of {what}"));
-
-        // Keep counter indices of members that survive (same port and MAC).
-        let mut counters = Vec::with_capacity(group.members.len());
-        for (m, port) in group.members.iter().zip(ports) {
-            let kept = old.and_then(|o| {
-                o.group
-                    .members
-                    .iter()
-                    .zip(&o.members)
-                    .find(|(om, im)| im.port == *port && om.neighbor_mac == m.neighbor_mac)
-                    .map(|(_, im)| im.counter)
-            });
-            let c = match kept {
-                Some(c) if !counters.contains(&c) => c,
-                _ => {
-                    let c = self
-                        .counters
-                        .take()
-                        .ok_or_else(|| exhausted("member counters"))?
-                        as u16;
-                    taken.counters.push(c);
-                    c
-                }
-            };
-            counters.push(c);
-        }
-
-        // The anchor port never gets a watch port, so the group can never be all-inactive.
-        let anchor = group
-            .members
-            .iter()
-            .zip(ports)
-            .zip(&job.active)
-            .filter(|(_, a)| **a)
-            .max_by_key(|((m, _), _)| m.weight)
-            .map(|((_, p), _)| *p);
-
-        let mut installed_members = Vec::with_capacity(group.members.len());
-        let mut member_updates = Vec::new();
-        let mut group_members = Vec::new();
-        for (i, (m, port)) in group.members.iter().zip(ports).enumerate() {
-            let slot = self.slot_for(group.prefix, *port);
-            let mut ids = Vec::new();
-            if job.active.get(i).copied().unwrap_or(true) {
-                let copies = match self.options.form {
-                    GroupForm::Weighted => 1,
-                    GroupForm::Replicated => m.weight,
-                };
-                for _ in 0..copies {
-                    let id = self
-                        .member_ids
-                        .take()
-                        .ok_or_else(|| exhausted("member ids"))?;
-                    taken.members.push(id);
-                    ids.push(id);
-                    let entity = prog
-                        .member(
-                            id,
-                            *port,
-                            macs[i],
-                            self.options.router_mac,
-                            slot,
-                            counters[i],
-                        )
-                        .map_err(err)?;
-                    member_updates.push(update_of(
-                        p4::update::Type::Insert,
-                        p4::entity::Entity::ActionProfileMember(entity),
-                    ));
-                    let weight = match self.options.form {
-                        GroupForm::Weighted => i32::try_from(m.weight).unwrap_or(i32::MAX),
-                        GroupForm::Replicated => 1,
-                    };
-                    group_members.push(GroupMember {
-                        member_id: id,
-                        weight,
-                        watch_port: (self.options.watch_ports && Some(*port) != anchor)
-                            .then_some(*port),
-                    });
-                }
-            }
-            installed_members.push(InstalledMember {
-                port: *port,
-                member_ids: ids,
-                counter: counters[i],
-                arn_slot: slot,
-                active: job.active.get(i).copied().unwrap_or(true),
-            });
-        }
-
-        let pg = self
-            .profile_groups
-            .take()
-            .ok_or_else(|| exhausted("profile group ids"))?;
-        taken.profile_group = Some(pg);
-        let group_id = match old {
-            Some(o) => o.group_id,
-            None => {
-                let g = self
-                    .group_ids
-                    .take()
-                    .ok_or_else(|| exhausted("group ids"))? as u16;
-                taken.group_id = Some(g);
-                g
-            }
-        };
+        let counters = self.member_counters(job, ports, taken)?;
+        let (installed_members, member_updates, group_members) =
+            self.members(job, ports, macs, &counters, taken)?;
+        let (pg, group_id) = self.group_ids_for(old, taken)?;
         let profile = prog
             .profile_group(pg, &group_members, port_bits)
             .map_err(err)?;
@@ -748,6 +650,149 @@ impl P4RuntimeDataplane {
             failure: None,
             job: job.clone(),
         })
+    }
+
+    /// The counter index of each member: a member that survives (same port and MAC) keeps
+    /// its own, the others take new ones.
+    fn member_counters(
+        &mut self,
+        job: &Job,
+        ports: &[u32],
+        taken: &mut Taken,
+    ) -> Result<Vec<u16>, DataplaneError> {
+        let group = &job.group;
+        let old = job.old.as_ref();
+        let mut counters = Vec::with_capacity(group.members.len());
+        for (m, port) in group.members.iter().zip(ports) {
+            let kept = old.and_then(|o| {
+                o.group
+                    .members
+                    .iter()
+                    .zip(&o.members)
+                    .find(|(om, im)| im.port == *port && om.neighbor_mac == m.neighbor_mac)
+                    .map(|(_, im)| im.counter)
+            });
+            let c = match kept {
+                Some(c) if !counters.contains(&c) => c,
+                _ => {
+                    let c = self
+                        .counters
+                        .take()
+                        .ok_or_else(|| exhausted("member counters"))?
+                        as u16;
+                    taken.counters.push(c);
+                    c
+                }
+            };
+            counters.push(c);
+        }
+
+        Ok(counters)
+    }
+
+    /// The action-profile members of `job` (one per member, or one per unit of weight in
+    /// the replicated form; inactive members none), their inserts, and the group's view of
+    /// them.
+    #[allow(clippy::type_complexity)]
+    fn members(
+        &mut self,
+        job: &Job,
+        ports: &[u32],
+        macs: &[MacAddr],
+        counters: &[u16],
+        taken: &mut Taken,
+    ) -> Result<(Vec<InstalledMember>, Vec<p4::Update>, Vec<GroupMember>), DataplaneError> {
+        let group = &job.group;
+        let prog = self.program.clone();
+        // The anchor port never gets a watch port, so the group can never be all-inactive.
+        let anchor = group
+            .members
+            .iter()
+            .zip(ports)
+            .zip(&job.active)
+            .filter(|(_, a)| **a)
+            .max_by_key(|((m, _), _)| m.weight)
+            .map(|((_, p), _)| *p);
+
+        let mut installed_members = Vec::with_capacity(group.members.len());
+        let mut member_updates = Vec::new();
+        let mut group_members = Vec::new();
+        for (i, (m, port)) in group.members.iter().zip(ports).enumerate() {
+            let slot = self.slot_for(group.prefix, *port);
+            let mut ids = Vec::new();
+            if job.active.get(i).copied().unwrap_or(true) {
+                let copies = match self.options.form {
+                    GroupForm::Weighted => 1,
+                    GroupForm::Replicated => m.weight,
+                };
+                for _ in 0..copies {
+                    let id = self
+                        .member_ids
+                        .take()
+                        .ok_or_else(|| exhausted("member ids"))?;
+                    taken.members.push(id);
+                    ids.push(id);
+                    let entity = prog
+                        .member(
+                            id,
+                            *port,
+                            macs[i],
+                            self.options.router_mac,
+                            slot,
+                            counters[i],
+                        )
+                        .map_err(err)?;
+                    member_updates.push(update_of(
+                        p4::update::Type::Insert,
+                        p4::entity::Entity::ActionProfileMember(entity),
+                    ));
+                    let weight = match self.options.form {
+                        GroupForm::Weighted => i32::try_from(m.weight).unwrap_or(i32::MAX),
+                        GroupForm::Replicated => 1,
+                    };
+                    group_members.push(GroupMember {
+                        member_id: id,
+                        weight,
+                        watch_port: (self.options.watch_ports && Some(*port) != anchor)
+                            .then_some(*port),
+                    });
+                }
+            }
+            installed_members.push(InstalledMember {
+                port: *port,
+                member_ids: ids,
+                counter: counters[i],
+                arn_slot: slot,
+                active: job.active.get(i).copied().unwrap_or(true),
+            });
+        }
+
+        Ok((installed_members, member_updates, group_members))
+    }
+
+    /// A new profile group id, and the group id: the replaced group's, or a new one.
+    fn group_ids_for(
+        &mut self,
+        old: Option<&Installed>,
+        taken: &mut Taken,
+    ) -> Result<(u32, u16), DataplaneError> {
+        let pg = self
+            .profile_groups
+            .take()
+            .ok_or_else(|| exhausted("profile group ids"))?;
+        taken.profile_group = Some(pg);
+        let group_id = match old {
+            Some(o) => o.group_id,
+            None => {
+                let g = self
+                    .group_ids
+                    .take()
+                    .ok_or_else(|| exhausted("group ids"))? as u16;
+                taken.group_id = Some(g);
+                g
+            }
+        };
+        Ok((pg, group_id))
     }
 
     /// Frees ids a plan took before it failed to build.
