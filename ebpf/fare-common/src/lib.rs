@@ -63,8 +63,31 @@ pub mod map_names {
     pub const FLOWLETS: &str = "FLOWLETS";
 }
 
-/// Name of the XDP program in the object.
+/// Name of the XDP program in the object: the entry, attached to the interfaces.
 pub const PROGRAM_NAME: &str = "fare_xdp";
+
+/// The XDP program's later stages (docs/xdp.md, "A pipeline of stages"): programs of the
+/// same object that the entry program continues in by a tail call through the program
+/// array `STAGES`, each verified on its own. `STAGE_PROGRAMS[i]` is the program the
+/// loader puts at index `i`, before the entry program is attached.
+pub const STAGES: &str = "STAGES";
+/// Everything the entry does not: the whole program, from the frame again (IPv4, and
+/// frames of neither family).
+pub const STAGE_FULL: u32 = 0;
+/// The whole program for IPv6 packets.
+pub const STAGE_FULL_V6: u32 = 3;
+/// DPF classification and ARN per-flow steering of a route that has colors or steered
+/// copies, then the member of the group that gives.
+pub const STAGE_CLASSIFY: u32 = 1;
+/// The member of a flowlet-mode group.
+pub const STAGE_FLOWLET: u32 = 2;
+/// Program names by stage index.
+pub const STAGE_PROGRAMS: [&str; 4] = [
+    "fare_xdp_full",
+    "fare_xdp_classify",
+    "fare_xdp_flowlet",
+    "fare_xdp_full_v6",
+];
 /// TC egress program: per-packet spraying of the host's own traffic over its members.
 pub const TC_SPRAY_NAME: &str = "fare_tc_spray";
 /// skb mark bit the TC spray program sets on a packet it placed (so that the egress hook

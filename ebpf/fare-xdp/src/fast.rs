@@ -1,31 +1,36 @@
-//! The fast path: most packets are forwarded here, in one short run of code. A packet
-//! qualifies when its TTL / hop limit allows forwarding, its flow is not one an ARN
-//! steered (asked only when its route has steered copies) and the member of its start
-//! slot is in service (of the route's group, or of its color's group when the route has
-//! per-color groups: DPF); then it takes exactly the member, rewrite and counters the
-//! full program would give it (the same `route_group`, `first_choice`, `send_to` and
-//! parsers). The fast path writes the TTL / hop limit and the MACs through the header
-//! pointers its parse checked (the full program checks the bounds again before each
-//! write). Everything else (malformed frames, datagrams for the ARN receiver, no route,
-//! TTL expiry, a steered flow, a member out of service, an empty group) leaves here
-//! before anything is changed, and the full program (`full` in main.rs) starts again
-//! from the frame.
+//! The fast path, the entry program's work: most packets are forwarded here, in one
+//! short run of code. A packet qualifies when its TTL / hop limit allows forwarding, its
+//! route has neither DPF colors nor steered copies and its group is in spray or flow
+//! mode with the start slot's member in service; then it takes exactly the member,
+//! rewrite and counters the full program would give it (the same `first_choice`,
+//! `send_to` and parsers). The fast path writes the TTL / hop limit and the MACs through
+//! the header pointers its parse checked (the full program checks the bounds again
+//! before each write). A route with colors or steered copies goes on in the
+//! classification stage, a flowlet group in the flowlet stage (both below, each its own
+//! program, and both forward the same way when they can); everything else (malformed
+//! frames, datagrams for the ARN receiver, no route, TTL expiry, a steered flow, a
+//! member out of service, an empty group) leaves before anything is changed, and the
+//! full program (`fare_xdp_full`) starts again from the frame.
 //!
-//! Why a second path rather than one program: in one body the compiler keeps the values
-//! of every rare branch alive across the common one (stack spills and reloads on every
-//! packet), and the verifier walks the rare branches with them. Here the only value
-//! carried into the full program is the context.
+//! Why stages rather than one program: in one body the verifier walked every rare
+//! branch with every state of the common one (0.85M of its 1M instructions on Linux
+//! 6.18 before the split), and the compiler keeps values of rare branches alive across
+//! the common one. Here the only value carried on is the context (and, to the
+//! classification and flowlet stages, the route's group and flags: `stage::Args`).
 
 use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
-use fare_common::{RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED};
+use fare_common::{
+    RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED, STAGE_CLASSIFY, STAGE_FLOWLET,
+};
 
 use crate::classify::Classify;
 use crate::eth::{self, L3};
-use crate::forward::{first_choice, route_group, send_to, Choice};
+use crate::forward::{first_choice, route_group, send_to, Choice, NextHop};
 use crate::ipv4::{self, V4At};
 use crate::ipv6::{self, V6At};
 use crate::maps::{ROUTES_V4, ROUTES_V6};
 use crate::packet::Malformed;
+use crate::stage::{self, Args, COLORED};
 use crate::{arn, stats, steer};
 
 /// `Some(outcome)` when the packet was handled here; `None`: take the full program.
@@ -54,8 +59,7 @@ fn v4(ctx: &XdpContext, macs: *mut [u16; 6], offset: usize) -> Option<Result<u32
     // The table first (array reads); the trie where it has no entry.
     let route =
         crate::dir4::lookup(ip.dst).or_else(|| ROUTES_V4.get(Key::new(32, ip.dst)).copied());
-    let steered = || steer::flow_is_steered::<false>(XdpContext::new(ctx.ctx), offset);
-    routed(ctx, macs, &packet, route, ip.ttl, steered, || {
+    routed(ctx, macs, &packet, route, ip.ttl, || {
         ipv4::decrement_ttl_at(ip.hdr)
     })
 }
@@ -68,8 +72,7 @@ fn v6(ctx: &XdpContext, macs: *mut [u16; 6], offset: usize) -> Option<Result<u32
         return None;
     }
     let route = ROUTES_V6.get(Key::new(128, ip.dst)).copied();
-    let steered = || steer::flow_is_steered::<true>(XdpContext::new(ctx.ctx), offset);
-    routed(ctx, macs, &packet, route, ip.hop_limit, steered, || {
+    routed(ctx, macs, &packet, route, ip.hop_limit, || {
         ipv6::decrement_hop_limit_at(ip.hdr)
     })
 }
@@ -83,7 +86,6 @@ fn routed<C: Classify>(
     packet: &C,
     route: Option<RouteValue>,
     ttl: u8,
-    steered: impl FnOnce() -> bool,
     decrement: impl FnOnce(),
 ) -> Option<Result<u32, Malformed>> {
     // No route: the full program tells the node's own addresses (counted `local`) from
@@ -93,25 +95,154 @@ fn routed<C: Classify>(
     if ttl <= 1 {
         return None;
     }
-    // A route with steered copies: most of its flows are not steered and go on here; a
-    // steered one takes the full program (its copy, found by `route_group` there). The
-    // question is a call of its own (`steer::flow_is_steered`): inlined here, the
-    // verifier's walk of the fast path ran past its 1M instructions.
-    if flags & ROUTE_STEERED != 0 && steered() {
+    // A route with DPF colors or steered copies: its packet's flow decides the group,
+    // in a stage of its own (`classify`), so that the entry's verification does not
+    // walk the rules and the steering tables.
+    if flags & (ROUTE_COLORS | ROUTE_STEERED) != 0 {
+        stage::tail_with(ctx, STAGE_CLASSIFY, Args { group, flags });
         return None;
     }
-    // DPF: the packet's color's group, as in the full program. Here rather than there
-    // because in a fabric whose routes all have colors that is every packet
-    // (bench/RESULTS.md, `xdp`, the DPF case). Without `ROUTE_STEERED`: this flow is not
-    // steered (asked above), so its route's group stands.
-    let (gid, colored) = route_group(ctx, group, flags & ROUTE_COLORS, packet);
-    let Choice::Member(next) = first_choice::<true, _>(gid, packet) else {
-        return None;
-    };
-    if colored {
+    member(ctx, macs, packet, Args { group, flags }, decrement)
+}
+
+/// The member of `args.group` (its start slot's, in service) and the packet sent to it;
+/// a flowlet-mode group goes on in the flowlet stage, anything else (a member out of
+/// service, an empty group) in the full program. Nothing is changed before that.
+#[inline(always)]
+fn member<C: Classify>(
+    ctx: &XdpContext,
+    macs: *mut [u16; 6],
+    packet: &C,
+    args: Args,
+    decrement: impl FnOnce(),
+) -> Option<Result<u32, Malformed>> {
+    match first_choice::<true, false, _>(args.group, packet) {
+        Choice::Member(next) => Some(Ok(sent(ctx, macs, &next, args.flags, decrement))),
+        Choice::Flowlet => {
+            stage::tail_with(ctx, STAGE_FLOWLET, args);
+            None
+        }
+        Choice::OutOfService(_) | Choice::Nothing => None,
+    }
+}
+
+/// From here on the packet is ours (the spray cursor has moved past its slot):
+/// counted, decremented, rewritten and redirected.
+#[inline(always)]
+fn sent(
+    ctx: &XdpContext,
+    macs: *mut [u16; 6],
+    next: &NextHop,
+    flags: u32,
+    decrement: impl FnOnce(),
+) -> u32 {
+    if flags & COLORED != 0 {
         stats::count(Stat::DpfColored);
     }
-    // From here on the packet is ours: the spray cursor has moved past its slot.
     decrement();
-    Some(Ok(send_to(ctx, macs, &next, flags & ROUTE_QUEUES != 0)))
+    send_to(ctx, macs, next, flags & ROUTE_QUEUES != 0)
+}
+
+/// A stage that continues a packet the entry routed (`stage::args`): it parses the
+/// frame again and goes on with the same packet views as the entry.
+trait Stage {
+    fn run<C: Classify>(
+        ctx: &XdpContext,
+        macs: *mut [u16; 6],
+        packet: &C,
+        args: Args,
+        steered: impl FnOnce() -> bool,
+        decrement: impl FnOnce(),
+    ) -> Option<Result<u32, Malformed>>;
+}
+
+/// Parses the frame again (the entry checked it: a failure here only sends the packet
+/// to the full program) and runs stage `S` on it.
+#[inline(always)]
+fn again<S: Stage>(ctx: &XdpContext) -> Option<Result<u32, Malformed>> {
+    let args = stage::args()?;
+    let frame = eth::parse(ctx).ok()?;
+    let macs = frame.hdr as *mut [u16; 6];
+    let offset = frame.l3_offset;
+    match frame.l3 {
+        L3::Ipv4 => {
+            let ip = ipv4::parse(ctx, offset).ok()?;
+            let steered = || steer::flow_is_steered::<false>(XdpContext::new(ctx.ctx), offset);
+            S::run(ctx, macs, &V4At { ctx, offset }, args, steered, || {
+                ipv4::decrement_ttl_at(ip.hdr)
+            })
+        }
+        L3::Ipv6 => {
+            let ip = ipv6::parse(ctx, offset).ok()?;
+            let steered = || steer::flow_is_steered::<true>(XdpContext::new(ctx.ctx), offset);
+            S::run(ctx, macs, &V6At { ctx, offset }, args, steered, || {
+                ipv6::decrement_hop_limit_at(ip.hdr)
+            })
+        }
+        L3::Other => None,
+    }
+}
+
+/// The classification stage (`fare_xdp_classify`): a route with steered copies sends a
+/// steered flow to the full program (its copy is found there) and goes on with the
+/// others; a route with DPF colors takes the group of the packet's color when it has
+/// one; then the member as in the entry.
+pub struct Classified;
+
+impl Stage for Classified {
+    #[inline(always)]
+    fn run<C: Classify>(
+        ctx: &XdpContext,
+        macs: *mut [u16; 6],
+        packet: &C,
+        args: Args,
+        steered: impl FnOnce() -> bool,
+        decrement: impl FnOnce(),
+    ) -> Option<Result<u32, Malformed>> {
+        let Args { group, flags } = args;
+        // Most flows of a route with steered copies are not steered and go on here; a
+        // steered one takes the full program. The question is a call of its own
+        // (`steer::flow_is_steered`).
+        if flags & ROUTE_STEERED != 0 && steered() {
+            return None;
+        }
+        // Without `ROUTE_STEERED` here: this flow is not steered (asked above), so its
+        // route's group (or its color's) stands.
+        let (gid, colored) = route_group(ctx, group, flags & ROUTE_COLORS, packet);
+        let flags = if colored { flags | COLORED } else { flags };
+        member(ctx, macs, packet, Args { group: gid, flags }, decrement)
+    }
+}
+
+/// The flowlet stage (`fare_xdp_flowlet`): the member of a flowlet-mode group (the
+/// flow's while its flowlet lasts, else a new flowlet's), as the full program picks it.
+pub struct Flowlets;
+
+impl Stage for Flowlets {
+    #[inline(always)]
+    fn run<C: Classify>(
+        ctx: &XdpContext,
+        macs: *mut [u16; 6],
+        packet: &C,
+        args: Args,
+        _steered: impl FnOnce() -> bool,
+        decrement: impl FnOnce(),
+    ) -> Option<Result<u32, Malformed>> {
+        match first_choice::<true, true, _>(args.group, packet) {
+            Choice::Member(next) => Some(Ok(sent(ctx, macs, &next, args.flags, decrement))),
+            _ => None,
+        }
+    }
+}
+
+/// The classification stage on this packet (`Some`: handled; `None`: the full program).
+#[inline(always)]
+pub fn classify(ctx: &XdpContext) -> Option<Result<u32, Malformed>> {
+    again::<Classified>(ctx)
+}
+
+/// The flowlet stage on this packet (`Some`: handled; `None`: the full program).
+#[inline(always)]
+pub fn flowlet(ctx: &XdpContext) -> Option<Result<u32, Malformed>> {
+    again::<Flowlets>(ctx)
 }
