@@ -99,7 +99,7 @@ fn routed<C: Classify>(
     // in a stage of its own (`classify`), so that the entry's verification does not
     // walk the rules and the steering tables.
     if flags & (ROUTE_COLORS | ROUTE_STEERED) != 0 {
-        stage::tail_with(ctx, STAGE_CLASSIFY, Args { group, flags });
+        stage::tail_with::<STAGE_CLASSIFY>(ctx, Args { group, flags });
         return None;
     }
     member(ctx, macs, packet, Args { group, flags }, decrement)
@@ -119,7 +119,7 @@ fn member<C: Classify>(
     match first_choice::<true, false, _>(args.group, packet) {
         Choice::Member(next) => Some(Ok(sent(ctx, macs, &next, args.flags, decrement))),
         Choice::Flowlet => {
-            stage::tail_with(ctx, STAGE_FLOWLET, args);
+            stage::tail_with::<STAGE_FLOWLET>(ctx, args);
             None
         }
         Choice::OutOfService(_) | Choice::Nothing => None,

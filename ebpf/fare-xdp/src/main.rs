@@ -104,7 +104,7 @@ pub fn fare_xdp_flowlet(ctx: XdpContext) -> u32 {
 /// counted as one without a member.
 #[inline(always)]
 fn full(ctx: &XdpContext) -> u32 {
-    stage::tail(ctx, STAGE_FULL);
+    stage::tail::<STAGE_FULL>(ctx);
     stats::count(Stat::NoMember);
     xdp_action::XDP_PASS
 }
@@ -130,7 +130,11 @@ fn try_full<const V6: bool>(ctx: &XdpContext) -> Result<u32, Malformed> {
     let frame = eth::parse(ctx)?;
     match frame.l3 {
         L3::Ipv4 | L3::Ipv6 if V6 != matches!(frame.l3, L3::Ipv6) => {
-            stage::tail(ctx, if V6 { STAGE_FULL } else { STAGE_FULL_V6 });
+            if V6 {
+                stage::tail::<STAGE_FULL>(ctx);
+            } else {
+                stage::tail::<STAGE_FULL_V6>(ctx);
+            }
             stats::count(Stat::NoMember);
             Ok(xdp_action::XDP_PASS)
         }

@@ -33,23 +33,42 @@ pub const COLORED: u32 = 1 << 31;
 #[map]
 static ARGS: PerCpuArray<Args> = PerCpuArray::with_max_entries(1, 0);
 
-/// Continues the packet in stage `index` with `args`; returns only when the stage is
+/// Continues the packet in stage `INDEX` with `args`; returns only when the stage is
 /// missing (the loader fills them all before attaching the entry: a bug).
 #[inline(always)]
-pub fn tail_with(ctx: &XdpContext, index: u32, args: Args) {
+pub fn tail_with<const INDEX: u32>(ctx: &XdpContext, args: Args) {
     if let Some(row) = ARGS.get_ptr_mut(0) {
         // SAFETY: this CPU's scratch row; the stage reads it before anything else runs.
         unsafe { *row = args };
     }
-    tail(ctx, index);
+    tail::<INDEX>(ctx);
 }
 
-/// Continues the packet in stage `index` (see `tail_with`).
+/// Continues the packet in stage `INDEX` (see `tail_with`).
+///
+/// The call is inline assembly with the index as an immediate: through the helper's
+/// binding the compiler merged the tail calls of one program into one call whose index
+/// is a register set on each path, and the kernel then makes it an indirect jump (a
+/// table lookup and a retpoline: measured 16-20 ns more per packet of the classification
+/// and flowlet stages), where a call site with one constant index becomes a direct jump.
 #[inline(always)]
-pub fn tail(ctx: &XdpContext, index: u32) {
-    // SAFETY: a tail call does not come back when it succeeds; nothing of ours is left
-    // half done (the callers change nothing of the packet or the maps before it).
-    unsafe { STAGES.tail_call(ctx, index) };
+pub fn tail<const INDEX: u32>(ctx: &XdpContext) {
+    // SAFETY: bpf_tail_call(ctx, STAGES, INDEX): a tail call does not come back when it
+    // succeeds; nothing of ours is left half done (the callers change nothing of the
+    // packet or the maps before it). On failure it returns with r0-r5 clobbered.
+    unsafe {
+        core::arch::asm!(
+            "r3 = {index}",
+            "call 12",
+            index = const INDEX,
+            inlateout("r1") ctx.ctx => _,
+            inlateout("r2") &raw const STAGES => _,
+            lateout("r0") _,
+            lateout("r3") _,
+            lateout("r4") _,
+            lateout("r5") _,
+        );
+    }
 }
 
 /// The arguments the entry left for this stage.
