@@ -76,15 +76,15 @@ pub const STAGES: &str = "STAGES";
 pub const STAGE_FULL: u32 = 0;
 /// The whole program for IPv6 packets.
 pub const STAGE_FULL_V6: u32 = 3;
-/// DPF classification and ARN per-flow steering of a route that has colors or steered
-/// copies, then the member of the group that gives.
-pub const STAGE_CLASSIFY: u32 = 1;
+/// A route with steered copies (ARN per-flow steering): a flow that is not steered
+/// takes its member here, a steered one goes on in the full program.
+pub const STAGE_STEER: u32 = 1;
 /// The member of a flowlet-mode group.
 pub const STAGE_FLOWLET: u32 = 2;
 /// Program names by stage index.
 pub const STAGE_PROGRAMS: [&str; 4] = [
     "fare_xdp_full",
-    "fare_xdp_classify",
+    "fare_xdp_steer",
     "fare_xdp_flowlet",
     "fare_xdp_full_v6",
 ];

@@ -1,26 +1,26 @@
 //! The fast path, the entry program's work: most packets are forwarded here, in one
 //! short run of code. A packet qualifies when its TTL / hop limit allows forwarding, its
-//! route has neither DPF colors nor steered copies and its group is in spray or flow
-//! mode with the start slot's member in service; then it takes exactly the member,
-//! rewrite and counters the full program would give it (the same `first_choice`,
-//! `send_to` and parsers). The fast path writes the TTL / hop limit and the MACs through
-//! the header pointers its parse checked (the full program checks the bounds again
-//! before each write). A route with colors or steered copies goes on in the
-//! classification stage, a flowlet group in the flowlet stage (both below, each its own
-//! program, and both forward the same way when they can); everything else (malformed
-//! frames, datagrams for the ARN receiver, no route, TTL expiry, a steered flow, a
-//! member out of service, an empty group) leaves before anything is changed, and the
-//! full program (`fare_xdp_full`) starts again from the frame.
+//! route has no steered copies and its group (the route's, or its DPF color's) is in
+//! spray or flow mode with the start slot's member in service; then it takes exactly
+//! the member, rewrite and counters the full program would give it (the same
+//! `route_group`, `first_choice`, `send_to` and parsers). The fast path writes the TTL /
+//! hop limit and the MACs through the header pointers its parse checked (the full
+//! program checks the bounds again before each write). A route with steered copies goes
+//! on in the steering stage, a flowlet group in the flowlet stage (both below, each its
+//! own program, and both forward the same way when they can); everything else
+//! (malformed frames, datagrams for the ARN receiver, no route, TTL expiry, a steered
+//! flow, a member out of service, an empty group) leaves before anything is changed, and
+//! the full program (`fare_xdp_full`) starts again from the frame.
 //!
 //! Why stages rather than one program: in one body the verifier walked every rare
 //! branch with every state of the common one (0.85M of its 1M instructions on Linux
 //! 6.18 before the split), and the compiler keeps values of rare branches alive across
 //! the common one. Here the only value carried on is the context (and, to the
-//! classification and flowlet stages, the route's group and flags: `stage::Args`).
+//! steering and flowlet stages, the route's group and flags: `stage::Args`).
 
 use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
 use fare_common::{
-    RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED, STAGE_CLASSIFY, STAGE_FLOWLET,
+    RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED, STAGE_FLOWLET, STAGE_STEER,
 };
 
 use crate::classify::Classify;
@@ -95,14 +95,19 @@ fn routed<C: Classify>(
     if ttl <= 1 {
         return None;
     }
-    // A route with DPF colors or steered copies: its packet's flow decides the group,
-    // in a stage of its own (`classify`), so that the entry's verification does not
-    // walk the rules and the steering tables.
-    if flags & (ROUTE_COLORS | ROUTE_STEERED) != 0 {
-        stage::tail_with::<STAGE_CLASSIFY>(ctx, Args { group, flags });
+    // A route with steered copies: the packet's flow decides the group, in a stage of
+    // its own (`steer`), so that the entry's verification does not walk the
+    // steering tables.
+    if flags & ROUTE_STEERED != 0 {
+        stage::tail_with::<STAGE_STEER>(ctx, Args { group, flags });
         return None;
     }
-    member(ctx, macs, packet, Args { group, flags }, decrement)
+    // DPF: the packet's color's group, here rather than in a stage because in a fabric
+    // whose routes all have colors that is every packet (bench/RESULTS.md, `xdp`, the
+    // DPF case).
+    let (gid, colored) = route_group(ctx, group, flags & ROUTE_COLORS, packet);
+    let flags = if colored { flags | COLORED } else { flags };
+    member(ctx, macs, packet, Args { group: gid, flags }, decrement)
 }
 
 /// The member of `args.group` (its start slot's, in service) and the packet sent to it;
@@ -183,13 +188,12 @@ fn again<S: Stage>(ctx: &XdpContext) -> Option<Result<u32, Malformed>> {
     }
 }
 
-/// The classification stage (`fare_xdp_classify`): a route with steered copies sends a
+/// The steering stage (`fare_xdp_steer`): a route with steered copies sends a
 /// steered flow to the full program (its copy is found there) and goes on with the
-/// others; a route with DPF colors takes the group of the packet's color when it has
-/// one; then the member as in the entry.
-pub struct Classified;
+/// others: the member as in the entry.
+pub struct Steered;
 
-impl Stage for Classified {
+impl Stage for Steered {
     #[inline(always)]
     fn run<C: Classify>(
         ctx: &XdpContext,
@@ -199,18 +203,15 @@ impl Stage for Classified {
         steered: impl FnOnce() -> bool,
         decrement: impl FnOnce(),
     ) -> Option<Result<u32, Malformed>> {
-        let Args { group, flags } = args;
         // Most flows of a route with steered copies are not steered and go on here; a
-        // steered one takes the full program. The question is a call of its own
-        // (`steer::flow_is_steered`).
-        if flags & ROUTE_STEERED != 0 && steered() {
+        // steered one takes the full program (its copy is found there), and so does a
+        // route that also has DPF colors (rare: the full program has both), so that
+        // this stage's verification walks no flow rules. The question is a call of its
+        // own (`steer::flow_is_steered`).
+        if args.flags & ROUTE_COLORS != 0 || steered() {
             return None;
         }
-        // Without `ROUTE_STEERED` here: this flow is not steered (asked above), so its
-        // route's group (or its color's) stands.
-        let (gid, colored) = route_group(ctx, group, flags & ROUTE_COLORS, packet);
-        let flags = if colored { flags | COLORED } else { flags };
-        member(ctx, macs, packet, Args { group: gid, flags }, decrement)
+        member(ctx, macs, packet, args, decrement)
     }
 }
 
@@ -235,10 +236,10 @@ impl Stage for Flowlets {
     }
 }
 
-/// The classification stage on this packet (`Some`: handled; `None`: the full program).
+/// The steering stage on this packet (`Some`: handled; `None`: the full program).
 #[inline(always)]
-pub fn classify(ctx: &XdpContext) -> Option<Result<u32, Malformed>> {
-    again::<Classified>(ctx)
+pub fn steer(ctx: &XdpContext) -> Option<Result<u32, Malformed>> {
+    again::<Steered>(ctx)
 }
 
 /// The flowlet stage on this packet (`Some`: handled; `None`: the full program).

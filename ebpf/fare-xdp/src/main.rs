@@ -8,8 +8,8 @@
 //! A pipeline of programs, each verified on its own: the entry `fare_xdp` (`fast`)
 //! forwards the common packet (a route without colors or steering, a spray or flow
 //! group whose start slot's member is in service) in one short run and hands every
-//! other one on by a tail call (`stage`): `fare_xdp_classify` (DPF colors, ARN
-//! steering), `fare_xdp_flowlet` (flowlet groups), `fare_xdp_full` / `fare_xdp_full_v6`
+//! other one on by a tail call (`stage`): `fare_xdp_steer` (routes with ARN-steered
+//! flows), `fare_xdp_flowlet` (flowlet groups), `fare_xdp_full` / `fare_xdp_full_v6`
 //! (the whole program below, from the frame again).
 //!
 //! Layout: `maps` (all maps), `consts` (protocol numbers), `packet` (bounds-checked
@@ -49,7 +49,7 @@ use crate::eth::L3;
 use crate::packet::Malformed;
 
 /// The entry program, attached to the interfaces: the fast path (`fast`). A packet it
-/// does not finish goes on by a tail call in a stage (`stage`): classification, flowlet
+/// does not finish goes on by a tail call in a stage (`stage`): steering, flowlet
 /// or the full program.
 // `inline(always)` goes to the body the macro wraps (here and in every stage): without
 // it LLVM may keep the whole program as one BPF-to-BPF call from the entry (it did once
@@ -79,11 +79,11 @@ pub fn fare_xdp_full_v6(ctx: XdpContext) -> u32 {
     action(&ctx, try_full::<true>(&ctx))
 }
 
-/// DPF classification and ARN steering (stage `STAGE_CLASSIFY`).
+/// Routes with ARN-steered flows (stage `STAGE_STEER`).
 #[xdp]
 #[inline(always)]
-pub fn fare_xdp_classify(ctx: XdpContext) -> u32 {
-    match fast::classify(&ctx) {
+pub fn fare_xdp_steer(ctx: XdpContext) -> u32 {
+    match fast::steer(&ctx) {
         Some(outcome) => action(&ctx, outcome),
         None => full(&ctx),
     }

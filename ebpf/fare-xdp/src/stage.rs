@@ -49,8 +49,8 @@ pub fn tail_with<const INDEX: u32>(ctx: &XdpContext, args: Args) {
 /// The call is inline assembly with the index as an immediate: through the helper's
 /// binding the compiler merged the tail calls of one program into one call whose index
 /// is a register set on each path, and the kernel then makes it an indirect jump (a
-/// table lookup and a retpoline: measured 16-20 ns more per packet of the classification
-/// and flowlet stages), where a call site with one constant index becomes a direct jump.
+/// table lookup and a retpoline: measured 16-20 ns more per packet of the stages),
+/// where a call site with one constant index becomes a direct jump.
 #[inline(always)]
 pub fn tail<const INDEX: u32>(ctx: &XdpContext) {
     // SAFETY: bpf_tail_call(ctx, STAGES, INDEX): a tail call does not come back when it
