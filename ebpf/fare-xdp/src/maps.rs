@@ -4,7 +4,7 @@
 use aya_ebpf::{
     bindings::BPF_F_MMAPABLE,
     macros::map,
-    maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, PerCpuArray, RingBuf},
 };
 use fare_common::{
     dir4, ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ColorSet, EgressQueue,
@@ -92,6 +92,7 @@ pub static STEER_GROUPS: HashMap<SteerGroupKey, u32> = HashMap::pinned(MAX_FLOW_
 #[map]
 pub static GROUP_ACTIVE: Array<u32> = Array::pinned(MAX_GROUPS, 0);
 
-/// Flowlet mode (see `flowlet`): flow hash -> the flow's member and last packet's time.
+/// Flowlet mode (see `flowlet`): flow hash -> the flow's member and last packet's time,
+/// direct-mapped (`fare_common::MAX_FLOWLETS`).
 #[map]
-pub static FLOWLETS: LruHashMap<u32, Flowlet> = LruHashMap::pinned(MAX_FLOWLETS, 0);
+pub static FLOWLETS: Array<Flowlet> = Array::pinned(MAX_FLOWLETS, 0);
