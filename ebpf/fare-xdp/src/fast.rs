@@ -6,7 +6,7 @@
 //! `route_group`, `first_choice`, `send_to` and parsers). The fast path writes the TTL /
 //! hop limit and the MACs through the header pointers its parse checked (the full
 //! program checks the bounds again before each write). A route with steered copies goes
-//! on in the steering stage, a flowlet group in the flowlet stage (both below, each its
+//! on in the steering stage (below, its
 //! own program, and both forward the same way when they can); everything else
 //! (malformed frames, datagrams for the ARN receiver, no route, TTL expiry, a steered
 //! flow, a member out of service, an empty group) leaves before anything is changed, and
@@ -16,11 +16,11 @@
 //! branch with every state of the common one (0.85M of its 1M instructions on Linux
 //! 6.18 before the split), and the compiler keeps values of rare branches alive across
 //! the common one. Here the only value carried on is the context (and, to the
-//! steering and flowlet stages, the route's group and flags: `stage::Args`).
+//! steering stage, the route's group and flags: `stage::Args`).
 
 use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
 use fare_common::{
-    RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED, STAGE_FLOWLET, STAGE_STEER,
+    RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED, STAGE_ARN, STAGE_STEER,
 };
 
 use crate::classify::Classify;
@@ -54,6 +54,7 @@ fn v4(ctx: &XdpContext, macs: *mut [u16; 6], offset: usize) -> Option<Result<u32
     let ip = ipv4::parse(ctx, offset).ok()?;
     let packet = V4At { ctx, offset };
     if arn::may_receive(&packet, ip.protocol) {
+        stage::tail::<STAGE_ARN>(ctx);
         return None;
     }
     // The table first (array reads); the trie where it has no entry.
@@ -69,6 +70,7 @@ fn v6(ctx: &XdpContext, macs: *mut [u16; 6], offset: usize) -> Option<Result<u32
     let ip = ipv6::parse(ctx, offset).ok()?;
     let packet = V6At { ctx, offset };
     if arn::may_receive(&packet, ip.next_header) {
+        stage::tail::<STAGE_ARN>(ctx);
         return None;
     }
     let route = ROUTES_V6.get(Key::new(128, ip.dst)).copied();
@@ -111,8 +113,8 @@ fn routed<C: Classify>(
 }
 
 /// The member of `args.group` (its start slot's, in service) and the packet sent to it;
-/// a flowlet-mode group goes on in the flowlet stage, anything else (a member out of
-/// service, an empty group) in the full program. Nothing is changed before that.
+/// anything else (a member out of service, an empty group) goes on in the full
+/// program. Nothing is changed before that.
 #[inline(always)]
 fn member<C: Classify>(
     ctx: &XdpContext,
@@ -121,12 +123,8 @@ fn member<C: Classify>(
     args: Args,
     decrement: impl FnOnce(),
 ) -> Option<Result<u32, Malformed>> {
-    match first_choice::<true, false, _>(args.group, packet) {
+    match first_choice::<true, _>(args.group, packet) {
         Choice::Member(next) => Some(Ok(sent(ctx, macs, &next, args.flags, decrement))),
-        Choice::Flowlet => {
-            stage::tail_with::<STAGE_FLOWLET>(ctx, args);
-            None
-        }
         Choice::OutOfService(_) | Choice::Nothing => None,
     }
 }
@@ -215,35 +213,8 @@ impl Stage for Steered {
     }
 }
 
-/// The flowlet stage (`fare_xdp_flowlet`): the member of a flowlet-mode group (the
-/// flow's while its flowlet lasts, else a new flowlet's), as the full program picks it.
-pub struct Flowlets;
-
-impl Stage for Flowlets {
-    #[inline(always)]
-    fn run<C: Classify>(
-        ctx: &XdpContext,
-        macs: *mut [u16; 6],
-        packet: &C,
-        args: Args,
-        _steered: impl FnOnce() -> bool,
-        decrement: impl FnOnce(),
-    ) -> Option<Result<u32, Malformed>> {
-        match first_choice::<true, true, _>(args.group, packet) {
-            Choice::Member(next) => Some(Ok(sent(ctx, macs, &next, args.flags, decrement))),
-            _ => None,
-        }
-    }
-}
-
 /// The steering stage on this packet (`Some`: handled; `None`: the full program).
 #[inline(always)]
 pub fn steer(ctx: &XdpContext) -> Option<Result<u32, Malformed>> {
     again::<Steered>(ctx)
-}
-
-/// The flowlet stage on this packet (`Some`: handled; `None`: the full program).
-#[inline(always)]
-pub fn flowlet(ctx: &XdpContext) -> Option<Result<u32, Malformed>> {
-    again::<Flowlets>(ctx)
 }

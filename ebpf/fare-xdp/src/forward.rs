@@ -142,10 +142,10 @@ const REHASH_TRIES: u32 = 4;
 /// groups are handled (`flow`'s fields are read and hashed; only then).
 #[inline(always)]
 pub fn select<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Option<NextHop> {
-    match first_choice::<FLOW, FLOW, C>(group, flow) {
+    match first_choice::<FLOW, C>(group, flow) {
         Choice::Member(next) => Some(next),
         Choice::OutOfService(at) => select_out_of_service(group, at, flow),
-        Choice::Nothing | Choice::Flowlet => None,
+        Choice::Nothing => None,
     }
 }
 
@@ -157,8 +157,6 @@ pub enum Choice {
     OutOfService(Start),
     /// No member: the group is empty, unknown, or not in a mode this caller handles.
     Nothing,
-    /// A flowlet-mode group, which this caller leaves to its own stage (nothing changed).
-    Flowlet,
 }
 
 /// Where `first_choice` started: this CPU's row, the group's slot count and mode, the
@@ -188,13 +186,8 @@ impl Start {
 /// The member of the start slot (spray: this CPU's cursor; flow: the hash) when it is in
 /// service: two lookups, this CPU's GROUP_ROWS row (slots, cursor and member counters
 /// together) and the MEMBERS row. The fast path stops here; `select` goes on.
-/// `FLOWLET` false: a flowlet-mode group is `Choice::Flowlet` (the entry program hands
-/// it to the flowlet stage), so the caller's verification does not walk flowlets.
 #[inline(always)]
-pub fn first_choice<const FLOW: bool, const FLOWLET: bool, C: Classify>(
-    group: u32,
-    flow: &C,
-) -> Choice {
+pub fn first_choice<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Choice {
     let Some(row) = GROUP_ROWS.get_ptr_mut(group) else {
         return Choice::Nothing;
     };
@@ -218,9 +211,6 @@ pub fn first_choice<const FLOW: bool, const FLOWLET: bool, C: Classify>(
     let cursor = unsafe { &raw mut (*row).cursor };
     let start = if flow_mode {
         if g.mode == MODE_FLOWLET {
-            if !FLOWLET {
-                return Choice::Flowlet;
-            }
             return crate::flowlet::choose(row, group, n, flow);
         }
         // Multiply-shift maps the hash uniformly onto 0..n without a division.

@@ -6,11 +6,11 @@
 //! Malformed or truncated headers are counted and dropped.
 //!
 //! A pipeline of programs, each verified on its own: the entry `fare_xdp` (`fast`)
-//! forwards the common packet (a route without colors or steering, a spray or flow
-//! group whose start slot's member is in service) in one short run and hands every
+//! forwards the common packet (a route without steered copies, its group's or its DPF
+//! color's group's start slot's member in service, or its flowlet's member) in one short run and hands every
 //! other one on by a tail call (`stage`): `fare_xdp_steer` (routes with ARN-steered
-//! flows), `fare_xdp_flowlet` (flowlet groups), `fare_xdp_full` / `fare_xdp_full_v6`
-//! (the whole program below, from the frame again).
+//! flows), `fare_xdp_arn` (datagrams for the ARN receiver), `fare_xdp_full` /
+//! `fare_xdp_full_v6` (the whole program below, from the frame again).
 //!
 //! Layout: `maps` (all maps), `consts` (protocol numbers), `packet` (bounds-checked
 //! access), one parser per protocol (`eth`, `ipv4`, `ipv6`), `flow` (5-tuple hash),
@@ -49,7 +49,7 @@ use crate::eth::L3;
 use crate::packet::Malformed;
 
 /// The entry program, attached to the interfaces: the fast path (`fast`). A packet it
-/// does not finish goes on by a tail call in a stage (`stage`): steering, flowlet
+/// does not finish goes on by a tail call in a stage (`stage`): steering
 /// or the full program.
 // `inline(always)` goes to the body the macro wraps (here and in every stage): without
 // it LLVM may keep the whole program as one BPF-to-BPF call from the entry (it did once
@@ -89,13 +89,34 @@ pub fn fare_xdp_steer(ctx: XdpContext) -> u32 {
     }
 }
 
-/// The member of a flowlet-mode group (stage `STAGE_FLOWLET`).
+/// ARN reception (stage `STAGE_ARN`): the entry sends here the UDP datagrams to the ARN
+/// port when the node receives ARNs; one for this node is handled and passed to the
+/// kernel, any other goes on in the full program (forwarded like any packet).
 #[xdp]
 #[inline(always)]
-pub fn fare_xdp_flowlet(ctx: XdpContext) -> u32 {
-    match fast::flowlet(&ctx) {
-        Some(outcome) => action(&ctx, outcome),
+pub fn fare_xdp_arn(ctx: XdpContext) -> u32 {
+    match try_arn(&ctx) {
+        Some(action) => {
+            stats::count(Stat::ArnPassed);
+            action
+        }
         None => full(&ctx),
+    }
+}
+
+#[inline(always)]
+fn try_arn(ctx: &XdpContext) -> Option<u32> {
+    let frame = eth::parse(ctx).ok()?;
+    match frame.l3 {
+        L3::Ipv4 => {
+            let ip = ipv4::parse(ctx, frame.l3_offset).ok()?;
+            arn::receive(ctx, &ipv4::V4(ctx), ip.ttl)
+        }
+        L3::Ipv6 => {
+            let ip = ipv6::parse(ctx, frame.l3_offset).ok()?;
+            arn::receive(ctx, &ipv6::V6(ctx), ip.hop_limit)
+        }
+        L3::Other => None,
     }
 }
 
@@ -138,22 +159,8 @@ fn try_full<const V6: bool>(ctx: &XdpContext) -> Result<u32, Malformed> {
             stats::count(Stat::NoMember);
             Ok(xdp_action::XDP_PASS)
         }
-        L3::Ipv4 => {
-            let ip = ipv4::parse(ctx, frame.l3_offset)?;
-            if let Some(action) = arn::receive(ctx, &ipv4::V4(ctx), ip.ttl) {
-                stats::count(Stat::ArnPassed);
-                return Ok(action);
-            }
-            forward::ipv4(ctx, &ip)
-        }
-        L3::Ipv6 => {
-            let ip = ipv6::parse(ctx, frame.l3_offset)?;
-            if let Some(action) = arn::receive(ctx, &ipv6::V6(ctx), ip.hop_limit) {
-                stats::count(Stat::ArnPassed);
-                return Ok(action);
-            }
-            forward::ipv6(ctx, &ip)
-        }
+        L3::Ipv4 => forward::ipv4(ctx, &ipv4::parse(ctx, frame.l3_offset)?),
+        L3::Ipv6 => forward::ipv6(ctx, &ipv6::parse(ctx, frame.l3_offset)?),
         L3::Other => {
             stats::count(Stat::NotIp);
             Ok(xdp_action::XDP_PASS)
