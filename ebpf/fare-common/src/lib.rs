@@ -74,21 +74,13 @@ pub const STAGES: &str = "STAGES";
 /// Everything the entry does not: the whole program, from the frame again (IPv4, and
 /// frames of neither family).
 pub const STAGE_FULL: u32 = 0;
-/// A route with steered copies (ARN per-flow steering): a flow that is not steered
-/// takes its member here, a steered one goes on in the full program.
-pub const STAGE_STEER: u32 = 1;
 /// The whole program for IPv6 packets.
-pub const STAGE_FULL_V6: u32 = 2;
+pub const STAGE_FULL_V6: u32 = 1;
 /// ARN reception: a UDP datagram to the ARN port (with reception configured), taken by
 /// the program's receiver or else forwarded by the full program.
-pub const STAGE_ARN: u32 = 3;
+pub const STAGE_ARN: u32 = 2;
 /// Program names by stage index.
-pub const STAGE_PROGRAMS: [&str; 4] = [
-    "fare_xdp_full",
-    "fare_xdp_steer",
-    "fare_xdp_full_v6",
-    "fare_xdp_arn",
-];
+pub const STAGE_PROGRAMS: [&str; 3] = ["fare_xdp_full", "fare_xdp_full_v6", "fare_xdp_arn"];
 /// TC egress program: per-packet spraying of the host's own traffic over its members.
 pub const TC_SPRAY_NAME: &str = "fare_tc_spray";
 /// skb mark bit the TC spray program sets on a packet it placed (so that the egress hook

@@ -6,11 +6,10 @@
 //! Malformed or truncated headers are counted and dropped.
 //!
 //! A pipeline of programs, each verified on its own: the entry `fare_xdp` (`fast`)
-//! forwards the common packet (a route without steered copies, its group's or its DPF
-//! color's group's start slot's member in service, or its flowlet's member) in one short run and hands every
-//! other one on by a tail call (`stage`): `fare_xdp_steer` (routes with ARN-steered
-//! flows), `fare_xdp_arn` (datagrams for the ARN receiver), `fare_xdp_full` /
-//! `fare_xdp_full_v6` (the whole program below, from the frame again).
+//! forwards the common packet (a flow no ARN steered, the member its group or its DPF
+//! color's group gives in service) in one short run and hands every other one on by a
+//! tail call (`stage`): `fare_xdp_arn` (datagrams for the ARN receiver), or
+//! `fare_xdp_full` / `fare_xdp_full_v6` (the whole program below, from the frame again).
 //!
 //! Layout: `maps` (all maps), `consts` (protocol numbers), `packet` (bounds-checked
 //! access), one parser per protocol (`eth`, `ipv4`, `ipv6`), `flow` (5-tuple hash),
@@ -49,8 +48,8 @@ use crate::eth::L3;
 use crate::packet::Malformed;
 
 /// The entry program, attached to the interfaces: the fast path (`fast`). A packet it
-/// does not finish goes on by a tail call in a stage (`stage`): steering
-/// or the full program.
+/// does not finish goes on by a tail call in a stage (`stage`): ARN reception or the
+/// full program.
 // `inline(always)` goes to the body the macro wraps (here and in every stage): without
 // it LLVM may keep the whole program as one BPF-to-BPF call from the entry (it did once
 // the body grew), a call per packet and a slower program.
@@ -77,16 +76,6 @@ pub fn fare_xdp_full(ctx: XdpContext) -> u32 {
 #[inline(always)]
 pub fn fare_xdp_full_v6(ctx: XdpContext) -> u32 {
     action(&ctx, try_full::<true>(&ctx))
-}
-
-/// Routes with ARN-steered flows (stage `STAGE_STEER`).
-#[xdp]
-#[inline(always)]
-pub fn fare_xdp_steer(ctx: XdpContext) -> u32 {
-    match fast::steer(&ctx) {
-        Some(outcome) => action(&ctx, outcome),
-        None => full(&ctx),
-    }
 }
 
 /// ARN reception (stage `STAGE_ARN`): the entry sends here the UDP datagrams to the ARN
