@@ -747,6 +747,32 @@ mod steer {
     pub const FLOW_STEER: &str = "FLOW_STEER";
     pub const STEER_MASKS: &str = "STEER_MASKS";
     pub const STEER_GROUPS: &str = "STEER_GROUPS";
+    pub const STEER_FILTER: &str = "STEER_FILTER";
+
+    /// Words (u32) of STEER_FILTER: 64 Ki bits, 8 KiB. A bit per value of
+    /// [`steer_filter_bit`]: set when some FLOW_STEER key has that value. A packet of a
+    /// route with steered copies looks its flow up in FLOW_STEER (a 48-byte key hashed
+    /// and compared) only when its key's bit is set; with a few steered flows almost
+    /// every other flow's bit is clear (a false positive costs the lookup, never a
+    /// wrong answer: the map decides).
+    pub const STEER_FILTER_WORDS: u32 = 2048;
+
+    /// The STEER_FILTER bit of a FLOW_STEER key (< 32 x STEER_FILTER_WORDS): a
+    /// multiplicative hash of its six 64-bit words, computed alike by the program and
+    /// the agent.
+    #[inline(always)]
+    pub fn steer_filter_bit(k: &FlowSteerKey) -> u32 {
+        const K1: u64 = 0x9e37_79b9_7f4a_7c15;
+        const K2: u64 = 0xbf58_476d_1ce4_e5b9;
+        let w = |a: u32, b: u32| (a as u64) << 32 | b as u64;
+        let mut h = w(k.mask, k.family).wrapping_mul(K1);
+        h = (h ^ w(k.protocol, k.ports)).wrapping_mul(K2);
+        h = (h ^ w(k.src[0], k.src[1])).wrapping_mul(K1);
+        h = (h ^ w(k.src[2], k.src[3])).wrapping_mul(K2);
+        h = (h ^ w(k.dst[0], k.dst[1])).wrapping_mul(K1);
+        h = (h ^ w(k.dst[2], k.dst[3])).wrapping_mul(K2);
+        (h >> 48) as u32
+    }
 
     /// STEER_GROUPS key: a group and the port its steered copy avoids.
     #[repr(C)]
