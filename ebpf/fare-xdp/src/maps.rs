@@ -11,7 +11,7 @@ use fare_common::{
     FlowRule, FlowSteerKey, FlowSteerValue, Flowlet, GroupRow, Member, RouteValue, SteerGroupKey,
     ARN_STAT_COUNT, MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS, MAX_EGRESS, MAX_FLOWLETS,
     MAX_FLOW_RULES, MAX_FLOW_STEER, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, MAX_STEER_MASKS,
-    QUEUE_EVENTS_BYTES, STAT_COUNT,
+    QUEUE_EVENTS_BYTES, STAT_COUNT, STEER_FILTER_WORDS,
 };
 
 #[map]
@@ -88,6 +88,10 @@ pub static STEER_MASKS: Array<u32> = Array::pinned(MAX_STEER_MASKS, 0);
 
 #[map]
 pub static STEER_GROUPS: HashMap<SteerGroupKey, u32> = HashMap::pinned(MAX_FLOW_STEER, 0);
+
+/// ARN per-flow mode: which FLOW_STEER keys may exist (`fare_common::STEER_FILTER_WORDS`).
+#[map]
+pub static STEER_FILTER: Array<u32> = Array::pinned(STEER_FILTER_WORDS, 0);
 
 #[map]
 pub static GROUP_ACTIVE: Array<u32> = Array::pinned(MAX_GROUPS, 0);
