@@ -113,7 +113,7 @@ fn routed<C: Classify>(
     // The member of the group's start slot (spray: the cursor; flow: the hash;
     // flowlet: the flow's flowlet), in service; anything else (a member out of service,
     // an empty group) goes on in the full program. Nothing is changed before that.
-    let Choice::Member(next) = first_choice::<true, _>(gid, packet) else {
+    let Choice::Member(next) = first_choice::<true, true, _>(gid, packet) else {
         return None;
     };
     // From here on the packet is ours (the spray cursor has moved past its slot).
