@@ -65,18 +65,20 @@ fn guest_rows(out: &Path) -> Result<Vec<Row>> {
             format!("{}: no check.json (the guest did not boot?)", dir.display())
         })?;
         let v: serde_json::Value = serde_json::from_str(&text)?;
-        let count = |i: usize| v["programs"][i]["verified_insns"].as_u64().unwrap_or(0) as u32;
+        let loads = v["programs"].as_array().cloned().unwrap_or_default();
+        let loads = loads.iter().map(|p| {
+            (
+                p["program"].as_str().unwrap_or("?"),
+                p["verified_insns"].as_u64().unwrap_or(0) as u32,
+            )
+        });
         rows.push(Row {
             name: dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
             release: v["kernel"].as_str().unwrap_or("?").to_string(),
-            counts: VerifierCounts {
-                xdp: count(0),
-                xdp_arn: count(1),
-                tc_spray: count(2),
-            },
+            counts: VerifierCounts::from_loads(loads),
             load_ms: v["load_ms"].as_u64().unwrap_or(0),
         });
     }
@@ -84,27 +86,24 @@ fn guest_rows(out: &Path) -> Result<Vec<Row>> {
 }
 
 fn table(host: &Row, guests: &[Row]) -> String {
-    let limit = 1_000_000.0;
+    let limit = f64::from(verifier::LIMIT);
     let mut s = String::from(
         "## Verifier work per kernel (`fare bench kernels`)\n\n\
          Instructions the kernel's verifier processed loading each program (`fare xdp \
-         check`: nothing attached; ARN reception is a load-time flag, so two loads of \
-         fare_xdp), each kernel's largest share of the 1,000,000 limit, and its ratio to \
-         the host kernel's, measured in the same run. Guests run under QEMU's TCG: their \
-         load times are emulation's, not the kernel's.\n\n\
-         | kernel | release | fare_xdp | fare_xdp (ARN) | fare_tc_spray | largest / 1M | x host (fare_xdp, ARN) | three loads |\n\
+         check`: nothing attached; the XDP program is a pipeline, the entry `fare_xdp` and \
+         its stages, each verified on its own; ARN reception is a load-time flag, so each \
+         XDP program is loaded twice), its share of the 1,000,000 limit (the larger of the \
+         two loads), and its ratio to the host kernel's, measured in the same run. Guests \
+         run under QEMU's TCG: their load times are emulation's, not the kernel's.\n\n\
+         | kernel | release | program | count | with ARN reception | of 1M | x host | all loads |\n\
          |---|---|---|---|---|---|---|---|\n",
     );
     for r in std::iter::once(host).chain(guests) {
-        let c = r.counts;
-        let largest = c.xdp.max(c.xdp_arn).max(c.tc_spray);
-        let ratio = |a: u32, b: u32| match (a, b) {
-            (verifier::NOT_REPORTED, _) | (_, verifier::NOT_REPORTED) => "-".to_string(),
-            _ => format!("{:.2}", f64::from(a) / f64::from(b)),
-        };
-        let share = match largest {
-            verifier::NOT_REPORTED => "-".to_string(),
-            n => format!("{:.1} %", f64::from(n) * 100.0 / limit),
+        let ratio = |a: u32, b: Option<u32>| match (a, b) {
+            (verifier::NOT_REPORTED, _) | (_, None | Some(verifier::NOT_REPORTED)) => {
+                "-".to_string()
+            }
+            (a, Some(b)) => format!("{:.2}", f64::from(a) / f64::from(b)),
         };
         // Below the minimum the agent refuses the kernel; `fare xdp check` loaded it
         // with FARE_XDP_ANY_KERNEL=1 (scripts/kernels).
@@ -118,17 +117,37 @@ fn table(host: &Row, guests: &[Row]) -> String {
         } else {
             r.name.clone()
         };
-        s.push_str(&format!(
-            "| {} | {} | {} | {} | {} | {share} | {}, {} | {:.1} s |\n",
-            name,
-            r.release,
-            count(c.xdp),
-            count(c.xdp_arn),
-            count(c.tc_spray),
-            ratio(c.xdp, host.counts.xdp),
-            ratio(c.xdp_arn, host.counts.xdp_arn),
-            r.load_ms as f64 / 1000.0
-        ));
+        for (i, p) in r.counts.programs.iter().enumerate() {
+            let largest = p.count.max(p.with_arn.unwrap_or(0));
+            let share = match largest {
+                verifier::NOT_REPORTED => "-".to_string(),
+                n => format!("{:.1} %", f64::from(n) * 100.0 / limit),
+            };
+            let on_host = host.counts.get(&p.name);
+            let x_host = match p.with_arn {
+                Some(a) => format!(
+                    "{}, {}",
+                    ratio(p.count, on_host.map(|h| h.count)),
+                    ratio(a, on_host.and_then(|h| h.with_arn))
+                ),
+                None => ratio(p.count, on_host.map(|h| h.count)),
+            };
+            let (kernel, release, loads) = if i == 0 {
+                (
+                    name.as_str(),
+                    r.release.as_str(),
+                    format!("{:.1} s", r.load_ms as f64 / 1000.0),
+                )
+            } else {
+                ("", "", String::new())
+            };
+            s.push_str(&format!(
+                "| {kernel} | {release} | {} | {} | {} | {share} | {x_host} | {loads} |\n",
+                p.name,
+                count(p.count),
+                p.with_arn.map_or_else(|| "-".to_string(), count),
+            ));
+        }
     }
     s.push_str(
         "\n\"loaded, no count\": the kernel loaded the program but reports no count (before \

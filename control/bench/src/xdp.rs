@@ -609,10 +609,20 @@ fn measure(
         verifier
             .iter()
             .map(|(who, c)| format!(
-                "{who}: fare_xdp {}, with ARN reception {}, fare_tc_spray {}",
-                thousands(c.xdp),
-                thousands(c.xdp_arn),
-                thousands(c.tc_spray)
+                "{who}: {}",
+                c.programs
+                    .iter()
+                    .map(|p| match p.with_arn {
+                        Some(a) => format!(
+                            "{} {} (with ARN reception {})",
+                            p.name,
+                            thousands(p.count),
+                            thousands(a)
+                        ),
+                        None => format!("{} {}", p.name, thousands(p.count)),
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))
             .collect::<Vec<_>>()
             .join("; ")

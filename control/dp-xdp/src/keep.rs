@@ -7,12 +7,16 @@
 //! object bytes and the load-time globals are the same, so a restarted agent takes it
 //! from its pin instead. The program is pinned under its identity only after every link
 //! carries it, and unpinned before anything is replaced, so a pin that matches always
-//! names the program in the links.
+//! names the program in the links. Its program array of stages (`stages-<id>`) is
+//! pinned before it and kept until the links carry another program: the stages of a
+//! program still in a link keep their entries.
 
 use super::pins::PinDir;
 use aya::programs::links::{FdLink, PinnedLink};
 use aya::programs::Xdp;
+use aya::Ebpf;
 use aya_obj::programs::XdpAttachType;
+use fare_common as fc;
 use std::hash::{Hash, Hasher};
 
 /// What makes one loaded program differ from another: the object and the globals set
@@ -35,6 +39,11 @@ pub fn reuse(
     interfaces: &[String],
     id: &str,
 ) -> Option<(Xdp, Vec<(String, FdLink)>)> {
+    // Without its stages the program would hand every packet it does not finish to
+    // the kernel: load again.
+    if !pins.stages(id).exists() {
+        return None;
+    }
     let program = Xdp::from_pin(pins.program(id), XdpAttachType::Interface).ok()?;
     let mut links = Vec::new();
     for ifname in interfaces {
@@ -51,8 +60,28 @@ pub fn forget(pins: &PinDir) {
     }
 }
 
-/// After `program` is attached to every link: pin it and write its identity.
-pub fn remember(pins: &PinDir, program: &mut Xdp, id: &str) {
+/// After the entry program of `ebpf` is attached to every link: pin its stages (its
+/// program array), drop the stages of earlier programs, then pin it under its identity.
+pub fn remember(pins: &PinDir, ebpf: &mut Ebpf, id: &str) {
+    // Every earlier pin, also one of the same identity (an earlier load's array,
+    // whose entries are that load's programs).
+    for old in pins.all_stages() {
+        let _ = std::fs::remove_file(old);
+    }
+    let pinned = match ebpf.map(fc::STAGES) {
+        Some(stages) => stages.pin(pins.stages(id)).map_err(|e| e.to_string()),
+        None => Err(format!("map {} missing", fc::STAGES)),
+    };
+    if let Err(e) = pinned {
+        tracing::warn!("xdp: stages not pinned for the next agent ({e})");
+        return;
+    }
+    let program: Option<&mut Xdp> = ebpf
+        .program_mut(fc::PROGRAM_NAME)
+        .and_then(|p| p.try_into().ok());
+    let Some(program) = program else {
+        return;
+    };
     if let Err(e) = program.pin(pins.program(id)) {
         // Only the next restart's speed depends on it.
         tracing::warn!("xdp: program not pinned for the next agent ({e})");

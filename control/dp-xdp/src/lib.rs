@@ -28,6 +28,7 @@ mod logs;
 mod object;
 pub mod pins;
 pub mod queues;
+mod stages;
 pub mod steer;
 // BPF_PROG_TEST_RUN serves the benchmarks and tests only: the packaged binary is built
 // without it. Loading with the verifier's counts is also `fare xdp check`'s.
@@ -239,6 +240,8 @@ fn load_and_attach(
     interfaces: &[String],
     id: &str,
 ) -> Result<Vec<(String, FdLink)>, DataplaneError> {
+    // The stages first: the entry hands packets to them as soon as it is attached.
+    stages::load(ebpf)?;
     let program: &mut Xdp = ebpf
         .program_mut(fc::PROGRAM_NAME)
         .ok_or_else(|| err("program fare_xdp missing from the object"))?
@@ -251,7 +254,7 @@ fn load_and_attach(
         let link = attach_program(program, pins, ifname)?;
         links.push((ifname.clone(), link));
     }
-    keep::remember(pins, program, id);
+    keep::remember(pins, ebpf, id);
     Ok(links)
 }
 

@@ -3,6 +3,7 @@
 //! <root>/<node>/maps/<MAP>      every map of the program (pinned by name)
 //! <root>/<node>/links/<ifname>  the XDP link of each interface
 //! <root>/<node>/program-<id>    the program in those links, by identity (see `keep`)
+//! <root>/<node>/stages-<id>     its program array of stages (holds their entries)
 //! ```
 //! A link pinned there keeps the program attached after the agent exits (also after
 //! `kill -9`); a restarted agent loads the program against the same maps and swaps it
@@ -14,6 +15,7 @@ use std::path::{Path, PathBuf};
 /// Default bpffs root of fare's pins.
 pub const DEFAULT_ROOT: &str = "/sys/fs/bpf/fare";
 const PROGRAM_PREFIX: &str = "program-";
+const STAGES_PREFIX: &str = "stages-";
 
 #[derive(Clone, Debug)]
 pub struct PinDir {
@@ -43,11 +45,27 @@ impl PinDir {
 
     /// Every pinned program of the node, whatever its identity.
     pub fn programs(&self) -> Vec<PathBuf> {
+        self.starting_with(PROGRAM_PREFIX)
+    }
+
+    /// The pinned program array of the stages of the program of identity `id`: a
+    /// program array keeps its entries only while user space holds it (a pin or a file
+    /// descriptor), so the program in the links needs it pinned after the agent exits.
+    pub fn stages(&self, id: &str) -> PathBuf {
+        self.node.join(format!("{STAGES_PREFIX}{id}"))
+    }
+
+    /// Every pinned program array of stages of the node, whatever its identity.
+    pub fn all_stages(&self) -> Vec<PathBuf> {
+        self.starting_with(STAGES_PREFIX)
+    }
+
+    fn starting_with(&self, prefix: &str) -> Vec<PathBuf> {
         let Ok(dir) = std::fs::read_dir(&self.node) else {
             return Vec::new();
         };
         dir.flatten()
-            .filter(|e| e.file_name().to_string_lossy().starts_with(PROGRAM_PREFIX))
+            .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
             .map(|e| e.path())
             .collect()
     }

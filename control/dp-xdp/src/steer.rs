@@ -3,6 +3,9 @@
 //! member.
 //!
 //! - FLOW_STEER: the identifier's fields under its Mask -> the port to avoid.
+//! - STEER_FILTER: a bit per FLOW_STEER key (`fc::steer_filter_bit`), written after the
+//!   key is inserted and cleared after it is removed: the program looks a packet's flow
+//!   up in FLOW_STEER only when its bit is set.
 //! - STEER_MASKS[0]: the Mask the program builds packet keys with. The program matches one
 //!   Mask at a time (more lookups per packet exceed the verifier's budget): while flows of
 //!   one Mask are steered, an identifier with another Mask is refused here and the
@@ -96,10 +99,24 @@ pub fn copy_states(states: &[u32], ifindexes: &[u32], port: u32) -> Vec<u32> {
         .collect()
 }
 
+/// STEER_FILTER's words for `keys`: the bit of every key set (`fc::steer_filter_bit`).
+pub fn filter_of<'a>(keys: impl IntoIterator<Item = &'a FlowSteerKey>) -> Vec<u32> {
+    let mut words = vec![0u32; fc::STEER_FILTER_WORDS as usize];
+    for k in keys {
+        let bit = fc::steer_filter_bit(k);
+        words[(bit >> 5) as usize] |= 1 << (bit & 31);
+    }
+    words
+}
+
 pub struct SteerMaps {
     flows: HashMap<MapData, FlowSteerKey, FlowSteerValue>,
     masks: Array<MapData, u32>,
     groups: HashMap<MapData, SteerGroupKey, u32>,
+    /// None: an object without the filter (an earlier build's).
+    filter: Option<Array<MapData, u32>>,
+    /// What `filter` holds.
+    filter_words: Vec<u32>,
     /// Steered flows -> avoided port.
     pub steered: StdHashMap<FlowSteerKey, u32>,
     /// (group, port) -> its steered copy's group id.
@@ -115,10 +132,17 @@ impl SteerMaps {
             flows: take_map(ebpf, fc::FLOW_STEER)?,
             masks: take_map(ebpf, fc::STEER_MASKS)?,
             groups: take_map(ebpf, fc::STEER_GROUPS)?,
+            filter: take_map(ebpf, fc::STEER_FILTER).ok(),
+            filter_words: vec![0; fc::STEER_FILTER_WORDS as usize],
             steered: StdHashMap::new(),
             copies: BTreeMap::new(),
         };
         let _ = m.masks.set(0, 0, 0);
+        if let Some(filter) = &mut m.filter {
+            for i in 0..fc::STEER_FILTER_WORDS {
+                let _ = filter.set(i, 0, 0);
+            }
+        }
         let keys: Vec<FlowSteerKey> = m.flows.keys().filter_map(Result::ok).collect();
         for k in keys {
             let _ = m.flows.remove(&k);
@@ -150,6 +174,8 @@ impl SteerMaps {
             .insert(key, value, 0)
             .map_err(|e| err(format!("FLOW_STEER: {e}")))?;
         self.steered.insert(key, ifindex);
+        // After the entry: a packet that sees the bit finds the entry.
+        self.write_filter()?;
         if mask == 0 {
             self.masks
                 .set(0, key.mask, 0)
@@ -164,10 +190,31 @@ impl SteerMaps {
             return false;
         }
         let _ = self.flows.remove(key);
+        // After the entry: a packet that still sees the bit only misses in FLOW_STEER.
+        if let Err(e) = self.write_filter() {
+            tracing::warn!("xdp: {e} (a set bit only costs its flows a lookup)");
+        }
         if self.steered.is_empty() {
             let _ = self.masks.set(0, 0, 0);
         }
         true
+    }
+
+    /// Brings STEER_FILTER to the steered keys, writing the words that change.
+    fn write_filter(&mut self) -> Result<(), DataplaneError> {
+        let Some(filter) = &mut self.filter else {
+            return Ok(());
+        };
+        let words = filter_of(self.steered.keys());
+        for (i, (&new, old)) in words.iter().zip(self.filter_words.iter_mut()).enumerate() {
+            if new != *old {
+                filter
+                    .set(i as u32, new, 0)
+                    .map_err(|e| err(format!("STEER_FILTER[{i}]: {e}")))?;
+                *old = new;
+            }
+        }
+        Ok(())
     }
 
     /// Ports some steered flow avoids.
@@ -214,6 +261,31 @@ mod tests {
         assert_eq!(k.ports, 4791);
         assert_eq!(k.dst[0].to_ne_bytes(), [192, 0, 2, 7]);
         assert_eq!(k.src, [0; 4]);
+    }
+
+    #[test]
+    fn the_filter_has_the_bit_of_every_steered_key() {
+        let keys: Vec<FlowSteerKey> = (0..100u32)
+            .map(|i| FlowSteerKey {
+                mask: 0x15,
+                family: 4,
+                protocol: 17,
+                ports: 4791 + i,
+                dst: [0x0702_00c0 + i, 0, 0, 0],
+                ..FlowSteerKey::default()
+            })
+            .collect();
+        let words = filter_of(&keys);
+        assert_eq!(words.len(), fc::STEER_FILTER_WORDS as usize);
+        for k in &keys {
+            let bit = fc::steer_filter_bit(k);
+            assert!(bit < 32 * fc::STEER_FILTER_WORDS);
+            assert_ne!(words[(bit >> 5) as usize] & (1 << (bit & 31)), 0);
+        }
+        // Distinct keys spread: 100 keys set nearly 100 of the 65,536 bits.
+        let set: u32 = words.iter().map(|w| w.count_ones()).sum();
+        assert!((95..=100).contains(&set), "{set} bits set");
+        assert!(filter_of(&[]).iter().all(|&w| w == 0));
     }
 
     #[test]

@@ -1,9 +1,11 @@
-//! How much work the kernel's verifier does to load the program: the instructions it
-//! processed (`verified_insns` of the loaded program), for `fare_xdp` with ARN reception
-//! off and on (the load-time flag changes what the verifier walks) and for the TC spray
-//! program. The kernel refuses a program past 1M; well below that the count still sets
-//! how long an agent takes to start (several agents loading at once on a small machine
-//! wait for each other's verifier), so the benchmarks report it beside the cost.
+//! How much work the kernel's verifier does to load the programs: the instructions it
+//! processed (`verified_insns` of each loaded program), for every program of the XDP
+//! pipeline (the entry `fare_xdp` and its stages, each verified on its own) with ARN
+//! reception off and on (the load-time flag changes what the verifier walks) and for
+//! the TC spray program. The kernel refuses a program past 1M; well below that the
+//! count still sets how long an agent takes to start (several agents loading at once on
+//! a small machine wait for each other's verifier), so the benchmarks report it beside
+//! the cost.
 
 use super::{err, load_object, object_bytes, pins::PinDir, prepare_pins, BACKEND};
 use aya::programs::{SchedClassifier, Xdp};
@@ -15,20 +17,87 @@ use std::path::Path;
 /// Linux 5.16, which added `verified_insns` to the program's info).
 pub const NOT_REPORTED: u32 = 0;
 
-/// Instructions the verifier processed loading each program of one object
-/// ([`NOT_REPORTED`] where the kernel does not say).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct VerifierCounts {
-    /// `fare_xdp` as loaded without ARN reception.
-    pub xdp: u32,
-    /// `fare_xdp` as loaded with ARN reception.
-    pub xdp_arn: u32,
-    /// `fare_tc_spray`.
-    pub tc_spray: u32,
+/// The kernel's limit of instructions processed per program load.
+pub const LIMIT: u32 = 1_000_000;
+
+/// The verifier's count of one program of the object.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProgramCount {
+    /// The program's name in the object.
+    pub name: String,
+    /// As loaded without ARN reception ([`NOT_REPORTED`] where the kernel does not say).
+    pub count: u32,
+    /// As loaded with ARN reception (None: loaded once, the TC spray program).
+    pub with_arn: Option<u32>,
 }
 
+/// Instructions the verifier processed loading each program of one object: the XDP
+/// entry, its stages in stage order, then the TC spray program.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct VerifierCounts {
+    pub programs: Vec<ProgramCount>,
+}
+
+impl VerifierCounts {
+    /// The program `name`'s counts.
+    pub fn get(&self, name: &str) -> Option<&ProgramCount> {
+        self.programs.iter().find(|p| p.name == name)
+    }
+
+    /// The largest count of any program, either load.
+    pub fn largest(&self) -> u32 {
+        self.programs
+            .iter()
+            .map(|p| p.count.max(p.with_arn.unwrap_or(0)))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Every load as (label, count): `name`, and `name (ARN reception)` for the second
+    /// load of an XDP program.
+    pub fn loads(&self) -> Vec<(String, u32)> {
+        let mut out = Vec::new();
+        for p in &self.programs {
+            out.push((p.name.clone(), p.count));
+        }
+        for p in &self.programs {
+            if let Some(n) = p.with_arn {
+                out.push((format!("{} {ARN_SUFFIX}", p.name), n));
+            }
+        }
+        out
+    }
+
+    /// The counts of [`loads`](Self::loads) back from their labels (`fare xdp check
+    /// --json` of another kernel).
+    pub fn from_loads<'a>(loads: impl IntoIterator<Item = (&'a str, u32)>) -> VerifierCounts {
+        let mut counts = VerifierCounts::default();
+        for (label, n) in loads {
+            match label.strip_suffix(ARN_SUFFIX).map(str::trim_end) {
+                Some(name) => match counts.programs.iter_mut().find(|p| p.name == name) {
+                    Some(p) => p.with_arn = Some(n),
+                    None => counts.programs.push(ProgramCount {
+                        name: name.to_string(),
+                        count: NOT_REPORTED,
+                        with_arn: Some(n),
+                    }),
+                },
+                None => counts.programs.push(ProgramCount {
+                    name: label.to_string(),
+                    count: n,
+                    with_arn: None,
+                }),
+            }
+        }
+        counts
+    }
+}
+
+/// How a load with ARN reception is labelled.
+const ARN_SUFFIX: &str = "(ARN reception)";
+
 /// What this kernel makes of the built-in programs (`fare xdp check`, `fare bench
-/// kernels`): its release, the verifier's counts and how long the three loads took.
+/// kernels`): its release, the verifier's counts and how long the loads took.
 pub struct KernelCheck {
     pub release: String,
     pub counts: VerifierCounts,
@@ -54,9 +123,11 @@ pub fn check_running(pin_root: &Path, node: &str) -> Result<KernelCheck, Datapla
     })
 }
 
-/// Loads `object` (None: the one built into this binary) three times against maps
-/// pinned in a scratch directory `<pin_root>/<node>` (removed afterwards) and reads the
-/// verifier's count of each load. Nothing is attached.
+/// Loads `object` (None: the one built into this binary) against maps pinned in a
+/// scratch directory `<pin_root>/<node>` (removed afterwards): every XDP program (the
+/// entry and the stages the object has) once without and once with ARN reception, the
+/// TC spray program once, and reads the verifier's count of each load. Nothing is
+/// attached.
 pub fn counts(
     object: Option<&[u8]>,
     pin_root: &Path,
@@ -66,11 +137,24 @@ pub fn counts(
     let pins = PinDir::new(pin_root, node);
     prepare_pins(&pins, pin_root)?;
     let result = (|| -> Result<VerifierCounts, DataplaneError> {
-        Ok(VerifierCounts {
-            xdp: load(bytes, &pins, false, fc::PROGRAM_NAME)?,
-            xdp_arn: load(bytes, &pins, true, fc::PROGRAM_NAME)?,
-            tc_spray: load(bytes, &pins, false, fc::TC_SPRAY_NAME)?,
-        })
+        let plain = load_xdp(bytes, &pins, false)?;
+        let arn = load_xdp(bytes, &pins, true)?;
+        let mut programs: Vec<ProgramCount> = plain
+            .into_iter()
+            .zip(arn)
+            .map(|((name, count), (_, with_arn))| ProgramCount {
+                name,
+                count,
+                with_arn: Some(with_arn),
+            })
+            .collect();
+        let mut ebpf = load_object(bytes, &pins, false)?;
+        programs.push(ProgramCount {
+            name: fc::TC_SPRAY_NAME.to_string(),
+            count: load(&mut ebpf, fc::TC_SPRAY_NAME)?,
+            with_arn: None,
+        });
+        Ok(VerifierCounts { programs })
     })();
     let removed = pins.remove_all().map_err(|source| DataplaneError::Io {
         backend: BACKEND,
@@ -82,9 +166,22 @@ pub fn counts(
     Ok(counts)
 }
 
-/// Loads program `name` of the object with the ARN flag `arn` and returns its count.
-fn load(bytes: &[u8], pins: &PinDir, arn: bool, name: &str) -> Result<u32, DataplaneError> {
+/// Loads the XDP entry and every stage of the object with the ARN flag `arn`; their
+/// counts in stage order.
+fn load_xdp(bytes: &[u8], pins: &PinDir, arn: bool) -> Result<Vec<(String, u32)>, DataplaneError> {
     let mut ebpf = load_object(bytes, pins, arn)?;
+    let names = std::iter::once(fc::PROGRAM_NAME)
+        .chain(fc::STAGE_PROGRAMS)
+        .filter(|name| ebpf.program(name).is_some())
+        .collect::<Vec<_>>();
+    names
+        .into_iter()
+        .map(|name| Ok((name.to_string(), load(&mut ebpf, name)?)))
+        .collect()
+}
+
+/// Loads program `name` of the object and returns its count.
+fn load(ebpf: &mut aya::Ebpf, name: &str) -> Result<u32, DataplaneError> {
     let program = ebpf
         .program_mut(name)
         .ok_or_else(|| err(format!("program {name} missing from the object")))?;
@@ -162,7 +259,35 @@ pub fn verdict(log: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::verdict;
+    use super::{verdict, ProgramCount, VerifierCounts};
+
+    #[test]
+    fn loads_read_back_from_their_labels() {
+        let counts = VerifierCounts {
+            programs: vec![
+                ProgramCount {
+                    name: "fare_xdp".into(),
+                    count: 10,
+                    with_arn: Some(12),
+                },
+                ProgramCount {
+                    name: "fare_xdp_full".into(),
+                    count: 300,
+                    with_arn: Some(400),
+                },
+                ProgramCount {
+                    name: "fare_tc_spray".into(),
+                    count: 70,
+                    with_arn: None,
+                },
+            ],
+        };
+        let loads = counts.loads();
+        assert_eq!(loads[4], ("fare_xdp_full (ARN reception)".to_string(), 400));
+        let back = VerifierCounts::from_loads(loads.iter().map(|(l, n)| (l.as_str(), *n)));
+        assert_eq!(back, counts);
+        assert_eq!(counts.largest(), 400);
+    }
 
     #[test]
     fn the_verdict_is_the_last_message_and_the_count() {

@@ -63,8 +63,24 @@ pub mod map_names {
     pub const FLOWLETS: &str = "FLOWLETS";
 }
 
-/// Name of the XDP program in the object.
+/// Name of the XDP program in the object: the entry, attached to the interfaces.
 pub const PROGRAM_NAME: &str = "fare_xdp";
+
+/// The XDP program's later stages (docs/xdp.md, "A pipeline of stages"): programs of the
+/// same object that the entry program continues in by a tail call through the program
+/// array `STAGES`, each verified on its own. `STAGE_PROGRAMS[i]` is the program the
+/// loader puts at index `i`, before the entry program is attached.
+pub const STAGES: &str = "STAGES";
+/// Everything the entry does not: the whole program, from the frame again (IPv4, and
+/// frames of neither family).
+pub const STAGE_FULL: u32 = 0;
+/// The whole program for IPv6 packets.
+pub const STAGE_FULL_V6: u32 = 1;
+/// ARN reception: a UDP datagram to the ARN port (with reception configured), taken by
+/// the program's receiver or else forwarded by the full program.
+pub const STAGE_ARN: u32 = 2;
+/// Program names by stage index.
+pub const STAGE_PROGRAMS: [&str; 3] = ["fare_xdp_full", "fare_xdp_full_v6", "fare_xdp_arn"];
 /// TC egress program: per-packet spraying of the host's own traffic over its members.
 pub const TC_SPRAY_NAME: &str = "fare_tc_spray";
 /// skb mark bit the TC spray program sets on a packet it placed (so that the egress hook
@@ -188,10 +204,12 @@ pub const MODE_FLOW: u8 = 1;
 /// bucket table (a pick by weight) starts a new flowlet.
 pub const MODE_FLOWLET: u8 = 2;
 
-/// Entries of FLOWLETS (LRU hash, flow hash -> `Flowlet`): the flows whose flowlet state
-/// is kept, 64 Ki; the least recently seen is evicted when it is full. Memory: 64 Ki x
-/// (4-byte key + 24-byte value + the kernel's ~56-byte element header, rounded up) =
-/// about 6 MiB, preallocated at load.
+/// Entries of FLOWLETS (an array indexed by the flow hash's low 16 bits -> `Flowlet`,
+/// tagged with the whole hash): a direct-mapped table of 64 Ki flows, where a flow
+/// whose hash shares its entry with another's replaces it (that flow's next packet
+/// starts a new flowlet). Memory: 64 Ki x 24 bytes = 1.5 MiB, preallocated at load. An
+/// array read is a few instructions the verifier inlines; the LRU hash it replaced cost
+/// a hash of the key, a bucket walk and the LRU's bookkeeping per packet.
 pub const MAX_FLOWLETS: u32 = 65536;
 
 /// Value of FLOWLETS: the member of a flow's current flowlet and when the flow's last
@@ -204,10 +222,11 @@ pub struct Flowlet {
     /// bpf_ktime_get_ns of the flow's last packet.
     pub last_ns: u64,
     pub ifindex: u32,
-    /// Member index within the group.
-    pub index: u32,
+    /// The flow's whole 32-bit hash (the entry's index is its low bits).
+    pub hash: u32,
     pub dst_mac: [u8; 6],
-    pub _pad: [u8; 2],
+    /// Member index within the group.
+    pub index: u16,
 }
 
 /// A WCMP group: replicated members in spray order. Slot `i` holds the index (within the
@@ -728,6 +747,32 @@ mod steer {
     pub const FLOW_STEER: &str = "FLOW_STEER";
     pub const STEER_MASKS: &str = "STEER_MASKS";
     pub const STEER_GROUPS: &str = "STEER_GROUPS";
+    pub const STEER_FILTER: &str = "STEER_FILTER";
+
+    /// Words (u32) of STEER_FILTER: 64 Ki bits, 8 KiB. A bit per value of
+    /// [`steer_filter_bit`]: set when some FLOW_STEER key has that value. A packet of a
+    /// route with steered copies looks its flow up in FLOW_STEER (a 48-byte key hashed
+    /// and compared) only when its key's bit is set; with a few steered flows almost
+    /// every other flow's bit is clear (a false positive costs the lookup, never a
+    /// wrong answer: the map decides).
+    pub const STEER_FILTER_WORDS: u32 = 2048;
+
+    /// The STEER_FILTER bit of a FLOW_STEER key (< 32 x STEER_FILTER_WORDS): a
+    /// multiplicative hash of its six 64-bit words, computed alike by the program and
+    /// the agent.
+    #[inline(always)]
+    pub fn steer_filter_bit(k: &FlowSteerKey) -> u32 {
+        const K1: u64 = 0x9e37_79b9_7f4a_7c15;
+        const K2: u64 = 0xbf58_476d_1ce4_e5b9;
+        let w = |a: u32, b: u32| (a as u64) << 32 | b as u64;
+        let mut h = w(k.mask, k.family).wrapping_mul(K1);
+        h = (h ^ w(k.protocol, k.ports)).wrapping_mul(K2);
+        h = (h ^ w(k.src[0], k.src[1])).wrapping_mul(K1);
+        h = (h ^ w(k.src[2], k.src[3])).wrapping_mul(K2);
+        h = (h ^ w(k.dst[0], k.dst[1])).wrapping_mul(K1);
+        h = (h ^ w(k.dst[2], k.dst[3])).wrapping_mul(K2);
+        (h >> 48) as u32
+    }
 
     /// STEER_GROUPS key: a group and the port its steered copy avoids.
     #[repr(C)]

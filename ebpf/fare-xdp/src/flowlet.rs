@@ -1,10 +1,10 @@
 //! Flowlet mode: a flow keeps its member while its packets come closer together than
 //! the group's gap; the first packet after a longer pause starts a new flowlet, which
-//! picks a member by weight. FLOWLETS (LRU) remembers, per flow hash, the member and
-//! the time of the flow's last packet.
+//! picks a member by weight. FLOWLETS (direct-mapped by the flow hash) remembers the
+//! member and the time of the flow's last packet.
 
 use aya_ebpf::helpers::{bpf_get_prandom_u32, bpf_ktime_get_ns};
-use fare_common::{member_id, Flowlet, GroupRow, MAX_MEMBERS_PER_GROUP, MAX_SLOTS};
+use fare_common::{member_id, Flowlet, GroupRow, MAX_FLOWLETS, MAX_MEMBERS_PER_GROUP, MAX_SLOTS};
 
 use crate::classify::Classify;
 use crate::forward::{Choice, NextHop, Start};
@@ -27,12 +27,14 @@ pub fn choose<C: Classify>(row: *mut GroupRow, group: u32, n: u32, flow: &C) -> 
     let now = unsafe { bpf_ktime_get_ns() };
     // SAFETY: this CPU's row (see `forward::first_choice`).
     let gap_ns = unsafe { (*row).flowlet_gap_us } as u64 * 1000;
-    if let Some(f) = FLOWLETS.get_ptr_mut(hash) {
+    if let Some(f) = FLOWLETS.get_ptr_mut(hash & (MAX_FLOWLETS - 1)) {
         // SAFETY: a value of the map; another CPU may write it at the same time (the
-        // same flow on two queues): either write is a valid flowlet.
+        // same flow on two queues, or two flows of one entry): whatever mix of writes
+        // it reads, the member check below takes only a member of this group in
+        // service at that index.
         let f = unsafe { &mut *f };
-        if now.wrapping_sub(f.last_ns) < gap_ns {
-            let index = f.index & (MAX_MEMBERS_PER_GROUP - 1);
+        if f.hash == hash && now.wrapping_sub(f.last_ns) < gap_ns {
+            let index = f.index as u32 & (MAX_MEMBERS_PER_GROUP - 1);
             // The same next hop at the same index: a replaced group (new id, new
             // weights) keeps the flowlet's member; a member gone or moved ends it.
             if let Some(m) = MEMBERS.get(member_id(group, index)) {
@@ -60,16 +62,21 @@ pub fn choose<C: Classify>(row: *mut GroupRow, group: u32, n: u32, flow: &C) -> 
             return Choice::Nothing;
         };
         if m.active() {
-            let f = Flowlet {
-                last_ns: now,
-                ifindex: m.ifindex,
-                index,
-                dst_mac: m.dst_mac,
-                _pad: [0; 2],
-            };
-            // A full map evicts its least recently used flow (LRU): at worst that
-            // flow's next packet starts a new flowlet early.
-            let _ = FLOWLETS.insert(hash, f, 0);
+            // The flow takes the entry (another flow there starts a new flowlet with
+            // its next packet). Looked up again rather than kept across the loop: the
+            // verifier then walks the loop without the pointer (fewer states).
+            if let Some(f) = FLOWLETS.get_ptr_mut(hash & (MAX_FLOWLETS - 1)) {
+                // SAFETY: as above.
+                unsafe {
+                    *f = Flowlet {
+                        last_ns: now,
+                        ifindex: m.ifindex,
+                        hash,
+                        dst_mac: m.dst_mac,
+                        index: index as u16,
+                    }
+                };
+            }
             return Choice::Member(NextHop {
                 row,
                 index,

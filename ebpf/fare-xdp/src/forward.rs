@@ -142,7 +142,7 @@ const REHASH_TRIES: u32 = 4;
 /// groups are handled (`flow`'s fields are read and hashed; only then).
 #[inline(always)]
 pub fn select<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Option<NextHop> {
-    match first_choice::<FLOW, C>(group, flow) {
+    match first_choice::<FLOW, false, C>(group, flow) {
         Choice::Member(next) => Some(next),
         Choice::OutOfService(at) => select_out_of_service(group, at, flow),
         Choice::Nothing => None,
@@ -186,8 +186,19 @@ impl Start {
 /// The member of the start slot (spray: this CPU's cursor; flow: the hash) when it is in
 /// service: two lookups, this CPU's GROUP_ROWS row (slots, cursor and member counters
 /// together) and the MEMBERS row. The fast path stops here; `select` goes on.
+///
+/// `FLOWLET`: a flowlet-mode group takes its flowlet's member (`flowlet::choose`); false
+/// (the full program, through `select`), it is taken as a flow-mode group: the entry
+/// already tried the flowlet's member and new flowlets, and what reaches the full
+/// program (all those members out of service, a steered flow) gets the flow mode's
+/// member, not remembered. The full programs' verification then walks no flowlet code:
+/// with it, Linux 6.1's verifier ran past its 1M instructions on `fare_xdp_full_v6`
+/// (the member walk of `select_out_of_service` once per flowlet state).
 #[inline(always)]
-pub fn first_choice<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Choice {
+pub fn first_choice<const FLOW: bool, const FLOWLET: bool, C: Classify>(
+    group: u32,
+    flow: &C,
+) -> Choice {
     let Some(row) = GROUP_ROWS.get_ptr_mut(group) else {
         return Choice::Nothing;
     };
@@ -210,7 +221,7 @@ pub fn first_choice<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Choi
     // SAFETY: as `g`.
     let cursor = unsafe { &raw mut (*row).cursor };
     let start = if flow_mode {
-        if g.mode == MODE_FLOWLET {
+        if FLOWLET && g.mode == MODE_FLOWLET {
             return crate::flowlet::choose(row, group, n, flow);
         }
         // Multiply-shift maps the hash uniformly onto 0..n without a division.

@@ -4,14 +4,14 @@
 use aya_ebpf::{
     bindings::BPF_F_MMAPABLE,
     macros::map,
-    maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, LruHashMap, PerCpuArray, RingBuf},
+    maps::{lpm_trie::LpmTrie, Array, DevMapHash, HashMap, PerCpuArray, RingBuf},
 };
 use fare_common::{
     dir4, ArnConfigRow, ArnNeighborRow, ArnPathKey, ArnSender, ArnTargets, ColorSet, EgressQueue,
     FlowRule, FlowSteerKey, FlowSteerValue, Flowlet, GroupRow, Member, RouteValue, SteerGroupKey,
     ARN_STAT_COUNT, MAX_ARN_LOCAL, MAX_ARN_NEIGHBORS, MAX_ARN_PATHS, MAX_EGRESS, MAX_FLOWLETS,
     MAX_FLOW_RULES, MAX_FLOW_STEER, MAX_GROUPS, MAX_MEMBERS, MAX_ROUTES, MAX_STEER_MASKS,
-    QUEUE_EVENTS_BYTES, STAT_COUNT,
+    QUEUE_EVENTS_BYTES, STAT_COUNT, STEER_FILTER_WORDS,
 };
 
 #[map]
@@ -89,9 +89,14 @@ pub static STEER_MASKS: Array<u32> = Array::pinned(MAX_STEER_MASKS, 0);
 #[map]
 pub static STEER_GROUPS: HashMap<SteerGroupKey, u32> = HashMap::pinned(MAX_FLOW_STEER, 0);
 
+/// ARN per-flow mode: which FLOW_STEER keys may exist (`fare_common::STEER_FILTER_WORDS`).
+#[map]
+pub static STEER_FILTER: Array<u32> = Array::pinned(STEER_FILTER_WORDS, 0);
+
 #[map]
 pub static GROUP_ACTIVE: Array<u32> = Array::pinned(MAX_GROUPS, 0);
 
-/// Flowlet mode (see `flowlet`): flow hash -> the flow's member and last packet's time.
+/// Flowlet mode (see `flowlet`): flow hash -> the flow's member and last packet's time,
+/// direct-mapped (`fare_common::MAX_FLOWLETS`).
 #[map]
-pub static FLOWLETS: LruHashMap<u32, Flowlet> = LruHashMap::pinned(MAX_FLOWLETS, 0);
+pub static FLOWLETS: Array<Flowlet> = Array::pinned(MAX_FLOWLETS, 0);

@@ -11,7 +11,7 @@ use fare_common::{
 use aya_ebpf::programs::XdpContext;
 
 use crate::classify::Fields;
-use crate::maps::{FLOW_STEER, STEER_GROUPS, STEER_MASKS};
+use crate::maps::{FLOW_STEER, STEER_FILTER, STEER_GROUPS, STEER_MASKS};
 
 /// The group to forward by: `group`'s steered copy when the packet's flow must avoid a
 /// port and the copy exists, else `group`.
@@ -85,6 +85,13 @@ fn avoided_port(f: &Fields) -> u32 {
         src: if mask & STEER_SRC != 0 { f.src } else { [0; 4] },
         dst: if mask & STEER_DST != 0 { f.dst } else { [0; 4] },
     };
+    // The filter first: most flows of a route with steered copies are not steered, and
+    // their key's bit is clear (an array read instead of the hash map's lookup).
+    let bit = fare_common::steer_filter_bit(&key);
+    match STEER_FILTER.get(bit >> 5) {
+        Some(word) if word & (1 << (bit & 31)) != 0 => {}
+        _ => return 0,
+    }
     // SAFETY: the value is read at once (a concurrent delete only makes it stale).
     match unsafe { FLOW_STEER.get(&key) } {
         Some(v) => v.ifindex,

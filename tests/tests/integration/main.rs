@@ -67,3 +67,4 @@ mod xdp_proptest;
 mod xdp_queue;
 mod xdp_routes;
 mod xdp_steer;
+mod xdp_verifier;
