@@ -862,3 +862,153 @@ fn unknown_attributes_out_of_order_round_trip() {
     let types: Vec<u8> = a.attributes.other.iter().map(|r| r.type_code).collect();
     assert_eq!(types, [0, 9]);
 }
+
+/// RFC 7606 §3(d) with MP_REACH_NLRI: an UPDATE that announces IPv6 prefixes without
+/// ORIGIN is treat-as-withdraw; one whose MP_REACH_NLRI announces nothing (RFC 4760 §3:
+/// an empty NLRI field is allowed, e.g. an End-of-RIB marker's family) reaches nothing,
+/// so nothing is missing.
+#[test]
+fn rfc7606_missing_origin_with_mp_reach() {
+    const MP_REACH_ONE: [u8; 29] = [
+        0x80, 0x0e, 0x1a, 0x00, 0x02, 0x01, // MP_REACH_NLRI, 26 octets, IPv6 unicast
+        0x10, // next hop length 16
+        0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, // next hop fd00::1
+        0x00, // reserved
+        0x20, 0x20, 0x01, 0x0d, 0xb8, // NLRI 2001:db8::/32
+    ];
+    const MP_REACH_NONE: [u8; 24] = [
+        0x80, 0x0e, 0x15, 0x00, 0x02, 0x01, // MP_REACH_NLRI, 21 octets, IPv6 unicast
+        0x10, // next hop length 16
+        0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, // next hop fd00::1
+        0x00, // reserved, no NLRI
+    ];
+    let u = update_of(&body_with(&[&MP_REACH_ONE, &AS_PATH_65001], &[]));
+    assert_eq!(
+        outcome(&u),
+        [(
+            attribute::attr_type::ORIGIN,
+            AttrAction::TreatAsWithdraw,
+            sub::MISSING_WELL_KNOWN
+        )]
+    );
+    let u = update_of(&body_with(&[&MP_REACH_NONE, &AS_PATH_65001], &[]));
+    assert_eq!(outcome(&u), []);
+    // NEXT_HOP is mandatory only with NLRI in the body (RFC 4760 §3: MP_REACH_NLRI
+    // carries its own next hop).
+    let u = update_of(&body_with(
+        &[&ORIGIN_IGP, &MP_REACH_ONE, &AS_PATH_65001],
+        &[],
+    ));
+    assert_eq!(outcome(&u), []);
+}
+
+/// fare sends one capability per Optional Parameter (RFC 5492 §4), but the Optional
+/// Parameters Length is one octet: when one parameter per capability would pass 255
+/// octets, all capabilities go in a single parameter, cut to the 253 octets it can hold.
+#[test]
+fn open_capabilities_past_255_octets_share_one_parameter() {
+    let id = Ipv4Addr::new(10, 0, 0, 1);
+    // 64 multiprotocol capabilities: 64 x 8 = 512 octets as separate parameters; 64 x 6
+    // = 384 octets of capabilities, cut to 253.
+    let caps: Vec<Capability> = (0..64)
+        .map(|afi| Capability::Multiprotocol { afi, safi: 1 })
+        .collect();
+    let mut body = Vec::new();
+    Open::new(65001, 90, id, caps).encode(&mut body);
+    assert_eq!(body.len(), 10 + 255);
+    assert_eq!(body[9], 255, "optional parameters length");
+    assert_eq!(
+        body[10..12],
+        [2, 253],
+        "one capabilities parameter of 253 octets"
+    );
+    assert_eq!(body[12..24], [1, 4, 0, 0, 0, 1, 1, 4, 0, 1, 0, 1]);
+    // The 43rd capability (AFI 42) is cut after its code octet.
+    assert_eq!(body[12 + 42 * 6..], [1]);
+
+    // Exactly 255 octets as separate parameters still go separately: route refresh (2 +
+    // 2) and an unknown capability of 247 octets (2 + 2 + 247).
+    let caps = vec![
+        Capability::RouteRefresh,
+        Capability::Unknown {
+            code: 73,
+            value: vec![0x61; 247],
+        },
+    ];
+    let mut body = Vec::new();
+    Open::new(65001, 90, id, caps).encode(&mut body);
+    assert_eq!(body.len(), 10 + 255);
+    assert_eq!(body[9..16], [255, 2, 2, 2, 0, 2, 249]);
+    assert_eq!(body[16..18], [73, 247]);
+}
+
+/// The packing budget by hand. ORIGIN (4 octets) + AS_PATH [65001] (3 + 2 + 4) +
+/// NEXT_HOP (7) = 20 octets of attributes; pack leaves 4096 - 19 (header) - 4 (the two
+/// length fields) - 8 (slack) - 20 = 4045 octets of NLRI: 809 /32s (5 octets each)
+/// exactly, 1011 /24s (4 octets each, 4044 octets).
+#[test]
+fn pack_budget_boundaries() {
+    let attrs = PathAttributes {
+        origin: Some(Origin::Igp),
+        as_path: Some(AsPath::sequence(vec![65001])),
+        next_hop: Some(Ipv4Addr::new(10, 0, 0, 1)),
+        ..Default::default()
+    };
+    let hosts = |n: u32| -> Vec<IpNet> {
+        (0..n)
+            .map(|i| IpNet::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), 32).unwrap())
+            .collect()
+    };
+    let sizes = |us: &[Update]| us.iter().map(|u| u.nlri.len()).collect::<Vec<_>>();
+    let one = update::pack(&attrs, &hosts(809), CTX);
+    assert_eq!(sizes(&one), [809]);
+    assert_eq!(
+        Message::Update(one[0].clone()).encode(CTX).len(),
+        19 + 4 + 20 + 4045
+    );
+    assert_eq!(sizes(&update::pack(&attrs, &hosts(810), CTX)), [809, 1]);
+    let slash24 = |n: u32| -> Vec<IpNet> {
+        (0..n)
+            .map(|i| IpNet::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (i << 8))), 24).unwrap())
+            .collect()
+    };
+    assert_eq!(sizes(&update::pack(&attrs, &slash24(1011), CTX)), [1011]);
+    assert_eq!(sizes(&update::pack(&attrs, &slash24(1012), CTX)), [1011, 1]);
+}
+
+/// Withdrawals by hand: 4096 - 19 - 4 - 16 (slack) = 4057 octets of withdrawn routes
+/// per UPDATE: one /32 (5) and 1013 /24s (4052) fill it exactly; one /24 more goes in a
+/// second UPDATE. IPv6 ones go in MP_UNREACH_NLRI with the same budget: 238 /128s (17
+/// octets each, 4046).
+#[test]
+fn pack_withdraw_budget_boundaries() {
+    let mut nets = vec![net("192.0.2.1/32")];
+    nets.extend(
+        (0..1014u32)
+            .map(|i| IpNet::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (i << 8))), 24).unwrap()),
+    );
+    let sizes = |us: &[Update]| {
+        us.iter()
+            .map(|u| {
+                u.withdrawn.len()
+                    + u.attributes
+                        .mp_unreach
+                        .as_ref()
+                        .map_or(0, |m| m.withdrawn.len())
+            })
+            .collect::<Vec<_>>()
+    };
+    let full = update::pack_withdraw(&nets[..1014]);
+    assert_eq!(sizes(&full), [1014]);
+    assert_eq!(
+        Message::Update(full[0].clone()).encode(CTX).len(),
+        19 + 4 + 4057
+    );
+    assert_eq!(sizes(&update::pack_withdraw(&nets)), [1014, 1]);
+    let v6: Vec<IpNet> = (0..239u128)
+        .map(|i| IpNet::new(IpAddr::V6(Ipv6Addr::from((0x2001_0db8u128 << 96) + i)), 128).unwrap())
+        .collect();
+    let w = update::pack_withdraw(&v6);
+    assert_eq!(sizes(&w), [238, 1]);
+    assert!(w.iter().all(|u| u.withdrawn.is_empty()));
+}
