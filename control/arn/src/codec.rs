@@ -535,6 +535,43 @@ mod tests {
         }
     }
 
+    /// The one-line form of logs and `fare arn decode`, written out by hand.
+    #[test]
+    fn display_line() {
+        let m = ArnMessage {
+            kind: ArnType::CongestionDetected,
+            metric: 200,
+            flow: Some(FlowId {
+                family: Family::Ipv4,
+                protocol: Some(6),
+                src: Some("192.0.2.1".parse().unwrap()),
+                dst: Some("198.51.100.2".parse().unwrap()),
+                src_port: Some(1000),
+                dst_port: Some(443),
+            }),
+            path_id: Some(0x0a00_0001),
+        };
+        assert_eq!(
+            m.to_string(),
+            "type 1 (congestion detected) version 0 metric 200 para_type 0xc0 flow [ipv4 mask \
+             0x1f protocol 6 src 192.0.2.1 dst 198.51.100.2 src_port 1000 dst_port 443] \
+             path_id 167772161 (10.0.0.1)"
+        );
+        let m = ArnMessage {
+            kind: ArnType::FailureEliminated,
+            metric: 0,
+            flow: Some(FlowId {
+                family: Family::Ipv6,
+                ..FlowId::default()
+            }),
+            path_id: None,
+        };
+        assert_eq!(
+            m.to_string(),
+            "type 4 (failure eliminated) version 0 metric 0 para_type 0x80 flow [ipv6 mask 0x00]"
+        );
+    }
+
     #[test]
     fn family_of_an_address() {
         assert_eq!(Family::of(&"192.0.2.1".parse().unwrap()), Family::Ipv4);
