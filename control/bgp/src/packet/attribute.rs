@@ -679,6 +679,32 @@ mod as_path_tests {
         assert_eq!(AsPath::sequence(vec![1, 2, 3, 4]).path_len(), 4);
     }
 
+    /// RFC 4271 §4.3: the Optional bit is 0x80, the Transitive bit 0x40; the Partial and
+    /// Extended Length bits (0x20, 0x10) say nothing of either.
+    #[test]
+    fn optional_and_transitive_bits() {
+        let table = [
+            (0x00, false, false),
+            (0x40, false, true),
+            (0x80, true, false),
+            (0xc0, true, true),
+            (0xe0, true, true),
+            (0x30, false, false),
+        ];
+        for (flags, optional, transitive) in table {
+            let r = RawAttribute {
+                flags,
+                type_code: 99,
+                value: vec![],
+            };
+            assert_eq!(
+                (r.is_optional(), r.is_transitive()),
+                (optional, transitive),
+                "{flags:#04x}"
+            );
+        }
+    }
+
     /// RFC 7606 §7.2: an AS_PATH segment of an unknown type (not 1-4) or of length 0 is
     /// malformed, each on its own.
     #[test]

@@ -1012,3 +1012,34 @@ fn pack_withdraw_budget_boundaries() {
     assert_eq!(sizes(&w), [238, 1]);
     assert!(w.iter().all(|u| u.withdrawn.is_empty()));
 }
+
+/// RFC 4271 §5 / RFC 7606 §3(c): AGGREGATOR, COMMUNITIES, EXTENDED_COMMUNITIES and
+/// LARGE_COMMUNITIES are optional transitive; sent with only the Optional bit, each is an
+/// Attribute Flags Error: AGGREGATOR is then discarded (RFC 7606 §7.7), the others make
+/// the UPDATE treat-as-withdraw (§7.8, §7.14, RFC 8092 §6).
+#[test]
+fn rfc7606_optional_transitive_attributes_with_wrong_flags() {
+    use AttrAction::{Discard, TreatAsWithdraw};
+    let table: [(&[u8], Outcome); 4] = [
+        (
+            &[0x80, 0x07, 0x08, 0, 0, 0xfd, 0xe9, 10, 0, 0, 1],
+            (7, Discard, sub::ATTRIBUTE_FLAGS),
+        ),
+        (
+            &[0x80, 0x08, 0x04, 0xff, 0xff, 0, 0],
+            (8, TreatAsWithdraw, sub::ATTRIBUTE_FLAGS),
+        ),
+        (
+            &[0x80, 0x10, 0x08, 0, 2, 0xfd, 0xe9, 0, 0, 0, 1],
+            (16, TreatAsWithdraw, sub::ATTRIBUTE_FLAGS),
+        ),
+        (
+            &[0x80, 0x20, 0x0c, 0, 0, 0xfd, 0xe9, 0, 0, 0, 1, 0, 0, 0, 2],
+            (32, TreatAsWithdraw, sub::ATTRIBUTE_FLAGS),
+        ),
+    ];
+    for (attr, want) in table {
+        let body = body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, attr], &NLRI_24);
+        assert_eq!(outcome(&update_of(&body)), [want], "{}", hex(attr));
+    }
+}
