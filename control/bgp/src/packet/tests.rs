@@ -1043,3 +1043,23 @@ fn rfc7606_optional_transitive_attributes_with_wrong_flags() {
         assert_eq!(outcome(&update_of(&body)), [want], "{}", hex(attr));
     }
 }
+
+/// LOCAL_PREF (RFC 4271 §4.3 type 5, well-known, 4 octets) as a vector both ways, and
+/// with a wrong length: RFC 7606 §7.5, treat-as-withdraw.
+#[test]
+fn local_pref_vector() {
+    const LOCAL_PREF_200: [u8; 7] = [0x40, 0x05, 0x04, 0x00, 0x00, 0x00, 0xc8];
+    let body = body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, &LOCAL_PREF_200], &NLRI_24);
+    let u = update_of(&body);
+    assert_eq!(u.attributes.local_pref, Some(200));
+    assert!(u.attributes.other.is_empty());
+    assert_eq!(outcome(&u), []);
+    both_ways(&msg(msg_type::UPDATE, &body), &Message::Update(u));
+    let short: [u8; 6] = [0x40, 0x05, 0x03, 0x00, 0x00, 0xc8];
+    let u = update_of(&body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, &short], &NLRI_24));
+    assert_eq!(u.attributes.local_pref, None);
+    assert_eq!(
+        outcome(&u),
+        [(5, AttrAction::TreatAsWithdraw, sub::ATTRIBUTE_LENGTH)]
+    );
+}
