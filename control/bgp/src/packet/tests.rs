@@ -1049,17 +1049,46 @@ fn rfc7606_optional_transitive_attributes_with_wrong_flags() {
 #[test]
 fn local_pref_vector() {
     const LOCAL_PREF_200: [u8; 7] = [0x40, 0x05, 0x04, 0x00, 0x00, 0x00, 0xc8];
-    let body = body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, &LOCAL_PREF_200], &NLRI_24);
+    let body = body_with(
+        &[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, &LOCAL_PREF_200],
+        &NLRI_24,
+    );
     let u = update_of(&body);
     assert_eq!(u.attributes.local_pref, Some(200));
     assert!(u.attributes.other.is_empty());
     assert_eq!(outcome(&u), []);
     both_ways(&msg(msg_type::UPDATE, &body), &Message::Update(u));
     let short: [u8; 6] = [0x40, 0x05, 0x03, 0x00, 0x00, 0xc8];
-    let u = update_of(&body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, &short], &NLRI_24));
+    let u = update_of(&body_with(
+        &[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, &short],
+        &NLRI_24,
+    ));
     assert_eq!(u.attributes.local_pref, None);
     assert_eq!(
         outcome(&u),
         [(5, AttrAction::TreatAsWithdraw, sub::ATTRIBUTE_LENGTH)]
     );
+}
+
+/// RFC 4271 §6.3 / RFC 7606 §7.3: a NEXT_HOP that is not a unicast address (0.0.0.0, a
+/// multicast one, the limited broadcast) is an Invalid NEXT_HOP Attribute error,
+/// treat-as-withdraw; each of the three on its own.
+#[test]
+fn rfc7606_next_hop_not_unicast() {
+    for (nh, bad) in [
+        ([0, 0, 0, 0], true),
+        ([224, 0, 0, 1], true),
+        ([239, 255, 255, 250], true),
+        ([255, 255, 255, 255], true),
+        ([10, 1, 0, 1], false),
+    ] {
+        let attr = [0x40, 0x03, 0x04, nh[0], nh[1], nh[2], nh[3]];
+        let u = update_of(&body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &attr], &NLRI_24));
+        let want: &[Outcome] = if bad {
+            &[(3, AttrAction::TreatAsWithdraw, sub::INVALID_NEXT_HOP)]
+        } else {
+            &[]
+        };
+        assert_eq!(outcome(&u), want, "{nh:?}");
+    }
 }
