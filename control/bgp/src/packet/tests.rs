@@ -1092,3 +1092,172 @@ fn rfc7606_next_hop_not_unicast() {
         assert_eq!(outcome(&u), want, "{nh:?}");
     }
 }
+
+/// RFC 7606 §7.7, §7.8 and RFC 8092 §6: lengths of AGGREGATOR (8 octets with 4-octet AS
+/// numbers, 6 without), COMMUNITIES (a multiple of 4) and LARGE_COMMUNITIES (a multiple
+/// of 12). A wrong one discards AGGREGATOR and makes the UPDATE treat-as-withdraw for
+/// the others; a right one is kept as received.
+#[test]
+fn rfc7606_lengths_of_kept_attributes() {
+    use AttrAction::{Discard, TreatAsWithdraw};
+    let two = Context {
+        four_octet_as: false,
+    };
+    let as_path_2 = [0x40, 0x02, 0x04, 0x02, 0x01, 0xfd, 0xe9];
+    // (context, attribute, the error or None)
+    let table: [(Context, &[u8], Option<Outcome>); 10] = [
+        (
+            CTX,
+            &[0xc0, 0x07, 0x08, 0, 0, 0xfd, 0xe9, 10, 0, 0, 1],
+            None,
+        ),
+        (
+            CTX,
+            &[0xc0, 0x07, 0x06, 0xfd, 0xe9, 10, 0, 0, 1],
+            Some((7, Discard, sub::ATTRIBUTE_LENGTH)),
+        ),
+        (two, &[0xc0, 0x07, 0x06, 0xfd, 0xe9, 10, 0, 0, 1], None),
+        (
+            two,
+            &[0xc0, 0x07, 0x08, 0, 0, 0xfd, 0xe9, 10, 0, 0, 1],
+            Some((7, Discard, sub::ATTRIBUTE_LENGTH)),
+        ),
+        (CTX, &[0xc0, 0x08, 0x04, 0xfd, 0xe9, 0, 1], None),
+        (
+            CTX,
+            &[0xc0, 0x08, 0x08, 0xfd, 0xe9, 0, 1, 0xfd, 0xe9, 0, 2],
+            None,
+        ),
+        (
+            CTX,
+            &[0xc0, 0x08, 0x05, 0xfd, 0xe9, 0, 1, 0],
+            Some((8, TreatAsWithdraw, sub::ATTRIBUTE_LENGTH)),
+        ),
+        (
+            CTX,
+            &[0xc0, 0x20, 0x0c, 0, 0, 0xfd, 0xe9, 0, 0, 0, 1, 0, 0, 0, 2],
+            None,
+        ),
+        (
+            CTX,
+            &[0xc0, 0x20, 0x08, 0, 0, 0xfd, 0xe9, 0, 0, 0, 1],
+            Some((32, TreatAsWithdraw, sub::ATTRIBUTE_LENGTH)),
+        ),
+        (
+            CTX,
+            &[
+                0xc0, 0x20, 0x10, 0, 0, 0xfd, 0xe9, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3,
+            ],
+            Some((32, TreatAsWithdraw, sub::ATTRIBUTE_LENGTH)),
+        ),
+    ];
+    for (ctx, attr, want) in table {
+        let path: &[u8] = if ctx.four_octet_as {
+            &AS_PATH_65001
+        } else {
+            &as_path_2
+        };
+        let body = body_with(&[&ORIGIN_IGP, path, &NEXT_HOP, attr], &NLRI_24);
+        let Message::Update(u) = Message::decode(&msg(msg_type::UPDATE, &body), ctx).unwrap()
+        else {
+            panic!()
+        };
+        match want {
+            Some(o) => {
+                assert_eq!(outcome(&u), [o], "{}", hex(attr));
+                assert!(u.attributes.other.is_empty(), "{}", hex(attr));
+            }
+            None => {
+                assert_eq!(outcome(&u), [], "{}", hex(attr));
+                assert_eq!(u.attributes.other.len(), 1, "{}", hex(attr));
+                assert_eq!(u.attributes.other[0].value, attr[3..], "{}", hex(attr));
+            }
+        }
+    }
+}
+
+/// RFC 2545 §3: an IPv6 MP_REACH_NLRI next hop of 32 octets is a global address and a
+/// link-local one.
+#[test]
+fn mp_reach_global_and_link_local_next_hops() {
+    let mut attr = vec![
+        0x80, 0x0e, 0x2a, 0x00, 0x02, 0x01, // MP_REACH_NLRI, 42 octets, IPv6 unicast
+        0x20, // next hop length 32
+    ];
+    attr.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    attr.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    attr.extend_from_slice(&[0x00, 0x20, 0x20, 0x01, 0x0d, 0xb8]); // reserved, 2001:db8::/32
+    let body = body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &attr], &[]);
+    let u = update_of(&body);
+    assert_eq!(outcome(&u), []);
+    let m = u.attributes.mp_reach.as_ref().unwrap();
+    assert_eq!(
+        m.next_hops,
+        [
+            "2001:db8::1".parse::<IpAddr>().unwrap(),
+            "fe80::2".parse::<IpAddr>().unwrap()
+        ]
+    );
+    assert_eq!(m.nlri, [net("2001:db8::/32")]);
+}
+
+/// An attribute value over 255 octets forces the Extended Length bit (RFC 4271 §4.3) and a
+/// two-octet length, whatever flags it was given; 255 octets still fit one octet.
+#[test]
+fn long_attribute_values_get_extended_length() {
+    let with = |len: usize| PathAttributes {
+        other: vec![RawAttribute {
+            flags: flag::OPTIONAL | flag::TRANSITIVE,
+            type_code: 99,
+            value: vec![0x5a; len],
+        }],
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    with(300).encode(CTX, &mut out);
+    assert_eq!(out[..4], [0xd0, 99, 0x01, 0x2c]);
+    assert_eq!(out.len(), 4 + 300);
+    let mut out = Vec::new();
+    with(255).encode(CTX, &mut out);
+    assert_eq!(out[..3], [0xc0, 99, 0xff]);
+    assert_eq!(out.len(), 3 + 255);
+}
+
+/// The MP attributes go first (MP_UNREACH_NLRI, then MP_REACH_NLRI: RFC 7606 §5.1), then
+/// every other attribute by type code, a (reserved) type 0 kept as received included.
+#[test]
+fn mp_attributes_first_then_by_type_code() {
+    let attrs = PathAttributes {
+        origin: Some(Origin::Igp),
+        mp_reach: Some(MpReach {
+            family: Family::Ipv6Unicast,
+            next_hops: vec!["fd00::1".parse().unwrap()],
+            nlri: vec![],
+        }),
+        mp_unreach: Some(MpUnreach {
+            family: Family::Ipv6Unicast,
+            withdrawn: vec![],
+        }),
+        other: vec![RawAttribute {
+            flags: flag::OPTIONAL | flag::TRANSITIVE,
+            type_code: 0,
+            value: vec![7],
+        }],
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    attrs.encode(CTX, &mut out);
+    let mut types = Vec::new();
+    let mut i = 0;
+    while i < out.len() {
+        let (flags, ty) = (out[i], out[i + 1]);
+        let (len, head) = if flags & flag::EXTENDED_LENGTH != 0 {
+            (usize::from(u16::from_be_bytes([out[i + 2], out[i + 3]])), 4)
+        } else {
+            (usize::from(out[i + 2]), 3)
+        };
+        types.push(ty);
+        i += head + len;
+    }
+    assert_eq!(types, [15, 14, 0, 1]);
+}
