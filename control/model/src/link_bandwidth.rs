@@ -100,6 +100,16 @@ mod tests {
         assert_eq!(frr_read(25.0), 3_124_999_936);
     }
 
+    /// What a Gbps value reads back as after the binary32 bytes/s of the wire (the values
+    /// of `frr_reads_bytes_per_second_modulo_2_32`, divided by 1.25e8 bytes/s per Gbps).
+    #[test]
+    fn wire_gbps_is_the_binary32_value_back_in_gbps() {
+        assert_eq!(wire_gbps(10.0), 10.0);
+        assert_eq!(wire_gbps(15.0), 1_875_000_064.0 / 1.25e8);
+        assert_eq!(wire_gbps(100.0), 12_499_999_744.0 / 1.25e8);
+        assert_eq!(wire_gbps(0.0), 0.0);
+    }
+
     /// FRR's 60 and 39 for 15 and 10 Gbps (measured against FRR 8.4 in
     /// `bgp_frr_link_bandwidth`): 100 x 1875000064 / 3125000064 = 60.0000008,
     /// 100 x 1.25e9 / 3125000064 = 39.9999992.

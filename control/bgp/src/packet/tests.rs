@@ -1261,3 +1261,15 @@ fn mp_attributes_first_then_by_type_code() {
     }
     assert_eq!(types, [15, 14, 0, 1]);
 }
+
+/// RFC 6793 §4: AS numbers are four octets on a session only once the peer's OPEN
+/// carried the 4-octet AS capability; before its OPEN, and without the capability, two.
+#[test]
+fn four_octet_as_negotiated_from_the_peer_open() {
+    let id = Ipv4Addr::new(10, 0, 0, 2);
+    let with = Open::new(65001, 90, id, vec![Capability::FourOctetAs(65001)]);
+    let without = Open::new(65001, 90, id, vec![Capability::RouteRefresh]);
+    assert!(!Context::negotiated(None).four_octet_as);
+    assert!(!Context::negotiated(Some(&without)).four_octet_as);
+    assert!(Context::negotiated(Some(&with)).four_octet_as);
+}
