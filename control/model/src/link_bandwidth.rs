@@ -125,6 +125,18 @@ mod tests {
         assert_eq!(frr_cumulative(&[None]), None);
     }
 
+    /// A zero bandwidth counts as none (ECMP): on a single path (installed without a
+    /// weight, 1, only when it has a value) and among several.
+    #[test]
+    fn frr_weights_zero_is_none() {
+        assert_eq!(frr_weights(&[Some(5)]), Some(vec![1]));
+        assert_eq!(frr_weights(&[Some(0)]), None);
+        assert_eq!(frr_weights(&[None]), None);
+        assert_eq!(frr_weights(&[Some(0), Some(5)]), None);
+        assert_eq!(frr_weights(&[Some(5), Some(0)]), None);
+        assert_eq!(frr_weights(&[Some(5), Some(15)]), Some(vec![25, 75]));
+    }
+
     /// Against FRR 8.4 (`bgp_frr_link_bandwidth_small_share_and_cumulative`): paths of
     /// 100, 25600 and 25600 Mbps (12.5e6 and 3.2e9 bytes/s). Weights floor(100 x b /
     /// 6.4125e9) = 0, 49, 49: FRR installs 1, 49, 49. Cumulative: 6,412,500,000 - 2^32 =
