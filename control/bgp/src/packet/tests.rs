@@ -1273,3 +1273,39 @@ fn four_octet_as_negotiated_from_the_peer_open() {
     assert!(!Context::negotiated(Some(&without)).four_octet_as);
     assert!(Context::negotiated(Some(&with)).four_octet_as);
 }
+
+/// RFC 4271 §4.1 / §6.1: the smallest message of each type (OPEN 29, UPDATE 23,
+/// NOTIFICATION 21, KEEPALIVE 19, ROUTE-REFRESH 23 octets per RFC 2918) and at most 4096
+/// octets; a Length field outside that is a Bad Message Length error carrying the field.
+#[test]
+fn header_length_bounds_per_type() {
+    let header = |kind: u8, len: u16| {
+        let mut h = MARKER.to_vec();
+        h.extend_from_slice(&len.to_be_bytes());
+        h.push(kind);
+        h
+    };
+    for (kind, min) in [(1u8, 29u16), (2, 23), (3, 21), (4, 19), (5, 23)] {
+        assert_eq!(
+            frame_len(&header(kind, min)),
+            Ok(Some(usize::from(min))),
+            "type {kind}"
+        );
+        let e = frame_len(&header(kind, min - 1)).unwrap_err();
+        assert_eq!(
+            (e.notification.code, e.notification.subcode),
+            (1, 2),
+            "type {kind}"
+        );
+        assert_eq!(e.notification.data, (min - 1).to_be_bytes());
+        if kind != 4 {
+            assert_eq!(
+                frame_len(&header(kind, 4096)),
+                Ok(Some(4096)),
+                "type {kind}"
+            );
+        }
+        let e = frame_len(&header(kind, 4097)).unwrap_err();
+        assert_eq!(e.notification.data, [0x10, 0x01], "type {kind}");
+    }
+}
