@@ -244,6 +244,18 @@ mod tests {
         assert_eq!(dropped.moved, 64);
     }
 
+    /// From no weight to some, or back, every flow moves: a distance of 1; from none to
+    /// none, 0. Otherwise half the L1 distance of the shares: 1:1 -> 1:3 moves 1/4.
+    #[test]
+    fn tv_distance_by_hand() {
+        assert_eq!(tv_distance(&[0, 0], &[1, 1]), 1.0);
+        assert_eq!(tv_distance(&[3], &[0]), 1.0);
+        assert_eq!(tv_distance(&[], &[2]), 1.0);
+        assert_eq!(tv_distance(&[0], &[]), 0.0);
+        assert_eq!(tv_distance(&[1, 1], &[1, 3]), 0.25);
+        assert_eq!(tv_distance(&[1, 1], &[1, 1, 2]), 0.5);
+    }
+
     #[test]
     fn fresh_table_interleaves_and_edge_cases() {
         assert_eq!(fresh(&[1, 1], 4), [0, 1, 0, 1]);
