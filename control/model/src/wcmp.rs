@@ -418,6 +418,33 @@ mod tests {
         assert!((w.delta - delta(&bw, &w.weights)).abs() < 1e-12);
     }
 
+    /// The ratio, not the magnitude, decides: bandwidths near the largest double (their sum
+    /// overflows) and subnormal ones (1000 and 3000 times the smallest, whose reciprocal
+    /// overflows) give the same weights as 1:1 and 1:3, exactly.
+    #[test]
+    fn extreme_magnitudes_keep_their_ratio() {
+        let w = weights(&[f64::MAX, f64::MAX], None);
+        assert_eq!((w.weights.as_slice(), w.delta), (&[1, 1][..], 1.0));
+        let w = weights(&[f64::MAX / 2.0, f64::MAX], None);
+        assert_eq!((w.weights.as_slice(), w.delta), (&[1, 2][..], 1.0));
+        let tiny = [f64::from_bits(1000), f64::from_bits(3000)];
+        let w = weights(&tiny, None);
+        assert_eq!((w.weights.as_slice(), w.delta), (&[1, 3][..], 1.0));
+        assert_eq!(delta(&tiny, &[1, 3]), 1.0);
+        assert_eq!(delta(&[f64::MAX, f64::MAX], &[1, 1]), 1.0);
+    }
+
+    /// Every member with a positive bandwidth keeps weight 1 when the limit allows it,
+    /// however small its share; members at 0 do not count toward that (2 positive members,
+    /// limit 2: 1 + 1, though 3 members are listed).
+    #[test]
+    fn small_member_keeps_one_entry_within_the_limit() {
+        let w = weights(&[100.0, 1.0, 0.0], Some(2));
+        assert_eq!(w.weights, [1, 1, 0]);
+        // delta: member 1 gets 1/2 of the group for 1/101 of the bandwidth.
+        assert!((w.delta - 101.0 / 2.0).abs() < 1e-9, "{}", w.delta);
+    }
+
     #[test]
     fn limit_below_member_count_keeps_the_largest() {
         let w = weights(&[10.0, 40.0, 20.0, 30.0], Some(2));
