@@ -445,6 +445,21 @@ mod tests {
         assert!((w.delta - 101.0 / 2.0).abs() < 1e-9, "{}", w.delta);
     }
 
+    /// Equal deltas: the smallest group wins. 3:4 within 3 entries: 1:1 gives member 0
+    /// (3/7 of the bandwidth) 1/2 of the group, delta (1/2) / (3/7) = 7/6; 1:2 gives
+    /// member 1 (4/7) 2/3, delta (2/3) / (4/7) = 7/6 too: 1:1 it is. Within 4 entries 2:2
+    /// is 1:1 again.
+    #[test]
+    fn ties_go_to_the_smallest_group() {
+        for limit in [3, 4] {
+            let w = weights(&[3.0, 4.0], Some(limit));
+            assert_eq!(w.weights, [1, 1], "limit {limit}");
+            assert!((w.delta - 7.0 / 6.0).abs() < 1e-12, "{}", w.delta);
+        }
+        let w = weights(&[4.0, 3.0], Some(3));
+        assert_eq!(w.weights, [1, 1]);
+    }
+
     #[test]
     fn limit_below_member_count_keeps_the_largest() {
         let w = weights(&[10.0, 40.0, 20.0, 30.0], Some(2));
