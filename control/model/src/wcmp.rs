@@ -471,6 +471,11 @@ mod tests {
         // ideal 1:1, reduced 2:1 -> member 0 gets 2/3 instead of 1/2: delta 4/3.
         assert!((delta(&[1.0, 1.0], &[2, 1]) - 4.0 / 3.0).abs() < 1e-12);
         assert_eq!(delta(&[1.0, 3.0], &[1, 3]), 1.0);
+        // Nothing to compare: no ideal bandwidth, or no entry at all, is 1 (not infinite).
+        assert_eq!(delta(&[0.0, 0.0], &[1, 1]), 1.0);
+        assert_eq!(delta(&[1.0, 2.0], &[0, 0]), 1.0);
+        // An entry for a member without bandwidth is infinitely oversubscribed.
+        assert_eq!(delta(&[1.0, 0.0], &[1, 1]), f64::INFINITY);
     }
 
     #[test]
