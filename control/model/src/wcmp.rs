@@ -460,6 +460,23 @@ mod tests {
         assert_eq!(w.weights, [1, 1]);
     }
 
+    /// Float noise below 1 + 1e-9 reads as exact; from there on the value is kept.
+    #[test]
+    fn snap_threshold_is_exclusive() {
+        assert_eq!(snap(1.0 + 5e-10), 1.0);
+        assert_eq!(snap(1.0 + 1e-9), 1.0 + 1e-9);
+        assert_eq!(snap(1.5), 1.5);
+    }
+
+    /// The exhaustive reference leaves members without bandwidth out (weight 0), as
+    /// `weights` does: 1 : 0 within 2 entries is exact, 1 : 0 : 1 within 2 too.
+    #[test]
+    fn exhaustive_reference_skips_zero_members() {
+        assert_eq!(exhaustive_best_delta(&[1.0, 0.0], 2), 1.0);
+        assert_eq!(exhaustive_best_delta(&[1.0, 0.0, 1.0], 2), 1.0);
+        assert_eq!(exhaustive_best_delta(&[0.0, 0.0], 4), 1.0);
+    }
+
     #[test]
     fn limit_below_member_count_keeps_the_largest() {
         let w = weights(&[10.0, 40.0, 20.0, 30.0], Some(2));

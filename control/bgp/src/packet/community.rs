@@ -136,6 +136,23 @@ mod fib_suppress_tests {
     use super::*;
 
     #[test]
+    fn transitive_bit_by_rfc4360() {
+        // RFC 4360 §2: bit 0x40 of the type octet set = non-transitive, whatever the rest.
+        for (t, transitive) in [(0x00, true), (0x01, true), (0x03, true), (0x80, true)] {
+            assert_eq!(
+                ExtCommunity([t, 0, 0, 0, 0, 0, 0, 0]).is_transitive(),
+                transitive
+            );
+        }
+        for t in [0x40, 0x41, 0x43, 0xc0] {
+            assert!(
+                !ExtCommunity([t, 0, 0, 0, 0, 0, 0, 0]).is_transitive(),
+                "{t:#04x}"
+            );
+        }
+    }
+
+    #[test]
     fn fib_suppress_round_trips_and_is_transitive() {
         let f = FibSuppress::new(65011, Ipv4Addr::new(10, 1, 0, 1));
         let c = f.to_community(DEFAULT_FIB_SUPPRESS_SUBTYPE);
