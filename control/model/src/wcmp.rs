@@ -460,6 +460,17 @@ mod tests {
         assert_eq!(w.weights, [1, 1]);
     }
 
+    /// The proportional baseline by hand: each share of the limit rounded to nearest.
+    /// 1:1:4 of 8: 8/6 = 1.33 -> 1, 1.33 -> 1, 32/6 = 5.33 -> 5 (7 entries, within 8).
+    /// 8:9 of 18: 144/17 = 8.47 -> 8, 162/17 = 9.53 -> 10.
+    #[test]
+    fn proportional_rounding_by_hand() {
+        assert_eq!(proportional_rounding(&[1.0, 1.0, 4.0], 8), [1, 1, 5]);
+        assert_eq!(proportional_rounding(&[8.0, 9.0], 18), [8, 10]);
+        assert_eq!(proportional_rounding(&[8.0, 9.0], 16), [8, 8]);
+        assert_eq!(proportional_rounding(&[0.0, 0.0], 4), [0, 0]);
+    }
+
     /// Float noise below 1 + 1e-9 reads as exact; from there on the value is kept.
     #[test]
     fn snap_threshold_is_exclusive() {
