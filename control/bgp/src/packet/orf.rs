@@ -370,6 +370,44 @@ mod tests {
         }
     }
 
+    /// IPv6 Address Prefix ORF entries (RFC 5292 §4, AFI 2): ADD PERMIT 2001:db8::/32
+    /// ge 48 le 64 seq 7, a /128 (16 octets), and a length of 129 refused.
+    #[test]
+    fn ipv6_entries() {
+        let bytes = [
+            1, 64, 0, 12, 0x00, 0, 0, 0, 7, 48, 64, 32, 0x20, 0x01, 0x0d, 0xb8,
+        ];
+        let orf = decode(AFI_IPV6, &bytes).unwrap();
+        assert_eq!(
+            orf.entries,
+            [OrfEntry {
+                action: Action::Add,
+                deny: false,
+                prefix: Some(PrefixEntry {
+                    sequence: 7,
+                    min_len: 48,
+                    max_len: 64,
+                    prefix: p("2001:db8::/32"),
+                }),
+            }]
+        );
+        let mut out = Vec::new();
+        encode(&orf, &mut out);
+        assert_eq!(out, bytes);
+        let mut host = vec![1, 64, 0, 24, 0x00, 0, 0, 0, 8, 0, 0, 128];
+        host.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        let orf = decode(AFI_IPV6, &host).unwrap();
+        assert_eq!(
+            orf.entries[0].prefix.as_ref().map(|e| e.prefix),
+            Some(p("2001:db8::1/128"))
+        );
+        let mut long = host.clone();
+        long[3] = 25;
+        long[11] = 129;
+        long.push(0);
+        assert!(decode(AFI_IPV6, &long).is_err());
+    }
+
     #[test]
     fn malformed_blocks_are_route_refresh_errors() {
         for bad in [
