@@ -469,6 +469,9 @@ mod tests {
         assert_eq!(proportional_rounding(&[8.0, 9.0], 18), [8, 10]);
         assert_eq!(proportional_rounding(&[8.0, 9.0], 16), [8, 8]);
         assert_eq!(proportional_rounding(&[0.0, 0.0], 4), [0, 0]);
+        // A limit of 0 cannot be met: the scale shrinks to nothing and the largest member
+        // is kept alone.
+        assert_eq!(proportional_rounding(&[1.0, 2.0], 0), [0, 1]);
     }
 
     /// Float noise below 1 + 1e-9 reads as exact; from there on the value is kept.
