@@ -370,6 +370,16 @@ mod tests {
         }
     }
 
+    /// An IPv4 prefix length past 32 is a malformed entry (refused, not read past the
+    /// address): ADD PERMIT, length 33, five octets.
+    #[test]
+    fn ipv4_length_past_32_refused() {
+        let ok = [1, 64, 0, 12, 0x00, 0, 0, 0, 5, 0, 0, 32, 10, 200, 2, 1];
+        assert!(decode(AFI_IPV4, &ok).is_ok());
+        let long = [1, 64, 0, 13, 0x00, 0, 0, 0, 5, 0, 0, 33, 10, 200, 2, 1, 0];
+        assert!(decode(AFI_IPV4, &long).is_err());
+    }
+
     /// IPv6 Address Prefix ORF entries (RFC 5292 §4, AFI 2): ADD PERMIT 2001:db8::/32
     /// ge 48 le 64 seq 7, a /128 (16 octets), and a length of 129 refused.
     #[test]
