@@ -519,6 +519,98 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// The draft's names of the four Types (§3.2), as logs and `fare arn decode` print
+    /// them.
+    #[test]
+    fn type_names() {
+        let table = [
+            (1, "congestion detected", true),
+            (2, "congestion eliminated", false),
+            (3, "failure detected", true),
+            (4, "failure eliminated", false),
+        ];
+        for (code, name, removes) in table {
+            let t = ArnType::from_u8(code).unwrap();
+            assert_eq!((t.code(), t.describe(), t.removes()), (code, name, removes));
+        }
+    }
+
+    /// The one-line form of logs and `fare arn decode`, written out by hand.
+    #[test]
+    fn display_line() {
+        let m = ArnMessage {
+            kind: ArnType::CongestionDetected,
+            metric: 200,
+            flow: Some(FlowId {
+                family: Family::Ipv4,
+                protocol: Some(6),
+                src: Some("192.0.2.1".parse().unwrap()),
+                dst: Some("198.51.100.2".parse().unwrap()),
+                src_port: Some(1000),
+                dst_port: Some(443),
+            }),
+            path_id: Some(0x0a00_0001),
+        };
+        assert_eq!(
+            m.to_string(),
+            "type 1 (congestion detected) version 0 metric 200 para_type 0xc0 flow [ipv4 mask \
+             0x1f protocol 6 src 192.0.2.1 dst 198.51.100.2 src_port 1000 dst_port 443] \
+             path_id 167772161 (10.0.0.1)"
+        );
+        let m = ArnMessage {
+            kind: ArnType::FailureEliminated,
+            metric: 0,
+            flow: Some(FlowId {
+                family: Family::Ipv6,
+                ..FlowId::default()
+            }),
+            path_id: None,
+        };
+        assert_eq!(
+            m.to_string(),
+            "type 4 (failure eliminated) version 0 metric 0 para_type 0x80 flow [ipv6 mask 0x00]"
+        );
+    }
+
+    #[test]
+    fn family_of_an_address() {
+        assert_eq!(Family::of(&"192.0.2.1".parse().unwrap()), Family::Ipv4);
+        assert_eq!(Family::of(&"2001:db8::1".parse().unwrap()), Family::Ipv6);
+    }
+
+    /// A flow identifier matches a packet when every field it carries is equal; an
+    /// absent field matches anything.
+    #[test]
+    fn flow_matches_field_by_field() {
+        let (src, dst): (IpAddr, IpAddr) = (
+            "192.0.2.1".parse().unwrap(),
+            "198.51.100.2".parse().unwrap(),
+        );
+        let other: IpAddr = "203.0.113.3".parse().unwrap();
+        let flow = FlowId {
+            family: Family::Ipv4,
+            protocol: Some(6),
+            src: Some(src),
+            dst: Some(dst),
+            src_port: Some(1000),
+            dst_port: Some(443),
+        };
+        assert!(flow.matches(6, src, dst, 1000, 443));
+        assert!(!flow.matches(17, src, dst, 1000, 443), "protocol");
+        assert!(!flow.matches(6, other, dst, 1000, 443), "source");
+        assert!(!flow.matches(6, src, other, 1000, 443), "destination");
+        assert!(!flow.matches(6, src, dst, 1001, 443), "source port");
+        assert!(!flow.matches(6, src, dst, 1000, 444), "destination port");
+        let any = FlowId::default();
+        assert!(any.matches(17, other, other, 1, 2));
+        let dst_only = FlowId {
+            dst: Some(dst),
+            ..FlowId::default()
+        };
+        assert!(dst_only.matches(17, other, dst, 1, 2));
+        assert!(!dst_only.matches(17, dst, other, 1, 2));
+    }
+
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
         (0..s.len())

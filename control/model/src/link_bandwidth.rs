@@ -100,6 +100,16 @@ mod tests {
         assert_eq!(frr_read(25.0), 3_124_999_936);
     }
 
+    /// What a Gbps value reads back as after the binary32 bytes/s of the wire (the values
+    /// of `frr_reads_bytes_per_second_modulo_2_32`, divided by 1.25e8 bytes/s per Gbps).
+    #[test]
+    fn wire_gbps_is_the_binary32_value_back_in_gbps() {
+        assert_eq!(wire_gbps(10.0), 10.0);
+        assert_eq!(wire_gbps(15.0), 1_875_000_064.0 / 1.25e8);
+        assert_eq!(wire_gbps(100.0), 12_499_999_744.0 / 1.25e8);
+        assert_eq!(wire_gbps(0.0), 0.0);
+    }
+
     /// FRR's 60 and 39 for 15 and 10 Gbps (measured against FRR 8.4 in
     /// `bgp_frr_link_bandwidth`): 100 x 1875000064 / 3125000064 = 60.0000008,
     /// 100 x 1.25e9 / 3125000064 = 39.9999992.
@@ -113,6 +123,18 @@ mod tests {
         // to even).
         assert_eq!(frr_cumulative(&b), Some(3_125_000_192.0 / 1.25e8));
         assert_eq!(frr_cumulative(&[None]), None);
+    }
+
+    /// A zero bandwidth counts as none (ECMP): on a single path (installed without a
+    /// weight, 1, only when it has a value) and among several.
+    #[test]
+    fn frr_weights_zero_is_none() {
+        assert_eq!(frr_weights(&[Some(5)]), Some(vec![1]));
+        assert_eq!(frr_weights(&[Some(0)]), None);
+        assert_eq!(frr_weights(&[None]), None);
+        assert_eq!(frr_weights(&[Some(0), Some(5)]), None);
+        assert_eq!(frr_weights(&[Some(5), Some(0)]), None);
+        assert_eq!(frr_weights(&[Some(5), Some(15)]), Some(vec![25, 75]));
     }
 
     /// Against FRR 8.4 (`bgp_frr_link_bandwidth_small_share_and_cumulative`): paths of

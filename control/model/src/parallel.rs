@@ -227,6 +227,27 @@ mod tests {
         );
     }
 
+    /// The white paper's Leaf 2 with its routes listed out of node order (Spine 1, Spine
+    /// 2, Spine 1, Spine 2): the same per-node values, each route keeping its own.
+    #[test]
+    fn parallel_links_listed_out_of_node_order() {
+        let routes = [
+            r(100.0, 150.0),
+            r(100.0, 200.0),
+            r(100.0, 150.0),
+            r(100.0, 200.0),
+        ];
+        let node = [1, 2, 1, 2];
+        for p in [ParallelLinks::NodeEven, ParallelLinks::NodeProportional] {
+            assert_eq!(
+                gbps(p, Mode::Draft, &routes, &node),
+                [75.0, 100.0, 75.0, 100.0]
+            );
+            let s = shares(p, Mode::Draft, Rule::Normal, &routes, &node).unwrap();
+            assert_eq!(s.iter().map(|s| s.links).collect::<Vec<_>>(), [2; 4]);
+        }
+    }
+
     /// Spine 1 of the white paper toward Leaf 1 (origin, maximum value): 50G + 100G.
     /// Per node the aggregate is 150 either way; even 75 + 75, proportional 50 + 100.
     /// What it advertises onward is the same 150 (the sum of its per-node group).

@@ -232,6 +232,30 @@ mod tests {
         assert_eq!(reassign(Some(&gone), &[1, 1, 1], 256).table, failed.table);
     }
 
+    /// The last member dropped from the list: its buckets hold the index just past the new
+    /// weights (3 of 3), gone like any index without a weight, the same table as its
+    /// weight going to 0.
+    #[test]
+    fn last_member_dropped_from_the_list() {
+        let before = fresh(&[1, 1, 1, 1], 256);
+        let failed = reassign(Some(&before), &[1, 1, 1, 0], 256);
+        let dropped = reassign(Some(&before), &[1, 1, 1], 256);
+        assert_eq!(dropped.table, failed.table);
+        assert_eq!(dropped.moved, 64);
+    }
+
+    /// From no weight to some, or back, every flow moves: a distance of 1; from none to
+    /// none, 0. Otherwise half the L1 distance of the shares: 1:1 -> 1:3 moves 1/4.
+    #[test]
+    fn tv_distance_by_hand() {
+        assert_eq!(tv_distance(&[0, 0], &[1, 1]), 1.0);
+        assert_eq!(tv_distance(&[3], &[0]), 1.0);
+        assert_eq!(tv_distance(&[], &[2]), 1.0);
+        assert_eq!(tv_distance(&[0], &[]), 0.0);
+        assert_eq!(tv_distance(&[1, 1], &[1, 3]), 0.25);
+        assert_eq!(tv_distance(&[1, 1], &[1, 1, 2]), 0.5);
+    }
+
     #[test]
     fn fresh_table_interleaves_and_edge_cases() {
         assert_eq!(fresh(&[1, 1], 4), [0, 1, 0, 1]);

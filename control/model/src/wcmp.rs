@@ -418,6 +418,79 @@ mod tests {
         assert!((w.delta - delta(&bw, &w.weights)).abs() < 1e-12);
     }
 
+    /// The ratio, not the magnitude, decides: bandwidths near the largest double (their sum
+    /// overflows) and subnormal ones (1000 and 3000 times the smallest, whose reciprocal
+    /// overflows) give the same weights as 1:1 and 1:3, exactly.
+    #[test]
+    fn extreme_magnitudes_keep_their_ratio() {
+        let w = weights(&[f64::MAX, f64::MAX], None);
+        assert_eq!((w.weights.as_slice(), w.delta), (&[1, 1][..], 1.0));
+        let w = weights(&[f64::MAX / 2.0, f64::MAX], None);
+        assert_eq!((w.weights.as_slice(), w.delta), (&[1, 2][..], 1.0));
+        let tiny = [f64::from_bits(1000), f64::from_bits(3000)];
+        let w = weights(&tiny, None);
+        assert_eq!((w.weights.as_slice(), w.delta), (&[1, 3][..], 1.0));
+        assert_eq!(delta(&tiny, &[1, 3]), 1.0);
+        assert_eq!(delta(&[f64::MAX, f64::MAX], &[1, 1]), 1.0);
+    }
+
+    /// Every member with a positive bandwidth keeps weight 1 when the limit allows it,
+    /// however small its share; members at 0 do not count toward that (2 positive members,
+    /// limit 2: 1 + 1, though 3 members are listed).
+    #[test]
+    fn small_member_keeps_one_entry_within_the_limit() {
+        let w = weights(&[100.0, 1.0, 0.0], Some(2));
+        assert_eq!(w.weights, [1, 1, 0]);
+        // delta: member 1 gets 1/2 of the group for 1/101 of the bandwidth.
+        assert!((w.delta - 101.0 / 2.0).abs() < 1e-9, "{}", w.delta);
+    }
+
+    /// Equal deltas: the smallest group wins. 3:4 within 3 entries: 1:1 gives member 0
+    /// (3/7 of the bandwidth) 1/2 of the group, delta (1/2) / (3/7) = 7/6; 1:2 gives
+    /// member 1 (4/7) 2/3, delta (2/3) / (4/7) = 7/6 too: 1:1 it is. Within 4 entries 2:2
+    /// is 1:1 again.
+    #[test]
+    fn ties_go_to_the_smallest_group() {
+        for limit in [3, 4] {
+            let w = weights(&[3.0, 4.0], Some(limit));
+            assert_eq!(w.weights, [1, 1], "limit {limit}");
+            assert!((w.delta - 7.0 / 6.0).abs() < 1e-12, "{}", w.delta);
+        }
+        let w = weights(&[4.0, 3.0], Some(3));
+        assert_eq!(w.weights, [1, 1]);
+    }
+
+    /// The proportional baseline by hand: each share of the limit rounded to nearest.
+    /// 1:1:4 of 8: 8/6 = 1.33 -> 1, 1.33 -> 1, 32/6 = 5.33 -> 5 (7 entries, within 8).
+    /// 8:9 of 18: 144/17 = 8.47 -> 8, 162/17 = 9.53 -> 10.
+    #[test]
+    fn proportional_rounding_by_hand() {
+        assert_eq!(proportional_rounding(&[1.0, 1.0, 4.0], 8), [1, 1, 5]);
+        assert_eq!(proportional_rounding(&[8.0, 9.0], 18), [8, 10]);
+        assert_eq!(proportional_rounding(&[8.0, 9.0], 16), [8, 8]);
+        assert_eq!(proportional_rounding(&[0.0, 0.0], 4), [0, 0]);
+        // A limit of 0 cannot be met: the scale shrinks to nothing and the largest member
+        // is kept alone.
+        assert_eq!(proportional_rounding(&[1.0, 2.0], 0), [0, 1]);
+    }
+
+    /// Float noise below 1 + 1e-9 reads as exact; from there on the value is kept.
+    #[test]
+    fn snap_threshold_is_exclusive() {
+        assert_eq!(snap(1.0 + 5e-10), 1.0);
+        assert_eq!(snap(1.0 + 1e-9), 1.0 + 1e-9);
+        assert_eq!(snap(1.5), 1.5);
+    }
+
+    /// The exhaustive reference leaves members without bandwidth out (weight 0), as
+    /// `weights` does: 1 : 0 within 2 entries is exact, 1 : 0 : 1 within 2 too.
+    #[test]
+    fn exhaustive_reference_skips_zero_members() {
+        assert_eq!(exhaustive_best_delta(&[1.0, 0.0], 2), 1.0);
+        assert_eq!(exhaustive_best_delta(&[1.0, 0.0, 1.0], 2), 1.0);
+        assert_eq!(exhaustive_best_delta(&[0.0, 0.0], 4), 1.0);
+    }
+
     #[test]
     fn limit_below_member_count_keeps_the_largest() {
         let w = weights(&[10.0, 40.0, 20.0, 30.0], Some(2));
@@ -429,6 +502,11 @@ mod tests {
         // ideal 1:1, reduced 2:1 -> member 0 gets 2/3 instead of 1/2: delta 4/3.
         assert!((delta(&[1.0, 1.0], &[2, 1]) - 4.0 / 3.0).abs() < 1e-12);
         assert_eq!(delta(&[1.0, 3.0], &[1, 3]), 1.0);
+        // Nothing to compare: no ideal bandwidth, or no entry at all, is 1 (not infinite).
+        assert_eq!(delta(&[0.0, 0.0], &[1, 1]), 1.0);
+        assert_eq!(delta(&[1.0, 2.0], &[0, 0]), 1.0);
+        // An entry for a member without bandwidth is infinitely oversubscribed.
+        assert_eq!(delta(&[1.0, 0.0], &[1, 1]), f64::INFINITY);
     }
 
     #[test]

@@ -119,6 +119,20 @@ mod tests {
         assert_eq!(Aigp::decode(&bytes), Some(Aigp::new(1)));
     }
 
+    /// A kept TLV longer than a TLV length field can say (65535 octets with its 3-octet
+    /// header) is clipped to 65532 octets of value, its length field 0xffff.
+    #[test]
+    fn overlong_other_tlv_is_clipped() {
+        let a = Aigp {
+            metric: 0,
+            other: vec![(9, vec![0xab; 70_000])],
+        };
+        let bytes = a.encode();
+        assert_eq!(bytes.len(), 11 + 65_535);
+        assert_eq!(bytes[11..14], [0x09, 0xff, 0xff]);
+        assert!(bytes[14..].iter().all(|&b| b == 0xab));
+    }
+
     #[test]
     fn malformed() {
         let table: [&[u8]; 6] = [

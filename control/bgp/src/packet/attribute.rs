@@ -649,3 +649,109 @@ mod graceful_shutdown_tests {
         assert!(b.has_graceful_shutdown());
     }
 }
+
+#[cfg(test)]
+mod as_path_tests {
+    use super::*;
+
+    fn seg(kind: u8, asns: &[u32]) -> AsSegment {
+        AsSegment {
+            kind,
+            asns: asns.to_vec(),
+        }
+    }
+
+    /// RFC 4271 §9.1.2.2 (a): an AS_SET counts as one AS whatever its size; RFC 5065
+    /// §5.3: confederation segments (3 = AS_CONFED_SEQUENCE, 4 = AS_CONFED_SET) count
+    /// zero.
+    #[test]
+    fn path_len_counts_sets_as_one_and_confederations_as_zero() {
+        let path = AsPath {
+            segments: vec![
+                seg(AS_SEQUENCE, &[65001, 65002]),
+                seg(AS_SET, &[1, 2, 3]),
+                seg(3, &[64512, 64513]),
+                seg(4, &[64514]),
+            ],
+        };
+        assert_eq!(path.path_len(), 3);
+        assert_eq!(AsPath::default().path_len(), 0);
+        assert_eq!(AsPath::sequence(vec![1, 2, 3, 4]).path_len(), 4);
+    }
+
+    /// RFC 4271 §4.3: the Optional bit is 0x80, the Transitive bit 0x40; the Partial and
+    /// Extended Length bits (0x20, 0x10) say nothing of either.
+    #[test]
+    fn optional_and_transitive_bits() {
+        let table = [
+            (0x00, false, false),
+            (0x40, false, true),
+            (0x80, true, false),
+            (0xc0, true, true),
+            (0xe0, true, true),
+            (0x30, false, false),
+        ];
+        for (flags, optional, transitive) in table {
+            let r = RawAttribute {
+                flags,
+                type_code: 99,
+                value: vec![],
+            };
+            assert_eq!(
+                (r.is_optional(), r.is_transitive()),
+                (optional, transitive),
+                "{flags:#04x}"
+            );
+        }
+    }
+
+    /// RFC 7606 §7.2: an AS_PATH segment of an unknown type (not 1-4) or of length 0 is
+    /// malformed, each on its own.
+    #[test]
+    fn as_path_segment_type_and_length_checked_separately() {
+        assert_eq!(
+            AsPath::decode(&[2, 1, 0, 0, 0xfd, 0xe9], true),
+            Some(AsPath::sequence(vec![65001]))
+        );
+        assert_eq!(AsPath::decode(&[5, 1, 0, 0, 0xfd, 0xe9], true), None);
+        assert_eq!(AsPath::decode(&[0, 1, 0, 0, 0xfd, 0xe9], true), None);
+        assert_eq!(AsPath::decode(&[2, 0], true), None);
+        assert_eq!(AsPath::decode(&[2, 1, 0xfd, 0xe9, 2, 0], false), None);
+    }
+
+    /// RFC 4271 §5.1.2: the speaker's AS goes first in the leading AS_SEQUENCE, or in a new
+    /// AS_SEQUENCE when the path is empty or starts with an AS_SET; a segment holds at
+    /// most 255 ASes (its length is one octet), so a full one gets a new segment before
+    /// it.
+    #[test]
+    fn prepend_by_rfc4271() {
+        assert_eq!(
+            AsPath::default().prepend(65001).segments,
+            [seg(AS_SEQUENCE, &[65001])]
+        );
+        assert_eq!(
+            AsPath::sequence(vec![65002]).prepend(65001).segments,
+            [seg(AS_SEQUENCE, &[65001, 65002])]
+        );
+        let set = AsPath {
+            segments: vec![seg(AS_SET, &[1, 2])],
+        };
+        assert_eq!(
+            set.prepend(65001).segments,
+            [seg(AS_SEQUENCE, &[65001]), seg(AS_SET, &[1, 2])]
+        );
+        let full: Vec<u32> = (1..=255).collect();
+        assert_eq!(
+            AsPath::sequence(full.clone()).prepend(65001).segments,
+            [seg(AS_SEQUENCE, &[65001]), seg(AS_SEQUENCE, &full)]
+        );
+        let mut expect = vec![65001];
+        expect.extend(1..=254);
+        assert_eq!(
+            AsPath::sequence((1..=254).collect())
+                .prepend(65001)
+                .segments,
+            [seg(AS_SEQUENCE, &expect)]
+        );
+    }
+}

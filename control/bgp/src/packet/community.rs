@@ -135,6 +135,36 @@ impl ExtCommunity {
 mod fib_suppress_tests {
     use super::*;
 
+    /// gbps() is never negative, nor a negative zero (which would print as "-0"); NaN
+    /// reads as 0 and the originator's +infinity stays.
+    #[test]
+    fn gbps_is_never_negative() {
+        let id = Ipv4Addr::new(10, 0, 0, 1);
+        let g = |v: f64| PathBandwidth::new(true, id, v).gbps();
+        assert_eq!(g(-0.0).to_bits(), 0.0f64.to_bits());
+        assert_eq!(g(-1.0).to_bits(), 0.0f64.to_bits());
+        assert_eq!(g(f64::NAN).to_bits(), 0.0f64.to_bits());
+        assert_eq!(g(f64::INFINITY), f64::INFINITY);
+        assert_eq!(g(12.5), 12.5);
+    }
+
+    #[test]
+    fn transitive_bit_by_rfc4360() {
+        // RFC 4360 §2: bit 0x40 of the type octet set = non-transitive, whatever the rest.
+        for (t, transitive) in [(0x00, true), (0x01, true), (0x03, true), (0x80, true)] {
+            assert_eq!(
+                ExtCommunity([t, 0, 0, 0, 0, 0, 0, 0]).is_transitive(),
+                transitive
+            );
+        }
+        for t in [0x40, 0x41, 0x43, 0xc0] {
+            assert!(
+                !ExtCommunity([t, 0, 0, 0, 0, 0, 0, 0]).is_transitive(),
+                "{t:#04x}"
+            );
+        }
+    }
+
     #[test]
     fn fib_suppress_round_trips_and_is_transitive() {
         let f = FibSuppress::new(65011, Ipv4Addr::new(10, 1, 0, 1));

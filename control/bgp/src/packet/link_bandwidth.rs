@@ -159,12 +159,48 @@ mod tests {
         );
     }
 
+    /// docs/configuration.md, `link_bandwidth`: `accept` reads, `send` writes, `both`
+    /// does both, `off` neither.
+    #[test]
+    fn mode_reads_and_writes() {
+        let table = [
+            (Mode::Off, false, false),
+            (Mode::Accept, true, false),
+            (Mode::Send, false, true),
+            (Mode::Both, true, true),
+        ];
+        for (mode, accepts, sends) in table {
+            assert_eq!((mode.accepts(), mode.sends()), (accepts, sends), "{mode:?}");
+        }
+    }
+
     #[test]
     fn other_communities_are_not_link_bandwidth() {
         // Route Target 0x00 0x02, an IPv4-specific 0x01 0x04, an opaque 0x03 0x04.
         for t in [[0x00, 0x02], [0x01, 0x04], [0x03, 0x04], [0x41, 0x04]] {
             let c = ExtCommunity([t[0], t[1], 0, 1, 0x4e, 0x95, 0x02, 0xf9]);
             assert_eq!(read(&c), Read::Other, "{t:?}");
+        }
+    }
+
+    /// Either type with sub-type 4 is a Link Bandwidth community, whatever its value
+    /// (an unusable one included); sub-type 4 under another type is not.
+    #[test]
+    fn is_link_bandwidth_by_type_and_subtype() {
+        let nan = [0x7f, 0xc0, 0x00, 0x00];
+        let ten = [0x4e, 0x95, 0x02, 0xf9];
+        let table = [
+            ([0x00, 0x04], ten, true),
+            ([0x40, 0x04], ten, true),
+            ([0x00, 0x04], nan, true),
+            ([0x40, 0x04], nan, true),
+            ([0x00, 0x02], ten, false),
+            ([0x01, 0x04], ten, false),
+            ([0x43, 0x04], ten, false),
+        ];
+        for ([t, s], [c, d, e, f], want) in table {
+            let ec = ExtCommunity([t, s, 0xfe, 0x4c, c, d, e, f]);
+            assert_eq!(is_link_bandwidth(&ec), want, "{:02x?}", ec.0);
         }
     }
 

@@ -119,4 +119,27 @@ mod tests {
         assert_eq!(bad.shutdown_message(), None);
         assert_eq!(Notification::new(6, 2).shutdown_message(), None);
     }
+
+    /// RFC 8203 §2: only Cease (6) with Administrative Shutdown (2) or Reset (4) carries
+    /// a shutdown communication; a length octet of 0 means none (RFC 8203 §3).
+    #[test]
+    fn shutdown_communication_only_in_admin_cease() {
+        let with = |code, subcode, data: &[u8]| {
+            Notification {
+                code,
+                subcode,
+                data: data.to_vec(),
+            }
+            .shutdown_message()
+        };
+        assert_eq!(with(6, 2, &[2, b'h', b'i']).as_deref(), Some("hi"));
+        assert_eq!(with(6, 4, &[2, b'h', b'i']).as_deref(), Some("hi"));
+        // The same bytes under another code or another Cease subcode: no message.
+        assert_eq!(with(3, 2, &[2, b'h', b'i']), None);
+        assert_eq!(with(2, 4, &[2, b'h', b'i']), None);
+        assert_eq!(with(6, 3, &[2, b'h', b'i']), None);
+        // Length 0 (with or without trailing octets): no message.
+        assert_eq!(with(6, 2, &[0]), None);
+        assert_eq!(with(6, 2, &[0, b'x']), None);
+    }
 }

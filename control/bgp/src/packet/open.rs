@@ -243,3 +243,53 @@ impl Open {
         out.extend_from_slice(&params);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::orf::OrfFamily;
+    use super::*;
+
+    /// RFC 5291 §5: the ORF capability (code 3) is AFI, a reserved octet, SAFI, the
+    /// number of ORF types, then (type, send/receive) pairs: IPv4 unicast, Address Prefix
+    /// ORF (64), both directions (3).
+    #[test]
+    fn orf_capability_decodes_as_orf() {
+        let value = [0x00, 0x01, 0x00, 0x01, 0x01, 0x40, 0x03];
+        assert_eq!(
+            Capability::decode(3, &value),
+            Ok(Capability::Orf(vec![OrfFamily {
+                afi: 1,
+                safi: 1,
+                types: vec![(64, 3)],
+            }]))
+        );
+    }
+
+    /// RFC 2918 §2: the Route Refresh capability (code 2) has length 0; one with a value
+    /// is not understood and kept as received.
+    #[test]
+    fn route_refresh_capability_has_no_value() {
+        assert_eq!(Capability::decode(2, &[]), Ok(Capability::RouteRefresh));
+        assert_eq!(
+            Capability::decode(2, &[0]),
+            Ok(Capability::Unknown {
+                code: 2,
+                value: vec![0],
+            })
+        );
+    }
+
+    #[test]
+    fn has_is_membership() {
+        let open = Open::new(
+            65001,
+            90,
+            Ipv4Addr::new(10, 0, 0, 1),
+            vec![Capability::RouteRefresh, Capability::FourOctetAs(65001)],
+        );
+        assert!(open.has(&Capability::RouteRefresh));
+        assert!(open.has(&Capability::FourOctetAs(65001)));
+        assert!(!open.has(&Capability::FourOctetAs(65002)));
+        assert!(!open.has(&Capability::Multiprotocol { afi: 1, safi: 1 }));
+    }
+}

@@ -370,6 +370,54 @@ mod tests {
         }
     }
 
+    /// An IPv4 prefix length past 32 is a malformed entry (refused, not read past the
+    /// address): ADD PERMIT, length 33, five octets.
+    #[test]
+    fn ipv4_length_past_32_refused() {
+        let ok = [1, 64, 0, 12, 0x00, 0, 0, 0, 5, 0, 0, 32, 10, 200, 2, 1];
+        assert!(decode(AFI_IPV4, &ok).is_ok());
+        let long = [1, 64, 0, 13, 0x00, 0, 0, 0, 5, 0, 0, 33, 10, 200, 2, 1, 0];
+        assert!(decode(AFI_IPV4, &long).is_err());
+    }
+
+    /// IPv6 Address Prefix ORF entries (RFC 5292 §4, AFI 2): ADD PERMIT 2001:db8::/32
+    /// ge 48 le 64 seq 7, a /128 (16 octets), and a length of 129 refused.
+    #[test]
+    fn ipv6_entries() {
+        let bytes = [
+            1, 64, 0, 12, 0x00, 0, 0, 0, 7, 48, 64, 32, 0x20, 0x01, 0x0d, 0xb8,
+        ];
+        let orf = decode(AFI_IPV6, &bytes).unwrap();
+        assert_eq!(
+            orf.entries,
+            [OrfEntry {
+                action: Action::Add,
+                deny: false,
+                prefix: Some(PrefixEntry {
+                    sequence: 7,
+                    min_len: 48,
+                    max_len: 64,
+                    prefix: p("2001:db8::/32"),
+                }),
+            }]
+        );
+        let mut out = Vec::new();
+        encode(&orf, &mut out);
+        assert_eq!(out, bytes);
+        let mut host = vec![1, 64, 0, 24, 0x00, 0, 0, 0, 8, 0, 0, 128];
+        host.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+        let orf = decode(AFI_IPV6, &host).unwrap();
+        assert_eq!(
+            orf.entries[0].prefix.as_ref().map(|e| e.prefix),
+            Some(p("2001:db8::1/128"))
+        );
+        let mut long = host.clone();
+        long[3] = 25;
+        long[11] = 129;
+        long.push(0);
+        assert!(decode(AFI_IPV6, &long).is_err());
+    }
+
     #[test]
     fn malformed_blocks_are_route_refresh_errors() {
         for bad in [

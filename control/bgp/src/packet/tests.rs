@@ -862,3 +862,450 @@ fn unknown_attributes_out_of_order_round_trip() {
     let types: Vec<u8> = a.attributes.other.iter().map(|r| r.type_code).collect();
     assert_eq!(types, [0, 9]);
 }
+
+/// RFC 7606 §3(d) with MP_REACH_NLRI: an UPDATE that announces IPv6 prefixes without
+/// ORIGIN is treat-as-withdraw; one whose MP_REACH_NLRI announces nothing (RFC 4760 §3:
+/// an empty NLRI field is allowed, e.g. an End-of-RIB marker's family) reaches nothing,
+/// so nothing is missing.
+#[test]
+fn rfc7606_missing_origin_with_mp_reach() {
+    const MP_REACH_ONE: [u8; 29] = [
+        0x80, 0x0e, 0x1a, 0x00, 0x02, 0x01, // MP_REACH_NLRI, 26 octets, IPv6 unicast
+        0x10, // next hop length 16
+        0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, // next hop fd00::1
+        0x00, // reserved
+        0x20, 0x20, 0x01, 0x0d, 0xb8, // NLRI 2001:db8::/32
+    ];
+    const MP_REACH_NONE: [u8; 24] = [
+        0x80, 0x0e, 0x15, 0x00, 0x02, 0x01, // MP_REACH_NLRI, 21 octets, IPv6 unicast
+        0x10, // next hop length 16
+        0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x01, // next hop fd00::1
+        0x00, // reserved, no NLRI
+    ];
+    let u = update_of(&body_with(&[&MP_REACH_ONE, &AS_PATH_65001], &[]));
+    assert_eq!(
+        outcome(&u),
+        [(
+            attribute::attr_type::ORIGIN,
+            AttrAction::TreatAsWithdraw,
+            sub::MISSING_WELL_KNOWN
+        )]
+    );
+    let u = update_of(&body_with(&[&MP_REACH_NONE, &AS_PATH_65001], &[]));
+    assert_eq!(outcome(&u), []);
+    // NEXT_HOP is mandatory only with NLRI in the body (RFC 4760 §3: MP_REACH_NLRI
+    // carries its own next hop).
+    let u = update_of(&body_with(
+        &[&ORIGIN_IGP, &MP_REACH_ONE, &AS_PATH_65001],
+        &[],
+    ));
+    assert_eq!(outcome(&u), []);
+}
+
+/// fare sends one capability per Optional Parameter (RFC 5492 §4), but the Optional
+/// Parameters Length is one octet: when one parameter per capability would pass 255
+/// octets, all capabilities go in a single parameter, cut to the 253 octets it can hold.
+#[test]
+fn open_capabilities_past_255_octets_share_one_parameter() {
+    let id = Ipv4Addr::new(10, 0, 0, 1);
+    // 64 multiprotocol capabilities: 64 x 8 = 512 octets as separate parameters; 64 x 6
+    // = 384 octets of capabilities, cut to 253.
+    let caps: Vec<Capability> = (0..64)
+        .map(|afi| Capability::Multiprotocol { afi, safi: 1 })
+        .collect();
+    let mut body = Vec::new();
+    Open::new(65001, 90, id, caps).encode(&mut body);
+    assert_eq!(body.len(), 10 + 255);
+    assert_eq!(body[9], 255, "optional parameters length");
+    assert_eq!(
+        body[10..12],
+        [2, 253],
+        "one capabilities parameter of 253 octets"
+    );
+    assert_eq!(body[12..24], [1, 4, 0, 0, 0, 1, 1, 4, 0, 1, 0, 1]);
+    // The 43rd capability (AFI 42) is cut after its code octet.
+    assert_eq!(body[12 + 42 * 6..], [1]);
+
+    // Exactly 255 octets as separate parameters still go separately: route refresh (2 +
+    // 2) and an unknown capability of 247 octets (2 + 2 + 247).
+    let caps = vec![
+        Capability::RouteRefresh,
+        Capability::Unknown {
+            code: 73,
+            value: vec![0x61; 247],
+        },
+    ];
+    let mut body = Vec::new();
+    Open::new(65001, 90, id, caps).encode(&mut body);
+    assert_eq!(body.len(), 10 + 255);
+    assert_eq!(body[9..16], [255, 2, 2, 2, 0, 2, 249]);
+    assert_eq!(body[16..18], [73, 247]);
+}
+
+/// The packing budget by hand. ORIGIN (4 octets) + AS_PATH [65001] (3 + 2 + 4) +
+/// NEXT_HOP (7) = 20 octets of attributes; pack leaves 4096 - 19 (header) - 4 (the two
+/// length fields) - 8 (slack) - 20 = 4045 octets of NLRI: 809 /32s (5 octets each)
+/// exactly, 1011 /24s (4 octets each, 4044 octets).
+#[test]
+fn pack_budget_boundaries() {
+    let attrs = PathAttributes {
+        origin: Some(Origin::Igp),
+        as_path: Some(AsPath::sequence(vec![65001])),
+        next_hop: Some(Ipv4Addr::new(10, 0, 0, 1)),
+        ..Default::default()
+    };
+    let hosts = |n: u32| -> Vec<IpNet> {
+        (0..n)
+            .map(|i| IpNet::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + i)), 32).unwrap())
+            .collect()
+    };
+    let sizes = |us: &[Update]| us.iter().map(|u| u.nlri.len()).collect::<Vec<_>>();
+    let one = update::pack(&attrs, &hosts(809), CTX);
+    assert_eq!(sizes(&one), [809]);
+    assert_eq!(
+        Message::Update(one[0].clone()).encode(CTX).len(),
+        19 + 4 + 20 + 4045
+    );
+    assert_eq!(sizes(&update::pack(&attrs, &hosts(810), CTX)), [809, 1]);
+    let slash24 = |n: u32| -> Vec<IpNet> {
+        (0..n)
+            .map(|i| IpNet::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (i << 8))), 24).unwrap())
+            .collect()
+    };
+    assert_eq!(sizes(&update::pack(&attrs, &slash24(1011), CTX)), [1011]);
+    assert_eq!(sizes(&update::pack(&attrs, &slash24(1012), CTX)), [1011, 1]);
+}
+
+/// Withdrawals by hand: 4096 - 19 - 4 - 16 (slack) = 4057 octets of withdrawn routes
+/// per UPDATE: one /32 (5) and 1013 /24s (4052) fill it exactly; one /24 more goes in a
+/// second UPDATE. IPv6 ones go in MP_UNREACH_NLRI with the same budget: 238 /128s (17
+/// octets each, 4046).
+#[test]
+fn pack_withdraw_budget_boundaries() {
+    let mut nets = vec![net("192.0.2.1/32")];
+    nets.extend(
+        (0..1014u32)
+            .map(|i| IpNet::new(IpAddr::V4(Ipv4Addr::from(0x0a00_0000 + (i << 8))), 24).unwrap()),
+    );
+    let sizes = |us: &[Update]| {
+        us.iter()
+            .map(|u| {
+                u.withdrawn.len()
+                    + u.attributes
+                        .mp_unreach
+                        .as_ref()
+                        .map_or(0, |m| m.withdrawn.len())
+            })
+            .collect::<Vec<_>>()
+    };
+    let full = update::pack_withdraw(&nets[..1014]);
+    assert_eq!(sizes(&full), [1014]);
+    assert_eq!(
+        Message::Update(full[0].clone()).encode(CTX).len(),
+        19 + 4 + 4057
+    );
+    assert_eq!(sizes(&update::pack_withdraw(&nets)), [1014, 1]);
+    let v6: Vec<IpNet> = (0..239u128)
+        .map(|i| IpNet::new(IpAddr::V6(Ipv6Addr::from((0x2001_0db8u128 << 96) + i)), 128).unwrap())
+        .collect();
+    let w = update::pack_withdraw(&v6);
+    assert_eq!(sizes(&w), [238, 1]);
+    assert!(w.iter().all(|u| u.withdrawn.is_empty()));
+}
+
+/// RFC 4271 §5 / RFC 7606 §3(c): AGGREGATOR, COMMUNITIES, EXTENDED_COMMUNITIES and
+/// LARGE_COMMUNITIES are optional transitive; sent with only the Optional bit, each is an
+/// Attribute Flags Error: AGGREGATOR is then discarded (RFC 7606 §7.7), the others make
+/// the UPDATE treat-as-withdraw (§7.8, §7.14, RFC 8092 §6).
+#[test]
+fn rfc7606_optional_transitive_attributes_with_wrong_flags() {
+    use AttrAction::{Discard, TreatAsWithdraw};
+    let table: [(&[u8], Outcome); 4] = [
+        (
+            &[0x80, 0x07, 0x08, 0, 0, 0xfd, 0xe9, 10, 0, 0, 1],
+            (7, Discard, sub::ATTRIBUTE_FLAGS),
+        ),
+        (
+            &[0x80, 0x08, 0x04, 0xff, 0xff, 0, 0],
+            (8, TreatAsWithdraw, sub::ATTRIBUTE_FLAGS),
+        ),
+        (
+            &[0x80, 0x10, 0x08, 0, 2, 0xfd, 0xe9, 0, 0, 0, 1],
+            (16, TreatAsWithdraw, sub::ATTRIBUTE_FLAGS),
+        ),
+        (
+            &[0x80, 0x20, 0x0c, 0, 0, 0xfd, 0xe9, 0, 0, 0, 1, 0, 0, 0, 2],
+            (32, TreatAsWithdraw, sub::ATTRIBUTE_FLAGS),
+        ),
+    ];
+    for (attr, want) in table {
+        let body = body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, attr], &NLRI_24);
+        assert_eq!(outcome(&update_of(&body)), [want], "{}", hex(attr));
+    }
+}
+
+/// LOCAL_PREF (RFC 4271 §4.3 type 5, well-known, 4 octets) as a vector both ways, and
+/// with a wrong length: RFC 7606 §7.5, treat-as-withdraw.
+#[test]
+fn local_pref_vector() {
+    const LOCAL_PREF_200: [u8; 7] = [0x40, 0x05, 0x04, 0x00, 0x00, 0x00, 0xc8];
+    let body = body_with(
+        &[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, &LOCAL_PREF_200],
+        &NLRI_24,
+    );
+    let u = update_of(&body);
+    assert_eq!(u.attributes.local_pref, Some(200));
+    assert!(u.attributes.other.is_empty());
+    assert_eq!(outcome(&u), []);
+    both_ways(&msg(msg_type::UPDATE, &body), &Message::Update(u));
+    let short: [u8; 6] = [0x40, 0x05, 0x03, 0x00, 0x00, 0xc8];
+    let u = update_of(&body_with(
+        &[&ORIGIN_IGP, &AS_PATH_65001, &NEXT_HOP, &short],
+        &NLRI_24,
+    ));
+    assert_eq!(u.attributes.local_pref, None);
+    assert_eq!(
+        outcome(&u),
+        [(5, AttrAction::TreatAsWithdraw, sub::ATTRIBUTE_LENGTH)]
+    );
+}
+
+/// RFC 4271 §6.3 / RFC 7606 §7.3: a NEXT_HOP that is not a unicast address (0.0.0.0, a
+/// multicast one, the limited broadcast) is an Invalid NEXT_HOP Attribute error,
+/// treat-as-withdraw; each of the three on its own.
+#[test]
+fn rfc7606_next_hop_not_unicast() {
+    for (nh, bad) in [
+        ([0, 0, 0, 0], true),
+        ([224, 0, 0, 1], true),
+        ([239, 255, 255, 250], true),
+        ([255, 255, 255, 255], true),
+        ([10, 1, 0, 1], false),
+    ] {
+        let attr = [0x40, 0x03, 0x04, nh[0], nh[1], nh[2], nh[3]];
+        let u = update_of(&body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &attr], &NLRI_24));
+        let want: &[Outcome] = if bad {
+            &[(3, AttrAction::TreatAsWithdraw, sub::INVALID_NEXT_HOP)]
+        } else {
+            &[]
+        };
+        assert_eq!(outcome(&u), want, "{nh:?}");
+    }
+}
+
+/// RFC 7606 §7.7, §7.8 and RFC 8092 §6: lengths of AGGREGATOR (8 octets with 4-octet AS
+/// numbers, 6 without), COMMUNITIES (a multiple of 4) and LARGE_COMMUNITIES (a multiple
+/// of 12). A wrong one discards AGGREGATOR and makes the UPDATE treat-as-withdraw for
+/// the others; a right one is kept as received.
+#[test]
+fn rfc7606_lengths_of_kept_attributes() {
+    use AttrAction::{Discard, TreatAsWithdraw};
+    let two = Context {
+        four_octet_as: false,
+    };
+    let as_path_2 = [0x40, 0x02, 0x04, 0x02, 0x01, 0xfd, 0xe9];
+    // (context, attribute, the error or None)
+    let table: [(Context, &[u8], Option<Outcome>); 10] = [
+        (
+            CTX,
+            &[0xc0, 0x07, 0x08, 0, 0, 0xfd, 0xe9, 10, 0, 0, 1],
+            None,
+        ),
+        (
+            CTX,
+            &[0xc0, 0x07, 0x06, 0xfd, 0xe9, 10, 0, 0, 1],
+            Some((7, Discard, sub::ATTRIBUTE_LENGTH)),
+        ),
+        (two, &[0xc0, 0x07, 0x06, 0xfd, 0xe9, 10, 0, 0, 1], None),
+        (
+            two,
+            &[0xc0, 0x07, 0x08, 0, 0, 0xfd, 0xe9, 10, 0, 0, 1],
+            Some((7, Discard, sub::ATTRIBUTE_LENGTH)),
+        ),
+        (CTX, &[0xc0, 0x08, 0x04, 0xfd, 0xe9, 0, 1], None),
+        (
+            CTX,
+            &[0xc0, 0x08, 0x08, 0xfd, 0xe9, 0, 1, 0xfd, 0xe9, 0, 2],
+            None,
+        ),
+        (
+            CTX,
+            &[0xc0, 0x08, 0x05, 0xfd, 0xe9, 0, 1, 0],
+            Some((8, TreatAsWithdraw, sub::ATTRIBUTE_LENGTH)),
+        ),
+        (
+            CTX,
+            &[0xc0, 0x20, 0x0c, 0, 0, 0xfd, 0xe9, 0, 0, 0, 1, 0, 0, 0, 2],
+            None,
+        ),
+        (
+            CTX,
+            &[0xc0, 0x20, 0x08, 0, 0, 0xfd, 0xe9, 0, 0, 0, 1],
+            Some((32, TreatAsWithdraw, sub::ATTRIBUTE_LENGTH)),
+        ),
+        (
+            CTX,
+            &[
+                0xc0, 0x20, 0x10, 0, 0, 0xfd, 0xe9, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 3,
+            ],
+            Some((32, TreatAsWithdraw, sub::ATTRIBUTE_LENGTH)),
+        ),
+    ];
+    for (ctx, attr, want) in table {
+        let path: &[u8] = if ctx.four_octet_as {
+            &AS_PATH_65001
+        } else {
+            &as_path_2
+        };
+        let body = body_with(&[&ORIGIN_IGP, path, &NEXT_HOP, attr], &NLRI_24);
+        let Message::Update(u) = Message::decode(&msg(msg_type::UPDATE, &body), ctx).unwrap()
+        else {
+            panic!()
+        };
+        match want {
+            Some(o) => {
+                assert_eq!(outcome(&u), [o], "{}", hex(attr));
+                assert!(u.attributes.other.is_empty(), "{}", hex(attr));
+            }
+            None => {
+                assert_eq!(outcome(&u), [], "{}", hex(attr));
+                assert_eq!(u.attributes.other.len(), 1, "{}", hex(attr));
+                assert_eq!(u.attributes.other[0].value, attr[3..], "{}", hex(attr));
+            }
+        }
+    }
+}
+
+/// RFC 2545 §3: an IPv6 MP_REACH_NLRI next hop of 32 octets is a global address and a
+/// link-local one.
+#[test]
+fn mp_reach_global_and_link_local_next_hops() {
+    let mut attr = vec![
+        0x80, 0x0e, 0x2a, 0x00, 0x02, 0x01, // MP_REACH_NLRI, 42 octets, IPv6 unicast
+        0x20, // next hop length 32
+    ];
+    attr.extend_from_slice(&[0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1]);
+    attr.extend_from_slice(&[0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2]);
+    attr.extend_from_slice(&[0x00, 0x20, 0x20, 0x01, 0x0d, 0xb8]); // reserved, 2001:db8::/32
+    let body = body_with(&[&ORIGIN_IGP, &AS_PATH_65001, &attr], &[]);
+    let u = update_of(&body);
+    assert_eq!(outcome(&u), []);
+    let m = u.attributes.mp_reach.as_ref().unwrap();
+    assert_eq!(
+        m.next_hops,
+        [
+            "2001:db8::1".parse::<IpAddr>().unwrap(),
+            "fe80::2".parse::<IpAddr>().unwrap()
+        ]
+    );
+    assert_eq!(m.nlri, [net("2001:db8::/32")]);
+}
+
+/// An attribute value over 255 octets forces the Extended Length bit (RFC 4271 §4.3) and a
+/// two-octet length, whatever flags it was given; 255 octets still fit one octet.
+#[test]
+fn long_attribute_values_get_extended_length() {
+    let with = |len: usize| PathAttributes {
+        other: vec![RawAttribute {
+            flags: flag::OPTIONAL | flag::TRANSITIVE,
+            type_code: 99,
+            value: vec![0x5a; len],
+        }],
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    with(300).encode(CTX, &mut out);
+    assert_eq!(out[..4], [0xd0, 99, 0x01, 0x2c]);
+    assert_eq!(out.len(), 4 + 300);
+    let mut out = Vec::new();
+    with(255).encode(CTX, &mut out);
+    assert_eq!(out[..3], [0xc0, 99, 0xff]);
+    assert_eq!(out.len(), 3 + 255);
+}
+
+/// The MP attributes go first (MP_UNREACH_NLRI, then MP_REACH_NLRI: RFC 7606 §5.1), then
+/// every other attribute by type code, a (reserved) type 0 kept as received included.
+#[test]
+fn mp_attributes_first_then_by_type_code() {
+    let attrs = PathAttributes {
+        origin: Some(Origin::Igp),
+        mp_reach: Some(MpReach {
+            family: Family::Ipv6Unicast,
+            next_hops: vec!["fd00::1".parse().unwrap()],
+            nlri: vec![],
+        }),
+        mp_unreach: Some(MpUnreach {
+            family: Family::Ipv6Unicast,
+            withdrawn: vec![],
+        }),
+        other: vec![RawAttribute {
+            flags: flag::OPTIONAL | flag::TRANSITIVE,
+            type_code: 0,
+            value: vec![7],
+        }],
+        ..Default::default()
+    };
+    let mut out = Vec::new();
+    attrs.encode(CTX, &mut out);
+    let mut types = Vec::new();
+    let mut i = 0;
+    while i < out.len() {
+        let (flags, ty) = (out[i], out[i + 1]);
+        let (len, head) = if flags & flag::EXTENDED_LENGTH != 0 {
+            (usize::from(u16::from_be_bytes([out[i + 2], out[i + 3]])), 4)
+        } else {
+            (usize::from(out[i + 2]), 3)
+        };
+        types.push(ty);
+        i += head + len;
+    }
+    assert_eq!(types, [15, 14, 0, 1]);
+}
+
+/// RFC 6793 §4: AS numbers are four octets on a session only once the peer's OPEN
+/// carried the 4-octet AS capability; before its OPEN, and without the capability, two.
+#[test]
+fn four_octet_as_negotiated_from_the_peer_open() {
+    let id = Ipv4Addr::new(10, 0, 0, 2);
+    let with = Open::new(65001, 90, id, vec![Capability::FourOctetAs(65001)]);
+    let without = Open::new(65001, 90, id, vec![Capability::RouteRefresh]);
+    assert!(!Context::negotiated(None).four_octet_as);
+    assert!(!Context::negotiated(Some(&without)).four_octet_as);
+    assert!(Context::negotiated(Some(&with)).four_octet_as);
+}
+
+/// RFC 4271 §4.1 / §6.1: the smallest message of each type (OPEN 29, UPDATE 23,
+/// NOTIFICATION 21, KEEPALIVE 19, ROUTE-REFRESH 23 octets per RFC 2918) and at most 4096
+/// octets; a Length field outside that is a Bad Message Length error carrying the field.
+#[test]
+fn header_length_bounds_per_type() {
+    let header = |kind: u8, len: u16| {
+        let mut h = MARKER.to_vec();
+        h.extend_from_slice(&len.to_be_bytes());
+        h.push(kind);
+        h
+    };
+    for (kind, min) in [(1u8, 29u16), (2, 23), (3, 21), (4, 19), (5, 23)] {
+        assert_eq!(
+            frame_len(&header(kind, min)),
+            Ok(Some(usize::from(min))),
+            "type {kind}"
+        );
+        let e = frame_len(&header(kind, min - 1)).unwrap_err();
+        assert_eq!(
+            (e.notification.code, e.notification.subcode),
+            (1, 2),
+            "type {kind}"
+        );
+        assert_eq!(e.notification.data, (min - 1).to_be_bytes());
+        if kind != 4 {
+            assert_eq!(
+                frame_len(&header(kind, 4096)),
+                Ok(Some(4096)),
+                "type {kind}"
+            );
+        }
+        let e = frame_len(&header(kind, 4097)).unwrap_err();
+        assert_eq!(e.notification.data, [0x10, 0x01], "type {kind}");
+    }
+}
