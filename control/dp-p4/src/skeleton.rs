@@ -105,16 +105,25 @@ async fn install_run<P: Profile>(p: &mut P, groups: &[Group]) -> Vec<Result<(), 
     results.finish()
 }
 
-/// True when `a` and `b` program the same entries in either profile: display-only
-/// fields (bandwidths, names) are ignored, everything a table holds is compared.
-pub(crate) fn same_forwarding(a: &Group, b: &Group) -> bool {
+/// Whether a profile's tables hold a member's next-hop address: SAI-P4's do (its neighbor
+/// and next-hop entries are keyed by it); fare.p4's hold the port and the MAC only, so a
+/// group read back from the switch has none and must still count as the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NextHop {
+    Written,
+    NotWritten,
+}
+
+/// True when `a` and `b` program the same entries: display-only fields (bandwidths,
+/// names) are ignored, everything the profile's tables hold is compared.
+pub(crate) fn same_forwarding(a: &Group, b: &Group, next_hop: NextHop) -> bool {
     a.prefix == b.prefix
         && a.mode == b.mode
         && a.members.len() == b.members.len()
         && a.members.iter().zip(&b.members).all(|(x, y)| {
             x.interface == y.interface
                 && x.neighbor_mac == y.neighbor_mac
-                && x.next_hop == y.next_hop
+                && (next_hop == NextHop::NotWritten || x.next_hop == y.next_hop)
                 && x.weight == y.weight
         })
 }
@@ -122,8 +131,13 @@ pub(crate) fn same_forwarding(a: &Group, b: &Group) -> bool {
 /// True when the installed group (`installed`, every member active when `all_active`)
 /// already forwards like `group`: nothing to write, and the installed copy takes the new
 /// display-only fields.
-pub(crate) fn refresh_if_unchanged(installed: &mut Group, all_active: bool, group: &Group) -> bool {
-    if all_active && same_forwarding(installed, group) {
+pub(crate) fn refresh_if_unchanged(
+    installed: &mut Group,
+    all_active: bool,
+    group: &Group,
+    next_hop: NextHop,
+) -> bool {
+    if all_active && same_forwarding(installed, group, next_hop) {
         *installed = group.clone();
         true
     } else {
@@ -239,21 +253,29 @@ mod tests {
         }
     }
 
-    /// Both profiles compare what their tables hold: the next hop too (SAI writes it into
-    /// its neighbor and next-hop entries), the weight, the MAC; a bandwidth is display.
+    /// Each profile compares what its tables hold: the weight and the MAC always; the
+    /// next hop where it is written (SAI's neighbor and next-hop entries), not where it is
+    /// not (fare.p4: a group read back has none); a bandwidth is display.
     #[test]
     fn same_forwarding_compares_every_written_field() {
+        use NextHop::{NotWritten, Written};
         let a = group("10.0.0.1", 1, 3);
-        assert!(same_forwarding(&a, &a.clone()));
-        assert!(!same_forwarding(&a, &group("10.0.0.2", 1, 3)));
-        assert!(!same_forwarding(&a, &group("10.0.0.1", 2, 3)));
-        assert!(!same_forwarding(&a, &group("10.0.0.1", 1, 4)));
+        for nh in [Written, NotWritten] {
+            assert!(same_forwarding(&a, &a.clone(), nh));
+            assert!(!same_forwarding(&a, &group("10.0.0.1", 2, 3), nh));
+            assert!(!same_forwarding(&a, &group("10.0.0.1", 1, 4), nh));
+        }
+        assert!(!same_forwarding(&a, &group("10.0.0.2", 1, 3), Written));
+        assert!(same_forwarding(&a, &group("10.0.0.2", 1, 3), NotWritten));
+        let mut read_back = a.clone();
+        read_back.members[0].next_hop = None;
+        assert!(same_forwarding(&read_back, &a, NotWritten));
         let mut shown = a.clone();
         shown.members[0].bandwidth_gbps = 400.0;
         let mut installed = a.clone();
-        assert!(refresh_if_unchanged(&mut installed, true, &shown));
+        assert!(refresh_if_unchanged(&mut installed, true, &shown, Written));
         assert_eq!(installed.members[0].bandwidth_gbps, 400.0);
-        assert!(!refresh_if_unchanged(&mut installed, false, &a));
+        assert!(!refresh_if_unchanged(&mut installed, false, &a, Written));
     }
 
     #[test]

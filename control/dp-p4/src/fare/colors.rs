@@ -67,7 +67,7 @@ impl P4RuntimeDataplane {
             let prev = old.iter().find(|o| o.color == c.color).map(|o| &o.inst);
             let inst = match prev {
                 Some(p)
-                    if skeleton::same_forwarding(&p.group, &cg)
+                    if skeleton::same_forwarding(&p.group, &cg, skeleton::NextHop::NotWritten)
                         && p.members.iter().all(|m| m.active) =>
                 {
                     Installed {

@@ -204,7 +204,12 @@ impl P4RuntimeDataplane {
             // Adopted or unchanged: keep the switch as it is.
             let unchanged = self.groups.get_mut(&group.prefix).is_some_and(|inst| {
                 let all_active = inst.members.iter().all(|m| m.active);
-                skeleton::refresh_if_unchanged(&mut inst.group, all_active, &group)
+                skeleton::refresh_if_unchanged(
+                    &mut inst.group,
+                    all_active,
+                    &group,
+                    skeleton::NextHop::NotWritten,
+                )
             });
             if unchanged {
                 results.set(slot, Ok(()));

@@ -532,7 +532,12 @@ impl P4RuntimeDataplane {
         let group = resolved.as_ref().unwrap_or(group);
         let unchanged = self.groups.get_mut(&group.prefix).is_some_and(|inst| {
             let all_active = inst.members.iter().all(|m| m.active);
-            skeleton::refresh_if_unchanged(&mut inst.group, all_active, group)
+            skeleton::refresh_if_unchanged(
+                &mut inst.group,
+                all_active,
+                group,
+                skeleton::NextHop::NotWritten,
+            )
         });
         if !unchanged {
             let active = vec![true; group.members.len()];

@@ -314,7 +314,12 @@ impl SaiDataplane {
             // Adopted as wanted: nothing to write.
             let all_active = d.active.iter().all(|a| *a);
             let kept = self.groups.get_mut(&d.group.prefix).is_some_and(|inst| {
-                skeleton::refresh_if_unchanged(&mut inst.group, all_active, &d.group)
+                skeleton::refresh_if_unchanged(
+                    &mut inst.group,
+                    all_active,
+                    &d.group,
+                    skeleton::NextHop::Written,
+                )
             });
             if !kept {
                 jobs.push((d.group, d.active));
@@ -703,7 +708,12 @@ impl Profile for SaiDataplane {
         for (i, group) in groups.into_iter().enumerate() {
             let unchanged = self.groups.get_mut(&group.prefix).is_some_and(|inst| {
                 let all_active = inst.active.iter().all(|a| *a);
-                skeleton::refresh_if_unchanged(&mut inst.group, all_active, &group)
+                skeleton::refresh_if_unchanged(
+                    &mut inst.group,
+                    all_active,
+                    &group,
+                    skeleton::NextHop::Written,
+                )
             });
             if unchanged {
                 results.set(i, Ok(()));
