@@ -1087,3 +1087,20 @@ fn a_closed_attempt_keeps_the_peers_notification_as_last_error() {
     ));
     assert!(super::replaces_last_error(None, closed, false));
 }
+
+/// The states under RFC 4271 §8.2.2's names, as the agent reports them per neighbor.
+#[test]
+fn state_names_are_the_rfc_names() {
+    let names: Vec<String> = State::ALL.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "Idle",
+            "Connect",
+            "Active",
+            "OpenSent",
+            "OpenConfirm",
+            "Established"
+        ]
+    );
+}
