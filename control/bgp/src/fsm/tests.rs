@@ -1127,3 +1127,13 @@ fn reloaded_timers_apply_to_the_next_attempt() {
     fsm.handle(s(0), E::BgpOpen(peer(LOWER, 90)));
     assert_eq!(fsm.hold_time(), 30);
 }
+
+/// A session that lasted exactly ConnectRetryMax (8 s) is still short: the backoff
+/// doubles, to 2 s; only a longer one restarts it.
+#[test]
+fn session_of_exactly_connect_retry_max_is_short() {
+    let mut fsm = connect();
+    fsm.handle(s(0), E::TcpCrAcked(1));
+    let a = fsm.handle(s(8), E::NotifMsg(Notification::new(6, 2)));
+    assert_eq!(a.last(), Some(&jittered(T::ConnectRetry, s(2))));
+}
