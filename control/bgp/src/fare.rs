@@ -174,6 +174,90 @@ mod tests {
         }
     }
 
+    /// Weights only when every path's bandwidth is finite and positive: a path whose
+    /// value is 0 (draft mode: min(link, 0)) or whose link and value are both unknown
+    /// (+infinity) leaves the set ECMP, 1 each, in either mode.
+    #[test]
+    fn zero_or_infinite_bandwidth_is_ecmp() {
+        for mode in [Mode::Draft, Mode::Averaged] {
+            let p = Policy {
+                mode,
+                ..Default::default()
+            };
+            let zero = [r(100.0, Some(0.0)), r(100.0, Some(50.0))];
+            assert_eq!(
+                p.decide(&zero, &distinct(2), false).weights,
+                [1, 1],
+                "{mode:?}"
+            );
+            let inf = [r(f64::INFINITY, Some(f64::INFINITY)), r(100.0, Some(50.0))];
+            assert_eq!(
+                p.decide(&inf, &distinct(2), false).weights,
+                [1, 1],
+                "{mode:?}"
+            );
+            let fine = [r(100.0, Some(25.0)), r(100.0, Some(50.0))];
+            assert_eq!(
+                p.decide(&fine, &distinct(2), false).weights,
+                [1, 2],
+                "{mode:?}"
+            );
+        }
+    }
+
+    /// draft §4.2: the transitive value crosses a super-spine unchanged, and a spine that
+    /// learned the route from super-spines unless it takes the optional update; every
+    /// other node (and averaged mode) sets its own.
+    #[test]
+    fn passes_transitive_by_rule() {
+        let decision = |rule| Decision {
+            rule,
+            spread: Spread::Equal,
+            shares: None,
+            bandwidths_gbps: vec![],
+            weights: vec![],
+        };
+        let policy = |mode, remote_spine_update| Policy {
+            mode,
+            draft: DraftOptions {
+                remote_spine_update,
+                ..DraftOptions::default()
+            },
+            ..Default::default()
+        };
+        let table = [
+            (Mode::Draft, false, Rule::SuperSpine, true),
+            (Mode::Draft, true, Rule::SuperSpine, true),
+            (Mode::Draft, false, Rule::RemoteSpine, true),
+            (Mode::Draft, true, Rule::RemoteSpine, false),
+            (Mode::Draft, false, Rule::Normal, false),
+            (Mode::Averaged, false, Rule::SuperSpine, false),
+            (Mode::Averaged, false, Rule::RemoteSpine, false),
+        ];
+        for (mode, update, rule, passes) in table {
+            assert_eq!(
+                policy(mode, update).passes_transitive(&decision(rule)),
+                passes,
+                "{mode:?} update {update} {rule:?}"
+            );
+        }
+    }
+
+    /// What an originator attaches: draft mode "a maximum bandwidth value" (+infinity)
+    /// whatever its link; averaged mode the link's line rate, the maximum without one.
+    #[test]
+    fn originate_by_mode() {
+        let draft = Policy::default();
+        let averaged = Policy {
+            mode: Mode::Averaged,
+            ..Default::default()
+        };
+        assert_eq!(draft.originate(Some(40.0)), f64::INFINITY);
+        assert_eq!(draft.originate(None), f64::INFINITY);
+        assert_eq!(averaged.originate(Some(40.0)), 40.0);
+        assert_eq!(averaged.originate(None), f64::INFINITY);
+    }
+
     /// White paper §2.2.2: Leaf 2 sees 75, 75, 100, 100 -> 3:3:4:4.
     #[test]
     fn white_paper_weights() {

@@ -1087,3 +1087,53 @@ fn a_closed_attempt_keeps_the_peers_notification_as_last_error() {
     ));
     assert!(super::replaces_last_error(None, closed, false));
 }
+
+/// The states under RFC 4271 §8.2.2's names, as the agent reports them per neighbor.
+#[test]
+fn state_names_are_the_rfc_names() {
+    let names: Vec<String> = State::ALL.iter().map(|s| s.to_string()).collect();
+    assert_eq!(
+        names,
+        [
+            "Idle",
+            "Connect",
+            "Active",
+            "OpenSent",
+            "OpenConfirm",
+            "Established"
+        ]
+    );
+}
+
+/// A configuration reload's timers (RFC 4271 §10: HoldTime and ConnectRetryTime are
+/// configured) apply from the next attempt on: the retries under way keep doubling from
+/// where they are, now up to the new ConnectRetryMax of 12 s (1, 2, 4, 8, 12, 12); a
+/// link-up restarts them from the new ConnectRetryTime, 3 s; the next OPEN negotiates
+/// min(30, 90) = 30 s with a peer proposing 90.
+#[test]
+fn reloaded_timers_apply_to_the_next_attempt() {
+    let mut fsm = connect();
+    fsm.set_timers(30, s(3), s(12));
+    for want in [1, 2, 4, 8, 12, 12] {
+        let a = fsm.handle(s(0), E::TcpConnectionFails(9, "refused".into()));
+        assert_eq!(a, vec![jittered(T::ConnectRetry, s(want))]);
+        fsm.handle(s(0), E::ConnectRetryTimerExpires);
+    }
+    fsm.handle(s(0), E::LinkUp);
+    let a = fsm.handle(s(0), E::TcpConnectionFails(9, "refused".into()));
+    assert_eq!(a, vec![jittered(T::ConnectRetry, s(3))]);
+    fsm.handle(s(0), E::ConnectRetryTimerExpires);
+    fsm.handle(s(0), E::TcpCrAcked(1));
+    fsm.handle(s(0), E::BgpOpen(peer(LOWER, 90)));
+    assert_eq!(fsm.hold_time(), 30);
+}
+
+/// A session that lasted exactly ConnectRetryMax (8 s) is still short: the backoff
+/// doubles, to 2 s; only a longer one restarts it.
+#[test]
+fn session_of_exactly_connect_retry_max_is_short() {
+    let mut fsm = connect();
+    fsm.handle(s(0), E::TcpCrAcked(1));
+    let a = fsm.handle(s(8), E::NotifMsg(Notification::new(6, 2)));
+    assert_eq!(a.last(), Some(&jittered(T::ConnectRetry, s(2))));
+}
