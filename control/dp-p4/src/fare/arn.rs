@@ -86,7 +86,7 @@ impl P4RuntimeDataplane {
                 let s = self
                     .slots
                     .take()
-                    .ok_or_else(|| DataplaneError::backend(BACKEND, "out of ARN slots"))?
+                    .ok_or_else(|| super::groups::exhausted("ARN slots"))?
                     as u16;
                 let entry = self
                     .program

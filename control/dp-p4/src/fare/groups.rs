@@ -136,7 +136,7 @@ pub(super) fn failed_updates(e: &P4rtError, count: usize) -> Vec<(usize, bool, S
 }
 
 /// A table of ids ran out.
-fn exhausted(what: &str) -> DataplaneError {
+pub(super) fn exhausted(what: &str) -> DataplaneError {
     DataplaneError::backend(BACKEND, format!("out of {what}"))
 }
 
