@@ -52,22 +52,31 @@ pub async fn set_admin_state(
             return Err(ActionError::MessageTooLong(len));
         }
     }
+    // The state first: the speaker reports the session down (and its routes go) as soon
+    // as it has the command, and a watcher must see that report as the administrative one.
+    let before = set_admin_down(ctx, neighbor, message.clone());
     let down = message.clone();
-    let known = ask(ctx, |reply| SpeakerCommand::AdminState {
+    let asked = ask(ctx, |reply| SpeakerCommand::AdminState {
         neighbor,
         down,
         reply,
     })
-    .await?;
-    if !known {
+    .await;
+    if !matches!(asked, Ok(true)) {
+        set_admin_down(ctx, neighbor, before);
+        asked?;
         return Err(ActionError::NoNeighbor(neighbor));
     }
     info!(%neighbor, shutdown = ?message, "neighbor administrative state changed");
-    if let Some(n) = ctx.state.write().neighbors.get_mut(&neighbor) {
-        n.admin_down = message;
-    }
     changes::publish_sessions(ctx);
     Ok(())
+}
+
+/// Sets `neighbor`'s administrative shutdown message in the state; returns the one before.
+fn set_admin_down(ctx: &AgentContext, neighbor: IpAddr, message: Option<String>) -> Option<String> {
+    let mut state = ctx.state.write();
+    let n = state.neighbors.get_mut(&neighbor)?;
+    std::mem::replace(&mut n.admin_down, message)
 }
 
 /// ROUTE-REFRESH in and every route advertised out again.
@@ -344,4 +353,81 @@ pub async fn remove_static(
     ctx.state.write().remove_route(prefix, source);
     ctx.events.publish(Change::RouteWithdrawn(prefix, source));
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::{AgentState, SharedState};
+    use std::sync::Arc;
+
+    /// A context with one configured neighbor and a speaker that answers `AdminState` with
+    /// `known`, after noting the state's administrative message at the time it was asked.
+    async fn context(known: bool) -> (AgentContext, tokio::task::JoinHandle<Vec<Option<String>>>) {
+        let config: crate::config::AgentConfig = fare_model::yamlfile::parse(
+            std::path::Path::new("a.yaml"),
+            "name: l1\nrouter_id: 10.0.0.1\nasn: 65001\nneighbors:\n  - {address: 10.1.0.2, remote_as: 65100}\n",
+        )
+        .unwrap();
+        let config = Arc::new(config);
+        let backend = Box::new(fare_dataplane::NullDataplane::default());
+        let (dataplane, _task) = crate::dataplane_task::spawn(backend);
+        let state = SharedState::new(AgentState::from_config(&config, "none"));
+        let (commands, mut asked) = tokio::sync::mpsc::channel(4);
+        let ctx = AgentContext {
+            config: config.clone(),
+            state,
+            dataplane,
+            shutdown: Default::default(),
+            speaker: Default::default(),
+            events: Default::default(),
+            running: crate::reload::Running::new(config),
+            reload: crate::reload::Trigger::new().0,
+        };
+        ctx.speaker.set(commands);
+        let seen = ctx.state.clone();
+        let speaker = tokio::spawn(async move {
+            let mut at_ask = vec![];
+            while let Some(cmd) = asked.recv().await {
+                if let SpeakerCommand::AdminState {
+                    neighbor, reply, ..
+                } = cmd
+                {
+                    at_ask.push(seen.read().neighbors[&neighbor].admin_down.clone());
+                    let _ = reply.send(known);
+                }
+            }
+            at_ask
+        });
+        (ctx, speaker)
+    }
+
+    /// The speaker reports the session down as soon as it has the command, so the state
+    /// must already say why: a watcher's Idle event then carries `admin_down`.
+    #[tokio::test]
+    async fn admin_state_is_in_the_state_before_the_speaker_is_asked() {
+        let (ctx, speaker) = context(true).await;
+        let peer: IpAddr = "10.1.0.2".parse().unwrap();
+        set_admin_state(&ctx, peer, Some("maintenance".into()))
+            .await
+            .unwrap();
+        set_admin_state(&ctx, peer, None).await.unwrap();
+        drop(ctx);
+        let at_ask = speaker.await.unwrap();
+        assert_eq!(at_ask, vec![Some("maintenance".to_string()), None]);
+    }
+
+    #[tokio::test]
+    async fn a_refused_admin_state_leaves_the_state_as_it_was() {
+        let (ctx, speaker) = context(false).await;
+        let peer: IpAddr = "10.1.0.2".parse().unwrap();
+        let err = set_admin_state(&ctx, peer, Some("maintenance".into())).await;
+        assert!(
+            matches!(err, Err(ActionError::NoNeighbor(p)) if p == peer),
+            "{err:?}"
+        );
+        assert_eq!(ctx.state.read().neighbors[&peer].admin_down, None);
+        drop(ctx);
+        speaker.await.unwrap();
+    }
 }
