@@ -996,6 +996,41 @@ mod tests {
         assert_ne!(next >> 4, first >> 4, "the next run is elsewhere");
     }
 
+    /// The mixer is splitmix64's finalizer: its published first outputs from seed 0 are
+    /// the finalizer of the state after one and two steps of the golden gamma
+    /// (0x9e3779b97f4a7c15 -> 0xe220a8397b1dcdaf, 0x3c6ef372fe94f82a -> 0x6e789e6aa1b965f4).
+    /// An IPv6 /128 whose lowest 4 bits are 0 reaches the finalizer as its low half XOR its
+    /// high half rotated by 32 XOR the length (128) shifted to the top byte.
+    #[test]
+    fn spread_mixes_with_splitmix64s_finalizer() {
+        let top = 128u64 << 56;
+        let address = |low: u64, mixed: u64| -> u128 {
+            let high = (mixed ^ low ^ top).rotate_right(32);
+            ((high as u128) << 64) | low as u128
+        };
+        // All in the high half, then shared between halves with overlapping bits.
+        let a = address(0, 0x9e37_79b9_7f4a_7c15);
+        let b = address(0xffff_0000_0000_0000, 0x3c6e_f372_fe94_f82a);
+        assert_eq!(
+            spread(a, 128, 128),
+            (0xe220_a839_7b1d_cdaf, 0xe220_a839 % 16)
+        );
+        assert_eq!(
+            spread(b, 128, 128),
+            (0x6e78_9e6a_a1b9_65f4, 0x6e78_9e6a % 16)
+        );
+        // The table hashes a key by that value alone.
+        let hasher = BuildHasherDefault::<Spread>::default();
+        use std::hash::BuildHasher;
+        assert_eq!(
+            hasher.hash_one(Net4(0x0a00_2000)),
+            spread(0x0a00_2000, 0, 32).0
+        );
+        let v6: Ipv6Net = "2001:db8::/48".parse().unwrap();
+        let want = spread(u128::from(v6.addr()), 128, 48).0;
+        assert_eq!(hasher.hash_one(Key6(v6)), want);
+    }
+
     #[test]
     fn a_prefix_learned_and_forgotten_before_its_decision_leaves_nothing() {
         let mut rib = Rib::default();

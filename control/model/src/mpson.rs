@@ -550,4 +550,137 @@ mod tests {
         // FIB-Suppress: a leaf installs its 2 RNICs and the 4 aggregates.
         assert_eq!((a.leaf.fib.max, b.leaf.fib.max), (8, 6));
     }
+
+    /// By hand: plane ids 9 and 3 (index 0 is plane 3), three leaves, RNIC 2 not in
+    /// plane 3, a parallel RNIC link, one leaf without an aggregate.
+    fn uneven() -> Fabric {
+        let mut t = Topology::new("uneven");
+        let mut add = |name: &str, role: Role, plane: Option<u32>, prefix: Option<&str>| {
+            let mut n = crate::topology::Node::new(name, role);
+            n.plane = plane;
+            n.prefixes
+                .extend(prefix.map(|p| p.parse::<ipnet::IpNet>().unwrap()));
+            t.add_node(n)
+        };
+        let s1 = add("S1", Role::Spine, Some(9), None);
+        let la = add("La", Role::Leaf, Some(9), Some("10.0.0.0/24"));
+        let s2 = add("S2", Role::Spine, Some(3), None);
+        let lb = add("Lb", Role::Leaf, Some(3), Some("10.0.1.0/24"));
+        let lc = add("Lc", Role::Leaf, Some(3), Some("10.0.2.0/24"));
+        let r: Vec<NodeId> = (1..=3)
+            .map(|i| add(&format!("R{i}"), Role::Rnic, None, None))
+            .collect();
+        for (a, b) in [
+            (s1, la),
+            (s2, lb),
+            (lc, s2),
+            (la, r[0]),
+            (r[0], la),
+            (la, r[1]),
+            (la, r[2]),
+            (lb, r[0]),
+            (r[1], lc),
+        ] {
+            t.add_link(a, b, 100.0, None);
+        }
+        Fabric::from_topology(&t).unwrap()
+    }
+
+    #[test]
+    fn planes_leaves_and_attachments_by_hand() {
+        let f = uneven();
+        assert_eq!((f.planes, f.rnics()), (2, 3));
+        // Leaves in node order: La (plane 9 = index 1), Lb, Lc (plane 3 = index 0).
+        let leaves: Vec<(usize, u32, Vec<u32>)> = f
+            .leaves
+            .iter()
+            .map(|l| (l.plane, l.spines, l.rnics.clone()))
+            .collect();
+        assert_eq!(
+            leaves,
+            vec![(1, 1, vec![0, 1, 2]), (0, 1, vec![0]), (0, 1, vec![1])]
+        );
+        assert_eq!(f.spines, vec![(1, 1), (0, 2)]);
+        assert_eq!(f.aggregates, vec![2, 1]);
+        let attached: Vec<[Option<u32>; 2]> =
+            (0..3).map(|r| [f.leaf_of(r, 0), f.leaf_of(r, 1)]).collect();
+        assert_eq!(
+            attached,
+            vec![[Some(1), Some(0)], [Some(2), Some(0)], [None, Some(0)]]
+        );
+    }
+
+    #[test]
+    fn random_scenario_takes_only_attached_links_and_stops_at_all_of_them() {
+        let f = uneven();
+        // RNIC 2 is not in plane index 0: unreachable there from the start.
+        let none = Scenario::random(&f, 0, 2, 7);
+        assert_eq!(none.down[0], FxHashSet::from_iter([2]));
+        assert!(none.down[1].is_empty());
+        for seed in 0..20 {
+            let s = Scenario::random(&f, 2, 2, seed);
+            assert_eq!(s.down[0].len() + s.down[1].len(), 3, "seed {seed}");
+            assert!(s.down[0].contains(&2));
+        }
+        // 5 attached links: asking for 100 takes them all, and ends.
+        let all = Scenario::random(&f, 100, 2, 1);
+        assert_eq!(all.down[0], FxHashSet::from_iter([0, 1, 2]));
+        assert_eq!(all.down[1], FxHashSet::from_iter([0, 1, 2]));
+        assert_eq!(all.group, 2);
+    }
+
+    #[test]
+    fn peers_by_hand() {
+        let s = Scenario {
+            down: vec![],
+            group: 4,
+        };
+        // 16 RNICs in groups of 4: stride 4; RNIC 5's group 1, 5, 9, 13, ring 4 and 6.
+        assert_eq!(s.peers(16, 5), vec![1, 4, 6, 9, 13]);
+        assert_eq!(s.peers(16, 0), vec![1, 4, 8, 12, 15]);
+        assert_eq!(s.peers(16, 15), vec![0, 3, 7, 11, 14]);
+        // 10 RNICs in groups of 4: stride 2; RNIC 9: 1, 3, 5, 7 and ring 8, 0.
+        assert_eq!(s.peers(10, 9), vec![0, 1, 3, 5, 7, 8]);
+        // A group larger than the fabric is all of it; a group of 0 is the RNIC alone.
+        let all = Scenario {
+            down: vec![],
+            group: 9,
+        };
+        assert_eq!(all.peers(5, 3), vec![0, 1, 2, 4]);
+        let alone = Scenario {
+            down: vec![],
+            group: 0,
+        };
+        assert_eq!(alone.peers(10, 3), vec![2, 4]);
+    }
+
+    #[test]
+    fn role_counts_min_mean_max_by_hand() {
+        let mut acc = Acc::default();
+        assert_eq!(acc.finish(), RoleCounts::default());
+        for (rib, paths, fib) in [(1, 2, 3), (3, 4, 5), (2, 0, 7)] {
+            acc.add(Counts { rib, paths, fib });
+        }
+        let c = acc.finish();
+        assert_eq!(c.nodes, 3);
+        let spread = |s: Spread| (s.min, s.max, s.mean);
+        assert_eq!(spread(c.rib), (1, 3, 2.0));
+        assert_eq!(spread(c.paths), (0, 4, 2.0));
+        assert_eq!(spread(c.fib), (3, 7, 5.0));
+        assert_eq!(c.total_paths, 6);
+    }
+
+    #[test]
+    fn each_technique_names_its_section_of_the_draft() {
+        let labels: Vec<&str> = Technique::ALL.iter().map(|t| t.label()).collect();
+        let sections: Vec<Option<&str>> = labels
+            .iter()
+            .map(|l| l.split('§').nth(1).map(|s| s.trim_end_matches(')')))
+            .collect();
+        assert_eq!(
+            sections,
+            vec![None, Some("4.1"), Some("4.2"), Some("4.2.1")]
+        );
+        assert!(labels[0].starts_with("no suppression"), "{}", labels[0]);
+    }
 }
