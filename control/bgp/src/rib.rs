@@ -1019,6 +1019,9 @@ mod tests {
             spread(b, 128, 128),
             (0x6e78_9e6a_a1b9_65f4, 0x6e78_9e6a % 16)
         );
+        // An IPv6 prefix's shard is that of its spread.
+        let a6 = Ipv6Net::new(a.into(), 128).unwrap();
+        assert_eq!(shard6(&a6), 0xe220_a839 % 16);
         // The table hashes a key by that value alone.
         let hasher = BuildHasherDefault::<Spread>::default();
         use std::hash::BuildHasher;

@@ -683,4 +683,38 @@ mod tests {
         );
         assert!(labels[0].starts_with("no suppression"), "{}", labels[0]);
     }
+
+    /// Every count of both ORF techniques by hand on `small()` with RNIC 5 down in plane 0
+    /// (group 2: stride 4, so RNIC r talks to r +- 4 and its ring neighbors).
+    #[test]
+    fn orf_counts_by_hand() {
+        let f = small();
+        let s = degraded(&f);
+        let spread = |c: Spread| (c.min, c.max, c.mean);
+        let a = analyse(&f, &s, Technique::PrefixOrf);
+        // Peers via both planes count 2, RNIC 5 via plane 1 only; RNIC 5 itself has one
+        // plane. Paths per RNIC 0..7: 6 5 6 6 5 3 5 6.
+        assert_eq!(spread(a.rnic.paths), (3, 6, 42.0 / 8.0));
+        assert_eq!(spread(a.rnic.rib), (3, 3, 3.0));
+        assert_eq!(a.rnic.total_paths, 42);
+        // Leaves: plane 0 reaches 7 RNICs (its leaf of RNICs 4, 5 has one of them local),
+        // plane 1 all 8; paths = local + 2 spines x (reachable - local).
+        assert_eq!(spread(a.leaf.rib), (7, 8, 7.5));
+        assert_eq!(
+            spread(a.leaf.paths),
+            (12, 14, (13.0 + 3.0 * 12.0 + 4.0 * 14.0) / 8.0)
+        );
+        assert_eq!(spread(a.spine.fib), (7, 8, 7.5));
+        let b = analyse(&f, &s, Technique::OrfFibSuppress);
+        assert_eq!(b.rnic, a.rnic);
+        // Leaves add the 4 block aggregates (1 their own, 3 from each of 2 spines) and
+        // install their local RNICs and the aggregates: plane 0: 20 paths at the leaf of
+        // RNIC 5, 19 elsewhere; plane 1: 21.
+        assert_eq!(spread(b.leaf.rib), (11, 12, 11.5));
+        assert_eq!(spread(b.leaf.paths), (19, 21, 161.0 / 8.0));
+        assert_eq!(b.leaf.total_paths, 161);
+        assert_eq!(spread(b.leaf.fib), (5, 6, 47.0 / 8.0));
+        assert_eq!(spread(b.spine.rib), (11, 12, 11.5));
+        assert_eq!(spread(b.spine.fib), (4, 4, 4.0));
+    }
 }
