@@ -70,10 +70,23 @@ pub(crate) async fn install_batch<P: Profile>(
 
 /// `Dataplane::install`: a batch of one.
 pub(crate) async fn install<P: Profile>(p: &mut P, group: &Group) -> Result<(), DataplaneError> {
-    install_batch(p, std::slice::from_ref(group))
-        .await
+    only(
+        P::BACKEND,
+        install_batch(p, std::slice::from_ref(group)).await,
+    )
+}
+
+/// What a batch answers for a group it did not decide.
+const NO_RESULT: &str = "no result";
+
+/// The result of a batch of one; a batch that answered nothing fails with "no result".
+pub(crate) fn only<T, E: From<DataplaneError>>(
+    backend: &'static str,
+    mut results: Vec<Result<T, E>>,
+) -> Result<T, E> {
+    results
         .pop()
-        .unwrap_or_else(|| Err(DataplaneError::backend(P::BACKEND, "no result")))
+        .unwrap_or_else(|| Err(DataplaneError::backend(backend, NO_RESULT).into()))
 }
 
 /// Installs groups of distinct prefixes together.
@@ -190,7 +203,7 @@ impl Outcomes {
     }
 
     pub fn finish(self) -> Vec<Result<(), DataplaneError>> {
-        self.finish_or("no result")
+        self.finish_or(NO_RESULT)
     }
 }
 
@@ -276,6 +289,17 @@ mod tests {
         assert!(refresh_if_unchanged(&mut installed, true, &shown, Written));
         assert_eq!(installed.members[0].bandwidth_gbps, 400.0);
         assert!(!refresh_if_unchanged(&mut installed, false, &a, Written));
+    }
+
+    #[test]
+    fn a_batch_of_one_that_answers_nothing_fails() {
+        let none: Vec<Result<u8, DataplaneError>> = vec![];
+        let e = only("test", none).unwrap_err();
+        assert_eq!(e.to_string(), "test: no result");
+        assert_eq!(
+            only::<u8, DataplaneError>("test", vec![Ok(7)]).ok(),
+            Some(7)
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@
 //! Independent groups share every phase: installing 1,000 routes is a handful of Writes.
 
 use super::*;
-use crate::skeleton::Outcomes;
+use crate::skeleton::{self, Outcomes};
 use fare_dataplane::limits;
 
 /// Most updates in one Write request.
@@ -46,8 +46,8 @@ pub(super) struct Failure {
     pub exhausted: bool,
 }
 
-impl Failure {
-    fn of(error: DataplaneError) -> Failure {
+impl From<DataplaneError> for Failure {
+    fn from(error: DataplaneError) -> Failure {
         Failure {
             error,
             exhausted: false,
@@ -162,14 +162,9 @@ impl P4RuntimeDataplane {
     /// Writes one job and records what it installed.
     async fn write_installed(&mut self, job: Job) -> Result<(), Failure> {
         let prefix = job.group.prefix;
-        match self.write_jobs(vec![job]).await.pop() {
-            Some(Ok(inst)) => {
-                self.groups.insert(prefix, inst);
-                Ok(())
-            }
-            Some(Err(f)) => Err(f),
-            None => Err(Failure::of(DataplaneError::backend(BACKEND, "no result"))),
-        }
+        let inst = skeleton::only(BACKEND, self.write_jobs(vec![job]).await)?;
+        self.groups.insert(prefix, inst);
+        Ok(())
     }
 
     /// Writes `group` with `active` members make-before-break over whatever is installed.
@@ -338,10 +333,7 @@ impl P4RuntimeDataplane {
             old: old.cloned(),
             route: false,
         };
-        match self.write_jobs(vec![job]).await.pop() {
-            Some(r) => r.map_err(|f| f.error),
-            None => Err(DataplaneError::backend(BACKEND, "no result")),
-        }
+        skeleton::only(BACKEND, self.write_jobs(vec![job]).await).map_err(|f: Failure| f.error)
     }
 
     /// Writes `jobs` phase by phase (see the module doc) and returns what is installed for
@@ -349,7 +341,7 @@ impl P4RuntimeDataplane {
     pub(super) async fn write_jobs(&mut self, jobs: Vec<Job>) -> Vec<Result<Installed, Failure>> {
         let mut plans: Vec<Result<Plan, Failure>> = Vec::with_capacity(jobs.len());
         for job in jobs {
-            plans.push(self.plan(job).map_err(Failure::of));
+            plans.push(self.plan(job).map_err(Failure::from));
         }
         for phase in [
             Phase::Members,

@@ -500,10 +500,10 @@ impl SaiDataplane {
 
     /// Writes `group` (members flagged in `active`) make-before-break.
     async fn write_group(&mut self, group: &Group, active: &[bool]) -> Result<(), DataplaneError> {
-        self.write_groups(vec![(group.clone(), active.to_vec())])
-            .await
-            .pop()
-            .unwrap_or_else(|| Err(DataplaneError::backend(BACKEND, "no result")))
+        let results = self
+            .write_groups(vec![(group.clone(), active.to_vec())])
+            .await;
+        skeleton::only(BACKEND, results)
     }
 
     /// Writes groups of distinct prefixes together, one result per group: each phase
