@@ -1034,6 +1034,25 @@ mod tests {
         assert_eq!(hasher.hash_one(Key6(v6)), want);
     }
 
+    /// Both families in one table: a value found, changed in place, counted and removed.
+    #[test]
+    fn prefix_table_of_both_families_counts_and_changes_in_place() {
+        let mut t: PrefixTable<u32> = PrefixTable::default();
+        assert!(t.is_empty() && t.len() == 0);
+        let v4: IpNet = "198.51.100.0/24".parse().unwrap();
+        let v6: IpNet = "2001:db8:1::/48".parse().unwrap();
+        t.insert(v4, 4);
+        t.insert(v6, 6);
+        assert_eq!((t.len(), t.is_empty()), (2, false));
+        assert!(t.contains_key(&v4) && t.contains_key(&v6));
+        *t.get_mut(&v4).unwrap() += 40;
+        *t.get_mut(&v6).unwrap() += 60;
+        assert_eq!((t.get(&v4), t.get(&v6)), (Some(&44), Some(&66)));
+        assert_eq!(*t.get_or_insert_with(v6, || 0), 66);
+        assert_eq!(t.remove(&v6), Some(66));
+        assert_eq!((t.len(), t.contains_key(&v6)), (1, false));
+    }
+
     #[test]
     fn a_prefix_learned_and_forgotten_before_its_decision_leaves_nothing() {
         let mut rib = Rib::default();

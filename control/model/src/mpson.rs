@@ -717,4 +717,38 @@ mod tests {
         assert_eq!(spread(b.spine.rib), (11, 12, 11.5));
         assert_eq!(spread(b.spine.fib), (4, 4, 4.0));
     }
+
+    /// Host routes and aggregation by hand on `small()` with RNICs 3 and 5 down in plane 0
+    /// and RNICs 2 and 5 in plane 1: RNIC 5 is reachable nowhere, 2 and 3 through one
+    /// plane each.
+    #[test]
+    fn host_routes_and_aggregation_counts_by_hand() {
+        let f = small();
+        let mut s = Scenario::random(&f, 0, 2, 1);
+        s.down[0].extend([3, 5]);
+        s.down[1].extend([2, 5]);
+        let spread = |c: Spread| (c.min, c.max, c.mean);
+        let none = analyse(&f, &s, Technique::None);
+        // RNICs 0 1 4 6 7: 5 + 5 paths, all but itself and 5 in the RIB (6); RNICs 2 and
+        // 3: 5 paths through their one plane, 5 in the RIB (the other two down there are
+        // missing); RNIC 5: nothing.
+        assert_eq!(spread(none.rnic.paths), (0, 10, 60.0 / 8.0));
+        assert_eq!(spread(none.rnic.rib), (0, 6, 40.0 / 8.0));
+        assert_eq!(none.rnic.fib, none.rnic.rib);
+        let agg = analyse(&f, &s, Technique::Aggregation);
+        // Per usable plane 4 aggregates + 2 unreachable routes; RIB: 4 blocks + the host
+        // routes of the RNICs unreachable in its planes ({2, 3, 5}, {3, 5} or {2, 5}).
+        assert_eq!(spread(agg.rnic.paths), (0, 12, 72.0 / 8.0));
+        assert_eq!(spread(agg.rnic.rib), (0, 7, 47.0 / 8.0));
+        // A leaf with both RNICs up: rib 2 + 4 + 2, paths 2 local + 1 own aggregate +
+        // 2 spines x 3 aggregates + 2 spines x 2 unreachable = 13, fib 6; with one RNIC
+        // down: 7, 1 + 1 + 6 + 1 (its own unreachable) + 2 x 1 = 11, 5. Two of each per plane.
+        assert_eq!(spread(agg.leaf.rib), (7, 8, 7.5));
+        assert_eq!(spread(agg.leaf.paths), (11, 13, 12.0));
+        assert_eq!(agg.leaf.total_paths, 96);
+        assert_eq!(spread(agg.leaf.fib), (5, 6, 5.5));
+        assert_eq!(spread(agg.spine.rib), (6, 6, 6.0));
+        assert_eq!(spread(agg.spine.paths), (6, 6, 6.0));
+        assert_eq!(spread(agg.spine.fib), (4, 4, 4.0));
+    }
 }
