@@ -1053,6 +1053,31 @@ mod tests {
         assert_eq!((t.len(), t.contains_key(&v6)), (1, false));
     }
 
+    /// The same attributes again (another copy or the same one) change nothing; a path
+    /// left alone after another's withdrawal is held inline again.
+    #[test]
+    fn relearning_equal_attributes_changes_nothing_and_one_path_is_inline() {
+        let mut rib = Rib::default();
+        let p: IpNet = "192.0.2.0/24".parse().unwrap();
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let first = attrs(&[65100]);
+        assert!(rib.learn(a, p, first.clone()));
+        assert!(!rib.learn(a, p, first.clone()), "the same Arc");
+        assert!(!rib.learn(a, p, attrs(&[65100])), "an equal copy");
+        assert!(rib.learn(b, p, attrs(&[65200])));
+        assert!(
+            !rib.learn(b, p, attrs(&[65200])),
+            "an equal copy among two paths"
+        );
+        assert!(
+            rib.learn(b, p, attrs(&[65200, 65201])),
+            "different attributes"
+        );
+        assert!(rib.forget(b, p));
+        let i = rib.find(&p).unwrap();
+        assert!(matches!(rib.entries[i].paths, Paths::One(_)));
+    }
+
     #[test]
     fn a_prefix_learned_and_forgotten_before_its_decision_leaves_nothing() {
         let mut rib = Rib::default();

@@ -40,3 +40,28 @@ impl Role {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Stages and names of every role, as the topology files spell them (kebab-case).
+    #[test]
+    fn every_roles_stage_stub_and_name() {
+        let all = [
+            (Role::Rnic, 0, true, "rnic"),
+            (Role::Host, 0, true, "host"),
+            (Role::Leaf, 1, false, "leaf"),
+            (Role::Spine, 2, false, "spine"),
+            (Role::SuperSpine, 3, false, "super-spine"),
+        ];
+        for (role, stage, stub, name) in all {
+            assert_eq!(
+                (role.stage(), role.is_stub(), role.as_str()),
+                (stage, stub, name)
+            );
+            let read: Role = serde_norway::from_str(name).unwrap();
+            assert_eq!(read, role);
+        }
+    }
+}

@@ -264,6 +264,29 @@ mod tests {
         assert_eq!((err.line, err.column), (Some(4), Some(1)), "{err}");
     }
 
+    /// A block-mapping line's key, column and item flag, read by hand from the line.
+    #[test]
+    fn block_key_by_hand() {
+        assert_eq!(block_key("  key: value"), Some(("key", 2, false)));
+        assert_eq!(block_key("- - name: x"), Some(("name", 4, true)));
+        assert_eq!(block_key("   -   key:"), Some(("key", 7, true)));
+        assert_eq!(block_key("\"quoted\": 1"), Some(("quoted", 0, false)));
+        assert_eq!(block_key("'single': 1"), Some(("single", 0, false)));
+        // Comments and flow collections hold no block key, nor does a key with a space,
+        // an empty key or a colon without a space after it.
+        for line in [
+            "#c: x",
+            "{a: 1}",
+            "[a: 1]",
+            "a b: c",
+            ": x",
+            "key:value",
+            "",
+        ] {
+            assert_eq!(block_key(line), None, "{line:?}");
+        }
+    }
+
     #[test]
     fn sequence_items_block_and_flow_styles() {
         let text = "name: x\nnodes:\n  - {name: a}\n  # comment\n  - name: b\n    role: leaf\nlinks:\n- {a: a, b: b}\n- a: b\n  b: a\n";
