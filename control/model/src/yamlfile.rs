@@ -287,6 +287,26 @@ mod tests {
         }
     }
 
+    /// The same key in two sibling mappings is no repetition; in one it is.
+    #[test]
+    fn duplicate_key_in_sibling_mappings_by_hand() {
+        let siblings = "a:\n  b: 1\nc:\n  b: 2\n";
+        assert_eq!(duplicate_key_at(siblings, "b"), None);
+        let repeated = "a:\n  b: 1\n  x: 0\n  b: 2\nc: 3\n";
+        assert_eq!(duplicate_key_at(repeated, "b"), Some((4, 3)));
+    }
+
+    #[test]
+    fn find_line_from_a_line_by_hand() {
+        let text = "a\nb x\nc x\n";
+        assert_eq!(find_line(text, "x", 1), Some(2));
+        assert_eq!(find_line(text, "x", 0), Some(2));
+        assert_eq!(find_line(text, "x", 3), Some(3));
+        assert_eq!(find_line(text, "a", 1), Some(1));
+        assert_eq!(find_line(text, "x", 4), None);
+        assert_eq!(find_line(text, "y", 1), None);
+    }
+
     #[test]
     fn sequence_items_block_and_flow_styles() {
         let text = "name: x\nnodes:\n  - {name: a}\n  # comment\n  - name: b\n    role: leaf\nlinks:\n- {a: a, b: b}\n- a: b\n  b: a\n";
