@@ -307,6 +307,35 @@ mod tests {
         assert_eq!(find_line(text, "y", 1), None);
     }
 
+    /// Items of a block sequence and the line of a field in each, by hand.
+    #[test]
+    fn sequence_items_and_their_fields_by_hand() {
+        let text = "name: x\nnodes:\n  # comment\n  - name: a\n    max_asn: 9\n    xasn: 8\n    \
+                    asn: 1\n\n  - kind: b\n    name: b\n    sub:\n      - z\n  -\n    name: c\n\
+                    links:\n  - a\n";
+        let items = sequence_item_lines(text, "nodes");
+        assert_eq!(items, vec![4, 9, 13]);
+        assert_eq!(sequence_item_lines(text, "links"), vec![16]);
+        let field = |index, name| item_field_line(text, &items, index, name);
+        // `max_asn:` and `xasn:` are other fields.
+        assert_eq!(field(0, "asn"), Some(7));
+        // The next item's first line is not this item's.
+        assert_eq!(field(0, "kind"), Some(4));
+        assert_eq!(field(1, "kind"), Some(9));
+        assert_eq!((field(1, "name"), field(1, "sub")), (Some(10), Some(11)));
+        assert_eq!((field(2, "name"), field(2, "asn")), (Some(14), Some(13)));
+        assert_eq!(field(3, "name"), None);
+        // A field at the start of a line.
+        assert_eq!(item_field_line("x:\nasn: 1\n", &[1], 0, "asn"), Some(2));
+        // A mapping, a flow sequence or no such key: no items; items at column 0 end at
+        // the next key.
+        assert!(sequence_item_lines("nodes:\n  a: 1\n  - b\n", "nodes").is_empty());
+        assert!(sequence_item_lines("nodes: [a, b]\n", "nodes").is_empty());
+        assert!(sequence_item_lines(text, "edges").is_empty());
+        let flush = "nodes: # all\n- a\n- b\nother: 1\n- c\n";
+        assert_eq!(sequence_item_lines(flush, "nodes"), vec![2, 3]);
+    }
+
     #[test]
     fn sequence_items_block_and_flow_styles() {
         let text = "name: x\nnodes:\n  - {name: a}\n  # comment\n  - name: b\n    role: leaf\nlinks:\n- {a: a, b: b}\n- a: b\n  b: a\n";
