@@ -1078,6 +1078,27 @@ mod tests {
         assert!(matches!(rib.entries[i].paths, Paths::One(_)));
     }
 
+    /// An originated prefix and one announced unreachable here are decided so; another
+    /// prefix beside them is still the learned one.
+    #[test]
+    fn local_and_unreachable_prefixes_leave_the_others_learned() {
+        let mut rib = Rib::default();
+        let [own, gone, other]: [IpNet; 3] =
+            ["192.0.2.0/24", "192.0.2.7/32", "198.51.100.0/24"].map(|p| p.parse().unwrap());
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        rib.local.insert(own);
+        rib.unreachable.insert(gone);
+        for p in [own, gone, other] {
+            rib.learn(a, p, attrs(&[65100]));
+        }
+        assert_eq!(rib.decide(own), Some(Some(LocRoute::Local)));
+        assert_eq!(rib.decide(gone), Some(Some(LocRoute::Unreachable)));
+        let Some(Some(LocRoute::Learned(paths))) = rib.decide(other) else {
+            panic!("{:?}", rib.route(&other))
+        };
+        assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [a]);
+    }
+
     #[test]
     fn a_prefix_learned_and_forgotten_before_its_decision_leaves_nothing() {
         let mut rib = Rib::default();
