@@ -1099,6 +1099,22 @@ mod tests {
         assert_eq!(paths.iter().map(|p| p.peer).collect::<Vec<_>>(), [a]);
     }
 
+    /// Only decided prefixes are in the Loc-RIB's routes and prefixes.
+    #[test]
+    fn routes_and_prefixes_are_the_decided_ones() {
+        let mut rib = Rib::default();
+        let [decided, pending]: [IpNet; 2] =
+            ["192.0.2.0/24", "198.51.100.0/24"].map(|p| p.parse().unwrap());
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        rib.learn(a, decided, attrs(&[65100]));
+        rib.learn(a, pending, attrs(&[65100]));
+        let Some(Some(route)) = rib.decide(decided) else {
+            panic!("no route")
+        };
+        assert_eq!(rib.routes().collect::<Vec<_>>(), vec![(decided, route)]);
+        assert_eq!(rib.prefixes().collect::<Vec<_>>(), vec![decided]);
+    }
+
     #[test]
     fn a_prefix_learned_and_forgotten_before_its_decision_leaves_nothing() {
         let mut rib = Rib::default();
