@@ -1219,6 +1219,121 @@ links:
             .collect()
     }
 
+    /// Three leaves under two spines (Leaf2's link to Spine2 at 40G), two identical hosts
+    /// under Leaf3, and an island (a leaf and a spine of their own) nothing else reaches.
+    const ISLANDS: &str = "
+nodes:
+  - {name: Leaf1, role: leaf, asn: 65001, prefixes: [192.0.2.0/24]}
+  - {name: Leaf2, role: leaf, asn: 65002, prefixes: [198.51.100.0/24]}
+  - {name: Leaf3, role: leaf, asn: 65003, prefixes: [203.0.113.0/24]}
+  - {name: Spine1, role: spine, asn: 65100}
+  - {name: Spine2, role: spine, asn: 65100}
+  - {name: H1, role: host, asn: 65201}
+  - {name: H2, role: host, asn: 65202}
+  - {name: Leaf9, role: leaf, asn: 65009, prefixes: [10.9.0.0/16]}
+  - {name: Spine9, role: spine, asn: 65109}
+links:
+  - {a: Leaf1, b: Spine1, gbps: 100}
+  - {a: Leaf1, b: Spine2, gbps: 100}
+  - {a: Leaf2, b: Spine1, gbps: 100}
+  - {a: Leaf2, b: Spine2, gbps: 40}
+  - {a: Leaf3, b: Spine1, gbps: 100}
+  - {a: Leaf3, b: Spine2, gbps: 100}
+  - {a: Leaf3, b: H1, gbps: 25}
+  - {a: Leaf3, b: H2, gbps: 25}
+  - {a: Leaf9, b: Spine9, gbps: 100}
+";
+
+    /// The solution's accessors, by hand on ISLANDS.
+    #[test]
+    fn solution_groups_units_and_counts_by_hand() {
+        let t = topo(ISLANDS);
+        let s = solve(&t, &Options::default());
+        assert!(std::ptr::eq(s.topology(), &t));
+        let id = |name: &str| t.nodes.iter().position(|n| n.name == name).unwrap();
+        let set = |prefix: &str| {
+            let p: IpNet = prefix.parse().unwrap();
+            s.origin_sets
+                .iter()
+                .position(|o| o.prefixes.contains(&p))
+                .unwrap()
+        };
+        let (p1, p2, p9) = (
+            set("192.0.2.0/24"),
+            set("198.51.100.0/24"),
+            set("10.9.0.0/16"),
+        );
+        // Four origin sets (one prefix each). Who has a group: for Leaf1's and Leaf2's and
+        // Leaf3's prefixes the 6 other nodes of the main part (the island none); for
+        // Leaf9's only Spine9. 3 x 6 + 1 = 19.
+        assert_eq!(s.origin_sets.len(), 4);
+        assert_eq!(s.node_group_count(), 19);
+        for (node, has) in [
+            ("Leaf2", true),
+            ("H1", true),
+            ("Leaf1", false),
+            ("Leaf9", false),
+        ] {
+            assert_eq!(s.group_id(p1, id(node)).is_some(), has, "{node}");
+        }
+        assert!(s.group_id(p9, id("Spine9")).is_some());
+        assert_eq!(s.group_id(p9, id("Spine1")), None);
+        // Each accessor reads the same table.
+        for set in 0..4 {
+            for node in 0..t.nodes.len() {
+                assert_eq!(s.unit_group(set, s.unit(node)), s.group_id(set, node));
+            }
+        }
+        // The two hosts are one unit (identical links), the spines two (different
+        // groups for Leaf2's prefix: a 100G link at Spine1, a 40G one at Spine2).
+        assert_eq!(s.unit(id("H1")), s.unit(id("H2")));
+        assert_ne!(s.unit(id("Spine1")), s.unit(id("Spine2")));
+        let spine_groups = [s.group_id(p2, id("Spine1")), s.group_id(p2, id("Spine2"))];
+        assert_ne!(spine_groups[0], spine_groups[1]);
+        // Distinct groups, by (neighbor, bandwidth) members: the spines' toward Leaf1
+        // (100), Leaf2 (100 at Spine1, 40 at Spine2) and Leaf3 (100): 4; the leaves'
+        // {Spine1 100, Spine2 40} (Leaf1 and Leaf3 toward Leaf2's prefix, Leaf2 toward
+        // the others) and {Spine1 100, Spine2 100}: 2; the hosts' {Leaf3 25}; Spine9's.
+        assert_eq!(s.distinct_groups(), 8);
+        // Computing stubs one by one gives them units of their own and the same groups.
+        let apart = solve(
+            &t,
+            &Options {
+                no_stub_sharing: true,
+                ..Default::default()
+            },
+        );
+        assert_ne!(apart.unit(id("H1")), apart.unit(id("H2")));
+        assert_eq!(apart.route_groups(), s.route_groups());
+    }
+
+    /// Only the wanted origin sets are computed, whichever worker's chunk they fall in,
+    /// and each the same as in a full solve.
+    #[test]
+    fn solve_only_computes_the_wanted_sets_in_every_chunk() {
+        let t = topo(ISLANDS);
+        let options = Options {
+            threads: 2,
+            ..Default::default()
+        };
+        let full = solve(&t, &options);
+        assert_eq!(full.origin_sets.len(), 4, "two chunks of two");
+        for wanted in [vec![1], vec![3], vec![0, 3], vec![2]] {
+            let only = solve_only(&t, &options, &|set| wanted.contains(&set));
+            for (set, o) in full.origin_sets.iter().enumerate() {
+                for node in &t.nodes {
+                    let got = only.group(&node.name, o.prefixes[0]);
+                    let want = full.group(&node.name, o.prefixes[0]);
+                    if wanted.contains(&set) {
+                        assert_eq!(got, want, "set {set} at {}", node.name);
+                    } else {
+                        assert_eq!(got, None, "set {set} at {}", node.name);
+                    }
+                }
+            }
+        }
+    }
+
     #[test]
     fn white_paper_asymmetric_averaged_is_3_3_4_4() {
         let t = topo(ASYMMETRIC);

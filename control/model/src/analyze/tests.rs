@@ -315,6 +315,45 @@ fn asymmetry_breaks_twins() {
     check_twins(&t, Mode::Draft, None).unwrap();
 }
 
+/// A small fabric with what the incremental engine handles apart: identical hosts
+/// sharing a unit, a multi-homed host, parallel links, an asymmetric capacity and an
+/// island nothing else reaches. Every single failure and sampled pairs, both modes.
+#[test]
+fn incremental_equals_full_on_hosts_parallel_links_and_an_island() {
+    let t = parse(
+        std::path::Path::new("t.yaml"),
+        "
+nodes:
+  - {name: L1, role: leaf, asn: 65001, prefixes: [192.0.2.0/24]}
+  - {name: L2, role: leaf, asn: 65002, prefixes: [198.51.100.0/24]}
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+  - {name: H1, role: host, asn: 65201, prefixes: [10.0.1.0/24]}
+  - {name: H2, role: host, asn: 65202, prefixes: [10.0.2.0/24]}
+  - {name: H3, role: host, asn: 65203, prefixes: [10.0.3.0/24]}
+  - {name: L9, role: leaf, asn: 65009, prefixes: [10.9.0.0/16]}
+  - {name: S9, role: spine, asn: 65109}
+links:
+  - {a: L1, b: S1, gbps: 100}
+  - {a: L1, b: S1, gbps: 50}
+  - {a: L1, b: S2, gbps: 100}
+  - {a: L2, b: S1, gbps: 100}
+  - {a: L2, b: S2, gbps: 40}
+  - {a: L2, b: H1, gbps: 25}
+  - {a: L2, b: H2, gbps: 25}
+  - {a: L1, b: H3, gbps: 25}
+  - {a: L2, b: H3, gbps: 25}
+  - {a: L9, b: S9, gbps: 100}
+",
+    )
+    .unwrap();
+    for (mode, limit) in [(Mode::Draft, None), (Mode::Averaged, Some(4))] {
+        if let Err(e) = check_all(&t, mode, limit) {
+            panic!("{mode:?}: {e}");
+        }
+    }
+}
+
 /// Every topology shipped in topologies/ (FRR spines, hosts, 5-stage, DPF colors, shared
 /// ASes): every single failure and sampled pairs, both modes, equal to the full solve.
 #[test]
