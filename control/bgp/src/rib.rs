@@ -1111,6 +1111,7 @@ mod tests {
         let Some(Some(route)) = rib.decide(decided) else {
             panic!("no route")
         };
+        assert!(!rib.is_empty());
         assert_eq!(rib.routes().collect::<Vec<_>>(), vec![(decided, route)]);
         assert_eq!(rib.prefixes().collect::<Vec<_>>(), vec![decided]);
     }

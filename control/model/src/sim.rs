@@ -1307,6 +1307,37 @@ links:
         assert_eq!(apart.route_groups(), s.route_groups());
     }
 
+    /// Route groups list a node's prefixes in the order of the file, even where a
+    /// multi-homed prefix between two others of one node makes an origin set of its own.
+    #[test]
+    fn route_groups_in_the_order_of_the_file() {
+        let t = topo(
+            "
+nodes:
+  - {name: S1, role: spine, asn: 65100}
+  - {name: A, role: leaf, asn: 65001, prefixes: [192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24]}
+  - {name: C, role: leaf, asn: 65003, prefixes: [198.51.100.0/24, 10.3.0.0/16]}
+links:
+  - {a: A, b: S1, gbps: 100}
+  - {a: C, b: S1, gbps: 100}
+",
+        );
+        let s = solve(&t, &Options::default());
+        let at_s1: Vec<String> = s
+            .route_groups()
+            .into_iter()
+            .filter(|g| g.node == "S1")
+            .map(|g| g.prefix.to_string())
+            .collect();
+        let want = [
+            "192.0.2.0/24",
+            "198.51.100.0/24",
+            "203.0.113.0/24",
+            "10.3.0.0/16",
+        ];
+        assert_eq!(at_s1, want);
+    }
+
     /// Only the wanted origin sets are computed, whichever worker's chunk they fall in,
     /// and each the same as in a full solve.
     #[test]
