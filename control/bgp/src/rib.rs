@@ -1116,6 +1116,25 @@ mod tests {
         assert_eq!(rib.prefixes().collect::<Vec<_>>(), vec![decided]);
     }
 
+    /// A freed entry is reused by the next prefix; the freed prefix then has nothing,
+    /// even right after its own decision.
+    #[test]
+    fn a_freed_entry_reused_by_another_prefix_is_not_the_old_ones() {
+        let mut rib = Rib::default();
+        let [gone, next]: [IpNet; 2] =
+            ["192.0.2.0/24", "198.51.100.0/24"].map(|p| p.parse().unwrap());
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        let first = rib.learn_at(a, gone, attrs(&[65100]));
+        assert!(rib.decide(gone).is_some());
+        rib.forget(a, gone);
+        assert_eq!(rib.decide(gone), Some(None));
+        let reused = rib.learn_at(a, next, attrs(&[65200]));
+        assert_eq!(reused, first, "the freed entry");
+        assert!(rib.paths(&gone).is_empty());
+        assert_eq!(rib.route(&gone), None);
+        assert_eq!(rib.paths(&next).len(), 1);
+    }
+
     #[test]
     fn a_prefix_learned_and_forgotten_before_its_decision_leaves_nothing() {
         let mut rib = Rib::default();
