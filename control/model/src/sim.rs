@@ -1338,6 +1338,34 @@ links:
         assert_eq!(at_s1, want);
     }
 
+    /// Stubs never pass routes on: a host behind another host (a direct link) hears only
+    /// what that host originates itself, not the fabric's routes it learned.
+    #[test]
+    fn a_host_behind_a_host_hears_only_its_own_prefixes() {
+        let t = topo(
+            "
+nodes:
+  - {name: L1, role: leaf, asn: 65001, prefixes: [192.0.2.0/24]}
+  - {name: H1, role: host, asn: 65201, prefixes: [10.0.1.0/24]}
+  - {name: H2, role: host, asn: 65202}
+links:
+  - {a: L1, b: H1, gbps: 100}
+  - {a: H1, b: H2, gbps: 100}
+",
+        );
+        let s = solve(&t, &Options::default());
+        let at = |node: &str| -> Vec<String> {
+            s.route_groups()
+                .into_iter()
+                .filter(|g| g.node == node)
+                .map(|g| g.prefix.to_string())
+                .collect()
+        };
+        assert_eq!(at("H2"), ["10.0.1.0/24"]);
+        assert_eq!(at("H1"), ["192.0.2.0/24"]);
+        assert_eq!(at("L1"), ["10.0.1.0/24"]);
+    }
+
     /// Only the wanted origin sets are computed, whichever worker's chunk they fall in,
     /// and each the same as in a full solve.
     #[test]
