@@ -959,6 +959,168 @@ mod tests {
             .collect()
     }
 
+    /// An UPDATE from a neighbor with AS path `path`, a Path Bandwidth of `gbps` and the
+    /// DPF colors `colors`.
+    fn announce_colored(prefix: &str, path: &[u32], gbps: f64, colors: &[u32]) -> update::Update {
+        let p = Policy::default();
+        let mut ext = vec![PathBandwidth::new(true, Ipv4Addr::new(10, 9, 9, 9), gbps)
+            .to_community(p.subtype, p.encoding)];
+        ext.extend(
+            colors
+                .iter()
+                .map(|c| crate::packet::ColorCommunity::new(*c).to_community()),
+        );
+        let attrs = PathAttributes {
+            origin: Some(Origin::Igp),
+            as_path: Some(AsPath::sequence(path.to_vec())),
+            next_hop: Some(Ipv4Addr::new(192, 0, 2, 1)),
+            ext_communities: ext,
+            ..Default::default()
+        };
+        let mut u = update::pack(&attrs, &[net(prefix)], Context::default());
+        u.remove(0)
+    }
+
+    fn active(task: &RibTask, p: IpNet) -> Vec<crate::rib::Path> {
+        match task.rib.route(&p) {
+            Some(crate::rib::LocRoute::Learned(paths)) => paths.to_vec(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// DPF (draft-wang-idr-dpf §2.2.3): one color active, another only on a backup path;
+    /// then both active (per-color groups for the data plane); then back to one, which
+    /// drops the per-color groups.
+    #[tokio::test]
+    async fn colors_of_active_and_backup_paths() {
+        let (mut task, mut rx) = task();
+        let (a, b) = (peer_addr(1), peer_addr(2));
+        let p = net("10.5.0.0/24");
+        task.on_update(a, announce_colored("10.5.0.0/24", &[PEER_AS], 100.0, &[1]));
+        task.on_update(
+            b,
+            announce_colored("10.5.0.0/24", &[PEER_AS, 65003], 100.0, &[2]),
+        );
+        assert!(!flushed(&mut task, &mut rx).await.is_empty());
+        let one = active(&task, p);
+        assert_eq!(one.iter().map(|x| x.peer).collect::<Vec<_>>(), [a]);
+        assert_eq!(task.inactive_colors(p, &one), vec![vec![2]]);
+        let view = |color, active, members: Vec<(IpAddr, u32)>| ColorGroupView {
+            color,
+            active,
+            members,
+        };
+        assert_eq!(
+            task.color_groups(p, &one),
+            [view(1, true, vec![(a, 1)]), view(2, false, vec![(b, 1)])]
+        );
+        assert!(
+            task.data_plane_colors(p, &one).is_empty(),
+            "one active color"
+        );
+        // Both paths equally good: two active colors, a colored group.
+        task.on_update(b, announce_colored("10.5.0.0/24", &[PEER_AS], 100.0, &[2]));
+        task.flush().await;
+        let Ok(SpeakerEvent::ColoredGroup { group, colors }) = rx.try_recv() else {
+            panic!("no colored group");
+        };
+        assert_eq!(group.members.len(), 2);
+        let got: Vec<(u32, bool, Vec<String>)> = colors
+            .iter()
+            .map(|c| {
+                (
+                    c.color,
+                    c.active,
+                    c.members.iter().map(|m| m.via.clone()).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (1, true, vec![a.to_string()]),
+                (2, true, vec![b.to_string()])
+            ]
+        );
+        assert!(task.inactive_colors(p, &active(&task, p)).is_empty());
+        // Back to one active color: a plain group again, the per-color ones forgotten.
+        task.on_update(
+            b,
+            announce_colored("10.5.0.0/24", &[PEER_AS, 65003], 100.0, &[2]),
+        );
+        assert_eq!(
+            flushed(&mut task, &mut rx).await,
+            vec![(vec![p], Some(vec![(a.to_string(), 1)]))]
+        );
+        assert!(!task.color_fib.contains_key(&p));
+    }
+
+    /// RFC 10005 Link Bandwidth stands in for a missing Path Bandwidth only from a
+    /// neighbor configured to accept it: 40 (accepted) against 10 (Path Bandwidth) is
+    /// 4:1; against a neighbor whose Link Bandwidth is not accepted, that path has no
+    /// value and the group is plain ECMP.
+    #[tokio::test]
+    async fn link_bandwidth_only_from_neighbors_that_accept_it() {
+        let (mut task, mut rx) = task();
+        let (a, b) = (peer_addr(1), peer_addr(2));
+        if let Some(peer) = task.peers.get_mut(&a) {
+            peer.spec.link_bandwidth = LinkBandwidthMode::Accept;
+        }
+        let lb = |gbps| {
+            crate::packet::link_bandwidth::LinkBandwidth::from_gbps(true, PEER_AS, gbps)
+                .to_community()
+        };
+        let mut from_a = announce(&["10.8.0.0/24"], 1.0);
+        from_a.attributes.ext_communities = vec![lb(40.0)];
+        task.on_update(a, from_a);
+        task.on_update(b, announce(&["10.8.0.0/24"], 10.0));
+        let weights = |runs: Runs| {
+            runs.into_iter()
+                .flat_map(|(_, m)| m.unwrap_or_default())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            weights(flushed(&mut task, &mut rx).await),
+            [(a.to_string(), 4), (b.to_string(), 1)]
+        );
+        let mut from_b = announce(&["10.8.0.0/24"], 1.0);
+        from_b.attributes.ext_communities = vec![lb(10.0)];
+        task.on_update(b, from_b);
+        assert_eq!(
+            weights(flushed(&mut task, &mut rx).await),
+            [(a.to_string(), 1), (b.to_string(), 1)]
+        );
+    }
+
+    /// `explain`: each path's wire values by kind (transitive, non-transitive), its
+    /// weight; nothing for a prefix without a learned route.
+    #[tokio::test]
+    async fn explain_reads_each_value_of_its_kind() {
+        let (mut task, mut rx) = task();
+        let (a, b) = (peer_addr(1), peer_addr(2));
+        let pol = Policy::default();
+        let transitive = PathBandwidth::new(true, Ipv4Addr::new(10, 9, 9, 9), 40.0)
+            .to_community(pol.subtype, pol.encoding);
+        let link_value = PathBandwidth::new(false, Ipv4Addr::new(10, 9, 9, 9), 80.0)
+            .to_community(pol.subtype, pol.encoding);
+        let mut u = announce(&["10.6.0.0/24"], 40.0);
+        u.attributes.ext_communities = vec![link_value, transitive];
+        task.on_update(a, u);
+        task.on_update(b, announce(&["10.6.0.0/24"], 20.0));
+        flushed(&mut task, &mut rx).await;
+        let e = task.explain(net("10.6.0.0/24")).unwrap();
+        let bits = |c: &crate::packet::ExtCommunity| Some(u16::from_be_bytes([c.0[6], c.0[7]]));
+        let by_peer: Vec<(IpAddr, Option<u16>, Option<u16>, u32)> = e
+            .paths
+            .iter()
+            .map(|x| (x.neighbor, x.wire_bits, x.link_value_bits, x.weight))
+            .collect();
+        assert_eq!(by_peer[0], (a, bits(&transitive), bits(&link_value), 2));
+        assert_eq!(by_peer[1].0, b);
+        assert_eq!((by_peer[1].2, by_peer[1].3), (None, 1));
+        assert_eq!(task.explain(net("10.7.0.0/24")), None);
+    }
+
     /// One event per flush: consecutive prefixes with the same group share one run (one
     /// member list), a different group starts a new run, removals form their own.
     #[tokio::test]
