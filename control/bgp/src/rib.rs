@@ -1038,7 +1038,8 @@ mod tests {
     #[test]
     fn prefix_table_of_both_families_counts_and_changes_in_place() {
         let mut t: PrefixTable<u32> = PrefixTable::default();
-        assert!(t.is_empty() && t.len() == 0);
+        assert!(t.is_empty());
+        assert_eq!(t.len(), 0);
         let v4: IpNet = "198.51.100.0/24".parse().unwrap();
         let v6: IpNet = "2001:db8:1::/48".parse().unwrap();
         t.insert(v4, 4);
