@@ -1092,6 +1092,75 @@ mod tests {
         );
     }
 
+    /// Consecutive removals share one run; route views (with `route_events`) follow the
+    /// group changes of their round, one per prefix.
+    #[tokio::test]
+    async fn removals_share_a_run_and_route_views_follow_the_groups() {
+        let (mut task, mut rx) = task();
+        task.config.route_events = true;
+        let a = peer_addr(1);
+        let nets = ["10.3.0.0/24", "10.3.1.0/24"];
+        task.on_update(a, announce(&nets, 10.0));
+        task.flush().await;
+        let Ok(SpeakerEvent::Groups(runs)) = rx.try_recv() else {
+            panic!("no group event");
+        };
+        assert_eq!(runs.len(), 1);
+        for n in nets {
+            let Ok(SpeakerEvent::Route { prefix, route }) = rx.try_recv() else {
+                panic!("no route view for {n}");
+            };
+            assert_eq!((prefix, route.is_some()), (net(n), true));
+        }
+        let mut gone = update::pack_withdraw(&[net(nets[0]), net(nets[1])]);
+        task.on_update(a, gone.remove(0));
+        task.flush().await;
+        let Ok(SpeakerEvent::Groups(runs)) = rx.try_recv() else {
+            panic!("no group event");
+        };
+        assert_eq!(
+            runs,
+            vec![GroupRun::Remove(vec![net(nets[0]), net(nets[1])])]
+        );
+        for n in nets {
+            let Ok(SpeakerEvent::Route { prefix, route }) = rx.try_recv() else {
+                panic!("no route view for {n}");
+            };
+            assert_eq!((prefix, route), (net(n), None));
+        }
+        assert!(rx.try_recv().is_err());
+    }
+
+    /// A round of more than MAX_GROUP_BATCH prefixes goes out in batches of that many.
+    #[tokio::test]
+    async fn a_long_round_is_sent_in_batches_of_max_group_batch() {
+        let (mut task, mut rx) = task();
+        let a = peer_addr(1);
+        let extra = 100;
+        let nets: Vec<IpNet> = (0..(MAX_GROUP_BATCH + extra) as u32)
+            .map(|i| {
+                IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::from((10 << 24) | (i << 8)), 24).unwrap())
+            })
+            .collect();
+        let attrs = announce(&["10.0.0.0/24"], 10.0).attributes;
+        for u in update::pack(&attrs, &nets, Context::default()) {
+            task.on_update(a, u);
+        }
+        // The task's channel holds 16 events: take them as they come.
+        let taker = tokio::spawn(async move {
+            let mut sizes = vec![];
+            while let Some(ev) = rx.recv().await {
+                if let SpeakerEvent::Groups(runs) = ev {
+                    sizes.push(runs.iter().map(|r| r.prefixes().len()).sum::<usize>());
+                }
+            }
+            sizes
+        });
+        task.flush().await;
+        drop(task);
+        assert_eq!(taker.await.unwrap(), vec![MAX_GROUP_BATCH, extra]);
+    }
+
     /// `explain`: each path's wire values by kind (transitive, non-transitive), its
     /// weight; nothing for a prefix without a learned route.
     #[tokio::test]
