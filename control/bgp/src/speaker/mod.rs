@@ -1053,6 +1053,26 @@ mod tests {
             vec![(vec![p], Some(vec![(a.to_string(), 1)]))]
         );
         assert!(!task.color_fib.contains_key(&p));
+        // Both active with one color: a plain group.
+        task.on_update(b, announce_colored("10.5.0.0/24", &[PEER_AS], 100.0, &[1]));
+        assert_eq!(
+            flushed(&mut task, &mut rx).await,
+            vec![(vec![p], Some(vec![(a.to_string(), 1), (b.to_string(), 1)]))]
+        );
+        // Two colors again, then the route gone: its group and per-color state too.
+        task.on_update(b, announce_colored("10.5.0.0/24", &[PEER_AS], 100.0, &[2]));
+        task.flush().await;
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(SpeakerEvent::ColoredGroup { .. })
+        ));
+        assert!(task.color_fib.contains_key(&p));
+        for peer in [a, b] {
+            let mut gone = update::pack_withdraw(&[p]);
+            task.on_update(peer, gone.remove(0));
+        }
+        assert_eq!(flushed(&mut task, &mut rx).await, vec![(vec![p], None)]);
+        assert!(!task.color_fib.contains_key(&p));
     }
 
     /// RFC 10005 Link Bandwidth stands in for a missing Path Bandwidth only from a
