@@ -708,6 +708,22 @@ mod tests {
         assert_eq!(RibTask::next_hop(&p(&a), &addr(7)), addr(7));
     }
 
+    /// The rule names `fare explain` prints (docs/weights.md, `RouteExplain::rule`).
+    #[test]
+    fn rule_names_as_fare_explain_prints_them() {
+        use fare_model::bandwidth::{Mode, Rule};
+        let all = [
+            (Mode::Draft, Rule::Normal, "min-sum"),
+            (Mode::Draft, Rule::SuperSpine, "super-spine-pass-through"),
+            (Mode::Draft, Rule::RemoteSpine, "remote-spine"),
+            (Mode::Averaged, Rule::Normal, "sum-over-n"),
+            (Mode::Averaged, Rule::SuperSpine, "sum-over-n"),
+        ];
+        for (mode, rule, name) in all {
+            assert_eq!(rule_name(mode, rule), name, "{mode:?} {rule:?}");
+        }
+    }
+
     /// Active colors first, each with the active paths of that color; then the colors
     /// only backups carry. A backup of an active color adds nothing.
     #[test]
