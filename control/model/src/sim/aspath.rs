@@ -117,3 +117,66 @@ impl Bits {
         self.bits[n * self.words..(n + 1) * self.words].copy_from_slice(&row);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::topology::{Node, Role};
+
+    /// 130 leaves, two per AS (65 shared ASes: two words per node), and one alone.
+    fn pairs() -> Topology {
+        let mut t = Topology::new("pairs");
+        for i in 0..131u32 {
+            let mut n = Node::new(format!("L{i}"), Role::Leaf);
+            n.asn = Some(65000 + i / 2);
+            t.add_node(n);
+        }
+        t
+    }
+
+    #[test]
+    fn shared_ases_by_hand() {
+        let t = pairs();
+        let shared = SharedAs::new(&t);
+        assert!(shared.any());
+        // Leaves 2k and 2k+1 share AS 65000 + k, index k; leaf 130 (AS 65065) is alone.
+        assert_eq!(
+            (shared.of(0), shared.of(1), shared.of(3)),
+            (Some(0), Some(0), Some(1))
+        );
+        assert_eq!((shared.of(129), shared.of(130)), (Some(64), None));
+        assert!(!SharedAs::new(&Topology::new("empty")).any());
+    }
+
+    /// Bit sets of two words per node: each node's own row, joins over members, clearing.
+    #[test]
+    fn bits_across_two_words_by_hand() {
+        let t = pairs();
+        let shared = SharedAs::new(&t);
+        let mut bits = Bits::new(&shared, t.nodes.len());
+        // Node 5 holds AS indexes 1 (its own) and 64 (the second word).
+        bits.join(5, Some(1), std::iter::empty());
+        bits.set_row(7, &[0, 1]);
+        bits.join(9, None, [5, 7].into_iter());
+        assert_eq!(bits.row(5), [1 << 1, 0]);
+        assert_eq!(bits.row(7), [0, 1]);
+        assert_eq!(bits.row(9), [1 << 1, 1]);
+        for (node, index, held) in [(9, 1, true), (9, 64, true), (9, 0, false), (5, 64, false)] {
+            assert_eq!(bits.holds(node, Some(index)), held, "{node} {index}");
+        }
+        assert!(!bits.holds(9, None));
+        // Neighbors' rows are untouched; clearing empties one row only.
+        assert_eq!(
+            (bits.row(4), bits.row(6), bits.row(8), bits.row(10)),
+            (
+                [0, 0].as_slice(),
+                [0, 0].as_slice(),
+                [0, 0].as_slice(),
+                [0, 0].as_slice()
+            )
+        );
+        bits.clear(9);
+        assert_eq!(bits.row(9), [0, 0]);
+        assert_eq!(bits.row(7), [0, 1]);
+    }
+}
