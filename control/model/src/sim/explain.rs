@@ -473,6 +473,20 @@ mod tests {
     /// 576, bits 18 x 1024 + 576 = 0x4A40; 75 Gbps = 9.375 GB/s = 1.171875 x 2^3, fraction
     /// 176: 0x48B0. Both exact. L8: 100:100:100:75 = 4:4:4:3, 15 entries, delta 1.
     #[test]
+    fn every_rule_has_its_own_description() {
+        let all = [
+            HopRule::Origin,
+            HopRule::MinSum,
+            HopRule::SuperSpinePassThrough,
+            HopRule::RemoteSpine,
+            HopRule::SumOverN,
+        ];
+        let texts: std::collections::HashSet<&str> = all.iter().map(|r| r.describe()).collect();
+        assert_eq!(texts.len(), all.len());
+        assert!(texts.iter().all(|t| t.len() > 5), "{texts:?}");
+    }
+
+    #[test]
     fn figure1_draft_asymmetric() {
         let t = figure1_degraded();
         let p: IpNet = "10.0.1.0/24".parse().unwrap();
