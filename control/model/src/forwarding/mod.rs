@@ -204,6 +204,18 @@ pub fn keep_last_active(
 }
 
 #[cfg(test)]
+mod bucket_counts {
+    use super::BucketStatus;
+
+    /// Buckets per member of a table by hand; an index past the members counts nowhere.
+    #[test]
+    fn counts_per_member_by_hand() {
+        assert_eq!(BucketStatus::count(&[0, 1, 1, 2, 1, 0, 7], 3), [2, 3, 1]);
+        assert_eq!(BucketStatus::count(&[], 2), [0, 0]);
+    }
+}
+
+#[cfg(test)]
 mod last_active_rule {
     use super::*;
 

@@ -351,3 +351,44 @@ impl Topology {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A-B twice, B-C once, by hand: links between a pair either way round, failing and
+    /// degrading only that pair's links, the other end of a link.
+    #[test]
+    fn links_between_a_pair_either_way_fail_and_degrade_by_hand() {
+        let mut t = Topology::new("t");
+        let [a, b, c] = ["A", "B", "C"].map(|n| t.add_node(Node::new(n, Role::Leaf)));
+        t.add_link(a, b, 100.0, None);
+        t.add_link(b, c, 100.0, None);
+        t.add_link(b, a, 100.0, None);
+        assert_eq!(t.links_between(a, b).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(t.links_between(b, a).collect::<Vec<_>>(), [0, 2]);
+        assert_eq!(t.links_between(c, b).collect::<Vec<_>>(), [1]);
+        assert_eq!(t.links_between(a, c).count(), 0);
+        assert_eq!(t.links_between(a, a).count(), 0);
+        assert_eq!((t.links[0].other(a), t.links[0].other(b)), (b, a));
+        assert_eq!((t.links[1].other(c), t.links[1].other(b)), (b, c));
+        assert_eq!(t.degrade("C", "B", 40.0).ok(), Some(1));
+        assert_eq!(
+            t.links.iter().map(|l| l.gbps).collect::<Vec<_>>(),
+            [100.0, 40.0, 100.0]
+        );
+        assert_eq!(t.fail("B", "A").ok(), Some(2));
+        assert_eq!(t.links.len(), 1);
+        assert_eq!((t.links[0].a, t.links[0].b), (b, c));
+        assert!(t.fail("A", "C").is_err());
+    }
+
+    #[test]
+    fn only_frr_nodes_do_not_run_fare() {
+        let runs: Vec<bool> = [Target::Linux, Target::Bmv2, Target::Frr]
+            .iter()
+            .map(|t| t.is_fare())
+            .collect();
+        assert_eq!(runs, [true, true, false]);
+    }
+}
