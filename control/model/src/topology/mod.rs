@@ -383,6 +383,58 @@ mod tests {
         assert!(t.fail("A", "C").is_err());
     }
 
+    /// Adjacency, the YAML written and the summary of a small fabric, by hand.
+    #[test]
+    fn adjacency_yaml_and_summary_by_hand() {
+        let mut t = Topology::new("two leaves");
+        let leaf = |name: &str, asn: u32, prefix: &str| {
+            let mut n = Node::new(name, Role::Leaf);
+            n.asn = Some(asn);
+            n.prefixes.push(prefix.parse().unwrap());
+            n
+        };
+        let a = t.add_node(leaf("L1@Plane1", 65001, "10.0.1.0/24"));
+        let b = t.add_node(leaf("-odd", 65002, "10.0.1.0/24"));
+        let mut spine = Node::new("S1", Role::Spine);
+        spine.target = Target::Frr;
+        spine.plane = Some(1);
+        let c = t.add_node(spine);
+        t.add_link(a, c, 100.0, None);
+        t.add_link(c, b, 40.0, Some("uplink".into()));
+        t.add_link(c, a, 100.0, None);
+        assert_eq!(
+            t.adjacency(),
+            vec![
+                vec![(c, 0), (c, 2)],
+                vec![(c, 1)],
+                vec![(a, 0), (a, 2), (b, 1)]
+            ]
+        );
+        let want = "name: \"two leaves\"\nnodes:\n\
+                    \x20 - {name: L1@Plane1, role: leaf, asn: 65001, prefixes: [10.0.1.0/24]}\n\
+                    \x20 - {name: \"-odd\", role: leaf, asn: 65002, prefixes: [10.0.1.0/24]}\n\
+                    \x20 - {name: S1, role: spine, plane: 1, target: frr}\n\
+                    links:\n\
+                    \x20 - {a: L1@Plane1, b: S1, gbps: 100}\n\
+                    \x20 - {a: S1, b: \"-odd\", gbps: 40, name: uplink}\n\
+                    \x20 - {a: S1, b: L1@Plane1, gbps: 100}\n";
+        assert_eq!(t.to_yaml(), want);
+        assert_eq!(
+            t.summary(),
+            "3 nodes (2 leaf, 1 spine), 3 links (1 parallel), 1 prefixes"
+        );
+    }
+
+    #[test]
+    fn yaml_names_plain_only_when_safe() {
+        for plain in ["L1", "a/b.c_d-e", "L1@Plane2", "x#2"] {
+            assert_eq!(yaml_str(plain), plain);
+        }
+        for quoted in ["", "a b", "-x", "#x", "@x", "a:b"] {
+            assert_eq!(yaml_str(quoted), format!("{quoted:?}"));
+        }
+    }
+
     #[test]
     fn only_frr_nodes_do_not_run_fare() {
         let runs: Vec<bool> = [Target::Linux, Target::Bmv2, Target::Frr]
