@@ -304,6 +304,26 @@ mod tests {
         assert!("x".parse::<Range>().is_err());
     }
 
+    /// The limits themselves are allowed: DSCP 63, port 65535, QP 2^24 - 1, a range of one
+    /// value (written back as one number), protocols by name.
+    #[test]
+    fn values_at_their_limits_are_accepted() {
+        let r = rules(
+            "- {color: 1, dscp: [63], src_port: 65535, dst_port: 0-65535, protocol: udp, qp: 0xffffff}\n",
+        );
+        assert!(r[0].check().is_ok());
+        assert_eq!(
+            "5-5".parse::<Range>().map(|r| r.to_string()).ok(),
+            Some("5".into())
+        );
+        assert_eq!(Range { lo: 5, hi: 6 }.to_string(), "5-6");
+        let protocols: Vec<Protocol> = serde_norway::from_str("[tcp, UDP, sctp, 47]").unwrap();
+        assert_eq!(
+            protocols,
+            [Protocol(6), Protocol(17), Protocol(132), Protocol(47)]
+        );
+    }
+
     #[test]
     fn bad_rules_are_named() {
         let bad = [
