@@ -281,7 +281,8 @@ impl RibTask {
             .get(&prefix)
             .map_or(color_key.is_empty(), |k| *k == color_key);
         let members = paths.iter().map(|p| p.peer).zip(d.weights.iter().copied());
-        if !self.rib.swap_fib(prefix, members) && same_colors {
+        // Relabelled (a bandwidth changed, weights did not): sent again, as a plain group is.
+        if !self.rib.swap_fib(prefix, members) && same_colors && !self.batch.relabel {
             return;
         }
         if colors.is_empty() {

@@ -1177,8 +1177,105 @@ mod tests {
             sizes
         });
         task.flush().await;
+        // Withdrawn again: the removals too go out in batches of that many.
+        for u in update::pack_withdraw(&nets) {
+            task.on_update(a, u);
+        }
+        task.flush().await;
         drop(task);
-        assert_eq!(taker.await.unwrap(), vec![MAX_GROUP_BATCH, extra]);
+        let sizes = vec![MAX_GROUP_BATCH, extra];
+        assert_eq!(taker.await.unwrap(), [sizes.clone(), sizes].concat());
+    }
+
+    /// With route views, a prefix's group and its view both count toward a batch: a
+    /// round of 10,000 prefixes goes out as 8,192 and 1,808.
+    #[tokio::test]
+    async fn route_views_count_toward_a_batch() {
+        let (mut task, mut rx) = task();
+        task.config.route_events = true;
+        let nets: Vec<IpNet> = (0..10_000u32)
+            .map(|i| {
+                IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::from((10 << 24) | (i << 8)), 24).unwrap())
+            })
+            .collect();
+        let attrs = announce(&["10.0.0.0/24"], 10.0).attributes;
+        for u in update::pack(&attrs, &nets, Context::default()) {
+            task.on_update(peer_addr(1), u);
+        }
+        let taker = tokio::spawn(async move {
+            let mut sizes = vec![];
+            while let Some(ev) = rx.recv().await {
+                if let SpeakerEvent::Groups(runs) = ev {
+                    sizes.push(runs.iter().map(|r| r.prefixes().len()).sum::<usize>());
+                }
+            }
+            sizes
+        });
+        task.flush().await;
+        drop(task);
+        assert_eq!(
+            taker.await.unwrap(),
+            vec![MAX_GROUP_BATCH / 2, 10_000 - MAX_GROUP_BATCH / 2]
+        );
+    }
+
+    /// A colored route is sent again only when it changed: its members, its colors, or
+    /// (relabelled) the bandwidth behind unchanged weights; a plain route beside it is
+    /// relabelled too.
+    #[tokio::test]
+    async fn colored_groups_are_sent_again_only_when_they_change() {
+        let (mut task, mut rx) = task();
+        let (a, b) = (peer_addr(1), peer_addr(2));
+        let (colored, plain) = (net("10.5.0.0/24"), net("10.6.0.0/24"));
+        task.on_update(a, announce_colored("10.5.0.0/24", &[PEER_AS], 100.0, &[1]));
+        task.on_update(b, announce_colored("10.5.0.0/24", &[PEER_AS], 100.0, &[2]));
+        task.on_update(a, announce(&["10.6.0.0/24"], 100.0));
+        task.flush().await;
+        let mut events = vec![];
+        while let Ok(ev) = rx.try_recv() {
+            events.push(ev);
+        }
+        assert_eq!(events.len(), 2, "{events:?}");
+        // Equal attributes but for MED (not part of the decision): nothing to send.
+        let mut again = announce_colored("10.5.0.0/24", &[PEER_AS], 100.0, &[1]);
+        again.attributes.med = Some(5);
+        task.on_update(a, again);
+        task.flush().await;
+        assert!(rx.try_recv().is_err(), "unchanged, nothing sent");
+        // New weights (2:1), the same one member per color: sent again.
+        task.on_update(a, announce_colored("10.5.0.0/24", &[PEER_AS], 50.0, &[1]));
+        task.flush().await;
+        let Ok(SpeakerEvent::ColoredGroup { group, .. }) = rx.try_recv() else {
+            panic!("no colored group after a weight change");
+        };
+        let w: Vec<u32> = group.members.iter().map(|m| m.weight).collect();
+        assert_eq!(w, [1, 2]);
+        // A link bandwidth that leaves every weight as it was (a's link 100 -> 60 Gbps: the
+        // colored route's path from a stays at its 50, the plain one's drops to 60): both
+        // routes are sent again.
+        task.set_bandwidth(Some(a), None, Some(60.0));
+        task.flush().await;
+        let mut colored_again = None;
+        let mut plain_again = None;
+        while let Ok(ev) = rx.try_recv() {
+            match ev {
+                SpeakerEvent::ColoredGroup { group, .. } => colored_again = Some(group),
+                SpeakerEvent::Groups(runs) => plain_again = Some(runs),
+                _ => {}
+            }
+        }
+        let group = colored_again.expect("the colored route relabelled");
+        assert_eq!(group.prefix, colored);
+        let bw: Vec<f64> = group.members.iter().map(|m| m.bandwidth_gbps).collect();
+        assert_eq!(bw, [50.0, 100.0]);
+        let runs = plain_again.expect("the plain route relabelled");
+        assert_eq!(runs[0].prefixes(), &[plain]);
+        let plain_bw: Vec<f64> = runs[0]
+            .groups()
+            .filter_map(|(_, g)| g)
+            .flat_map(|g| g.members.into_iter().map(|m| m.bandwidth_gbps))
+            .collect();
+        assert_eq!(plain_bw, [60.0]);
     }
 
     /// `explain`: each path's wire values by kind (transitive, non-transitive), its
