@@ -375,6 +375,30 @@ mod tests {
     /// 257:600 has no exact form within 256 per member; the result keeps every weight
     /// <= 256 and the ratio close.
     #[test]
+    fn member_weight_limit_shrinks_by_the_heaviest_share() {
+        // 10:3 under a member weight of 8: the size shrinks to 13 x 8 / 10 = 10, and the
+        // best within 10 is 7:2 (oversubscription (7/9)/(10/13) = 1.011; 8:2 is 1.040).
+        let limits = GroupLimits {
+            max_member_weight: Some(8),
+            ..GroupLimits::NONE
+        };
+        let (installed, _) = fit_members(&members(&[10, 3], &[0.0, 0.0]), &limits).unwrap();
+        assert_eq!(weights_of(&installed), [7, 2]);
+        // A weight of 0 is no group: left to the backend to refuse.
+        let zero = GroupLimits::size(2);
+        assert!(fit_members(&members(&[3, 0], &[0.0, 0.0]), &zero).is_none());
+    }
+
+    /// 0 is no limit: the other side's limit stands.
+    #[test]
+    fn zero_is_no_limit_when_combining() {
+        assert_eq!(tighter(Some(0), Some(8)), Some(8));
+        assert_eq!(tighter(Some(8), Some(0)), Some(8));
+        assert_eq!(tighter(Some(0), None), None);
+        assert_eq!(tighter(Some(4), Some(8)), Some(4));
+    }
+
+    #[test]
     fn member_weight_limit() {
         let limits = GroupLimits {
             max_member_weight: Some(256),

@@ -74,4 +74,16 @@ mod tests {
             assert!(bad.parse::<MacAddr>().is_err(), "{bad}");
         }
     }
+
+    /// In a configuration file: read and written as the text form.
+    #[test]
+    fn reads_and_writes_yaml() {
+        let m: MacAddr = serde_norway::from_str("\"02:fa:4e:00:00:07\"").unwrap();
+        assert_eq!(m.0, [2, 0xfa, 0x4e, 0, 0, 7]);
+        assert_eq!(
+            serde_norway::to_string(&m).unwrap().trim(),
+            "02:fa:4e:00:00:07"
+        );
+        assert!(serde_norway::from_str::<MacAddr>("\"02:fa\"").is_err());
+    }
 }
