@@ -223,6 +223,63 @@ pub fn multiplane(p: &MultiPlane) -> Topology {
 mod tests {
     use super::*;
 
+    /// Every name, AS, router ID, PoD, plane, prefix and link of two small fabrics, by
+    /// hand from the rules above (the topology's YAML lists them all).
+    #[test]
+    fn small_fabrics_by_hand() {
+        let three = "name: clos3-2x2\nnodes:\n\
+            \x20 - {name: S1, role: spine, asn: 65100, router_id: 100.64.3.233}\n\
+            \x20 - {name: S2, role: spine, asn: 65100, router_id: 100.64.3.234}\n\
+            \x20 - {name: L1, role: leaf, asn: 4200000001, router_id: 100.64.0.1, prefixes: [10.0.0.0/24]}\n\
+            \x20 - {name: L2, role: leaf, asn: 4200000002, router_id: 100.64.0.2, prefixes: [10.0.1.0/24]}\n\
+            links:\n";
+        let links3: String = [
+            "S1-L1", "S1-L1", "S2-L1", "S2-L1", "S1-L2", "S1-L2", "S2-L2", "S2-L2",
+        ]
+        .iter()
+        .map(|p| {
+            let (a, b) = p.split_once('-').unwrap();
+            format!("  - {{a: {a}, b: {b}, gbps: 100}}\n")
+        })
+        .collect();
+        assert_eq!(clos3(2, 2, 100.0, 2).to_yaml(), format!("{three}{links3}"));
+        let five = "name: clos5-2pods\nnodes:\n\
+            \x20 - {name: SS1@Plane1, role: super-spine, asn: 65501, router_id: 100.64.0.1, plane: 1}\n\
+            \x20 - {name: SS1@Plane2, role: super-spine, asn: 65502, router_id: 100.64.0.2, plane: 2}\n\
+            \x20 - {name: S1@PoD1, role: spine, asn: 65301, router_id: 100.64.0.3, pod: 1, plane: 1}\n\
+            \x20 - {name: S2@PoD1, role: spine, asn: 65301, router_id: 100.64.0.4, pod: 1, plane: 2}\n\
+            \x20 - {name: L1@PoD1, role: leaf, asn: 4200001001, router_id: 100.64.0.5, pod: 1, prefixes: [10.0.0.0/24]}\n\
+            \x20 - {name: S1@PoD2, role: spine, asn: 65302, router_id: 100.64.0.6, pod: 2, plane: 1}\n\
+            \x20 - {name: S2@PoD2, role: spine, asn: 65302, router_id: 100.64.0.7, pod: 2, plane: 2}\n\
+            \x20 - {name: L1@PoD2, role: leaf, asn: 4200002001, router_id: 100.64.0.8, pod: 2, prefixes: [10.0.1.0/24]}\n\
+            links:\n\
+            \x20 - {a: SS1@Plane1, b: S1@PoD1, gbps: 100}\n\
+            \x20 - {a: SS1@Plane2, b: S2@PoD1, gbps: 100}\n\
+            \x20 - {a: S1@PoD1, b: L1@PoD1, gbps: 100}\n\
+            \x20 - {a: S2@PoD1, b: L1@PoD1, gbps: 100}\n\
+            \x20 - {a: SS1@Plane1, b: S1@PoD2, gbps: 100}\n\
+            \x20 - {a: SS1@Plane2, b: S2@PoD2, gbps: 100}\n\
+            \x20 - {a: S1@PoD2, b: L1@PoD2, gbps: 100}\n\
+            \x20 - {a: S2@PoD2, b: L1@PoD2, gbps: 100}\n";
+        assert_eq!(clos5(2, 1, 2, 1, 100.0).to_yaml(), five);
+        // Router IDs stay in 100.64.0.0/10 however many nodes.
+        assert_eq!(router_id(0x40_0001), std::net::Ipv4Addr::new(100, 64, 0, 1));
+        assert_eq!(
+            router_id(0x3f_ffff),
+            std::net::Ipv4Addr::new(100, 127, 255, 255)
+        );
+    }
+
+    #[test]
+    fn check_refuses_what_no_speaker_can_run() {
+        assert!(check(&clos3(2, 2, 100.0, 1)).is_ok());
+        assert!(check(&Topology::new("empty")).is_err());
+        assert!(check(&clos3(2, 2, 0.0, 1)).is_err());
+        let mut t = clos3(1, 1, 100.0, 1);
+        t.nodes[0].asn = Some(23456);
+        assert!(check(&t).is_err());
+    }
+
     #[test]
     fn sizes() {
         let t = clos3(8, 4, 100.0, 1);
