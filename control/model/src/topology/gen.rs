@@ -270,6 +270,42 @@ mod tests {
         );
     }
 
+    /// 3 RNICs in blocks of 2 on 2 planes with one spine each, by hand: leaves per block
+    /// and plane, RNIC links into every plane, the two capacities.
+    #[test]
+    fn small_multiplane_by_hand() {
+        let t = multiplane(&MultiPlane {
+            gpus: 3,
+            planes: 2,
+            rnics_per_leaf: 2,
+            spines_per_plane: 1,
+            rnic_gbps: 200.0,
+            fabric_gbps: 400.0,
+        });
+        let want = "name: multiplane-3gpus-2planes\nnodes:\n\
+            \x20 - {name: S1@Plane1, role: spine, asn: 65101, router_id: 100.64.0.1, plane: 1}\n\
+            \x20 - {name: L1@Plane1, role: leaf, asn: 4100100001, router_id: 100.64.0.2, plane: 1, prefixes: [10.0.0.0/24]}\n\
+            \x20 - {name: L2@Plane1, role: leaf, asn: 4100100002, router_id: 100.64.0.3, plane: 1, prefixes: [10.0.1.0/24]}\n\
+            \x20 - {name: S1@Plane2, role: spine, asn: 65102, router_id: 100.64.0.4, plane: 2}\n\
+            \x20 - {name: L1@Plane2, role: leaf, asn: 4100200001, router_id: 100.64.0.5, plane: 2, prefixes: [10.0.0.0/24]}\n\
+            \x20 - {name: L2@Plane2, role: leaf, asn: 4100200002, router_id: 100.64.0.6, plane: 2, prefixes: [10.0.1.0/24]}\n\
+            \x20 - {name: R1, role: rnic, asn: 4200000001, router_id: 100.64.0.7}\n\
+            \x20 - {name: R2, role: rnic, asn: 4200000002, router_id: 100.64.0.8}\n\
+            \x20 - {name: R3, role: rnic, asn: 4200000003, router_id: 100.64.0.9}\n\
+            links:\n\
+            \x20 - {a: S1@Plane1, b: L1@Plane1, gbps: 400}\n\
+            \x20 - {a: S1@Plane1, b: L2@Plane1, gbps: 400}\n\
+            \x20 - {a: S1@Plane2, b: L1@Plane2, gbps: 400}\n\
+            \x20 - {a: S1@Plane2, b: L2@Plane2, gbps: 400}\n\
+            \x20 - {a: L1@Plane1, b: R1, gbps: 200}\n\
+            \x20 - {a: L1@Plane2, b: R1, gbps: 200}\n\
+            \x20 - {a: L1@Plane1, b: R2, gbps: 200}\n\
+            \x20 - {a: L1@Plane2, b: R2, gbps: 200}\n\
+            \x20 - {a: L2@Plane1, b: R3, gbps: 200}\n\
+            \x20 - {a: L2@Plane2, b: R3, gbps: 200}\n";
+        assert_eq!(t.to_yaml(), want);
+    }
+
     #[test]
     fn check_refuses_what_no_speaker_can_run() {
         assert!(check(&clos3(2, 2, 100.0, 1)).is_ok());

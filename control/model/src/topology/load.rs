@@ -279,6 +279,26 @@ mod tests {
 
     const BASE: &str = "name: t\nnodes:\n  - {name: L1, role: leaf, asn: 65001, prefixes: [192.0.2.0/24]}\n  - {name: S1, role: spine, asn: 65100, router_id: 10.0.1.1}\n";
 
+    /// From a file: what its text parses to; a missing file is named.
+    #[test]
+    fn loads_a_file_and_names_a_missing_one() {
+        let dir = std::env::temp_dir().join(format!("fare-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("t.yaml");
+        std::fs::write(
+            &path,
+            format!("{BASE}links:\n  - {{a: L1, b: S1, gbps: 100}}\n"),
+        )
+        .unwrap();
+        let t = load(&path).unwrap();
+        let names: Vec<&str> = t.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!((names, t.links.len()), (vec!["L1", "S1"], 1));
+        let missing = load(&dir.join("none.yaml")).unwrap_err();
+        assert_eq!(missing.line, None);
+        assert!(missing.path.ends_with("none.yaml"), "{missing}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     #[test]
     fn loads_nodes_links_and_parallel_names() {
         let t = parse(
