@@ -1151,23 +1151,24 @@ mod tests {
         assert!(rx.try_recv().is_err());
     }
 
-    /// A round of more than MAX_GROUP_BATCH prefixes goes out in batches of that many.
-    #[tokio::test]
-    async fn a_long_round_is_sent_in_batches_of_max_group_batch() {
-        let (mut task, mut rx) = task();
-        let a = peer_addr(1);
-        let extra = 100;
-        let nets: Vec<IpNet> = (0..(MAX_GROUP_BATCH + extra) as u32)
+    /// `n` consecutive /24s in 10/8 announced by `peer`; the prefixes.
+    fn announce_many(task: &mut RibTask, peer: IpAddr, n: usize) -> Vec<IpNet> {
+        let nets: Vec<IpNet> = (0..n as u32)
             .map(|i| {
                 IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::from((10 << 24) | (i << 8)), 24).unwrap())
             })
             .collect();
         let attrs = announce(&["10.0.0.0/24"], 10.0).attributes;
         for u in update::pack(&attrs, &nets, Context::default()) {
-            task.on_update(a, u);
+            task.on_update(peer, u);
         }
-        // The task's channel holds 16 events: take them as they come.
-        let taker = tokio::spawn(async move {
+        nets
+    }
+
+    /// The prefixes of each group event, taken as they come (the task's channel holds
+    /// 16 events), until the task is dropped.
+    fn batch_sizes(mut rx: mpsc::Receiver<SpeakerEvent>) -> tokio::task::JoinHandle<Vec<usize>> {
+        tokio::spawn(async move {
             let mut sizes = vec![];
             while let Some(ev) = rx.recv().await {
                 if let SpeakerEvent::Groups(runs) = ev {
@@ -1175,7 +1176,17 @@ mod tests {
                 }
             }
             sizes
-        });
+        })
+    }
+
+    /// A round of more than MAX_GROUP_BATCH prefixes goes out in batches of that many.
+    #[tokio::test]
+    async fn a_long_round_is_sent_in_batches_of_max_group_batch() {
+        let (mut task, rx) = task();
+        let a = peer_addr(1);
+        let extra = 100;
+        let nets = announce_many(&mut task, a, MAX_GROUP_BATCH + extra);
+        let taker = batch_sizes(rx);
         task.flush().await;
         // Withdrawn again: the removals too go out in batches of that many.
         for u in update::pack_withdraw(&nets) {
@@ -1191,26 +1202,10 @@ mod tests {
     /// round of 10,000 prefixes goes out as 8,192 and 1,808.
     #[tokio::test]
     async fn route_views_count_toward_a_batch() {
-        let (mut task, mut rx) = task();
+        let (mut task, rx) = task();
         task.config.route_events = true;
-        let nets: Vec<IpNet> = (0..10_000u32)
-            .map(|i| {
-                IpNet::V4(ipnet::Ipv4Net::new(Ipv4Addr::from((10 << 24) | (i << 8)), 24).unwrap())
-            })
-            .collect();
-        let attrs = announce(&["10.0.0.0/24"], 10.0).attributes;
-        for u in update::pack(&attrs, &nets, Context::default()) {
-            task.on_update(peer_addr(1), u);
-        }
-        let taker = tokio::spawn(async move {
-            let mut sizes = vec![];
-            while let Some(ev) = rx.recv().await {
-                if let SpeakerEvent::Groups(runs) = ev {
-                    sizes.push(runs.iter().map(|r| r.prefixes().len()).sum::<usize>());
-                }
-            }
-            sizes
-        });
+        announce_many(&mut task, peer_addr(1), 10_000);
+        let taker = batch_sizes(rx);
         task.flush().await;
         drop(task);
         assert_eq!(
