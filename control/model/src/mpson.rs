@@ -715,6 +715,7 @@ mod tests {
         assert_eq!(b.leaf.total_paths, 161);
         assert_eq!(spread(b.leaf.fib), (5, 6, 47.0 / 8.0));
         assert_eq!(spread(b.spine.rib), (11, 12, 11.5));
+        assert_eq!(spread(b.spine.paths), (11, 12, 11.5));
         assert_eq!(spread(b.spine.fib), (4, 4, 4.0));
     }
 
@@ -750,5 +751,11 @@ mod tests {
         assert_eq!(spread(agg.spine.rib), (6, 6, 6.0));
         assert_eq!(spread(agg.spine.paths), (6, 6, 6.0));
         assert_eq!(spread(agg.spine.fib), (4, 4, 4.0));
+        // Prefix-ORF: a peer down in every plane of the RNIC is not in its RIB. Peers
+        // (stride 4 and the ring) reachable per RNIC 0..7: 3 2 2 2 2 0 2 3; paths (one
+        // per usable plane): 6 3 2 2 3 0 3 5.
+        let orf = analyse(&f, &s, Technique::PrefixOrf);
+        assert_eq!(spread(orf.rnic.rib), (0, 3, 2.0));
+        assert_eq!(spread(orf.rnic.paths), (0, 6, 3.0));
     }
 }
