@@ -334,6 +334,9 @@ mod tests {
         assert!(sequence_item_lines(text, "edges").is_empty());
         let flush = "nodes: # all\n- a\n- b\nother: 1\n- c\n";
         assert_eq!(sequence_item_lines(flush, "nodes"), vec![2, 3]);
+        // Indented items end at a key of their indentation too.
+        let indented = "nodes:\n  - a\n  x: 1\n  - b\n";
+        assert_eq!(sequence_item_lines(indented, "nodes"), vec![2]);
     }
 
     #[test]
