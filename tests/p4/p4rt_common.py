@@ -73,7 +73,7 @@ class Primary:
 
 
 def route_update(route_v4, set_group, kind, prefix, prefix_len, group_id):
-    """A route_v4 entry for PREFIX/PREFIX_LEN (an int) to `set_group(group_id, spray)`."""
+    """A route_v4 entry for PREFIX/PREFIX_LEN (an int) to `set_group(group_id, spray=1)`."""
     u = p4runtime_pb2.Update(type=kind)
     t = u.entity.table_entry
     t.table_id = route_v4.preamble.id
@@ -84,8 +84,11 @@ def route_update(route_v4, set_group, kind, prefix, prefix_len, group_id):
     if kind != DELETE:
         a = t.action.action
         a.action_id = set_group.preamble.id
-        a.params.add(param_id=param_id(set_group, "group_id"), value=enc(group_id))
-        a.params.add(param_id=param_id(set_group, "spray"), value=enc(1))
+        # Every parameter the program declares: the others (flowlet_gap_us) 0, as the
+        # agent writes a spray group.
+        given = {"group_id": group_id, "spray": 1}
+        for p in set_group.params:
+            a.params.add(param_id=p.id, value=enc(given.get(p.name, 0)))
     return u
 
 
