@@ -262,6 +262,21 @@ mod tests {
             \x20 - {a: S1@PoD2, b: L1@PoD2, gbps: 100}\n\
             \x20 - {a: S2@PoD2, b: L1@PoD2, gbps: 100}\n";
         assert_eq!(clos5(2, 1, 2, 1, 100.0).to_yaml(), five);
+        // Two leaves per PoD: blocks numbered across PoDs, 10.0.0-3.0/24.
+        let blocks: Vec<String> = clos5(2, 2, 1, 1, 100.0)
+            .nodes
+            .iter()
+            .flat_map(|n| n.prefixes.iter().map(|p| format!("{} {p}", n.name)))
+            .collect();
+        assert_eq!(
+            blocks,
+            [
+                "L1@PoD1 10.0.0.0/24",
+                "L2@PoD1 10.0.1.0/24",
+                "L1@PoD2 10.0.2.0/24",
+                "L2@PoD2 10.0.3.0/24"
+            ]
+        );
         // Router IDs stay in 100.64.0.0/10 however many nodes.
         assert_eq!(router_id(0x40_0001), std::net::Ipv4Addr::new(100, 64, 0, 1));
         assert_eq!(
