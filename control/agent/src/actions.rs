@@ -56,15 +56,16 @@ pub async fn set_admin_state(
     // as it has the command, and a watcher must see that report as the administrative one.
     let before = set_admin_down(ctx, neighbor, message.clone());
     let down = message.clone();
-    let asked = ask(ctx, |reply| SpeakerCommand::AdminState {
+    let known = ask(ctx, |reply| SpeakerCommand::AdminState {
         neighbor,
         down,
         reply,
     })
     .await;
-    if !matches!(asked, Ok(true)) {
+    if !matches!(known, Ok(true)) {
         set_admin_down(ctx, neighbor, before);
-        asked?;
+    }
+    if !known? {
         return Err(ActionError::NoNeighbor(neighbor));
     }
     info!(%neighbor, shutdown = ?message, "neighbor administrative state changed");
