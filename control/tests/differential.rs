@@ -554,6 +554,76 @@ links:
     assert_eq!(weights(&g, "L1@PoD2", "10.1.1.0/24"), [1, 2]);
 }
 
+/// Prefixes originated by super-spines. SS1 and SS2 (two planes) both originate one:
+/// each attaches its link's capacity as the non-transitive value, so S1, learning only
+/// from above, weighs them 100:40 = 5:2 and passes the transitive maximum on (L1: one
+/// route). Anycast from SS1 and from L1 under S2: S2 hears it from above and below at
+/// once, so min-sum: min(max, 100) : min(max, 40) = 5:2.
+#[test]
+fn hand_computed_originating_super_spines() {
+    let text = "
+nodes:
+  - {name: SS1, role: super-spine, asn: 65501, prefixes: [10.9.0.0/24, 10.8.0.0/24]}
+  - {name: SS2, role: super-spine, asn: 65502, prefixes: [10.9.0.0/24]}
+  - {name: S1, role: spine, asn: 65101}
+  - {name: S2, role: spine, asn: 65102}
+  - {name: L1, role: leaf, asn: 65001, prefixes: [10.8.0.0/24]}
+links:
+  - {a: SS1, b: S1, gbps: 100}
+  - {a: SS2, b: S1, gbps: 40}
+  - {a: S1, b: L1, gbps: 400}
+  - {a: SS1, b: S2, gbps: 100}
+  - {a: L1, b: S2, gbps: 40}
+";
+    let g = live_groups(&topo(text), &Case::new(Mode::Draft));
+    let members = |node: &str, prefix: &str| {
+        let p: IpNet = prefix.parse().expect("prefix");
+        let mut m = g[&(node.to_string(), p)].clone();
+        m.sort();
+        m
+    };
+    let by = |pairs: &[(&str, u32)]| -> Vec<(String, u32)> {
+        pairs.iter().map(|&(n, w)| (n.to_string(), w)).collect()
+    };
+    assert_eq!(
+        members("S1", "10.9.0.0/24"),
+        by(&[("SS1-S1", 5), ("SS2-S1", 2)])
+    );
+    assert_eq!(
+        members("S2", "10.8.0.0/24"),
+        by(&[("L1-S2", 2), ("SS1-S2", 5)])
+    );
+}
+
+/// Averaged mode, a host's prefix (the leaves above it do not originate it): H1 sends
+/// its line rate, 100, to L1 and L3; each leaf advertises 100 / 2 (both spines) = 50;
+/// S1 and S2 sum 50 + 50 = 100 over N = 1 (L2): 100. L2: min(100, 100) : min(100, 40)
+/// = 5:2.
+#[test]
+fn hand_computed_averaged_host_prefix() {
+    let text = "
+nodes:
+  - {name: H1, role: host, asn: 65201, prefixes: [10.7.0.0/24]}
+  - {name: L1, role: leaf, asn: 65001}
+  - {name: L2, role: leaf, asn: 65002}
+  - {name: L3, role: leaf, asn: 65003}
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+links:
+  - {a: H1, b: L1, gbps: 100}
+  - {a: H1, b: L3, gbps: 100}
+  - {a: L1, b: S1, gbps: 100}
+  - {a: L3, b: S1, gbps: 50}
+  - {a: L1, b: S2, gbps: 100}
+  - {a: L3, b: S2, gbps: 100}
+  - {a: L2, b: S1, gbps: 100}
+  - {a: L2, b: S2, gbps: 40}
+";
+    let g = live_groups(&topo(text), &Case::new(Mode::Averaged));
+    assert_eq!(weights(&g, "S1", "10.7.0.0/24"), [1, 1]);
+    assert_eq!(weights(&g, "L2", "10.7.0.0/24"), [5, 2]);
+}
+
 /// Parallel links are separate members: two 100G links and one 50G from a spine.
 #[test]
 fn hand_computed_parallel_links() {

@@ -29,6 +29,8 @@ mod frr_tests;
 pub mod incremental;
 #[cfg(test)]
 mod parallel_tests;
+#[cfg(test)]
+mod propagation_tests;
 
 use crate::bandwidth::{self, DraftOptions, Encoding, Mode, Received, Rule, Spread};
 use crate::parallel::{self, ParallelLinks};
@@ -686,8 +688,6 @@ struct Worker<'a> {
     /// FRR nodes: the Link Bandwidth they send (`cumulative`), Gbps.
     lb: Vec<f64>,
     touched: Vec<NodeId>,
-    /// Per node, its links to the current origins: (all, those to a lower stage).
-    origin_links: FxHashMap<NodeId, (u32, u32)>,
     /// Per switch, the members collected while its level is reached.
     members_of: Vec<Vec<M>>,
     /// Per switch, its group id and (averaged mode) its PathBWsum before dividing by N.
@@ -721,7 +721,6 @@ impl<'a> Worker<'a> {
             link_value: vec![f64::NAN; n],
             lb: vec![f64::NAN; n],
             touched: Vec::new(),
-            origin_links: FxHashMap::default(),
             members_of: vec![Vec::new(); n],
             group_of: vec![NONE; n],
             path_sum: vec![f64::NAN; n],
@@ -763,7 +762,6 @@ impl<'a> Worker<'a> {
             self.members_of[n].clear();
             self.as_bits.clear(n);
         }
-        self.origin_links.clear();
         let base = table.len();
         table.resize(base + ctx.units, NONE);
         let mode = ctx.options.mode;
@@ -775,15 +773,6 @@ impl<'a> Worker<'a> {
             self.path[o] = bandwidth::ORIGIN_MAX_GBPS;
             self.as_bits.join(o, ctx.shared.of(o), std::iter::empty());
             self.touched.push(o);
-        }
-        for &o in &frontier {
-            for &(n, _) in &ctx.adj[o] {
-                let e = self.origin_links.entry(n).or_insert((0, 0));
-                e.0 += 1;
-                if ctx.stage[o] < ctx.stage[n] {
-                    e.1 += 1;
-                }
-            }
         }
         let mut next: Vec<NodeId> = Vec::new();
         let mut dist = 0;
@@ -949,8 +938,7 @@ impl<'a> Worker<'a> {
         let members = with_nth(members.iter().map(|&(m, l)| (m as NodeId, l as LinkId)));
         for (m, l, nth) in members {
             let link = ctx.gbps[l];
-            let origin = self.flags[m] & ORIGIN != 0;
-            if ctx.stage[m] < ctx.stage[n] || (origin && ctx.stage[m] <= ctx.stage[n]) {
+            if ctx.stage[m] < ctx.stage[n] {
                 from_below = true;
             } else {
                 from_above = true;
@@ -971,7 +959,7 @@ impl<'a> Worker<'a> {
             self.routes.push(Received {
                 link_gbps: link,
                 path_gbps: path,
-                link_value_gbps: opt(self.link_value[m]),
+                link_value_gbps: self.link_value_from(m, link),
             });
             self.route_nodes.push(m as u64);
             key.push((m as u32, nth, 0));
@@ -1030,6 +1018,19 @@ impl<'a> Worker<'a> {
         id
     }
 
+    /// The non-transitive value on a route from `m` over a link of `link` Gbps: what a
+    /// super-spine computed, or, from a super-spine originating the route, the link's
+    /// capacity, which the speakers attach to what they originate (link community on).
+    fn link_value_from(&self, m: NodeId, link: f64) -> Option<f64> {
+        let ctx = self.ctx;
+        let originates = self.flags[m] & ORIGIN != 0;
+        if originates && ctx.roles[m] == Role::SuperSpine && ctx.options.draft.link_community {
+            Some(ctx.options.encoding.quantize(link))
+        } else {
+            opt(self.link_value[m])
+        }
+    }
+
     /// FRR node `n`'s group (`link_bandwidth`): per member the Link Bandwidth its
     /// neighbor sends as FRR keeps it, UCMP when all have one, else ECMP. It passes on the
     /// Path Bandwidth value of its best path as received and sends the cumulative Link
@@ -1048,8 +1049,7 @@ impl<'a> Worker<'a> {
         let members = with_nth(members.iter().map(|&(m, l)| (m as NodeId, l as LinkId)));
         for (m, l, nth) in members {
             let link = ctx.gbps[l];
-            let origin = self.flags[m] & ORIGIN != 0;
-            if ctx.stage[m] < ctx.stage[n] || (origin && ctx.stage[m] <= ctx.stage[n]) {
+            if ctx.stage[m] < ctx.stage[n] {
                 self.flags[n] |= UP;
             }
             let path = match ctx.options.mode {
@@ -1150,20 +1150,18 @@ impl<'a> Worker<'a> {
         bandwidth::averaged_advertise(sum, self.outgoing(n, members), f64::INFINITY)
     }
 
-    /// Averaged mode's N for node `n` (at least 1).
+    /// Averaged mode's N for node `n` (at least 1). Every live link to an originator
+    /// is incoming: the two ends are in different ASes (the loader refuses a link inside
+    /// one), so nothing keeps an originator's route from its neighbors.
     fn outgoing(&self, n: NodeId, members: &[M]) -> usize {
         let ctx = self.ctx;
-        let (to_origins, to_lower_origins) = self.origin_links.get(&n).copied().unwrap_or((0, 0));
         let (lost, lost_down) = self.lost.get(&n).copied().unwrap_or((0, 0));
         let outgoing = if self.flags[n] & UP != 0 {
-            let origin_members = members
-                .iter()
-                .filter(|&&(m, _)| self.flags[m as usize] & ORIGIN != 0)
-                .count() as u32;
-            ctx.total_links[n] - lost - members.len() as u32 - (to_origins - origin_members)
+            ctx.total_links[n] - lost - members.len() as u32
         } else {
-            // Learned from above: every member is above, so no downward link is incoming.
-            ctx.down_links[n] - lost_down - to_lower_origins
+            // Learned from above: every member is above, so no downward link is incoming
+            // (an originator below would have been a member).
+            ctx.down_links[n] - lost_down
         };
         let outgoing = outgoing.saturating_sub(self.loop_links(n, members));
         outgoing.max(1) as usize
@@ -1171,7 +1169,10 @@ impl<'a> Worker<'a> {
 
     /// Averaged mode, `explain` only: records N and the value before the wire.
     fn trace_averaged(&mut self, n: NodeId, members: &[M]) {
-        if self.trace.is_none() || self.path_sum[n].is_nan() || self.ctx.stub[n] {
+        // Called for switches only (stubs are never on a level), whose PathBWsum in
+        // averaged mode is always a number: origins send their line rate, links are
+        // finite and positive, so no route lacks the value.
+        if self.trace.is_none() {
             return;
         }
         let outgoing = self.outgoing(n, members);

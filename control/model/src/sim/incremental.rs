@@ -367,7 +367,6 @@ impl<'a> Repropagator<'a> {
         let engine = self.engine;
         self.next_epoch();
         self.set = s;
-        self.w.origin_links.clear();
         for &o in &engine.sol.origin_sets[s].origins {
             self.load_origin(o);
         }
@@ -564,9 +563,6 @@ impl<'a> Repropagator<'a> {
             members.iter().map(|&(m, _)| m as NodeId),
         );
         let averaged = ctx.options.mode == Mode::Averaged;
-        if averaged {
-            self.count_origin_links(n);
-        }
         let group = self.group_once(n, &members);
         let w = &mut self.w;
         if averaged && !ctx.frr[n] {
@@ -607,21 +603,6 @@ impl<'a> Repropagator<'a> {
                 w.members_of[n].extend_from_slice(members);
                 g
             }
-        }
-    }
-
-    /// Averaged mode's links from `n` to the set's origins, over live links.
-    fn count_origin_links(&mut self, n: NodeId) {
-        let ctx = self.engine.ctx_ref();
-        let mut e = (0, 0);
-        for &(m, l) in &ctx.adj[n] {
-            if self.w.live(l) && self.stamp[m] == self.epoch && self.w.flags[m] & ORIGIN != 0 {
-                e.0 += 1;
-                e.1 += u32::from(ctx.stage[m] < ctx.stage[n]);
-            }
-        }
-        if e.0 > 0 {
-            self.w.origin_links.insert(n, e);
         }
     }
 

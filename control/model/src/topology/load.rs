@@ -222,6 +222,22 @@ pub fn parse(path: &Path, text: &str) -> Result<Topology, FileError> {
                 ));
             }
         }
+        // The model's routes climb the stages and come down (valley-free): a link
+        // between two switches of one stage (a peer link) is a path it does not model.
+        let (ra, rb) = (topo.nodes[a].role, topo.nodes[b].role);
+        if ra == rb && !ra.is_stub() {
+            return Err(at(
+                &link_lines,
+                i,
+                "b",
+                format!(
+                    "link {}-{}: both ends are {} switches; links run between stages (leaf-spine, spine-super-spine), a peer link is not modeled",
+                    l.a,
+                    l.b,
+                    ra.as_str()
+                ),
+            ));
+        }
         let id = topo.add_link(a, b, l.gbps, l.name);
         topo.links[id].color = l.color.map(|c| match c {
             Color::Number(n) => n.to_string(),
@@ -394,6 +410,25 @@ mod tests {
             e.starts_with("t.yaml:5: ") && e.contains("both ends are in AS 65100"),
             "{e}"
         );
+    }
+
+    /// A peer link between two switches of one stage is refused at its line; two stubs
+    /// (a host behind a host) may be joined.
+    #[test]
+    fn a_link_inside_one_stage_is_refused() {
+        let two = |role: &str| {
+            format!("nodes:\n  - {{name: A, role: {role}}}\n  - {{name: B, role: {role}}}\nlinks:\n  - {{a: A, b: B, gbps: 100}}\n")
+        };
+        for role in ["leaf", "spine", "super-spine"] {
+            let e = err(&two(role));
+            assert_eq!(
+                e,
+                format!("t.yaml:5: link A-B: both ends are {role} switches; links run between stages (leaf-spine, spine-super-spine), a peer link is not modeled")
+            );
+        }
+        for role in ["host", "rnic"] {
+            assert!(parse(Path::new("t.yaml"), &two(role)).is_ok(), "{role}");
+        }
     }
 
     #[test]
