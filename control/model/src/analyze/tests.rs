@@ -403,3 +403,136 @@ proptest::proptest! {
         check_all(&t, mode, None).map_err(proptest::test_runner::TestCaseError::fail)?;
     }
 }
+
+/// The worked example with L1 originating two prefixes: one destination (origin set)
+/// stands for both, and the report counts (node, prefix) pairs. L1's destination: S1
+/// lost and L2 down to S2 alone, twice; L2's: L1 down to S2 alone, once. Changed 2 x 2
+/// + 1 = 5, unreachable 2 x 1 = 2, single path 2 x 1 + 1 = 3, stranded 2 x -300 = -600.
+/// Kept to one destination per report: L1's (a lost node ranks first).
+#[test]
+fn a_destination_counts_once_per_prefix() {
+    let t = parse(
+        "t.yaml".as_ref(),
+        "nodes:
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+  - {name: L1, role: leaf, asn: 65001, prefixes: [10.0.0.0/24, 10.0.9.0/24]}
+  - {name: L2, role: leaf, asn: 65002, prefixes: [10.0.1.0/24]}
+links:
+  - {a: S1, b: L1, gbps: 100}
+  - {a: S2, b: L1, gbps: 100}
+  - {a: S1, b: L2, gbps: 400}
+  - {a: S2, b: L2, gbps: 100}
+",
+    )
+    .unwrap();
+    let mut base = Base::new(&t, &options(Mode::Draft, None));
+    let f = failures::singles(&t)
+        .into_iter()
+        .find(|f| f.name == "S1-L1")
+        .unwrap();
+    let r = base.one(&f, false);
+    assert_eq!((r.changed_groups, r.unreachable, r.single_path), (5, 2, 3));
+    assert_eq!(r.stranded_gbps, -600.0);
+    assert_eq!((r.destinations.len(), r.destinations_hurt), (2, 2));
+    base.destinations = 1;
+    let r = base.one(&f, false);
+    assert_eq!(r.destinations_hurt, 2);
+    let d: Vec<(usize, u64)> = r
+        .destinations
+        .iter()
+        .map(|d| (d.prefixes.len(), d.unreachable_nodes))
+        .collect();
+    assert_eq!(d, [(2, 1)]);
+}
+
+/// A leaf down: its prefix is lost everywhere and no group that keeps a route is
+/// oversubscribed, yet the destination is listed (5 nodes lost, ratio 1). Every failure
+/// computed on its own gives the same reports as the shared computation.
+#[test]
+fn a_lost_destination_is_listed_without_oversubscription() {
+    let t = gen::clos3(4, 2, 100.0, 1);
+    let base = Base::new(&t, &options(Mode::Draft, None));
+    let singles = failures::singles(&t);
+    let reports = analyze(&base, &singles, false);
+    let l1 = &reports[0];
+    assert_eq!(l1.failure, "L1");
+    assert_eq!(l1.destinations.len(), 1);
+    let d = &l1.destinations[0];
+    assert_eq!((d.unreachable_nodes, d.worst_oversubscription), (5, 1.0));
+    let each = analyze_each(&base, &singles, false);
+    assert_eq!(each.len(), singles.len());
+    assert_eq!(each, reports);
+}
+
+/// A failure away from the reduced group keeps it reduced: the limit test's fabric with
+/// S1-L1 at 300 and the limit 3 (L2's 3:1 toward L1 fits only as 2:1); failing S2-L2
+/// un-reduces it (the limit test), failing S1-L1 leaves L2 with S2 alone (one entry),
+/// and a third leaf's link failing changes nothing reduced: still 1.
+#[test]
+fn reduced_groups_add_the_change_to_the_base() {
+    let t = parse(
+        "t.yaml".as_ref(),
+        "nodes:
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+  - {name: L1, role: leaf, asn: 65001, prefixes: [10.0.0.0/24]}
+  - {name: L2, role: leaf, asn: 65002}
+  - {name: L3, role: leaf, asn: 65003}
+links:
+  - {a: S1, b: L1, gbps: 300}
+  - {a: S2, b: L1, gbps: 100}
+  - {a: S1, b: L2, gbps: 400}
+  - {a: S2, b: L2, gbps: 100}
+  - {a: S1, b: L3, gbps: 100}
+  - {a: S2, b: L3, gbps: 100}
+",
+    )
+    .unwrap();
+    let base = Base::new(&t, &options(Mode::Draft, Some(3)));
+    assert_eq!(base.reduced_groups, 1);
+    let f = failures::singles(&t)
+        .into_iter()
+        .find(|f| f.name == "S1-L3")
+        .unwrap();
+    let r = base.one(&f, false);
+    assert_eq!((r.reduced_groups, r.reduced_change), (1, 0));
+}
+
+/// An anycast prefix from L1 and L2: failing L2 halves what each spine advertises (200
+/// -> 100), so L3 keeps both spines at 1:1 but with half the bandwidth: its group
+/// changed although members and weights did not. Changed: S1 and S2 (one member left)
+/// and L3: 3. Demand over capacity: S1 and S2 200 over 100, L3 400 over 200: 2, the
+/// report naming the first of the tie, S1.
+#[test]
+fn a_group_whose_bandwidths_scale_has_changed() {
+    let t = parse(
+        "t.yaml".as_ref(),
+        "nodes:
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+  - {name: L1, role: leaf, asn: 65001, prefixes: [10.0.0.0/24]}
+  - {name: L2, role: leaf, asn: 65002, prefixes: [10.0.0.0/24]}
+  - {name: L3, role: leaf, asn: 65003}
+links:
+  - {a: S1, b: L1, gbps: 100}
+  - {a: S2, b: L1, gbps: 100}
+  - {a: S1, b: L2, gbps: 100}
+  - {a: S2, b: L2, gbps: 100}
+  - {a: S1, b: L3, gbps: 400}
+  - {a: S2, b: L3, gbps: 400}
+",
+    )
+    .unwrap();
+    let base = Base::new(&t, &options(Mode::Draft, None));
+    let f = failures::singles(&t)
+        .into_iter()
+        .find(|f| f.name == "L2")
+        .unwrap();
+    for full in [false, true] {
+        let r = base.one(&f, full);
+        assert_eq!(r.changed_groups, 3, "full {full}");
+        assert_eq!(r.worst_oversubscription, 2.0, "full {full}");
+        assert_eq!(r.destinations[0].node, "S1", "full {full}");
+    }
+}
