@@ -28,6 +28,8 @@ pub mod explain;
 mod frr_tests;
 pub mod incremental;
 #[cfg(test)]
+mod incremental_tests;
+#[cfg(test)]
 mod parallel_tests;
 
 use crate::bandwidth::{self, DraftOptions, Encoding, Mode, Received, Rule, Spread};
