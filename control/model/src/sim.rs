@@ -28,6 +28,8 @@ pub mod explain;
 mod frr_tests;
 pub mod incremental;
 #[cfg(test)]
+mod incremental_tests;
+#[cfg(test)]
 mod parallel_tests;
 #[cfg(test)]
 mod propagation_tests;
