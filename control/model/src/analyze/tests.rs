@@ -406,8 +406,9 @@ proptest::proptest! {
 
 /// The worked example with L1 originating two prefixes: one destination (origin set)
 /// stands for both, and the report counts (node, prefix) pairs. L1's destination: S1
-/// lost and L2 down to S2 alone, twice; L2's: L1 down to S2 alone, once. Changed 2 x 2
-/// + 1 = 5, unreachable 2 x 1 = 2, single path 2 x 1 + 1 = 3, stranded 2 x -300 = -600.
+/// lost and L2 down to S2 alone, twice; L2's: L1 down to S2 alone, once. Changed
+/// 2 x 2 + 1 = 5, unreachable 2 x 1 = 2, single path 2 x 1 + 1 = 3, stranded
+/// 2 x -300 = -600.
 /// Kept to one destination per report: L1's (a lost node ranks first).
 #[test]
 fn a_destination_counts_once_per_prefix() {
