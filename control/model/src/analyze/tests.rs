@@ -502,9 +502,11 @@ links:
 
 /// An anycast prefix from L1 and L2: failing L2 halves what each spine advertises (200
 /// -> 100), so L3 keeps both spines at 1:1 but with half the bandwidth: its group
-/// changed although members and weights did not. Changed: S1 and S2 (one member left)
-/// and L3: 3. Demand over capacity: S1 and S2 200 over 100, L3 400 over 200: 2, the
-/// report naming the first of the tie, S1.
+/// changed although members and weights did not. L4, under S1 alone, keeps its one
+/// member at 100 instead of 200: changed, but not a group that fell to a single path.
+/// Changed: S1, S2 (one member left), L3 and L4: 4; single path: S1 and S2. Demand over
+/// capacity: S1 and S2 200 over 100, L3 400 over 200, L4 200 over 100: 2, the report
+/// naming the first of the tie, S1.
 #[test]
 fn a_group_whose_bandwidths_scale_has_changed() {
     let t = parse(
@@ -515,6 +517,7 @@ fn a_group_whose_bandwidths_scale_has_changed() {
   - {name: L1, role: leaf, asn: 65001, prefixes: [10.0.0.0/24]}
   - {name: L2, role: leaf, asn: 65002, prefixes: [10.0.0.0/24]}
   - {name: L3, role: leaf, asn: 65003}
+  - {name: L4, role: leaf, asn: 65004}
 links:
   - {a: S1, b: L1, gbps: 100}
   - {a: S2, b: L1, gbps: 100}
@@ -522,6 +525,7 @@ links:
   - {a: S2, b: L2, gbps: 100}
   - {a: S1, b: L3, gbps: 400}
   - {a: S2, b: L3, gbps: 400}
+  - {a: S1, b: L4, gbps: 400}
 ",
     )
     .unwrap();
@@ -532,8 +536,87 @@ links:
         .unwrap();
     for full in [false, true] {
         let r = base.one(&f, full);
-        assert_eq!(r.changed_groups, 3, "full {full}");
+        assert_eq!(r.changed_groups, 4, "full {full}");
+        assert_eq!(r.single_path, 2, "full {full}");
         assert_eq!(r.worst_oversubscription, 2.0, "full {full}");
         assert_eq!(r.destinations[0].node, "S1", "full {full}");
+    }
+}
+
+/// A destination's worst ratio is its largest: the worked example with L3 under S1
+/// (100G) and S2 (50G). S1-L1 down: L2 keeps S2, 200 over 100 = 2; L3 had
+/// min(100, 100) + min(50, 100) = 150 and keeps S2's 50: 3, the worst, at L3.
+#[test]
+fn the_worst_ratio_is_the_largest() {
+    let t = parse(
+        "t.yaml".as_ref(),
+        "nodes:
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+  - {name: L1, role: leaf, asn: 65001, prefixes: [10.0.0.0/24]}
+  - {name: L2, role: leaf, asn: 65002}
+  - {name: L3, role: leaf, asn: 65003}
+links:
+  - {a: S1, b: L1, gbps: 100}
+  - {a: S2, b: L1, gbps: 100}
+  - {a: S1, b: L2, gbps: 400}
+  - {a: S2, b: L2, gbps: 100}
+  - {a: S1, b: L3, gbps: 100}
+  - {a: S2, b: L3, gbps: 50}
+",
+    )
+    .unwrap();
+    let base = Base::new(&t, &options(Mode::Draft, None));
+    let f = failures::singles(&t)
+        .into_iter()
+        .find(|f| f.name == "S1-L1")
+        .unwrap();
+    for full in [false, true] {
+        let r = base.one(&f, full);
+        assert_eq!(r.worst_oversubscription, 3.0, "full {full}");
+        assert_eq!(r.destinations[0].node, "L3", "full {full}");
+    }
+}
+
+/// Two identical hosts (one class) reduced by the limit before and after a failure. L2
+/// and L3 each advertise min(400, 400) x 2 = 800 to the hosts, whose links are 300 (L2)
+/// and 100 (L3): 3:1, which 3 entries hold only as 2:1. With S1-L3 down L3 advertises
+/// 400, still above the 100G link: the hosts stay 3:1, reduced. Base: 2 reduced groups
+/// (the hosts); the failure changes none of that.
+#[test]
+fn a_class_of_hosts_counts_its_reductions_per_host() {
+    let t = parse(
+        "t.yaml".as_ref(),
+        "nodes:
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+  - {name: L1, role: leaf, asn: 65001, prefixes: [10.0.0.0/24]}
+  - {name: L2, role: leaf, asn: 65002}
+  - {name: L3, role: leaf, asn: 65003}
+  - {name: H1, role: host, asn: 65201}
+  - {name: H2, role: host, asn: 65202}
+links:
+  - {a: S1, b: L1, gbps: 400}
+  - {a: S2, b: L1, gbps: 400}
+  - {a: S1, b: L2, gbps: 400}
+  - {a: S2, b: L2, gbps: 400}
+  - {a: S1, b: L3, gbps: 400}
+  - {a: S2, b: L3, gbps: 400}
+  - {a: H1, b: L2, gbps: 300}
+  - {a: H1, b: L3, gbps: 100}
+  - {a: H2, b: L2, gbps: 300}
+  - {a: H2, b: L3, gbps: 100}
+",
+    )
+    .unwrap();
+    let base = Base::new(&t, &options(Mode::Draft, Some(3)));
+    assert_eq!(base.reduced_groups, 2);
+    let f = failures::singles(&t)
+        .into_iter()
+        .find(|f| f.name == "S1-L3")
+        .unwrap();
+    for full in [false, true] {
+        let r = base.one(&f, full);
+        assert_eq!((r.reduced_groups, r.reduced_change), (2, 0), "full {full}");
     }
 }
