@@ -620,3 +620,52 @@ links:
         assert_eq!((r.reduced_groups, r.reduced_change), (2, 0), "full {full}");
     }
 }
+
+/// A failure that takes a route from one node and gives one to another, in one
+/// destination. SS1 and H1 (under L1) both originate the prefix; L2 shares H1's AS (not
+/// adjacent: allowed). Before: S1 hears SS1 at distance 1 (from above: it advertises
+/// down only, so SS2 has no route) and L2 takes it through S1. SS1-S1 down: S1 hears H1
+/// through L1 (from below), so it now advertises up, and SS2 gains a route; the path
+/// holds H1's AS, so L2 refuses it and loses its route. S1: 100 (SS1's link value)
+/// before, min(400, 400) = 400 after: 0.25. A gained route counts as ratio 1, the
+/// destination's worst, at SS2; L2 is the one node lost.
+#[test]
+fn a_gained_route_counts_as_ratio_one() {
+    let t = parse(
+        "t.yaml".as_ref(),
+        "nodes:
+  - {name: SS1, role: super-spine, asn: 65501, prefixes: [10.0.0.0/24]}
+  - {name: SS2, role: super-spine, asn: 65502}
+  - {name: S1, role: spine, asn: 65101}
+  - {name: L1, role: leaf, asn: 65001}
+  - {name: L2, role: leaf, asn: 65201}
+  - {name: H1, role: host, asn: 65201, prefixes: [10.0.0.0/24]}
+links:
+  - {a: SS1, b: S1, gbps: 100}
+  - {a: SS2, b: S1, gbps: 100}
+  - {a: S1, b: L1, gbps: 400}
+  - {a: S1, b: L2, gbps: 100}
+  - {a: L1, b: H1, gbps: 400}
+",
+    )
+    .unwrap();
+    let base = Base::new(&t, &options(Mode::Draft, None));
+    let p = "10.0.0.0/24".parse().unwrap();
+    assert!(base.solution.group("SS2", p).is_none());
+    assert!(base.solution.group("L2", p).is_some());
+    let f = failures::singles(&t)
+        .into_iter()
+        .find(|f| f.name == "SS1-S1")
+        .unwrap();
+    for full in [false, true] {
+        let r = base.one(&f, full);
+        let d = &r.destinations[0];
+        let got = (
+            d.unreachable_nodes,
+            d.worst_oversubscription,
+            d.node.as_str(),
+        );
+        assert_eq!(got, (1, 1.0, "SS2"), "full {full}");
+        assert_eq!(r.changed_groups, 3, "full {full}");
+    }
+}
