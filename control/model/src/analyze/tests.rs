@@ -544,8 +544,10 @@ links:
 }
 
 /// A destination's worst ratio is its largest: the worked example with L3 under S1
-/// (100G) and S2 (50G). S1-L1 down: L2 keeps S2, 200 over 100 = 2; L3 had
-/// min(100, 100) + min(50, 100) = 150 and keeps S2's 50: 3, the worst, at L3.
+/// (100G) and S2 (50G), and L4 wired as L2. S1-L1 down: L2 and L4 keep S2, 200 over 100
+/// = 2; L3 had min(100, 100) + min(50, 100) = 150 and keeps S2's 50: 3, the worst, at
+/// L3. Stranded: L2 and L4 each lose the 300 left on their 400G links to S1 (two equal
+/// values, summed as one value counted twice): -600.
 #[test]
 fn the_worst_ratio_is_the_largest() {
     let t = parse(
@@ -556,6 +558,7 @@ fn the_worst_ratio_is_the_largest() {
   - {name: L1, role: leaf, asn: 65001, prefixes: [10.0.0.0/24]}
   - {name: L2, role: leaf, asn: 65002}
   - {name: L3, role: leaf, asn: 65003}
+  - {name: L4, role: leaf, asn: 65004}
 links:
   - {a: S1, b: L1, gbps: 100}
   - {a: S2, b: L1, gbps: 100}
@@ -563,6 +566,8 @@ links:
   - {a: S2, b: L2, gbps: 100}
   - {a: S1, b: L3, gbps: 100}
   - {a: S2, b: L3, gbps: 50}
+  - {a: S1, b: L4, gbps: 400}
+  - {a: S2, b: L4, gbps: 100}
 ",
     )
     .unwrap();
@@ -575,6 +580,7 @@ links:
         let r = base.one(&f, full);
         assert_eq!(r.worst_oversubscription, 3.0, "full {full}");
         assert_eq!(r.destinations[0].node, "L3", "full {full}");
+        assert_eq!(r.stranded_gbps, -600.0, "full {full}");
     }
 }
 
@@ -668,4 +674,57 @@ links:
         assert_eq!(got, (1, 1.0, "SS2"), "full {full}");
         assert_eq!(r.changed_groups, 3, "full {full}");
     }
+}
+
+/// One failure per plane, every switch of the plane down: three planes of a leaf and a
+/// spine each, two RNICs on every leaf (their own `plane` names no switch's plane and
+/// makes no failure). Each plane's failure takes down its two switches and their links.
+#[test]
+fn a_plane_failure_takes_its_switches_down() {
+    let t = parse(
+        "t.yaml".as_ref(),
+        "nodes:
+  - {name: S1, role: spine, asn: 65101, plane: 1}
+  - {name: L1, role: leaf, asn: 65001, plane: 1}
+  - {name: S2, role: spine, asn: 65102, plane: 2}
+  - {name: L2, role: leaf, asn: 65002, plane: 2}
+  - {name: S3, role: spine, asn: 65103, plane: 3}
+  - {name: L3, role: leaf, asn: 65003, plane: 3}
+  - {name: R1, role: rnic, asn: 65201, plane: 9, prefixes: [10.0.1.0/24]}
+  - {name: R2, role: rnic, asn: 65202, plane: 9, prefixes: [10.0.2.0/24]}
+links:
+  - {a: S1, b: L1, gbps: 100}
+  - {a: S2, b: L2, gbps: 100}
+  - {a: S3, b: L3, gbps: 100}
+  - {a: R1, b: L1, gbps: 100}
+  - {a: R1, b: L2, gbps: 100}
+  - {a: R1, b: L3, gbps: 100}
+  - {a: R2, b: L1, gbps: 100}
+  - {a: R2, b: L2, gbps: 100}
+  - {a: R2, b: L3, gbps: 100}
+",
+    )
+    .unwrap();
+    let name = |n: NodeId| t.nodes[n].name.clone();
+    let planes: Vec<(String, Vec<String>, usize)> = failures::singles(&t)
+        .into_iter()
+        .filter(|f| f.kind == failures::Kind::Plane)
+        .map(|f| {
+            (
+                f.name.clone(),
+                f.nodes.iter().map(|&n| name(n)).collect(),
+                f.pairs.len(),
+            )
+        })
+        .collect();
+    let plane = |p: &str, s: &str, l: &str| (p.to_string(), vec![s.to_string(), l.to_string()], 3);
+    // Per plane: spine-leaf and the leaf's two RNIC links, as node pairs.
+    assert_eq!(
+        planes,
+        [
+            plane("plane 1", "S1", "L1"),
+            plane("plane 2", "S2", "L2"),
+            plane("plane 3", "S3", "L3")
+        ]
+    );
 }
