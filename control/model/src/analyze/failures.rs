@@ -180,8 +180,15 @@ mod tests {
         let pairs = sample_pairs(&s, 5, 7);
         assert_eq!(pairs.len(), 5);
         assert_eq!(pairs, sample_pairs(&s, 5, 7), "same seed, same sample");
-        // 14 singles: 91 pairs at most.
-        assert_eq!(sample_pairs(&s, 1000, 1).len(), 91);
+        // 14 singles: 91 pairs at most, each drawn once and of two different singles.
+        let all = sample_pairs(&s, 1000, 1);
+        assert_eq!(all.len(), 91);
+        let distinct: FxHashSet<&str> = all.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(distinct.len(), 91);
+        for f in &all {
+            let (a, b) = f.name.split_once(" + ").unwrap();
+            assert_ne!(a, b);
+        }
     }
 
     #[test]
