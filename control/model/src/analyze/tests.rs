@@ -728,3 +728,34 @@ links:
         ]
     );
 }
+
+/// The limit test's fabric with L1 originating two prefixes: L2's reduced group counts
+/// once per prefix, 2 in the base; failing S2-L2 un-reduces both: 0, change -2.
+#[test]
+fn reductions_count_once_per_prefix() {
+    let t = parse(
+        "t.yaml".as_ref(),
+        "nodes:
+  - {name: S1, role: spine, asn: 65100}
+  - {name: S2, role: spine, asn: 65100}
+  - {name: L1, role: leaf, asn: 65001, prefixes: [10.0.0.0/24, 10.0.9.0/24]}
+  - {name: L2, role: leaf, asn: 65002}
+links:
+  - {a: S1, b: L1, gbps: 300}
+  - {a: S2, b: L1, gbps: 100}
+  - {a: S1, b: L2, gbps: 400}
+  - {a: S2, b: L2, gbps: 100}
+",
+    )
+    .unwrap();
+    let base = Base::new(&t, &options(Mode::Draft, Some(3)));
+    assert_eq!(base.reduced_groups, 2);
+    let f = failures::singles(&t)
+        .into_iter()
+        .find(|f| f.name == "S2-L2")
+        .unwrap();
+    for full in [false, true] {
+        let r = base.one(&f, full);
+        assert_eq!((r.reduced_groups, r.reduced_change), (0, -2), "full {full}");
+    }
+}
