@@ -23,7 +23,8 @@ use fare_common::{RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED, S
 
 use crate::classify::Classify;
 use crate::eth::{self, L3};
-use crate::forward::{first_choice, route_group, send_to, Choice};
+use crate::choice::Choice;
+use crate::forward::{first_choice, route_group, send_to};
 use crate::ipv4::{self, V4At};
 use crate::ipv6::{self, V6At};
 use crate::maps::{ROUTES_V4, ROUTES_V6};

@@ -8,6 +8,7 @@ use fare_common::{
     ROUTE_STEERED,
 };
 
+use crate::choice::{Choice, NextHop, Start};
 use crate::classify::{self, Classify, Fields};
 use crate::ipv4::{self, Ipv4, V4};
 use crate::ipv6::{self, Ipv6, V6};
@@ -54,14 +55,6 @@ pub fn ipv6(ctx: &XdpContext, ip: &Ipv6) -> Result<u32, Malformed> {
     };
     ipv6::decrement_hop_limit(ctx, crate::eth::l3_offset(ctx)?)?;
     send(ctx, &next, flags & ROUTE_QUEUES != 0)
-}
-
-/// The member a packet goes to: its MEMBERS row (read in place, not copied), its index
-/// in the group and this CPU's row of the group (where its counters are).
-pub struct NextHop {
-    pub row: *mut GroupRow,
-    pub index: u32,
-    pub member: &'static Member,
 }
 
 /// The member for a packet of a route whose group is `group` (see `route_group`).
@@ -146,40 +139,6 @@ pub fn select<const FLOW: bool, C: Classify>(group: u32, flow: &C) -> Option<Nex
         Choice::Member(next) => Some(next),
         Choice::OutOfService(at) => select_out_of_service(group, at, flow),
         Choice::Nothing => None,
-    }
-}
-
-/// What `first_choice` found.
-pub enum Choice {
-    /// The start slot's member, in service (the cursor has moved past it).
-    Member(NextHop),
-    /// The start slot's member is out of service (nothing changed yet).
-    OutOfService(Start),
-    /// No member: the group is empty, unknown, or not in a mode this caller handles.
-    Nothing,
-}
-
-/// Where `first_choice` started: this CPU's row, the group's slot count and mode, the
-/// start slot and its member index.
-pub struct Start {
-    row: *mut GroupRow,
-    n: u32,
-    flow_mode: bool,
-    slot: u32,
-    index: u32,
-}
-
-impl Start {
-    /// A flow-mode (or flowlet-mode) start at `slot`, whose member `index` is out.
-    #[inline(always)]
-    pub fn flow(row: *mut GroupRow, n: u32, slot: u32, index: u32) -> Start {
-        Start {
-            row,
-            n,
-            flow_mode: true,
-            slot,
-            index,
-        }
     }
 }
 

@@ -22,6 +22,7 @@
 
 mod arn;
 mod bound;
+mod choice;
 mod classify;
 mod consts;
 mod dir4;
