@@ -21,9 +21,9 @@
 use aya_ebpf::{bindings::xdp_action, maps::lpm_trie::Key, programs::XdpContext};
 use fare_common::{RouteValue, Stat, ROUTE_COLORS, ROUTE_QUEUES, ROUTE_STEERED, STAGE_ARN};
 
+use crate::choice::Choice;
 use crate::classify::Classify;
 use crate::eth::{self, L3};
-use crate::choice::Choice;
 use crate::forward::{first_choice, route_group, send_to};
 use crate::ipv4::{self, V4At};
 use crate::ipv6::{self, V6At};

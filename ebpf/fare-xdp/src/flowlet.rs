@@ -6,8 +6,8 @@
 use aya_ebpf::helpers::{bpf_get_prandom_u32, bpf_ktime_get_ns};
 use fare_common::{member_id, Flowlet, GroupRow, MAX_FLOWLETS, MAX_MEMBERS_PER_GROUP, MAX_SLOTS};
 
-use crate::classify::Classify;
 use crate::choice::{Choice, NextHop, Start};
+use crate::classify::Classify;
 use crate::maps::{FLOWLETS, MEMBERS};
 
 /// New flowlet: how many random slots it tries for a member in service before it
