@@ -176,6 +176,15 @@ impl Default for DraftOptions {
     }
 }
 
+impl DraftOptions {
+    /// The non-transitive value a node attaches to a prefix it originates, sent over a
+    /// link of `link_gbps`: a super-spine with the optional link community on attaches
+    /// the link's capacity (as to what it passes on), any other node nothing.
+    pub fn originated_link_value(&self, role: Role, link_gbps: f64) -> Option<f64> {
+        (role == Role::SuperSpine && self.link_community).then_some(link_gbps)
+    }
+}
+
 /// How a node treats a route under draft-xu-idr-fare, by its role and where its
 /// equal-cost routes came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -1021,13 +1021,13 @@ impl<'a> Worker<'a> {
     }
 
     /// The non-transitive value on a route from `m` over a link of `link` Gbps: what a
-    /// super-spine computed, or, from a super-spine originating the route, the link's
-    /// capacity, which the speakers attach to what they originate (link community on).
+    /// super-spine computed, or, when `m` originates the route, what the speakers attach
+    /// to what they originate, through the wire encoding.
     fn link_value_from(&self, m: NodeId, link: f64) -> Option<f64> {
         let ctx = self.ctx;
-        let originates = self.flags[m] & ORIGIN != 0;
-        if originates && ctx.roles[m] == Role::SuperSpine && ctx.options.draft.link_community {
-            Some(ctx.options.encoding.quantize(link))
+        if self.flags[m] & ORIGIN != 0 {
+            let value = ctx.options.draft.originated_link_value(ctx.roles[m], link);
+            value.map(|v| ctx.options.encoding.quantize(v))
         } else {
             opt(self.link_value[m])
         }

@@ -280,13 +280,13 @@ impl RibTask {
                         .to_community(subtype, encoding),
                 );
                 // A super-spine attaches its link value to what it originates too.
-                if policy.role == Role::SuperSpine && policy.draft.link_community {
-                    if let Some(l) = p.link_gbps {
-                        a.ext_communities.push(
-                            PathBandwidth::new(false, self.config.router_id, l)
-                                .to_community(subtype, encoding),
-                        );
-                    }
+                let link_value =
+                    (p.link_gbps).and_then(|l| policy.draft.originated_link_value(policy.role, l));
+                if let Some(l) = link_value {
+                    a.ext_communities.push(
+                        PathBandwidth::new(false, self.config.router_id, l)
+                            .to_community(subtype, encoding),
+                    );
                 }
             }
             LocRoute::Learned(paths) => {
