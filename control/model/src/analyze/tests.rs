@@ -13,6 +13,12 @@ fn options(mode: Mode, max_group_size: Option<u32>) -> sim::Options {
     }
 }
 
+/// The single failure (a link, a node or a plane) named `name`.
+fn single(t: &Topology, name: &str) -> failures::Failure {
+    let f = failures::singles(t).into_iter().find(|f| f.name == name);
+    f.unwrap_or_else(|| panic!("no failure {name}"))
+}
+
 /// S1 has 100G to L1 and 400G to L2, S2 100G to both. Draft, worked by hand: L2 reaches
 /// L1's prefix via S1 at min(400, 100) = 100 (300 stranded) and via S2 at 100. With
 /// S1-L1 down, S1 has no route to L1 (valley-free: not back up through L2), L2 keeps
@@ -36,10 +42,7 @@ links:
     )
     .unwrap();
     let base = Base::new(&t, &options(Mode::Draft, None));
-    let f = failures::singles(&t)
-        .into_iter()
-        .find(|f| f.name == "S1-L1")
-        .unwrap();
+    let f = single(&t, "S1-L1");
     let r = base.one(&f, false);
     assert_eq!(r.changed_groups, 3);
     assert_eq!(r.unreachable, 1);
@@ -97,10 +100,7 @@ links:
     .unwrap();
     let base = Base::new(&t, &options(Mode::Draft, Some(3)));
     assert_eq!(base.reduced_groups, 1);
-    let f = failures::singles(&t)
-        .into_iter()
-        .find(|f| f.name == "S2-L2")
-        .unwrap();
+    let f = single(&t, "S2-L2");
     let r = base.one(&f, false);
     assert_eq!((r.reduced_groups, r.reduced_change), (0, -1));
     // Demand 400 (300 + 100) over 300.
@@ -428,10 +428,7 @@ links:
     )
     .unwrap();
     let mut base = Base::new(&t, &options(Mode::Draft, None));
-    let f = failures::singles(&t)
-        .into_iter()
-        .find(|f| f.name == "S1-L1")
-        .unwrap();
+    let f = single(&t, "S1-L1");
     let r = base.one(&f, false);
     assert_eq!((r.changed_groups, r.unreachable, r.single_path), (5, 2, 3));
     assert_eq!(r.stranded_gbps, -600.0);
@@ -492,10 +489,7 @@ links:
     .unwrap();
     let base = Base::new(&t, &options(Mode::Draft, Some(3)));
     assert_eq!(base.reduced_groups, 1);
-    let f = failures::singles(&t)
-        .into_iter()
-        .find(|f| f.name == "S1-L3")
-        .unwrap();
+    let f = single(&t, "S1-L3");
     let r = base.one(&f, false);
     assert_eq!((r.reduced_groups, r.reduced_change), (1, 0));
 }
@@ -530,10 +524,7 @@ links:
     )
     .unwrap();
     let base = Base::new(&t, &options(Mode::Draft, None));
-    let f = failures::singles(&t)
-        .into_iter()
-        .find(|f| f.name == "L2")
-        .unwrap();
+    let f = single(&t, "L2");
     for full in [false, true] {
         let r = base.one(&f, full);
         assert_eq!(r.changed_groups, 4, "full {full}");
@@ -572,10 +563,7 @@ links:
     )
     .unwrap();
     let base = Base::new(&t, &options(Mode::Draft, None));
-    let f = failures::singles(&t)
-        .into_iter()
-        .find(|f| f.name == "S1-L1")
-        .unwrap();
+    let f = single(&t, "S1-L1");
     for full in [false, true] {
         let r = base.one(&f, full);
         assert_eq!(r.worst_oversubscription, 3.0, "full {full}");
@@ -617,10 +605,7 @@ links:
     .unwrap();
     let base = Base::new(&t, &options(Mode::Draft, Some(3)));
     assert_eq!(base.reduced_groups, 2);
-    let f = failures::singles(&t)
-        .into_iter()
-        .find(|f| f.name == "S1-L3")
-        .unwrap();
+    let f = single(&t, "S1-L3");
     for full in [false, true] {
         let r = base.one(&f, full);
         assert_eq!((r.reduced_groups, r.reduced_change), (2, 0), "full {full}");
@@ -659,10 +644,7 @@ links:
     let p = "10.0.0.0/24".parse().unwrap();
     assert!(base.solution.group("SS2", p).is_none());
     assert!(base.solution.group("L2", p).is_some());
-    let f = failures::singles(&t)
-        .into_iter()
-        .find(|f| f.name == "SS1-S1")
-        .unwrap();
+    let f = single(&t, "SS1-S1");
     for full in [false, true] {
         let r = base.one(&f, full);
         let d = &r.destinations[0];
@@ -750,10 +732,7 @@ links:
     .unwrap();
     let base = Base::new(&t, &options(Mode::Draft, Some(3)));
     assert_eq!(base.reduced_groups, 2);
-    let f = failures::singles(&t)
-        .into_iter()
-        .find(|f| f.name == "S2-L2")
-        .unwrap();
+    let f = single(&t, "S2-L2");
     for full in [false, true] {
         let r = base.one(&f, full);
         assert_eq!((r.reduced_groups, r.reduced_change), (0, -2), "full {full}");

@@ -225,7 +225,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Topology, FileError> {
         // The model's routes climb the stages and come down (valley-free): a link
         // between two switches of one stage (a peer link) is a path it does not model.
         let (ra, rb) = (topo.nodes[a].role, topo.nodes[b].role);
-        if ra == rb && !ra.is_stub() {
+        if ra.stage() == rb.stage() && !ra.is_stub() {
             return Err(at(
                 &link_lines,
                 i,
