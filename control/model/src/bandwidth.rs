@@ -326,6 +326,24 @@ pub fn averaged_advertise(path_sum_gbps: f64, outgoing: usize, link_gbps: f64) -
 mod tests {
     use super::*;
 
+    /// §4.2's optional link value on originated prefixes: only a super-spine attaches
+    /// one (its link's capacity, 40 here), and only with the link community on; a leaf
+    /// or a spine attaches none either way.
+    #[test]
+    fn only_a_super_spine_attaches_a_link_value_to_what_it_originates() {
+        let on = DraftOptions::default();
+        let off = DraftOptions {
+            link_community: false,
+            ..on
+        };
+        assert_eq!(on.originated_link_value(Role::SuperSpine, 40.0), Some(40.0));
+        assert_eq!(off.originated_link_value(Role::SuperSpine, 40.0), None);
+        for role in [Role::Leaf, Role::Spine, Role::Rnic] {
+            assert_eq!(on.originated_link_value(role, 40.0), None, "{role:?}");
+            assert_eq!(off.originated_link_value(role, 40.0), None, "{role:?}");
+        }
+    }
+
     /// A super-spine or remote spine passes on the transitive value it received; with no
     /// route to take it from, or a route without it, it attaches none (never -infinity).
     #[test]
